@@ -1,0 +1,159 @@
+#include "rankscope/info.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "rankscope/json.h"
+
+namespace rankscope {
+namespace {
+
+struct JobSummary {
+  int64_t first_ns = INT64_MAX;
+  int64_t last_ns = INT64_MIN;
+  std::vector<uint64_t> by_kind = std::vector<uint64_t>(kEventKindCount, 0);
+  std::vector<int32_t> missing, dead;
+
+  int64_t span_ns() const { return first_ns <= last_ns ? last_ns - first_ns : 0; }
+};
+
+JobSummary summarize(const Timeline& timeline) {
+  JobSummary job;
+  for (const RankInfo& rank : timeline.ranks()) {
+    if (rank.status == RankStatus::kMissing) job.missing.push_back(rank.rank);
+    if (rank.status == RankStatus::kDead) job.dead.push_back(rank.rank);
+    if (rank.event_count > 0) {
+      job.first_ns = std::min(job.first_ns, rank.first_ns);
+      job.last_ns = std::max(job.last_ns, rank.last_ns);
+    }
+    for (size_t k = 0; k < rank.events_by_kind.size(); ++k) job.by_kind[k] += rank.events_by_kind[k];
+  }
+  return job;
+}
+
+std::string seconds(int64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.6f s", static_cast<double>(ns) * 1e-9);
+  return text;
+}
+
+std::string rank_list(const std::vector<int32_t>& ranks) {
+  if (ranks.empty()) return "none";
+  std::string out;
+  for (int32_t r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+}  // namespace
+
+std::string counter_description(const std::string& name) {
+  static const std::map<std::string, std::string, std::less<>> kDescriptions = {
+      {std::string(counter::kEventsDropped), "events dropped because the agent's buffers were full"},
+      {std::string(counter::kAgentErrors), "internal failures in the agent (capture was disabled on that rank)"},
+      {std::string(counter::kShardWriteErrors), "chunks the agent could not write to its shard"},
+      {std::string(counter::kChunksCorrupt), "shard chunks that failed their checksum and were skipped"},
+      {std::string(counter::kEventsLost), "events in shard chunks that were damaged or cut short"},
+      {std::string(counter::kBytesSkipped), "unreadable shard bytes skipped to reach the next whole chunk"},
+      {std::string(counter::kTruncatedBytes), "bytes of a last shard chunk cut short (process killed or disk full)"},
+      {"event_names_missing", "events whose name string was lost with a damaged chunk"},
+  };
+  const auto found = kDescriptions.find(name);
+  return found == kDescriptions.end() ? std::string() : found->second;
+}
+
+std::string info_text(const Timeline& timeline) {
+  const JobSummary job = summarize(timeline);
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof(line), "%s: %d ranks, %llu events over %s\n", timeline.path().c_str(),
+                timeline.world_size(), static_cast<unsigned long long>(timeline.event_count()),
+                seconds(job.span_ns()).c_str());
+  out += line;
+  std::snprintf(line, sizeof(line), "\n%6s  %-24s %8s %12s %10s  %-9s %s\n", "rank", "host", "pid", "events", "drops",
+                "status", "last heard");
+  out += line;
+  for (const RankInfo& rank : timeline.ranks()) {
+    const std::string heard = rank.status == RankStatus::kMissing
+                                  ? "-"
+                                  : (job.first_ns <= job.last_ns ? "+" + seconds(rank.last_heard_ns - job.first_ns)
+                                                                 : "-");
+    std::snprintf(line, sizeof(line), "%6d  %-24s %8lld %12llu %10llu  %-9s %s\n", rank.rank,
+                  rank.host.empty() ? "-" : rank.host.c_str(), static_cast<long long>(rank.pid),
+                  static_cast<unsigned long long>(rank.event_count),
+                  static_cast<unsigned long long>(rank.counters.get(counter::kEventsDropped)),
+                  rank_status_name(rank.status), heard.c_str());
+    out += line;
+  }
+  out += "\nevents by kind:\n";
+  for (size_t k = 0; k < job.by_kind.size(); ++k) {
+    if (job.by_kind[k] == 0) continue;
+    std::snprintf(line, sizeof(line), "  %-20s %14llu\n",
+                  std::string(event_kind_name(static_cast<EventKind>(k + 1))).c_str(),
+                  static_cast<unsigned long long>(job.by_kind[k]));
+    out += line;
+  }
+  out += "\nmissing ranks: " + rank_list(job.missing) + "\n";
+  out += "dead ranks: " + rank_list(job.dead);
+  out += job.dead.empty() ? "\n" : " (no end-of-capture record; see 'last heard')\n";
+
+  std::string quality;
+  for (const RankInfo& rank : timeline.ranks()) {
+    for (const auto& [name, value] : rank.counters.entries()) {
+      if (value == 0) continue;
+      const std::string description = counter_description(name);
+      std::snprintf(line, sizeof(line), "  rank %d: %s = %llu%s%s\n", rank.rank, name.c_str(),
+                    static_cast<unsigned long long>(value), description.empty() ? "" : "  (",
+                    description.empty() ? "" : (description + ")").c_str());
+      quality += line;
+    }
+  }
+  out += "data quality: " + std::string(quality.empty() ? "no problems counted\n" : "\n" + quality);
+  return out;
+}
+
+std::string info_json(const Timeline& timeline) {
+  const JobSummary job = summarize(timeline);
+  JsonWriter json;
+  json.begin_object();
+  json.key("file").value(timeline.path());
+  json.key("format_version").value(int64_t{kTimelineVersion});
+  json.key("world_size").value(timeline.world_size());
+  json.key("events").value(timeline.event_count());
+  json.key("span_ns").value(job.span_ns());
+  json.key("ranks").begin_array();
+  for (const RankInfo& rank : timeline.ranks()) {
+    json.begin_object();
+    json.key("rank").value(rank.rank);
+    json.key("host").value(rank.host);
+    json.key("pid").value(rank.pid);
+    json.key("local_rank").value(rank.local_rank);
+    json.key("node_id").value(rank.node_id);
+    json.key("status").value(rank_status_name(rank.status));
+    json.key("events").value(rank.event_count);
+    json.key("drops").value(rank.counters.get(counter::kEventsDropped));
+    json.key("first_ns").value(rank.first_ns);
+    json.key("last_ns").value(rank.last_ns);
+    json.key("last_heard_ns").value(rank.last_heard_ns);
+    json.key("counters").begin_object();
+    for (const auto& [name, value] : rank.counters.entries()) json.key(name).value(value);
+    json.end_object();
+    json.end_object();
+  }
+  json.end_array();
+  json.key("events_by_kind").begin_object();
+  for (size_t k = 0; k < job.by_kind.size(); ++k) {
+    json.key(event_kind_name(static_cast<EventKind>(k + 1))).value(job.by_kind[k]);
+  }
+  json.end_object();
+  json.key("missing_ranks").begin_array();
+  for (int32_t r : job.missing) json.value(r);
+  json.end_array();
+  json.key("dead_ranks").begin_array();
+  for (int32_t r : job.dead) json.value(r);
+  json.end_array();
+  json.end_object();
+  return json.str() + "\n";
+}
+
+}  // namespace rankscope

@@ -1,0 +1,91 @@
+// The `rankscope` command: parses arguments and hands each subcommand to its library.
+#include <mpi.h>
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "rankscope/error.h"
+#include "rankscope/info.h"
+#include "rankscope/merge.h"
+#include "rankscope/timeline.h"
+#include "rankscope/version.h"
+
+namespace {
+
+int run_merge(const rankscope::MergeOptions& options) {
+  MPI_Init(nullptr, nullptr);
+  int process = 0, processes = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &process);
+  MPI_Comm_size(MPI_COMM_WORLD, &processes);
+  int status = 0;
+  try {
+    const rankscope::MergeResult result = rankscope::merge_shards(MPI_COMM_WORLD, options);
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    long peak_kib = usage.ru_maxrss, job_peak_kib = 0;
+    MPI_Reduce(&peak_kib, &job_peak_kib, 1, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (process == 0) {
+      for (const auto& problem : result.problems) std::fprintf(stderr, "rankscope merge: warning: %s\n", problem.c_str());
+      std::printf("merged %d ranks, %llu events into %s (%.1f MiB) in %.3f s with %d process%s: %.2f M events/s, "
+                  "%.0f MB/s of shards, peak memory %.1f MiB per process\n",
+                  result.world_size, static_cast<unsigned long long>(result.events), options.output.c_str(),
+                  static_cast<double>(result.bytes) / (1 << 20), result.seconds, processes,
+                  processes == 1 ? "" : "es", static_cast<double>(result.events) / result.seconds * 1e-6,
+                  static_cast<double>(result.shard_bytes) / result.seconds * 1e-6,
+                  static_cast<double>(job_peak_kib) / 1024.0);
+      auto list = [](const std::vector<int32_t>& ranks) {
+        std::string text;
+        for (int32_t r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
+        return text;
+      };
+      if (!result.missing_ranks.empty()) std::printf("missing ranks (no shard): %s\n", list(result.missing_ranks).c_str());
+      if (!result.dead_ranks.empty()) {
+        std::printf("dead ranks (shard without its end record): %s\n", list(result.dead_ranks).c_str());
+      }
+    }
+  } catch (const rankscope::Error& e) {
+    if (process == 0) std::fprintf(stderr, "rankscope merge: error: %s\n", e.what());
+    status = 1;
+  }
+  MPI_Finalize();
+  return status;
+}
+
+int run_info(const std::string& path, bool json) {
+  try {
+    const rankscope::Timeline timeline(path);
+    std::fputs((json ? rankscope::info_json(timeline) : rankscope::info_text(timeline)).c_str(), stdout);
+    return 0;
+  } catch (const rankscope::Error& e) {
+    std::fprintf(stderr, "rankscope info: error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rankscope: profile multi-node GPU jobs on one clock-aligned timeline"};
+  app.set_version_flag("--version", std::string("rankscope ") + rankscope::kRankscopeVersion);
+  app.require_subcommand(1);
+
+  rankscope::MergeOptions merge_options;
+  CLI::App* merge = app.add_subcommand("merge", "Merge per-rank shards into one HDF5 timeline (runs under mpirun too)");
+  merge->add_option("shards", merge_options.inputs, "Shard files, or folders holding *.shard files")->required();
+  merge->add_option("-o,--output", merge_options.output, "The timeline to write (HDF5)")->required();
+  merge->add_option("--block-events", merge_options.block_events, "Events per write")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
+
+  std::string info_path;
+  bool info_json = false;
+  CLI::App* info = app.add_subcommand("info", "Summarize a timeline: ranks, events, drops, missing or dead ranks");
+  info->add_option("timeline", info_path, "The HDF5 timeline")->required();
+  info->add_flag("--json", info_json, "Print JSON instead of text");
+
+  CLI11_PARSE(app, argc, argv);
+  if (*merge) return run_merge(merge_options);
+  if (*info) return run_info(info_path, info_json);
+  return 2;
+}

@@ -1,0 +1,37 @@
+// Merging per-rank shards into one HDF5 timeline, in parallel over MPI-IO.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rankscope {
+
+struct MergeOptions {
+  std::vector<std::string> inputs;  // shard files, or folders whose *.shard files are taken
+  std::string output;               // the timeline; written as OUTPUT.partial, renamed when complete
+  uint64_t block_events = 1 << 18;  // events per write
+};
+
+struct MergeResult {
+  uint64_t events = 0;          // written by every process together
+  uint64_t bytes = 0;           // size of the finished timeline
+  uint64_t shard_bytes = 0;     // size of the shards read, all processes together
+  int32_t world_size = 0;
+  std::vector<int32_t> missing_ranks;
+  std::vector<int32_t> dead_ranks;
+  std::vector<std::string> problems;  // damage found in shards, every process's
+  double seconds = 0;
+};
+
+// Collective over `comm`: every process passes the same options and takes a
+// share of the shards. Throws Error (on every process, with the same message)
+// when the job cannot be merged; the shards are never modified.
+MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options);
+
+// Expands folders to the *.shard files inside them, sorted by name.
+std::vector<std::string> expand_shard_inputs(const std::vector<std::string>& inputs);
+
+}  // namespace rankscope

@@ -1,0 +1,633 @@
+#include "rankscope/merge.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <queue>
+#include <unordered_map>
+
+#include "rankscope/error.h"
+#include "rankscope/shard.h"
+#include "rankscope/timeline.h"
+#include "rankscope/version.h"
+#include "schema.h"
+
+namespace rankscope {
+namespace {
+
+using schema::Handle;
+
+constexpr const char* kMissingName = "<name lost>";
+constexpr uint32_t kMaxLocalStringId = 1u << 24;
+constexpr std::array<std::string_view, 5> kMergeCounters = {
+    counter::kChunksCorrupt, counter::kEventsLost, counter::kBytesSkipped, counter::kTruncatedBytes,
+    "event_names_missing"};
+
+// Time order within a rank: by begin, enclosing ranges before what they enclose.
+bool event_before(const Event& a, const Event& b) {
+  return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns > b.end_ns;
+}
+
+// ------------------------------------------------------- collectives ---
+
+std::vector<char> allgather_bytes(MPI_Comm comm, const std::string& local) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  const int mine = static_cast<int>(local.size());
+  std::vector<int> counts(size), displs(size);
+  MPI_Allgather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, comm);
+  std::exclusive_scan(counts.begin(), counts.end(), displs.begin(), 0);
+  std::vector<char> all(static_cast<size_t>(displs.back() + counts.back()));
+  MPI_Allgatherv(local.data(), mine, MPI_CHAR, all.data(), counts.data(), displs.data(), MPI_CHAR, comm);
+  return all;
+}
+
+void append_record(std::string& out, std::string_view text) {
+  const auto length = static_cast<uint32_t>(text.size());
+  out.append(reinterpret_cast<const char*>(&length), 4).append(text);
+}
+
+// Every process's strings, in process order.
+std::vector<std::string> allgather_strings(MPI_Comm comm, const std::vector<std::string>& local) {
+  std::string packed;
+  for (const auto& text : local) append_record(packed, text);
+  const std::vector<char> all = allgather_bytes(comm, packed);
+  std::vector<std::string> out;
+  for (size_t pos = 0; pos + 4 <= all.size();) {
+    uint32_t length = 0;
+    std::memcpy(&length, all.data() + pos, 4);
+    out.emplace_back(all.data() + pos + 4, length);
+    pos += 4 + length;
+  }
+  return out;
+}
+
+// Throws the same Error on every process when any of them failed.
+void check_all(MPI_Comm comm, const std::string& local_error) {
+  int failed = local_error.empty() ? 0 : 1, any = 0;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm);
+  if (!any) return;
+  std::string message;
+  for (const auto& error : allgather_strings(comm, local_error.empty() ? std::vector<std::string>{}
+                                                                       : std::vector<std::string>{local_error})) {
+    if (!message.empty()) message += "\n";
+    message += error;
+  }
+  throw Error(message);
+}
+
+template <typename Row>
+std::vector<Row> allgather_rows(MPI_Comm comm, const std::vector<Row>& local) {
+  const std::vector<char> all =
+      allgather_bytes(comm, std::string(reinterpret_cast<const char*>(local.data()), local.size() * sizeof(Row)));
+  std::vector<Row> rows(all.size() / sizeof(Row));
+  std::memcpy(rows.data(), all.data(), rows.size() * sizeof(Row));
+  return rows;
+}
+
+// ------------------------------------------------------------ shards ---
+
+struct OwnedShard {
+  size_t input_index;
+  std::unique_ptr<ShardFile> file;
+  ShardScan scan;
+  std::vector<uint32_t> name_map;  // local string id -> job string id
+  Counters counters;               // what the agent counted plus what the merge found
+};
+
+struct RankSummary {
+  int32_t rank;
+  int32_t world_size;
+  uint64_t input_index;
+  uint64_t events;
+  uint64_t tracks;
+  uint64_t counters;
+  uint8_t ended;
+};
+
+std::vector<size_t> assign_shards(const std::vector<std::string>& inputs, int process, int processes) {
+  // Largest first onto the least loaded process, so every process sees the same plan.
+  std::vector<std::pair<uint64_t, size_t>> by_size;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    struct stat st {};
+    if (::stat(inputs[i].c_str(), &st) != 0) throw Error("cannot read shard " + inputs[i] + ": " + errno_text(errno));
+    by_size.emplace_back(static_cast<uint64_t>(st.st_size), i);
+  }
+  std::stable_sort(by_size.begin(), by_size.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  std::vector<uint64_t> load(static_cast<size_t>(processes), 0);
+  std::vector<size_t> mine;
+  for (const auto& [bytes, index] : by_size) {
+    const auto target = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[static_cast<size_t>(target)] += bytes + 1;
+    if (target == process) mine.push_back(index);
+  }
+  std::sort(mine.begin(), mine.end());
+  return mine;
+}
+
+Counters merged_counters(const ShardScan& scan) {
+  Counters counters = scan.counters;
+  counters.set(counter::kChunksCorrupt, scan.damage.chunks_corrupt);
+  counters.set(counter::kEventsLost, scan.damage.events_lost);
+  counters.set(counter::kBytesSkipped, scan.damage.bytes_skipped);
+  counters.set(counter::kTruncatedBytes, scan.damage.truncated_bytes);
+  counters.set(kMergeCounters.back(), 0);
+  return counters;
+}
+
+// ------------------------------------------------------------- HDF5 ---
+
+std::string with_errno(std::string message, int error_number) {
+  if (error_number != 0) message += ": " + errno_text(error_number);
+  return message;
+}
+
+class TimelineFile {
+ public:
+  TimelineFile(MPI_Comm comm, const std::string& path) : path_(path) {
+    Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
+    errno = 0;
+    file_ = Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose);
+    if (!file_.valid()) throw Error(with_errno("cannot create the timeline " + path, errno));
+    xfer_ = Handle(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+    H5Pset_dxpl_mpio(xfer_, H5FD_MPIO_INDEPENDENT);
+  }
+
+  hid_t create(const char* name, hid_t type, std::vector<hsize_t> dims) {
+    Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+    Handle links(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+    H5Pset_create_intermediate_group(links, 1);
+    Handle dataset(H5Dcreate2(file_, name, type, space, links, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+    if (!dataset.valid()) throw Error("cannot create /" + std::string(name) + " in " + path_);
+    datasets_.push_back(std::move(dataset));
+    return datasets_.back();
+  }
+
+  void write(hid_t dataset, hid_t type, std::vector<hsize_t> start, std::vector<hsize_t> count, const void* data,
+             const std::string& what) {
+    if (std::find(count.begin(), count.end(), 0) != count.end()) return;
+    Handle file_space(H5Dget_space(dataset), H5Sclose);
+    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+    Handle memory_space(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
+    errno = 0;
+    if (H5Dwrite(dataset, type, memory_space, file_space, xfer_, data) < 0) {
+      throw Error(with_errno("writing " + what + " to " + path_ + " failed", errno));
+    }
+  }
+
+  void attribute(const char* name, const std::string& value) {
+    Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(type, std::max<size_t>(value.size(), 1));
+    Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+    Handle attribute(H5Acreate2(file_, name, type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    H5Awrite(attribute, type, value.c_str());
+  }
+
+  void attribute(const char* name, int64_t value) {
+    Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+    Handle attribute(H5Acreate2(file_, name, H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    H5Awrite(attribute, H5T_NATIVE_INT64, &value);
+  }
+
+  // Collective. Returns the error, if any, so callers can agree on it first.
+  std::string close() {
+    datasets_.clear();
+    errno = 0;
+    const herr_t status = H5Fclose(file_.get());
+    file_ = Handle();
+    return status < 0 ? with_errno("closing the timeline " + path_ + " failed", errno) : std::string();
+  }
+
+  ~TimelineFile() {
+    datasets_.clear();
+    if (file_.valid()) {
+      H5Fclose(file_.get());
+      file_ = Handle();
+    }
+  }
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  Handle file_;
+  Handle xfer_;
+  std::vector<Handle> datasets_;
+};
+
+// ----------------------------------------------------- event merging ---
+
+// Writes one rank's events in time order. Chunks are sorted on their own, so a
+// k-way merge over the chunks whose time range has begun needs only those
+// chunks in memory, however long the shard.
+class RankEventMerger {
+ public:
+  RankEventMerger(const OwnedShard& shard, TimelineFile& out, hid_t dataset, hid_t type, uint64_t first_row,
+                  uint64_t block)
+      : shard_(shard), out_(out), dataset_(dataset), type_(type), next_row_(first_row), block_(block) {
+    out_block_.reserve(block);
+  }
+
+  void run() {
+    std::vector<EventChunkRef> chunks = shard_.scan.event_chunks;
+    std::stable_sort(chunks.begin(), chunks.end(),
+                     [](const EventChunkRef& a, const EventChunkRef& b) { return a.first_ns < b.first_ns; });
+    auto later = [this](size_t a, size_t b) { return event_before(head(b), head(a)); };
+    std::priority_queue<size_t, std::vector<size_t>, decltype(later)> heap(later);
+    size_t next_chunk = 0;
+    while (true) {
+      while (next_chunk < chunks.size() && (heap.empty() || chunks[next_chunk].first_ns <= head(heap.top()).begin_ns)) {
+        heap.push(open(chunks[next_chunk++]));
+      }
+      if (heap.empty()) break;
+      const size_t current = heap.top();
+      heap.pop();
+      Cursor& cursor = cursors_[current];
+      const int64_t next_chunk_begin = next_chunk < chunks.size() ? chunks[next_chunk].first_ns : INT64_MAX;
+      // Emit the run that stays ahead of every other open chunk and of the next one to open.
+      do {
+        emit(cursor.events[cursor.position++]);
+      } while (cursor.position < cursor.events.size() && cursor.events[cursor.position].begin_ns < next_chunk_begin &&
+               (heap.empty() || !event_before(head(heap.top()), cursor.events[cursor.position])));
+      if (cursor.position < cursor.events.size()) {
+        heap.push(current);
+      } else {
+        free_.push_back(current);
+      }
+    }
+    flush();
+  }
+
+  const std::array<uint64_t, kEventKindCount + 1>& kind_counts() const { return kind_counts_; }
+  uint64_t names_missing() const { return names_missing_; }
+  int64_t first_ns() const { return first_ns_; }
+  int64_t last_ns() const { return last_ns_; }
+
+ private:
+  struct Cursor {
+    std::vector<Event> events;
+    size_t position = 0;
+  };
+
+  const Event& head(size_t cursor) const { return cursors_[cursor].events[cursors_[cursor].position]; }
+
+  size_t open(const EventChunkRef& chunk) {
+    size_t index;
+    if (free_.empty()) {
+      index = cursors_.size();
+      cursors_.emplace_back();
+    } else {
+      index = free_.back();
+      free_.pop_back();
+    }
+    Cursor& cursor = cursors_[index];
+    shard_.file->read_events(chunk, cursor.events);
+    if (!std::is_sorted(cursor.events.begin(), cursor.events.end(), event_before)) {
+      std::sort(cursor.events.begin(), cursor.events.end(), event_before);
+    }
+    cursor.position = 0;
+    return index;
+  }
+
+  void emit(Event event) {
+    const auto& map = shard_.name_map;
+    if (event.name_id < map.size() && map[event.name_id] != UINT32_MAX) {
+      event.name_id = map[event.name_id];
+    } else {
+      event.name_id = missing_name_id();
+      ++names_missing_;
+    }
+    const auto kind = static_cast<size_t>(event.kind);
+    ++kind_counts_[kind <= kEventKindCount ? kind : 0];
+    first_ns_ = std::min(first_ns_, event.begin_ns);
+    last_ns_ = std::max(last_ns_, event.end_ns);
+    out_block_.push_back(event);
+    if (out_block_.size() == block_) flush();
+  }
+
+  uint32_t missing_name_id() const { return shard_.name_map.back(); }
+
+  void flush() {
+    if (out_block_.empty()) return;
+    out_.write(dataset_, type_, {next_row_}, {out_block_.size()}, out_block_.data(),
+               "events of rank " + std::to_string(shard_.scan.rank()));
+    next_row_ += out_block_.size();
+    out_block_.clear();
+  }
+
+  const OwnedShard& shard_;
+  TimelineFile& out_;
+  hid_t dataset_;
+  hid_t type_;
+  uint64_t next_row_;
+  uint64_t block_;
+  std::vector<Cursor> cursors_;
+  std::vector<size_t> free_;
+  std::vector<Event> out_block_;
+  std::array<uint64_t, kEventKindCount + 1> kind_counts_{};
+  uint64_t names_missing_ = 0;
+  int64_t first_ns_ = INT64_MAX;
+  int64_t last_ns_ = INT64_MIN;
+};
+
+schema::RankRow rank_row(const OwnedShard& shard, uint64_t event_offset, uint64_t track_offset,
+                         uint64_t counter_offset) {
+  schema::RankRow row{};
+  const ShardScan& scan = shard.scan;
+  const RankMetadata metadata = scan.metadata.value_or(RankMetadata{});
+  row.rank = scan.rank();
+  row.local_rank = metadata.local_rank;
+  row.node_id = metadata.node_id;
+  row.status = static_cast<uint8_t>(scan.ended ? RankStatus::kComplete : RankStatus::kDead);
+  row.pid = metadata.pid;
+  row.event_offset = event_offset;
+  row.event_count = scan.event_count;
+  row.track_offset = track_offset;
+  row.track_count = scan.tracks.size();
+  row.counter_offset = counter_offset;
+  row.counter_count = shard.counters.entries().size();
+  row.last_heard_ns = scan.last_ns;
+  row.start_wall_ns = metadata.start_wall_ns;
+  schema::set_text(row.host, metadata.host);
+  schema::set_text(row.gpu_uuids, metadata.gpu_uuids);
+  schema::set_text(row.launcher, metadata.launcher);
+  schema::set_text(row.agent_version, metadata.agent_version);
+  schema::set_text(row.capture, metadata.capture);
+  schema::set_text(row.shard, std::filesystem::absolute(scan.path).string());
+  return row;
+}
+
+}  // namespace
+
+std::vector<std::string> expand_shard_inputs(const std::vector<std::string>& inputs) {
+  std::vector<std::string> out;
+  for (const auto& input : inputs) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(input, ec)) {
+      std::vector<std::string> found;
+      for (const auto& entry : std::filesystem::directory_iterator(input, ec)) {
+        if (entry.path().extension() == ".shard") found.push_back(entry.path().string());
+      }
+      if (ec) throw Error("cannot list " + input + ": " + ec.message());
+      if (found.empty()) throw Error(input + " holds no .shard files");
+      std::sort(found.begin(), found.end());
+      out.insert(out.end(), found.begin(), found.end());
+    } else {
+      out.push_back(input);
+    }
+  }
+  return out;
+}
+
+MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
+  const double started = MPI_Wtime();
+  int process = 0, processes = 1;
+  MPI_Comm_rank(comm, &process);
+  MPI_Comm_size(comm, &processes);
+  schema::silence_hdf5_errors();
+
+  // Failures before the first collective are the same on every process.
+  const std::vector<std::string> inputs = expand_shard_inputs(options.inputs);
+  if (inputs.empty()) throw Error("no shards to merge");
+  if (options.output.empty()) throw Error("no output file given");
+
+  // 1. Scan this process's shards.
+  std::vector<OwnedShard> shards;
+  std::string error;
+  try {
+    for (size_t index : assign_shards(inputs, process, processes)) {
+      OwnedShard shard{index, std::make_unique<ShardFile>(inputs[index]), {}, {}, {}};
+      shard.scan = shard.file->scan();
+      if (shard.scan.rank() < 0) {
+        throw Error(inputs[index] + ": neither the file header nor any metadata chunk says which rank wrote it");
+      }
+      shard.counters = merged_counters(shard.scan);
+      shards.push_back(std::move(shard));
+    }
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  check_all(comm, error);
+
+  // 2. Agree on who is who.
+  std::vector<RankSummary> local_summaries;
+  for (const auto& shard : shards) {
+    local_summaries.push_back({shard.scan.rank(), shard.scan.world_size(), shard.input_index, shard.scan.event_count,
+                               shard.scan.tracks.size(), shard.counters.entries().size(),
+                               static_cast<uint8_t>(shard.scan.ended)});
+  }
+  std::vector<RankSummary> summaries = allgather_rows(comm, local_summaries);
+  std::sort(summaries.begin(), summaries.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
+  int32_t world_size = 0;
+  for (const auto& s : summaries) world_size = std::max({world_size, s.world_size, s.rank + 1});
+  for (size_t i = 0; i < summaries.size(); ++i) {
+    const auto& s = summaries[i];
+    if (i > 0 && summaries[i - 1].rank == s.rank) {
+      throw Error("two shards are from rank " + std::to_string(s.rank) + ": " + inputs[summaries[i - 1].input_index] +
+                  " and " + inputs[s.input_index]);
+    }
+    if (s.world_size != world_size && s.world_size != 0) {
+      throw Error(inputs[s.input_index] + " is from a job of " + std::to_string(s.world_size) +
+                  " ranks, but other shards are from a job of " + std::to_string(world_size));
+    }
+  }
+
+  std::vector<uint64_t> event_offset(static_cast<size_t>(world_size) + 1, 0), track_offset = event_offset,
+                                                                             counter_offset = event_offset;
+  std::vector<const RankSummary*> by_rank(static_cast<size_t>(world_size), nullptr);
+  for (const auto& s : summaries) by_rank[static_cast<size_t>(s.rank)] = &s;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    const RankSummary* s = by_rank[r];
+    event_offset[r + 1] = event_offset[r] + (s ? s->events : 0);
+    track_offset[r + 1] = track_offset[r] + (s ? s->tracks : 0);
+    counter_offset[r + 1] = counter_offset[r] + (s ? s->counters : 0);
+  }
+
+  // 3. One string table for the job: the same name has the same id on every rank.
+  std::vector<std::string> local_strings = {kMissingName};
+  for (const auto& shard : shards) {
+    for (const auto& [id, text] : shard.scan.strings) local_strings.push_back(text);
+    for (const auto& [name, value] : shard.counters.entries()) local_strings.push_back(name);
+  }
+  std::sort(local_strings.begin(), local_strings.end());
+  local_strings.erase(std::unique(local_strings.begin(), local_strings.end()), local_strings.end());
+  std::vector<std::string> strings = allgather_strings(comm, local_strings);
+  std::sort(strings.begin(), strings.end());
+  strings.erase(std::unique(strings.begin(), strings.end()), strings.end());
+  std::unordered_map<std::string_view, uint32_t> string_ids;
+  for (size_t i = 0; i < strings.size(); ++i) string_ids.emplace(strings[i], static_cast<uint32_t>(i));
+
+  std::vector<std::string> problems;
+  for (auto& shard : shards) {
+    uint32_t max_id = 0;
+    for (const auto& [id, text] : shard.scan.strings) {
+      if (id < kMaxLocalStringId) max_id = std::max(max_id, id + 1);
+    }
+    // The last slot holds the id that stands for a name whose string was lost.
+    shard.name_map.assign(size_t{max_id} + 1, UINT32_MAX);
+    for (const auto& [id, text] : shard.scan.strings) {
+      if (id < kMaxLocalStringId) shard.name_map[id] = string_ids.at(text);
+    }
+    shard.name_map.back() = string_ids.at(kMissingName);
+    for (const auto& problem : shard.scan.damage.problems) problems.push_back(problem);
+  }
+
+  // 4. Create the timeline together.
+  const std::string partial = options.output + ".partial";
+  if (process == 0) {
+    const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      error = "cannot write the timeline: cannot create " + partial + ": " + errno_text(errno);
+    } else {
+      ::close(fd);
+    }
+  }
+  check_all(comm, error);
+
+  std::string close_error;
+  {
+    std::unique_ptr<TimelineFile> out;
+    try {
+      out = std::make_unique<TimelineFile>(comm, partial);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    check_all(comm, error);
+
+    const Handle event_type = schema::event_type();
+    const Handle rank_type = schema::rank_row_type();
+    const Handle track_type = schema::track_row_type();
+    const Handle counter_type = schema::counter_row_type();
+    const auto ws = static_cast<hsize_t>(world_size);
+    uint64_t string_bytes = 0;
+    for (const auto& text : strings) string_bytes += text.size();
+
+    hid_t events = -1, ranks = -1, counts = -1, tracks = -1, counters = -1, bytes = -1, offsets = -1;
+    try {
+      events = out->create(schema::kEvents, event_type, {event_offset.back()});
+      ranks = out->create(schema::kRanks, rank_type, {ws});
+      counts = out->create(schema::kEventCounts, H5T_NATIVE_UINT64, {ws, kEventKindCount});
+      tracks = out->create(schema::kTracks, track_type, {track_offset.back()});
+      counters = out->create(schema::kCounters, counter_type, {counter_offset.back()});
+      bytes = out->create(schema::kStringBytes, H5T_NATIVE_CHAR, {string_bytes});
+      offsets = out->create(schema::kStringOffsets, H5T_NATIVE_UINT64, {strings.size() + 1});
+      out->attribute("format", kTimelineFormatName);
+      out->attribute("format_version", int64_t{kTimelineVersion});
+      out->attribute("rankscope_version", kRankscopeVersion);
+      out->attribute("world_size", int64_t{world_size});
+      out->attribute("clock_corrected", int64_t{0});
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    check_all(comm, error);
+
+    // 5. Each process writes its own ranks; process 0 also the shared tables.
+    try {
+      for (const auto& shard : shards) {
+        const auto r = static_cast<size_t>(shard.scan.rank());
+        RankEventMerger merger(shard, *out, events, event_type, event_offset[r], options.block_events);
+        merger.run();
+        Counters rank_counters = shard.counters;
+        rank_counters.set(kMergeCounters.back(), merger.names_missing());
+
+        schema::RankRow row = rank_row(shard, event_offset[r], track_offset[r], counter_offset[r]);
+        row.first_ns = merger.first_ns() == INT64_MAX ? 0 : merger.first_ns();
+        row.last_ns = merger.last_ns() == INT64_MIN ? 0 : merger.last_ns();
+        out->write(ranks, rank_type, {r}, {1}, &row, "rank " + std::to_string(r));
+        out->write(counts, H5T_NATIVE_UINT64, {r, 0}, {1, kEventKindCount}, merger.kind_counts().data() + 1,
+                   "event counts of rank " + std::to_string(r));
+
+        std::vector<schema::TrackRow> track_rows;
+        for (const Track& t : shard.scan.tracks) {
+          const uint32_t name = t.name_id < shard.name_map.size() && shard.name_map[t.name_id] != UINT32_MAX
+                                    ? shard.name_map[t.name_id]
+                                    : shard.name_map.back();
+          track_rows.push_back({static_cast<int32_t>(r), t.id, t.os_id, name, t.device, static_cast<uint8_t>(t.type)});
+        }
+        out->write(tracks, track_type, {track_offset[r]}, {track_rows.size()}, track_rows.data(),
+                   "tracks of rank " + std::to_string(r));
+
+        std::vector<schema::CounterRow> counter_rows;
+        for (const auto& [name, value] : rank_counters.entries()) {
+          counter_rows.push_back({static_cast<int32_t>(r), string_ids.at(name), value});
+        }
+        out->write(counters, counter_type, {counter_offset[r]}, {counter_rows.size()}, counter_rows.data(),
+                   "counters of rank " + std::to_string(r));
+      }
+      if (process == 0) {
+        std::string packed;
+        std::vector<uint64_t> string_offsets = {0};
+        for (const auto& text : strings) {
+          packed += text;
+          string_offsets.push_back(packed.size());
+        }
+        out->write(bytes, H5T_NATIVE_CHAR, {0}, {packed.size()}, packed.data(), "the string table");
+        out->write(offsets, H5T_NATIVE_UINT64, {0}, {string_offsets.size()}, string_offsets.data(),
+                   "the string table");
+        for (size_t r = 0; r < by_rank.size(); ++r) {
+          if (by_rank[r]) continue;
+          schema::RankRow row{};
+          row.rank = static_cast<int32_t>(r);
+          row.local_rank = -1;
+          row.node_id = -1;
+          row.status = static_cast<uint8_t>(RankStatus::kMissing);
+          row.event_offset = event_offset[r];
+          row.track_offset = track_offset[r];
+          row.counter_offset = counter_offset[r];
+          const std::array<uint64_t, kEventKindCount> zeros{};
+          out->write(ranks, rank_type, {r}, {1}, &row, "rank " + std::to_string(r));
+          out->write(counts, H5T_NATIVE_UINT64, {r, 0}, {1, kEventKindCount}, zeros.data(),
+                     "event counts of rank " + std::to_string(r));
+        }
+      }
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    close_error = out->close();
+  }
+  if (error.empty()) error = close_error;
+  try {
+    check_all(comm, error);
+  } catch (const Error&) {
+    if (process == 0) ::unlink(partial.c_str());
+    throw;
+  }
+
+  if (process == 0 && ::rename(partial.c_str(), options.output.c_str()) != 0) {
+    error = "cannot move " + partial + " to " + options.output + ": " + errno_text(errno);
+  }
+  check_all(comm, error);
+
+  MergeResult result;
+  result.world_size = world_size;
+  result.events = event_offset.back();
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    if (!by_rank[r]) {
+      result.missing_ranks.push_back(static_cast<int32_t>(r));
+    } else if (!by_rank[r]->ended) {
+      result.dead_ranks.push_back(static_cast<int32_t>(r));
+    }
+  }
+  uint64_t local_shard_bytes = 0;
+  for (const auto& shard : shards) {
+    struct stat st {};
+    if (::stat(shard.scan.path.c_str(), &st) == 0) local_shard_bytes += static_cast<uint64_t>(st.st_size);
+  }
+  MPI_Allreduce(&local_shard_bytes, &result.shard_bytes, 1, MPI_UINT64_T, MPI_SUM, comm);
+  struct stat st {};
+  if (::stat(options.output.c_str(), &st) == 0) result.bytes = static_cast<uint64_t>(st.st_size);
+  result.problems = allgather_strings(comm, problems);
+  result.seconds = MPI_Wtime() - started;
+  return result;
+}
+
+}  // namespace rankscope

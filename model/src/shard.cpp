@@ -1,0 +1,375 @@
+#include "rankscope/shard.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "rankscope/crc32c.h"
+#include "rankscope/error.h"
+
+namespace rankscope {
+namespace {
+
+uint32_t header_crc(const ChunkHeader& header) {
+  return crc32c(&header, offsetof(ChunkHeader, header_crc));
+}
+
+uint32_t header_crc(const ShardFileHeader& header) {
+  return crc32c(&header, offsetof(ShardFileHeader, header_crc));
+}
+
+bool is_known_chunk_type(uint16_t type) {
+  return type >= static_cast<uint16_t>(ChunkType::kMetadata) && type <= static_cast<uint16_t>(ChunkType::kEnd);
+}
+
+bool header_is_valid(const ChunkHeader& header) {
+  return header.magic == kChunkMagic && header.header_crc == header_crc(header) &&
+         header.payload_bytes <= kMaxChunkPayload;
+}
+
+std::string_view chunk_type_name(uint16_t type) {
+  switch (static_cast<ChunkType>(type)) {
+    case ChunkType::kMetadata: return "metadata";
+    case ChunkType::kStrings: return "strings";
+    case ChunkType::kTracks: return "tracks";
+    case ChunkType::kEvents: return "events";
+    case ChunkType::kCounters: return "counters";
+    case ChunkType::kEnd: return "end";
+  }
+  return "unknown";
+}
+
+// pread that retries short reads; returns bytes read (less than size only at EOF).
+size_t read_at(int fd, void* data, size_t size, uint64_t offset, const std::string& path) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, static_cast<char*>(data) + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error(path + ": read failed at byte " + std::to_string(offset + done) + ": " + errno_text(errno));
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+bool parse_strings(const std::vector<char>& payload, uint32_t count,
+                   std::vector<std::pair<uint32_t, std::string>>& out) {
+  size_t pos = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t id = 0, length = 0;
+    if (payload.size() - pos < 8) return false;
+    std::memcpy(&id, payload.data() + pos, 4);
+    std::memcpy(&length, payload.data() + pos + 4, 4);
+    pos += 8;
+    if (payload.size() - pos < length) return false;
+    out.emplace_back(id, std::string(payload.data() + pos, length));
+    pos += length;
+  }
+  return pos == payload.size();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- writer ---
+
+ShardWriter::ShardWriter(ShardWriter&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), offset_(other.offset_), path_(std::move(other.path_)),
+      error_(std::move(other.error_)) {}
+
+ShardWriter& ShardWriter::operator=(ShardWriter&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    offset_ = other.offset_;
+    path_ = std::move(other.path_);
+    error_ = std::move(other.error_);
+  }
+  return *this;
+}
+
+ShardWriter::~ShardWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool ShardWriter::fail(std::string message) {
+  error_ = std::move(message);
+  return false;
+}
+
+bool ShardWriter::open(const std::string& path, const RankMetadata& metadata, int64_t now_ns) {
+  path_ = path;
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) return fail("cannot create shard " + path + ": " + errno_text(errno));
+  ShardFileHeader header{};
+  std::memcpy(header.magic, kShardMagic, sizeof(kShardMagic));
+  header.version = kShardVersion;
+  header.header_bytes = sizeof(ShardFileHeader);
+  header.rank = metadata.rank;
+  header.world_size = metadata.world_size;
+  header.header_crc = header_crc(header);
+  const ssize_t n = ::pwrite(fd_, &header, sizeof(header), 0);
+  if (n != static_cast<ssize_t>(sizeof(header))) {
+    const int error_number = n < 0 ? errno : ENOSPC;
+    ::close(fd_);
+    fd_ = -1;
+    ::unlink(path.c_str());
+    return fail("cannot write shard " + path + ": " + errno_text(error_number));
+  }
+  offset_ = sizeof(header);
+  return write_metadata(metadata, now_ns);
+}
+
+bool ShardWriter::write_chunk(ChunkType type, uint16_t flags, const void* payload, uint32_t payload_bytes,
+                              uint32_t item_count, int64_t first_ns, int64_t last_ns) {
+  if (fd_ < 0) return fail("shard " + path_ + " is not open");
+  if (payload_bytes > kMaxChunkPayload) return fail("chunk of " + std::to_string(payload_bytes) + " bytes is too large");
+  ChunkHeader header{};
+  header.magic = kChunkMagic;
+  header.type = static_cast<uint16_t>(type);
+  header.flags = flags;
+  header.payload_bytes = payload_bytes;
+  header.item_count = item_count;
+  header.first_ns = first_ns;
+  header.last_ns = last_ns;
+  header.payload_crc = crc32c(payload, payload_bytes);
+  header.header_crc = header_crc(header);
+
+  iovec parts[2] = {{&header, sizeof(header)}, {const_cast<void*>(payload), payload_bytes}};
+  const size_t total = sizeof(header) + payload_bytes;
+  size_t done = 0;
+  while (done < total) {
+    // Skip the parts already written.
+    iovec rest[2];
+    int count = 0;
+    size_t skip = done;
+    for (const iovec& part : parts) {
+      if (skip >= part.iov_len) {
+        skip -= part.iov_len;
+        continue;
+      }
+      rest[count++] = {static_cast<char*>(part.iov_base) + skip, part.iov_len - skip};
+      skip = 0;
+    }
+    const ssize_t n = ::pwritev(fd_, rest, count, static_cast<off_t>(offset_ + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error_number = n < 0 ? errno : ENOSPC;
+      // Drop the partial chunk so the shard stays clean for later chunks.
+      if (::ftruncate(fd_, static_cast<off_t>(offset_)) != 0) { /* the reader resyncs past it */ }
+      return fail("writing shard " + path_ + " at byte " + std::to_string(offset_) + " failed: " +
+                  errno_text(error_number));
+    }
+    done += static_cast<size_t>(n);
+  }
+  offset_ += total;
+  return true;
+}
+
+bool ShardWriter::write_events(std::span<Event> events) {
+  if (events.empty()) return true;
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.begin_ns < b.begin_ns; });
+  int64_t last = INT64_MIN;
+  for (const Event& e : events) last = std::max(last, e.end_ns);
+  return write_chunk(ChunkType::kEvents, kChunkSortedByBegin, events.data(),
+                     static_cast<uint32_t>(events.size_bytes()), static_cast<uint32_t>(events.size()),
+                     events.front().begin_ns, last);
+}
+
+bool ShardWriter::write_strings(std::span<const std::pair<uint32_t, std::string_view>> strings, int64_t now_ns) {
+  std::string payload;
+  for (const auto& [id, text] : strings) {
+    const auto length = static_cast<uint32_t>(text.size());
+    payload.append(reinterpret_cast<const char*>(&id), 4);
+    payload.append(reinterpret_cast<const char*>(&length), 4);
+    payload.append(text);
+  }
+  return write_chunk(ChunkType::kStrings, 0, payload.data(), static_cast<uint32_t>(payload.size()),
+                     static_cast<uint32_t>(strings.size()), now_ns, now_ns);
+}
+
+bool ShardWriter::write_tracks(std::span<const Track> tracks, int64_t now_ns) {
+  return write_chunk(ChunkType::kTracks, 0, tracks.data(), static_cast<uint32_t>(tracks.size_bytes()),
+                     static_cast<uint32_t>(tracks.size()), now_ns, now_ns);
+}
+
+bool ShardWriter::write_metadata(const RankMetadata& metadata, int64_t now_ns) {
+  const std::string text = metadata.encode();
+  return write_chunk(ChunkType::kMetadata, 0, text.data(), static_cast<uint32_t>(text.size()), 1, now_ns, now_ns);
+}
+
+bool ShardWriter::write_counters(const Counters& counters, int64_t now_ns) {
+  const std::string text = counters.encode();
+  return write_chunk(ChunkType::kCounters, 0, text.data(), static_cast<uint32_t>(text.size()),
+                     static_cast<uint32_t>(counters.entries().size()), now_ns, now_ns);
+}
+
+bool ShardWriter::close(const Counters& counters, int64_t now_ns) {
+  const bool written = write_counters(counters, now_ns) && write_chunk(ChunkType::kEnd, 0, nullptr, 0, 0, now_ns, now_ns);
+  const bool synced = ::fdatasync(fd_) == 0 || fail("syncing shard " + path_ + " failed: " + errno_text(errno));
+  ::close(fd_);
+  fd_ = -1;
+  return written && synced;
+}
+
+// ---------------------------------------------------------------- reader ---
+
+ShardFile::ShardFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw Error("cannot open shard " + path + ": " + errno_text(errno));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) {
+    const int error_number = errno;
+    ::close(fd_);
+    throw Error("cannot stat shard " + path + ": " + errno_text(error_number));
+  }
+  size_ = static_cast<uint64_t>(st.st_size);
+  const size_t got = read_at(fd_, &header_, sizeof(header_), 0, path);
+  if (got < sizeof(kShardMagic) || std::memcmp(header_.magic, kShardMagic, sizeof(kShardMagic)) != 0) {
+    ::close(fd_);
+    throw Error(path + " is not a rankscope shard (no shard header at byte 0)");
+  }
+  const bool header_intact = got == sizeof(header_) && header_.header_crc == header_crc(header_);
+  if (header_intact && header_.version != kShardVersion) {
+    ::close(fd_);
+    throw Error(path + ": shard format version " + std::to_string(header_.version) +
+                " is not supported; this rankscope reads version " + std::to_string(kShardVersion));
+  }
+  if (!header_intact) {
+    // The chunks carry everything the header does; scan() reports the damage.
+    header_.rank = -1;
+    header_.world_size = 0;
+  }
+}
+
+ShardFile::~ShardFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+ShardScan ShardFile::scan() const {
+  ShardScan scan;
+  scan.path = path_;
+  scan.header_rank = header_.rank;
+  scan.header_world_size = header_.world_size;
+  ShardDamage& damage = scan.damage;
+  if (header_.rank < 0) {
+    damage.problems.push_back(path_ + ": file header damaged at byte 0; reading the chunks after it");
+  }
+
+  std::vector<char> payload;
+  uint64_t offset = sizeof(ShardFileHeader);
+  while (offset < size_) {
+    ChunkHeader header{};
+    const size_t got = size_ - offset >= sizeof(header) ? read_at(fd_, &header, sizeof(header), offset, path_) : 0;
+    if (got == sizeof(header) && header_is_valid(header)) {
+      const uint64_t end = offset + sizeof(header) + header.payload_bytes;
+      const bool is_events = header.type == static_cast<uint16_t>(ChunkType::kEvents);
+      if (end > size_) {
+        damage.truncated_bytes += size_ - offset;
+        if (is_events) damage.events_lost += header.item_count;
+        damage.problems.push_back(path_ + ": " + std::string(chunk_type_name(header.type)) + " chunk at byte " +
+                                  std::to_string(offset) + " is cut short (" + std::to_string(size_ - offset) +
+                                  " of " + std::to_string(end - offset) + " bytes present)" +
+                                  (is_events ? "; " + std::to_string(header.item_count) + " events lost" : ""));
+        break;
+      }
+      payload.resize(header.payload_bytes);
+      read_at(fd_, payload.data(), payload.size(), offset + sizeof(header), path_);
+      bool sound = crc32c(payload.data(), payload.size()) == header.payload_crc;
+      if (sound) {
+        switch (static_cast<ChunkType>(header.type)) {
+          case ChunkType::kMetadata:
+            scan.metadata = RankMetadata::decode(std::string_view(payload.data(), payload.size()));
+            break;
+          case ChunkType::kStrings:
+            sound = parse_strings(payload, header.item_count, scan.strings);
+            break;
+          case ChunkType::kTracks:
+            sound = payload.size() == uint64_t{header.item_count} * sizeof(Track);
+            if (sound) {
+              const size_t first = scan.tracks.size();
+              scan.tracks.resize(first + header.item_count);
+              std::memcpy(scan.tracks.data() + first, payload.data(), payload.size());
+            }
+            break;
+          case ChunkType::kEvents:
+            sound = payload.size() == uint64_t{header.item_count} * sizeof(Event);
+            if (sound && header.item_count > 0) {
+              scan.event_chunks.push_back({offset + sizeof(header), header.item_count, header.first_ns,
+                                           header.last_ns, (header.flags & kChunkSortedByBegin) != 0});
+              scan.event_count += header.item_count;
+              scan.first_ns = std::min(scan.first_ns, header.first_ns);
+            }
+            break;
+          case ChunkType::kCounters:
+            scan.counters = Counters::decode(std::string_view(payload.data(), payload.size()));
+            break;
+          case ChunkType::kEnd:
+            scan.ended = true;
+            break;
+        }
+        // Chunk types from a newer minor revision are skipped whole.
+      }
+      if (sound) {
+        if (is_known_chunk_type(header.type)) scan.last_ns = std::max(scan.last_ns, header.last_ns);
+      } else {
+        ++damage.chunks_corrupt;
+        if (is_events) damage.events_lost += header.item_count;
+        damage.problems.push_back(path_ + ": " + std::string(chunk_type_name(header.type)) + " chunk at byte " +
+                                  std::to_string(offset) + " fails its checksum; skipped" +
+                                  (is_events ? " (" + std::to_string(header.item_count) + " events lost)" : ""));
+      }
+      offset = end;
+      continue;
+    }
+
+    // No readable chunk header here: find the next one.
+    if (size_ - offset < sizeof(header)) {
+      damage.truncated_bytes += size_ - offset;
+      damage.problems.push_back(path_ + ": the last " + std::to_string(size_ - offset) + " bytes (from byte " +
+                                std::to_string(offset) + ") are a chunk header cut short");
+      break;
+    }
+    uint64_t next = size_;
+    std::vector<char> window(1 << 20);
+    for (uint64_t base = offset + 1; base + sizeof(header) <= size_ && next == size_;
+         base += window.size() - sizeof(header)) {
+      const size_t n = read_at(fd_, window.data(), window.size(), base, path_);
+      for (size_t i = 0; i + sizeof(header) <= n; ++i) {
+        if (std::memcmp(window.data() + i, &kChunkMagic, 4) != 0) continue;
+        ChunkHeader candidate;
+        std::memcpy(&candidate, window.data() + i, sizeof(candidate));
+        if (header_is_valid(candidate)) {
+          next = base + i;
+          break;
+        }
+      }
+      if (n < window.size()) break;
+    }
+    ++damage.chunks_corrupt;
+    damage.bytes_skipped += next - offset;
+    damage.problems.push_back(path_ + ": unreadable data at bytes " + std::to_string(offset) + "-" +
+                              std::to_string(next) + "; " +
+                              (next < size_ ? "resumed at the next whole chunk" : "nothing readable after it"));
+    offset = next;
+  }
+  if (scan.event_count == 0) scan.first_ns = scan.last_ns;
+  return scan;
+}
+
+void ShardFile::read_events(const EventChunkRef& chunk, std::vector<Event>& out) const {
+  out.resize(chunk.count);
+  const size_t bytes = size_t{chunk.count} * sizeof(Event);
+  if (read_at(fd_, out.data(), bytes, chunk.payload_offset, path_) != bytes) {
+    throw Error(path_ + ": events chunk at byte " + std::to_string(chunk.payload_offset - sizeof(ChunkHeader)) +
+                " vanished while merging (was the shard truncated?)");
+  }
+}
+
+}  // namespace rankscope

@@ -1,0 +1,40 @@
+// make_synthetic_shards DIR RANKS EVENTS_PER_RANK [--dead R] [--seed S] [--threads T]
+// Writes a synthetic job's shards, for the CLI tests, the demo and the merge benchmark.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "rankscope/error.h"
+#include "synthetic_job.h"
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s DIR RANKS EVENTS_PER_RANK [--dead RANK] [--seed S] [--threads T]\n", argv[0]);
+    return 2;
+  }
+  rankscope::testing::SyntheticJob job;
+  job.world_size = std::atoi(argv[2]);
+  job.events_per_rank = std::strtoull(argv[3], nullptr, 10);
+  job.chunk_events = 16384;
+  job.keep_truth = false;
+  int dead = -1;
+  for (int i = 4; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--dead") == 0) dead = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--seed") == 0) job.seed = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (std::strcmp(argv[i], "--threads") == 0) job.threads = std::atoi(argv[i + 1]);
+  }
+  try {
+    for (int32_t r = 0; r < job.world_size; ++r) {
+      rankscope::testing::SyntheticJob rank_job = job;
+      rank_job.close_cleanly = r != dead;
+      char name[32];
+      std::snprintf(name, sizeof(name), "/rank-%05d.shard", r);
+      rankscope::testing::write_synthetic_rank(argv[1] + std::string(name), r, rank_job);
+    }
+  } catch (const rankscope::Error& e) {
+    std::fprintf(stderr, "make_synthetic_shards: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,131 @@
+#include "synthetic_job.h"
+
+#include <cstdio>
+#include <random>
+#include <string_view>
+#include <utility>
+
+#include "rankscope/error.h"
+#include "rankscope/shard.h"
+
+namespace rankscope::testing {
+namespace {
+
+const std::vector<std::string> kNames = {"forward", "backward", "optimizer.step", "step", "MPI_Allreduce",
+                                         "MPI_Wait", "layer.0", "layer.1", "layer.2", "layer.3"};
+
+struct ThreadState {
+  int64_t now;
+  int64_t step_begin;
+  uint64_t in_step = 0;
+  std::vector<Event> buffer;
+};
+
+}  // namespace
+
+SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const SyntheticJob& job) {
+  SyntheticRank out;
+  out.path = path;
+  out.names = kNames;
+  std::mt19937_64 random(job.seed * 1000003 + static_cast<uint64_t>(rank));
+  std::uniform_int_distribution<int64_t> duration(200, 20000);
+  std::uniform_int_distribution<uint32_t> name(0, static_cast<uint32_t>(kNames.size()) - 1);
+
+  RankMetadata metadata;
+  metadata.rank = rank;
+  metadata.world_size = job.world_size;
+  metadata.local_rank = rank % 4;
+  metadata.local_size = 4;
+  metadata.node_id = rank / 4;
+  metadata.pid = 10000 + rank;
+  metadata.host = "node-" + std::to_string(rank / 4);
+  metadata.launcher = "synthetic";
+  metadata.agent_version = "test";
+  metadata.capture = "synthetic";
+  metadata.start_local_ns = 1'000'000'000;
+
+  ShardWriter writer;
+  if (!writer.open(path, metadata, metadata.start_local_ns)) throw Error(writer.error());
+  std::vector<std::pair<uint32_t, std::string_view>> strings;
+  for (uint32_t i = 0; i < kNames.size(); ++i) strings.emplace_back(i, kNames[i]);
+  std::vector<Track> tracks;
+  for (int t = 0; t < job.threads; ++t) {
+    tracks.push_back({static_cast<uint64_t>(5000 + t), static_cast<uint32_t>(t), 0, -1, TrackType::kThread, 0, 0});
+  }
+  if (!writer.write_strings(strings, metadata.start_local_ns) || !writer.write_tracks(tracks, metadata.start_local_ns)) {
+    throw Error(writer.error());
+  }
+
+  std::vector<ThreadState> threads(static_cast<size_t>(job.threads));
+  for (auto& thread : threads) {
+    thread.now = metadata.start_local_ns + static_cast<int64_t>(random() % 1000);
+    thread.step_begin = thread.now;
+    thread.buffer.reserve(job.chunk_events);
+  }
+  uint64_t seq = 0;
+  auto flush = [&](ThreadState& thread) {
+    if (job.keep_truth) out.events.insert(out.events.end(), thread.buffer.begin(), thread.buffer.end());
+    if (!writer.write_events(thread.buffer)) throw Error(writer.error());
+    thread.buffer.clear();
+  };
+  for (uint64_t i = 0; i < job.events_per_rank; ++i) {
+    const auto t = static_cast<size_t>(i % threads.size());
+    ThreadState& thread = threads[t];
+    Event e{};
+    e.track = static_cast<uint16_t>(t);
+    e.peer = kNoPeer;
+    // Every 64th event of a thread closes the step range that encloses the ones before it.
+    if (++thread.in_step == 64) {
+      e.kind = EventKind::kNvtxRange;
+      e.name_id = 3;
+      e.begin_ns = thread.step_begin;
+      e.end_ns = thread.now;
+      thread.step_begin = thread.now;
+      thread.in_step = 0;
+    } else {
+      const int64_t d = duration(random);
+      e.begin_ns = thread.now;
+      e.end_ns = thread.now + d;
+      thread.now += d + static_cast<int64_t>(random() % 500);
+      e.name_id = name(random);
+      switch (i % 5) {
+        case 0:
+          e.kind = EventKind::kMpiCollective;
+          e.op = CommOp::kAllReduce;
+          e.comm_hash = 0xC0FFEE;
+          e.seq = seq++;
+          e.bytes = 1u << 20;
+          e.datatype = DataType::kFloat32;
+          break;
+        case 1: e.kind = EventKind::kMpiCall; break;
+        case 2: e.kind = EventKind::kCudaApi; break;
+        default: e.kind = EventKind::kNvtxRange; break;
+      }
+    }
+    thread.buffer.push_back(e);
+    if (thread.buffer.size() == job.chunk_events) flush(thread);
+  }
+  for (auto& thread : threads) {
+    if (!thread.buffer.empty()) flush(thread);
+  }
+  Counters counters;
+  counters.set(counter::kEventsDropped, out.dropped);
+  if (job.close_cleanly) {
+    if (!writer.close(counters, threads[0].now)) throw Error(writer.error());
+  } else if (!writer.write_counters(counters, threads[0].now)) {
+    throw Error(writer.error());
+  }
+  return out;
+}
+
+std::vector<SyntheticRank> write_synthetic_job(const std::string& dir, const SyntheticJob& job) {
+  std::vector<SyntheticRank> ranks;
+  for (int32_t r = 0; r < job.world_size; ++r) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "/rank-%05d.shard", r);
+    ranks.push_back(write_synthetic_rank(dir + name, r, job));
+  }
+  return ranks;
+}
+
+}  // namespace rankscope::testing

@@ -1,0 +1,37 @@
+// Writes shards that look like a training job's: several threads per rank,
+// nested ranges recorded when they end, collectives with sequence numbers.
+// Used by the tests (with the truth kept) and by the merge benchmark.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rankscope/event.h"
+
+namespace rankscope::testing {
+
+struct SyntheticJob {
+  int32_t world_size = 4;
+  uint64_t events_per_rank = 10000;
+  int threads = 3;
+  uint32_t chunk_events = 4096;
+  uint64_t seed = 1;
+  bool close_cleanly = true;   // false: the shard ends without its end record
+  bool keep_truth = true;      // return every event written, per rank
+};
+
+struct SyntheticRank {
+  std::string path;
+  std::vector<Event> events;         // as written (local name ids), when keep_truth
+  std::vector<std::string> names;    // index = local name id
+  uint64_t dropped = 0;
+};
+
+// Writes DIR/rank-NNNNN.shard for every rank of the job.
+std::vector<SyntheticRank> write_synthetic_job(const std::string& dir, const SyntheticJob& job);
+
+// Writes one rank's shard.
+SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const SyntheticJob& job);
+
+}  // namespace rankscope::testing
