@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "rankscope/error.h"
@@ -45,6 +46,10 @@ int run_merge(const rankscope::MergeOptions& options) {
         std::printf("dead ranks (shard without its end record): %s\n", list(result.dead_ranks).c_str());
       }
     }
+  } catch (const rankscope::UnrecoverableError& e) {
+    if (process == 0) std::fprintf(stderr, "rankscope merge: error: %s\n", e.what());
+    std::fflush(nullptr);
+    std::_Exit(1);
   } catch (const rankscope::Error& e) {
     if (process == 0) std::fprintf(stderr, "rankscope merge: error: %s\n", e.what());
     status = 1;

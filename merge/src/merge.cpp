@@ -1,6 +1,8 @@
 #include "rankscope/merge.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <fcntl.h>
 
@@ -143,6 +145,30 @@ Counters merged_counters(const ShardScan& scan) {
   return counters;
 }
 
+// Whether `bytes` can be written to `path`: the folder is writable, the
+// process may write files that large, and (checked once) the disk has room.
+std::string check_room(const std::string& path, uint64_t bytes, bool check_disk) {
+  const auto mib = [](uint64_t n) { return std::to_string((n + (1 << 20) - 1) >> 20) + " MiB"; };
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < bytes) {
+    return "cannot write the timeline " + path + ": it needs " + mib(bytes) +
+           " but this process may write files of at most " + mib(limit.rlim_cur) + " (ulimit -f)";
+  }
+  if (!check_disk) return {};
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return "cannot write the timeline: cannot create " + path + ": " + errno_text(errno);
+  struct statvfs fs {};
+  const bool known = ::fstatvfs(fd, &fs) == 0;
+  ::close(fd);
+  const uint64_t free_bytes = known ? uint64_t{fs.f_bavail} * fs.f_frsize : UINT64_MAX;
+  if (free_bytes < bytes) {
+    ::unlink(path.c_str());
+    return "cannot write the timeline " + path + ": it needs " + mib(bytes) + " but only " + mib(free_bytes) +
+           " are free there (" + errno_text(ENOSPC) + ")";
+  }
+  return {};
+}
+
 // ------------------------------------------------------------- HDF5 ---
 
 std::string with_errno(std::string message, int error_number) {
@@ -202,17 +228,13 @@ class TimelineFile {
   std::string close() {
     datasets_.clear();
     errno = 0;
-    const herr_t status = H5Fclose(file_.get());
-    file_ = Handle();
+    const herr_t status = H5Fclose(file_.release());
     return status < 0 ? with_errno("closing the timeline " + path_ + " failed", errno) : std::string();
   }
 
   ~TimelineFile() {
     datasets_.clear();
-    if (file_.valid()) {
-      H5Fclose(file_.get());
-      file_ = Handle();
-    }
+    file_.reset();
   }
 
   const std::string& path() const { return path_; }
@@ -481,16 +503,16 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
     for (const auto& problem : shard.scan.damage.problems) problems.push_back(problem);
   }
 
-  // 4. Create the timeline together.
+  // 4. Create the timeline together, once it is sure to fit: HDF5 cannot close
+  // a file cleanly after a failed write, so running out of room must be found first.
   const std::string partial = options.output + ".partial";
-  if (process == 0) {
-    const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      error = "cannot write the timeline: cannot create " + partial + ": " + errno_text(errno);
-    } else {
-      ::close(fd);
-    }
-  }
+  uint64_t string_bytes = 0;
+  for (const auto& text : strings) string_bytes += text.size();
+  const uint64_t needed = event_offset.back() * sizeof(Event) + by_rank.size() * sizeof(schema::RankRow) +
+                          by_rank.size() * kEventKindCount * 8 + track_offset.back() * sizeof(schema::TrackRow) +
+                          counter_offset.back() * sizeof(schema::CounterRow) + string_bytes +
+                          strings.size() * 8 + (1u << 20);
+  error = check_room(partial, needed, process == 0);
   check_all(comm, error);
 
   std::string close_error;
@@ -508,8 +530,6 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
     const Handle track_type = schema::track_row_type();
     const Handle counter_type = schema::counter_row_type();
     const auto ws = static_cast<hsize_t>(world_size);
-    uint64_t string_bytes = 0;
-    for (const auto& text : strings) string_bytes += text.size();
 
     hid_t events = -1, ranks = -1, counts = -1, tracks = -1, counters = -1, bytes = -1, offsets = -1;
     try {
@@ -595,10 +615,13 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
     close_error = out->close();
   }
   if (error.empty()) error = close_error;
+  int close_failed = close_error.empty() ? 0 : 1, any_close_failed = 0;
+  MPI_Allreduce(&close_failed, &any_close_failed, 1, MPI_INT, MPI_MAX, comm);
   try {
     check_all(comm, error);
-  } catch (const Error&) {
+  } catch (const Error& e) {
     if (process == 0) ::unlink(partial.c_str());
+    if (any_close_failed) throw UnrecoverableError(e.what());
     throw;
   }
 

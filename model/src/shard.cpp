@@ -117,9 +117,11 @@ bool ShardWriter::open(const std::string& path, const RankMetadata& metadata, in
   const ssize_t n = ::pwrite(fd_, &header, sizeof(header), 0);
   if (n != static_cast<ssize_t>(sizeof(header))) {
     const int error_number = n < 0 ? errno : ENOSPC;
+    // A header-less file would only confuse the merge; devices are left alone.
+    struct stat st {};
+    if (::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) ::unlink(path.c_str());
     ::close(fd_);
     fd_ = -1;
-    ::unlink(path.c_str());
     return fail("cannot write shard " + path + ": " + errno_text(error_number));
   }
   offset_ = sizeof(header);

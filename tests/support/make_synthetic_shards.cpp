@@ -1,6 +1,7 @@
 // make_synthetic_shards DIR RANKS EVENTS_PER_RANK [--dead R] [--seed S] [--threads T]
 // Writes a synthetic job's shards, for the CLI tests, the demo and the merge benchmark.
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--threads") == 0) job.threads = std::atoi(argv[i + 1]);
   }
   try {
+    std::filesystem::create_directories(argv[1]);
     for (int32_t r = 0; r < job.world_size; ++r) {
       rankscope::testing::SyntheticJob rank_job = job;
       rank_job.close_cleanly = r != dead;

@@ -13,6 +13,13 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A failure after which the process must exit without further cleanup: HDF5
+// cannot close a file whose final write failed, and tidying up at exit would crash.
+class UnrecoverableError : public Error {
+ public:
+  using Error::Error;
+};
+
 // "strerror(errno)" as a std::string, for messages.
 std::string errno_text(int error_number);
 

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# End-to-end: synthetic shards -> `mpiexec -n 2 rankscope merge` -> `rankscope info`
+# (text and JSON) -> the timeline read by h5dump, which knows nothing of rankscope.
+# Usage: test_cli.sh RANKSCOPE MAKE_SYNTHETIC_SHARDS MPIEXEC
+set -euo pipefail
+rankscope=$1 make_shards=$2 mpiexec=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$make_shards" "$work/shards" 3 2000 --dead 1
+
+out=$("$mpiexec" -n 2 "$rankscope" merge "$work/shards" -o "$work/job.h5")
+echo "$out"
+grep -q "merged 3 ranks, 6000 events" <<<"$out" || fail "merge summary: $out"
+grep -q "dead ranks (shard without its end record): 1" <<<"$out" || fail "dead rank not reported"
+
+text=$("$rankscope" info "$work/job.h5")
+echo "$text"
+grep -qE '^ +1 +node-0 .* dead ' <<<"$text" || fail "info does not show rank 1 as dead"
+grep -q "nvtx_range" <<<"$text" || fail "info lacks events by kind"
+
+"$rankscope" info --json "$work/job.h5" >"$work/info.json"
+python3 - "$work/info.json" <<'PY'
+import json, sys
+info = json.load(open(sys.argv[1]))
+for key in ("ranks", "events_by_kind", "span_ns", "missing_ranks"):
+    assert key in info, key
+assert [r["rank"] for r in info["ranks"]] == [0, 1, 2]
+for r in info["ranks"]:
+    for key in ("rank", "host", "events", "drops"):
+        assert key in r, key
+    assert r["events"] == 2000 and r["drops"] == 0 and r["host"] == "node-0"
+assert [r["status"] for r in info["ranks"]] == ["complete", "dead", "complete"]
+assert sum(info["events_by_kind"].values()) == 6000 == info["events"]
+assert info["missing_ranks"] == [] and info["dead_ranks"] == [1]
+assert info["span_ns"] > 0
+print("json ok")
+PY
+
+# Readable without rankscope.
+h5dump -d /ranks "$work/job.h5" | grep -q '"node-0"' || fail "h5dump cannot read /ranks"
+h5dump -d /events -c 1 "$work/job.h5" | grep -q 'begin_ns' || fail "h5dump cannot read /events"
+
+# A missing rank shows up too.
+rm "$work/shards/rank-00002.shard"
+"$rankscope" merge "$work/shards" -o "$work/job2.h5" >/dev/null
+"$rankscope" info --json "$work/job2.h5" | python3 -c 'import json,sys; i=json.load(sys.stdin); assert i["missing_ranks"]==[2], i["missing_ranks"]'
+
+# Bad input: a clear message naming the file, exit status 1.
+set +e
+msg=$("$rankscope" info "$work/absent.h5" 2>&1); status=$?
+set -e
+[ $status -eq 1 ] || fail "info on a missing file exited $status"
+grep -q "absent.h5" <<<"$msg" || fail "info error does not name the file: $msg"
+echo "not a shard" >"$work/bogus.shard"
+set +e
+msg=$("$rankscope" merge "$work/bogus.shard" -o "$work/x.h5" 2>&1); status=$?
+set -e
+[ $status -eq 1 ] || fail "merge of a bogus shard exited $status"
+grep -q "bogus.shard is not a rankscope shard" <<<"$msg" || fail "merge error: $msg"
+[ ! -e "$work/x.h5" ] || fail "a failed merge left a timeline"
+echo "cli ok"

@@ -1,0 +1,332 @@
+// Collective tests of the merge: run as one process and under mpiexec -n 4.
+#include "rankscope/merge.h"
+
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <mpi.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "rankscope/error.h"
+#include "rankscope/shard.h"
+#include "rankscope/timeline.h"
+#include "synthetic_job.h"
+
+namespace rankscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+int process_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+// A folder every process agrees on, made by the first.
+fs::path shared_temp_dir(const std::string& name) {
+  char path[256] = {};
+  if (process_rank() == 0) {
+    std::snprintf(path, sizeof(path), "%s/rankscope-%s-%d", fs::temp_directory_path().c_str(), name.c_str(),
+                  static_cast<int>(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  MPI_Bcast(path, sizeof(path), MPI_CHAR, 0, MPI_COMM_WORLD);
+  return path;
+}
+
+class MergeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = shared_temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  void TearDown() override {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (process_rank() == 0) fs::remove_all(dir_);
+  }
+
+  // Writes the job's shards on the first process only; every process gets the truth.
+  std::vector<testing::SyntheticRank> write_job(testing::SyntheticJob job) {
+    std::vector<testing::SyntheticRank> ranks;
+    if (process_rank() == 0) testing::write_synthetic_job(dir_.string(), job);
+    MPI_Barrier(MPI_COMM_WORLD);
+    // The generator is deterministic: every process can rebuild the truth elsewhere.
+    const fs::path truth_dir = fs::temp_directory_path() / ("rankscope-truth-" + std::to_string(::getpid()));
+    fs::create_directories(truth_dir);
+    ranks = testing::write_synthetic_job(truth_dir.string(), job);
+    fs::remove_all(truth_dir);
+    return ranks;
+  }
+
+  MergeResult merge(const std::vector<std::string>& inputs, const std::string& output) {
+    MergeOptions options;
+    options.inputs = inputs;
+    options.output = output;
+    options.block_events = 1000;  // many writes per rank
+    return merge_shards(MPI_COMM_WORLD, options);
+  }
+
+  fs::path dir_;
+};
+
+bool event_order(const Event& a, const Event& b) {
+  return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns > b.end_ns;
+}
+
+TEST_F(MergeTest, RoundTripKeepsEveryEventInTimeOrder) {
+  testing::SyntheticJob job;
+  job.world_size = 6;
+  job.events_per_rank = 20000;
+  job.chunk_events = 700;
+  const auto truth = write_job(job);
+  const std::string output = (dir_ / "job.h5").string();
+  const MergeResult result = merge({dir_.string()}, output);
+  EXPECT_EQ(result.world_size, 6);
+  EXPECT_EQ(result.events, 6u * 20000u);
+  EXPECT_TRUE(result.missing_ranks.empty());
+  EXPECT_TRUE(result.dead_ranks.empty());
+  EXPECT_TRUE(result.problems.empty());
+  EXPECT_FALSE(fs::exists(output + ".partial"));
+
+  const Timeline timeline(output);
+  ASSERT_EQ(timeline.world_size(), 6);
+  EXPECT_EQ(timeline.event_count(), 120000u);
+  for (int r = 0; r < 6; ++r) {
+    const RankInfo& info = timeline.ranks()[static_cast<size_t>(r)];
+    EXPECT_EQ(info.rank, r);
+    EXPECT_EQ(info.status, RankStatus::kComplete);
+    EXPECT_EQ(info.host, "node-" + std::to_string(r / 4));
+    EXPECT_EQ(info.pid, 10000 + r);
+    EXPECT_EQ(info.tracks.size(), 3u);
+    EXPECT_EQ(timeline.string(info.tracks[0].name_id), "forward");  // the synthetic tracks name id 0
+    ASSERT_EQ(info.event_count, 20000u);
+
+    std::vector<Event> expected = truth[static_cast<size_t>(r)].events;
+    std::stable_sort(expected.begin(), expected.end(), event_order);
+    std::vector<Event> got;
+    timeline.for_each_event_block(r, [&](const std::vector<Event>& block) {
+      got.insert(got.end(), block.begin(), block.end());
+    }, 4096);
+    ASSERT_EQ(got.size(), expected.size());
+    EXPECT_TRUE(std::is_sorted(got.begin(), got.end(), event_order)) << "rank " << r;
+    uint64_t kind_total = 0;
+    for (uint64_t n : info.events_by_kind) kind_total += n;
+    EXPECT_EQ(kind_total, 20000u);
+    for (size_t i = 0; i < got.size(); ++i) {
+      // Names are remapped to the job's table; everything else is as written.
+      EXPECT_EQ(timeline.string(got[i].name_id), truth[static_cast<size_t>(r)].names.at(expected[i].name_id));
+      Event a = got[i], b = expected[i];
+      a.name_id = b.name_id = 0;
+      if (std::memcmp(&a, &b, sizeof(Event)) != 0) {
+        // Ties in (begin, end) may come in either order; compare the pair as a set.
+        ASSERT_TRUE(i + 1 < got.size() && got[i].begin_ns == got[i + 1].begin_ns) << "rank " << r << " event " << i;
+      }
+    }
+  }
+}
+
+TEST_F(MergeTest, DeadAndMissingRanksAreNamed) {
+  testing::SyntheticJob job;
+  job.world_size = 5;
+  job.events_per_rank = 3000;
+  job.chunk_events = 256;
+  if (process_rank() == 0) {
+    testing::write_synthetic_job(dir_.string(), job);
+    fs::remove(dir_ / "rank-00004.shard");
+    testing::SyntheticJob dead = job;
+    dead.close_cleanly = false;
+    testing::write_synthetic_rank((dir_ / "rank-00001.shard").string(), 1, dead);
+    // Rank 3 was killed mid-write: its last chunk is cut short.
+    const fs::path victim = dir_ / "rank-00003.shard";
+    fs::resize_file(victim, fs::file_size(victim) - 100);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string output = (dir_ / "job.h5").string();
+  const MergeResult result = merge({dir_.string()}, output);
+  EXPECT_EQ(result.world_size, 5);
+  EXPECT_EQ(result.missing_ranks, std::vector<int32_t>{4});
+  EXPECT_EQ(result.dead_ranks, (std::vector<int32_t>{1, 3}));
+  ASSERT_EQ(result.problems.size(), 1u);
+  EXPECT_NE(result.problems[0].find("rank-00003.shard"), std::string::npos) << result.problems[0];
+
+  const Timeline timeline(output);
+  EXPECT_EQ(timeline.ranks()[4].status, RankStatus::kMissing);
+  EXPECT_EQ(timeline.ranks()[4].event_count, 0u);
+  EXPECT_EQ(timeline.ranks()[1].status, RankStatus::kDead);
+  EXPECT_EQ(timeline.ranks()[1].event_count, 3000u);
+  EXPECT_EQ(timeline.ranks()[3].status, RankStatus::kDead);
+  EXPECT_GT(timeline.ranks()[3].counters.get(counter::kTruncatedBytes), 0u);
+  EXPECT_EQ(timeline.ranks()[3].event_count + timeline.ranks()[3].counters.get(counter::kEventsLost), 3000u);
+  EXPECT_GT(timeline.ranks()[3].last_heard_ns, 0);
+  EXPECT_EQ(timeline.ranks()[0].status, RankStatus::kComplete);
+}
+
+TEST_F(MergeTest, TwoShardsOfOneRankAreRefused) {
+  testing::SyntheticJob job;
+  job.world_size = 2;
+  job.events_per_rank = 100;
+  if (process_rank() == 0) {
+    testing::write_synthetic_job(dir_.string(), job);
+    fs::copy_file(dir_ / "rank-00001.shard", dir_ / "rank-00001-copy.shard");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  try {
+    merge({dir_.string()}, (dir_ / "job.h5").string());
+    FAIL() << "duplicate rank accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("two shards are from rank 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(MergeTest, UnreadableShardIsNamedOnEveryProcess) {
+  testing::SyntheticJob job;
+  job.world_size = 3;
+  job.events_per_rank = 100;
+  if (process_rank() == 0) {
+    testing::write_synthetic_job(dir_.string(), job);
+    std::ofstream(dir_ / "rank-00001.shard", std::ios::trunc) << "garbage";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  try {
+    merge({dir_.string()}, (dir_ / "job.h5").string());
+    FAIL() << "garbage accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank-00001.shard is not a rankscope shard"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "job.h5"));
+}
+
+TEST_F(MergeTest, FullOutputDiskLeavesShardsAndNoTimeline) {
+  testing::SyntheticJob job;
+  job.world_size = 4;
+  job.events_per_rank = 20000;
+  write_job(job);
+  const auto shard_size = fs::file_size(dir_ / "rank-00000.shard");
+  // The first process may write only a little: its share fails like a full disk.
+  struct sigaction ignore {}, previous {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGXFSZ, &ignore, &previous);
+  rlimit old_limit{};
+  getrlimit(RLIMIT_FSIZE, &old_limit);
+  if (process_rank() == 0) {
+    rlimit limit = old_limit;
+    limit.rlim_cur = 200000;
+    setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  const std::string output = (dir_ / "job.h5").string();
+  std::string error;
+  try {
+    merge({dir_.string()}, output);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  sigaction(SIGXFSZ, &previous, nullptr);
+  EXPECT_NE(error.find("job.h5.partial"), std::string::npos) << error;
+  EXPECT_NE(error.find("ulimit -f"), std::string::npos) << error;
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_FALSE(fs::exists(output));
+  EXPECT_FALSE(fs::exists(output + ".partial"));
+  EXPECT_EQ(fs::file_size(dir_ / "rank-00000.shard"), shard_size);
+  // The shards are intact: the merge succeeds once there is room.
+  EXPECT_EQ(merge({dir_.string()}, output).events, 80000u);
+}
+
+TEST_F(MergeTest, FullFilesystemIsFoundBeforeWriting) {
+  testing::SyntheticJob job;
+  job.world_size = 2;
+  job.events_per_rank = 5000;
+  write_job(job);
+  const fs::path small = dir_ / "small";
+  int skip = 0;
+  if (process_rank() == 0) {
+    fs::create_directories(small);
+    if (::mount("rankscope-test", small.c_str(), "tmpfs", 0, "size=64k") != 0) skip = 1;
+  }
+  MPI_Bcast(&skip, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (skip) GTEST_SKIP() << "cannot mount a small tmpfs here";
+  std::string error;
+  try {
+    merge({dir_.string()}, (small / "job.h5").string());
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (process_rank() == 0) {
+    EXPECT_TRUE(fs::is_empty(small));
+    ::umount(small.c_str());
+  }
+  EXPECT_NE(error.find("small/job.h5.partial"), std::string::npos) << error;
+  EXPECT_NE(error.find("No space left on device"), std::string::npos) << error;
+}
+
+TEST_F(MergeTest, ReadOnlyOutputIsNamed) {
+  testing::SyntheticJob job;
+  job.world_size = 2;
+  job.events_per_rank = 100;
+  write_job(job);
+  const fs::path readonly = dir_ / "readonly";
+  int skip = 0;
+  if (process_rank() == 0) {
+    fs::create_directories(readonly);
+    if (::geteuid() != 0) {
+      fs::permissions(readonly, fs::perms::owner_read | fs::perms::owner_exec);
+    } else if (::mount("rankscope-test", readonly.c_str(), "tmpfs", MS_RDONLY, "size=64k") != 0) {
+      skip = 1;  // root without mount rights cannot make a folder it may not write
+    }
+  }
+  MPI_Bcast(&skip, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (skip) GTEST_SKIP() << "cannot make a read-only folder as root here";
+  std::string error;
+  try {
+    merge({dir_.string()}, (readonly / "job.h5").string());
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  if (process_rank() == 0 && ::geteuid() == 0) ::umount(readonly.c_str());
+  EXPECT_NE(error.find("readonly/job.h5.partial"), std::string::npos) << error;
+  EXPECT_TRUE(error.find("Read-only file system") != std::string::npos ||
+              error.find("Permission denied") != std::string::npos)
+      << error;
+}
+
+TEST_F(MergeTest, TimelineOfAnotherVersionIsRefused) {
+  const std::string path = (dir_ / "future.h5").string();
+  if (process_rank() == 0) {
+    const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t space = H5Screate(H5S_SCALAR);
+    const hid_t text = H5Tcopy(H5T_C_S1);
+    H5Tset_size(text, std::strlen(kTimelineFormatName));
+    hid_t attribute = H5Acreate2(file, "format", text, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(attribute, text, kTimelineFormatName);
+    H5Aclose(attribute);
+    const int64_t version = 99;
+    attribute = H5Acreate2(file, "format_version", H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(attribute, H5T_NATIVE_INT64, &version);
+    H5Aclose(attribute);
+    H5Tclose(text);
+    H5Sclose(space);
+    H5Fclose(file);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  try {
+    Timeline timeline(path);
+    FAIL() << "version 99 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("timeline format version 99 is not supported"), std::string::npos) << e.what();
+  }
+  if (process_rank() == 0) std::ofstream(dir_ / "plain.txt") << "not hdf5";
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_THROW(Timeline((dir_ / "plain.txt").string()), Error);
+}
+
+}  // namespace
+}  // namespace rankscope

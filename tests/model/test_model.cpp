@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include "rankscope/event.h"
+#include "rankscope/json.h"
+#include "rankscope/metadata.h"
+
+namespace rankscope {
+namespace {
+
+TEST(EventModel, KindNamesRoundTrip) {
+  for (int k = 1; k <= kEventKindCount; ++k) {
+    const auto kind = static_cast<EventKind>(k);
+    ASSERT_EQ(event_kind_from_name(event_kind_name(kind)), kind);
+  }
+  EXPECT_FALSE(event_kind_from_name("no_such_kind"));
+  EXPECT_EQ(event_kind_name(static_cast<EventKind>(200)), "invalid");
+}
+
+TEST(EventModel, DataTypeSizes) {
+  EXPECT_EQ(data_type_size(DataType::kFloat32), 4u);
+  EXPECT_EQ(data_type_size(DataType::kBfloat16), 2u);
+  EXPECT_EQ(data_type_size(DataType::kFloat8E4M3), 1u);
+  EXPECT_EQ(data_type_size(DataType::kOther), 0u);
+}
+
+TEST(Metadata, EncodeDecodeRoundTrip) {
+  RankMetadata m;
+  m.rank = 5;
+  m.world_size = 64;
+  m.local_rank = 1;
+  m.local_size = 8;
+  m.node_id = 0;
+  m.pid = 4242;
+  m.host = "node-a\nwith newline";
+  m.gpu_uuids = "GPU-1,GPU-2";
+  m.launcher = "openmpi";
+  m.agent_version = "0.1.0";
+  m.capture = "mpi,nvtx buffer_mb=64";
+  m.start_wall_ns = 1700000000123456789;
+  m.start_local_ns = -5;
+  const RankMetadata back = RankMetadata::decode(m.encode());
+  EXPECT_EQ(back.rank, 5);
+  EXPECT_EQ(back.world_size, 64);
+  EXPECT_EQ(back.local_rank, 1);
+  EXPECT_EQ(back.pid, 4242);
+  EXPECT_EQ(back.host, "node-a with newline");
+  EXPECT_EQ(back.gpu_uuids, "GPU-1,GPU-2");
+  EXPECT_EQ(back.capture, "mpi,nvtx buffer_mb=64");
+  EXPECT_EQ(back.start_wall_ns, 1700000000123456789);
+  EXPECT_EQ(back.start_local_ns, -5);
+}
+
+TEST(Metadata, DecodeIgnoresUnknownKeysAndBadNumbers) {
+  const RankMetadata m = RankMetadata::decode("rank=3\nfuture_key=1\nworld_size=abc\nhost=h=x\n");
+  EXPECT_EQ(m.rank, 3);
+  EXPECT_EQ(m.world_size, 0);
+  EXPECT_EQ(m.host, "h=x");
+}
+
+TEST(Counters, SetAddGetEncode) {
+  Counters c;
+  c.add(counter::kEventsDropped, 5);
+  c.add(counter::kEventsDropped, 7);
+  c.set("other", 1);
+  EXPECT_EQ(c.get(counter::kEventsDropped), 12u);
+  EXPECT_EQ(c.get("absent"), 0u);
+  const Counters back = Counters::decode(c.encode());
+  EXPECT_EQ(back.entries(), c.entries());
+}
+
+TEST(Json, EscapesAndNests) {
+  JsonWriter json;
+  json.begin_object().key("a\"b").value("x\ny\x01").key("n").value(int64_t{-3}).key("list").begin_array();
+  json.value(uint64_t{1}).value(2.5).value(true).null().end_array().end_object();
+  EXPECT_EQ(json.str(), R"({"a\"b":"x\ny\u0001","n":-3,"list":[1,2.5,true,null]})");
+}
+
+}  // namespace
+}  // namespace rankscope
