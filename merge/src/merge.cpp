@@ -13,7 +13,6 @@
 #include <filesystem>
 #include <memory>
 #include <numeric>
-#include <queue>
 #include <unordered_map>
 
 #include "rankscope/error.h"
@@ -33,10 +32,6 @@ constexpr std::array<std::string_view, 5> kMergeCounters = {
     counter::kChunksCorrupt, counter::kEventsLost, counter::kBytesSkipped, counter::kTruncatedBytes,
     "event_names_missing"};
 
-// Time order within a rank: by begin, enclosing ranges before what they enclose.
-bool event_before(const Event& a, const Event& b) {
-  return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns > b.end_ns;
-}
 
 // ------------------------------------------------------- collectives ---
 
@@ -192,7 +187,10 @@ class TimelineFile {
     Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
     Handle links(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
     H5Pset_create_intermediate_group(links, 1);
-    Handle dataset(H5Dcreate2(file_, name, type, space, links, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+    // Every element is written by the merge: filling the space first would write it all twice.
+    Handle creation(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_fill_time(creation, H5D_FILL_TIME_NEVER);
+    Handle dataset(H5Dcreate2(file_, name, type, space, links, creation, H5P_DEFAULT), H5Dclose);
     if (!dataset.valid()) throw Error("cannot create /" + std::string(name) + " in " + path_);
     datasets_.push_back(std::move(dataset));
     return datasets_.back();
@@ -248,9 +246,11 @@ class TimelineFile {
 
 // ----------------------------------------------------- event merging ---
 
-// Writes one rank's events in time order. Chunks are sorted on their own, so a
-// k-way merge over the chunks whose time range has begun needs only those
-// chunks in memory, however long the shard.
+// Writes one rank's events in time order. Each chunk is sorted on its own, and
+// no event of a chunk begins before the chunk's first_ns; so once the chunks
+// are taken in order of first_ns, every open event that begins before the next
+// chunk's first_ns is final. Only the chunks whose time ranges overlap are in
+// memory at once, however long the shard.
 class RankEventMerger {
  public:
   RankEventMerger(const OwnedShard& shard, TimelineFile& out, hid_t dataset, hid_t type, uint64_t first_row,
@@ -263,28 +263,11 @@ class RankEventMerger {
     std::vector<EventChunkRef> chunks = shard_.scan.event_chunks;
     std::stable_sort(chunks.begin(), chunks.end(),
                      [](const EventChunkRef& a, const EventChunkRef& b) { return a.first_ns < b.first_ns; });
-    auto later = [this](size_t a, size_t b) { return event_before(head(b), head(a)); };
-    std::priority_queue<size_t, std::vector<size_t>, decltype(later)> heap(later);
     size_t next_chunk = 0;
-    while (true) {
-      while (next_chunk < chunks.size() && (heap.empty() || chunks[next_chunk].first_ns <= head(heap.top()).begin_ns)) {
-        heap.push(open(chunks[next_chunk++]));
-      }
-      if (heap.empty()) break;
-      const size_t current = heap.top();
-      heap.pop();
-      Cursor& cursor = cursors_[current];
-      const int64_t next_chunk_begin = next_chunk < chunks.size() ? chunks[next_chunk].first_ns : INT64_MAX;
-      // Emit the run that stays ahead of every other open chunk and of the next one to open.
-      do {
-        emit(cursor.events[cursor.position++]);
-      } while (cursor.position < cursor.events.size() && cursor.events[cursor.position].begin_ns < next_chunk_begin &&
-               (heap.empty() || !event_before(head(heap.top()), cursor.events[cursor.position])));
-      if (cursor.position < cursor.events.size()) {
-        heap.push(current);
-      } else {
-        free_.push_back(current);
-      }
+    while (next_chunk < chunks.size() || !open_.empty()) {
+      if (next_chunk < chunks.size()) open(chunks[next_chunk++]);
+      const int64_t watermark = next_chunk < chunks.size() ? chunks[next_chunk].first_ns : INT64_MAX;
+      emit_below(watermark);
     }
     flush();
   }
@@ -298,45 +281,86 @@ class RankEventMerger {
   struct Cursor {
     std::vector<Event> events;
     size_t position = 0;
+    size_t limit = 0;  // end of the part below the current watermark
   };
 
-  const Event& head(size_t cursor) const { return cursors_[cursor].events[cursors_[cursor].position]; }
-
-  size_t open(const EventChunkRef& chunk) {
-    size_t index;
-    if (free_.empty()) {
-      index = cursors_.size();
-      cursors_.emplace_back();
-    } else {
-      index = free_.back();
-      free_.pop_back();
+  void open(const EventChunkRef& chunk) {
+    Cursor cursor;
+    if (!spare_.empty()) {
+      cursor.events = std::move(spare_.back());
+      spare_.pop_back();
     }
-    Cursor& cursor = cursors_[index];
     shard_.file->read_events(chunk, cursor.events);
-    if (!std::is_sorted(cursor.events.begin(), cursor.events.end(), event_before)) {
-      std::sort(cursor.events.begin(), cursor.events.end(), event_before);
+    if (!chunk.sorted || !std::is_sorted(cursor.events.begin(), cursor.events.end(), event_time_order)) {
+      std::sort(cursor.events.begin(), cursor.events.end(), event_time_order);
     }
-    cursor.position = 0;
-    return index;
+    open_.push_back(std::move(cursor));
   }
 
-  void emit(Event event) {
-    const auto& map = shard_.name_map;
-    if (event.name_id < map.size() && map[event.name_id] != UINT32_MAX) {
-      event.name_id = map[event.name_id];
-    } else {
-      event.name_id = missing_name_id();
-      ++names_missing_;
+  // Emits, in order, every open event that begins before `watermark`.
+  void emit_below(int64_t watermark) {
+    size_t active = 0;
+    for (Cursor& c : open_) {
+      c.limit = static_cast<size_t>(
+          std::lower_bound(c.events.begin() + static_cast<long>(c.position), c.events.end(), watermark,
+                           [](const Event& e, int64_t t) { return e.begin_ns < t; }) -
+          c.events.begin());
+      if (c.limit > c.position) ++active;
     }
-    const auto kind = static_cast<size_t>(event.kind);
-    ++kind_counts_[kind <= kEventKindCount ? kind : 0];
-    first_ns_ = std::min(first_ns_, event.begin_ns);
-    last_ns_ = std::max(last_ns_, event.end_ns);
-    out_block_.push_back(event);
-    if (out_block_.size() == block_) flush();
+    if (active == 1) {
+      for (Cursor& c : open_) {
+        if (c.limit > c.position) append(c.events.data() + c.position, c.limit - c.position);
+        c.position = c.limit;
+      }
+    } else if (active > 1) {
+      while (true) {
+        Cursor* best = nullptr;
+        for (Cursor& c : open_) {
+          if (c.position < c.limit && (!best || event_time_order(c.events[c.position], best->events[best->position]))) {
+            best = &c;
+          }
+        }
+        if (!best) break;
+        append(&best->events[best->position++], 1);
+      }
+    }
+    for (size_t i = 0; i < open_.size();) {
+      if (open_[i].position == open_[i].events.size()) {
+        spare_.push_back(std::move(open_[i].events));
+        open_.erase(open_.begin() + static_cast<long>(i));
+      } else {
+        ++i;
+      }
+    }
   }
 
-  uint32_t missing_name_id() const { return shard_.name_map.back(); }
+  void append(const Event* events, size_t count) {
+    while (count > 0) {
+      const size_t n = std::min(count, block_ - out_block_.size());
+      const size_t first = out_block_.size();
+      out_block_.insert(out_block_.end(), events, events + n);
+      finish(out_block_.data() + first, n);
+      events += n;
+      count -= n;
+      if (out_block_.size() == block_) flush();
+    }
+  }
+
+  // Maps names to the job's string table and keeps the rank's statistics.
+  void finish(Event* events, size_t count) {
+    const uint32_t* map = shard_.name_map.data();
+    const size_t map_size = shard_.name_map.size();
+    const uint32_t missing = shard_.name_map.back();
+    for (Event* e = events; e != events + count; ++e) {
+      const uint32_t mapped = e->name_id < map_size ? map[e->name_id] : UINT32_MAX;
+      names_missing_ += mapped == UINT32_MAX;
+      e->name_id = mapped == UINT32_MAX ? missing : mapped;
+      const auto kind = static_cast<size_t>(e->kind);
+      ++kind_counts_[kind <= kEventKindCount ? kind : 0];
+      first_ns_ = std::min(first_ns_, e->begin_ns);
+      last_ns_ = std::max(last_ns_, e->end_ns);
+    }
+  }
 
   void flush() {
     if (out_block_.empty()) return;
@@ -352,8 +376,8 @@ class RankEventMerger {
   hid_t type_;
   uint64_t next_row_;
   uint64_t block_;
-  std::vector<Cursor> cursors_;
-  std::vector<size_t> free_;
+  std::vector<Cursor> open_;
+  std::vector<std::vector<Event>> spare_;
   std::vector<Event> out_block_;
   std::array<uint64_t, kEventKindCount + 1> kind_counts_{};
   uint64_t names_missing_ = 0;

@@ -176,7 +176,7 @@ bool ShardWriter::write_chunk(ChunkType type, uint16_t flags, const void* payloa
 
 bool ShardWriter::write_events(std::span<Event> events) {
   if (events.empty()) return true;
-  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.begin_ns < b.begin_ns; });
+  std::sort(events.begin(), events.end(), event_time_order);
   int64_t last = INT64_MIN;
   for (const Event& e : events) last = std::max(last, e.end_ns);
   return write_chunk(ChunkType::kEvents, kChunkSortedByBegin, events.data(),

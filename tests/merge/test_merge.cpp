@@ -43,6 +43,23 @@ fs::path shared_temp_dir(const std::string& name) {
   return path;
 }
 
+enum class MountKind { kNone, kReadOnly, kTiny };
+
+// Makes `folder` on the first process, as a 64 KiB tmpfs (read-only or not)
+// when asked; false on every process when the mount is not allowed here.
+bool make_test_folder(const fs::path& folder, MountKind kind) {
+  int made = 1;
+  if (process_rank() == 0) {
+    fs::create_directories(folder);
+    if (kind != MountKind::kNone) {
+      const unsigned long flags = kind == MountKind::kReadOnly ? MS_RDONLY : 0;
+      made = ::mount("rankscope-test", folder.c_str(), "tmpfs", flags, "size=64k") == 0;
+    }
+  }
+  MPI_Bcast(&made, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return made != 0;
+}
+
 class MergeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -77,10 +94,6 @@ class MergeTest : public ::testing::Test {
   fs::path dir_;
 };
 
-bool event_order(const Event& a, const Event& b) {
-  return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns > b.end_ns;
-}
-
 TEST_F(MergeTest, RoundTripKeepsEveryEventInTimeOrder) {
   testing::SyntheticJob job;
   job.world_size = 6;
@@ -110,13 +123,13 @@ TEST_F(MergeTest, RoundTripKeepsEveryEventInTimeOrder) {
     ASSERT_EQ(info.event_count, 20000u);
 
     std::vector<Event> expected = truth[static_cast<size_t>(r)].events;
-    std::stable_sort(expected.begin(), expected.end(), event_order);
+    std::stable_sort(expected.begin(), expected.end(), event_time_order);
     std::vector<Event> got;
     timeline.for_each_event_block(r, [&](const std::vector<Event>& block) {
       got.insert(got.end(), block.begin(), block.end());
     }, 4096);
     ASSERT_EQ(got.size(), expected.size());
-    EXPECT_TRUE(std::is_sorted(got.begin(), got.end(), event_order)) << "rank " << r;
+    EXPECT_TRUE(std::is_sorted(got.begin(), got.end(), event_time_order)) << "rank " << r;
     uint64_t kind_total = 0;
     for (uint64_t n : info.events_by_kind) kind_total += n;
     EXPECT_EQ(kind_total, 20000u);
@@ -246,13 +259,7 @@ TEST_F(MergeTest, FullFilesystemIsFoundBeforeWriting) {
   job.events_per_rank = 5000;
   write_job(job);
   const fs::path small = dir_ / "small";
-  int skip = 0;
-  if (process_rank() == 0) {
-    fs::create_directories(small);
-    if (::mount("rankscope-test", small.c_str(), "tmpfs", 0, "size=64k") != 0) skip = 1;
-  }
-  MPI_Bcast(&skip, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (skip) GTEST_SKIP() << "cannot mount a small tmpfs here";
+  if (!make_test_folder(small, MountKind::kTiny)) GTEST_SKIP() << "cannot mount a small tmpfs here";
   std::string error;
   try {
     merge({dir_.string()}, (small / "job.h5").string());
@@ -274,17 +281,12 @@ TEST_F(MergeTest, ReadOnlyOutputIsNamed) {
   job.events_per_rank = 100;
   write_job(job);
   const fs::path readonly = dir_ / "readonly";
-  int skip = 0;
-  if (process_rank() == 0) {
-    fs::create_directories(readonly);
-    if (::geteuid() != 0) {
-      fs::permissions(readonly, fs::perms::owner_read | fs::perms::owner_exec);
-    } else if (::mount("rankscope-test", readonly.c_str(), "tmpfs", MS_RDONLY, "size=64k") != 0) {
-      skip = 1;  // root without mount rights cannot make a folder it may not write
-    }
+  // Root may write anywhere on a writable file system; only a read-only mount stops it.
+  if (!make_test_folder(readonly, ::geteuid() == 0 ? MountKind::kReadOnly : MountKind::kNone)) {
+    GTEST_SKIP() << "cannot make a read-only folder as root here";
   }
-  MPI_Bcast(&skip, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (skip) GTEST_SKIP() << "cannot make a read-only folder as root here";
+  if (process_rank() == 0 && ::geteuid() != 0) fs::permissions(readonly, fs::perms::owner_read | fs::perms::owner_exec);
+  MPI_Barrier(MPI_COMM_WORLD);
   std::string error;
   try {
     merge({dir_.string()}, (readonly / "job.h5").string());

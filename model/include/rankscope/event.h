@@ -80,6 +80,15 @@ struct Event {
 };
 static_assert(sizeof(Event) == 64, "Event layout is part of the file formats");
 
+// The order of a rank's events in shards and timelines: by begin, and an
+// enclosing range before the ranges it encloses.
+struct EventTimeOrder {
+  bool operator()(const Event& a, const Event& b) const {
+    return a.begin_ns != b.begin_ns ? a.begin_ns < b.begin_ns : a.end_ns > b.end_ns;
+  }
+};
+inline constexpr EventTimeOrder event_time_order;
+
 enum class TrackType : uint8_t {
   kThread = 1,       // os_id = tid
   kCudaStream = 2,   // os_id = stream id, device = GPU ordinal

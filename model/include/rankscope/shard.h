@@ -74,7 +74,7 @@ class ShardWriter {
   bool open(const std::string& path, const RankMetadata& metadata, int64_t now_ns);
   bool is_open() const { return fd_ >= 0; }
 
-  // Sorts `events` by begin in place, then writes them as one chunk.
+  // Sorts `events` into event_time_order in place, then writes them as one chunk.
   bool write_events(std::span<Event> events);
   bool write_strings(std::span<const std::pair<uint32_t, std::string_view>> strings, int64_t now_ns);
   bool write_tracks(std::span<const Track> tracks, int64_t now_ns);

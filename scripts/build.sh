@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# scripts/build.sh [BUILD_DIR] [extra cmake arguments...]: configure (once) and build.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+shift || true
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+fi
+cmake --build "$build" -j"$(nproc)"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages rankscope needs, when run as root; otherwise
+# names the missing ones. Safe to run again: it installs only what is missing.
+set -euo pipefail
+packages=(build-essential cmake pkg-config python3 openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
+          libcli11-dev libgtest-dev libbenchmark-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "rankscope needs these Debian packages: ${missing[*]}" >&2
+  echo "install them with: sudo apt-get install ${missing[*]}" >&2
+  exit 1
+fi
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
