@@ -1,8 +1,27 @@
 // gtest main for tests that run as one process or under mpiexec: every
-// process runs every test; only the first prints, and the exit status is the
-// worst of all processes.
+// process runs every test; the first prints as usual, the others only their
+// failed assertions, and the exit status is the worst of all processes.
 #include <gtest/gtest.h>
 #include <mpi.h>
+
+#include <cstdio>
+
+namespace {
+
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FailurePrinter(int process) : process_(process) {}
+  void OnTestPartResult(const ::testing::TestPartResult& result) override {
+    if (!result.failed()) return;
+    std::fprintf(stderr, "[process %d] %s:%d: Failure\n%s\n", process_, result.file_name() ? result.file_name() : "?",
+                 result.line_number(), result.summary());
+  }
+
+ private:
+  int process_;
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -12,6 +31,7 @@ int main(int argc, char** argv) {
   if (process != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new FailurePrinter(process));
   }
   int status = RUN_ALL_TESTS();
   int worst = 0;

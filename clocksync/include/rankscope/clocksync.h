@@ -1,0 +1,117 @@
+// One timeline for every rank: the local event clock, offset measurement
+// between two processes with an error bound, and the piecewise-linear model
+// that maps a rank's local times onto the reference (rank 0's) clock.
+// Background and measured figures: docs/clocksync.md.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace rankscope::clocksync {
+
+// CLOCK_MONOTONIC_RAW: never slewed by NTP; drift is modelled, not corrected by the OS.
+int64_t raw_now_ns();
+
+// RANKSCOPE_FAKE_CLOCK="rank:offset_ns:drift_ppm[,rank:offset_ns:drift_ppm...]"
+// makes the named ranks read offset + (1 + drift) * t, so one machine can carry
+// known skew for tests.
+inline constexpr const char* kFakeClockVariable = "RANKSCOPE_FAKE_CLOCK";
+
+struct FakeClockEntry {
+  int32_t rank;
+  int64_t offset_ns;
+  double drift_ppm;
+};
+
+// Throws Error naming the entry and what is wrong with it.
+std::vector<FakeClockEntry> parse_fake_clock(std::string_view spec);
+
+// The event clock of one rank: the raw clock, or a virtual one for tests.
+class Clock {
+ public:
+  Clock() = default;
+  Clock(int64_t offset_ns, double drift_ppm) : offset_ns_(offset_ns), drift_(drift_ppm * 1e-6) {}
+
+  // The clock for `rank`, virtual if RANKSCOPE_FAKE_CLOCK names it; throws
+  // Error when the variable is malformed.
+  static Clock for_rank(int32_t rank);
+
+  int64_t now_ns() const { return from_raw(raw_now_ns()); }
+  int64_t from_raw(int64_t raw_ns) const {
+    return drift_ == 0 ? raw_ns + offset_ns_
+                       : raw_ns + offset_ns_ + std::llround(static_cast<double>(raw_ns) * drift_);
+  }
+  bool is_virtual() const { return offset_ns_ != 0 || drift_ != 0; }
+
+ private:
+  int64_t offset_ns_ = 0;
+  double drift_ = 0;
+};
+
+// SKaMPI's interval estimator over ping-pongs between a parent and a child.
+// Each exchange bounds the child's offset (child clock minus parent clock) to
+// [child_time - parent_receive, child_time - parent_send]; the estimate is the
+// middle of the intersection and its half-width a bound that always holds for
+// symmetric or asymmetric delays alike.
+class OffsetEstimator {
+ public:
+  void add(int64_t parent_send_ns, int64_t child_ns, int64_t parent_receive_ns);
+
+  int count() const { return count_; }
+  int64_t min_rtt_ns() const { return min_rtt_; }
+  // False when the intervals do not intersect (a clock stepped or drifted
+  // during the measurement); the estimate then falls back to the fastest
+  // exchange with a bound widened by the disagreement.
+  bool consistent() const { return low_ <= high_; }
+  int64_t offset_ns() const;
+  int64_t bound_ns() const;
+  // The parent's clock at the middle of the fastest exchange, and the child's then.
+  int64_t parent_time_ns() const { return best_parent_mid_; }
+  int64_t child_time_ns() const { return best_parent_mid_ + best_offset_; }
+
+ private:
+  int count_ = 0;
+  int64_t low_ = INT64_MIN;
+  int64_t high_ = INT64_MAX;
+  int64_t min_rtt_ = INT64_MAX;
+  int64_t best_offset_ = 0;  // of the fastest exchange, by its midpoint
+  int64_t best_parent_mid_ = 0;
+};
+
+// One measurement of a rank against the reference clock.
+struct SyncPoint {
+  int64_t local_ns;   // the rank's clock when it was taken
+  int64_t offset_ns;  // local clock minus reference clock at that moment
+  int64_t bound_ns;   // |true offset - offset_ns| <= bound_ns
+};
+
+struct MappedTime {
+  int64_t time_ns;   // on the reference clock
+  int64_t bound_ns;  // error bound of time_ns
+  bool outside;      // before the first or after the last measurement
+};
+
+// Piecewise-linear offset between measurements. Beyond the measured span the
+// nearest segment's slope is kept and the bound grows by kDriftChangePpm per
+// unit of distance: the model never claims more than it measured.
+class ClockModel {
+ public:
+  static constexpr double kDriftChangePpm = 50.0;
+
+  ClockModel() = default;  // the reference clock itself: identity, bound 0
+  explicit ClockModel(std::vector<SyncPoint> points);
+
+  MappedTime to_reference(int64_t local_ns) const;
+  const std::vector<SyncPoint>& points() const { return points_; }
+  // Offset and bound at the first measurement, and the mean drift (ppm) over the span.
+  int64_t offset_ns() const { return points_.empty() ? 0 : points_.front().offset_ns; }
+  int64_t max_bound_ns() const;
+  double drift_ppm() const;
+
+ private:
+  std::vector<SyncPoint> points_;
+};
+
+}  // namespace rankscope::clocksync

@@ -1,0 +1,59 @@
+#include <time.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "rankscope/clocksync.h"
+#include "rankscope/error.h"
+
+namespace rankscope::clocksync {
+
+int64_t raw_now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::vector<FakeClockEntry> parse_fake_clock(std::string_view spec) {
+  std::vector<FakeClockEntry> entries;
+  size_t index = 0;
+  while (!spec.empty()) {
+    const size_t comma = spec.find(',');
+    const std::string_view entry = spec.substr(0, comma);
+    spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
+    ++index;
+    const auto bad = [&](const std::string& why) {
+      return Error(std::string(kFakeClockVariable) + ": entry " + std::to_string(index) + " '" + std::string(entry) +
+                   "' " + why + " (expected rank:offset_ns:drift_ppm, e.g. 1:+2500000000:+80)");
+    };
+    const size_t first = entry.find(':');
+    const size_t second = first == std::string_view::npos ? first : entry.find(':', first + 1);
+    if (second == std::string_view::npos) throw bad("does not have three fields");
+    auto number = [&](std::string_view text, auto& out, const char* what) {
+      if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+      const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+      if (ec != std::errc() || ptr != text.data() + text.size()) throw bad(std::string("has a bad ") + what);
+    };
+    FakeClockEntry parsed{};
+    number(entry.substr(0, first), parsed.rank, "rank");
+    number(entry.substr(first + 1, second - first - 1), parsed.offset_ns, "offset");
+    number(entry.substr(second + 1), parsed.drift_ppm, "drift");
+    if (parsed.rank < 0) throw bad("names a negative rank");
+    if (!std::isfinite(parsed.drift_ppm) || std::fabs(parsed.drift_ppm) > 1e5) throw bad("has a drift beyond 1e5 ppm");
+    entries.push_back(parsed);
+  }
+  return entries;
+}
+
+Clock Clock::for_rank(int32_t rank) {
+  const char* spec = std::getenv(kFakeClockVariable);
+  if (!spec) return Clock();
+  for (const FakeClockEntry& entry : parse_fake_clock(spec)) {
+    if (entry.rank == rank) return Clock(entry.offset_ns, entry.drift_ppm);
+  }
+  return Clock();
+}
+
+}  // namespace rankscope::clocksync

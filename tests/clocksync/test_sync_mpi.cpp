@@ -1,0 +1,82 @@
+// Sync rounds over real MPI with skew injected through RANKSCOPE_FAKE_CLOCK:
+// the recovered offsets must match the injected truth within the reported bound.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "rankscope/clocksync_mpi.h"
+
+namespace rankscope::clocksync {
+namespace {
+
+int comm_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+// The injected clock of `rank`, as the test set it.
+FakeClockEntry injected(int32_t rank) {
+  const char* spec = std::getenv(kFakeClockVariable);
+  if (spec) {
+    for (const FakeClockEntry& e : parse_fake_clock(spec)) {
+      if (e.rank == rank) return e;
+    }
+  }
+  return {rank, 0, 0};
+}
+
+// True offset of `rank` to rank 0 when `rank`'s clock reads `local_ns`.
+double true_offset(int32_t rank, int64_t local_ns) {
+  const FakeClockEntry mine = injected(rank), root = injected(0);
+  const double raw = (static_cast<double>(local_ns) - static_cast<double>(mine.offset_ns)) / (1 + mine.drift_ppm * 1e-6);
+  const double reference = static_cast<double>(root.offset_ns) + raw * (1 + root.drift_ppm * 1e-6);
+  return static_cast<double>(local_ns) - reference;
+}
+
+TEST(SyncRound, RecoversInjectedOffsetsWithinTheBound) {
+  const Clock clock = Clock::for_rank(comm_rank());
+  const SyncPoint first = sync_round(MPI_COMM_WORLD, clock);
+  usleep(300000);
+  const SyncPoint second = sync_round(MPI_COMM_WORLD, clock);
+  for (const SyncPoint& p : {first, second}) {
+    const double error = static_cast<double>(p.offset_ns) - true_offset(comm_rank(), p.local_ns);
+    EXPECT_LE(std::fabs(error), static_cast<double>(p.bound_ns))
+        << "rank " << comm_rank() << " offset " << p.offset_ns << " bound " << p.bound_ns;
+    EXPECT_LT(p.bound_ns, 1'000'000) << "a bound of a millisecond is no measurement";
+  }
+  if (comm_rank() == 0) {
+    EXPECT_EQ(first.offset_ns, 0);
+    EXPECT_EQ(first.bound_ns, 0);
+  }
+
+  // Between the two rounds the model follows the drift.
+  const ClockModel model({first, second});
+  for (int i = 0; i <= 10; ++i) {
+    const int64_t local = first.local_ns + (second.local_ns - first.local_ns) * i / 10;
+    const MappedTime mapped = model.to_reference(local);
+    const double truth = static_cast<double>(local) - true_offset(comm_rank(), local);
+    EXPECT_LE(std::fabs(static_cast<double>(mapped.time_ns) - truth), static_cast<double>(mapped.bound_ns))
+        << "rank " << comm_rank() << " step " << i;
+  }
+  const double injected_drift = injected(comm_rank()).drift_ppm - injected(0).drift_ppm;
+  // Two points each within its bound pin the slope to (bound1 + bound2) / span.
+  const double slope_bound_ppm = static_cast<double>(first.bound_ns + second.bound_ns) /
+                                 static_cast<double>(second.local_ns - first.local_ns) * 1e6;
+  if (comm_rank() != 0) {
+    EXPECT_NEAR(model.drift_ppm(), injected_drift, slope_bound_ppm + 0.01) << "rank " << comm_rank();
+  }
+}
+
+TEST(SyncRound, RanksSharingAClockTakeTheLeadersExactly) {
+  const SyncPoint point = sync_round(MPI_COMM_WORLD, Clock());
+  // One machine: one node, one physical clock.
+  EXPECT_EQ(point.offset_ns, 0);
+  EXPECT_EQ(point.bound_ns, 0);
+}
+
+}  // namespace
+}  // namespace rankscope::clocksync
