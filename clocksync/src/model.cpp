@@ -87,4 +87,19 @@ double ClockModel::drift_ppm() const {
   return static_cast<double>(b.offset_ns - a.offset_ns) / static_cast<double>(reference_span) * 1e6;
 }
 
+MappedTime ClockMapper::search(int64_t local_ns) {
+  const auto& points = model_.points();
+  if (points.size() >= 2 && local_ns >= points.front().local_ns && local_ns <= points.back().local_ns) {
+    const auto after = std::upper_bound(points.begin(), points.end(), local_ns,
+                                        [](int64_t t, const SyncPoint& p) { return t < p.local_ns; });
+    segment_ = std::min(static_cast<size_t>(after - points.begin()), points.size() - 1) - 1;
+    const SyncPoint& a = points[segment_];
+    const SyncPoint& b = points[segment_ + 1];
+    slope_ = static_cast<double>(b.offset_ns - a.offset_ns) / static_cast<double>(b.local_ns - a.local_ns);
+    inner_bound_ = std::max(a.bound_ns, b.bound_ns) + 1;
+    primed_ = true;
+  }
+  return model_.to_reference(local_ns);
+}
+
 }  // namespace rankscope::clocksync

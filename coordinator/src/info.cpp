@@ -109,6 +109,18 @@ std::string info_text(const Timeline& timeline) {
     }
   }
   out += "data quality: " + std::string(quality.empty() ? "no problems counted\n" : "\n" + quality);
+
+  out += timeline.clock_corrected() ? "\nclock: every rank on rank 0's clock\n"
+                                    : "\nclock: not corrected (ranks without measurements keep their local clock)\n";
+  std::snprintf(line, sizeof(line), "%6s  %16s %12s %10s %7s\n", "rank", "offset ns", "drift ppm", "bound ns", "points");
+  out += line;
+  for (const RankInfo& rank : timeline.ranks()) {
+    if (!rank.clock.synced) continue;
+    std::snprintf(line, sizeof(line), "%6d  %16lld %12.3f %10lld %7zu\n", rank.rank,
+                  static_cast<long long>(rank.clock.offset_ns), rank.clock.drift_ppm,
+                  static_cast<long long>(rank.clock.bound_ns), rank.clock.points.size());
+    out += line;
+  }
   return out;
 }
 
@@ -152,6 +164,21 @@ std::string info_json(const Timeline& timeline) {
   json.key("dead_ranks").begin_array();
   for (int32_t r : job.dead) json.value(r);
   json.end_array();
+  json.key("clock").begin_object();
+  json.key("corrected").value(timeline.clock_corrected());
+  json.key("ranks").begin_array();
+  for (const RankInfo& rank : timeline.ranks()) {
+    json.begin_object();
+    json.key("rank").value(rank.rank);
+    json.key("synced").value(rank.clock.synced);
+    json.key("offset_ns").value(rank.clock.offset_ns);
+    json.key("drift_ppm").value(rank.clock.drift_ppm);
+    json.key("bound_ns").value(rank.clock.bound_ns);
+    json.key("points").value(uint64_t{rank.clock.points.size()});
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
   json.end_object();
   return json.str() + "\n";
 }

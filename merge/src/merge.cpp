@@ -15,6 +15,7 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "rankscope/clocksync.h"
 #include "rankscope/error.h"
 #include "rankscope/shard.h"
 #include "rankscope/timeline.h"
@@ -98,6 +99,7 @@ struct OwnedShard {
   ShardScan scan;
   std::vector<uint32_t> name_map;  // local string id -> job string id
   Counters counters;               // what the agent counted plus what the merge found
+  clocksync::ClockModel clock;     // identity when the rank measured nothing
 };
 
 struct RankSummary {
@@ -107,6 +109,7 @@ struct RankSummary {
   uint64_t events;
   uint64_t tracks;
   uint64_t counters;
+  uint64_t sync_points;
   uint8_t ended;
 };
 
@@ -255,7 +258,8 @@ class RankEventMerger {
  public:
   RankEventMerger(const OwnedShard& shard, TimelineFile& out, hid_t dataset, hid_t type, uint64_t first_row,
                   uint64_t block)
-      : shard_(shard), out_(out), dataset_(dataset), type_(type), next_row_(first_row), block_(block) {
+      : shard_(shard), out_(out), dataset_(dataset), type_(type), next_row_(first_row), block_(block),
+        clock_(shard.clock), correct_clock_(!shard.clock.points().empty()) {
     out_block_.reserve(block);
   }
 
@@ -346,8 +350,18 @@ class RankEventMerger {
     }
   }
 
-  // Maps names to the job's string table and keeps the rank's statistics.
+  // Puts times on the reference clock, maps names to the job's string table
+  // and keeps the rank's statistics.
   void finish(Event* events, size_t count) {
+    if (correct_clock_) {
+      for (Event* e = events; e != events + count; ++e) {
+        const clocksync::MappedTime begin = clock_.map(e->begin_ns);
+        const clocksync::MappedTime end = clock_.map(e->end_ns);
+        e->begin_ns = begin.time_ns;
+        e->end_ns = end.time_ns;
+        if (begin.outside || end.outside) e->flags |= kFlagClockOutsideModel;
+      }
+    }
     const uint32_t* map = shard_.name_map.data();
     const size_t map_size = shard_.name_map.size();
     const uint32_t missing = shard_.name_map.back();
@@ -379,6 +393,8 @@ class RankEventMerger {
   std::vector<Cursor> open_;
   std::vector<std::vector<Event>> spare_;
   std::vector<Event> out_block_;
+  clocksync::ClockMapper clock_;
+  bool correct_clock_;
   std::array<uint64_t, kEventKindCount + 1> kind_counts_{};
   uint64_t names_missing_ = 0;
   int64_t first_ns_ = INT64_MAX;
@@ -401,7 +417,7 @@ schema::RankRow rank_row(const OwnedShard& shard, uint64_t event_offset, uint64_
   row.track_count = scan.tracks.size();
   row.counter_offset = counter_offset;
   row.counter_count = shard.counters.entries().size();
-  row.last_heard_ns = scan.last_ns;
+  row.last_heard_ns = shard.clock.to_reference(scan.last_ns).time_ns;
   row.start_wall_ns = metadata.start_wall_ns;
   schema::set_text(row.host, metadata.host);
   schema::set_text(row.gpu_uuids, metadata.gpu_uuids);
@@ -451,12 +467,13 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
   std::string error;
   try {
     for (size_t index : assign_shards(inputs, process, processes)) {
-      OwnedShard shard{index, std::make_unique<ShardFile>(inputs[index]), {}, {}, {}};
+      OwnedShard shard{index, std::make_unique<ShardFile>(inputs[index]), {}, {}, {}, {}};
       shard.scan = shard.file->scan();
       if (shard.scan.rank() < 0) {
         throw Error(inputs[index] + ": neither the file header nor any metadata chunk says which rank wrote it");
       }
       shard.counters = merged_counters(shard.scan);
+      shard.clock = clocksync::ClockModel(shard.scan.sync_points);
       shards.push_back(std::move(shard));
     }
   } catch (const Error& e) {
@@ -469,7 +486,7 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
   for (const auto& shard : shards) {
     local_summaries.push_back({shard.scan.rank(), shard.scan.world_size(), shard.input_index, shard.scan.event_count,
                                shard.scan.tracks.size(), shard.counters.entries().size(),
-                               static_cast<uint8_t>(shard.scan.ended)});
+                               shard.scan.sync_points.size(), static_cast<uint8_t>(shard.scan.ended)});
   }
   std::vector<RankSummary> summaries = allgather_rows(comm, local_summaries);
   std::sort(summaries.begin(), summaries.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
@@ -488,7 +505,8 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
   }
 
   std::vector<uint64_t> event_offset(static_cast<size_t>(world_size) + 1, 0), track_offset = event_offset,
-                                                                             counter_offset = event_offset;
+                                                                             counter_offset = event_offset,
+                                                                             point_offset = event_offset;
   std::vector<const RankSummary*> by_rank(static_cast<size_t>(world_size), nullptr);
   for (const auto& s : summaries) by_rank[static_cast<size_t>(s.rank)] = &s;
   for (size_t r = 0; r < by_rank.size(); ++r) {
@@ -496,7 +514,11 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
     event_offset[r + 1] = event_offset[r] + (s ? s->events : 0);
     track_offset[r + 1] = track_offset[r] + (s ? s->tracks : 0);
     counter_offset[r + 1] = counter_offset[r] + (s ? s->counters : 0);
+    point_offset[r + 1] = point_offset[r] + (s ? s->sync_points : 0);
   }
+  // Times are on rank 0's clock only if every rank measured its offset to it.
+  const bool clock_corrected =
+      !summaries.empty() && std::all_of(summaries.begin(), summaries.end(), [](const RankSummary& s) { return s.sync_points > 0; });
 
   // 3. One string table for the job: the same name has the same id on every rank.
   std::vector<std::string> local_strings = {kMissingName};
@@ -535,7 +557,8 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
   const uint64_t needed = event_offset.back() * sizeof(Event) + by_rank.size() * sizeof(schema::RankRow) +
                           by_rank.size() * kEventKindCount * 8 + track_offset.back() * sizeof(schema::TrackRow) +
                           counter_offset.back() * sizeof(schema::CounterRow) + string_bytes +
-                          strings.size() * 8 + (1u << 20);
+                          strings.size() * 8 + by_rank.size() * sizeof(schema::ClockRow) +
+                          point_offset.back() * sizeof(schema::ClockPointRow) + (1u << 20);
   error = check_room(partial, needed, process == 0);
   check_all(comm, error);
 
@@ -553,9 +576,12 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
     const Handle rank_type = schema::rank_row_type();
     const Handle track_type = schema::track_row_type();
     const Handle counter_type = schema::counter_row_type();
+    const Handle clock_type = schema::clock_row_type();
+    const Handle clock_point_type = schema::clock_point_row_type();
     const auto ws = static_cast<hsize_t>(world_size);
 
-    hid_t events = -1, ranks = -1, counts = -1, tracks = -1, counters = -1, bytes = -1, offsets = -1;
+    hid_t events = -1, ranks = -1, counts = -1, tracks = -1, counters = -1, bytes = -1, offsets = -1, clock = -1,
+          clock_points = -1;
     try {
       events = out->create(schema::kEvents, event_type, {event_offset.back()});
       ranks = out->create(schema::kRanks, rank_type, {ws});
@@ -564,11 +590,13 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
       counters = out->create(schema::kCounters, counter_type, {counter_offset.back()});
       bytes = out->create(schema::kStringBytes, H5T_NATIVE_CHAR, {string_bytes});
       offsets = out->create(schema::kStringOffsets, H5T_NATIVE_UINT64, {strings.size() + 1});
+      clock = out->create(schema::kClock, clock_type, {ws});
+      clock_points = out->create(schema::kClockPoints, clock_point_type, {point_offset.back()});
       out->attribute("format", kTimelineFormatName);
       out->attribute("format_version", int64_t{kTimelineVersion});
       out->attribute("rankscope_version", kRankscopeVersion);
       out->attribute("world_size", int64_t{world_size});
-      out->attribute("clock_corrected", int64_t{0});
+      out->attribute("clock_corrected", int64_t{clock_corrected ? 1 : 0});
     } catch (const Error& e) {
       error = e.what();
     }
@@ -606,6 +634,16 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
         }
         out->write(counters, counter_type, {counter_offset[r]}, {counter_rows.size()}, counter_rows.data(),
                    "counters of rank " + std::to_string(r));
+
+        const auto& points = shard.clock.points();
+        schema::ClockRow clock_row{static_cast<int32_t>(r), static_cast<uint8_t>(!points.empty()),
+                                   shard.clock.offset_ns(), shard.clock.drift_ppm(), shard.clock.max_bound_ns(),
+                                   point_offset[r], points.size()};
+        out->write(clock, clock_type, {r}, {1}, &clock_row, "the clock of rank " + std::to_string(r));
+        std::vector<schema::ClockPointRow> point_rows;
+        for (const SyncPoint& p : points) point_rows.push_back({static_cast<int32_t>(r), p.local_ns, p.offset_ns, p.bound_ns});
+        out->write(clock_points, clock_point_type, {point_offset[r]}, {point_rows.size()}, point_rows.data(),
+                   "the clock measurements of rank " + std::to_string(r));
       }
       if (process == 0) {
         std::string packed;
@@ -628,6 +666,8 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
           row.track_offset = track_offset[r];
           row.counter_offset = counter_offset[r];
           const std::array<uint64_t, kEventKindCount> zeros{};
+          const schema::ClockRow clock_row{static_cast<int32_t>(r), 0, 0, 0.0, 0, point_offset[r], 0};
+          out->write(clock, clock_type, {r}, {1}, &clock_row, "the clock of rank " + std::to_string(r));
           out->write(ranks, rank_type, {r}, {1}, &row, "rank " + std::to_string(r));
           out->write(counts, H5T_NATIVE_UINT64, {r, 0}, {1, kEventKindCount}, zeros.data(),
                      "event counts of rank " + std::to_string(r));

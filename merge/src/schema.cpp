@@ -104,6 +104,27 @@ Handle counter_row_type() {
   return type;
 }
 
+Handle clock_row_type() {
+  Handle type(H5Tcreate(H5T_COMPOUND, sizeof(ClockRow)), H5Tclose);
+  H5Tinsert(type, "rank", offsetof(ClockRow, rank), H5T_NATIVE_INT32);
+  H5Tinsert(type, "synced", offsetof(ClockRow, synced), H5T_NATIVE_UINT8);
+  H5Tinsert(type, "offset_ns", offsetof(ClockRow, offset_ns), H5T_NATIVE_INT64);
+  H5Tinsert(type, "drift_ppm", offsetof(ClockRow, drift_ppm), H5T_NATIVE_DOUBLE);
+  H5Tinsert(type, "bound_ns", offsetof(ClockRow, bound_ns), H5T_NATIVE_INT64);
+  H5Tinsert(type, "point_offset", offsetof(ClockRow, point_offset), H5T_NATIVE_UINT64);
+  H5Tinsert(type, "point_count", offsetof(ClockRow, point_count), H5T_NATIVE_UINT64);
+  return type;
+}
+
+Handle clock_point_row_type() {
+  Handle type(H5Tcreate(H5T_COMPOUND, sizeof(ClockPointRow)), H5Tclose);
+  H5Tinsert(type, "rank", offsetof(ClockPointRow, rank), H5T_NATIVE_INT32);
+  H5Tinsert(type, "local_ns", offsetof(ClockPointRow, local_ns), H5T_NATIVE_INT64);
+  H5Tinsert(type, "offset_ns", offsetof(ClockPointRow, offset_ns), H5T_NATIVE_INT64);
+  H5Tinsert(type, "bound_ns", offsetof(ClockPointRow, bound_ns), H5T_NATIVE_INT64);
+  return type;
+}
+
 void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
 }  // namespace rankscope::schema

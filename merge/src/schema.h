@@ -20,6 +20,8 @@ inline constexpr const char* kRanks = "ranks";
 inline constexpr const char* kEventCounts = "event_counts";
 inline constexpr const char* kTracks = "tracks";
 inline constexpr const char* kCounters = "counters";
+inline constexpr const char* kClock = "clock";
+inline constexpr const char* kClockPoints = "clock_points";
 inline constexpr const char* kStringBytes = "strings/bytes";
 inline constexpr const char* kStringOffsets = "strings/offsets";
 
@@ -62,6 +64,23 @@ struct CounterRow {
   uint64_t value;
 };
 
+struct ClockRow {
+  int32_t rank;
+  uint8_t synced;      // the rank's events were put on the reference clock
+  int64_t offset_ns;   // at the first measurement: local minus reference
+  double drift_ppm;    // mean over the measured span
+  int64_t bound_ns;    // the largest bound of its measurements
+  uint64_t point_offset;
+  uint64_t point_count;
+};
+
+struct ClockPointRow {
+  int32_t rank;
+  int64_t local_ns;
+  int64_t offset_ns;
+  int64_t bound_ns;
+};
+
 // Owns one HDF5 identifier and closes it with the right function.
 class Handle {
  public:
@@ -96,6 +115,8 @@ Handle event_type();
 Handle rank_row_type();
 Handle track_row_type();
 Handle counter_row_type();
+Handle clock_row_type();
+Handle clock_point_row_type();
 
 // HDF5's own error stack printing is replaced by our messages.
 void silence_hdf5_errors();

@@ -113,6 +113,10 @@ Timeline::Timeline(const std::string& path) : path_(path) {
     const auto counts = reader.read_all<uint64_t>(schema::kEventCounts, H5T_NATIVE_UINT64, kEventKindCount);
     const auto tracks = reader.read_all<schema::TrackRow>(schema::kTracks, schema::track_row_type());
     const auto counters = reader.read_all<schema::CounterRow>(schema::kCounters, schema::counter_row_type());
+    const auto clocks = reader.read_all<schema::ClockRow>(schema::kClock, schema::clock_row_type());
+    const auto points = reader.read_all<schema::ClockPointRow>(schema::kClockPoints, schema::clock_point_row_type());
+    clock_corrected_ = reader.int_attribute("clock_corrected") != 0;
+    if (clocks.size() != rows.size()) throw Error(path + ": /clock does not match /ranks");
     events_ = reader.open(schema::kEvents).release();
     event_type_ = schema::event_type().release();
     event_count_ = reader.dims(events_).at(0);
@@ -153,6 +157,14 @@ Timeline::Timeline(const std::string& path) : path_(path) {
       }
       for (uint64_t i = row.counter_offset; i < row.counter_offset + row.counter_count; ++i) {
         info.counters.set(string(counters[i].name_id), counters[i].value);
+      }
+      const schema::ClockRow& clock = clocks[r];
+      if (clock.point_offset + clock.point_count > points.size()) {
+        throw Error(path + ": /clock row " + std::to_string(r) + " points past the end of /clock_points");
+      }
+      info.clock = {clock.synced != 0, clock.offset_ns, clock.drift_ppm, clock.bound_ns, {}};
+      for (uint64_t i = clock.point_offset; i < clock.point_offset + clock.point_count; ++i) {
+        info.clock.points.push_back({points[i].local_ns, points[i].offset_ns, points[i].bound_ns});
       }
       ranks_.push_back(std::move(info));
     }

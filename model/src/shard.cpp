@@ -24,7 +24,7 @@ uint32_t header_crc(const ShardFileHeader& header) {
 }
 
 bool is_known_chunk_type(uint16_t type) {
-  return type >= static_cast<uint16_t>(ChunkType::kMetadata) && type <= static_cast<uint16_t>(ChunkType::kEnd);
+  return type >= static_cast<uint16_t>(ChunkType::kMetadata) && type <= static_cast<uint16_t>(ChunkType::kClockSync);
 }
 
 bool header_is_valid(const ChunkHeader& header) {
@@ -40,6 +40,7 @@ std::string_view chunk_type_name(uint16_t type) {
     case ChunkType::kEvents: return "events";
     case ChunkType::kCounters: return "counters";
     case ChunkType::kEnd: return "end";
+    case ChunkType::kClockSync: return "clock sync";
   }
   return "unknown";
 }
@@ -73,6 +74,16 @@ bool parse_strings(const std::vector<char>& payload, uint32_t count,
     pos += length;
   }
   return pos == payload.size();
+}
+
+// Appends a payload of `count` fixed-size records; false if the sizes disagree.
+template <typename Record>
+bool append_records(const std::vector<char>& payload, uint32_t count, std::vector<Record>& out) {
+  if (payload.size() != uint64_t{count} * sizeof(Record)) return false;
+  const size_t first = out.size();
+  out.resize(first + count);
+  std::memcpy(out.data() + first, payload.data(), payload.size());
+  return true;
 }
 
 }  // namespace
@@ -212,6 +223,11 @@ bool ShardWriter::write_counters(const Counters& counters, int64_t now_ns) {
                      static_cast<uint32_t>(counters.entries().size()), now_ns, now_ns);
 }
 
+bool ShardWriter::write_sync_points(std::span<const SyncPoint> points, int64_t now_ns) {
+  return write_chunk(ChunkType::kClockSync, 0, points.data(), static_cast<uint32_t>(points.size_bytes()),
+                     static_cast<uint32_t>(points.size()), now_ns, now_ns);
+}
+
 bool ShardWriter::close(const Counters& counters, int64_t now_ns) {
   const bool written = write_counters(counters, now_ns) && write_chunk(ChunkType::kEnd, 0, nullptr, 0, 0, now_ns, now_ns);
   const bool synced = ::fdatasync(fd_) == 0 || fail("syncing shard " + path_ + " failed: " + errno_text(errno));
@@ -293,12 +309,7 @@ ShardScan ShardFile::scan() const {
             sound = parse_strings(payload, header.item_count, scan.strings);
             break;
           case ChunkType::kTracks:
-            sound = payload.size() == uint64_t{header.item_count} * sizeof(Track);
-            if (sound) {
-              const size_t first = scan.tracks.size();
-              scan.tracks.resize(first + header.item_count);
-              std::memcpy(scan.tracks.data() + first, payload.data(), payload.size());
-            }
+            sound = append_records(payload, header.item_count, scan.tracks);
             break;
           case ChunkType::kEvents:
             sound = payload.size() == uint64_t{header.item_count} * sizeof(Event);
@@ -314,6 +325,9 @@ ShardScan ShardFile::scan() const {
             break;
           case ChunkType::kEnd:
             scan.ended = true;
+            break;
+          case ChunkType::kClockSync:
+            sound = append_records(payload, header.item_count, scan.sync_points);
             break;
         }
         // Chunk types from a newer minor revision are skipped whole.

@@ -148,6 +148,25 @@ TEST(ClockModel, OutsideTheSpanTheBoundGrows) {
   EXPECT_LE(std::llabs(after.time_ns - 14'000'000'000), after.bound_ns);
 }
 
+TEST(ClockMapper, AgreesWithTheModelOnTimesInOrder) {
+  const Clock rank(3'000'000'000, -120);
+  std::vector<SyncPoint> points;
+  for (int64_t raw : {1'000'000'000LL, 3'000'000'000LL, 3'500'000'000LL, 9'000'000'000LL}) {
+    const int64_t local = rank.from_raw(raw);
+    points.push_back({local, local - raw + (raw % 7), 20});
+  }
+  const ClockModel model(points);
+  ClockMapper mapper(model);
+  std::mt19937_64 random(3);
+  for (int64_t raw = 500'000'000; raw < 9'500'000'000; raw += static_cast<int64_t>(random() % 50'000'000)) {
+    const int64_t local = rank.from_raw(raw);
+    const MappedTime fast = mapper.map(local), exact = model.to_reference(local);
+    ASSERT_EQ(fast.time_ns, exact.time_ns) << raw;
+    ASSERT_EQ(fast.bound_ns, exact.bound_ns) << raw;
+    ASSERT_EQ(fast.outside, exact.outside) << raw;
+  }
+}
+
 TEST(ClockModel, OnePointAndNoPoint) {
   const ClockModel identity;
   EXPECT_EQ(identity.to_reference(77).time_ns, 77);

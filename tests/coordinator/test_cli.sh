@@ -35,12 +35,31 @@ assert [r["status"] for r in info["ranks"]] == ["complete", "dead", "complete"]
 assert sum(info["events_by_kind"].values()) == 6000 == info["events"]
 assert info["missing_ranks"] == [] and info["dead_ranks"] == [1]
 assert info["span_ns"] > 0
+assert info["clock"]["corrected"] is False and not any(r["synced"] for r in info["clock"]["ranks"])
 print("json ok")
 PY
 
 # Readable without rankscope.
 h5dump -d /ranks "$work/job.h5" | grep -q '"node-0"' || fail "h5dump cannot read /ranks"
 h5dump -d /events -c 1 "$work/job.h5" | grep -q 'begin_ns' || fail "h5dump cannot read /events"
+
+# Skewed clocks with their measurements: info shows each rank's offset, drift and bound.
+"$make_shards" "$work/skewed" 3 1000 --skewed 1
+"$rankscope" merge "$work/skewed" -o "$work/skewed.h5" >/dev/null
+"$rankscope" info "$work/skewed.h5" | grep -q "clock: every rank on rank 0's clock" || fail "info text lacks the clock"
+"$rankscope" info --json "$work/skewed.h5" | python3 -c '
+import json, sys
+clock = json.load(sys.stdin)["clock"]
+assert clock["corrected"] is True
+assert [r["rank"] for r in clock["ranks"]] == [0, 1, 2]
+for r in clock["ranks"]:
+    for key in ("rank", "offset_ns", "drift_ppm", "bound_ns"):
+        assert key in r, key
+    assert r["synced"] and r["bound_ns"] == 25
+# Over this short job (a few ms), one nanosecond of rounding is a few tenths of a ppm.
+assert abs(clock["ranks"][1]["drift_ppm"] - (-163 - 20)) < 1, clock["ranks"][1]
+assert clock["ranks"][1]["offset_ns"] > 1e9
+'
 
 # A missing rank shows up too.
 rm "$work/shards/rank-00002.shard"

@@ -146,6 +146,41 @@ TEST_F(MergeTest, RoundTripKeepsEveryEventInTimeOrder) {
   }
 }
 
+TEST_F(MergeTest, SkewedClocksArePutOnRankZerosWithinTheBound) {
+  testing::SyntheticJob job;
+  job.world_size = 5;
+  job.events_per_rank = 8000;
+  job.chunk_events = 500;
+  job.skewed = true;
+  const auto truth = write_job(job);
+  const std::string output = (dir_ / "job.h5").string();
+  merge({dir_.string()}, output);
+  const Timeline timeline(output);
+  EXPECT_TRUE(timeline.clock_corrected());
+  for (int r = 0; r < 5; ++r) {
+    const RankInfo& info = timeline.ranks()[static_cast<size_t>(r)];
+    ASSERT_TRUE(info.clock.synced);
+    EXPECT_EQ(info.clock.points.size(), 2u);
+    EXPECT_EQ(info.clock.bound_ns, testing::kSyntheticSyncBoundNs);
+    std::vector<Event> expected = truth[static_cast<size_t>(r)].events;
+    std::stable_sort(expected.begin(), expected.end(), event_time_order);
+    std::vector<Event> got;
+    timeline.for_each_event_block(r, [&](const std::vector<Event>& block) {
+      got.insert(got.end(), block.begin(), block.end());
+    });
+    ASSERT_EQ(got.size(), expected.size());
+    int64_t worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      worst = std::max({worst, static_cast<int64_t>(std::llabs(got[i].begin_ns - expected[i].begin_ns)),
+                        static_cast<int64_t>(std::llabs(got[i].end_ns - expected[i].end_ns))});
+      EXPECT_EQ(got[i].flags & kFlagClockOutsideModel, 0) << "rank " << r << " event " << i;
+    }
+    // The synthetic measurements are exact: only rounding is left.
+    EXPECT_LE(worst, 2) << "rank " << r;
+  }
+  EXPECT_NEAR(timeline.ranks()[2].clock.drift_ppm, ((2 * 37) % 401 - 200) - 20, 0.01);
+}
+
 TEST_F(MergeTest, DeadAndMissingRanksAreNamed) {
   testing::SyntheticJob job;
   job.world_size = 5;

@@ -1,4 +1,4 @@
-// make_synthetic_shards DIR RANKS EVENTS_PER_RANK [--dead R] [--seed S] [--threads T]
+// make_synthetic_shards DIR RANKS EVENTS_PER_RANK [--dead R] [--seed S] [--threads T] [--skewed 0|1]
 // Writes a synthetic job's shards, for the CLI tests, the demo and the merge benchmark.
 #include <cstdio>
 #include <filesystem>
@@ -11,7 +11,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s DIR RANKS EVENTS_PER_RANK [--dead RANK] [--seed S] [--threads T]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s DIR RANKS EVENTS_PER_RANK [--dead RANK] [--seed S] [--threads T] [--skewed 0|1]\n", argv[0]);
     return 2;
   }
   rankscope::testing::SyntheticJob job;
@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--dead") == 0) dead = std::atoi(argv[i + 1]);
     else if (std::strcmp(argv[i], "--seed") == 0) job.seed = std::strtoull(argv[i + 1], nullptr, 10);
     else if (std::strcmp(argv[i], "--threads") == 0) job.threads = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--skewed") == 0) job.skewed = std::atoi(argv[i + 1]) != 0;
   }
   try {
     std::filesystem::create_directories(argv[1]);

@@ -1,10 +1,12 @@
 #include "synthetic_job.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <random>
 #include <string_view>
 #include <utility>
 
+#include "rankscope/clocksync.h"
 #include "rankscope/error.h"
 #include "rankscope/shard.h"
 
@@ -20,6 +22,12 @@ struct ThreadState {
   uint64_t in_step = 0;
   std::vector<Event> buffer;
 };
+
+clocksync::Clock skewed_clock(int32_t rank) {
+  if (rank == 0) return clocksync::Clock(1000, 20);
+  const int64_t offset = (rank % 2 ? 1 : -1) * std::min<int64_t>(int64_t{rank} * 1'300'000'000, 10'000'000'000);
+  return clocksync::Clock(offset, static_cast<double>((rank * 37) % 401 - 200));
+}
 
 }  // namespace
 
@@ -63,11 +71,30 @@ SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const 
     thread.buffer.reserve(job.chunk_events);
   }
   uint64_t seq = 0;
+  const clocksync::Clock local = job.skewed ? skewed_clock(rank) : clocksync::Clock();
+  const clocksync::Clock reference = job.skewed ? skewed_clock(0) : clocksync::Clock();
+  // Events are made on the true time line, kept on rank 0's clock and written on the rank's own.
   auto flush = [&](ThreadState& thread) {
-    if (job.keep_truth) out.events.insert(out.events.end(), thread.buffer.begin(), thread.buffer.end());
+    for (Event& e : thread.buffer) {
+      if (job.keep_truth) {
+        Event truth = e;
+        truth.begin_ns = reference.from_raw(e.begin_ns);
+        truth.end_ns = reference.from_raw(e.end_ns);
+        out.events.push_back(truth);
+      }
+      e.begin_ns = local.from_raw(e.begin_ns);
+      e.end_ns = local.from_raw(e.end_ns);
+    }
     if (!writer.write_events(thread.buffer)) throw Error(writer.error());
     thread.buffer.clear();
   };
+  auto sync_point = [&](int64_t t) {
+    return SyncPoint{local.from_raw(t), local.from_raw(t) - reference.from_raw(t), kSyntheticSyncBoundNs};
+  };
+  if (job.skewed) {
+    const SyncPoint at_start = sync_point(metadata.start_local_ns);
+    if (!writer.write_sync_points({&at_start, 1}, metadata.start_local_ns)) throw Error(writer.error());
+  }
   for (uint64_t i = 0; i < job.events_per_rank; ++i) {
     const auto t = static_cast<size_t>(i % threads.size());
     ThreadState& thread = threads[t];
@@ -107,6 +134,12 @@ SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const 
   }
   for (auto& thread : threads) {
     if (!thread.buffer.empty()) flush(thread);
+  }
+  if (job.skewed) {
+    int64_t end = 0;
+    for (const auto& thread : threads) end = std::max(end, thread.now);
+    const SyncPoint at_end = sync_point(end);
+    if (!writer.write_sync_points({&at_end, 1}, end)) throw Error(writer.error());
   }
   Counters counters;
   counters.set(counter::kEventsDropped, out.dropped);

@@ -19,11 +19,17 @@ struct SyntheticJob {
   uint64_t seed = 1;
   bool close_cleanly = true;   // false: the shard ends without its end record
   bool keep_truth = true;      // return every event written, per rank
+  // Each rank writes on a skewed clock (offsets up to ±10 s, drifts up to
+  // ±200 ppm, rank 0 skewed too) and records two exact-to-25-ns measurements
+  // of it; the truth is then on rank 0's clock, where the merge must put it.
+  bool skewed = false;
 };
+
+inline constexpr int64_t kSyntheticSyncBoundNs = 25;
 
 struct SyntheticRank {
   std::string path;
-  std::vector<Event> events;         // as written (local name ids), when keep_truth
+  std::vector<Event> events;         // local name ids; times on rank 0's clock; when keep_truth
   std::vector<std::string> names;    // index = local name id
   uint64_t dropped = 0;
 };

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "rankscope/metadata.h"
+
 namespace rankscope::clocksync {
 
 // CLOCK_MONOTONIC_RAW: never slewed by NTP; drift is modelled, not corrected by the OS.
@@ -80,12 +82,7 @@ class OffsetEstimator {
   int64_t best_parent_mid_ = 0;
 };
 
-// One measurement of a rank against the reference clock.
-struct SyncPoint {
-  int64_t local_ns;   // the rank's clock when it was taken
-  int64_t offset_ns;  // local clock minus reference clock at that moment
-  int64_t bound_ns;   // |true offset - offset_ns| <= bound_ns
-};
+using rankscope::SyncPoint;
 
 struct MappedTime {
   int64_t time_ns;   // on the reference clock
@@ -112,6 +109,31 @@ class ClockModel {
 
  private:
   std::vector<SyncPoint> points_;
+};
+
+// Maps a rank's events, which arrive in time order, without searching for the
+// segment each time.
+class ClockMapper {
+ public:
+  explicit ClockMapper(const ClockModel& model) : model_(model) {}
+  MappedTime map(int64_t local_ns) {
+    const auto& points = model_.points();
+    if (!primed_ || local_ns < points[segment_].local_ns || local_ns > points[segment_ + 1].local_ns) {
+      return search(local_ns);
+    }
+    const SyncPoint& a = points[segment_];
+    const double offset = static_cast<double>(a.offset_ns) + slope_ * static_cast<double>(local_ns - a.local_ns);
+    return {local_ns - std::llround(offset), inner_bound_, false};
+  }
+
+ private:
+  MappedTime search(int64_t local_ns);
+
+  const ClockModel& model_;
+  bool primed_ = false;  // segment_, slope_ and inner_bound_ describe a segment
+  size_t segment_ = 0;
+  double slope_ = 0;
+  int64_t inner_bound_ = 0;
 };
 
 }  // namespace rankscope::clocksync

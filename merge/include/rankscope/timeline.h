@@ -22,6 +22,15 @@ enum class RankStatus : uint8_t {
 };
 const char* rank_status_name(RankStatus status);
 
+// How a rank's times were put on the reference (rank 0's) clock.
+struct RankClock {
+  bool synced = false;     // false: its times are its local clock's
+  int64_t offset_ns = 0;   // local minus reference, at the first measurement
+  double drift_ppm = 0;    // mean over the measured span
+  int64_t bound_ns = 0;    // largest error bound of its measurements
+  std::vector<SyncPoint> points;
+};
+
 struct RankInfo {
   int32_t rank = -1;
   int32_t local_rank = -1;
@@ -38,6 +47,7 @@ struct RankInfo {
   std::vector<uint64_t> events_by_kind;  // indexed by EventKind value - 1
   std::vector<Track> tracks;             // name_id refers to the job's string table
   Counters counters;
+  RankClock clock;
 };
 
 class Timeline {
@@ -51,6 +61,8 @@ class Timeline {
   const std::string& path() const { return path_; }
   int32_t world_size() const { return static_cast<int32_t>(ranks_.size()); }
   uint64_t event_count() const { return event_count_; }
+  // Whether every rank's times are on rank 0's clock.
+  bool clock_corrected() const { return clock_corrected_; }
   const std::vector<RankInfo>& ranks() const { return ranks_; }
   const std::vector<std::string>& strings() const { return strings_; }
   const std::string& string(uint32_t id) const;
@@ -76,6 +88,7 @@ class Timeline {
   int64_t events_ = -1;
   int64_t event_type_ = -1;
   uint64_t event_count_ = 0;
+  bool clock_corrected_ = false;
   std::vector<RankInfo> ranks_;
   std::vector<std::string> strings_;
 };

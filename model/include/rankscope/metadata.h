@@ -9,6 +9,14 @@
 
 namespace rankscope {
 
+// One measurement of a rank's clock against the reference (rank 0's) clock.
+struct SyncPoint {
+  int64_t local_ns;   // the rank's clock when it was taken
+  int64_t offset_ns;  // local clock minus reference clock at that moment
+  int64_t bound_ns;   // |true offset - offset_ns| <= bound_ns
+};
+static_assert(sizeof(SyncPoint) == 24, "SyncPoint layout is part of the shard format");
+
 struct RankMetadata {
   int32_t rank = -1;
   int32_t world_size = 0;

@@ -29,6 +29,7 @@ enum class ChunkType : uint16_t {
   kEvents = 4,    // Event records
   kCounters = 5,  // Counters::encode() text; the last one wins
   kEnd = 6,       // empty: the agent closed the shard cleanly
+  kClockSync = 7, // SyncPoint records, in the order measured
 };
 
 enum ChunkFlags : uint16_t {
@@ -80,6 +81,7 @@ class ShardWriter {
   bool write_tracks(std::span<const Track> tracks, int64_t now_ns);
   bool write_metadata(const RankMetadata& metadata, int64_t now_ns);
   bool write_counters(const Counters& counters, int64_t now_ns);
+  bool write_sync_points(std::span<const SyncPoint> points, int64_t now_ns);
   // Writes the final counters and the end marker, syncs and closes.
   bool close(const Counters& counters, int64_t now_ns);
 
@@ -126,6 +128,7 @@ struct ShardScan {
   std::vector<std::pair<uint32_t, std::string>> strings;
   std::vector<Track> tracks;
   Counters counters;
+  std::vector<SyncPoint> sync_points;
   std::vector<EventChunkRef> event_chunks;
   uint64_t event_count = 0;
   int64_t first_ns = INT64_MAX;
