@@ -47,6 +47,17 @@ std::vector<FakeClockEntry> parse_fake_clock(std::string_view spec) {
   return entries;
 }
 
+double injected_offset_ns(const std::vector<FakeClockEntry>& clocks, int32_t rank, int64_t local_ns) {
+  FakeClockEntry mine{rank, 0, 0}, root{0, 0, 0};
+  for (const FakeClockEntry& e : clocks) {
+    if (e.rank == rank) mine = e;
+    if (e.rank == 0) root = e;
+  }
+  const double raw = (static_cast<double>(local_ns) - static_cast<double>(mine.offset_ns)) / (1 + mine.drift_ppm * 1e-6);
+  const double reference = static_cast<double>(root.offset_ns) + raw * (1 + root.drift_ppm * 1e-6);
+  return static_cast<double>(local_ns) - reference;
+}
+
 Clock Clock::for_rank(int32_t rank) {
   const char* spec = std::getenv(kFakeClockVariable);
   if (!spec) return Clock();

@@ -77,35 +77,33 @@ SyncPoint tree_round(MPI_Comm comm, const Clock& clock, const SyncOptions& optio
 
 }  // namespace
 
-SyncPoint sync_round(MPI_Comm comm, const Clock& clock, const SyncOptions& options) {
+ClockSynchronizer::ClockSynchronizer(MPI_Comm comm, const Clock& clock, const SyncOptions& options)
+    : clock_(clock), options_(options) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  MPI_Comm node;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_);
   int node_rank = 0;
-  MPI_Comm_rank(node, &node_rank);
-  // A virtual clock anywhere on the node breaks the shared physical clock.
-  int is_virtual = clock.is_virtual() ? 1 : 0, node_virtual = 0;
-  MPI_Allreduce(&is_virtual, &node_virtual, 1, MPI_INT, MPI_MAX, node);
-  int any_virtual = 0;
-  MPI_Allreduce(&node_virtual, &any_virtual, 1, MPI_INT, MPI_MAX, comm);
+  MPI_Comm_rank(node_, &node_rank);
+  // A virtual clock anywhere breaks the shared physical clock: then every rank takes part.
+  int is_virtual = clock.is_virtual() ? 1 : 0, any_virtual = 0;
+  MPI_Allreduce(&is_virtual, &any_virtual, 1, MPI_INT, MPI_MAX, comm);
+  shares_leader_clock_ = !any_virtual;
+  MPI_Comm_split(comm, any_virtual || node_rank == 0 ? 0 : MPI_UNDEFINED, rank, &tree_);
+}
 
+ClockSynchronizer::~ClockSynchronizer() {
+  if (tree_ != MPI_COMM_NULL) MPI_Comm_free(&tree_);
+  MPI_Comm_free(&node_);
+}
+
+SyncPoint ClockSynchronizer::round() {
   SyncPoint point{};
-  if (any_virtual) {
-    // Every rank may have a clock of its own: all take part in the tree.
-    point = tree_round(comm, clock, options);
-  } else {
-    MPI_Comm leaders;
-    MPI_Comm_split(comm, node_rank == 0 ? 0 : MPI_UNDEFINED, rank, &leaders);
-    if (leaders != MPI_COMM_NULL) {
-      point = tree_round(leaders, clock, options);
-      MPI_Comm_free(&leaders);
-    }
+  if (tree_ != MPI_COMM_NULL) point = tree_round(tree_, clock_, options_);
+  if (shares_leader_clock_) {
     int64_t shared[3] = {point.local_ns, point.offset_ns, point.bound_ns};
-    MPI_Bcast(shared, 3, MPI_INT64_T, 0, node);
+    MPI_Bcast(shared, 3, MPI_INT64_T, 0, node_);
     point = {shared[0], shared[1], shared[2]};
   }
-  MPI_Comm_free(&node);
   return point;
 }
 

@@ -18,30 +18,25 @@ int comm_rank() {
   return rank;
 }
 
-// The injected clock of `rank`, as the test set it.
-FakeClockEntry injected(int32_t rank) {
+std::vector<FakeClockEntry> injected_clocks() {
   const char* spec = std::getenv(kFakeClockVariable);
-  if (spec) {
-    for (const FakeClockEntry& e : parse_fake_clock(spec)) {
-      if (e.rank == rank) return e;
-    }
-  }
-  return {rank, 0, 0};
+  return spec ? parse_fake_clock(spec) : std::vector<FakeClockEntry>{};
 }
 
-// True offset of `rank` to rank 0 when `rank`'s clock reads `local_ns`.
-double true_offset(int32_t rank, int64_t local_ns) {
-  const FakeClockEntry mine = injected(rank), root = injected(0);
-  const double raw = (static_cast<double>(local_ns) - static_cast<double>(mine.offset_ns)) / (1 + mine.drift_ppm * 1e-6);
-  const double reference = static_cast<double>(root.offset_ns) + raw * (1 + root.drift_ppm * 1e-6);
-  return static_cast<double>(local_ns) - reference;
+double injected_drift_ppm(int32_t rank) {
+  for (const FakeClockEntry& e : injected_clocks()) {
+    if (e.rank == rank) return e.drift_ppm;
+  }
+  return 0;
 }
+
+double true_offset(int32_t rank, int64_t local_ns) { return injected_offset_ns(injected_clocks(), rank, local_ns); }
 
 TEST(SyncRound, RecoversInjectedOffsetsWithinTheBound) {
-  const Clock clock = Clock::for_rank(comm_rank());
-  const SyncPoint first = sync_round(MPI_COMM_WORLD, clock);
+  ClockSynchronizer synchronizer(MPI_COMM_WORLD, Clock::for_rank(comm_rank()));
+  const SyncPoint first = synchronizer.round();
   usleep(300000);
-  const SyncPoint second = sync_round(MPI_COMM_WORLD, clock);
+  const SyncPoint second = synchronizer.round();
   for (const SyncPoint& p : {first, second}) {
     const double error = static_cast<double>(p.offset_ns) - true_offset(comm_rank(), p.local_ns);
     EXPECT_LE(std::fabs(error), static_cast<double>(p.bound_ns))
@@ -62,7 +57,7 @@ TEST(SyncRound, RecoversInjectedOffsetsWithinTheBound) {
     EXPECT_LE(std::fabs(static_cast<double>(mapped.time_ns) - truth), static_cast<double>(mapped.bound_ns))
         << "rank " << comm_rank() << " step " << i;
   }
-  const double injected_drift = injected(comm_rank()).drift_ppm - injected(0).drift_ppm;
+  const double injected_drift = injected_drift_ppm(comm_rank()) - injected_drift_ppm(0);
   // Two points each within its bound pin the slope to (bound1 + bound2) / span.
   const double slope_bound_ppm = static_cast<double>(first.bound_ns + second.bound_ns) /
                                  static_cast<double>(second.local_ns - first.local_ns) * 1e6;
@@ -72,7 +67,8 @@ TEST(SyncRound, RecoversInjectedOffsetsWithinTheBound) {
 }
 
 TEST(SyncRound, RanksSharingAClockTakeTheLeadersExactly) {
-  const SyncPoint point = sync_round(MPI_COMM_WORLD, Clock());
+  ClockSynchronizer synchronizer(MPI_COMM_WORLD, Clock());
+  const SyncPoint point = synchronizer.round();
   // One machine: one node, one physical clock.
   EXPECT_EQ(point.offset_ns, 0);
   EXPECT_EQ(point.bound_ns, 0);

@@ -17,10 +17,28 @@ struct SyncOptions {
 // own measurement and its child's (both taken within microseconds).
 inline constexpr double kMaxRelativeDriftPpm = 1000.0;
 
-// Collective over `comm`: this rank's offset to the clock of rank 0 of
-// `comm`, now. Ranks that share a physical clock (same node, no virtual
+// Measures this rank's offset to the clock of rank 0 of a communicator, as
+// often as asked. Ranks that share a physical clock (same node, no virtual
 // clock) take their node leader's result; node leaders measure down a
-// binomial tree, so a round costs O(log nodes) exchanges in sequence.
-SyncPoint sync_round(MPI_Comm comm, const Clock& clock, const SyncOptions& options = {});
+// binomial tree, so a round costs O(log nodes) exchanges in sequence. The
+// communicators this needs are made once, at construction.
+class ClockSynchronizer {
+ public:
+  // Collective over `comm`, which must outlive this object.
+  ClockSynchronizer(MPI_Comm comm, const Clock& clock, const SyncOptions& options = {});
+  ClockSynchronizer(const ClockSynchronizer&) = delete;
+  ClockSynchronizer& operator=(const ClockSynchronizer&) = delete;
+  ~ClockSynchronizer();
+
+  // Collective over the communicator: this rank's offset to rank 0's clock, now.
+  SyncPoint round();
+
+ private:
+  Clock clock_;
+  SyncOptions options_;
+  MPI_Comm node_ = MPI_COMM_NULL;
+  MPI_Comm tree_ = MPI_COMM_NULL;  // every rank, or node leaders only; null on other ranks
+  bool shares_leader_clock_ = false;
+};
 
 }  // namespace rankscope::clocksync
