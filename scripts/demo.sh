@@ -12,9 +12,10 @@ rankscope=$root/build/coordinator/rankscope
 rm -rf "$out" && mkdir -p "$out"
 
 # The rank agent does not exist yet: the job's shards come from the synthetic
-# job generator, which writes them exactly as the agent will.
-echo "== writing the shards of a synthetic $ranks-rank job (rank agent: not yet available)"
-"$root/build/tests/support/make_synthetic_shards" "$out/job.shards" "$ranks" 200000
+# job generator, which writes them as the agent will, each rank on a skewed
+# clock with its clock measurements, so the merge has clocks to correct.
+echo "== writing the shards of a synthetic $ranks-rank job with skewed clocks (rank agent: not yet available)"
+"$root/build/tests/support/make_synthetic_shards" "$out/job.shards" "$ranks" 200000 --skewed 1
 
 echo "== merging them in parallel: mpirun -n 2 rankscope merge"
 mpirun -n 2 "$rankscope" merge "$out/job.shards" -o "$out/job.h5"
