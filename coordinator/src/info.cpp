@@ -57,6 +57,8 @@ std::string counter_description(const std::string& name) {
       {std::string(counter::kBytesSkipped), "unreadable shard bytes skipped to reach the next whole chunk"},
       {std::string(counter::kTruncatedBytes), "bytes of a last shard chunk cut short (process killed or disk full)"},
       {"event_names_missing", "events whose name string was lost with a damaged chunk"},
+      {"clock_violations", "collectives this rank left before the last rank entered, beyond both clock bounds"},
+      {"clock_violation_worst_ns", "the largest such gap beyond the bounds, in ns"},
   };
   const auto found = kDescriptions.find(name);
   return found == kDescriptions.end() ? std::string() : found->second;

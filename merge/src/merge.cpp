@@ -20,6 +20,7 @@
 #include "rankscope/shard.h"
 #include "rankscope/timeline.h"
 #include "rankscope/version.h"
+#include "happens_before.h"
 #include "schema.h"
 
 namespace rankscope {
@@ -29,9 +30,9 @@ using schema::Handle;
 
 constexpr const char* kMissingName = "<name lost>";
 constexpr uint32_t kMaxLocalStringId = 1u << 24;
-constexpr std::array<std::string_view, 5> kMergeCounters = {
-    counter::kChunksCorrupt, counter::kEventsLost, counter::kBytesSkipped, counter::kTruncatedBytes,
-    "event_names_missing"};
+constexpr std::string_view kNamesMissing = "event_names_missing";
+constexpr std::string_view kClockViolations = "clock_violations";
+constexpr std::string_view kClockViolationWorst = "clock_violation_worst_ns";
 
 
 // ------------------------------------------------------- collectives ---
@@ -110,6 +111,7 @@ struct RankSummary {
   uint64_t tracks;
   uint64_t counters;
   uint64_t sync_points;
+  int64_t clock_bound;  // the largest bound of its clock model; -1 without one
   uint8_t ended;
 };
 
@@ -139,7 +141,9 @@ Counters merged_counters(const ShardScan& scan) {
   counters.set(counter::kEventsLost, scan.damage.events_lost);
   counters.set(counter::kBytesSkipped, scan.damage.bytes_skipped);
   counters.set(counter::kTruncatedBytes, scan.damage.truncated_bytes);
-  counters.set(kMergeCounters.back(), 0);
+  // Set once the events are merged; present from the start so every process
+  // knows each rank's number of counters before writing.
+  for (std::string_view name : {kNamesMissing, kClockViolations, kClockViolationWorst}) counters.set(name, 0);
   return counters;
 }
 
@@ -257,9 +261,9 @@ class TimelineFile {
 class RankEventMerger {
  public:
   RankEventMerger(const OwnedShard& shard, TimelineFile& out, hid_t dataset, hid_t type, uint64_t first_row,
-                  uint64_t block)
+                  uint64_t block, HappensBeforeCheck& check)
       : shard_(shard), out_(out), dataset_(dataset), type_(type), next_row_(first_row), block_(block),
-        clock_(shard.clock), correct_clock_(!shard.clock.points().empty()) {
+        clock_(shard.clock), correct_clock_(!shard.clock.points().empty()), check_(check) {
     out_block_.reserve(block);
   }
 
@@ -373,6 +377,7 @@ class RankEventMerger {
       ++kind_counts_[kind <= kEventKindCount ? kind : 0];
       first_ns_ = std::min(first_ns_, e->begin_ns);
       last_ns_ = std::max(last_ns_, e->end_ns);
+      check_.add(shard_.scan.rank(), *e);
     }
   }
 
@@ -395,6 +400,7 @@ class RankEventMerger {
   std::vector<Event> out_block_;
   clocksync::ClockMapper clock_;
   bool correct_clock_;
+  HappensBeforeCheck& check_;
   std::array<uint64_t, kEventKindCount + 1> kind_counts_{};
   uint64_t names_missing_ = 0;
   int64_t first_ns_ = INT64_MAX;
@@ -486,7 +492,9 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
   for (const auto& shard : shards) {
     local_summaries.push_back({shard.scan.rank(), shard.scan.world_size(), shard.input_index, shard.scan.event_count,
                                shard.scan.tracks.size(), shard.counters.entries().size(),
-                               shard.scan.sync_points.size(), static_cast<uint8_t>(shard.scan.ended)});
+                               shard.scan.sync_points.size(),
+                               shard.clock.points().empty() ? -1 : shard.clock.max_bound_ns(),
+                               static_cast<uint8_t>(shard.scan.ended)});
   }
   std::vector<RankSummary> summaries = allgather_rows(comm, local_summaries);
   std::sort(summaries.begin(), summaries.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
@@ -603,13 +611,14 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
     check_all(comm, error);
 
     // 5. Each process writes its own ranks; process 0 also the shared tables.
+    HappensBeforeCheck check;
+    std::vector<uint64_t> names_missing;
     try {
       for (const auto& shard : shards) {
         const auto r = static_cast<size_t>(shard.scan.rank());
-        RankEventMerger merger(shard, *out, events, event_type, event_offset[r], options.block_events);
+        RankEventMerger merger(shard, *out, events, event_type, event_offset[r], options.block_events, check);
         merger.run();
-        Counters rank_counters = shard.counters;
-        rank_counters.set(kMergeCounters.back(), merger.names_missing());
+        names_missing.push_back(merger.names_missing());
 
         schema::RankRow row = rank_row(shard, event_offset[r], track_offset[r], counter_offset[r]);
         row.first_ns = merger.first_ns() == INT64_MAX ? 0 : merger.first_ns();
@@ -628,12 +637,6 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
         out->write(tracks, track_type, {track_offset[r]}, {track_rows.size()}, track_rows.data(),
                    "tracks of rank " + std::to_string(r));
 
-        std::vector<schema::CounterRow> counter_rows;
-        for (const auto& [name, value] : rank_counters.entries()) {
-          counter_rows.push_back({static_cast<int32_t>(r), string_ids.at(name), value});
-        }
-        out->write(counters, counter_type, {counter_offset[r]}, {counter_rows.size()}, counter_rows.data(),
-                   "counters of rank " + std::to_string(r));
 
         const auto& points = shard.clock.points();
         schema::ClockRow clock_row{static_cast<int32_t>(r), static_cast<uint8_t>(!points.empty()),
@@ -644,6 +647,29 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
         for (const SyncPoint& p : points) point_rows.push_back({static_cast<int32_t>(r), p.local_ns, p.offset_ns, p.bound_ns});
         out->write(clock_points, clock_point_type, {point_offset[r]}, {point_rows.size()}, point_rows.data(),
                    "the clock measurements of rank " + std::to_string(r));
+      }
+    } catch (const Error& e) {
+      error = e.what();
+    }
+
+    // Every process takes part, whatever happened above, so none waits forever.
+    std::vector<int64_t> clock_bounds(static_cast<size_t>(world_size), -1);
+    for (const auto& s : summaries) clock_bounds[static_cast<size_t>(s.rank)] = s.clock_bound;
+    const HappensBeforeCheck::Result causality = check.finish(comm, clock_bounds);
+
+    try {
+      for (size_t i = 0; error.empty() && i < shards.size(); ++i) {
+        const auto r = static_cast<size_t>(shards[i].scan.rank());
+        Counters rank_counters = shards[i].counters;
+        rank_counters.set(kNamesMissing, names_missing[i]);
+        rank_counters.set(kClockViolations, causality.violations[r]);
+        rank_counters.set(kClockViolationWorst, static_cast<uint64_t>(causality.worst_ns[r]));
+        std::vector<schema::CounterRow> counter_rows;
+        for (const auto& [name, value] : rank_counters.entries()) {
+          counter_rows.push_back({static_cast<int32_t>(r), string_ids.at(name), value});
+        }
+        out->write(counters, counter_type, {counter_offset[r]}, {counter_rows.size()}, counter_rows.data(),
+                   "counters of rank " + std::to_string(r));
       }
       if (process == 0) {
         std::string packed;

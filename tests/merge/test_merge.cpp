@@ -181,6 +181,52 @@ TEST_F(MergeTest, SkewedClocksArePutOnRankZerosWithinTheBound) {
   EXPECT_NEAR(timeline.ranks()[2].clock.drift_ppm, ((2 * 37) % 401 - 200) - 20, 0.01);
 }
 
+// Three ranks run ten allreduces together; in one of them rank 2 leaves before
+// rank 0 enters, by more than their clock bounds allow.
+TEST_F(MergeTest, CollectivesThatBreakCausalityAreCounted) {
+  constexpr int64_t kBound = 10;
+  if (process_rank() == 0) {
+    for (int32_t r = 0; r < 3; ++r) {
+      RankMetadata metadata;
+      metadata.rank = r;
+      metadata.world_size = 3;
+      ShardWriter writer;
+      ASSERT_TRUE(writer.open((dir_ / ("rank-" + std::to_string(r) + ".shard")).string(), metadata, 0));
+      const std::pair<uint32_t, std::string_view> name{0, "MPI_Allreduce"};
+      ASSERT_TRUE(writer.write_strings({&name, 1}, 0));
+      const SyncPoint points[2] = {{0, 0, kBound}, {1'000'000'000, 0, kBound}};
+      ASSERT_TRUE(writer.write_sync_points(points, 0));
+      std::vector<Event> events;
+      for (uint64_t seq = 0; seq < 10; ++seq) {
+        Event e{};
+        e.kind = EventKind::kMpiCollective;
+        e.op = CommOp::kAllReduce;
+        e.comm_hash = 77;
+        e.seq = seq;
+        e.peer = kNoPeer;
+        const int64_t t = 1'000'000 + static_cast<int64_t>(seq) * 100'000;
+        e.begin_ns = t + r * 1000;  // rank 2 enters last
+        e.end_ns = t + 5000;        // everyone leaves together
+        if (seq == 4 && r == 2) e.begin_ns = t + 5500;           // enters after the others left: no one waited for it
+        if (seq == 7 && r == 0) e.end_ns = t + 2000 - 2 * kBound; // leaves early, but within the bounds
+        events.push_back(e);
+      }
+      ASSERT_TRUE(writer.write_events(events));
+      ASSERT_TRUE(writer.close(Counters{}, 2'000'000));
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string output = (dir_ / "job.h5").string();
+  merge({dir_.string()}, output);
+  const Timeline timeline(output);
+  EXPECT_TRUE(timeline.clock_corrected());
+  // In instance 4 rank 2 entered at +5500 while ranks 0 and 1 had left at +5000.
+  EXPECT_EQ(timeline.ranks()[0].counters.get("clock_violations"), 1u);
+  EXPECT_EQ(timeline.ranks()[0].counters.get("clock_violation_worst_ns"), 500u - 2 * kBound);
+  EXPECT_EQ(timeline.ranks()[1].counters.get("clock_violations"), 0u);
+  EXPECT_EQ(timeline.ranks()[2].counters.get("clock_violations"), 0u);
+}
+
 TEST_F(MergeTest, DeadAndMissingRanksAreNamed) {
   testing::SyntheticJob job;
   job.world_size = 5;
