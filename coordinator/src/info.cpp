@@ -59,6 +59,7 @@ std::string counter_description(const std::string& name) {
       {"event_names_missing", "events whose name string was lost with a damaged chunk"},
       {"clock_violations", "collectives this rank left before the last rank entered, beyond both clock bounds"},
       {"clock_violation_worst_ns", "the largest such gap beyond the bounds, in ns"},
+      {"clock_check_skipped", "collective events not checked: beyond merge --check-memory-mb"},
   };
   const auto found = kDescriptions.find(name);
   return found == kDescriptions.end() ? std::string() : found->second;

@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
   merge->add_option("-o,--output", merge_options.output, "The timeline to write (HDF5)")->required();
   merge->add_option("--block-events", merge_options.block_events, "Events per write")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
+  uint64_t check_memory_mb = merge_options.check_memory_bytes >> 20;
+  merge->add_option("--check-memory-mb", check_memory_mb,
+                    "Memory per process for the happens-before check of collectives (32 bytes per collective)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 20));
 
   std::string info_path;
   bool info_json = false;
@@ -90,6 +94,7 @@ int main(int argc, char** argv) {
   info->add_flag("--json", info_json, "Print JSON instead of text");
 
   CLI11_PARSE(app, argc, argv);
+  merge_options.check_memory_bytes = check_memory_mb << 20;
   if (*merge) return run_merge(merge_options);
   if (*info) return run_info(info_path, info_json);
   return 2;

@@ -25,14 +25,19 @@ bool every_rank_needs_every_other(CommOp op) {
 void HappensBeforeCheck::add(int32_t rank, const Event& event) {
   if (event.kind != EventKind::kMpiCollective && event.kind != EventKind::kNcclCollectiveGpu) return;
   if (event.comm_hash == 0 || !every_rank_needs_every_other(event.op)) return;
-  if (event.seq >= kMaxSequence) {
-    ++unchecked_;
+  const auto found = by_key_.find({event.comm_hash, static_cast<uint8_t>(event.op)});
+  const uint64_t held_for_key = found == by_key_.end() ? 0 : found->second.last_begin.size();
+  const uint64_t growth = event.seq < held_for_key ? 0 : (event.seq + 1 - held_for_key) * 2 * sizeof(Slot);
+  if (event.seq >= kMaxSequence || held_ + growth > budget_) {
+    ++unchecked_[rank];
     return;
   }
-  Instances& instances = by_key_[{event.comm_hash, static_cast<uint8_t>(event.op)}];
-  if (instances.last_begin.size() <= event.seq) {
+  Instances& instances = found == by_key_.end() ? by_key_[{event.comm_hash, static_cast<uint8_t>(event.op)}]
+                                                : found->second;
+  if (growth > 0) {
     instances.last_begin.resize(event.seq + 1, Slot{LONG_MIN, -1});
     instances.first_end.resize(event.seq + 1, Slot{LONG_MAX, -1});
+    held_ += growth;
   }
   Slot& begin = instances.last_begin[event.seq];
   Slot& end = instances.first_end[event.seq];
@@ -67,10 +72,19 @@ HappensBeforeCheck::Result HappensBeforeCheck::finish(MPI_Comm comm, const std::
   Result result;
   result.violations.assign(bounds.size(), 0);
   result.worst_ns.assign(bounds.size(), 0);
-  uint64_t unchecked = unchecked_;
-  MPI_Allreduce(&unchecked, &result.events_unchecked, 1, MPI_UINT64_T, MPI_SUM, comm);
+  result.unchecked.assign(bounds.size(), 0);
+  for (const auto& [rank, n] : unchecked_) {
+    if (rank >= 0 && static_cast<size_t>(rank) < bounds.size()) result.unchecked[static_cast<size_t>(rank)] = n;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, result.unchecked.data(), static_cast<int>(bounds.size()), MPI_UINT64_T, MPI_SUM, comm);
+  // One (communicator, op) at a time, released as it goes: at most the budget
+  // plus one communicator's instances are held.
   for (const auto& [key, length] : lengths) {
-    Instances& mine = by_key_[key];
+    Instances mine;
+    if (const auto found = by_key_.find(key); found != by_key_.end()) {
+      mine = std::move(found->second);
+      by_key_.erase(found);
+    }
     mine.last_begin.resize(length, Slot{LONG_MIN, -1});
     mine.first_end.resize(length, Slot{LONG_MAX, -1});
     const int n = static_cast<int>(length);
@@ -90,7 +104,8 @@ HappensBeforeCheck::Result HappensBeforeCheck::finish(MPI_Comm comm, const std::
       }
     }
   }
-  by_key_.clear();
+  unchecked_.clear();
+  held_ = 0;
   return result;
 }
 

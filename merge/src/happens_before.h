@@ -18,6 +18,10 @@ namespace rankscope {
 
 class HappensBeforeCheck {
  public:
+  // Holds at most `memory_bytes` of instances (32 bytes each); events past
+  // that are counted as unchecked rather than held.
+  explicit HappensBeforeCheck(uint64_t memory_bytes) : budget_(memory_bytes) {}
+
   // Notes one event of `rank`, already on the reference clock; events that
   // are not such collectives are ignored.
   void add(int32_t rank, const Event& event);
@@ -25,8 +29,8 @@ class HappensBeforeCheck {
   struct Result {
     std::vector<uint64_t> violations;   // per rank: instances it left before the last rank entered
     std::vector<int64_t> worst_ns;      // per rank: the largest such gap beyond the bounds
+    std::vector<uint64_t> unchecked;    // per rank: events left out (memory budget, huge sequence numbers)
     uint64_t instances_checked = 0;
-    uint64_t events_unchecked = 0;      // sequence numbers too large to index
   };
 
   // Collective over `comm`: combines every process's events. `bounds[r]` is
@@ -46,7 +50,9 @@ class HappensBeforeCheck {
   static constexpr uint64_t kMaxSequence = 1u << 22;
 
   std::map<std::pair<uint64_t, uint8_t>, Instances> by_key_;  // (communicator, op)
-  uint64_t unchecked_ = 0;
+  std::map<int32_t, uint64_t> unchecked_;                     // by rank
+  uint64_t budget_;
+  uint64_t held_ = 0;
 };
 
 }  // namespace rankscope

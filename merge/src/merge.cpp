@@ -33,6 +33,7 @@ constexpr uint32_t kMaxLocalStringId = 1u << 24;
 constexpr std::string_view kNamesMissing = "event_names_missing";
 constexpr std::string_view kClockViolations = "clock_violations";
 constexpr std::string_view kClockViolationWorst = "clock_violation_worst_ns";
+constexpr std::string_view kClockCheckSkipped = "clock_check_skipped";
 
 
 // ------------------------------------------------------- collectives ---
@@ -143,7 +144,9 @@ Counters merged_counters(const ShardScan& scan) {
   counters.set(counter::kTruncatedBytes, scan.damage.truncated_bytes);
   // Set once the events are merged; present from the start so every process
   // knows each rank's number of counters before writing.
-  for (std::string_view name : {kNamesMissing, kClockViolations, kClockViolationWorst}) counters.set(name, 0);
+  for (std::string_view name : {kNamesMissing, kClockViolations, kClockViolationWorst, kClockCheckSkipped}) {
+    counters.set(name, 0);
+  }
   return counters;
 }
 
@@ -611,7 +614,7 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
     check_all(comm, error);
 
     // 5. Each process writes its own ranks; process 0 also the shared tables.
-    HappensBeforeCheck check;
+    HappensBeforeCheck check(options.check_memory_bytes);
     std::vector<uint64_t> names_missing;
     try {
       for (const auto& shard : shards) {
@@ -664,6 +667,7 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
         rank_counters.set(kNamesMissing, names_missing[i]);
         rank_counters.set(kClockViolations, causality.violations[r]);
         rank_counters.set(kClockViolationWorst, static_cast<uint64_t>(causality.worst_ns[r]));
+        rank_counters.set(kClockCheckSkipped, causality.unchecked[r]);
         std::vector<schema::CounterRow> counter_rows;
         for (const auto& [name, value] : rank_counters.entries()) {
           counter_rows.push_back({static_cast<int32_t>(r), string_ids.at(name), value});

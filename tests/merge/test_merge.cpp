@@ -83,11 +83,13 @@ class MergeTest : public ::testing::Test {
     return ranks;
   }
 
-  MergeResult merge(const std::vector<std::string>& inputs, const std::string& output) {
+  MergeResult merge(const std::vector<std::string>& inputs, const std::string& output,
+                    uint64_t check_memory_bytes = MergeOptions{}.check_memory_bytes) {
     MergeOptions options;
     options.inputs = inputs;
     options.output = output;
     options.block_events = 1000;  // many writes per rank
+    options.check_memory_bytes = check_memory_bytes;
     return merge_shards(MPI_COMM_WORLD, options);
   }
 
@@ -225,6 +227,16 @@ TEST_F(MergeTest, CollectivesThatBreakCausalityAreCounted) {
   EXPECT_EQ(timeline.ranks()[0].counters.get("clock_violation_worst_ns"), 500u - 2 * kBound);
   EXPECT_EQ(timeline.ranks()[1].counters.get("clock_violations"), 0u);
   EXPECT_EQ(timeline.ranks()[2].counters.get("clock_violations"), 0u);
+  EXPECT_EQ(timeline.ranks()[0].counters.get("clock_check_skipped"), 0u);
+
+  // Room for four instances (32 bytes each): the rest are counted, not checked.
+  const std::string small = (dir_ / "small-check.h5").string();
+  merge({dir_.string()}, small, 4 * 32);
+  const Timeline partial(small);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(partial.ranks()[static_cast<size_t>(r)].counters.get("clock_check_skipped"), 6u) << "rank " << r;
+    EXPECT_EQ(partial.ranks()[static_cast<size_t>(r)].counters.get("clock_violations"), 0u) << "rank " << r;
+  }
 }
 
 TEST_F(MergeTest, DeadAndMissingRanksAreNamed) {

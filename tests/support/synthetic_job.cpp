@@ -119,8 +119,8 @@ SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const 
         case 0:
           e.kind = EventKind::kMpiCollective;
           e.op = CommOp::kAllReduce;
-          // Each rank's own communicator: the ranks' timings are independent, not those of a real collective.
-          e.comm_hash = 0xC0FFEE00u + static_cast<uint64_t>(rank);
+          // No communicator: the ranks' timings are independent, not those of a real collective.
+          e.comm_hash = 0;
           e.seq = seq++;
           e.bytes = 1u << 20;
           e.datatype = DataType::kFloat32;

@@ -13,6 +13,9 @@ struct MergeOptions {
   std::vector<std::string> inputs;  // shard files, or folders whose *.shard files are taken
   std::string output;               // the timeline; written as OUTPUT.partial, renamed when complete
   uint64_t block_events = 1 << 18;  // events per write
+  // Memory for the happens-before check of collectives (32 bytes per
+  // instance); collectives beyond it are counted as unchecked.
+  uint64_t check_memory_bytes = 32u << 20;
 };
 
 struct MergeResult {
