@@ -45,8 +45,10 @@ int main(int argc, char** argv) {
       usleep(static_cast<useconds_t>(gap_ms) * 1000);
       MPI_Barrier(comm);
       const double start = MPI_Wtime();
-      const SyncPoint point = synchronizer.round();
+      const std::optional<SyncPoint> measured = synchronizer.round();
       const double seconds = MPI_Wtime() - start;
+      if (!measured) throw rankscope::Error(synchronizer.error());
+      const SyncPoint point = *measured;
       const double error = static_cast<double>(point.offset_ns) - injected_offset_ns(injected, rank, point.local_ns);
       mine.insert(mine.end(), {error, static_cast<double>(point.bound_ns), seconds});
     }

@@ -10,69 +10,34 @@ constexpr int kTagPing = 31001;
 constexpr int kTagPong = 31002;
 constexpr int kTagResult = 31003;
 
-// Parent side of one pair: ping-pongs until the best round trip is stable,
-// then tells the child its offset to the reference (the parent's own plus the
-// child's to the parent) and the child's clock reading it applies to.
-void teach(MPI_Comm comm, int child, const Clock& clock, const SyncPoint& own, const SyncOptions& options) {
-  OffsetEstimator estimator;
-  int since_best = 0;
-  int64_t best_rtt = INT64_MAX;
-  for (int i = 0; i < options.warmup_exchanges + options.max_exchanges; ++i) {
-    const int64_t go = 1;
-    int64_t child_time = 0;
-    const int64_t send = clock.now_ns();
-    MPI_Send(&go, 1, MPI_INT64_T, child, kTagPing, comm);
-    MPI_Recv(&child_time, 1, MPI_INT64_T, child, kTagPong, comm, MPI_STATUS_IGNORE);
-    const int64_t receive = clock.now_ns();
-    if (i < options.warmup_exchanges) continue;
-    estimator.add(send, child_time, receive);
-    if (estimator.min_rtt_ns() < best_rtt) {
-      best_rtt = estimator.min_rtt_ns();
-      since_best = 0;
-    } else if (++since_best >= options.stable_exchanges) {
-      break;
-    }
-  }
-  const int64_t stop = 0;
-  MPI_Send(&stop, 1, MPI_INT64_T, child, kTagPing, comm);
-  // The parent's own offset was measured a little earlier; allow for drift since.
-  const double gap = std::fabs(static_cast<double>(estimator.parent_time_ns() - own.local_ns));
-  const int64_t drift_allowance = static_cast<int64_t>(std::ceil(gap * kMaxRelativeDriftPpm * 1e-6));
-  const int64_t result[3] = {estimator.child_time_ns(), estimator.offset_ns() + own.offset_ns,
-                             estimator.bound_ns() + own.bound_ns + drift_allowance};
-  MPI_Send(result, 3, MPI_INT64_T, child, kTagResult, comm);
+// Every message names its round, so a late answer to an abandoned round is
+// recognised and dropped instead of being taken for a new one.
+struct Ping {
+  int64_t round;
+  int64_t go;  // 1: answer with your clock; 0: the exchanges are over
+};
+struct Pong {
+  int64_t round;
+  int64_t child_ns;
+};
+struct Result {
+  int64_t round;
+  int64_t measured;  // 0: the parent has no measurement to give
+  int64_t local_ns;
+  int64_t offset_ns;
+  int64_t bound_ns;
+};
+
+template <typename Message>
+int send(const Message& message, int destination, int tag, MPI_Comm comm) {
+  return MPI_Send(&message, sizeof(Message), MPI_BYTE, destination, tag, comm);
 }
 
-SyncPoint learn(MPI_Comm comm, int parent, const Clock& clock) {
-  while (true) {
-    int64_t go = 0;
-    MPI_Recv(&go, 1, MPI_INT64_T, parent, kTagPing, comm, MPI_STATUS_IGNORE);
-    if (!go) break;
-    const int64_t now = clock.now_ns();
-    MPI_Send(&now, 1, MPI_INT64_T, parent, kTagPong, comm);
-  }
-  int64_t result[3];
-  MPI_Recv(result, 3, MPI_INT64_T, parent, kTagResult, comm, MPI_STATUS_IGNORE);
-  return {result[0], result[1], result[2]};
-}
-
-// Top-down binomial tree over `comm`: at distance d (largest first), rank r
-// with r % 2d == 0 teaches r + d, so every parent knows its offset before it teaches.
-SyncPoint tree_round(MPI_Comm comm, const Clock& clock, const SyncOptions& options) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  SyncPoint own{clock.now_ns(), 0, 0};
-  int distance = 1;
-  while (distance * 2 < size) distance *= 2;
-  for (; distance >= 1; distance /= 2) {
-    if (rank % (2 * distance) == 0 && rank + distance < size) {
-      teach(comm, rank + distance, clock, own, options);
-    } else if (rank % (2 * distance) == distance) {
-      own = learn(comm, rank - distance, clock);
-    }
-  }
-  return own;
+std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return std::string(text, static_cast<size_t>(length));
 }
 
 }  // namespace
@@ -88,7 +53,9 @@ ClockSynchronizer::ClockSynchronizer(MPI_Comm comm, const Clock& clock, const Sy
   int is_virtual = clock.is_virtual() ? 1 : 0, any_virtual = 0;
   MPI_Allreduce(&is_virtual, &any_virtual, 1, MPI_INT, MPI_MAX, comm);
   shares_leader_clock_ = !any_virtual;
+  // A communicator of its own: messages of an abandoned round cannot reach anyone else.
   MPI_Comm_split(comm, any_virtual || node_rank == 0 ? 0 : MPI_UNDEFINED, rank, &tree_);
+  if (tree_ != MPI_COMM_NULL) MPI_Comm_set_errhandler(tree_, MPI_ERRORS_RETURN);
 }
 
 ClockSynchronizer::~ClockSynchronizer() {
@@ -96,13 +63,133 @@ ClockSynchronizer::~ClockSynchronizer() {
   MPI_Comm_free(&node_);
 }
 
-SyncPoint ClockSynchronizer::round() {
-  SyncPoint point{};
-  if (tree_ != MPI_COMM_NULL) point = tree_round(tree_, clock_, options_);
+void ClockSynchronizer::fail(std::string message) {
+  if (error_.empty()) error_ = "clock sync round " + std::to_string(round_) + ": " + std::move(message);
+}
+
+template <typename Message>
+bool ClockSynchronizer::receive(int source, int tag, Message& message, double deadline) {
+  while (true) {
+    MPI_Request request;
+    const int status = MPI_Irecv(&message, sizeof(Message), MPI_BYTE, source, tag, tree_, &request);
+    if (status != MPI_SUCCESS) {
+      fail("receiving from rank " + std::to_string(source) + " failed: " + mpi_error_text(status));
+      return false;
+    }
+    int done = 0;
+    while (!done) {
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (!done && MPI_Wtime() > deadline) {
+        MPI_Cancel(&request);
+        MPI_Status cancelled_status;
+        MPI_Wait(&request, &cancelled_status);
+        int cancelled = 0;
+        MPI_Test_cancelled(&cancelled_status, &cancelled);
+        if (cancelled) {
+          fail("rank " + std::to_string(source) + " did not answer within " + std::to_string(options_.timeout_ms) +
+               " ms");
+          return false;
+        }
+        done = 1;  // it arrived while being cancelled
+      }
+    }
+    if (message.round == round_) return true;
+  }
+}
+
+// Parent side of one pair: ping-pongs until the best round trip is stable,
+// then tells the child its offset to the reference (the parent's own plus the
+// child's to the parent) and the child's clock reading it applies to.
+void ClockSynchronizer::teach(int child, const std::optional<SyncPoint>& own) {
+  OffsetEstimator estimator;
+  const double deadline = MPI_Wtime() + options_.timeout_ms * 1e-3;
+  bool measured = own.has_value();
+  int since_best = 0;
+  int64_t best_rtt = INT64_MAX;
+  for (int i = 0; measured && i < options_.warmup_exchanges + options_.max_exchanges; ++i) {
+    Pong pong{};
+    const int64_t sent = clock_.now_ns();
+    if (send(Ping{round_, 1}, child, kTagPing, tree_) != MPI_SUCCESS || !receive(child, kTagPong, pong, deadline)) {
+      measured = false;
+      break;
+    }
+    const int64_t received = clock_.now_ns();
+    if (i < options_.warmup_exchanges) continue;
+    estimator.add(sent, pong.child_ns, received);
+    if (estimator.min_rtt_ns() < best_rtt) {
+      best_rtt = estimator.min_rtt_ns();
+      since_best = 0;
+    } else if (++since_best >= options_.stable_exchanges) {
+      break;
+    }
+  }
+  send(Ping{round_, 0}, child, kTagPing, tree_);
+  Result result{round_, 0, 0, 0, 0};
+  if (measured && estimator.count() > 0) {
+    // The parent's own offset was measured a little earlier; allow for drift since.
+    const double gap = std::fabs(static_cast<double>(estimator.parent_time_ns() - own->local_ns));
+    const auto drift_allowance = static_cast<int64_t>(std::ceil(gap * kMaxRelativeDriftPpm * 1e-6));
+    result = {round_, 1, estimator.child_time_ns(), estimator.offset_ns() + own->offset_ns,
+              estimator.bound_ns() + own->bound_ns + drift_allowance};
+  }
+  send(result, child, kTagResult, tree_);
+}
+
+std::optional<SyncPoint> ClockSynchronizer::learn(int parent, int levels_above) {
+  // The parent first teaches the children farther away: allow for them.
+  double deadline = MPI_Wtime() + options_.timeout_ms * 1e-3 * (levels_above + 1);
+  while (true) {
+    Ping ping{};
+    if (!receive(parent, kTagPing, ping, deadline)) return std::nullopt;
+    if (!ping.go) break;
+    if (send(Pong{round_, clock_.now_ns()}, parent, kTagPong, tree_) != MPI_SUCCESS) {
+      fail("answering rank " + std::to_string(parent) + " failed");
+      return std::nullopt;
+    }
+    deadline = MPI_Wtime() + options_.timeout_ms * 1e-3;
+  }
+  Result result{};
+  if (!receive(parent, kTagResult, result, MPI_Wtime() + options_.timeout_ms * 1e-3)) return std::nullopt;
+  if (!result.measured) {
+    fail("rank " + std::to_string(parent) + " had no measurement to pass on");
+    return std::nullopt;
+  }
+  return SyncPoint{result.local_ns, result.offset_ns, result.bound_ns};
+}
+
+// Top-down binomial tree: at distance d (largest first), rank r with
+// r % 2d == 0 teaches r + d, so every parent knows its offset before it teaches.
+std::optional<SyncPoint> ClockSynchronizer::tree_round() {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(tree_, &rank);
+  MPI_Comm_size(tree_, &size);
+  std::optional<SyncPoint> own = SyncPoint{clock_.now_ns(), 0, 0};
+  int distance = 1, levels = 0;
+  while (distance * 2 < size) {
+    distance *= 2;
+    ++levels;
+  }
+  for (; distance >= 1; distance /= 2, --levels) {
+    if (rank % (2 * distance) == 0 && rank + distance < size) {
+      teach(rank + distance, own);
+    } else if (rank % (2 * distance) == distance) {
+      own = learn(rank - distance, levels);
+    }
+  }
+  return own;
+}
+
+std::optional<SyncPoint> ClockSynchronizer::round() {
+  ++round_;
+  error_.clear();
+  std::optional<SyncPoint> point;
+  if (tree_ != MPI_COMM_NULL) point = tree_round();
   if (shares_leader_clock_) {
-    int64_t shared[3] = {point.local_ns, point.offset_ns, point.bound_ns};
-    MPI_Bcast(shared, 3, MPI_INT64_T, 0, node_);
-    point = {shared[0], shared[1], shared[2]};
+    int64_t shared[4] = {point.has_value(), point ? point->local_ns : 0, point ? point->offset_ns : 0,
+                         point ? point->bound_ns : 0};
+    MPI_Bcast(shared, 4, MPI_INT64_T, 0, node_);
+    point = shared[0] ? std::optional<SyncPoint>(SyncPoint{shared[1], shared[2], shared[3]}) : std::nullopt;
+    if (!point) fail("the node leader has no measurement");
   }
   return point;
 }

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 
 #include "rankscope/clocksync_mpi.h"
 
@@ -34,9 +35,11 @@ double true_offset(int32_t rank, int64_t local_ns) { return injected_offset_ns(i
 
 TEST(SyncRound, RecoversInjectedOffsetsWithinTheBound) {
   ClockSynchronizer synchronizer(MPI_COMM_WORLD, Clock::for_rank(comm_rank()));
-  const SyncPoint first = synchronizer.round();
+  const std::optional<SyncPoint> first_round = synchronizer.round();
   usleep(300000);
-  const SyncPoint second = synchronizer.round();
+  const std::optional<SyncPoint> second_round = synchronizer.round();
+  ASSERT_TRUE(first_round && second_round) << synchronizer.error();
+  const SyncPoint first = *first_round, second = *second_round;
   for (const SyncPoint& p : {first, second}) {
     const double error = static_cast<double>(p.offset_ns) - true_offset(comm_rank(), p.local_ns);
     EXPECT_LE(std::fabs(error), static_cast<double>(p.bound_ns))
@@ -68,10 +71,48 @@ TEST(SyncRound, RecoversInjectedOffsetsWithinTheBound) {
 
 TEST(SyncRound, RanksSharingAClockTakeTheLeadersExactly) {
   ClockSynchronizer synchronizer(MPI_COMM_WORLD, Clock());
-  const SyncPoint point = synchronizer.round();
+  const std::optional<SyncPoint> point = synchronizer.round();
+  ASSERT_TRUE(point) << synchronizer.error();
   // One machine: one node, one physical clock.
-  EXPECT_EQ(point.offset_ns, 0);
-  EXPECT_EQ(point.bound_ns, 0);
+  EXPECT_EQ(point->offset_ns, 0);
+  EXPECT_EQ(point->bound_ns, 0);
+}
+
+// The last rank arrives three timeouts late: the others finish in bounded
+// time, the late rank gets no measurement and says why, and the next round
+// (everyone on time) measures every rank again.
+TEST(SyncRound, ASilentRankDoesNotHangTheOthers) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size < 2) GTEST_SKIP() << "needs two ranks";
+  SyncOptions options;
+  options.timeout_ms = 300;
+  // Virtual clocks make every rank take part in the tree.
+  ClockSynchronizer synchronizer(MPI_COMM_WORLD, Clock(1000 * comm_rank() + 1, 0), options);
+  const bool late = comm_rank() == size - 1;
+  if (late) usleep(3 * 300 * 1000);
+  const double started = MPI_Wtime();
+  const std::optional<SyncPoint> point = synchronizer.round();
+  const double seconds = MPI_Wtime() - started;
+  if (late) {
+    EXPECT_FALSE(point);
+    EXPECT_NE(synchronizer.error().find("no measurement"), std::string::npos) << synchronizer.error();
+  } else {
+    // Each level waits at most one timeout for a silent peer.
+    EXPECT_LT(seconds, 0.3 * (std::log2(size) + 2)) << "rank " << comm_rank();
+  }
+  int parent_of_late = size - 1;
+  for (int d = 1; d < size; d *= 2) {
+    if ((size - 1) % (2 * d) == d) parent_of_late = size - 1 - d;
+  }
+  if (comm_rank() == parent_of_late) {
+    EXPECT_NE(synchronizer.error().find("rank " + std::to_string(size - 1) + " did not answer"), std::string::npos)
+        << synchronizer.error();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::optional<SyncPoint> next = synchronizer.round();
+  ASSERT_TRUE(next) << "rank " << comm_rank() << ": " << synchronizer.error();
+  EXPECT_LE(std::fabs(static_cast<double>(next->offset_ns) - 1000.0 * comm_rank()), static_cast<double>(next->bound_ns));
 }
 
 }  // namespace

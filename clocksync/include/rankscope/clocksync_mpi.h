@@ -3,6 +3,9 @@
 
 #include <mpi.h>
 
+#include <optional>
+#include <string>
+
 #include "rankscope/clocksync.h"
 
 namespace rankscope::clocksync {
@@ -11,6 +14,7 @@ struct SyncOptions {
   int warmup_exchanges = 4;    // cold paths: discarded
   int max_exchanges = 32;
   int stable_exchanges = 8;    // stop once the best round trip has not improved for this many
+  int timeout_ms = 5000;       // a peer silent this long is given up for the round
 };
 
 // Relative drift the composition along the tree allows for between a parent's
@@ -30,12 +34,25 @@ class ClockSynchronizer {
   ClockSynchronizer& operator=(const ClockSynchronizer&) = delete;
   ~ClockSynchronizer();
 
-  // Collective over the communicator: this rank's offset to rank 0's clock, now.
-  SyncPoint round();
+  // Collective over the communicator: this rank's offset to rank 0's clock,
+  // now. Nothing when no measurement reached this rank (a peer on its path
+  // to rank 0 fell silent past the timeout, or MPI failed); error() says why.
+  // A silent peer never makes a round wait longer than the timeout per level.
+  std::optional<SyncPoint> round();
+  const std::string& error() const { return error_; }
 
  private:
+  std::optional<SyncPoint> tree_round();
+  std::optional<SyncPoint> learn(int parent, int levels_above);
+  void teach(int child, const std::optional<SyncPoint>& own);
+  template <typename Message>
+  bool receive(int source, int tag, Message& message, double deadline);
+  void fail(std::string message);
+
   Clock clock_;
   SyncOptions options_;
+  int64_t round_ = 0;
+  std::string error_;
   MPI_Comm node_ = MPI_COMM_NULL;
   MPI_Comm tree_ = MPI_COMM_NULL;  // every rank, or node leaders only; null on other ranks
   bool shares_leader_clock_ = false;
