@@ -58,6 +58,14 @@ double injected_offset_ns(const std::vector<FakeClockEntry>& clocks, int32_t ran
   return static_cast<double>(local_ns) - reference;
 }
 
+namespace {
+Clock g_process_clock;
+}  // namespace
+
+void set_process_clock(const Clock& clock) { g_process_clock = clock; }
+const Clock& process_clock() { return g_process_clock; }
+uint64_t process_clock_now() { return static_cast<uint64_t>(g_process_clock.now_ns()); }
+
 Clock Clock::for_rank(int32_t rank) {
   const char* spec = std::getenv(kFakeClockVariable);
   if (!spec) return Clock();

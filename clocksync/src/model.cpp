@@ -87,6 +87,12 @@ double ClockModel::drift_ppm() const {
   return static_cast<double>(b.offset_ns - a.offset_ns) / static_cast<double>(reference_span) * 1e6;
 }
 
+MappedTime map_through(const ClockModel& first, const ClockModel& second, int64_t time_ns) {
+  const MappedTime middle = first.to_reference(time_ns);
+  const MappedTime last = second.to_reference(middle.time_ns);
+  return {last.time_ns, middle.bound_ns + last.bound_ns, middle.outside || last.outside};
+}
+
 MappedTime ClockMapper::search(int64_t local_ns) {
   const auto& points = model_.points();
   if (points.size() >= 2 && local_ns >= points.front().local_ns && local_ns <= points.back().local_ns) {

@@ -167,6 +167,46 @@ TEST(ClockMapper, AgreesWithTheModelOnTimesInOrder) {
   }
 }
 
+// A GPU timer with its own offset and drift, calibrated by host-bracketed reads
+// whose legs are unequal (launch slower than return), as a kernel's would be.
+TEST(GpuTimer, CalibrationsPutGpuStampsOnTheReferenceWithinTheBound) {
+  const Clock host(-730000, -150);  // the rank's host clock
+  const Clock gpu(86'400'000'000'000, 3);
+  const Clock reference(0, 0);
+  std::mt19937_64 random(11);
+  std::vector<SyncPoint> gpu_points;
+  for (int64_t raw : {1'000'000'000LL, 6'000'000'000LL}) {
+    GpuTimerCalibration calibration;
+    for (int i = 0; i < 16; ++i) {
+      const int64_t launch = 4000 + static_cast<int64_t>(random() % 3000);
+      const int64_t back = 1500 + static_cast<int64_t>(random() % 500);
+      const int64_t t = raw + i * 20000;
+      calibration.add(host.from_raw(t), gpu.from_raw(t + launch), host.from_raw(t + launch + back));
+    }
+    gpu_points.push_back(calibration.point());
+    EXPECT_LE(calibration.point().bound_ns, 3000);
+  }
+  std::vector<SyncPoint> host_points;
+  for (int64_t raw : {500'000'000LL, 7'000'000'000LL}) {
+    host_points.push_back({host.from_raw(raw), host.from_raw(raw) - reference.from_raw(raw), 40});
+  }
+  const ClockModel gpu_to_host(gpu_points), host_to_reference(host_points);
+  for (int64_t raw = 1'100'000'000; raw <= 5'900'000'000; raw += 200'000'000) {
+    const MappedTime mapped = map_through(gpu_to_host, host_to_reference, gpu.from_raw(raw));
+    EXPECT_FALSE(mapped.outside);
+    EXPECT_LE(std::llabs(mapped.time_ns - reference.from_raw(raw)), mapped.bound_ns) << raw;
+  }
+}
+
+TEST(ProcessClock, IsWhatCuptiWillRead) {
+  set_process_clock(Clock(5'000'000'000, 0));
+  const uint64_t before = static_cast<uint64_t>(raw_now_ns()) + 5'000'000'000;
+  const uint64_t now = process_clock_now();
+  EXPECT_GE(now, before);
+  EXPECT_LT(now - before, 1'000'000'000u);
+  set_process_clock(Clock());
+}
+
 TEST(ClockModel, OnePointAndNoPoint) {
   const ClockModel identity;
   EXPECT_EQ(identity.to_reference(77).time_ns, 77);

@@ -116,6 +116,36 @@ class ClockModel {
   std::vector<SyncPoint> points_;
 };
 
+// Maps through two models in turn (a GPU's timer to its host's clock, then
+// the host's clock to the reference); the bounds add up.
+MappedTime map_through(const ClockModel& first, const ClockModel& second, int64_t time_ns);
+
+// Puts a GPU's own timer (%globaltimer, which NCCL's KernelCh stamps carry)
+// on the host event clock. A calibration sample is a host clock read, the GPU
+// timer read by a kernel, another host read: the GPU read happened between
+// the two, so the interval estimator bounds the offset exactly as for a
+// ping-pong. Points from calibrations at different times make a ClockModel
+// from GPU time to host time.
+class GpuTimerCalibration {
+ public:
+  void add(int64_t host_before_ns, int64_t gpu_ns, int64_t host_after_ns) {
+    estimator_.add(host_before_ns, gpu_ns, host_after_ns);
+  }
+  int count() const { return estimator_.count(); }
+  // local_ns is in GPU time; offset_ns is GPU timer minus host clock.
+  SyncPoint point() const { return {estimator_.child_time_ns(), estimator_.offset_ns(), estimator_.bound_ns()}; }
+
+ private:
+  OffsetEstimator estimator_;
+};
+
+// The clock every component of this process stamps events with, and the
+// function CUPTI calls for its timestamps (cuptiActivityRegisterTimestampCallback
+// wants a uint64_t(void)), so GPU records land on the same clock as host events.
+void set_process_clock(const Clock& clock);
+const Clock& process_clock();
+uint64_t process_clock_now();
+
 // Maps a rank's events, which arrive in time order, without searching for the
 // segment each time.
 class ClockMapper {
