@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, profiles the bundled example
-# under mpirun, and prints where the results are.
+# (ddp_sim, a DDP-like training job, one rank slowed down) under mpirun with
+# `rankscope run`, and prints where the results are.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${RANKSCOPE_DEMO_OUT:-$root/demo-output}
@@ -11,14 +12,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 rankscope=$root/build/coordinator/rankscope
 rm -rf "$out" && mkdir -p "$out"
 
-# The rank agent does not exist yet: the job's shards come from the synthetic
-# job generator, which writes them as the agent will, each rank on a skewed
-# clock with its clock measurements, so the merge has clocks to correct.
-echo "== writing the shards of a synthetic $ranks-rank job with skewed clocks (rank agent: not yet available)"
-"$root/build/tests/support/make_synthetic_shards" "$out/job.shards" "$ranks" 200000 --skewed 1
-
-echo "== merging them in parallel: mpirun -n 2 rankscope merge"
-mpirun -n 2 "$rankscope" merge "$out/job.shards" -o "$out/job.h5"
+# Every rank on one machine shares one clock; two ranks get skewed virtual
+# clocks (seconds off, drifting) so the timeline shows the correction at work.
+export RANKSCOPE_FAKE_CLOCK=1:+2500000000:+80,3:-730000:-150
+echo "== profiling ddp_sim on $ranks ranks (rank 2 computes 1.3x slower): mpirun -n $ranks rankscope run -- ddp_sim"
+mpirun -x RANKSCOPE_FAKE_CLOCK -n "$ranks" "$rankscope" run -o "$out/job.h5" -- \
+  "$root/build/examples/ddp_sim" --steps 10 --slow-rank 2 --slowdown 1.3 --truth "$out/truth.json"
 
 echo "== rankscope info"
 "$rankscope" info "$out/job.h5" | tee "$out/info.txt"
@@ -28,8 +27,8 @@ cat <<DONE
 
 results in $out:
   timeline          $out/job.h5          (HDF5; docs/format.md)
-  shards            $out/job.shards/     (kept until you delete them)
   summary           $out/info.txt, $out/info.json
+  ground truth      $out/truth.json      (what ddp_sim did: buckets, slow rank, step times)
   Perfetto trace    not yet available (rankscope export)
   analysis report   not yet available (rankscope report)
 DONE

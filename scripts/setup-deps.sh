@@ -3,7 +3,7 @@
 # names the missing ones. Safe to run again: it installs only what is missing.
 set -euo pipefail
 packages=(build-essential cmake pkg-config python3 openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
-          libcli11-dev libgtest-dev libbenchmark-dev)
+          libcli11-dev libgtest-dev libbenchmark-dev python3-mpi4py netpipe-openmpi)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

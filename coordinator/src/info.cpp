@@ -13,7 +13,7 @@ struct JobSummary {
   int64_t first_ns = INT64_MAX;
   int64_t last_ns = INT64_MIN;
   std::vector<uint64_t> by_kind = std::vector<uint64_t>(kEventKindCount, 0);
-  std::vector<int32_t> missing, dead;
+  std::vector<int32_t> missing, dead, terminated;
 
   int64_t span_ns() const { return first_ns <= last_ns ? last_ns - first_ns : 0; }
 };
@@ -23,6 +23,7 @@ JobSummary summarize(const Timeline& timeline) {
   for (const RankInfo& rank : timeline.ranks()) {
     if (rank.status == RankStatus::kMissing) job.missing.push_back(rank.rank);
     if (rank.status == RankStatus::kDead) job.dead.push_back(rank.rank);
+    if (rank.status == RankStatus::kTerminated) job.terminated.push_back(rank.rank);
     if (rank.event_count > 0) {
       job.first_ns = std::min(job.first_ns, rank.first_ns);
       job.last_ns = std::max(job.last_ns, rank.last_ns);
@@ -60,6 +61,14 @@ std::string counter_description(const std::string& name) {
       {"clock_violations", "collectives this rank left before the last rank entered, beyond both clock bounds"},
       {"clock_violation_worst_ns", "the largest such gap beyond the bounds, in ns"},
       {"clock_check_skipped", "collective events not checked: beyond merge --check-memory-mb"},
+      {std::string(counter::kEventsUnwritten), "events captured but not written: the shard could not be written"},
+      {std::string(counter::kNamesDropped), "names not recorded: the agent's string table was full"},
+      {std::string(counter::kSourcesOff), "requested capture sources that could not start (the run's stderr says why)"},
+      {std::string(counter::kTerminatedBySignal),
+       "the signal that ended the process; the agent closed the shard first (mpirun ends the other ranks this way "
+       "when one dies)"},
+      {"clock_violations_repaired",
+       "clock_violations found before merge --repair-clock shifted the clocks; clock_violations counts what is left"},
   };
   const auto found = kDescriptions.find(name);
   return found == kDescriptions.end() ? std::string() : found->second;
@@ -99,6 +108,9 @@ std::string info_text(const Timeline& timeline) {
   out += "\nmissing ranks: " + rank_list(job.missing) + "\n";
   out += "dead ranks: " + rank_list(job.dead);
   out += job.dead.empty() ? "\n" : " (no end-of-capture record; see 'last heard')\n";
+  if (!job.terminated.empty()) {
+    out += "terminated ranks: " + rank_list(job.terminated) + " (ended by a signal, shard closed first)\n";
+  }
 
   std::string quality;
   for (const RankInfo& rank : timeline.ranks()) {
@@ -115,13 +127,15 @@ std::string info_text(const Timeline& timeline) {
 
   out += timeline.clock_corrected() ? "\nclock: every rank on rank 0's clock\n"
                                     : "\nclock: not corrected (ranks without measurements keep their local clock)\n";
-  std::snprintf(line, sizeof(line), "%6s  %16s %12s %10s %7s\n", "rank", "offset ns", "drift ppm", "bound ns", "points");
+  std::snprintf(line, sizeof(line), "%6s  %16s %12s %10s %7s %14s\n", "rank", "offset ns", "drift ppm", "bound ns",
+                "points", "repair ns");
   out += line;
   for (const RankInfo& rank : timeline.ranks()) {
     if (!rank.clock.synced) continue;
-    std::snprintf(line, sizeof(line), "%6d  %16lld %12.3f %10lld %7zu\n", rank.rank,
+    std::snprintf(line, sizeof(line), "%6d  %16lld %12.3f %10lld %7zu %14lld\n", rank.rank,
                   static_cast<long long>(rank.clock.offset_ns), rank.clock.drift_ppm,
-                  static_cast<long long>(rank.clock.bound_ns), rank.clock.points.size());
+                  static_cast<long long>(rank.clock.bound_ns), rank.clock.points.size(),
+                  static_cast<long long>(rank.clock.repair_shift_ns));
     out += line;
   }
   return out;
@@ -167,6 +181,9 @@ std::string info_json(const Timeline& timeline) {
   json.key("dead_ranks").begin_array();
   for (int32_t r : job.dead) json.value(r);
   json.end_array();
+  json.key("terminated_ranks").begin_array();
+  for (int32_t r : job.terminated) json.value(r);
+  json.end_array();
   json.key("clock").begin_object();
   json.key("corrected").value(timeline.clock_corrected());
   json.key("ranks").begin_array();
@@ -178,6 +195,7 @@ std::string info_json(const Timeline& timeline) {
     json.key("drift_ppm").value(rank.clock.drift_ppm);
     json.key("bound_ns").value(rank.clock.bound_ns);
     json.key("points").value(uint64_t{rank.clock.points.size()});
+    json.key("repair_shift_ns").value(rank.clock.repair_shift_ns);
     json.end_object();
   }
   json.end_array();

@@ -10,6 +10,7 @@
 #include "rankscope/error.h"
 #include "rankscope/info.h"
 #include "rankscope/merge.h"
+#include "rankscope/run.h"
 #include "rankscope/timeline.h"
 #include "rankscope/version.h"
 
@@ -69,6 +70,15 @@ int run_info(const std::string& path, bool json) {
   }
 }
 
+int run_job(const rankscope::RunOptions& options) {
+  try {
+    return rankscope::run_application(options);
+  } catch (const rankscope::Error& e) {
+    std::fprintf(stderr, "rankscope run: error: %s\n", e.what());
+    return 2;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -86,6 +96,9 @@ int main(int argc, char** argv) {
   merge->add_option("--check-memory-mb", check_memory_mb,
                     "Memory per process for the happens-before check of collectives (32 bytes per collective)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 20));
+  merge->add_flag("--repair-clock", merge_options.repair_clock,
+                  "Move each rank whose collectives break causality by the smallest constant shift that removes "
+                  "the violations (changes measured times; off by default)");
 
   std::string info_path;
   bool info_json = false;
@@ -93,7 +106,33 @@ int main(int argc, char** argv) {
   info->add_option("timeline", info_path, "The HDF5 timeline")->required();
   info->add_flag("--json", info_json, "Print JSON instead of text");
 
+  rankscope::RunOptions run_options;
+  CLI::App* run = app.add_subcommand(
+      "run", "Profile one rank of a job: mpirun -n N rankscope run [OPTIONS] -- APP [ARGS...]");
+  run->add_option("-o,--output", run_options.output, "The job's timeline (HDF5); shards go to OUTPUT.shards/ meanwhile")
+      ->capture_default_str();
+  run->add_option("--capture", run_options.capture, "Capture sources, comma-separated: mpi, nvtx, cuda, nccl")
+      ->capture_default_str();
+  run->add_option("--mode", run_options.mode,
+                  "inprocess (MPI applications), sidecar (others: rankscope is the MPI process), or auto")
+      ->capture_default_str();
+  run->add_option("--buffer-mb", run_options.buffer_mb, "Event buffer memory per rank; full buffers drop events, counted")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 16))
+      ->capture_default_str();
+  run->add_option("--flush-ms", run_options.flush_ms, "How often each rank writes its events to its shard")
+      ->check(CLI::Range(10u, 60000u))
+      ->capture_default_str();
+  run->add_option("--sync-interval", run_options.sync_interval_s,
+                  "Sidecar mode: seconds between clock sync rounds while the application runs")
+      ->capture_default_str();
+  run->add_option("command", run_options.command, "The application and its arguments, after --");
+  run->prefix_command();
+
   CLI11_PARSE(app, argc, argv);
+  if (*run) {
+    for (const std::string& extra : run->remaining()) run_options.command.push_back(extra);
+    return run_job(run_options);
+  }
   merge_options.check_memory_bytes = check_memory_mb << 20;
   if (*merge) return run_merge(merge_options);
   if (*info) return run_info(info_path, info_json);

@@ -22,9 +22,13 @@ bool every_rank_needs_every_other(CommOp op) {
 
 }  // namespace
 
+bool HappensBeforeCheck::applies_to(const Event& event) {
+  return (event.kind == EventKind::kMpiCollective || event.kind == EventKind::kNcclCollectiveGpu) &&
+         event.comm_hash != 0 && every_rank_needs_every_other(event.op);
+}
+
 void HappensBeforeCheck::add(int32_t rank, const Event& event) {
-  if (event.kind != EventKind::kMpiCollective && event.kind != EventKind::kNcclCollectiveGpu) return;
-  if (event.comm_hash == 0 || !every_rank_needs_every_other(event.op)) return;
+  if (!applies_to(event)) return;
   const auto found = by_key_.find({event.comm_hash, static_cast<uint8_t>(event.op)});
   const uint64_t held_for_key = found == by_key_.end() ? 0 : found->second.last_begin.size();
   const uint64_t growth = event.seq < held_for_key ? 0 : (event.seq + 1 - held_for_key) * 2 * sizeof(Slot);
@@ -79,6 +83,7 @@ HappensBeforeCheck::Result HappensBeforeCheck::finish(MPI_Comm comm, const std::
   MPI_Allreduce(MPI_IN_PLACE, result.unchecked.data(), static_cast<int>(bounds.size()), MPI_UINT64_T, MPI_SUM, comm);
   // One (communicator, op) at a time, released as it goes: at most the budget
   // plus one communicator's instances are held.
+  std::map<std::pair<int32_t, int32_t>, int64_t> worst_by_pair;
   for (const auto& [key, length] : lengths) {
     Instances mine;
     if (const auto found = by_key_.find(key); found != by_key_.end()) {
@@ -101,9 +106,12 @@ HappensBeforeCheck::Result HappensBeforeCheck::finish(MPI_Comm comm, const std::
       if (excess > 0) {
         ++result.violations[out];
         result.worst_ns[out] = std::max(result.worst_ns[out], excess);
+        int64_t& worst = worst_by_pair[{first_out.rank, last_in.rank}];
+        worst = std::max(worst, excess);
       }
     }
   }
+  for (const auto& [pair, excess] : worst_by_pair) result.worst_by_pair.push_back({pair.first, pair.second, excess});
   unchecked_.clear();
   held_ = 0;
   return result;

@@ -22,20 +22,32 @@ class HappensBeforeCheck {
   // that are counted as unchecked rather than held.
   explicit HappensBeforeCheck(uint64_t memory_bytes) : budget_(memory_bytes) {}
 
+  // Whether `event` is one of the collectives the check looks at.
+  static bool applies_to(const Event& event);
+
   // Notes one event of `rank`, already on the reference clock; events that
   // are not such collectives are ignored.
   void add(int32_t rank, const Event& event);
+
+  // Rank `left` left an instance before rank `entered` entered it, by
+  // `excess_ns` beyond their bounds.
+  struct Violation {
+    int32_t left;
+    int32_t entered;
+    int64_t excess_ns;
+  };
 
   struct Result {
     std::vector<uint64_t> violations;   // per rank: instances it left before the last rank entered
     std::vector<int64_t> worst_ns;      // per rank: the largest such gap beyond the bounds
     std::vector<uint64_t> unchecked;    // per rank: events left out (memory budget, huge sequence numbers)
+    std::vector<Violation> worst_by_pair;  // the largest excess of each (left, entered) pair, by pair
     uint64_t instances_checked = 0;
   };
 
-  // Collective over `comm`: combines every process's events. `bounds[r]` is
-  // rank r's clock bound, or -1 when its clock was not corrected (its
-  // instances are not checked).
+  // Collective over `comm`: combines every process's events; every process
+  // gets the same result. `bounds[r]` is rank r's clock bound, or -1 when its
+  // clock was not corrected (its instances are not checked).
   Result finish(MPI_Comm comm, const std::vector<int64_t>& bounds);
 
  private:

@@ -20,6 +20,7 @@
 #include "rankscope/shard.h"
 #include "rankscope/timeline.h"
 #include "rankscope/version.h"
+#include "clock_repair.h"
 #include "happens_before.h"
 #include "schema.h"
 
@@ -34,6 +35,13 @@ constexpr std::string_view kNamesMissing = "event_names_missing";
 constexpr std::string_view kClockViolations = "clock_violations";
 constexpr std::string_view kClockViolationWorst = "clock_violation_worst_ns";
 constexpr std::string_view kClockCheckSkipped = "clock_check_skipped";
+constexpr std::string_view kClockViolationsRepaired = "clock_violations_repaired";
+// Checks of the collectives before the repair gives up; each reads every
+// shard once. One finds the violations and one more confirms the shifts when
+// the ranks that are off are off by one amount (one rank, or one node's
+// ranks); K different amounts take about K + 1, as a check sees only the
+// first rank out and the last rank in of each collective.
+constexpr int kMaxRepairRounds = 8;
 
 
 // ------------------------------------------------------- collectives ---
@@ -144,7 +152,8 @@ Counters merged_counters(const ShardScan& scan) {
   counters.set(counter::kTruncatedBytes, scan.damage.truncated_bytes);
   // Set once the events are merged; present from the start so every process
   // knows each rank's number of counters before writing.
-  for (std::string_view name : {kNamesMissing, kClockViolations, kClockViolationWorst, kClockCheckSkipped}) {
+  for (std::string_view name :
+       {kNamesMissing, kClockViolations, kClockViolationWorst, kClockCheckSkipped, kClockViolationsRepaired}) {
     counters.set(name, 0);
   }
   return counters;
@@ -256,6 +265,17 @@ class TimelineFile {
 
 // ----------------------------------------------------- event merging ---
 
+// Maps one of a rank's events onto the reference clock and moves it by the
+// rank's repair shift (0 without merge --repair-clock).
+void put_on_reference_clock(clocksync::ClockMapper& clock, int64_t repair_shift, Event& event) {
+  const clocksync::MappedTime begin = clock.map(event.begin_ns);
+  const clocksync::MappedTime end = clock.map(event.end_ns);
+  event.begin_ns = begin.time_ns + repair_shift;
+  event.end_ns = end.time_ns + repair_shift;
+  if (begin.outside || end.outside) event.flags |= kFlagClockOutsideModel;
+  if (repair_shift != 0) event.flags |= kFlagClockRepaired;
+}
+
 // Writes one rank's events in time order. Each chunk is sorted on its own, and
 // no event of a chunk begins before the chunk's first_ns; so once the chunks
 // are taken in order of first_ns, every open event that begins before the next
@@ -264,9 +284,10 @@ class TimelineFile {
 class RankEventMerger {
  public:
   RankEventMerger(const OwnedShard& shard, TimelineFile& out, hid_t dataset, hid_t type, uint64_t first_row,
-                  uint64_t block, HappensBeforeCheck& check)
+                  uint64_t block, int64_t repair_shift, HappensBeforeCheck& check)
       : shard_(shard), out_(out), dataset_(dataset), type_(type), next_row_(first_row), block_(block),
-        clock_(shard.clock), correct_clock_(!shard.clock.points().empty()), check_(check) {
+        clock_(shard.clock), correct_clock_(!shard.clock.points().empty()), repair_shift_(repair_shift),
+        check_(check) {
     out_block_.reserve(block);
   }
 
@@ -361,13 +382,7 @@ class RankEventMerger {
   // and keeps the rank's statistics.
   void finish(Event* events, size_t count) {
     if (correct_clock_) {
-      for (Event* e = events; e != events + count; ++e) {
-        const clocksync::MappedTime begin = clock_.map(e->begin_ns);
-        const clocksync::MappedTime end = clock_.map(e->end_ns);
-        e->begin_ns = begin.time_ns;
-        e->end_ns = end.time_ns;
-        if (begin.outside || end.outside) e->flags |= kFlagClockOutsideModel;
-      }
+      for (Event* e = events; e != events + count; ++e) put_on_reference_clock(clock_, repair_shift_, *e);
     }
     const uint32_t* map = shard_.name_map.data();
     const size_t map_size = shard_.name_map.size();
@@ -403,6 +418,7 @@ class RankEventMerger {
   std::vector<Event> out_block_;
   clocksync::ClockMapper clock_;
   bool correct_clock_;
+  int64_t repair_shift_;
   HappensBeforeCheck& check_;
   std::array<uint64_t, kEventKindCount + 1> kind_counts_{};
   uint64_t names_missing_ = 0;
@@ -411,14 +427,17 @@ class RankEventMerger {
 };
 
 schema::RankRow rank_row(const OwnedShard& shard, uint64_t event_offset, uint64_t track_offset,
-                         uint64_t counter_offset) {
+                         uint64_t counter_offset, int64_t repair_shift) {
   schema::RankRow row{};
   const ShardScan& scan = shard.scan;
   const RankMetadata metadata = scan.metadata.value_or(RankMetadata{});
   row.rank = scan.rank();
   row.local_rank = metadata.local_rank;
   row.node_id = metadata.node_id;
-  row.status = static_cast<uint8_t>(scan.ended ? RankStatus::kComplete : RankStatus::kDead);
+  const RankStatus status = !scan.ended                                           ? RankStatus::kDead
+                            : scan.counters.get(counter::kTerminatedBySignal) != 0 ? RankStatus::kTerminated
+                                                                                   : RankStatus::kComplete;
+  row.status = static_cast<uint8_t>(status);
   row.pid = metadata.pid;
   row.event_offset = event_offset;
   row.event_count = scan.event_count;
@@ -426,7 +445,7 @@ schema::RankRow rank_row(const OwnedShard& shard, uint64_t event_offset, uint64_
   row.track_count = scan.tracks.size();
   row.counter_offset = counter_offset;
   row.counter_count = shard.counters.entries().size();
-  row.last_heard_ns = shard.clock.to_reference(scan.last_ns).time_ns;
+  row.last_heard_ns = shard.clock.to_reference(scan.last_ns).time_ns + repair_shift;
   row.start_wall_ns = metadata.start_wall_ns;
   schema::set_text(row.host, metadata.host);
   schema::set_text(row.gpu_uuids, metadata.gpu_uuids);
@@ -435,6 +454,103 @@ schema::RankRow rank_row(const OwnedShard& shard, uint64_t event_offset, uint64_
   schema::set_text(row.capture, metadata.capture);
   schema::set_text(row.shard, std::filesystem::absolute(scan.path).string());
   return row;
+}
+
+// --------------------------------------------------------- clock repair ---
+
+// Feeds the check every collective of this process's ranks, on the reference
+// clock and moved by `shifts`. The check needs no order, so the chunks are
+// read as they lie in the shard, one at a time. Ranks without clock
+// measurements are neither checked nor repaired.
+void check_collectives(const std::vector<OwnedShard>& shards, const std::vector<int64_t>& shifts,
+                       HappensBeforeCheck& check) {
+  std::vector<Event> chunk;
+  for (const auto& shard : shards) {
+    if (shard.clock.points().empty()) continue;
+    const int32_t rank = shard.scan.rank();
+    clocksync::ClockMapper clock(shard.clock);
+    for (const EventChunkRef& ref : shard.scan.event_chunks) {
+      shard.file->read_events(ref, chunk);
+      for (Event& e : chunk) {
+        if (!HappensBeforeCheck::applies_to(e)) continue;
+        put_on_reference_clock(clock, shifts[static_cast<size_t>(rank)], e);
+        check.add(rank, e);
+      }
+    }
+  }
+}
+
+struct ClockRepairOutcome {
+  std::vector<int64_t> shifts;               // per rank
+  std::vector<uint64_t> violations_before;   // per rank, as counted before any shift
+  std::vector<int32_t> contradictory;        // ranks no constant shift repairs
+  bool gave_up = false;                      // kMaxRepairRounds were not enough to settle
+};
+
+// Collective. Checks the collectives before anything is written and solves
+// for the shifts, checking again with them until a check finds nothing new.
+// Memory: one chunk and the check's budget, whatever the length of the job.
+ClockRepairOutcome repair_clocks(MPI_Comm comm, const std::vector<OwnedShard>& shards,
+                                 const std::vector<int64_t>& clock_bounds, uint64_t check_memory_bytes) {
+  ClockRepair repair(static_cast<int32_t>(clock_bounds.size()));
+  ClockRepairOutcome outcome;
+  for (int round = 1;; ++round) {
+    HappensBeforeCheck check(check_memory_bytes);
+    std::string error;
+    try {
+      check_collectives(shards, repair.shifts(), check);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    // Every process takes part, whatever happened above, so none waits forever.
+    const HappensBeforeCheck::Result found = check.finish(comm, clock_bounds);
+    check_all(comm, error);
+    if (round == 1) outcome.violations_before = found.violations;
+    if (!repair.learn(found.worst_by_pair)) break;
+    repair.solve();
+    if (round == kMaxRepairRounds) {
+      outcome.gave_up = true;
+      break;
+    }
+  }
+  outcome.shifts = repair.shifts();
+  outcome.contradictory = repair.contradictory();
+  return outcome;
+}
+
+std::string rank_names(const std::vector<int32_t>& ranks) {
+  std::string out;
+  for (int32_t r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+// What the repair did, for the merge's warnings: every process computes the
+// same lines.
+std::vector<std::string> describe_repair(const ClockRepairOutcome& outcome,
+                                         const HappensBeforeCheck::Result& after) {
+  std::vector<std::string> lines;
+  uint64_t before_total = 0, after_total = 0;
+  for (uint64_t n : outcome.violations_before) before_total += n;
+  for (uint64_t n : after.violations) after_total += n;
+  if (before_total == 0 && after_total == 0) return lines;
+  std::string moved;
+  for (size_t r = 0; r < outcome.shifts.size(); ++r) {
+    if (outcome.shifts[r] == 0) continue;
+    moved += (moved.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " by " +
+             (outcome.shifts[r] > 0 ? "+" : "") + std::to_string(outcome.shifts[r]) + " ns";
+  }
+  lines.push_back("--repair-clock: " + std::to_string(before_total) + " collectives broke causality before the repair, " +
+                  std::to_string(after_total) + " after it; " + (moved.empty() ? "no rank moved" : "moved " + moved));
+  if (!outcome.contradictory.empty()) {
+    lines.push_back("--repair-clock: no constant shift repairs ranks " + rank_names(outcome.contradictory) +
+                    ": their collectives need them both earlier and later than other ranks (a clock that stepped or "
+                    "drifted between measurements); their times are left as measured");
+  }
+  if (outcome.gave_up) {
+    lines.push_back("--repair-clock: still finding new violations after " + std::to_string(kMaxRepairRounds) +
+                    " rounds; the shifts of the last round were used");
+  }
+  return lines;
 }
 
 }  // namespace
@@ -530,6 +646,8 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
   // Times are on rank 0's clock only if every rank measured its offset to it.
   const bool clock_corrected =
       !summaries.empty() && std::all_of(summaries.begin(), summaries.end(), [](const RankSummary& s) { return s.sync_points > 0; });
+  std::vector<int64_t> clock_bounds(static_cast<size_t>(world_size), -1);
+  for (const auto& s : summaries) clock_bounds[static_cast<size_t>(s.rank)] = s.clock_bound;
 
   // 3. One string table for the job: the same name has the same id on every rank.
   std::vector<std::string> local_strings = {kMissingName};
@@ -560,7 +678,14 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
     for (const auto& problem : shard.scan.damage.problems) problems.push_back(problem);
   }
 
-  // 4. Create the timeline together, once it is sure to fit: HDF5 cannot close
+  // 4. With --repair-clock, the shifts are found before anything is written,
+  // so every event is written once, already moved.
+  ClockRepairOutcome repair;
+  repair.shifts.assign(static_cast<size_t>(world_size), 0);
+  repair.violations_before.assign(static_cast<size_t>(world_size), 0);
+  if (options.repair_clock) repair = repair_clocks(comm, shards, clock_bounds, options.check_memory_bytes);
+
+  // 5. Create the timeline together, once it is sure to fit: HDF5 cannot close
   // a file cleanly after a failed write, so running out of room must be found first.
   const std::string partial = options.output + ".partial";
   uint64_t string_bytes = 0;
@@ -574,6 +699,7 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
   check_all(comm, error);
 
   std::string close_error;
+  HappensBeforeCheck::Result causality;
   {
     std::unique_ptr<TimelineFile> out;
     try {
@@ -613,17 +739,18 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
     }
     check_all(comm, error);
 
-    // 5. Each process writes its own ranks; process 0 also the shared tables.
+    // 6. Each process writes its own ranks; process 0 also the shared tables.
     HappensBeforeCheck check(options.check_memory_bytes);
     std::vector<uint64_t> names_missing;
     try {
       for (const auto& shard : shards) {
         const auto r = static_cast<size_t>(shard.scan.rank());
-        RankEventMerger merger(shard, *out, events, event_type, event_offset[r], options.block_events, check);
+        RankEventMerger merger(shard, *out, events, event_type, event_offset[r], options.block_events,
+                               repair.shifts[r], check);
         merger.run();
         names_missing.push_back(merger.names_missing());
 
-        schema::RankRow row = rank_row(shard, event_offset[r], track_offset[r], counter_offset[r]);
+        schema::RankRow row = rank_row(shard, event_offset[r], track_offset[r], counter_offset[r], repair.shifts[r]);
         row.first_ns = merger.first_ns() == INT64_MAX ? 0 : merger.first_ns();
         row.last_ns = merger.last_ns() == INT64_MIN ? 0 : merger.last_ns();
         out->write(ranks, rank_type, {r}, {1}, &row, "rank " + std::to_string(r));
@@ -644,7 +771,7 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
         const auto& points = shard.clock.points();
         schema::ClockRow clock_row{static_cast<int32_t>(r), static_cast<uint8_t>(!points.empty()),
                                    shard.clock.offset_ns(), shard.clock.drift_ppm(), shard.clock.max_bound_ns(),
-                                   point_offset[r], points.size()};
+                                   point_offset[r], points.size(), repair.shifts[r]};
         out->write(clock, clock_type, {r}, {1}, &clock_row, "the clock of rank " + std::to_string(r));
         std::vector<schema::ClockPointRow> point_rows;
         for (const SyncPoint& p : points) point_rows.push_back({static_cast<int32_t>(r), p.local_ns, p.offset_ns, p.bound_ns});
@@ -656,9 +783,7 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
     }
 
     // Every process takes part, whatever happened above, so none waits forever.
-    std::vector<int64_t> clock_bounds(static_cast<size_t>(world_size), -1);
-    for (const auto& s : summaries) clock_bounds[static_cast<size_t>(s.rank)] = s.clock_bound;
-    const HappensBeforeCheck::Result causality = check.finish(comm, clock_bounds);
+    causality = check.finish(comm, clock_bounds);
 
     try {
       for (size_t i = 0; error.empty() && i < shards.size(); ++i) {
@@ -668,6 +793,7 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
         rank_counters.set(kClockViolations, causality.violations[r]);
         rank_counters.set(kClockViolationWorst, static_cast<uint64_t>(causality.worst_ns[r]));
         rank_counters.set(kClockCheckSkipped, causality.unchecked[r]);
+        rank_counters.set(kClockViolationsRepaired, repair.violations_before[r]);
         std::vector<schema::CounterRow> counter_rows;
         for (const auto& [name, value] : rank_counters.entries()) {
           counter_rows.push_back({static_cast<int32_t>(r), string_ids.at(name), value});
@@ -696,7 +822,7 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
           row.track_offset = track_offset[r];
           row.counter_offset = counter_offset[r];
           const std::array<uint64_t, kEventKindCount> zeros{};
-          const schema::ClockRow clock_row{static_cast<int32_t>(r), 0, 0, 0.0, 0, point_offset[r], 0};
+          const schema::ClockRow clock_row{static_cast<int32_t>(r), 0, 0, 0.0, 0, point_offset[r], 0, 0};
           out->write(clock, clock_type, {r}, {1}, &clock_row, "the clock of rank " + std::to_string(r));
           out->write(ranks, rank_type, {r}, {1}, &row, "rank " + std::to_string(r));
           out->write(counts, H5T_NATIVE_UINT64, {r, 0}, {1, kEventKindCount}, zeros.data(),
@@ -743,6 +869,9 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
   struct stat st {};
   if (::stat(options.output.c_str(), &st) == 0) result.bytes = static_cast<uint64_t>(st.st_size);
   result.problems = allgather_strings(comm, problems);
+  if (options.repair_clock) {
+    for (auto& line : describe_repair(repair, causality)) result.problems.push_back(std::move(line));
+  }
   result.seconds = MPI_Wtime() - started;
   return result;
 }

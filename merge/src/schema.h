@@ -72,6 +72,7 @@ struct ClockRow {
   int64_t bound_ns;    // the largest bound of its measurements
   uint64_t point_offset;
   uint64_t point_count;
+  int64_t repair_shift_ns;  // added to every time of the rank by merge --repair-clock
 };
 
 struct ClockPointRow {

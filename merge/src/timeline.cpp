@@ -16,6 +16,7 @@ const char* rank_status_name(RankStatus status) {
     case RankStatus::kComplete: return "complete";
     case RankStatus::kDead: return "dead";
     case RankStatus::kMissing: return "missing";
+    case RankStatus::kTerminated: return "terminated";
   }
   return "invalid";
 }
@@ -113,6 +114,8 @@ Timeline::Timeline(const std::string& path) : path_(path) {
     const auto counts = reader.read_all<uint64_t>(schema::kEventCounts, H5T_NATIVE_UINT64, kEventKindCount);
     const auto tracks = reader.read_all<schema::TrackRow>(schema::kTracks, schema::track_row_type());
     const auto counters = reader.read_all<schema::CounterRow>(schema::kCounters, schema::counter_row_type());
+    // Timelines written before /clock had repair_shift_ns lack the member;
+    // HDF5 leaves it as read_all zeroed it: no shift.
     const auto clocks = reader.read_all<schema::ClockRow>(schema::kClock, schema::clock_row_type());
     const auto points = reader.read_all<schema::ClockPointRow>(schema::kClockPoints, schema::clock_point_row_type());
     clock_corrected_ = reader.int_attribute("clock_corrected") != 0;
@@ -162,7 +165,7 @@ Timeline::Timeline(const std::string& path) : path_(path) {
       if (clock.point_offset + clock.point_count > points.size()) {
         throw Error(path + ": /clock row " + std::to_string(r) + " points past the end of /clock_points");
       }
-      info.clock = {clock.synced != 0, clock.offset_ns, clock.drift_ppm, clock.bound_ns, {}};
+      info.clock = {clock.synced != 0, clock.offset_ns, clock.drift_ppm, clock.bound_ns, clock.repair_shift_ns, {}};
       for (uint64_t i = clock.point_offset; i < clock.point_offset + clock.point_count; ++i) {
         info.clock.points.push_back({points[i].local_ns, points[i].offset_ns, points[i].bound_ns});
       }

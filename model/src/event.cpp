@@ -55,6 +55,7 @@ std::string_view track_type_name(TrackType type) {
     case TrackType::kNcclComm: return "nccl_comm";
     case TrackType::kCounter: return "counter";
     case TrackType::kMpiComm: return "mpi_comm";
+    case TrackType::kNvtxDomain: return "nvtx_domain";
   }
   return "invalid";
 }

@@ -139,6 +139,20 @@ bool ShardWriter::open(const std::string& path, const RankMetadata& metadata, in
   return write_metadata(metadata, now_ns);
 }
 
+bool ShardWriter::open_existing(const std::string& path) {
+  path_ = path;
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd_ < 0) return fail("cannot open shard " + path + ": " + errno_text(errno));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < sizeof(ShardFileHeader)) {
+    ::close(fd_);
+    fd_ = -1;
+    return fail(path + " is not a shard to append to");
+  }
+  offset_ = static_cast<uint64_t>(st.st_size);
+  return true;
+}
+
 bool ShardWriter::write_chunk(ChunkType type, uint16_t flags, const void* payload, uint32_t payload_bytes,
                               uint32_t item_count, int64_t first_ns, int64_t last_ns) {
   if (fd_ < 0) return fail("shard " + path_ + " is not open");

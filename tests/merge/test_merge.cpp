@@ -13,11 +13,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "rankscope/error.h"
 #include "rankscope/shard.h"
 #include "rankscope/timeline.h"
 #include "synthetic_job.h"
+// The repair's solver is internal to the merge; its cases are tested directly.
+#include "../../merge/src/clock_repair.h"
 
 namespace rankscope {
 namespace {
@@ -84,13 +87,18 @@ class MergeTest : public ::testing::Test {
   }
 
   MergeResult merge(const std::vector<std::string>& inputs, const std::string& output,
-                    uint64_t check_memory_bytes = MergeOptions{}.check_memory_bytes) {
+                    uint64_t check_memory_bytes = MergeOptions{}.check_memory_bytes, bool repair_clock = false) {
     MergeOptions options;
     options.inputs = inputs;
     options.output = output;
     options.block_events = 1000;  // many writes per rank
     options.check_memory_bytes = check_memory_bytes;
+    options.repair_clock = repair_clock;
     return merge_shards(MPI_COMM_WORLD, options);
+  }
+
+  MergeResult merge_repairing_clocks(const std::string& output) {
+    return merge({dir_.string()}, output, MergeOptions{}.check_memory_bytes, true);
   }
 
   fs::path dir_;
@@ -183,38 +191,48 @@ TEST_F(MergeTest, SkewedClocksArePutOnRankZerosWithinTheBound) {
   EXPECT_NEAR(timeline.ranks()[2].clock.drift_ppm, ((2 * 37) % 401 - 200) - 20, 0.01);
 }
 
+// Writes rank r of a `world`-rank job that ran ten allreduces on
+// communicator 77, each rank's clock measured exact within `bound`;
+// times(seq, event) sets each instance's begin and end.
+template <typename Times>
+void write_allreduce_rank(const fs::path& dir, int32_t r, int32_t world, int64_t bound, Times&& times) {
+  RankMetadata metadata;
+  metadata.rank = r;
+  metadata.world_size = world;
+  ShardWriter writer;
+  ASSERT_TRUE(writer.open((dir / ("rank-" + std::to_string(r) + ".shard")).string(), metadata, 0));
+  const std::pair<uint32_t, std::string_view> name{0, "MPI_Allreduce"};
+  ASSERT_TRUE(writer.write_strings({&name, 1}, 0));
+  const SyncPoint points[2] = {{0, 0, bound}, {1'000'000'000, 0, bound}};
+  ASSERT_TRUE(writer.write_sync_points(points, 0));
+  std::vector<Event> events;
+  for (uint64_t seq = 0; seq < 10; ++seq) {
+    Event e{};
+    e.kind = EventKind::kMpiCollective;
+    e.op = CommOp::kAllReduce;
+    e.comm_hash = 77;
+    e.seq = seq;
+    e.peer = kNoPeer;
+    times(seq, e);
+    events.push_back(e);
+  }
+  ASSERT_TRUE(writer.write_events(events));
+  ASSERT_TRUE(writer.close(Counters{}, 2'000'000));
+}
+
 // Three ranks run ten allreduces together; in one of them rank 2 leaves before
 // rank 0 enters, by more than their clock bounds allow.
 TEST_F(MergeTest, CollectivesThatBreakCausalityAreCounted) {
   constexpr int64_t kBound = 10;
   if (process_rank() == 0) {
     for (int32_t r = 0; r < 3; ++r) {
-      RankMetadata metadata;
-      metadata.rank = r;
-      metadata.world_size = 3;
-      ShardWriter writer;
-      ASSERT_TRUE(writer.open((dir_ / ("rank-" + std::to_string(r) + ".shard")).string(), metadata, 0));
-      const std::pair<uint32_t, std::string_view> name{0, "MPI_Allreduce"};
-      ASSERT_TRUE(writer.write_strings({&name, 1}, 0));
-      const SyncPoint points[2] = {{0, 0, kBound}, {1'000'000'000, 0, kBound}};
-      ASSERT_TRUE(writer.write_sync_points(points, 0));
-      std::vector<Event> events;
-      for (uint64_t seq = 0; seq < 10; ++seq) {
-        Event e{};
-        e.kind = EventKind::kMpiCollective;
-        e.op = CommOp::kAllReduce;
-        e.comm_hash = 77;
-        e.seq = seq;
-        e.peer = kNoPeer;
+      write_allreduce_rank(dir_, r, 3, kBound, [r](uint64_t seq, Event& e) {
         const int64_t t = 1'000'000 + static_cast<int64_t>(seq) * 100'000;
         e.begin_ns = t + r * 1000;  // rank 2 enters last
         e.end_ns = t + 5000;        // everyone leaves together
         if (seq == 4 && r == 2) e.begin_ns = t + 5500;           // enters after the others left: no one waited for it
         if (seq == 7 && r == 0) e.end_ns = t + 2000 - 2 * kBound; // leaves early, but within the bounds
-        events.push_back(e);
-      }
-      ASSERT_TRUE(writer.write_events(events));
-      ASSERT_TRUE(writer.close(Counters{}, 2'000'000));
+      });
     }
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -237,6 +255,241 @@ TEST_F(MergeTest, CollectivesThatBreakCausalityAreCounted) {
     EXPECT_EQ(partial.ranks()[static_cast<size_t>(r)].counters.get("clock_check_skipped"), 6u) << "rank " << r;
     EXPECT_EQ(partial.ranks()[static_cast<size_t>(r)].counters.get("clock_violations"), 0u) << "rank " << r;
   }
+}
+
+std::vector<Event> events_of(const Timeline& timeline, int32_t rank) {
+  std::vector<Event> events;
+  timeline.for_each_event_block(rank, [&](const std::vector<Event>& block) {
+    events.insert(events.end(), block.begin(), block.end());
+  });
+  return events;
+}
+
+// A job whose collectives all ranks take part in, with `rank`'s clock
+// measurements wrong by `error_ns`.
+testing::SyntheticJob misclocked_job(int32_t world_size, int32_t rank, int64_t error_ns) {
+  testing::SyntheticJob job;
+  job.world_size = world_size;
+  job.events_per_rank = 6000;
+  job.chunk_events = 500;
+  job.skewed = true;
+  job.shared_collectives = true;
+  job.misclocked_rank = rank;
+  job.misclock_ns = error_ns;
+  return job;
+}
+
+// The true (begin, end) of every rank in each shared collective, by sequence number.
+std::map<uint64_t, std::vector<std::pair<int64_t, int64_t>>> collectives_by_seq(
+    const std::vector<testing::SyntheticRank>& truth) {
+  std::map<uint64_t, std::vector<std::pair<int64_t, int64_t>>> out;
+  for (size_t r = 0; r < truth.size(); ++r) {
+    for (const Event& e : truth[r].events) {
+      if (e.comm_hash != testing::kSyntheticCommHash) continue;
+      auto& ranks = out[e.seq];
+      ranks.resize(truth.size());
+      ranks[r] = {e.begin_ns, e.end_ns};
+    }
+  }
+  return out;
+}
+
+// Rank `rank`'s events are the truth moved by `off_by_ns`, flagged as
+// repaired when `repaired`; the merge's rounding allows 2 ns.
+void expect_times(const Timeline& timeline, const testing::SyntheticRank& truth, int32_t rank, int64_t off_by_ns,
+                  bool repaired) {
+  std::vector<Event> expected = truth.events;
+  std::stable_sort(expected.begin(), expected.end(), event_time_order);
+  const std::vector<Event> got = events_of(timeline, rank);
+  ASSERT_EQ(got.size(), expected.size());
+  int64_t worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max({worst, static_cast<int64_t>(std::llabs(got[i].begin_ns - off_by_ns - expected[i].begin_ns)),
+                      static_cast<int64_t>(std::llabs(got[i].end_ns - off_by_ns - expected[i].end_ns))});
+    ASSERT_EQ((got[i].flags & kFlagClockRepaired) != 0, repaired) << "rank " << rank << " event " << i;
+  }
+  EXPECT_LE(worst, 2) << "rank " << rank;
+}
+
+// Rank 2's measurements put its events 2 ms too early: it leaves every
+// allreduce before the others enter, and only it is counted.
+TEST_F(MergeTest, MisclockedRankIsCountedButNotMovedWithoutRepair) {
+  const auto truth = write_job(misclocked_job(4, 2, 2'000'000));
+  const std::string output = (dir_ / "job.h5").string();
+  const MergeResult result = merge({dir_.string()}, output);
+  EXPECT_TRUE(result.problems.empty());
+  const Timeline timeline(output);
+  const uint64_t instances = collectives_by_seq(truth).size();
+  for (int32_t r = 0; r < 4; ++r) {
+    const RankInfo& info = timeline.ranks()[static_cast<size_t>(r)];
+    EXPECT_EQ(info.counters.get("clock_violations"), r == 2 ? instances : 0u) << "rank " << r;
+    EXPECT_EQ(info.counters.get("clock_violations_repaired"), 0u) << "rank " << r;
+    EXPECT_EQ(info.clock.repair_shift_ns, 0) << "rank " << r;
+    expect_times(timeline, truth[static_cast<size_t>(r)], r, r == 2 ? -2'000'000 : 0, false);
+  }
+  EXPECT_GT(timeline.ranks()[2].counters.get("clock_violation_worst_ns"), 1'990'000u);
+}
+
+// With the repair, rank 2 moves later by exactly what it takes for its
+// earliest exit to meet the latest entry beyond the bounds, and no one else moves.
+TEST_F(MergeTest, RepairMovesAnEarlyRankLaterByTheSmallestShift) {
+  constexpr int64_t kError = 2'000'000;
+  const auto truth = write_job(misclocked_job(4, 2, kError));
+  const std::string output = (dir_ / "job.h5").string();
+  const MergeResult result = merge_repairing_clocks(output);
+  int64_t smallest = INT64_MIN;
+  for (const auto& [seq, ranks] : collectives_by_seq(truth)) {
+    int64_t last_entry = INT64_MIN;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      if (r != 2) last_entry = std::max(last_entry, ranks[r].first);
+    }
+    smallest = std::max(smallest, last_entry - (ranks[2].second - kError) - 2 * testing::kSyntheticSyncBoundNs);
+  }
+  ASSERT_GT(smallest, kError - 30'000);  // the allreduces last microseconds: nearly all of the error
+
+  const Timeline timeline(output);
+  EXPECT_EQ(timeline.ranks()[0].clock.repair_shift_ns, 0);
+  EXPECT_NEAR(static_cast<double>(timeline.ranks()[2].clock.repair_shift_ns), static_cast<double>(smallest), 3.0);
+  EXPECT_LE(timeline.ranks()[2].clock.repair_shift_ns, kError);
+  const uint64_t instances = collectives_by_seq(truth).size();
+  for (int32_t r = 0; r < 4; ++r) {
+    const RankInfo& info = timeline.ranks()[static_cast<size_t>(r)];
+    if (r != 2) {
+      EXPECT_EQ(info.clock.repair_shift_ns, 0) << "rank " << r;
+    }
+    EXPECT_EQ(info.counters.get("clock_violations"), 0u) << "rank " << r;
+    EXPECT_EQ(info.counters.get("clock_violation_worst_ns"), 0u) << "rank " << r;
+    EXPECT_EQ(info.counters.get("clock_violations_repaired"), r == 2 ? instances : 0u) << "rank " << r;
+    expect_times(timeline, truth[static_cast<size_t>(r)], r, r == 2 ? info.clock.repair_shift_ns - kError : 0, r == 2);
+  }
+  ASSERT_EQ(result.problems.size(), 1u);
+  EXPECT_NE(result.problems[0].find("moved rank 2 by +"), std::string::npos) << result.problems[0];
+}
+
+// A rank whose measurements put it late enters after the others left; the
+// violations are counted against those that left, but the repair moves only
+// the late rank, earlier.
+TEST_F(MergeTest, RepairMovesALateRankEarlier) {
+  constexpr int64_t kError = -500'000;
+  const auto truth = write_job(misclocked_job(5, 3, kError));
+  const std::string output = (dir_ / "job.h5").string();
+  merge_repairing_clocks(output);
+  int64_t smallest = INT64_MAX;
+  for (const auto& [seq, ranks] : collectives_by_seq(truth)) {
+    int64_t first_exit = INT64_MAX;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      if (r != 3) first_exit = std::min(first_exit, ranks[r].second);
+    }
+    smallest = std::min(smallest, first_exit - (ranks[3].first - kError) + 2 * testing::kSyntheticSyncBoundNs);
+  }
+  const Timeline timeline(output);
+  EXPECT_NEAR(static_cast<double>(timeline.ranks()[3].clock.repair_shift_ns), static_cast<double>(smallest), 3.0);
+  EXPECT_GE(timeline.ranks()[3].clock.repair_shift_ns, kError);
+  uint64_t before = 0;
+  for (int32_t r = 0; r < 5; ++r) {
+    const RankInfo& info = timeline.ranks()[static_cast<size_t>(r)];
+    if (r != 3) {
+      EXPECT_EQ(info.clock.repair_shift_ns, 0) << "rank " << r;
+    }
+    EXPECT_EQ(info.counters.get("clock_violations"), 0u) << "rank " << r;
+    before += info.counters.get("clock_violations_repaired");
+  }
+  EXPECT_EQ(timeline.ranks()[3].counters.get("clock_violations_repaired"), 0u);
+  EXPECT_EQ(before, collectives_by_seq(truth).size());
+  expect_times(timeline, truth[3], 3, timeline.ranks()[3].clock.repair_shift_ns - kError, true);
+}
+
+TEST_F(MergeTest, RepairLeavesAHealthyJobAlone) {
+  const auto truth = write_job(misclocked_job(4, -1, 0));
+  const std::string output = (dir_ / "job.h5").string();
+  const MergeResult result = merge_repairing_clocks(output);
+  EXPECT_TRUE(result.problems.empty());
+  const Timeline timeline(output);
+  for (int32_t r = 0; r < 4; ++r) {
+    const RankInfo& info = timeline.ranks()[static_cast<size_t>(r)];
+    EXPECT_EQ(info.clock.repair_shift_ns, 0) << "rank " << r;
+    EXPECT_EQ(info.counters.get("clock_violations"), 0u) << "rank " << r;
+    EXPECT_EQ(info.counters.get("clock_violations_repaired"), 0u) << "rank " << r;
+    expect_times(timeline, truth[static_cast<size_t>(r)], r, 0, false);
+  }
+}
+
+// Rank 1's clock steps between its measurements: it leaves the first five
+// allreduces before rank 0 enters and enters the last five after rank 0 left.
+// No constant shift repairs that; both ranks keep their times, with a warning.
+TEST_F(MergeTest, ContradictoryViolationsAreLeftAsMeasured) {
+  if (process_rank() == 0) {
+    for (int32_t r = 0; r < 2; ++r) {
+      write_allreduce_rank(dir_, r, 2, 10, [r](uint64_t seq, Event& e) {
+        const int64_t step = r == 1 ? (seq < 5 ? -20'000 : 20'000) : 0;
+        e.begin_ns = 1'000'000 + static_cast<int64_t>(seq) * 100'000 + step;
+        e.end_ns = e.begin_ns + 5000;
+      });
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string output = (dir_ / "job.h5").string();
+  const MergeResult result = merge_repairing_clocks(output);
+  const Timeline timeline(output);
+  for (int32_t r = 0; r < 2; ++r) {
+    const RankInfo& info = timeline.ranks()[static_cast<size_t>(r)];
+    EXPECT_EQ(info.clock.repair_shift_ns, 0) << "rank " << r;
+    EXPECT_EQ(info.counters.get("clock_violations"), 5u) << "rank " << r;
+    EXPECT_EQ(info.counters.get("clock_violations_repaired"), 5u) << "rank " << r;
+    for (const Event& e : events_of(timeline, r)) EXPECT_EQ(e.flags & kFlagClockRepaired, 0);
+  }
+  ASSERT_EQ(result.problems.size(), 2u);
+  EXPECT_NE(result.problems[0].find("10 collectives broke causality before the repair, 10 after it; no rank moved"),
+            std::string::npos)
+      << result.problems[0];
+  EXPECT_NE(result.problems[1].find("no constant shift repairs ranks 0, 1"), std::string::npos) << result.problems[1];
+}
+
+// Timelines written before /clock had repair_shift_ns read as unshifted.
+TEST_F(MergeTest, ClockTableWithoutRepairShiftsReadsAsUnshifted) {
+  write_job(misclocked_job(3, 1, 1'000'000));
+  const std::string output = (dir_ / "job.h5").string();
+  merge_repairing_clocks(output);
+  struct OldClockRow {
+    int32_t rank;
+    uint8_t synced;
+    int64_t offset_ns;
+    double drift_ppm;
+    int64_t bound_ns;
+    uint64_t point_offset;
+    uint64_t point_count;
+  };
+  if (process_rank() == 0) {
+    const hid_t type = H5Tcreate(H5T_COMPOUND, sizeof(OldClockRow));
+    H5Tinsert(type, "rank", offsetof(OldClockRow, rank), H5T_NATIVE_INT32);
+    H5Tinsert(type, "synced", offsetof(OldClockRow, synced), H5T_NATIVE_UINT8);
+    H5Tinsert(type, "offset_ns", offsetof(OldClockRow, offset_ns), H5T_NATIVE_INT64);
+    H5Tinsert(type, "drift_ppm", offsetof(OldClockRow, drift_ppm), H5T_NATIVE_DOUBLE);
+    H5Tinsert(type, "bound_ns", offsetof(OldClockRow, bound_ns), H5T_NATIVE_INT64);
+    H5Tinsert(type, "point_offset", offsetof(OldClockRow, point_offset), H5T_NATIVE_UINT64);
+    H5Tinsert(type, "point_count", offsetof(OldClockRow, point_count), H5T_NATIVE_UINT64);
+    const hid_t file = H5Fopen(output.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hid_t clock = H5Dopen2(file, "clock", H5P_DEFAULT);
+    OldClockRow rows[3];
+    ASSERT_GE(H5Dread(clock, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows), 0);
+    H5Dclose(clock);
+    H5Ldelete(file, "clock", H5P_DEFAULT);
+    const hsize_t n = 3;
+    const hid_t space = H5Screate_simple(1, &n, nullptr);
+    const hid_t old_clock = H5Dcreate2(file, "clock", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(H5Dwrite(old_clock, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows), 0);
+    H5Dclose(old_clock);
+    H5Sclose(space);
+    H5Fclose(file);
+    H5Tclose(type);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const Timeline timeline(output);
+  for (const RankInfo& info : timeline.ranks()) {
+    EXPECT_EQ(info.clock.repair_shift_ns, 0) << "rank " << info.rank;
+    EXPECT_EQ(info.clock.bound_ns, testing::kSyntheticSyncBoundNs) << "rank " << info.rank;
+  }
+  EXPECT_GT(timeline.ranks()[1].clock.offset_ns, 1'000'000'000);
 }
 
 TEST_F(MergeTest, DeadAndMissingRanksAreNamed) {
@@ -421,6 +674,51 @@ TEST_F(MergeTest, TimelineOfAnotherVersionIsRefused) {
   if (process_rank() == 0) std::ofstream(dir_ / "plain.txt") << "not hdf5";
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_THROW(Timeline((dir_ / "plain.txt").string()), Error);
+}
+
+// The solver, on constraints a check could report.
+TEST(ClockRepairTest, AnEarlyRankMovesLaterByItsLargestGap) {
+  ClockRepair repair(4);
+  ASSERT_TRUE(repair.learn({{3, 0, 100}, {3, 1, 250}, {3, 2, 40}}));
+  repair.solve();
+  EXPECT_EQ(repair.shifts(), (std::vector<int64_t>{0, 0, 0, 250}));
+  // A check of the moved times finds rank 3 still 10 ns early against rank 1 elsewhere.
+  ASSERT_TRUE(repair.learn({{3, 1, 10}}));
+  repair.solve();
+  EXPECT_EQ(repair.shifts(), (std::vector<int64_t>{0, 0, 0, 260}));
+  EXPECT_FALSE(repair.learn({}));
+  EXPECT_TRUE(repair.contradictory().empty());
+}
+
+TEST(ClockRepairTest, ALateRankMovesEarlierAndRankZeroStays) {
+  ClockRepair repair(3);
+  ASSERT_TRUE(repair.learn({{0, 2, 480}, {1, 2, 300}}));
+  repair.solve();
+  EXPECT_EQ(repair.shifts(), (std::vector<int64_t>{0, 0, -480}));
+}
+
+TEST(ClockRepairTest, RankZeroLeavingEarlyMovesTheOthersEarlier) {
+  ClockRepair repair(3);
+  ASSERT_TRUE(repair.learn({{0, 1, 70}, {0, 2, 90}}));
+  repair.solve();
+  EXPECT_EQ(repair.shifts(), (std::vector<int64_t>{0, -70, -90}));
+}
+
+TEST(ClockRepairTest, RanksRankZeroDoesNotConstrainMoveLater) {
+  ClockRepair repair(4);
+  ASSERT_TRUE(repair.learn({{2, 1, 50}}));
+  repair.solve();
+  EXPECT_EQ(repair.shifts(), (std::vector<int64_t>{0, 0, 50, 0}));
+}
+
+TEST(ClockRepairTest, ContradictionsAreSetAside) {
+  ClockRepair repair(4);
+  // Rank 1 must be 100 ns later than rank 2 and rank 2 30 ns later than rank 1; rank 3 is early against rank 0.
+  ASSERT_TRUE(repair.learn({{1, 2, 100}, {2, 1, 30}, {3, 0, 20}}));
+  repair.solve();
+  EXPECT_EQ(repair.contradictory(), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(repair.shifts(), (std::vector<int64_t>{0, 0, 0, 20}));
+  EXPECT_FALSE(repair.learn({{1, 2, 100}}));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // make_synthetic_shards DIR RANKS EVENTS_PER_RANK [--dead R] [--seed S] [--threads T] [--skewed 0|1]
-// Writes a synthetic job's shards, for the CLI tests, the demo and the merge benchmark.
+//                       [--shared-collectives 0|1] [--misclocked-rank R --misclock-ns NS]
+// Writes a synthetic job's shards, for the CLI tests, the demo and the merge
+// benchmark; the options are SyntheticJob's (synthetic_job.h).
 #include <cstdio>
 #include <filesystem>
 #include <cstdlib>
@@ -11,7 +13,10 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s DIR RANKS EVENTS_PER_RANK [--dead RANK] [--seed S] [--threads T] [--skewed 0|1]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s DIR RANKS EVENTS_PER_RANK [--dead RANK] [--seed S] [--threads T] [--skewed 0|1]\n"
+                 "       [--shared-collectives 0|1] [--misclocked-rank RANK --misclock-ns NS]\n",
+                 argv[0]);
     return 2;
   }
   rankscope::testing::SyntheticJob job;
@@ -25,6 +30,9 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--seed") == 0) job.seed = std::strtoull(argv[i + 1], nullptr, 10);
     else if (std::strcmp(argv[i], "--threads") == 0) job.threads = std::atoi(argv[i + 1]);
     else if (std::strcmp(argv[i], "--skewed") == 0) job.skewed = std::atoi(argv[i + 1]) != 0;
+    else if (std::strcmp(argv[i], "--shared-collectives") == 0) job.shared_collectives = std::atoi(argv[i + 1]) != 0;
+    else if (std::strcmp(argv[i], "--misclocked-rank") == 0) job.misclocked_rank = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--misclock-ns") == 0) job.misclock_ns = std::strtoll(argv[i + 1], nullptr, 10);
   }
   try {
     std::filesystem::create_directories(argv[1]);

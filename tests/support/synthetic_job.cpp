@@ -23,6 +23,16 @@ struct ThreadState {
   std::vector<Event> buffer;
 };
 
+// How much later than the earliest possible `rank` enters shared collective
+// `seq`: the same on every rank that asks, so each rank can be written alone.
+int64_t entry_delay(uint64_t seed, uint64_t seq, int32_t rank) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15 + seq * 0xbf58476d1ce4e5b9 + static_cast<uint64_t>(rank) * 0x94d049bb133111eb;
+  x ^= x >> 31;
+  x *= 0xd6e8feb86cd1c5a9;
+  x ^= x >> 29;
+  return static_cast<int64_t>(x % static_cast<uint64_t>(kSyntheticEntrySpreadNs));
+}
+
 clocksync::Clock skewed_clock(int32_t rank) {
   if (rank == 0) return clocksync::Clock(1000, 20);
   const int64_t offset = (rank % 2 ? 1 : -1) * std::min<int64_t>(int64_t{rank} * 1'300'000'000, 10'000'000'000);
@@ -36,6 +46,9 @@ SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const 
   out.path = path;
   out.names = kNames;
   std::mt19937_64 random(job.seed * 1000003 + static_cast<uint64_t>(rank));
+  // Durations and gaps: the rank's own, or one timing for every rank when the collectives are shared.
+  std::mt19937_64 shared_timing(job.seed);
+  std::mt19937_64& timing = job.shared_collectives ? shared_timing : random;
   std::uniform_int_distribution<int64_t> duration(200, 20000);
   std::uniform_int_distribution<uint32_t> name(0, static_cast<uint32_t>(kNames.size()) - 1);
 
@@ -66,7 +79,7 @@ SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const 
 
   std::vector<ThreadState> threads(static_cast<size_t>(job.threads));
   for (auto& thread : threads) {
-    thread.now = metadata.start_local_ns + static_cast<int64_t>(random() % 1000);
+    thread.now = metadata.start_local_ns + static_cast<int64_t>(timing() % 1000);
     thread.step_begin = thread.now;
     thread.buffer.reserve(job.chunk_events);
   }
@@ -88,8 +101,10 @@ SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const 
     if (!writer.write_events(thread.buffer)) throw Error(writer.error());
     thread.buffer.clear();
   };
+  const int64_t measurement_error = rank == job.misclocked_rank ? job.misclock_ns : 0;
   auto sync_point = [&](int64_t t) {
-    return SyncPoint{local.from_raw(t), local.from_raw(t) - reference.from_raw(t), kSyntheticSyncBoundNs};
+    return SyncPoint{local.from_raw(t), local.from_raw(t) - reference.from_raw(t) + measurement_error,
+                     kSyntheticSyncBoundNs};
   };
   if (job.skewed) {
     const SyncPoint at_start = sync_point(metadata.start_local_ns);
@@ -110,20 +125,29 @@ SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const 
       thread.step_begin = thread.now;
       thread.in_step = 0;
     } else {
-      const int64_t d = duration(random);
+      const int64_t d = duration(timing);
       e.begin_ns = thread.now;
       e.end_ns = thread.now + d;
-      thread.now += d + static_cast<int64_t>(random() % 500);
+      thread.now += d + static_cast<int64_t>(timing() % 500);
       e.name_id = name(random);
       switch (i % 5) {
         case 0:
           e.kind = EventKind::kMpiCollective;
           e.op = CommOp::kAllReduce;
-          // No communicator: the ranks' timings are independent, not those of a real collective.
-          e.comm_hash = 0;
           e.seq = seq++;
           e.bytes = 1u << 20;
           e.datatype = DataType::kFloat32;
+          if (job.shared_collectives) {
+            // Every rank is here at this true time; each enters after its own delay, and all
+            // leave at least `d` after the latest possible entry.
+            e.comm_hash = kSyntheticCommHash;
+            e.begin_ns += entry_delay(job.seed, e.seq, rank);
+            e.end_ns += kSyntheticEntrySpreadNs;
+            thread.now += kSyntheticEntrySpreadNs;
+          } else {
+            // No communicator: the ranks' timings are independent, not those of a real collective.
+            e.comm_hash = 0;
+          }
           break;
         case 1: e.kind = EventKind::kMpiCall; break;
         case 2: e.kind = EventKind::kCudaApi; break;

@@ -23,9 +23,23 @@ struct SyntheticJob {
   // ±200 ppm, rank 0 skewed too) and records two exact-to-25-ns measurements
   // of it; the truth is then on rank 0's clock, where the merge must put it.
   bool skewed = false;
+  // The collectives are real: every rank takes part in each allreduce of one
+  // communicator (kSyntheticCommHash). The ranks' threads then share one
+  // timing; each rank enters a collective up to kSyntheticEntrySpreadNs
+  // later than the others, and all leave together after the last has
+  // entered, so causality holds in true time.
+  bool shared_collectives = false;
+  // With skewed: the clock measurements of this rank are wrong by
+  // `misclock_ns` (they claim its clock is that much further ahead of rank
+  // 0's than it is), so the merge puts its events that much too early, far
+  // beyond the 25 ns bound the measurements state. Negative: too late.
+  int32_t misclocked_rank = -1;
+  int64_t misclock_ns = 0;
 };
 
 inline constexpr int64_t kSyntheticSyncBoundNs = 25;
+inline constexpr uint64_t kSyntheticCommHash = 0x5eed'c0;
+inline constexpr int64_t kSyntheticEntrySpreadNs = 3000;
 
 struct SyntheticRank {
   std::string path;

@@ -10,6 +10,17 @@
 
 namespace rankscope::clocksync {
 
+// Where a rank sits: its node, numbered in the order of the nodes' first ranks.
+struct Placement {
+  int world_size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int node_id = 0;
+};
+
+// Collective over `comm`.
+Placement placement(MPI_Comm comm);
+
 struct SyncOptions {
   int warmup_exchanges = 4;    // cold paths: discarded
   int max_exchanges = 32;

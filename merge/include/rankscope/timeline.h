@@ -19,6 +19,7 @@ enum class RankStatus : uint8_t {
   kComplete = 0,  // the agent closed its shard cleanly
   kDead = 1,      // the shard ends without its end marker: the rank died or was killed
   kMissing = 2,   // no shard for this rank
+  kTerminated = 3,  // a signal ended the process; the agent closed its shard first
 };
 const char* rank_status_name(RankStatus status);
 
@@ -28,6 +29,7 @@ struct RankClock {
   int64_t offset_ns = 0;   // local minus reference, at the first measurement
   double drift_ppm = 0;    // mean over the measured span
   int64_t bound_ns = 0;    // largest error bound of its measurements
+  int64_t repair_shift_ns = 0;  // added to all its times by merge --repair-clock
   std::vector<SyncPoint> points;
 };
 

@@ -94,7 +94,8 @@ enum class TrackType : uint8_t {
   kCudaStream = 2,   // os_id = stream id, device = GPU ordinal
   kNcclComm = 3,     // os_id = communicator hash
   kCounter = 4,
-  kMpiComm = 5,      // os_id = communicator handle identity
+  kMpiComm = 5,      // os_id = communicator hash, equal on every rank
+  kNvtxDomain = 6,   // NVTX start/end ranges of one domain; os_id = domain index
 };
 
 struct Track {

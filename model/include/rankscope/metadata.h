@@ -62,6 +62,10 @@ inline constexpr std::string_view kChunksCorrupt = "shard_chunks_corrupt";  // c
 inline constexpr std::string_view kEventsLost = "shard_events_lost";        // events in corrupt or cut chunks
 inline constexpr std::string_view kBytesSkipped = "shard_bytes_skipped";    // unreadable bytes skipped by merge
 inline constexpr std::string_view kTruncatedBytes = "shard_truncated_bytes";// bytes of a chunk cut short at the end
+inline constexpr std::string_view kEventsUnwritten = "events_unwritten";    // captured, but the shard write failed
+inline constexpr std::string_view kNamesDropped = "names_dropped";          // the agent's string table was full
+inline constexpr std::string_view kSourcesOff = "capture_sources_off";      // requested sources that could not start
+inline constexpr std::string_view kTerminatedBySignal = "terminated_by_signal";  // the signal that ended the process
 }  // namespace counter
 
 }  // namespace rankscope

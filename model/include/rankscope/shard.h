@@ -73,6 +73,9 @@ class ShardWriter {
   ~ShardWriter();
 
   bool open(const std::string& path, const RankMetadata& metadata, int64_t now_ns);
+  // Appends chunks to a shard another process wrote (the sidecar adds its
+  // clock measurements to its child's shard), after whatever it holds.
+  bool open_existing(const std::string& path);
   bool is_open() const { return fd_ >= 0; }
 
   // Sorts `events` into event_time_order in place, then writes them as one chunk.

@@ -1,0 +1,24 @@
+#include "rankscope/clocksync_mpi.h"
+
+namespace rankscope::clocksync {
+
+Placement placement(MPI_Comm comm) {
+  Placement where;
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &where.world_size);
+  MPI_Comm node = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &where.local_rank);
+  MPI_Comm_size(node, &where.local_size);
+  MPI_Comm_split(comm, where.local_rank == 0 ? 0 : MPI_UNDEFINED, rank, &leaders);
+  if (leaders != MPI_COMM_NULL) {
+    MPI_Comm_rank(leaders, &where.node_id);
+    MPI_Comm_free(&leaders);
+  }
+  MPI_Bcast(&where.node_id, 1, MPI_INT, 0, node);
+  MPI_Comm_free(&node);
+  return where;
+}
+
+}  // namespace rankscope::clocksync

@@ -1,0 +1,32 @@
+// `rankscope run`: profiles one rank of an mpirun-launched job.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rankscope {
+
+struct RunOptions {
+  std::string output = "rankscope.h5";  // the job's timeline; shards go to OUTPUT.shards/ meanwhile
+  std::string capture = "mpi,nvtx";     // capture sources
+  std::string mode = "auto";            // auto, inprocess or sidecar
+  uint64_t buffer_mb = 64;              // event buffers per rank
+  uint32_t flush_ms = 200;              // how often the agent writes to its shard
+  double sync_interval_s = 10;          // sidecar mode: clock sync rounds while the application runs
+  std::vector<std::string> command;     // the application and its arguments
+};
+
+// Checks the options; throws Error with what is wrong.
+void validate(const RunOptions& options);
+
+// In-process mode replaces this process with the application and does not
+// return unless that fails. Sidecar mode returns the application's exit
+// status, or re-raises the signal that ended it.
+int run_application(const RunOptions& options);
+
+// Whether the program of `command` uses MPI, and what showed it: an MPI
+// library among its dependencies, MPI calls in its binary, mpi4py in its script.
+bool program_uses_mpi(const std::vector<std::string>& command, std::string& evidence);
+
+}  // namespace rankscope

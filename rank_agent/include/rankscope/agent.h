@@ -1,0 +1,73 @@
+// The rank agent as its capture sources see it. The capture library
+// (librankscope_capture.so) is preloaded into every rank by `rankscope run`;
+// it reads its settings from the environment, writes the rank's shard, and
+// serves the capture sources: NVTX, CUPTI and NCCL inside it, MPI from the
+// separate MPI shim (librankscope_mpi.so), which calls these functions.
+//
+// Everything on the hot path (capturing, now, record, intern, track) takes no
+// lock, allocates nothing and makes no system call. Nothing here throws.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "rankscope/event.h"
+#include "rankscope/metadata.h"
+
+#define RANKSCOPE_AGENT_API extern "C" __attribute__((visibility("default")))
+
+namespace rankscope::agent {
+
+// The environment `rankscope run` sets for the agent (docs/agent.md).
+inline constexpr const char* kEnvShardDir = "RANKSCOPE_SHARD_DIR";   // where rank-NNNNN.shard goes
+inline constexpr const char* kEnvAgentPid = "RANKSCOPE_AGENT_PID";   // only this process captures
+inline constexpr const char* kEnvCapture = "RANKSCOPE_CAPTURE";      // e.g. "mpi,nvtx"
+inline constexpr const char* kEnvBufferMb = "RANKSCOPE_BUFFER_MB";
+inline constexpr const char* kEnvFlushMs = "RANKSCOPE_FLUSH_MS";
+inline constexpr const char* kEnvRank = "RANKSCOPE_RANK";
+inline constexpr const char* kEnvWorldSize = "RANKSCOPE_WORLD_SIZE";
+inline constexpr const char* kEnvLocalRank = "RANKSCOPE_LOCAL_RANK";
+inline constexpr const char* kEnvLocalSize = "RANKSCOPE_LOCAL_SIZE";
+inline constexpr const char* kEnvNodeId = "RANKSCOPE_NODE_ID";
+inline constexpr const char* kEnvLauncher = "RANKSCOPE_LAUNCHER";
+inline constexpr const char* kEnvMode = "RANKSCOPE_MODE";            // inprocess or sidecar
+inline constexpr const char* kEnvOutput = "RANKSCOPE_OUTPUT";        // the job's timeline (in-process mode)
+
+// Capture sources, as named in --capture and RANKSCOPE_CAPTURE.
+enum CaptureBit : uint32_t {
+  kCaptureMpi = 1 << 0,
+  kCaptureNvtx = 1 << 1,
+  kCaptureCuda = 1 << 2,
+  kCaptureNccl = 1 << 3,
+};
+
+// Track value meaning "the calling thread's track" in record().
+inline constexpr uint16_t kThreadTrack = UINT16_MAX;
+inline constexpr uint32_t kNoName = UINT32_MAX;
+
+}  // namespace rankscope::agent
+
+// Whether this process captures `source` (a CaptureBit) right now.
+RANKSCOPE_AGENT_API bool rankscope_agent_capturing(uint32_t source);
+// The event clock: the rank's clock (virtual under RANKSCOPE_FAKE_CLOCK).
+RANKSCOPE_AGENT_API int64_t rankscope_agent_now();
+RANKSCOPE_AGENT_API void rankscope_agent_record(const rankscope::Event* event);
+// A name's id in the rank's string table; kNoName when the table is full.
+RANKSCOPE_AGENT_API uint32_t rankscope_agent_intern(const char* text, uint64_t length);
+// The track of (type, os_id, device), created with `name` on first use.
+RANKSCOPE_AGENT_API uint32_t rankscope_agent_track(rankscope::TrackType type, uint64_t os_id, int16_t device,
+                                                   const char* name);
+
+// Off the hot path: what MPI learns after MPI_Init (node id, world size).
+RANKSCOPE_AGENT_API void rankscope_agent_set_placement(int32_t world_size, int32_t local_rank, int32_t local_size,
+                                                       int32_t node_id);
+// A clock measurement of this rank against rank 0, written to the shard.
+RANKSCOPE_AGENT_API void rankscope_agent_add_sync_point(const rankscope::SyncPoint* point);
+// Stops capture, writes everything held, closes the shard with its end
+// record. Returns false (with the reason on stderr) if the shard is not
+// complete. Later calls do nothing and return the first result.
+RANKSCOPE_AGENT_API bool rankscope_agent_finish();
+// The shard's path, or "" when this process does not capture.
+RANKSCOPE_AGENT_API const char* rankscope_agent_shard_path();
+// Disables capture on this rank with one line on stderr naming the reason.
+RANKSCOPE_AGENT_API void rankscope_agent_disable(const char* reason);

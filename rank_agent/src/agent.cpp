@@ -1,0 +1,489 @@
+// The capture library's life: it starts when loaded into the process that
+// `rankscope run` names, writes the rank's shard from a background thread,
+// and finishes at MPI_Finalize (through the MPI shim) or at exit.
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "capture_source.h"
+#include "recorder.h"
+#include "rankscope/agent.h"
+#include "rankscope/clocksync.h"
+#include "rankscope/error.h"
+#include "rankscope/shard.h"
+#include "rankscope/version.h"
+
+namespace rankscope::agent {
+namespace {
+
+
+int64_t wall_now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+template <typename Int>
+Int env_int(const char* name, Int fallback) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  Int value{};
+  const auto [end, ec] = std::from_chars(text, text + std::strlen(text), value);
+  return ec == std::errc() && *end == '\0' ? value : fallback;
+}
+
+uint32_t parse_capture(const char* text) {
+  if (!text) return kCaptureMpi | kCaptureNvtx;
+  uint32_t bits = 0;
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (item == "mpi") bits |= kCaptureMpi;
+    else if (item == "nvtx") bits |= kCaptureNvtx;
+    else if (item == "cuda") bits |= kCaptureCuda;
+    else if (item == "nccl") bits |= kCaptureNccl;
+  }
+  return bits;
+}
+
+bool make_directories(const std::string& path) {
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string prefix = path.substr(0, slash);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) return false;
+    if (slash == std::string::npos) return true;
+  }
+}
+
+// Set by the termination handler; the flusher then closes the shard and says so.
+volatile sig_atomic_t g_terminating_signal = 0;
+volatile sig_atomic_t g_closed_after_signal = 0;
+
+class Agent {
+ public:
+  static constexpr uint32_t kMaxSyncPoints = 4096;
+
+  // Starts capture if this process is the one `rankscope run` launched;
+  // nullptr otherwise, or with a message when something is wrong.
+  static Agent* start_from_environment();
+  // Starts the requested capture sources and the flusher; once the agent is
+  // reachable, as the sources use it.
+  void start_capture();
+
+  bool capturing(uint32_t source) const { return (capture_.load(std::memory_order_relaxed) & source) != 0; }
+  int64_t now() const { return clock_.now_ns(); }
+  Recorder& recorder() { return recorder_; }
+  const std::string& shard_path() const { return shard_path_; }
+  bool in_this_process() const { return ::getpid() == pid_; }
+
+  void disable(const std::string& reason);
+  void set_placement(int32_t world_size, int32_t local_rank, int32_t local_size, int32_t node_id);
+  void add_sync_point(const SyncPoint& point);
+  bool finish();
+  void stop_after_fork() { capture_.store(0, std::memory_order_relaxed); }
+  // From a signal handler: only async-signal-safe work.
+  void wake_flusher() const {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t written = ::write(wake_fd_, &one, sizeof(one));
+  }
+  void note_name_dropped() { names_dropped_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  bool open(std::string& why_not);
+  void flusher_loop();
+  void flush_once(bool final_flush);
+  Counters counters() const;
+  void report(const std::string& line) const {
+    std::fprintf(stderr, "rankscope agent: rank %d: %s\n", rank_, line.c_str());
+  }
+
+  std::atomic<uint32_t> capture_{0};
+  uint32_t requested_ = 0;
+  int32_t rank_ = 0;
+  pid_t pid_ = 0;
+  uint64_t buffer_bytes_ = 0;
+  int flush_ms_ = 200;
+  clocksync::Clock clock_;
+  Recorder recorder_;
+  std::vector<CaptureSource*> started_sources_;
+
+  // The flusher thread owns the writer and what it has written so far.
+  ShardWriter writer_;
+  std::string shard_path_;
+  uint32_t strings_written_ = 0;
+  uint32_t tracks_written_ = 0;
+  uint32_t sync_points_written_ = 0;
+  int64_t counters_written_at_ = 0;
+  bool write_failed_ = false;
+  std::vector<std::pair<uint32_t, std::string_view>> string_batch_;
+  std::vector<Track> track_batch_;
+
+  SyncPoint sync_points_[kMaxSyncPoints];
+  std::atomic<uint32_t> sync_points_ready_{0};
+  std::mutex sync_points_mutex_;  // between callers of add_sync_point, never on the hot path
+
+  mutable std::mutex metadata_mutex_;
+  RankMetadata metadata_;
+  bool metadata_changed_ = false;
+
+  std::atomic<uint64_t> events_unwritten_{0};
+  std::atomic<uint64_t> names_dropped_{0};
+  std::atomic<uint64_t> agent_errors_{0};
+  uint64_t shard_write_errors_ = 0;
+  uint64_t sources_off_ = 0;
+
+  std::thread flusher_;
+  int wake_fd_ = -1;  // an eventfd: writable from a signal handler, unlike a condition variable
+  std::atomic<bool> stopping_{false};
+
+  std::once_flag finish_once_;
+  bool finish_result_ = false;
+};
+
+std::atomic<Agent*> g_agent{nullptr};
+
+Agent* Agent::start_from_environment() {
+  const char* dir = std::getenv(kEnvShardDir);
+  if (!dir || !*dir) return nullptr;
+  // Only the process `rankscope run` started (or execed into) captures; its
+  // children see the same environment and stay quiet.
+  if (env_int<long>(kEnvAgentPid, -1) != static_cast<long>(::getpid())) return nullptr;
+
+  auto* agent = new Agent();
+  agent->pid_ = ::getpid();
+  agent->rank_ = env_int<int32_t>(kEnvRank, 0);
+  agent->requested_ = parse_capture(std::getenv(kEnvCapture));
+  agent->buffer_bytes_ = env_int<uint64_t>(kEnvBufferMb, 64) << 20;
+  agent->flush_ms_ = std::max(10, env_int<int>(kEnvFlushMs, 200));
+  agent->shard_path_ = dir;
+  std::string why_not;
+  if (!agent->open(why_not)) {
+    agent->report("capture disabled: " + why_not);
+    delete agent;
+    return nullptr;
+  }
+  return agent;
+}
+
+bool Agent::open(std::string& why_not) {
+  try {
+    clock_ = clocksync::Clock::for_rank(rank_);
+  } catch (const Error& e) {
+    why_not = e.what();
+    return false;
+  }
+  clocksync::set_process_clock(clock_);
+  if (!recorder_.init(buffer_bytes_)) {
+    why_not = "cannot map " + std::to_string(buffer_bytes_ >> 20) + " MiB of event buffers";
+    return false;
+  }
+  if (!make_directories(shard_path_)) {
+    why_not = "cannot create the shard folder " + shard_path_ + ": " + errno_text(errno);
+    return false;
+  }
+  char name[32];
+  std::snprintf(name, sizeof(name), "/rank-%05d.shard", rank_);
+  shard_path_ += name;
+
+  RankMetadata& m = metadata_;
+  m.rank = rank_;
+  m.world_size = env_int<int32_t>(kEnvWorldSize, 1);
+  m.local_rank = env_int<int32_t>(kEnvLocalRank, -1);
+  m.local_size = env_int<int32_t>(kEnvLocalSize, 0);
+  m.node_id = env_int<int32_t>(kEnvNodeId, -1);
+  m.pid = pid_;
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  m.host = host;
+  const char* launcher = std::getenv(kEnvLauncher);
+  m.launcher = launcher ? launcher : "";
+  m.agent_version = kRankscopeVersion;
+  const char* capture = std::getenv(kEnvCapture);
+  const char* mode = std::getenv(kEnvMode);
+  m.capture = std::string(capture ? capture : "mpi,nvtx") + " mode=" + (mode ? mode : "inprocess") +
+              " buffer_mb=" + std::to_string(buffer_bytes_ >> 20);
+  m.start_wall_ns = wall_now_ns();
+  m.start_local_ns = clock_.now_ns();
+  if (!writer_.open(shard_path_, m, m.start_local_ns)) {
+    why_not = writer_.error();
+    return false;
+  }
+  return true;
+}
+
+void Agent::start_capture() {
+  uint32_t capture_bits = requested_;
+  uint32_t built = kCaptureMpi;  // the MPI shim's, when it is loaded
+  for (CaptureSource* source : built_capture_sources()) built |= source->bit();
+  if (const uint32_t missing = requested_ & ~built) {
+    capture_bits &= built;
+    ++sources_off_;
+    report("this rankscope was built without " + std::string(missing & kCaptureNvtx ? "NVTX " : "") +
+           (missing & kCaptureCuda ? "CUDA " : "") + (missing & kCaptureNccl ? "NCCL " : "") +
+           "capture (configure with the CUDA toolkit present); capturing the rest");
+  }
+  for (CaptureSource* source : built_capture_sources()) {
+    if (!(requested_ & source->bit())) continue;
+    std::string source_why_not;
+    if (source->start(source_why_not)) {
+      started_sources_.push_back(source);
+    } else {
+      capture_bits &= ~source->bit();
+      ++sources_off_;
+      report(std::string(source->name()) + " capture is off: " + source_why_not);
+    }
+  }
+  capture_.store(capture_bits, std::memory_order_release);
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  flusher_ = std::thread([this] { flusher_loop(); });
+}
+
+void Agent::disable(const std::string& reason) {
+  if (capture_.exchange(0) != 0) report("capture disabled: " + reason);
+  agent_errors_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Agent::set_placement(int32_t world_size, int32_t local_rank, int32_t local_size, int32_t node_id) {
+  std::lock_guard lock(metadata_mutex_);
+  metadata_.world_size = world_size;
+  metadata_.local_rank = local_rank;
+  metadata_.local_size = local_size;
+  metadata_.node_id = node_id;
+  metadata_changed_ = true;
+}
+
+void Agent::add_sync_point(const SyncPoint& point) {
+  std::lock_guard lock(sync_points_mutex_);
+  const uint32_t n = sync_points_ready_.load(std::memory_order_relaxed);
+  if (n == kMaxSyncPoints) return;  // the model has plenty; later ones add nothing it needs
+  sync_points_[n] = point;
+  sync_points_ready_.store(n + 1, std::memory_order_release);
+}
+
+Counters Agent::counters() const {
+  Counters c;
+  c.set(counter::kEventsDropped, recorder_.dropped());
+  c.set(counter::kAgentErrors, agent_errors_.load(std::memory_order_relaxed));
+  c.set(counter::kShardWriteErrors, shard_write_errors_);
+  c.set(counter::kEventsUnwritten, events_unwritten_.load(std::memory_order_relaxed));
+  c.set(counter::kNamesDropped, names_dropped_.load(std::memory_order_relaxed));
+  c.set(counter::kSourcesOff, sources_off_);
+  c.set(counter::kTerminatedBySignal, static_cast<uint64_t>(g_terminating_signal));
+  return c;
+}
+
+void Agent::flush_once(bool final_flush) {
+  const auto failed = [&] {
+    ++shard_write_errors_;
+    if (!write_failed_) {
+      write_failed_ = true;
+      report("writing the shard failed: " + writer_.error() +
+             "; what was written before is kept, events from now on are dropped");
+    }
+  };
+  // Names and tracks before the events, so that a write failing among the
+  // events keeps the names of those written; and after them, for the names
+  // interned while this batch was recorded.
+  const auto write_names = [&] {
+    const int64_t now = clock_.now_ns();
+    string_batch_.clear();
+    const uint32_t strings_end = recorder_.strings().collect(strings_written_, string_batch_);
+    if (!string_batch_.empty() && !writer_.write_strings(string_batch_, now)) return false;
+    strings_written_ = strings_end;
+    track_batch_.clear();
+    const uint32_t tracks_end = recorder_.tracks().collect(tracks_written_, track_batch_);
+    if (!track_batch_.empty() && !writer_.write_tracks(track_batch_, now)) return false;
+    tracks_written_ = tracks_end;
+    return true;
+  };
+  if (!write_failed_ && !write_names()) failed();
+  recorder_.drain([&](std::span<Event> events) {
+    if (write_failed_ || !writer_.write_events(events)) {
+      if (!write_failed_) failed();
+      events_unwritten_.fetch_add(events.size(), std::memory_order_relaxed);
+    }
+  });
+  if (write_failed_) return;
+  if (!write_names()) return failed();
+  const int64_t now = clock_.now_ns();
+
+  const uint32_t sync_end = sync_points_ready_.load(std::memory_order_acquire);
+  if (sync_end > sync_points_written_ &&
+      !writer_.write_sync_points({sync_points_ + sync_points_written_, sync_end - sync_points_written_}, now)) {
+    return failed();
+  }
+  sync_points_written_ = sync_end;
+
+  {
+    std::lock_guard lock(metadata_mutex_);
+    if (metadata_changed_ && !writer_.write_metadata(metadata_, now)) return failed();
+    metadata_changed_ = false;
+  }
+  // Counters now and then, so a rank that dies keeps most of them.
+  if (!final_flush && now - counters_written_at_ > 1'000'000'000) {
+    if (!writer_.write_counters(counters(), now)) return failed();
+    counters_written_at_ = now;
+  }
+}
+
+void Agent::flusher_loop() {
+  pthread_setname_np(pthread_self(), "rankscope-flush");
+  // Signals go to the application's threads: the termination handler waits
+  // for this thread, so it must never run here.
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  pollfd wake{wake_fd_, POLLIN, 0};
+  while (!stopping_.load(std::memory_order_acquire)) {
+    if (::poll(&wake, 1, flush_ms_) > 0) {
+      uint64_t count = 0;
+      [[maybe_unused]] const ssize_t got = ::read(wake_fd_, &count, sizeof(count));
+    }
+    if (g_terminating_signal != 0) {
+      finish();
+      g_closed_after_signal = 1;
+      return;
+    }
+    if (!stopping_.load(std::memory_order_acquire)) flush_once(false);
+  }
+}
+
+bool Agent::finish() {
+  std::call_once(finish_once_, [this] {
+    capture_.store(0, std::memory_order_release);
+    for (CaptureSource* source : started_sources_) source->stop();
+    stopping_.store(true, std::memory_order_release);
+    if (std::this_thread::get_id() != flusher_.get_id()) {
+      wake_flusher();
+      if (flusher_.joinable()) flusher_.join();
+    }
+    flush_once(true);
+    if (write_failed_) {
+      finish_result_ = false;
+      return;
+    }
+    finish_result_ = writer_.close(counters(), clock_.now_ns());
+    if (!finish_result_) report("closing the shard failed: " + writer_.error());
+  });
+  return finish_result_;
+}
+
+Agent* agent() { return g_agent.load(std::memory_order_acquire); }
+
+// mpirun ends the other ranks with SIGTERM when one rank dies. The agent
+// lets its flusher close the shard first (a second at most), then the
+// signal does what it would have done: those ranks' shards are whole, and
+// only the rank that really died shows as dead.
+void on_terminate(int signal_number) {
+  Agent* a = agent();
+  if (a && a->in_this_process() && g_terminating_signal == 0) {
+    g_terminating_signal = signal_number;
+    a->wake_flusher();
+    const timespec pause{0, 10'000'000};
+    for (int waited = 0; waited < 100 && !g_closed_after_signal; ++waited) ::nanosleep(&pause, nullptr);
+  }
+  ::signal(signal_number, SIG_DFL);
+  ::raise(signal_number);
+}
+
+// Only where the application left the default in place: its own handler stays its own.
+void handle_termination() {
+  for (const int signal_number : {SIGTERM, SIGINT}) {
+    struct sigaction current {};
+    if (::sigaction(signal_number, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;
+    struct sigaction handler {};
+    handler.sa_handler = on_terminate;
+    sigemptyset(&handler.sa_mask);
+    ::sigaction(signal_number, &handler, nullptr);
+  }
+}
+
+__attribute__((constructor)) void start_agent() {
+  Agent* started = Agent::start_from_environment();
+  if (!started) return;
+  g_agent.store(started, std::memory_order_release);
+  started->start_capture();
+  handle_termination();
+  pthread_atfork(nullptr, nullptr, [] {
+    // A forked child (a DataLoader worker) has no flusher and must not write
+    // its parent's shard.
+    if (Agent* a = agent()) a->stop_after_fork();
+  });
+  std::atexit([] {
+    if (Agent* a = agent(); a && a->in_this_process()) a->finish();
+  });
+}
+
+}  // namespace
+}  // namespace rankscope::agent
+
+using rankscope::agent::agent;
+
+bool rankscope_agent_capturing(uint32_t source) {
+  const auto* a = agent();
+  return a && a->capturing(source);
+}
+
+int64_t rankscope_agent_now() {
+  const auto* a = agent();
+  return a ? a->now() : rankscope::clocksync::raw_now_ns();
+}
+
+void rankscope_agent_record(const rankscope::Event* event) {
+  if (auto* a = agent()) a->recorder().record(*event);
+}
+
+uint32_t rankscope_agent_intern(const char* text, uint64_t length) {
+  auto* a = agent();
+  if (!a) return rankscope::agent::kNoName;
+  const uint32_t id = a->recorder().strings().intern(std::string_view(text, length));
+  if (id == rankscope::agent::kNoId) a->note_name_dropped();
+  return id;
+}
+
+uint32_t rankscope_agent_track(rankscope::TrackType type, uint64_t os_id, int16_t device, const char* name) {
+  auto* a = agent();
+  if (!a) return rankscope::agent::kNoId;
+  const uint32_t name_id = a->recorder().strings().intern(name);
+  return a->recorder().tracks().find_or_add(type, os_id, device, name_id == rankscope::agent::kNoId ? 0 : name_id);
+}
+
+void rankscope_agent_set_placement(int32_t world_size, int32_t local_rank, int32_t local_size, int32_t node_id) {
+  if (auto* a = agent()) a->set_placement(world_size, local_rank, local_size, node_id);
+}
+
+void rankscope_agent_add_sync_point(const rankscope::SyncPoint* point) {
+  if (auto* a = agent()) a->add_sync_point(*point);
+}
+
+bool rankscope_agent_finish() {
+  auto* a = agent();
+  return a && a->in_this_process() && a->finish();
+}
+
+const char* rankscope_agent_shard_path() {
+  const auto* a = agent();
+  return a ? a->shard_path().c_str() : "";
+}
+
+void rankscope_agent_disable(const char* reason) {
+  if (auto* a = agent()) a->disable(reason);
+}

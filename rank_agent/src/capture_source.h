@@ -1,0 +1,28 @@
+// The capture sources that live inside the capture library (NVTX, CUPTI,
+// NCCL's profiler plugin). Each is compiled in only when the build found what
+// it needs (cmake/CudaCapture.cmake); the agent starts the ones that are both
+// built and requested. MPI capture is the separate MPI shim.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace rankscope::agent {
+
+class CaptureSource {
+ public:
+  virtual ~CaptureSource() = default;
+  virtual uint32_t bit() const = 0;  // its CaptureBit (agent.h)
+  virtual const char* name() const = 0;
+  // Called once, when the agent starts with this source requested. False
+  // leaves the source off; `why_not` then says why, in one line.
+  virtual bool start(std::string& why_not) = 0;
+  // Called at finish, before the last flush: hand over what is still held.
+  virtual void stop() = 0;
+};
+
+// The sources this build has.
+std::span<CaptureSource* const> built_capture_sources();
+
+}  // namespace rankscope::agent

@@ -1,0 +1,1121 @@
+// The MPI shim: PMPI wrappers that record the application's MPI calls into
+// the rank agent, clock synchronisation inside MPI_Init and MPI_Finalize, and
+// the job's timeline written by every rank together at MPI_Finalize.
+//
+// Events (docs/format.md, "MPI events"):
+// - blocking collectives: kMpiCollective on the calling thread's track, with
+//   the communicator's hash, a sequence number per (communicator, operation),
+//   the collective's size in bytes as nccl-tests counts it, and the root's
+//   world rank;
+// - blocking point-to-point: kMpiP2p with the peer's world rank, the tag in
+//   `correlation_id`, and a sequence number per (communicator, sender,
+//   receiver, tag), so a send and its receive share (comm, seq);
+// - nonblocking operations: the post as a kMpiCall, and the operation from its
+//   post to the Wait or Test that completed it as a kMpiCollective or kMpiP2p
+//   on the communicator's track;
+// - other calls (Wait and Test families that complete something, Probe,
+//   communicator management, Init, Finalize): kMpiCall.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "id_table.h"
+#include "rankscope/agent.h"
+#include "rankscope/clocksync_mpi.h"
+#include "rankscope/error.h"
+#include "rankscope/merge.h"
+
+namespace rankscope::agent {
+namespace {
+
+// ------------------------------------------------------------- names ---
+
+#define RANKSCOPE_MPI_CALLS(X)                                                                          \
+  X(Init) X(Init_thread) X(Finalize) X(Barrier) X(Bcast) X(Reduce) X(Allreduce) X(Gather) X(Gatherv)  \
+  X(Allgather) X(Allgatherv) X(Scatter) X(Scatterv) X(Alltoall) X(Alltoallv) X(Alltoallw)             \
+  X(Reduce_scatter) X(Reduce_scatter_block) X(Scan) X(Exscan) X(Ibarrier) X(Ibcast) X(Ireduce)         \
+  X(Iallreduce) X(Igather) X(Iallgather) X(Iscatter) X(Ialltoall) X(Ireduce_scatter_block) X(Send)     \
+  X(Ssend) X(Bsend) X(Rsend) X(Recv) X(Sendrecv) X(Sendrecv_replace) X(Isend) X(Issend) X(Ibsend)      \
+  X(Irsend) X(Irecv) X(Probe) X(Wait) X(Waitall) X(Waitany) X(Waitsome) X(Test) X(Testall) X(Testany)  \
+  X(Testsome) X(Comm_dup) X(Comm_split) X(Comm_split_type) X(Comm_create) X(Comm_create_group)         \
+  X(Comm_free)
+
+enum class Call : uint16_t {
+#define RANKSCOPE_CALL_ENUM(name) k##name,
+  RANKSCOPE_MPI_CALLS(RANKSCOPE_CALL_ENUM)
+#undef RANKSCOPE_CALL_ENUM
+  kCount
+};
+
+constexpr const char* kCallNames[] = {
+#define RANKSCOPE_CALL_NAME(name) "MPI_" #name,
+    RANKSCOPE_MPI_CALLS(RANKSCOPE_CALL_NAME)
+#undef RANKSCOPE_CALL_NAME
+};
+
+uint32_t g_call_names[static_cast<size_t>(Call::kCount)];
+
+// The agent's own MPI calls (clock sync, the merge, HDF5's MPI-IO) are not the application's.
+thread_local bool t_in_agent = false;
+class AgentScope {
+ public:
+  AgentScope() : was_(t_in_agent) { t_in_agent = true; }
+  ~AgentScope() { t_in_agent = was_; }
+
+ private:
+  bool was_;
+};
+
+bool capturing() { return !t_in_agent && rankscope_agent_capturing(kCaptureMpi); }
+int64_t now() { return rankscope_agent_now(); }
+
+// ----------------------------------------------------- communicators ---
+
+struct CommInfo {
+  uint64_t hash = 0;
+  uint32_t track = 0;
+  std::vector<int> world_ranks;  // communicator (remote group for intercommunicators) rank -> world rank
+  std::atomic<uint64_t> sequence[kCommOpCount] = {};
+  std::atomic<uint64_t> children{0};  // communicators made from this one so far
+
+  int world_rank(int rank) const {
+    return rank >= 0 && static_cast<size_t>(rank) < world_ranks.size() ? world_ranks[static_cast<size_t>(rank)] : kNoPeer;
+  }
+};
+
+int g_keyval = MPI_KEYVAL_INVALID;
+CommInfo* g_world = nullptr;
+MPI_Group g_world_group = MPI_GROUP_NULL;
+MPI_Comm g_agent_comm = MPI_COMM_NULL;
+int g_world_rank = 0;
+
+int delete_comm_info(MPI_Comm, int, void* value, void*) {
+  delete static_cast<CommInfo*>(value);
+  return MPI_SUCCESS;
+}
+
+// The world ranks of a communicator's members, and a hash of them that is the
+// same on every member.
+uint64_t membership(MPI_Comm comm, std::vector<int>& world_ranks) {
+  int inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  MPI_Group group;
+  if (inter) PMPI_Comm_remote_group(comm, &group);
+  else PMPI_Comm_group(comm, &group);
+  int size = 0;
+  PMPI_Group_size(group, &size);
+  std::vector<int> ranks(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) ranks[static_cast<size_t>(i)] = i;
+  world_ranks.assign(static_cast<size_t>(size), kNoPeer);
+  PMPI_Group_translate_ranks(group, size, ranks.data(), g_world_group, world_ranks.data());
+  PMPI_Group_free(&group);
+  return hash_bytes(reinterpret_cast<const char*>(world_ranks.data()), world_ranks.size() * sizeof(int));
+}
+
+CommInfo* register_comm(MPI_Comm comm, uint64_t hash, std::vector<int> world_ranks) {
+  auto* info = new CommInfo();
+  info->hash = hash;
+  info->world_ranks = std::move(world_ranks);
+  const std::string name = comm == MPI_COMM_WORLD ? std::string("MPI_COMM_WORLD")
+                                                  : "MPI comm " + std::to_string(hash & 0xFFFFFF) + " (" +
+                                                        std::to_string(info->world_ranks.size()) + " ranks)";
+  info->track = rankscope_agent_track(TrackType::kMpiComm, hash, -1, name.c_str());
+  if (comm != MPI_COMM_WORLD) PMPI_Comm_set_attr(comm, g_keyval, info);
+  return info;
+}
+
+// Communicators the shim did not see made (from calls it does not wrap) are
+// known by their members: equal on every member, shared by communicators
+// with the same members.
+CommInfo* info_for(MPI_Comm comm) {
+  if (comm == MPI_COMM_WORLD) return g_world;
+  void* value = nullptr;
+  int found = 0;
+  PMPI_Comm_get_attr(comm, g_keyval, &value, &found);
+  if (found) return static_cast<CommInfo*>(value);
+  std::vector<int> world_ranks;
+  const uint64_t hash = membership(comm, world_ranks);
+  return register_comm(comm, mix64(hash), std::move(world_ranks));
+}
+
+// A communicator made from `parent`: its identity mixes the parent's, how
+// many the parent had made before (the same on every rank, as creation is
+// collective), and its members (which tell apart the pieces of one split).
+void note_new_comm(MPI_Comm parent, MPI_Comm made, uint64_t discriminator) {
+  CommInfo* parent_info = info_for(parent);
+  const uint64_t ordinal = parent_info->children.fetch_add(1, std::memory_order_relaxed);
+  if (made == MPI_COMM_NULL) return;
+  std::vector<int> world_ranks;
+  const uint64_t members = membership(made, world_ranks);
+  register_comm(made, mix64(parent_info->hash ^ mix64(ordinal * 0x9E3779B97F4A7C15ull + discriminator) ^ members),
+                std::move(world_ranks));
+}
+
+// ---------------------------------------------------------- datatypes ---
+
+DataType data_type_of(MPI_Datatype type) {
+  if (type == MPI_FLOAT) return DataType::kFloat32;
+  if (type == MPI_DOUBLE) return DataType::kFloat64;
+  if (type == MPI_INT || type == MPI_INT32_T) return DataType::kInt32;
+  if (type == MPI_UNSIGNED || type == MPI_UINT32_T) return DataType::kUint32;
+  if (type == MPI_LONG || type == MPI_LONG_LONG || type == MPI_INT64_T) return DataType::kInt64;
+  if (type == MPI_UNSIGNED_LONG || type == MPI_UNSIGNED_LONG_LONG || type == MPI_UINT64_T) return DataType::kUint64;
+  if (type == MPI_CHAR || type == MPI_SIGNED_CHAR || type == MPI_INT8_T) return DataType::kInt8;
+  if (type == MPI_BYTE || type == MPI_UNSIGNED_CHAR || type == MPI_UINT8_T) return DataType::kUint8;
+  return DataType::kOther;
+}
+
+uint64_t bytes_of(int count, MPI_Datatype type) {
+  int size = 0;
+  if (type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS || count < 0) return 0;
+  return uint64_t(count) * uint64_t(size);
+}
+
+uint64_t total_bytes(const int counts[], MPI_Comm comm, MPI_Datatype type) {
+  int size = 0;
+  PMPI_Comm_size(comm, &size);
+  int64_t total = 0;
+  for (int i = 0; i < size; ++i) total += counts[i];
+  return bytes_of(1, type) * static_cast<uint64_t>(total);
+}
+
+int comm_size(MPI_Comm comm) {
+  int size = 0;
+  PMPI_Comm_size(comm, &size);
+  return size;
+}
+
+// ------------------------------------------------------------- events ---
+
+Event make_event(EventKind kind, Call call, int64_t begin, int64_t end) {
+  Event e{};
+  e.begin_ns = begin;
+  e.end_ns = end;
+  e.kind = kind;
+  e.name_id = g_call_names[static_cast<size_t>(call)];
+  e.track = kThreadTrack;
+  e.peer = kNoPeer;
+  return e;
+}
+
+void record_call(Call call, int64_t begin) {
+  const Event e = make_event(EventKind::kMpiCall, call, begin, now());
+  rankscope_agent_record(&e);
+}
+
+struct CollectiveShape {
+  CommOp op;
+  uint64_t bytes;
+  MPI_Datatype type;
+  int root;  // in the communicator; -1 for none
+};
+
+Event collective_event(Call call, int64_t begin, int64_t end, MPI_Comm comm, const CollectiveShape& shape) {
+  CommInfo* info = info_for(comm);
+  Event e = make_event(EventKind::kMpiCollective, call, begin, end);
+  e.op = shape.op;
+  e.comm_hash = info->hash;
+  e.seq = info->sequence[static_cast<size_t>(shape.op)].fetch_add(1, std::memory_order_relaxed);
+  e.bytes = shape.bytes;
+  e.datatype = data_type_of(shape.type);
+  e.peer = shape.root >= 0 ? info->world_rank(shape.root) : kNoPeer;
+  return e;
+}
+
+// Message order per (communicator, sender, receiver, tag): what a receive
+// shares with its send.
+class MessageCounters {
+ public:
+  static constexpr uint32_t kMaxKeys = 1 << 16;
+  MessageCounters() : ids_(kMaxKeys * 2, kMaxKeys), keys_(new Key[kMaxKeys]), counts_(new std::atomic<uint64_t>[kMaxKeys]()) {}
+
+  uint64_t next(uint64_t comm, int sender, int receiver, int tag) {
+    const Key key{comm, sender, receiver, tag};
+    const uint64_t hash = mix64(comm ^ mix64((uint64_t(uint32_t(sender)) << 32 | uint32_t(receiver)) ^ mix64(uint32_t(tag))));
+    const uint32_t id = ids_.find_or_add(
+        hash, [&](uint32_t i) { return keys_[i] == key; },
+        [&](uint32_t i) {
+          keys_[i] = key;
+          return true;
+        });
+    return id == kNoId ? UINT64_MAX : counts_[id].fetch_add(1, std::memory_order_relaxed);
+  }
+
+ private:
+  struct Key {
+    uint64_t comm;
+    int sender, receiver, tag;
+    bool operator==(const Key&) const = default;
+  };
+  ConcurrentIdTable ids_;
+  std::unique_ptr<Key[]> keys_;
+  std::unique_ptr<std::atomic<uint64_t>[]> counts_;
+};
+MessageCounters* g_messages = nullptr;
+
+// A point-to-point message between this rank and `peer` (communicator rank).
+Event p2p_event(Call call, int64_t begin, int64_t end, CommInfo* info, CommOp op, int peer, int tag, uint64_t bytes,
+                MPI_Datatype type) {
+  Event e = make_event(EventKind::kMpiP2p, call, begin, end);
+  e.op = op;
+  e.comm_hash = info->hash;
+  e.peer = info->world_rank(peer);
+  e.correlation_id = static_cast<uint32_t>(tag);
+  e.bytes = bytes;
+  e.datatype = data_type_of(type);
+  const bool sending = op == CommOp::kSend;
+  e.seq = g_messages->next(info->hash, sending ? g_world_rank : e.peer, sending ? e.peer : g_world_rank, tag);
+  return e;
+}
+
+void record_received(Call call, int64_t begin, int64_t end, MPI_Comm comm, const MPI_Status& status, MPI_Datatype type) {
+  if (status.MPI_SOURCE == MPI_PROC_NULL) return;
+  int count = 0;
+  PMPI_Get_count(&status, type, &count);
+  const Event e = p2p_event(call, begin, end, info_for(comm), CommOp::kRecv, status.MPI_SOURCE, status.MPI_TAG,
+                            count == MPI_UNDEFINED ? 0 : bytes_of(count, type), type);
+  rankscope_agent_record(&e);
+}
+
+// ----------------------------------------------- requests in flight ---
+
+// What a nonblocking post left for the Wait or Test that completes it.
+struct Pending {
+  int64_t begin;
+  CommInfo* comm;
+  Call call;
+  EventKind kind;
+  CommOp op;
+  int peer;  // communicator rank; MPI_ANY_SOURCE for receives until completion
+  int tag;
+  uint64_t bytes;
+  uint64_t seq;  // collectives: taken at the post, where the order is
+  MPI_Datatype type;
+};
+
+// Open addressing keyed by the request handle; a completed entry becomes a
+// tombstone that a later post may take. Posts and completions of one request
+// are ordered by the application, which hands the handle from one to the other.
+class RequestTable {
+ public:
+  static constexpr uint32_t kSlots = 1 << 15;
+  static constexpr uint32_t kMaxProbes = 64;
+
+  void put(MPI_Request request, const Pending& pending) {
+    const auto key = reinterpret_cast<uintptr_t>(request);
+    for (uint32_t probe = 0; probe < kMaxProbes; ++probe) {
+      Slot& slot = slots_[(mix64(key) + probe) & (kSlots - 1)];
+      uintptr_t seen = slot.key.load(std::memory_order_acquire);
+      if ((seen == kEmpty || seen == kTombstone) &&
+          slot.key.compare_exchange_strong(seen, kBusy, std::memory_order_acq_rel)) {
+        slot.pending = pending;
+        slot.key.store(key, std::memory_order_release);
+        return;
+      }
+    }
+    untracked_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  bool take(MPI_Request request, Pending& out) {
+    const auto key = reinterpret_cast<uintptr_t>(request);
+    for (uint32_t probe = 0; probe < kMaxProbes; ++probe) {
+      Slot& slot = slots_[(mix64(key) + probe) & (kSlots - 1)];
+      const uintptr_t seen = slot.key.load(std::memory_order_acquire);
+      if (seen == kEmpty) return false;
+      if (seen == key) {
+        out = slot.pending;
+        slot.key.store(kTombstone, std::memory_order_release);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  uint64_t untracked() const { return untracked_.load(std::memory_order_relaxed); }
+
+ private:
+  static constexpr uintptr_t kEmpty = 0, kTombstone = 1, kBusy = 2;
+  struct Slot {
+    std::atomic<uintptr_t> key{kEmpty};
+    Pending pending;
+  };
+  Slot slots_[kSlots];
+  std::atomic<uint64_t> untracked_{0};
+};
+RequestTable* g_requests = nullptr;
+
+// A nonblocking send or receive: the post now, the message at completion.
+void post(Call call, int64_t begin, MPI_Request request, CommInfo* info, CommOp op, int peer, int tag, uint64_t bytes,
+          MPI_Datatype type) {
+  record_call(call, begin);
+  g_requests->put(request, Pending{begin, info, call, EventKind::kMpiP2p, op, peer, tag, bytes, 0, type});
+}
+
+void post_collective(Call call, int64_t begin, MPI_Request* request, MPI_Comm comm, const CollectiveShape& shape) {
+  CommInfo* info = info_for(comm);
+  record_call(call, begin);
+  Pending pending{begin, info, call, EventKind::kMpiCollective, shape.op, shape.root, 0, shape.bytes, 0, shape.type};
+  pending.seq = info->sequence[static_cast<size_t>(shape.op)].fetch_add(1, std::memory_order_relaxed);
+  g_requests->put(*request, pending);
+}
+
+// The operation behind `request` is complete at `end`.
+void complete(MPI_Request request, const MPI_Status* status, int64_t end) {
+  Pending p;
+  if (request == MPI_REQUEST_NULL || !g_requests->take(request, p)) return;
+  Event e;
+  if (p.kind == EventKind::kMpiCollective) {
+    e = make_event(EventKind::kMpiCollective, p.call, p.begin, end);
+    e.op = p.op;
+    e.comm_hash = p.comm->hash;
+    e.seq = p.seq;
+    e.bytes = p.bytes;
+    e.datatype = data_type_of(p.type);
+    e.peer = p.peer >= 0 ? p.comm->world_rank(p.peer) : kNoPeer;
+  } else {
+    int peer = p.peer, tag = p.tag;
+    uint64_t bytes = p.bytes;
+    if (p.op == CommOp::kRecv && status) {
+      if (status->MPI_SOURCE == MPI_PROC_NULL) return;
+      peer = status->MPI_SOURCE;
+      tag = status->MPI_TAG;
+      int count = 0;
+      PMPI_Get_count(status, p.type, &count);
+      if (count != MPI_UNDEFINED) bytes = bytes_of(count, p.type);
+    }
+    if (peer < 0) return;  // a receive from any source whose status was not kept
+    e = p2p_event(p.call, p.begin, end, p.comm, p.op, peer, tag, bytes, p.type);
+  }
+  e.track = static_cast<uint16_t>(p.comm->track);
+  rankscope_agent_record(&e);
+}
+
+// Request handles and statuses copied before a Wait or Test overwrites them;
+// thread-local and grown only when a call passes more than ever before.
+struct CompletionScratch {
+  std::vector<MPI_Request> requests;
+  std::vector<MPI_Status> statuses;
+  void keep(int count, const MPI_Request* array) {
+    if (requests.size() < static_cast<size_t>(count)) {
+      requests.resize(static_cast<size_t>(count));
+      statuses.resize(static_cast<size_t>(count));
+    }
+    std::copy(array, array + count, requests.begin());
+  }
+};
+thread_local CompletionScratch t_scratch;
+
+// ------------------------------------------------------------- set-up ---
+
+bool g_started = false;
+
+void start_after_init() {
+  if (!rankscope_agent_capturing(kCaptureMpi) && rankscope_agent_shard_path()[0] == '\0') return;
+  AgentScope agent_calls;
+  for (size_t i = 0; i < static_cast<size_t>(Call::kCount); ++i) {
+    g_call_names[i] = rankscope_agent_intern(kCallNames[i], std::char_traits<char>::length(kCallNames[i]));
+  }
+  PMPI_Comm_dup(MPI_COMM_WORLD, &g_agent_comm);
+  PMPI_Comm_set_errhandler(g_agent_comm, MPI_ERRORS_RETURN);
+  PMPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
+  PMPI_Comm_group(MPI_COMM_WORLD, &g_world_group);
+  PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm_info, &g_keyval, nullptr);
+  g_messages = new MessageCounters();
+  g_requests = new RequestTable();
+  std::vector<int> world_ranks;
+  membership(MPI_COMM_WORLD, world_ranks);
+  g_world = register_comm(MPI_COMM_WORLD, mix64(0x776f726c64ull), std::move(world_ranks));
+
+  const clocksync::Placement where = clocksync::placement(g_agent_comm);
+  rankscope_agent_set_placement(where.world_size, where.local_rank, where.local_size, where.node_id);
+  g_started = true;
+}
+
+clocksync::ClockSynchronizer* g_sync = nullptr;
+
+void measure_clock() {
+  AgentScope agent_calls;
+  try {
+    if (!g_sync) g_sync = new clocksync::ClockSynchronizer(g_agent_comm, clocksync::Clock::for_rank(g_world_rank));
+    if (const auto point = g_sync->round()) rankscope_agent_add_sync_point(&*point);
+    else std::fprintf(stderr, "rankscope agent: rank %d: clock sync round failed: %s\n", g_world_rank, g_sync->error().c_str());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rankscope agent: rank %d: clock sync failed: %s\n", g_world_rank, e.what());
+  }
+}
+
+// Every rank closes its shard, then all write the timeline together.
+void write_timeline() {
+  AgentScope agent_calls;
+  const std::string shard = rankscope_agent_shard_path();
+  int complete = rankscope_agent_finish() ? 1 : 0, all_complete = 0;
+  PMPI_Allreduce(&complete, &all_complete, 1, MPI_INT, MPI_MIN, g_agent_comm);
+  const char* output = std::getenv(kEnvOutput);
+  const char* shard_dir = std::getenv(kEnvShardDir);
+  if (!output || !*output || !shard_dir) return;
+  if (!all_complete) {
+    if (g_world_rank == 0) {
+      std::fprintf(stderr, "rankscope: not every rank's shard is complete; the shards stay in %s for `rankscope merge`\n",
+                   shard_dir);
+    }
+    return;
+  }
+  try {
+    MergeOptions options;
+    options.inputs = {shard_dir};
+    options.output = output;
+    const MergeResult result = merge_shards(g_agent_comm, options);
+    if (g_world_rank == 0) {
+      for (const auto& problem : result.problems) std::fprintf(stderr, "rankscope: warning: %s\n", problem.c_str());
+      std::fprintf(stderr, "rankscope: timeline %s: %d ranks, %llu events (merged in %.2f s)\n", output,
+                   result.world_size, static_cast<unsigned long long>(result.events), result.seconds);
+    }
+    ::unlink(shard.c_str());
+    PMPI_Barrier(g_agent_comm);
+    if (g_world_rank == 0) ::rmdir(shard_dir);
+  } catch (const Error& e) {
+    if (g_world_rank == 0) {
+      std::fprintf(stderr, "rankscope: writing the timeline failed: %s; the shards stay in %s for `rankscope merge`\n",
+                   e.what(), shard_dir);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rankscope::agent
+
+// ------------------------------------------------------------ wrappers ---
+
+using namespace rankscope;
+using namespace rankscope::agent;
+
+#define RANKSCOPE_EXPORT extern "C" __attribute__((visibility("default")))
+
+RANKSCOPE_EXPORT int MPI_Init(int* argc, char*** argv) {
+  const int64_t begin = now();
+  const int rc = PMPI_Init(argc, argv);
+  if (rc == MPI_SUCCESS) {
+    start_after_init();
+    if (g_started) {
+      measure_clock();
+      record_call(Call::kInit, begin);
+    }
+  }
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  const int64_t begin = now();
+  const int rc = PMPI_Init_thread(argc, argv, required, provided);
+  if (rc == MPI_SUCCESS) {
+    start_after_init();
+    if (g_started) {
+      measure_clock();
+      record_call(Call::kInit_thread, begin);
+    }
+  }
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Finalize() {
+  if (g_started) {
+    const int64_t begin = now();
+    {
+      AgentScope agent_calls;
+      PMPI_Barrier(g_agent_comm);  // the application's last calls end before the last measurement
+    }
+    record_call(Call::kFinalize, begin);
+    measure_clock();
+    write_timeline();
+    AgentScope agent_calls;
+    delete g_sync;
+    g_sync = nullptr;
+    PMPI_Comm_free(&g_agent_comm);
+    PMPI_Group_free(&g_world_group);
+    g_started = false;
+  }
+  return PMPI_Finalize();
+}
+
+namespace {
+
+// A blocking collective: time it, then record it with its shape.
+template <typename Run>
+int blocking(Call call, MPI_Comm comm, Run&& run, const CollectiveShape& shape) {
+  const int64_t begin = now();
+  const int rc = run();
+  const Event e = collective_event(call, begin, now(), comm, shape);
+  rankscope_agent_record(&e);
+  return rc;
+}
+
+template <typename Run>
+int nonblocking(Call call, MPI_Comm comm, MPI_Request* request, Run&& run, const CollectiveShape& shape) {
+  const int64_t begin = now();
+  const int rc = run();
+  if (rc == MPI_SUCCESS) post_collective(call, begin, request, comm, shape);
+  return rc;
+}
+
+}  // namespace
+
+#define RANKSCOPE_PASS_THROUGH(call) \
+  if (!capturing()) return call
+
+RANKSCOPE_EXPORT int MPI_Barrier(MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Barrier(comm));
+  return blocking(Call::kBarrier, comm, [&] { return PMPI_Barrier(comm); }, {CommOp::kBarrier, 0, MPI_DATATYPE_NULL, -1});
+}
+
+RANKSCOPE_EXPORT int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Bcast(buffer, count, type, root, comm));
+  return blocking(Call::kBcast, comm, [&] { return PMPI_Bcast(buffer, count, type, root, comm); },
+                  {CommOp::kBroadcast, bytes_of(count, type), type, root});
+}
+
+RANKSCOPE_EXPORT int MPI_Reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root,
+                                MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Reduce(send, recv, count, type, op, root, comm));
+  return blocking(Call::kReduce, comm, [&] { return PMPI_Reduce(send, recv, count, type, op, root, comm); },
+                  {CommOp::kReduce, bytes_of(count, type), type, root});
+}
+
+RANKSCOPE_EXPORT int MPI_Allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
+                                   MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Allreduce(send, recv, count, type, op, comm));
+  return blocking(Call::kAllreduce, comm, [&] { return PMPI_Allreduce(send, recv, count, type, op, comm); },
+                  {CommOp::kAllReduce, bytes_of(count, type), type, -1});
+}
+
+RANKSCOPE_EXPORT int MPI_Gather(const void* send, int send_count, MPI_Datatype send_type, void* recv, int recv_count,
+                                MPI_Datatype recv_type, int root, MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Gather(send, send_count, send_type, recv, recv_count, recv_type, root, comm));
+  return blocking(Call::kGather, comm,
+                  [&] { return PMPI_Gather(send, send_count, send_type, recv, recv_count, recv_type, root, comm); },
+                  {CommOp::kGather, bytes_of(send_count, send_type) * uint64_t(comm_size(comm)), send_type, root});
+}
+
+RANKSCOPE_EXPORT int MPI_Gatherv(const void* send, int send_count, MPI_Datatype send_type, void* recv,
+                                 const int recv_counts[], const int displs[], MPI_Datatype recv_type, int root,
+                                 MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Gatherv(send, send_count, send_type, recv, recv_counts, displs, recv_type, root, comm));
+  return blocking(Call::kGatherv, comm,
+                  [&] { return PMPI_Gatherv(send, send_count, send_type, recv, recv_counts, displs, recv_type, root, comm); },
+                  {CommOp::kGather, bytes_of(send_count, send_type), send_type, root});
+}
+
+RANKSCOPE_EXPORT int MPI_Allgather(const void* send, int send_count, MPI_Datatype send_type, void* recv,
+                                   int recv_count, MPI_Datatype recv_type, MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Allgather(send, send_count, send_type, recv, recv_count, recv_type, comm));
+  return blocking(Call::kAllgather, comm,
+                  [&] { return PMPI_Allgather(send, send_count, send_type, recv, recv_count, recv_type, comm); },
+                  {CommOp::kAllGather, bytes_of(recv_count, recv_type) * uint64_t(comm_size(comm)), recv_type, -1});
+}
+
+RANKSCOPE_EXPORT int MPI_Allgatherv(const void* send, int send_count, MPI_Datatype send_type, void* recv,
+                                    const int recv_counts[], const int displs[], MPI_Datatype recv_type,
+                                    MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Allgatherv(send, send_count, send_type, recv, recv_counts, displs, recv_type, comm));
+  return blocking(Call::kAllgatherv, comm,
+                  [&] { return PMPI_Allgatherv(send, send_count, send_type, recv, recv_counts, displs, recv_type, comm); },
+                  {CommOp::kAllGather, total_bytes(recv_counts, comm, recv_type), recv_type, -1});
+}
+
+RANKSCOPE_EXPORT int MPI_Scatter(const void* send, int send_count, MPI_Datatype send_type, void* recv, int recv_count,
+                                 MPI_Datatype recv_type, int root, MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Scatter(send, send_count, send_type, recv, recv_count, recv_type, root, comm));
+  return blocking(Call::kScatter, comm,
+                  [&] { return PMPI_Scatter(send, send_count, send_type, recv, recv_count, recv_type, root, comm); },
+                  {CommOp::kScatter, bytes_of(recv_count, recv_type) * uint64_t(comm_size(comm)), recv_type, root});
+}
+
+RANKSCOPE_EXPORT int MPI_Scatterv(const void* send, const int send_counts[], const int displs[],
+                                  MPI_Datatype send_type, void* recv, int recv_count, MPI_Datatype recv_type, int root,
+                                  MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Scatterv(send, send_counts, displs, send_type, recv, recv_count, recv_type, root, comm));
+  return blocking(Call::kScatterv, comm,
+                  [&] { return PMPI_Scatterv(send, send_counts, displs, send_type, recv, recv_count, recv_type, root, comm); },
+                  {CommOp::kScatter, bytes_of(recv_count, recv_type), recv_type, root});
+}
+
+RANKSCOPE_EXPORT int MPI_Alltoall(const void* send, int send_count, MPI_Datatype send_type, void* recv,
+                                  int recv_count, MPI_Datatype recv_type, MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Alltoall(send, send_count, send_type, recv, recv_count, recv_type, comm));
+  return blocking(Call::kAlltoall, comm,
+                  [&] { return PMPI_Alltoall(send, send_count, send_type, recv, recv_count, recv_type, comm); },
+                  {CommOp::kAllToAll, bytes_of(send_count, send_type) * uint64_t(comm_size(comm)), send_type, -1});
+}
+
+RANKSCOPE_EXPORT int MPI_Alltoallv(const void* send, const int send_counts[], const int send_displs[],
+                                   MPI_Datatype send_type, void* recv, const int recv_counts[],
+                                   const int recv_displs[], MPI_Datatype recv_type, MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Alltoallv(send, send_counts, send_displs, send_type, recv, recv_counts, recv_displs,
+                                        recv_type, comm));
+  return blocking(Call::kAlltoallv, comm,
+                  [&] {
+                    return PMPI_Alltoallv(send, send_counts, send_displs, send_type, recv, recv_counts, recv_displs,
+                                          recv_type, comm);
+                  },
+                  {CommOp::kAllToAll, total_bytes(send_counts, comm, send_type), send_type, -1});
+}
+
+RANKSCOPE_EXPORT int MPI_Alltoallw(const void* send, const int send_counts[], const int send_displs[],
+                                   const MPI_Datatype send_types[], void* recv, const int recv_counts[],
+                                   const int recv_displs[], const MPI_Datatype recv_types[], MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Alltoallw(send, send_counts, send_displs, send_types, recv, recv_counts, recv_displs,
+                                        recv_types, comm));
+  uint64_t bytes = 0;
+  for (int i = 0, n = comm_size(comm); i < n; ++i) bytes += bytes_of(send_counts[i], send_types[i]);
+  return blocking(Call::kAlltoallw, comm,
+                  [&] {
+                    return PMPI_Alltoallw(send, send_counts, send_displs, send_types, recv, recv_counts, recv_displs,
+                                          recv_types, comm);
+                  },
+                  {CommOp::kAllToAll, bytes, MPI_DATATYPE_NULL, -1});
+}
+
+RANKSCOPE_EXPORT int MPI_Reduce_scatter(const void* send, void* recv, const int recv_counts[], MPI_Datatype type,
+                                        MPI_Op op, MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Reduce_scatter(send, recv, recv_counts, type, op, comm));
+  return blocking(Call::kReduce_scatter, comm, [&] { return PMPI_Reduce_scatter(send, recv, recv_counts, type, op, comm); },
+                  {CommOp::kReduceScatter, total_bytes(recv_counts, comm, type), type, -1});
+}
+
+RANKSCOPE_EXPORT int MPI_Reduce_scatter_block(const void* send, void* recv, int recv_count, MPI_Datatype type,
+                                              MPI_Op op, MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Reduce_scatter_block(send, recv, recv_count, type, op, comm));
+  return blocking(Call::kReduce_scatter_block, comm,
+                  [&] { return PMPI_Reduce_scatter_block(send, recv, recv_count, type, op, comm); },
+                  {CommOp::kReduceScatter, bytes_of(recv_count, type) * uint64_t(comm_size(comm)), type, -1});
+}
+
+RANKSCOPE_EXPORT int MPI_Scan(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Scan(send, recv, count, type, op, comm));
+  return blocking(Call::kScan, comm, [&] { return PMPI_Scan(send, recv, count, type, op, comm); },
+                  {CommOp::kScan, bytes_of(count, type), type, -1});
+}
+
+RANKSCOPE_EXPORT int MPI_Exscan(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Exscan(send, recv, count, type, op, comm));
+  return blocking(Call::kExscan, comm, [&] { return PMPI_Exscan(send, recv, count, type, op, comm); },
+                  {CommOp::kExscan, bytes_of(count, type), type, -1});
+}
+
+// ------------------------------------------- nonblocking collectives ---
+
+RANKSCOPE_EXPORT int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Ibarrier(comm, request));
+  return nonblocking(Call::kIbarrier, comm, request, [&] { return PMPI_Ibarrier(comm, request); },
+                     {CommOp::kBarrier, 0, MPI_DATATYPE_NULL, -1});
+}
+
+RANKSCOPE_EXPORT int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm,
+                                MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Ibcast(buffer, count, type, root, comm, request));
+  return nonblocking(Call::kIbcast, comm, request, [&] { return PMPI_Ibcast(buffer, count, type, root, comm, request); },
+                     {CommOp::kBroadcast, bytes_of(count, type), type, root});
+}
+
+RANKSCOPE_EXPORT int MPI_Ireduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root,
+                                 MPI_Comm comm, MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Ireduce(send, recv, count, type, op, root, comm, request));
+  return nonblocking(Call::kIreduce, comm, request,
+                     [&] { return PMPI_Ireduce(send, recv, count, type, op, root, comm, request); },
+                     {CommOp::kReduce, bytes_of(count, type), type, root});
+}
+
+RANKSCOPE_EXPORT int MPI_Iallreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
+                                    MPI_Comm comm, MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Iallreduce(send, recv, count, type, op, comm, request));
+  return nonblocking(Call::kIallreduce, comm, request,
+                     [&] { return PMPI_Iallreduce(send, recv, count, type, op, comm, request); },
+                     {CommOp::kAllReduce, bytes_of(count, type), type, -1});
+}
+
+RANKSCOPE_EXPORT int MPI_Igather(const void* send, int send_count, MPI_Datatype send_type, void* recv, int recv_count,
+                                 MPI_Datatype recv_type, int root, MPI_Comm comm, MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Igather(send, send_count, send_type, recv, recv_count, recv_type, root, comm, request));
+  return nonblocking(
+      Call::kIgather, comm, request,
+      [&] { return PMPI_Igather(send, send_count, send_type, recv, recv_count, recv_type, root, comm, request); },
+      {CommOp::kGather, bytes_of(send_count, send_type) * uint64_t(comm_size(comm)), send_type, root});
+}
+
+RANKSCOPE_EXPORT int MPI_Iallgather(const void* send, int send_count, MPI_Datatype send_type, void* recv,
+                                    int recv_count, MPI_Datatype recv_type, MPI_Comm comm, MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Iallgather(send, send_count, send_type, recv, recv_count, recv_type, comm, request));
+  return nonblocking(
+      Call::kIallgather, comm, request,
+      [&] { return PMPI_Iallgather(send, send_count, send_type, recv, recv_count, recv_type, comm, request); },
+      {CommOp::kAllGather, bytes_of(recv_count, recv_type) * uint64_t(comm_size(comm)), recv_type, -1});
+}
+
+RANKSCOPE_EXPORT int MPI_Iscatter(const void* send, int send_count, MPI_Datatype send_type, void* recv,
+                                  int recv_count, MPI_Datatype recv_type, int root, MPI_Comm comm,
+                                  MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Iscatter(send, send_count, send_type, recv, recv_count, recv_type, root, comm, request));
+  return nonblocking(
+      Call::kIscatter, comm, request,
+      [&] { return PMPI_Iscatter(send, send_count, send_type, recv, recv_count, recv_type, root, comm, request); },
+      {CommOp::kScatter, bytes_of(recv_count, recv_type) * uint64_t(comm_size(comm)), recv_type, root});
+}
+
+RANKSCOPE_EXPORT int MPI_Ialltoall(const void* send, int send_count, MPI_Datatype send_type, void* recv,
+                                   int recv_count, MPI_Datatype recv_type, MPI_Comm comm, MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Ialltoall(send, send_count, send_type, recv, recv_count, recv_type, comm, request));
+  return nonblocking(
+      Call::kIalltoall, comm, request,
+      [&] { return PMPI_Ialltoall(send, send_count, send_type, recv, recv_count, recv_type, comm, request); },
+      {CommOp::kAllToAll, bytes_of(send_count, send_type) * uint64_t(comm_size(comm)), send_type, -1});
+}
+
+RANKSCOPE_EXPORT int MPI_Ireduce_scatter_block(const void* send, void* recv, int recv_count, MPI_Datatype type,
+                                               MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Ireduce_scatter_block(send, recv, recv_count, type, op, comm, request));
+  return nonblocking(Call::kIreduce_scatter_block, comm, request,
+                     [&] { return PMPI_Ireduce_scatter_block(send, recv, recv_count, type, op, comm, request); },
+                     {CommOp::kReduceScatter, bytes_of(recv_count, type) * uint64_t(comm_size(comm)), type, -1});
+}
+
+// ----------------------------------------------------- point-to-point ---
+
+namespace {
+
+template <typename Run>
+int blocking_send(Call call, int dest, int tag, int count, MPI_Datatype type, MPI_Comm comm, Run&& run) {
+  const int64_t begin = now();
+  const int rc = run();
+  if (dest != MPI_PROC_NULL) {
+    const Event e = p2p_event(call, begin, now(), info_for(comm), CommOp::kSend, dest, tag, bytes_of(count, type), type);
+    rankscope_agent_record(&e);
+  }
+  return rc;
+}
+
+template <typename Run>
+int nonblocking_send(Call call, int dest, int tag, int count, MPI_Datatype type, MPI_Comm comm, MPI_Request* request,
+                     Run&& run) {
+  const int64_t begin = now();
+  const int rc = run();
+  if (rc == MPI_SUCCESS && dest != MPI_PROC_NULL) {
+    post(call, begin, *request, info_for(comm), CommOp::kSend, dest, tag, bytes_of(count, type), type);
+  }
+  return rc;
+}
+
+}  // namespace
+
+RANKSCOPE_EXPORT int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Send(buf, count, type, dest, tag, comm));
+  return blocking_send(Call::kSend, dest, tag, count, type, comm, [&] { return PMPI_Send(buf, count, type, dest, tag, comm); });
+}
+
+RANKSCOPE_EXPORT int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Ssend(buf, count, type, dest, tag, comm));
+  return blocking_send(Call::kSsend, dest, tag, count, type, comm, [&] { return PMPI_Ssend(buf, count, type, dest, tag, comm); });
+}
+
+RANKSCOPE_EXPORT int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Bsend(buf, count, type, dest, tag, comm));
+  return blocking_send(Call::kBsend, dest, tag, count, type, comm, [&] { return PMPI_Bsend(buf, count, type, dest, tag, comm); });
+}
+
+RANKSCOPE_EXPORT int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Rsend(buf, count, type, dest, tag, comm));
+  return blocking_send(Call::kRsend, dest, tag, count, type, comm, [&] { return PMPI_Rsend(buf, count, type, dest, tag, comm); });
+}
+
+RANKSCOPE_EXPORT int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                               MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Isend(buf, count, type, dest, tag, comm, request));
+  return nonblocking_send(Call::kIsend, dest, tag, count, type, comm, request,
+                          [&] { return PMPI_Isend(buf, count, type, dest, tag, comm, request); });
+}
+
+RANKSCOPE_EXPORT int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Issend(buf, count, type, dest, tag, comm, request));
+  return nonblocking_send(Call::kIssend, dest, tag, count, type, comm, request,
+                          [&] { return PMPI_Issend(buf, count, type, dest, tag, comm, request); });
+}
+
+RANKSCOPE_EXPORT int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Ibsend(buf, count, type, dest, tag, comm, request));
+  return nonblocking_send(Call::kIbsend, dest, tag, count, type, comm, request,
+                          [&] { return PMPI_Ibsend(buf, count, type, dest, tag, comm, request); });
+}
+
+RANKSCOPE_EXPORT int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Irsend(buf, count, type, dest, tag, comm, request));
+  return nonblocking_send(Call::kIrsend, dest, tag, count, type, comm, request,
+                          [&] { return PMPI_Irsend(buf, count, type, dest, tag, comm, request); });
+}
+
+RANKSCOPE_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                              MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Recv(buf, count, type, source, tag, comm, status));
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  const int64_t begin = now();
+  const int rc = PMPI_Recv(buf, count, type, source, tag, comm, kept);
+  if (rc == MPI_SUCCESS) record_received(Call::kRecv, begin, now(), comm, *kept, type);
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                               MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Irecv(buf, count, type, source, tag, comm, request));
+  const int64_t begin = now();
+  const int rc = PMPI_Irecv(buf, count, type, source, tag, comm, request);
+  if (rc == MPI_SUCCESS && source != MPI_PROC_NULL) {
+    post(Call::kIrecv, begin, *request, info_for(comm), CommOp::kRecv, source, tag,
+         bytes_of(count, type), type);
+  }
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Sendrecv(const void* send, int send_count, MPI_Datatype send_type, int dest, int send_tag,
+                                  void* recv, int recv_count, MPI_Datatype recv_type, int source, int recv_tag,
+                                  MPI_Comm comm, MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Sendrecv(send, send_count, send_type, dest, send_tag, recv, recv_count, recv_type, source,
+                                       recv_tag, comm, status));
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  const int64_t begin = now();
+  const int rc = PMPI_Sendrecv(send, send_count, send_type, dest, send_tag, recv, recv_count, recv_type, source,
+                               recv_tag, comm, kept);
+  const int64_t end = now();
+  if (rc == MPI_SUCCESS) {
+    if (dest != MPI_PROC_NULL) {
+      const Event e = p2p_event(Call::kSendrecv, begin, end, info_for(comm), CommOp::kSend, dest, send_tag,
+                                bytes_of(send_count, send_type), send_type);
+      rankscope_agent_record(&e);
+    }
+    record_received(Call::kSendrecv, begin, end, comm, *kept, recv_type);
+  }
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int send_tag, int source,
+                                          int recv_tag, MPI_Comm comm, MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Sendrecv_replace(buf, count, type, dest, send_tag, source, recv_tag, comm, status));
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  const int64_t begin = now();
+  const int rc = PMPI_Sendrecv_replace(buf, count, type, dest, send_tag, source, recv_tag, comm, kept);
+  const int64_t end = now();
+  if (rc == MPI_SUCCESS) {
+    if (dest != MPI_PROC_NULL) {
+      const Event e = p2p_event(Call::kSendrecv_replace, begin, end, info_for(comm), CommOp::kSend, dest, send_tag,
+                                bytes_of(count, type), type);
+      rankscope_agent_record(&e);
+    }
+    record_received(Call::kSendrecv_replace, begin, end, comm, *kept, type);
+  }
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Probe(source, tag, comm, status));
+  const int64_t begin = now();
+  const int rc = PMPI_Probe(source, tag, comm, status);
+  record_call(Call::kProbe, begin);
+  return rc;
+}
+
+// ---------------------------------------------------- Wait and Test ---
+
+RANKSCOPE_EXPORT int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Wait(request, status));
+  const MPI_Request handle = *request;
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  const int64_t begin = now();
+  const int rc = PMPI_Wait(request, kept);
+  const int64_t end = now();
+  record_call(Call::kWait, begin);
+  complete(handle, kept, end);
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Test(request, flag, status));
+  const MPI_Request handle = *request;
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  const int64_t begin = now();
+  const int rc = PMPI_Test(request, flag, kept);
+  if (*flag) {  // a Test that completes nothing is polling, and is not recorded
+    const int64_t end = now();
+    record_call(Call::kTest, begin);
+    complete(handle, kept, end);
+  }
+  return rc;
+}
+
+namespace {
+
+// Waitall and Testall: every request completes together, when the call says so.
+template <typename Run>
+int all(Call call, int count, MPI_Request requests[], MPI_Status statuses[], Run&& run) {
+  CompletionScratch& scratch = t_scratch;
+  scratch.keep(count, requests);
+  MPI_Status* kept = statuses == MPI_STATUSES_IGNORE ? scratch.statuses.data() : statuses;
+  const int64_t begin = now();
+  int done = 1;
+  const int rc = run(kept, &done);
+  if (done) {
+    const int64_t end = now();
+    record_call(call, begin);
+    for (int i = 0; i < count; ++i) complete(scratch.requests[static_cast<size_t>(i)], &kept[i], end);
+  }
+  return rc;
+}
+
+// Waitany, Testany, Waitsome, Testsome: the call names the completed indices.
+template <typename Run>
+int some(Call call, int count, MPI_Request requests[], int* completed, int indices[], MPI_Status statuses[], Run&& run) {
+  CompletionScratch& scratch = t_scratch;
+  scratch.keep(count, requests);
+  MPI_Status* kept = statuses == MPI_STATUSES_IGNORE ? scratch.statuses.data() : statuses;
+  const int64_t begin = now();
+  const int rc = run(kept);
+  if (*completed > 0 && *completed != MPI_UNDEFINED) {
+    const int64_t end = now();
+    record_call(call, begin);
+    for (int i = 0; i < *completed; ++i) {
+      const int index = indices ? indices[i] : *completed;
+      complete(scratch.requests[static_cast<size_t>(index)], &kept[i], end);
+    }
+  }
+  return rc;
+}
+
+}  // namespace
+
+RANKSCOPE_EXPORT int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Waitall(count, requests, statuses));
+  return all(Call::kWaitall, count, requests, statuses,
+             [&](MPI_Status* kept, int*) { return PMPI_Waitall(count, requests, kept); });
+}
+
+RANKSCOPE_EXPORT int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Testall(count, requests, flag, statuses));
+  return all(Call::kTestall, count, requests, statuses, [&](MPI_Status* kept, int* done) {
+    const int rc = PMPI_Testall(count, requests, flag, kept);
+    *done = *flag;
+    return rc;
+  });
+}
+
+RANKSCOPE_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Waitany(count, requests, index, status));
+  int completed = 0;
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  return some(Call::kWaitany, count, requests, &completed, index, kept, [&](MPI_Status* s) {
+    const int rc = PMPI_Waitany(count, requests, index, s);
+    completed = *index == MPI_UNDEFINED ? 0 : 1;
+    return rc;
+  });
+}
+
+RANKSCOPE_EXPORT int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Testany(count, requests, index, flag, status));
+  int completed = 0;
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  return some(Call::kTestany, count, requests, &completed, index, kept, [&](MPI_Status* s) {
+    const int rc = PMPI_Testany(count, requests, index, flag, s);
+    completed = *flag && *index != MPI_UNDEFINED ? 1 : 0;
+    return rc;
+  });
+}
+
+RANKSCOPE_EXPORT int MPI_Waitsome(int count, MPI_Request requests[], int* outcount, int indices[],
+                                  MPI_Status statuses[]) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Waitsome(count, requests, outcount, indices, statuses));
+  return some(Call::kWaitsome, count, requests, outcount, indices, statuses,
+              [&](MPI_Status* kept) { return PMPI_Waitsome(count, requests, outcount, indices, kept); });
+}
+
+RANKSCOPE_EXPORT int MPI_Testsome(int count, MPI_Request requests[], int* outcount, int indices[],
+                                  MPI_Status statuses[]) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Testsome(count, requests, outcount, indices, statuses));
+  return some(Call::kTestsome, count, requests, outcount, indices, statuses,
+              [&](MPI_Status* kept) { return PMPI_Testsome(count, requests, outcount, indices, kept); });
+}
+
+// ------------------------------------------------------ communicators ---
+
+namespace {
+
+constexpr uint64_t kDup = 0x6475700000000000ull;
+
+template <typename Run>
+int make_comm(Call call, MPI_Comm parent, MPI_Comm* made, uint64_t discriminator, Run&& run) {
+  const int64_t begin = now();
+  const int rc = run();
+  if (rc == MPI_SUCCESS) {
+    AgentScope agent_calls;
+    note_new_comm(parent, *made, discriminator);
+  }
+  record_call(call, begin);
+  return rc;
+}
+
+}  // namespace
+
+RANKSCOPE_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* made) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Comm_dup(comm, made));
+  return make_comm(Call::kComm_dup, comm, made, kDup, [&] { return PMPI_Comm_dup(comm, made); });
+}
+
+RANKSCOPE_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* made) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Comm_split(comm, color, key, made));
+  return make_comm(Call::kComm_split, comm, made, uint32_t(color), [&] { return PMPI_Comm_split(comm, color, key, made); });
+}
+
+RANKSCOPE_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm* made) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Comm_split_type(comm, type, key, info, made));
+  return make_comm(Call::kComm_split_type, comm, made, uint32_t(type),
+                   [&] { return PMPI_Comm_split_type(comm, type, key, info, made); });
+}
+
+RANKSCOPE_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* made) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Comm_create(comm, group, made));
+  return make_comm(Call::kComm_create, comm, made, 0, [&] { return PMPI_Comm_create(comm, group, made); });
+}
+
+RANKSCOPE_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* made) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Comm_create_group(comm, group, tag, made));
+  // Only the group's members call this, so the parent's count of children
+  // differs between ranks: the tag and the members identify it instead.
+  const int64_t begin = now();
+  const int rc = PMPI_Comm_create_group(comm, group, tag, made);
+  if (rc == MPI_SUCCESS && *made != MPI_COMM_NULL) {
+    AgentScope agent_calls;
+    std::vector<int> world_ranks;
+    const uint64_t members = membership(*made, world_ranks);
+    register_comm(*made, mix64(info_for(comm)->hash ^ mix64(uint32_t(tag)) ^ members), std::move(world_ranks));
+  }
+  record_call(Call::kComm_create_group, begin);
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Comm_free(MPI_Comm* comm) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Comm_free(comm));
+  const int64_t begin = now();
+  const int rc = PMPI_Comm_free(comm);
+  record_call(Call::kComm_free, begin);
+  return rc;
+}

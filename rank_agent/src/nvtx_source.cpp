@@ -1,0 +1,291 @@
+// NVTX capture: the capture library is an NVTX v3 injection library. Every
+// module (shared object) that uses NVTX loads it through
+// NVTX_INJECTION64_PATH on its first NVTX call and asks for handlers; each
+// gets the same stateless handlers, so any number of modules may initialise.
+//
+// Events: push/pop ranges are kNvtxRange on the thread's track; start/end
+// ranges, which may end on another thread, are kNvtxRange on the track of
+// their domain; marks are kNvtxMark. `seq` holds the category and
+// `comm_hash` the domain's name id + 1 (0: the default domain). Naming a
+// category records a kInstant named after the category, with its id in `seq`.
+#include <nvtx3/nvToolsExt.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <cwchar>
+#include <string>
+
+#include "capture_source.h"
+#include "rankscope/agent.h"
+
+namespace rankscope::agent {
+namespace {
+
+constexpr uint32_t kMaxDomains = 256;
+constexpr uint32_t kMaxDepth = 128;
+constexpr uint32_t kMaxOpenRanges = 1 << 12;
+
+bool capturing() { return rankscope_agent_capturing(kCaptureNvtx); }
+
+uint32_t intern(const char* text) { return text ? rankscope_agent_intern(text, std::strlen(text)) : kNoName; }
+
+uint32_t intern(const wchar_t* text) {
+  if (!text) return kNoName;
+  char narrow[256];
+  size_t n = 0;
+  for (; text[n] && n < sizeof(narrow) - 1; ++n) narrow[n] = text[n] < 128 ? static_cast<char>(text[n]) : '?';
+  return rankscope_agent_intern(narrow, n);
+}
+
+// Domains are handed out as small integers disguised as handles.
+struct Domain {
+  uint32_t name_id;
+  uint32_t track;
+};
+Domain g_domains[kMaxDomains + 1];  // index 0: the default domain
+std::atomic<uint32_t> g_domain_count{0};
+
+uint32_t domain_index(nvtxDomainHandle_t domain) {
+  const auto index = reinterpret_cast<uintptr_t>(domain);
+  return index <= kMaxDomains ? static_cast<uint32_t>(index) : 0;
+}
+
+uint32_t string_id(nvtxStringHandle_t handle) {
+  const auto value = reinterpret_cast<uintptr_t>(handle);
+  return value == 0 ? kNoName : static_cast<uint32_t>(value - 1);
+}
+
+uint32_t message_id(const nvtxEventAttributes_t* attributes) {
+  if (!attributes) return kNoName;
+  switch (attributes->messageType) {
+    case NVTX_MESSAGE_TYPE_ASCII: return intern(attributes->message.ascii);
+    case NVTX_MESSAGE_TYPE_UNICODE: return intern(attributes->message.unicode);
+    case NVTX_MESSAGE_TYPE_REGISTERED: return string_id(attributes->message.registered);
+    default: return kNoName;
+  }
+}
+
+Event nvtx_event(EventKind kind, int64_t begin, int64_t end, uint32_t name_id, uint32_t domain, uint32_t category) {
+  Event e{};
+  e.begin_ns = begin;
+  e.end_ns = end;
+  e.kind = kind;
+  e.name_id = name_id == kNoName ? 0 : name_id;
+  e.track = kThreadTrack;
+  e.peer = kNoPeer;
+  e.seq = category;
+  e.comm_hash = domain == 0 ? 0 : uint64_t{g_domains[domain].name_id} + 1;
+  return e;
+}
+
+// ------------------------------------------------------- push and pop ---
+
+struct OpenRange {
+  int64_t begin;
+  uint32_t name_id;
+  uint32_t domain;
+  uint32_t category;
+};
+
+// Plain thread-local data: no guard on each access.
+thread_local OpenRange t_stack[kMaxDepth];
+thread_local uint32_t t_depth = 0;
+
+int push(uint32_t name_id, uint32_t domain, uint32_t category) {
+  if (!capturing()) return -1;
+  const uint32_t depth = t_depth++;
+  if (depth < kMaxDepth) t_stack[depth] = {rankscope_agent_now(), name_id, domain, category};
+  return static_cast<int>(depth);
+}
+
+int pop() {
+  if (t_depth == 0) return -1;
+  const uint32_t depth = --t_depth;
+  if (depth < kMaxDepth && capturing()) {
+    const OpenRange& open = t_stack[depth];
+    const Event e = nvtx_event(EventKind::kNvtxRange, open.begin, rankscope_agent_now(), open.name_id, open.domain,
+                               open.category);
+    rankscope_agent_record(&e);
+  }
+  return static_cast<int>(depth);
+}
+
+void mark(uint32_t name_id, uint32_t domain, uint32_t category) {
+  if (!capturing()) return;
+  const int64_t now = rankscope_agent_now();
+  const Event e = nvtx_event(EventKind::kNvtxMark, now, now, name_id, domain, category);
+  rankscope_agent_record(&e);
+}
+
+// ------------------------------------------------------ start and end ---
+
+// Ranges that may end on another thread: a ring of slots, the id carrying the
+// slot and a generation so that a stale id ends nothing.
+struct StartedRange {
+  std::atomic<uint64_t> id{0};
+  OpenRange range;
+};
+StartedRange g_started[kMaxOpenRanges];
+std::atomic<uint64_t> g_next_range{1};
+
+nvtxRangeId_t start(uint32_t name_id, uint32_t domain, uint32_t category) {
+  if (!capturing()) return 0;
+  const uint64_t id = g_next_range.fetch_add(1, std::memory_order_relaxed);
+  StartedRange& slot = g_started[id % kMaxOpenRanges];
+  slot.range = {rankscope_agent_now(), name_id, domain, category};
+  slot.id.store(id, std::memory_order_release);
+  return id;
+}
+
+void end(nvtxRangeId_t id) {
+  if (id == 0) return;
+  StartedRange& slot = g_started[id % kMaxOpenRanges];
+  uint64_t expected = id;
+  if (!slot.id.compare_exchange_strong(expected, 0, std::memory_order_acq_rel) || !capturing()) return;
+  Event e = nvtx_event(EventKind::kNvtxRange, slot.range.begin, rankscope_agent_now(), slot.range.name_id,
+                       slot.range.domain, slot.range.category);
+  e.track = static_cast<uint16_t>(g_domains[slot.range.domain].track);
+  rankscope_agent_record(&e);
+}
+
+uint32_t category_of(const nvtxEventAttributes_t* attributes) { return attributes ? attributes->category : 0; }
+
+// ----------------------------------------------------------- handlers ---
+
+void NVTX_API mark_ex(const nvtxEventAttributes_t* a) { mark(message_id(a), 0, category_of(a)); }
+void NVTX_API mark_a(const char* message) { mark(intern(message), 0, 0); }
+void NVTX_API mark_w(const wchar_t* message) { mark(intern(message), 0, 0); }
+nvtxRangeId_t NVTX_API start_ex(const nvtxEventAttributes_t* a) { return start(message_id(a), 0, category_of(a)); }
+nvtxRangeId_t NVTX_API start_a(const char* message) { return start(intern(message), 0, 0); }
+nvtxRangeId_t NVTX_API start_w(const wchar_t* message) { return start(intern(message), 0, 0); }
+void NVTX_API end_range(nvtxRangeId_t id) { end(id); }
+int NVTX_API push_ex(const nvtxEventAttributes_t* a) { return push(message_id(a), 0, category_of(a)); }
+int NVTX_API push_a(const char* message) { return push(intern(message), 0, 0); }
+int NVTX_API push_w(const wchar_t* message) { return push(intern(message), 0, 0); }
+int NVTX_API pop_range() { return pop(); }
+
+void name_category(uint32_t category, uint32_t name_id, uint32_t domain) {
+  if (!capturing()) return;
+  const int64_t now = rankscope_agent_now();
+  const Event e = nvtx_event(EventKind::kInstant, now, now, name_id, domain, category);
+  rankscope_agent_record(&e);
+}
+void NVTX_API name_category_a(uint32_t category, const char* name) { name_category(category, intern(name), 0); }
+void NVTX_API name_category_w(uint32_t category, const wchar_t* name) { name_category(category, intern(name), 0); }
+
+void NVTX_API domain_mark(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  mark(message_id(a), domain_index(d), category_of(a));
+}
+nvtxRangeId_t NVTX_API domain_start(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  return start(message_id(a), domain_index(d), category_of(a));
+}
+void NVTX_API domain_end(nvtxDomainHandle_t, nvtxRangeId_t id) { end(id); }
+int NVTX_API domain_push(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  return push(message_id(a), domain_index(d), category_of(a));
+}
+int NVTX_API domain_pop(nvtxDomainHandle_t) { return pop(); }
+void NVTX_API domain_name_category_a(nvtxDomainHandle_t d, uint32_t category, const char* name) {
+  name_category(category, intern(name), domain_index(d));
+}
+void NVTX_API domain_name_category_w(nvtxDomainHandle_t d, uint32_t category, const wchar_t* name) {
+  name_category(category, intern(name), domain_index(d));
+}
+
+nvtxStringHandle_t register_string(uint32_t id) {
+  return reinterpret_cast<nvtxStringHandle_t>(id == kNoName ? uintptr_t{0} : uintptr_t{id} + 1);
+}
+nvtxStringHandle_t NVTX_API domain_register_a(nvtxDomainHandle_t, const char* text) { return register_string(intern(text)); }
+nvtxStringHandle_t NVTX_API domain_register_w(nvtxDomainHandle_t, const wchar_t* text) {
+  return register_string(intern(text));
+}
+
+nvtxDomainHandle_t create_domain(uint32_t name_id, const std::string& label) {
+  const uint32_t index = g_domain_count.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (index > kMaxDomains) return nullptr;  // the default domain then
+  g_domains[index].name_id = name_id;
+  g_domains[index].track = rankscope_agent_track(TrackType::kNvtxDomain, index, -1,
+                                                 ("NVTX " + label + " start/end ranges").c_str());
+  return reinterpret_cast<nvtxDomainHandle_t>(uintptr_t{index});
+}
+nvtxDomainHandle_t NVTX_API domain_create_a(const char* name) { return create_domain(intern(name), name ? name : ""); }
+nvtxDomainHandle_t NVTX_API domain_create_w(const wchar_t* name) {
+  const uint32_t id = intern(name);
+  return create_domain(id, "domain " + std::to_string(id));
+}
+void NVTX_API domain_destroy(nvtxDomainHandle_t) {}
+
+template <typename Handler>
+void install(NvtxFunctionTable table, unsigned int size, unsigned int slot, Handler handler) {
+  if (slot < size && table[slot]) *table[slot] = reinterpret_cast<NvtxFunctionPointer>(handler);
+}
+
+bool install_handlers(NvtxGetExportTableFunc_t get_export_table) {
+  const auto* callbacks = static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
+  if (!callbacks || callbacks->struct_size < sizeof(NvtxExportTableCallbacks)) return false;
+  NvtxFunctionTable core = nullptr, core2 = nullptr;
+  unsigned int core_size = 0, core2_size = 0;
+  if (!callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &core, &core_size) ||
+      !callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &core2, &core2_size)) {
+    return false;
+  }
+  install(core, core_size, NVTX_CBID_CORE_MarkEx, mark_ex);
+  install(core, core_size, NVTX_CBID_CORE_MarkA, mark_a);
+  install(core, core_size, NVTX_CBID_CORE_MarkW, mark_w);
+  install(core, core_size, NVTX_CBID_CORE_RangeStartEx, start_ex);
+  install(core, core_size, NVTX_CBID_CORE_RangeStartA, start_a);
+  install(core, core_size, NVTX_CBID_CORE_RangeStartW, start_w);
+  install(core, core_size, NVTX_CBID_CORE_RangeEnd, end_range);
+  install(core, core_size, NVTX_CBID_CORE_RangePushEx, push_ex);
+  install(core, core_size, NVTX_CBID_CORE_RangePushA, push_a);
+  install(core, core_size, NVTX_CBID_CORE_RangePushW, push_w);
+  install(core, core_size, NVTX_CBID_CORE_RangePop, pop_range);
+  install(core, core_size, NVTX_CBID_CORE_NameCategoryA, name_category_a);
+  install(core, core_size, NVTX_CBID_CORE_NameCategoryW, name_category_w);
+  install(core2, core2_size, NVTX_CBID_CORE2_DomainMarkEx, domain_mark);
+  install(core2, core2_size, NVTX_CBID_CORE2_DomainRangeStartEx, domain_start);
+  install(core2, core2_size, NVTX_CBID_CORE2_DomainRangeEnd, domain_end);
+  install(core2, core2_size, NVTX_CBID_CORE2_DomainRangePushEx, domain_push);
+  install(core2, core2_size, NVTX_CBID_CORE2_DomainRangePop, domain_pop);
+  install(core2, core2_size, NVTX_CBID_CORE2_DomainNameCategoryA, domain_name_category_a);
+  install(core2, core2_size, NVTX_CBID_CORE2_DomainNameCategoryW, domain_name_category_w);
+  install(core2, core2_size, NVTX_CBID_CORE2_DomainRegisterStringA, domain_register_a);
+  install(core2, core2_size, NVTX_CBID_CORE2_DomainRegisterStringW, domain_register_w);
+  install(core2, core2_size, NVTX_CBID_CORE2_DomainCreateA, domain_create_a);
+  install(core2, core2_size, NVTX_CBID_CORE2_DomainCreateW, domain_create_w);
+  install(core2, core2_size, NVTX_CBID_CORE2_DomainDestroy, domain_destroy);
+  return true;
+}
+
+class NvtxSource final : public CaptureSource {
+ public:
+  uint32_t bit() const override { return kCaptureNvtx; }
+  const char* name() const override { return "NVTX"; }
+  bool start(std::string& why_not) override {
+    g_domains[0].track = rankscope_agent_track(TrackType::kNvtxDomain, 0, -1, "NVTX start/end ranges");
+    if (!std::getenv("NVTX_INJECTION64_PATH")) {
+      why_not = "NVTX_INJECTION64_PATH is not set (rankscope run sets it to the capture library)";
+      return false;
+    }
+    return true;
+  }
+  void stop() override {}
+};
+
+}  // namespace
+
+CaptureSource& nvtx_capture_source() {
+  static NvtxSource source;
+  return source;
+}
+
+}  // namespace rankscope::agent
+
+// Called by the NVTX loader of each module, once per module. Returning 0
+// turns that module's NVTX calls into no-ops: right for processes that do
+// not capture.
+extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table) {
+  if (!rankscope_agent_capturing(rankscope::agent::kCaptureNvtx) || !get_export_table) return 0;
+  return rankscope::agent::install_handlers(get_export_table) ? 1 : 0;
+}

@@ -1,0 +1,257 @@
+#include "recorder.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <new>
+#include <string>
+
+namespace rankscope::agent {
+
+// ------------------------------------------------------------- BlockPool ---
+
+bool BlockPool::init(uint64_t bytes) {
+  count_ = static_cast<uint32_t>(std::max<uint64_t>(1, bytes / sizeof(Block)));
+  mapped_bytes_ = uint64_t{count_} * sizeof(Block);
+  void* memory = ::mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) {
+    count_ = 0;
+    return false;
+  }
+  blocks_ = static_cast<Block*>(memory);
+  for (uint32_t i = 0; i < count_; ++i) new (&blocks_[i]) Block();
+  for (uint32_t i = count_; i-- > 0;) give_back(&blocks_[i]);
+  return true;
+}
+
+BlockPool::~BlockPool() {
+  if (blocks_) ::munmap(blocks_, mapped_bytes_);
+}
+
+Block* BlockPool::take() {
+  uint64_t head = free_head_.load(std::memory_order_acquire);
+  for (;;) {
+    const auto index = static_cast<uint32_t>(head);
+    if (index == 0) return nullptr;
+    Block* block = &blocks_[index - 1];
+    const uint64_t next = ((head >> 32) + 1) << 32 | block->next_free.load(std::memory_order_relaxed);
+    if (free_head_.compare_exchange_weak(head, next, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      return block;
+    }
+  }
+}
+
+void BlockPool::give_back(Block* block) {
+  block->committed.store(0, std::memory_order_relaxed);
+  block->flushed = 0;
+  block->next_full = nullptr;
+  uint64_t head = free_head_.load(std::memory_order_relaxed);
+  uint64_t next;
+  do {
+    block->next_free.store(static_cast<uint32_t>(head), std::memory_order_relaxed);
+    next = ((head >> 32) + 1) << 32 | (index_of(block) + 1);
+  } while (!free_head_.compare_exchange_weak(head, next, std::memory_order_release, std::memory_order_relaxed));
+}
+
+void BlockPool::hand_in(Block* block) {
+  Block* head = full_head_.load(std::memory_order_relaxed);
+  do {
+    block->next_full = head;
+  } while (!full_head_.compare_exchange_weak(head, block, std::memory_order_release, std::memory_order_relaxed));
+}
+
+Block* BlockPool::take_full() { return full_head_.exchange(nullptr, std::memory_order_acquire); }
+
+// ----------------------------------------------------------- StringTable ---
+
+StringTable::StringTable()
+    : ids_(kMaxStrings * 2, kMaxStrings), entries_(new Entry[kMaxStrings]), arena_(new char[kArenaBytes]) {}
+
+uint32_t StringTable::intern(std::string_view text) {
+  return ids_.find_or_add(
+      hash_bytes(text.data(), text.size()),
+      [&](uint32_t id) {
+        const Entry& e = entries_[id];
+        return e.length == text.size() && std::memcmp(arena_.get() + e.offset, text.data(), text.size()) == 0;
+      },
+      [&](uint32_t id) {
+        // Claimed only when it fits, so one oversized name does not use up the arena.
+        uint32_t offset = arena_used_.load(std::memory_order_relaxed);
+        do {
+          if (text.size() > kArenaBytes - offset) return false;
+        } while (!arena_used_.compare_exchange_weak(offset, offset + static_cast<uint32_t>(text.size()),
+                                                    std::memory_order_relaxed));
+        std::memcpy(arena_.get() + offset, text.data(), text.size());
+        entries_[id] = {offset, static_cast<uint32_t>(text.size())};
+        return true;
+      });
+}
+
+uint32_t StringTable::collect(uint32_t from, std::vector<std::pair<uint32_t, std::string_view>>& out) const {
+  const uint32_t size = ids_.size();
+  uint32_t id = from;
+  for (; id < size; ++id) {
+    const auto state = ids_.state(id);
+    if (state == ConcurrentIdTable::IdState::kFilling) break;
+    if (state == ConcurrentIdTable::IdState::kReady) {
+      out.emplace_back(id, std::string_view(arena_.get() + entries_[id].offset, entries_[id].length));
+    }
+  }
+  return id;
+}
+
+// ------------------------------------------------------------ TrackTable ---
+
+TrackTable::TrackTable() : ids_(kMaxTracks * 2, kMaxTracks), tracks_(new Track[kMaxTracks]) {}
+
+uint32_t TrackTable::find_or_add(TrackType type, uint64_t os_id, int16_t device, uint32_t name_id) {
+  const uint64_t key = mix64(os_id ^ mix64(uint64_t{static_cast<uint8_t>(type)} << 16 | static_cast<uint16_t>(device)));
+  return ids_.find_or_add(
+      key,
+      [&](uint32_t id) {
+        const Track& t = tracks_[id];
+        return t.type == type && t.os_id == os_id && t.device == device;
+      },
+      [&](uint32_t id) {
+        Track& t = tracks_[id];
+        t = Track{};
+        t.os_id = os_id;
+        t.id = id;
+        t.name_id = name_id;
+        t.device = device;
+        t.type = type;
+        return true;
+      });
+}
+
+uint32_t TrackTable::collect(uint32_t from, std::vector<Track>& out) const {
+  const uint32_t size = ids_.size();
+  uint32_t id = from;
+  for (; id < size; ++id) {
+    const auto state = ids_.state(id);
+    if (state == ConcurrentIdTable::IdState::kFilling) break;
+    if (state == ConcurrentIdTable::IdState::kReady) out.push_back(tracks_[id]);
+  }
+  return id;
+}
+
+// -------------------------------------------------------------- Recorder ---
+
+struct Recorder::ThreadState {
+  const Recorder* owner;
+  Block* block;
+  uint32_t count;  // events in block, the owner's copy of block->committed
+  uint32_t slot;
+  uint16_t track;
+};
+
+namespace {
+
+// Plain thread-local data (no constructor, no destructor), so that reaching
+// it costs no guard check; a pthread key runs the clean-up at thread exit.
+thread_local Recorder::ThreadState* t_state = nullptr;
+alignas(64) thread_local unsigned char t_state_storage[64];
+pthread_key_t g_thread_exit_key;
+pthread_once_t g_thread_exit_once = PTHREAD_ONCE_INIT;
+Recorder* g_exit_recorder = nullptr;
+
+void on_thread_exit(void* state) {
+  if (g_exit_recorder) g_exit_recorder->release_thread(state);
+}
+
+}  // namespace
+
+bool Recorder::init(uint64_t buffer_bytes) {
+  g_exit_recorder = this;
+  pthread_once(&g_thread_exit_once, [] { pthread_key_create(&g_thread_exit_key, on_thread_exit); });
+  return pool_.init(buffer_bytes);
+}
+
+Recorder::ThreadState* Recorder::claim_thread() {
+  static_assert(sizeof(ThreadState) <= sizeof(t_state_storage));
+  uint32_t slot = 0;
+  for (; slot < kMaxThreads; ++slot) {
+    bool expected = false;
+    if (!slots_[slot].taken.load(std::memory_order_relaxed) &&
+        slots_[slot].taken.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
+      break;
+    }
+  }
+  if (slot == kMaxThreads) return nullptr;
+
+  // Once per thread: naming its track costs a system call or two.
+  const auto tid = static_cast<uint64_t>(::syscall(SYS_gettid));
+  char name[32] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  const std::string label = std::string(name[0] ? name : "thread") + " " + std::to_string(tid);
+  const uint32_t name_id = strings_.intern(label);
+  const uint32_t track = tracks_.find_or_add(TrackType::kThread, tid, -1, name_id == kNoId ? 0 : name_id);
+
+  auto* state = new (t_state_storage) ThreadState{this, nullptr, 0, slot, static_cast<uint16_t>(track)};
+  t_state = state;
+  pthread_setspecific(g_thread_exit_key, state);
+  return state;
+}
+
+bool Recorder::refill(ThreadState& state) {
+  ThreadSlot& slot = slots_[state.slot];
+  if (state.block != nullptr) {
+    slot.block.store(nullptr, std::memory_order_release);
+    pool_.hand_in(state.block);
+    state.block = nullptr;
+  }
+  Block* block = pool_.take();
+  if (block == nullptr) {
+    slot.dropped.store(slot.dropped.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return false;
+  }
+  state.block = block;
+  state.count = 0;
+  slot.block.store(block, std::memory_order_release);
+  return true;
+}
+
+void Recorder::record(const Event& event) {
+  ThreadState* state = t_state;
+  if (state == nullptr || state->owner != this) {
+    state = claim_thread();
+    if (state == nullptr) {
+      dropped_without_slot_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  if ((state->block == nullptr || state->count == kBlockEvents) && !refill(*state)) return;
+  Event& slot = state->block->events[state->count];
+  slot = event;
+  if (slot.track == kThreadTrack) slot.track = state->track;
+  state->block->committed.store(++state->count, std::memory_order_release);
+}
+
+uint32_t Recorder::thread_track() {
+  ThreadState* state = t_state;
+  if (state == nullptr || state->owner != this) state = claim_thread();
+  return state ? state->track : kNoId;
+}
+
+void Recorder::release_thread(void* opaque) {
+  auto* state = static_cast<ThreadState*>(opaque);
+  if (state->owner != this) return;
+  ThreadSlot& slot = slots_[state->slot];
+  if (state->block != nullptr) {
+    slot.block.store(nullptr, std::memory_order_release);
+    pool_.hand_in(state->block);
+  }
+  slot.taken.store(false, std::memory_order_release);
+  t_state = nullptr;
+}
+
+uint64_t Recorder::dropped() const {
+  uint64_t total = dropped_without_slot_.load(std::memory_order_relaxed);
+  for (const ThreadSlot& slot : slots_) total += slot.dropped.load(std::memory_order_relaxed);
+  return total;
+}
+
+}  // namespace rankscope::agent

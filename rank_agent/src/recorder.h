@@ -1,0 +1,155 @@
+// Where the capture sources put events: per-thread blocks taken from one
+// pool sized by --buffer-mb. Recording an event is a copy into the calling
+// thread's block and one release store; no lock, no allocation, no system
+// call. Full blocks go to the flusher thread, which writes them to the shard
+// and returns them to the pool. When the pool is empty, events are dropped
+// and counted: the application never waits for the agent.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "id_table.h"
+#include "rankscope/agent.h"
+#include "rankscope/event.h"
+
+namespace rankscope::agent {
+
+inline constexpr uint32_t kBlockEvents = 4096;  // 256 KiB
+inline constexpr uint32_t kMaxThreads = 1024;
+
+struct Block {
+  std::atomic<uint32_t> committed{0};  // events written and visible to the flusher
+  uint32_t flushed = 0;                // events the flusher has written; its own
+  std::atomic<uint32_t> next_free{0};  // free-stack link: index + 1, 0 ends
+  Block* next_full = nullptr;          // full-list link
+  Event events[kBlockEvents];
+};
+
+class BlockPool {
+ public:
+  // Maps `bytes` of blocks (at least one); false if the memory is not there.
+  bool init(uint64_t bytes);
+  ~BlockPool();
+
+  Block* take();                // a free block, or nullptr
+  void give_back(Block* block);  // emptied, to the free stack
+  void hand_in(Block* block);    // full, for the flusher
+  Block* take_full();            // every full block handed in, as a list
+  uint32_t block_count() const { return count_; }
+
+ private:
+  uint32_t index_of(const Block* block) const { return static_cast<uint32_t>(block - blocks_); }
+
+  Block* blocks_ = nullptr;
+  uint32_t count_ = 0;
+  uint64_t mapped_bytes_ = 0;
+  std::atomic<uint64_t> free_head_{0};  // (ABA tag << 32) | (index + 1)
+  std::atomic<Block*> full_head_{nullptr};
+};
+
+// The job's strings of one rank: names of calls, NVTX messages, thread names.
+class StringTable {
+ public:
+  static constexpr uint32_t kMaxStrings = 1 << 16;
+  static constexpr uint32_t kArenaBytes = 8u << 20;
+
+  StringTable();
+  // The id of `text`, added if new; kNoId when the table is full.
+  uint32_t intern(std::string_view text);
+  // Ids [from, result) are ready to write; appends them to `out`.
+  uint32_t collect(uint32_t from, std::vector<std::pair<uint32_t, std::string_view>>& out) const;
+
+ private:
+  struct Entry {
+    uint32_t offset;
+    uint32_t length;
+  };
+  ConcurrentIdTable ids_;
+  std::unique_ptr<Entry[]> entries_;
+  std::unique_ptr<char[]> arena_;
+  std::atomic<uint32_t> arena_used_{0};
+};
+
+// Tracks of one rank: threads, CUDA streams, communicators.
+class TrackTable {
+ public:
+  static constexpr uint32_t kMaxTracks = 1 << 14;
+
+  TrackTable();
+  // The track of (type, os_id, device), added with `name_id` if new; kNoId when full.
+  uint32_t find_or_add(TrackType type, uint64_t os_id, int16_t device, uint32_t name_id);
+  uint32_t collect(uint32_t from, std::vector<Track>& out) const;
+
+ private:
+  ConcurrentIdTable ids_;
+  std::unique_ptr<Track[]> tracks_;
+};
+
+// One per thread that has recorded: its current block, seen by the flusher.
+struct ThreadSlot {
+  std::atomic<Block*> block{nullptr};
+  std::atomic<uint64_t> dropped{0};  // written by the owner only
+  std::atomic<bool> taken{false};
+};
+
+class Recorder {
+ public:
+  bool init(uint64_t buffer_bytes);
+
+  // The hot path. `event.track` is set to the calling thread's track when it
+  // is kThreadTrack (agent.h).
+  void record(const Event& event);
+  uint32_t thread_track();  // the calling thread's track, registered on first use
+
+  // Flusher side: visits every event recorded since the last visit, in
+  // blocks; write(span) returns false when the span could not be written.
+  template <typename Write>
+  void drain(Write&& write);
+
+  uint64_t dropped() const;
+  StringTable& strings() { return strings_; }
+  TrackTable& tracks() { return tracks_; }
+
+  // Called when a thread exits: its block goes to the flusher, its slot is freed.
+  void release_thread(void* state);
+
+  struct ThreadState;  // the calling thread's block and track, in thread-local storage
+
+ private:
+  ThreadState* claim_thread();
+  bool refill(ThreadState& state);
+
+  BlockPool pool_;
+  StringTable strings_;
+  TrackTable tracks_;
+  ThreadSlot slots_[kMaxThreads];
+  std::atomic<uint64_t> dropped_without_slot_{0};
+};
+
+template <typename Write>
+void Recorder::drain(Write&& write) {
+  auto flush = [&](Block* block) {
+    const uint32_t committed = block->committed.load(std::memory_order_acquire);
+    if (committed > block->flushed) {
+      write(std::span<Event>(block->events + block->flushed, committed - block->flushed));
+      block->flushed = committed;
+    }
+  };
+  // Full blocks first: only this thread recycles blocks, so the pointers read
+  // from the slots below stay valid until the next drain.
+  for (Block* block = pool_.take_full(); block != nullptr;) {
+    Block* next = block->next_full;
+    flush(block);
+    pool_.give_back(block);
+    block = next;
+  }
+  for (ThreadSlot& slot : slots_) {
+    if (Block* block = slot.block.load(std::memory_order_acquire)) flush(block);
+  }
+}
+
+}  // namespace rankscope::agent

@@ -1,0 +1,20 @@
+// Preloaded into the application in sidecar mode, where `rankscope run` is
+// the job's MPI process: an application that starts MPI itself would become a
+// second MPI process of the same rank, so it is stopped at once instead.
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+
+[[noreturn]] void refuse() {
+  std::fprintf(stderr,
+               "rankscope: this program calls MPI_Init, but `rankscope run` started it in sidecar mode, where "
+               "rankscope itself is the job's MPI process; profile it with `rankscope run --mode inprocess`\n");
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int MPI_Init(int*, char***) { refuse(); }
+extern "C" __attribute__((visibility("default"))) int MPI_Init_thread(int*, char***, int, int*) { refuse(); }

@@ -1,0 +1,19 @@
+#include "capture_source.h"
+
+namespace rankscope::agent {
+
+#if RANKSCOPE_HAVE_NVTX
+CaptureSource& nvtx_capture_source();
+#endif
+
+std::span<CaptureSource* const> built_capture_sources() {
+  static CaptureSource* const sources[] = {
+#if RANKSCOPE_HAVE_NVTX
+      &nvtx_capture_source(),
+#endif
+      nullptr,
+  };
+  return {sources, sizeof(sources) / sizeof(sources[0]) - 1};
+}
+
+}  // namespace rankscope::agent

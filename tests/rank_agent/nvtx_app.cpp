@@ -1,0 +1,42 @@
+// A program with NVTX ranges and no MPI, as a PyTorch job on NCCL is to
+// rankscope: profiled in sidecar mode. It prints the rendezvous environment
+// it was given, and ends as told, so exit statuses and signals can be checked.
+// Usage: nvtx_app RANGES PAUSE_US [exit CODE | signal NUMBER]
+#include <nvtx3/nvToolsExt.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+int main(int argc, char** argv) {
+  const int ranges = argc > 1 ? std::atoi(argv[1]) : 100;
+  const auto pause = std::chrono::microseconds(argc > 2 ? std::atoi(argv[2]) : 0);
+  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
+    const char* value = std::getenv(name);
+    std::printf("%s=%s\n", name, value ? value : "");
+  }
+  std::fflush(stdout);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([ranges, pause] {
+      for (int i = 0; i < ranges; ++i) {
+        nvtxRangePushA("app step");
+        nvtxRangePushA("app work");
+        std::this_thread::sleep_for(pause);
+        nvtxRangePop();
+        nvtxRangePop();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (argc > 4 && std::strcmp(argv[3], "exit") == 0) return std::atoi(argv[4]);
+  if (argc > 4 && std::strcmp(argv[3], "signal") == 0) {
+    std::fflush(nullptr);
+    raise(std::atoi(argv[4]));
+  }
+  return 0;
+}

@@ -1,0 +1,211 @@
+// The agent's buffers without the agent: blocks, threads, drops, names, tracks.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "recorder.h"
+
+namespace rankscope::agent {
+namespace {
+
+Event numbered(uint64_t thread, uint64_t n) {
+  Event e{};
+  e.begin_ns = static_cast<int64_t>(n);
+  e.end_ns = e.begin_ns + 1;
+  e.kind = EventKind::kNvtxRange;
+  e.seq = n;
+  e.comm_hash = thread;
+  e.track = kThreadTrack;
+  return e;
+}
+
+// Drains everything into a map: thread -> sequence numbers, in drained order.
+std::map<uint64_t, std::vector<uint64_t>> drain_all(Recorder& recorder) {
+  std::map<uint64_t, std::vector<uint64_t>> seen;
+  recorder.drain([&](std::span<Event> events) {
+    for (const Event& e : events) seen[e.comm_hash].push_back(e.seq);
+  });
+  return seen;
+}
+
+TEST(Recorder, KeepsEveryEventOfOneThreadAcrossBlocks) {
+  Recorder recorder;
+  ASSERT_TRUE(recorder.init(8 * sizeof(Block)));
+  const uint64_t n = 3 * kBlockEvents + 17;
+  for (uint64_t i = 0; i < n; ++i) recorder.record(numbered(1, i));
+  const auto seen = drain_all(recorder);
+  ASSERT_EQ(seen.at(1).size(), n);
+  std::vector<uint64_t> sorted = seen.at(1);
+  std::sort(sorted.begin(), sorted.end());
+  for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(sorted[i], i);
+  EXPECT_EQ(recorder.dropped(), 0u);
+}
+
+TEST(Recorder, PartialBlocksAreDrainedOnceAndTheRestLater) {
+  Recorder recorder;
+  ASSERT_TRUE(recorder.init(4 * sizeof(Block)));
+  for (uint64_t i = 0; i < 10; ++i) recorder.record(numbered(1, i));
+  EXPECT_EQ(drain_all(recorder).at(1).size(), 10u);
+  EXPECT_TRUE(drain_all(recorder).empty()) << "nothing new: nothing written twice";
+  for (uint64_t i = 10; i < 25; ++i) recorder.record(numbered(1, i));
+  const auto seen = drain_all(recorder);
+  ASSERT_EQ(seen.at(1).size(), 15u);
+  EXPECT_EQ(seen.at(1).front(), 10u);
+}
+
+TEST(Recorder, DropsAndCountsWhenThePoolIsEmptyNeverBlocks) {
+  Recorder recorder;
+  ASSERT_TRUE(recorder.init(2 * sizeof(Block)));  // two blocks, nobody drains
+  const uint64_t n = 5 * uint64_t{kBlockEvents};
+  for (uint64_t i = 0; i < n; ++i) recorder.record(numbered(1, i));
+  EXPECT_EQ(recorder.dropped(), n - 2 * kBlockEvents);
+  EXPECT_EQ(drain_all(recorder).at(1).size(), 2u * kBlockEvents);
+  // Drained blocks are free again: recording resumes.
+  for (uint64_t i = 0; i < 10; ++i) recorder.record(numbered(2, i));
+  EXPECT_EQ(drain_all(recorder).at(2).size(), 10u);
+}
+
+TEST(Recorder, ManyThreadsWithAConcurrentDrainLoseNothingUncounted) {
+  Recorder recorder;
+  ASSERT_TRUE(recorder.init(16 * sizeof(Block)));
+  constexpr int kThreads = 8;
+  constexpr uint64_t kPerThread = 200000;
+  std::atomic<bool> done{false};
+  std::map<uint64_t, std::vector<uint64_t>> seen;
+  std::thread drainer([&] {
+    auto collect = [&] {
+      recorder.drain([&](std::span<Event> events) {
+        for (const Event& e : events) seen[e.comm_hash].push_back(e.seq);
+      });
+    };
+    while (!done.load()) collect();
+    collect();
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&, t] {
+      for (uint64_t i = 0; i < kPerThread; ++i) recorder.record(numbered(static_cast<uint64_t>(t), i));
+    });
+  }
+  for (auto& w : writers) w.join();
+  done = true;
+  drainer.join();
+
+  uint64_t kept = 0;
+  for (const auto& [thread, sequence] : seen) {
+    // No event twice, none invented.
+    std::set<uint64_t> unique(sequence.begin(), sequence.end());
+    EXPECT_EQ(unique.size(), sequence.size()) << "thread " << thread;
+    EXPECT_LT(*unique.rbegin(), kPerThread);
+    kept += sequence.size();
+  }
+  EXPECT_EQ(kept + recorder.dropped(), kThreads * kPerThread);
+}
+
+TEST(Recorder, AThreadThatExitsHandsInItsEventsAndFreesItsSlot) {
+  Recorder recorder;
+  ASSERT_TRUE(recorder.init(4 * sizeof(Block)));
+  uint64_t drained = 0;
+  for (int round = 0; round < 3 * static_cast<int>(kMaxThreads); ++round) {
+    std::thread([&] { recorder.record(numbered(7, static_cast<uint64_t>(round))); }).join();
+    const auto seen = drain_all(recorder);
+    drained += seen.count(7) ? seen.at(7).size() : 0;
+  }
+  EXPECT_EQ(drained, 3u * kMaxThreads);
+  std::thread([&] { recorder.record(numbered(8, 1)); }).join();
+  EXPECT_EQ(drain_all(recorder).at(8).size(), 1u) << "slots are reused: threads beyond kMaxThreads over time still record";
+  EXPECT_EQ(recorder.dropped(), 0u);
+}
+
+TEST(Recorder, EachThreadGetsItsOwnNamedTrack) {
+  Recorder recorder;
+  ASSERT_TRUE(recorder.init(4 * sizeof(Block)));
+  uint32_t main_track = recorder.thread_track();
+  uint32_t other_track = kNoId;
+  std::thread([&] {
+    pthread_setname_np(pthread_self(), "worker");
+    other_track = recorder.thread_track();
+    recorder.record(numbered(3, 0));
+  }).join();
+  EXPECT_NE(main_track, other_track);
+  std::vector<Track> tracks;
+  EXPECT_EQ(recorder.tracks().collect(0, tracks), 2u);
+  ASSERT_EQ(tracks.size(), 2u);
+  EXPECT_EQ(tracks[other_track].type, TrackType::kThread);
+  std::vector<std::pair<uint32_t, std::string_view>> strings;
+  recorder.strings().collect(0, strings);
+  bool named = false;
+  for (const auto& [id, text] : strings) named |= id == tracks[other_track].name_id && text.rfind("worker ", 0) == 0;
+  EXPECT_TRUE(named);
+  const auto seen = [&] {
+    std::vector<Event> events;
+    recorder.drain([&](std::span<Event> batch) { events.insert(events.end(), batch.begin(), batch.end()); });
+    return events;
+  }();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].track, other_track) << "kThreadTrack is replaced by the recording thread's track";
+}
+
+TEST(StringTable, SameTextSameIdFromManyThreads) {
+  StringTable strings;
+  constexpr int kThreads = 4, kNames = 5000;
+  std::vector<std::vector<uint32_t>> ids(kThreads, std::vector<uint32_t>(kNames));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kNames; ++i) ids[t][i] = strings.intern("name " + std::to_string(i));
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::set<uint32_t> distinct;
+  for (int i = 0; i < kNames; ++i) {
+    for (int t = 1; t < kThreads; ++t) ASSERT_EQ(ids[t][i], ids[0][i]) << "name " << i;
+    distinct.insert(ids[0][i]);
+  }
+  EXPECT_EQ(distinct.size(), static_cast<size_t>(kNames));
+  std::vector<std::pair<uint32_t, std::string_view>> out;
+  EXPECT_EQ(strings.collect(0, out), static_cast<uint32_t>(kNames));
+  for (const auto& [id, text] : out) EXPECT_EQ(ids[0][std::stoi(std::string(text.substr(5)))], id);
+  // Collecting from where the last collect stopped gives only new names.
+  out.clear();
+  strings.intern("late");
+  EXPECT_EQ(strings.collect(kNames, out), static_cast<uint32_t>(kNames + 1));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].second, "late");
+}
+
+TEST(StringTable, FullTableSaysSoAndKeepsWhatItHas) {
+  StringTable strings;
+  uint32_t last = 0;
+  for (uint32_t i = 0; i < StringTable::kMaxStrings; ++i) last = strings.intern("s" + std::to_string(i));
+  EXPECT_NE(last, kNoId);
+  EXPECT_EQ(strings.intern("one too many"), kNoId);
+  EXPECT_EQ(strings.intern("s0"), 0u) << "known names still resolve";
+  const std::string huge(StringTable::kArenaBytes, 'x');
+  StringTable other;
+  EXPECT_EQ(other.intern(huge + "y"), kNoId) << "a name beyond the arena is refused, not cut";
+  std::vector<std::pair<uint32_t, std::string_view>> out;
+  other.intern("after");
+  other.collect(0, out);
+  ASSERT_EQ(out.size(), 1u) << "the refused name leaves a hole that collect skips";
+  EXPECT_EQ(out[0].second, "after");
+}
+
+TEST(TrackTable, OneIdPerTypeObjectAndDevice) {
+  TrackTable tracks;
+  const uint32_t a = tracks.find_or_add(TrackType::kCudaStream, 7, 0, 1);
+  EXPECT_EQ(tracks.find_or_add(TrackType::kCudaStream, 7, 0, 99), a);
+  EXPECT_NE(tracks.find_or_add(TrackType::kCudaStream, 7, 1, 1), a);
+  EXPECT_NE(tracks.find_or_add(TrackType::kNcclComm, 7, 0, 1), a);
+  std::vector<Track> out;
+  EXPECT_EQ(tracks.collect(0, out), 3u);
+  EXPECT_EQ(out[a].name_id, 1u) << "the first name stays";
+}
+
+}  // namespace
+}  // namespace rankscope::agent

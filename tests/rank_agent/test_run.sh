@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# `rankscope run` end to end: an MPI program in-process with skewed clocks, a
+# program without MPI in sidecar mode, exit statuses and signals passed on,
+# and the guard that stops an MPI program started in sidecar mode.
+# Usage: test_run.sh RANKSCOPE DDP_SIM NVTX_APP|none TIMELINE_SUMMARY MPIEXEC
+set -euo pipefail
+rankscope=$1 ddp_sim=$2 nvtx_app=$3 summary=$4 mpiexec=$5
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+echo "== in-process: ddp_sim on 4 ranks with skewed clocks"
+RANKSCOPE_FAKE_CLOCK=1:+2500000000:+80,3:-730000:-150 \
+  "$mpiexec" -x RANKSCOPE_FAKE_CLOCK -n 4 "$rankscope" run -o "$work/job.h5" -- \
+  "$ddp_sim" --steps 3 --warmup-steps 1 --layers 8 --layer-mb 1 --forward-us 100 --truth "$work/truth.json" \
+  >run.log 2>&1 || { cat run.log; fail "rankscope run of ddp_sim failed"; }
+cat run.log
+grep -q "in-process mode" run.log || fail "auto mode did not pick in-process for an MPI program"
+[ -f job.h5 ] || fail "no timeline"
+[ ! -e job.h5.shards ] || fail "the shards are still there after the timeline was written"
+"$rankscope" info --json job.h5 >info.json
+"$summary" job.h5 >summary.json
+expect_nvtx=$([ "$nvtx_app" = none ] && echo 0 || echo 1) python3 - <<'PY'
+import json, os
+info, summary, truth = (json.load(open(f)) for f in ("info.json", "summary.json", "truth.json"))
+assert [r["status"] for r in info["ranks"]] == ["complete"] * 4, info["ranks"]
+assert all(r["drops"] == 0 for r in info["ranks"])
+assert info["clock"]["corrected"] and all(r["synced"] and r["points"] >= 2 for r in info["clock"]["ranks"])
+steps = 3 + 1
+buckets = len(truth["buckets"])
+for rank in summary["ranks"]:
+    counts = rank["counts"]
+    assert rank["out_of_order"] == 0, rank
+    assert counts.get("mpi_collective MPI_Iallreduce") == buckets * steps, (buckets, counts)
+    assert counts.get("mpi_call MPI_Iallreduce") == buckets * steps, counts
+    assert counts.get("mpi_call MPI_Init") == 1 and counts.get("mpi_call MPI_Finalize") == 1, counts
+    if os.environ["expect_nvtx"] == "1":  # a build without NVTX builds ddp_sim without its ranges
+        assert sum(n for k, n in counts.items() if k.startswith("nvtx_range ProfilerStep#")) == steps, counts
+        assert counts.get("nvtx_range forward") == steps and counts.get("nvtx_range backward") == steps, counts
+allreduces = [c for c in summary["collectives"] if c["op"] == "AllReduce"]
+assert len(allreduces) == buckets * steps, len(allreduces)
+assert all(c["ranks"] == 4 for c in summary["collectives"]), "an instance not matched on every rank"
+print("in-process timeline ok:", buckets, "buckets x", steps, "steps on 4 ranks")
+PY
+
+echo "== exit status passes through"
+status=0
+"$mpiexec" -n 2 "$rankscope" run -o "$work/bad.h5" -- "$ddp_sim" --layers 0 >bad.log 2>&1 || status=$?
+[ "$status" -eq 2 ] || { cat bad.log; fail "ddp_sim's exit status 2 came back as $status"; }
+status=0
+"$mpiexec" -n 2 "$rankscope" run -o "$work/missing.h5" -- /nonexistent/program >missing.log 2>&1 || status=$?
+[ "$status" -eq 127 ] || { cat missing.log; fail "a missing program gave status $status, not 127"; }
+grep -q "cannot run /nonexistent/program" missing.log || fail "no message for a missing program"
+
+echo "== the sidecar guard: an MPI program in sidecar mode stops at once"
+status=0
+"$mpiexec" -n 2 "$rankscope" run -o "$work/guard.h5" --mode sidecar -- "$ddp_sim" --steps 1 >guard.log 2>&1 || status=$?
+[ "$status" -ne 0 ] || fail "an MPI program ran in sidecar mode"
+grep -q -- "--mode inprocess" guard.log || { cat guard.log; fail "the guard's message does not name --mode inprocess"; }
+
+if [ "$nvtx_app" = none ]; then
+  echo "sidecar checks skipped: built without NVTX"
+  exit 0
+fi
+
+echo "== sidecar: a program without MPI on 2 ranks"
+"$mpiexec" -n 2 "$rankscope" run -o "$work/side.h5" --sync-interval 0.1 -- "$nvtx_app" 400 1000 >side.log 2>&1 ||
+  { cat side.log; fail "sidecar run failed"; }
+cat side.log
+grep -q "sidecar mode" side.log || fail "auto mode did not pick sidecar for a program without MPI"
+for expected in RANK=0 RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2; do
+  grep -qx "$expected" side.log || fail "the application did not get $expected"
+done
+grep -qE '^MASTER_ADDR=.+' side.log && grep -qE '^MASTER_PORT=[0-9]+$' side.log || fail "no rendezvous address"
+"$rankscope" info --json side.h5 >side-info.json
+"$summary" side.h5 >side-summary.json
+python3 - <<'PY'
+import json
+info, summary = json.load(open("side-info.json")), json.load(open("side-summary.json"))
+assert [r["status"] for r in info["ranks"]] == ["complete"] * 2, info["ranks"]
+# Measured at start, at the end, and periodically while the application ran.
+assert all(r["synced"] and r["points"] >= 3 for r in info["clock"]["ranks"]), info["clock"]
+for rank in summary["ranks"]:
+    assert rank["counts"].get("nvtx_range app step") == 800, rank["counts"]
+    assert rank["counts"].get("nvtx_range app work") == 800, rank["counts"]
+print("sidecar timeline ok")
+PY
+
+echo "== sidecar: the application's exit status and its signal pass through"
+status=0
+"$mpiexec" -n 2 "$rankscope" run -o "$work/exit.h5" -- "$nvtx_app" 10 0 exit 3 >exit.log 2>&1 || status=$?
+[ "$status" -eq 3 ] || { cat exit.log; fail "exit status 3 came back as $status"; }
+status=0
+"$mpiexec" -n 2 "$rankscope" run -o "$work/signal.h5" -- "$nvtx_app" 10 0 signal 9 >signal.log 2>&1 || status=$?
+[ "$status" -eq 137 ] || { cat signal.log; fail "death by signal 9 came back as status $status"; }
+"$rankscope" info signal.h5 | grep -q "dead ranks: 0, 1" || fail "ranks killed by a signal are not shown dead"
+echo "all rankscope run checks passed"
