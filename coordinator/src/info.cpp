@@ -59,8 +59,13 @@ std::string counter_description(const std::string& name) {
       {std::string(counter::kTruncatedBytes), "bytes of a last shard chunk cut short (process killed or disk full)"},
       {"event_names_missing", "events whose name string was lost with a damaged chunk"},
       {"clock_violations", "collectives this rank left before the last rank entered, beyond both clock bounds"},
-      {"clock_violation_worst_ns", "the largest such gap beyond the bounds, in ns"},
-      {"clock_check_skipped", "collective events not checked: beyond merge --check-memory-mb"},
+      {"clock_violations_p2p",
+       "point-to-point messages this rank received before their send began, beyond both clock bounds"},
+      {"clock_violation_worst_ns",
+       "the largest gap beyond the bounds of this rank's violations, collectives and messages alike, in ns"},
+      {"clock_check_skipped", "collective and point-to-point events not checked: beyond merge --check-memory-mb"},
+      {"p2p_unmatched",
+       "sends and receives whose other half is in no shard: a dead or missing peer, or dropped events; not checked"},
       {std::string(counter::kEventsUnwritten), "events captured but not written: the shard could not be written"},
       {std::string(counter::kNamesDropped), "names not recorded: the agent's string table was full"},
       {std::string(counter::kSourcesOff), "requested capture sources that could not start (the run's stderr says why)"},
@@ -69,6 +74,8 @@ std::string counter_description(const std::string& name) {
        "when one dies)"},
       {"clock_violations_repaired",
        "clock_violations found before merge --repair-clock shifted the clocks; clock_violations counts what is left"},
+      {"clock_violations_p2p_repaired", "clock_violations_p2p found before merge --repair-clock shifted the clocks; "
+                                        "clock_violations_p2p counts what is left"},
   };
   const auto found = kDescriptions.find(name);
   return found == kDescriptions.end() ? std::string() : found->second;

@@ -94,10 +94,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
   uint64_t check_memory_mb = merge_options.check_memory_bytes >> 20;
   merge->add_option("--check-memory-mb", check_memory_mb,
-                    "Memory per process for the happens-before check of collectives (32 bytes per collective)")
+                    "Memory per process for the happens-before check of collectives and messages (about 32 bytes each)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 20));
   merge->add_flag("--repair-clock", merge_options.repair_clock,
-                  "Move each rank whose collectives break causality by the smallest constant shift that removes "
+                  "Move each rank whose collectives or messages break causality by the smallest constant shift that removes "
                   "the violations (changes measured times; off by default)");
 
   std::string info_path;

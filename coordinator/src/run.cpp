@@ -143,9 +143,12 @@ void set_agent_environment(const RunOptions& options, const Identity& id, const 
   set(agent::kEnvLauncher, id.launcher);
   set(agent::kEnvMode, mode);
   set(agent::kEnvOutput, fs::absolute(options.output).string());
-  if (options.capture.find("nvtx") != std::string::npos) {
-    set("NVTX_INJECTION64_PATH", agent_library("librankscope_capture.so").string());
-  }
+  // Each capture source is entered through the way its library loads tools;
+  // every one names the same capture library, already loaded by the preload.
+  const std::string capture_library = agent_library("librankscope_capture.so").string();
+  if (options.capture.find("nvtx") != std::string::npos) set("NVTX_INJECTION64_PATH", capture_library);
+  if (options.capture.find("cuda") != std::string::npos) set("CUDA_INJECTION64_PATH", capture_library);
+  if (options.capture.find("nccl") != std::string::npos) set("NCCL_PROFILER_PLUGIN", capture_library);
 }
 
 void prepend_preload(const std::vector<fs::path>& libraries) {

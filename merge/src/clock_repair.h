@@ -9,6 +9,9 @@
 //
 //   shift[left] - shift[entered] >= gap
 //
+// A message received too early gives the same constraint, with the receiver
+// as `left` and the sender as `entered`: the two kinds share one system.
+//
 // The check reports only the worst pair of each instance (the last to enter,
 // the first to leave), so a check of the times moved by the current shifts
 // may find pairs not seen before: learn() adds them and solve() meets them

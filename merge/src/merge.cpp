@@ -36,11 +36,14 @@ constexpr std::string_view kClockViolations = "clock_violations";
 constexpr std::string_view kClockViolationWorst = "clock_violation_worst_ns";
 constexpr std::string_view kClockCheckSkipped = "clock_check_skipped";
 constexpr std::string_view kClockViolationsRepaired = "clock_violations_repaired";
-// Checks of the collectives before the repair gives up; each reads every
-// shard once. One finds the violations and one more confirms the shifts when
-// the ranks that are off are off by one amount (one rank, or one node's
-// ranks); K different amounts take about K + 1, as a check sees only the
-// first rank out and the last rank in of each collective.
+constexpr std::string_view kClockViolationsP2p = "clock_violations_p2p";
+constexpr std::string_view kClockViolationsP2pRepaired = "clock_violations_p2p_repaired";
+constexpr std::string_view kP2pUnmatched = "p2p_unmatched";
+// Checks before the repair gives up; each reads every shard once. One finds
+// the violations and one more confirms the shifts when the ranks that are off
+// are off by one amount (one rank, or one node's ranks); K different amounts
+// take about K + 1, as a check sees only the first rank out and the last rank
+// in of each collective (every message is seen, with both its ranks).
 constexpr int kMaxRepairRounds = 8;
 
 
@@ -152,8 +155,9 @@ Counters merged_counters(const ShardScan& scan) {
   counters.set(counter::kTruncatedBytes, scan.damage.truncated_bytes);
   // Set once the events are merged; present from the start so every process
   // knows each rank's number of counters before writing.
-  for (std::string_view name :
-       {kNamesMissing, kClockViolations, kClockViolationWorst, kClockCheckSkipped, kClockViolationsRepaired}) {
+  for (std::string_view name : {kNamesMissing, kClockViolations, kClockViolationWorst, kClockCheckSkipped,
+                                kClockViolationsRepaired, kClockViolationsP2p, kClockViolationsP2pRepaired,
+                                kP2pUnmatched}) {
     counters.set(name, 0);
   }
   return counters;
@@ -458,12 +462,11 @@ schema::RankRow rank_row(const OwnedShard& shard, uint64_t event_offset, uint64_
 
 // --------------------------------------------------------- clock repair ---
 
-// Feeds the check every collective of this process's ranks, on the reference
-// clock and moved by `shifts`. The check needs no order, so the chunks are
-// read as they lie in the shard, one at a time. Ranks without clock
-// measurements are neither checked nor repaired.
-void check_collectives(const std::vector<OwnedShard>& shards, const std::vector<int64_t>& shifts,
-                       HappensBeforeCheck& check) {
+// Feeds the check every collective and message of this process's ranks, on
+// the reference clock and moved by `shifts`. The check needs no order, so the
+// chunks are read as they lie in the shard, one at a time. Ranks without
+// clock measurements are neither checked nor repaired.
+void feed_check(const std::vector<OwnedShard>& shards, const std::vector<int64_t>& shifts, HappensBeforeCheck& check) {
   std::vector<Event> chunk;
   for (const auto& shard : shards) {
     if (shard.clock.points().empty()) continue;
@@ -483,12 +486,14 @@ void check_collectives(const std::vector<OwnedShard>& shards, const std::vector<
 struct ClockRepairOutcome {
   std::vector<int64_t> shifts;               // per rank
   std::vector<uint64_t> violations_before;   // per rank, as counted before any shift
+  std::vector<uint64_t> message_violations_before;  // the same, for messages
   std::vector<int32_t> contradictory;        // ranks no constant shift repairs
   bool gave_up = false;                      // kMaxRepairRounds were not enough to settle
 };
 
-// Collective. Checks the collectives before anything is written and solves
-// for the shifts, checking again with them until a check finds nothing new.
+// Collective. Checks the collectives and messages before anything is written
+// and solves for the shifts, checking again with them until a check finds
+// nothing new.
 // Memory: one chunk and the check's budget, whatever the length of the job.
 ClockRepairOutcome repair_clocks(MPI_Comm comm, const std::vector<OwnedShard>& shards,
                                  const std::vector<int64_t>& clock_bounds, uint64_t check_memory_bytes) {
@@ -498,14 +503,17 @@ ClockRepairOutcome repair_clocks(MPI_Comm comm, const std::vector<OwnedShard>& s
     HappensBeforeCheck check(check_memory_bytes);
     std::string error;
     try {
-      check_collectives(shards, repair.shifts(), check);
+      feed_check(shards, repair.shifts(), check);
     } catch (const Error& e) {
       error = e.what();
     }
     // Every process takes part, whatever happened above, so none waits forever.
     const HappensBeforeCheck::Result found = check.finish(comm, clock_bounds);
     check_all(comm, error);
-    if (round == 1) outcome.violations_before = found.violations;
+    if (round == 1) {
+      outcome.violations_before = found.violations;
+      outcome.message_violations_before = found.message_violations;
+    }
     if (!repair.learn(found.worst_by_pair)) break;
     repair.solve();
     if (round == kMaxRepairRounds) {
@@ -529,22 +537,33 @@ std::string rank_names(const std::vector<int32_t>& ranks) {
 std::vector<std::string> describe_repair(const ClockRepairOutcome& outcome,
                                          const HappensBeforeCheck::Result& after) {
   std::vector<std::string> lines;
-  uint64_t before_total = 0, after_total = 0;
-  for (uint64_t n : outcome.violations_before) before_total += n;
-  for (uint64_t n : after.violations) after_total += n;
-  if (before_total == 0 && after_total == 0) return lines;
+  const auto total = [](const std::vector<uint64_t>& per_rank) {
+    return std::accumulate(per_rank.begin(), per_rank.end(), uint64_t{0});
+  };
+  const uint64_t collectives_before = total(outcome.violations_before), collectives_after = total(after.violations);
+  const uint64_t messages_before = total(outcome.message_violations_before),
+                 messages_after = total(after.message_violations);
+  const bool collectives = collectives_before + collectives_after > 0, messages = messages_before + messages_after > 0;
+  if (!collectives && !messages) return lines;
+  // "3 collectives", "5 messages" or "3 collectives and 5 messages"; unnamed the second time.
+  const auto counts = [&](uint64_t collective_count, uint64_t message_count, bool named) {
+    std::string text = collectives ? std::to_string(collective_count) + (named ? " collectives" : "") : "";
+    if (messages) text += (text.empty() ? "" : " and ") + std::to_string(message_count) + (named ? " messages" : "");
+    return text;
+  };
   std::string moved;
   for (size_t r = 0; r < outcome.shifts.size(); ++r) {
     if (outcome.shifts[r] == 0) continue;
     moved += (moved.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " by " +
              (outcome.shifts[r] > 0 ? "+" : "") + std::to_string(outcome.shifts[r]) + " ns";
   }
-  lines.push_back("--repair-clock: " + std::to_string(before_total) + " collectives broke causality before the repair, " +
-                  std::to_string(after_total) + " after it; " + (moved.empty() ? "no rank moved" : "moved " + moved));
+  lines.push_back("--repair-clock: " + counts(collectives_before, messages_before, true) +
+                  " broke causality before the repair, " + counts(collectives_after, messages_after, false) +
+                  " after it; " + (moved.empty() ? "no rank moved" : "moved " + moved));
   if (!outcome.contradictory.empty()) {
     lines.push_back("--repair-clock: no constant shift repairs ranks " + rank_names(outcome.contradictory) +
-                    ": their collectives need them both earlier and later than other ranks (a clock that stepped or "
-                    "drifted between measurements); their times are left as measured");
+                    ": their collectives and messages need them both earlier and later than other ranks (a clock "
+                    "that stepped or drifted between measurements); their times are left as measured");
   }
   if (outcome.gave_up) {
     lines.push_back("--repair-clock: still finding new violations after " + std::to_string(kMaxRepairRounds) +
@@ -683,6 +702,7 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
   ClockRepairOutcome repair;
   repair.shifts.assign(static_cast<size_t>(world_size), 0);
   repair.violations_before.assign(static_cast<size_t>(world_size), 0);
+  repair.message_violations_before.assign(static_cast<size_t>(world_size), 0);
   if (options.repair_clock) repair = repair_clocks(comm, shards, clock_bounds, options.check_memory_bytes);
 
   // 5. Create the timeline together, once it is sure to fit: HDF5 cannot close
@@ -794,6 +814,9 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
         rank_counters.set(kClockViolationWorst, static_cast<uint64_t>(causality.worst_ns[r]));
         rank_counters.set(kClockCheckSkipped, causality.unchecked[r]);
         rank_counters.set(kClockViolationsRepaired, repair.violations_before[r]);
+        rank_counters.set(kClockViolationsP2p, causality.message_violations[r]);
+        rank_counters.set(kClockViolationsP2pRepaired, repair.message_violations_before[r]);
+        rank_counters.set(kP2pUnmatched, causality.unmatched[r]);
         std::vector<schema::CounterRow> counter_rows;
         for (const auto& [name, value] : rank_counters.entries()) {
           counter_rows.push_back({static_cast<int32_t>(r), string_ids.at(name), value});

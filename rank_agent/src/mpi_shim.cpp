@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,12 @@ CommInfo* info_for(MPI_Comm comm) {
   if (comm == MPI_COMM_WORLD) return g_world;
   void* value = nullptr;
   int found = 0;
+  PMPI_Comm_get_attr(comm, g_keyval, &value, &found);
+  if (found) return static_cast<CommInfo*>(value);
+  // Once per communicator; two threads meeting a new one together must not
+  // both register it (the second registration would free the first's).
+  static std::mutex registering;
+  std::lock_guard lock(registering);
   PMPI_Comm_get_attr(comm, g_keyval, &value, &found);
   if (found) return static_cast<CommInfo*>(value);
   std::vector<int> world_ranks;
@@ -260,9 +267,20 @@ class MessageCounters {
 };
 MessageCounters* g_messages = nullptr;
 
+// The next message's ordinal between this rank and `peer` (communicator rank).
+// MPI matches messages in the order they are posted, so this is taken at
+// the post whenever the post names its peer and tag.
+uint64_t message_seq(CommInfo* info, CommOp op, int peer, int tag) {
+  const int peer_world = info->world_rank(peer);
+  const bool sending = op == CommOp::kSend;
+  return g_messages->next(info->hash, sending ? g_world_rank : peer_world, sending ? peer_world : g_world_rank, tag);
+}
+
+constexpr uint64_t kSeqAtCompletion = UINT64_MAX - 1;
+
 // A point-to-point message between this rank and `peer` (communicator rank).
 Event p2p_event(Call call, int64_t begin, int64_t end, CommInfo* info, CommOp op, int peer, int tag, uint64_t bytes,
-                MPI_Datatype type) {
+                MPI_Datatype type, uint64_t seq) {
   Event e = make_event(EventKind::kMpiP2p, call, begin, end);
   e.op = op;
   e.comm_hash = info->hash;
@@ -270,8 +288,7 @@ Event p2p_event(Call call, int64_t begin, int64_t end, CommInfo* info, CommOp op
   e.correlation_id = static_cast<uint32_t>(tag);
   e.bytes = bytes;
   e.datatype = data_type_of(type);
-  const bool sending = op == CommOp::kSend;
-  e.seq = g_messages->next(info->hash, sending ? g_world_rank : e.peer, sending ? e.peer : g_world_rank, tag);
+  e.seq = seq == kSeqAtCompletion ? message_seq(info, op, peer, tag) : seq;
   return e;
 }
 
@@ -280,7 +297,7 @@ void record_received(Call call, int64_t begin, int64_t end, MPI_Comm comm, const
   int count = 0;
   PMPI_Get_count(&status, type, &count);
   const Event e = p2p_event(call, begin, end, info_for(comm), CommOp::kRecv, status.MPI_SOURCE, status.MPI_TAG,
-                            count == MPI_UNDEFINED ? 0 : bytes_of(count, type), type);
+                            count == MPI_UNDEFINED ? 0 : bytes_of(count, type), type, kSeqAtCompletion);
   rankscope_agent_record(&e);
 }
 
@@ -355,7 +372,9 @@ RequestTable* g_requests = nullptr;
 void post(Call call, int64_t begin, MPI_Request request, CommInfo* info, CommOp op, int peer, int tag, uint64_t bytes,
           MPI_Datatype type) {
   record_call(call, begin);
-  g_requests->put(request, Pending{begin, info, call, EventKind::kMpiP2p, op, peer, tag, bytes, 0, type});
+  const bool named = peer != MPI_ANY_SOURCE && tag != MPI_ANY_TAG;
+  const uint64_t seq = named ? message_seq(info, op, peer, tag) : kSeqAtCompletion;
+  g_requests->put(request, Pending{begin, info, call, EventKind::kMpiP2p, op, peer, tag, bytes, seq, type});
 }
 
 void post_collective(Call call, int64_t begin, MPI_Request* request, MPI_Comm comm, const CollectiveShape& shape) {
@@ -391,7 +410,7 @@ void complete(MPI_Request request, const MPI_Status* status, int64_t end) {
       if (count != MPI_UNDEFINED) bytes = bytes_of(count, p.type);
     }
     if (peer < 0) return;  // a receive from any source whose status was not kept
-    e = p2p_event(p.call, p.begin, end, p.comm, p.op, peer, tag, bytes, p.type);
+    e = p2p_event(p.call, p.begin, end, p.comm, p.op, peer, tag, bytes, p.type, p.seq);
   }
   e.track = static_cast<uint16_t>(p.comm->track);
   rankscope_agent_record(&e);
@@ -793,7 +812,8 @@ int blocking_send(Call call, int dest, int tag, int count, MPI_Datatype type, MP
   const int64_t begin = now();
   const int rc = run();
   if (dest != MPI_PROC_NULL) {
-    const Event e = p2p_event(call, begin, now(), info_for(comm), CommOp::kSend, dest, tag, bytes_of(count, type), type);
+    const Event e =
+        p2p_event(call, begin, now(), info_for(comm), CommOp::kSend, dest, tag, bytes_of(count, type), type, kSeqAtCompletion);
     rankscope_agent_record(&e);
   }
   return rc;
@@ -897,7 +917,7 @@ RANKSCOPE_EXPORT int MPI_Sendrecv(const void* send, int send_count, MPI_Datatype
   if (rc == MPI_SUCCESS) {
     if (dest != MPI_PROC_NULL) {
       const Event e = p2p_event(Call::kSendrecv, begin, end, info_for(comm), CommOp::kSend, dest, send_tag,
-                                bytes_of(send_count, send_type), send_type);
+                                bytes_of(send_count, send_type), send_type, kSeqAtCompletion);
       rankscope_agent_record(&e);
     }
     record_received(Call::kSendrecv, begin, end, comm, *kept, recv_type);
@@ -916,7 +936,7 @@ RANKSCOPE_EXPORT int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype typ
   if (rc == MPI_SUCCESS) {
     if (dest != MPI_PROC_NULL) {
       const Event e = p2p_event(Call::kSendrecv_replace, begin, end, info_for(comm), CommOp::kSend, dest, send_tag,
-                                bytes_of(count, type), type);
+                                bytes_of(count, type), type, kSeqAtCompletion);
       rankscope_agent_record(&e);
     }
     record_received(Call::kSendrecv_replace, begin, end, comm, *kept, type);

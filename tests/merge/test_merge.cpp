@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 #include "rankscope/error.h"
 #include "rankscope/shard.h"
@@ -412,6 +413,242 @@ TEST_F(MergeTest, RepairLeavesAHealthyJobAlone) {
     EXPECT_EQ(info.counters.get("clock_violations_repaired"), 0u) << "rank " << r;
     expect_times(timeline, truth[static_cast<size_t>(r)], r, 0, false);
   }
+}
+
+// A job whose ranks exchange point-to-point messages (its allreduces have no
+// communicator, so only the messages are checked), with `rank`'s clock
+// measurements wrong by `error_ns`.
+testing::SyntheticJob messaging_job(int32_t world_size, int32_t rank, int64_t error_ns) {
+  testing::SyntheticJob job;
+  job.world_size = world_size;
+  job.events_per_rank = 6000;
+  job.chunk_events = 500;
+  job.skewed = true;
+  job.messages = true;
+  job.misclocked_rank = rank;
+  job.misclock_ns = error_ns;
+  return job;
+}
+
+// What the check must find for messages, per rank: the merge puts
+// `misclocked`'s events `error_ns` before their true times and the others'
+// at them; a receive that then ends before its send began, by more than
+// both bounds, counts against the receiver.
+struct MessageTruth {
+  std::vector<uint64_t> violations;
+  std::vector<int64_t> worst_ns;
+  std::vector<uint64_t> halves;    // sends and receives
+  std::vector<uint64_t> receives;
+  // (rank, peer) -> its sends to and receives from the peer
+  std::map<std::pair<int32_t, int32_t>, uint64_t> halves_with;
+};
+
+MessageTruth message_truth(const std::vector<testing::SyntheticRank>& truth, int32_t misclocked, int64_t error_ns) {
+  const size_t ranks = truth.size();
+  MessageTruth out{std::vector<uint64_t>(ranks, 0), std::vector<int64_t>(ranks, 0), std::vector<uint64_t>(ranks, 0),
+                   std::vector<uint64_t>(ranks, 0), {}};
+  const auto placed = [&](int32_t rank, int64_t t) { return rank == misclocked ? t - error_ns : t; };
+  std::map<std::tuple<int32_t, int32_t, uint64_t, uint64_t>, int64_t> send_begins;  // (sender, receiver, tag, seq)
+  for (size_t r = 0; r < ranks; ++r) {
+    for (const Event& e : truth[r].events) {
+      if (e.kind != EventKind::kMpiP2p) continue;
+      const auto rank = static_cast<int32_t>(r);
+      ++out.halves[r];
+      ++out.halves_with[{rank, e.peer}];
+      out.receives[r] += e.op == CommOp::kRecv;
+      if (e.op == CommOp::kSend) send_begins[{rank, e.peer, e.correlation_id, e.seq}] = placed(rank, e.begin_ns);
+    }
+  }
+  for (size_t r = 0; r < ranks; ++r) {
+    for (const Event& e : truth[r].events) {
+      if (e.kind != EventKind::kMpiP2p || e.op != CommOp::kRecv) continue;
+      const auto send = send_begins.find({e.peer, static_cast<int32_t>(r), e.correlation_id, e.seq});
+      EXPECT_NE(send, send_begins.end()) << "the synthetic job lost the send of a message to rank " << r;
+      if (send == send_begins.end()) continue;
+      const int64_t excess =
+          send->second - placed(static_cast<int32_t>(r), e.end_ns) - 2 * testing::kSyntheticSyncBoundNs;
+      if (excess > 0) {
+        ++out.violations[r];
+        out.worst_ns[r] = std::max(out.worst_ns[r], excess);
+      }
+    }
+  }
+  return out;
+}
+
+// Rank 2's measurements put its events 2 ms too early: every message it
+// receives ends before its send began, and counts against it. Rank 1's put
+// its events 500 us too late: its messages count against the ranks that
+// receive them (its partners, 0 and 3), not against it.
+TEST_F(MergeTest, MessagesReceivedBeforeTheyWereSentCountAgainstTheReceiver) {
+  for (const auto& [misclocked, error_ns] : {std::pair<int32_t, int64_t>{2, 2'000'000}, {1, -500'000}}) {
+    const auto truth = write_job(messaging_job(4, misclocked, error_ns));
+    const MessageTruth expected = message_truth(truth, misclocked, error_ns);
+    const std::string output = (dir_ / ("job" + std::to_string(misclocked) + ".h5")).string();
+    const MergeResult result = merge({dir_.string()}, output);
+    EXPECT_TRUE(result.problems.empty());
+    const Timeline timeline(output);
+    for (int32_t r = 0; r < 4; ++r) {
+      const RankInfo& info = timeline.ranks()[static_cast<size_t>(r)];
+      const auto rank = static_cast<size_t>(r);
+      const bool counted = error_ns > 0 ? r == misclocked : expected.halves_with.count({r, misclocked}) > 0;
+      EXPECT_GT(expected.halves[rank], 1000u) << "rank " << r;
+      EXPECT_EQ(expected.violations[rank] > 0, counted) << "rank " << r;
+      EXPECT_EQ(info.counters.get("clock_violations_p2p"), expected.violations[rank]) << "rank " << r;
+      EXPECT_NEAR(static_cast<double>(info.counters.get("clock_violation_worst_ns")),
+                  static_cast<double>(expected.worst_ns[rank]), 4.0)
+          << "rank " << r;
+      EXPECT_EQ(info.counters.get("clock_violations"), 0u) << "rank " << r;
+      EXPECT_EQ(info.counters.get("p2p_unmatched"), 0u) << "rank " << r;
+      EXPECT_EQ(info.counters.get("clock_check_skipped"), 0u) << "rank " << r;
+    }
+    // Rank 2 receives every message early, by the error less the message's length and the bounds.
+    if (error_ns > 0) {
+      EXPECT_EQ(expected.violations[2], expected.receives[2]);
+      EXPECT_GT(expected.worst_ns[2], error_ns - 1000);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (process_rank() == 0) {
+      for (const auto& rank : truth) fs::remove(rank.path);
+    }
+  }
+}
+
+TEST_F(MergeTest, HealthyMessagesAndCollectivesBreakNothing) {
+  testing::SyntheticJob job = messaging_job(5, -1, 0);
+  job.shared_collectives = true;
+  const auto truth = write_job(job);
+  const std::string output = (dir_ / "job.h5").string();
+  EXPECT_TRUE(merge({dir_.string()}, output).problems.empty());
+  const Timeline timeline(output);
+  for (const RankInfo& info : timeline.ranks()) {
+    EXPECT_GT(message_truth(truth, -1, 0).halves[static_cast<size_t>(info.rank)], 300u) << "rank " << info.rank;
+    for (const char* name : {"clock_violations", "clock_violations_p2p", "clock_violation_worst_ns", "p2p_unmatched",
+                             "clock_check_skipped"}) {
+      EXPECT_EQ(info.counters.get(name), 0u) << name << " of rank " << info.rank;
+    }
+  }
+}
+
+// Rank 3's shard is lost: the messages it exchanged have one half only. They
+// are counted as unmatched against the ranks that have the other half, and
+// are no violations.
+TEST_F(MergeTest, MessagesMissingTheirOtherHalfAreUnmatchedNotViolations) {
+  const auto truth = write_job(messaging_job(4, -1, 0));
+  if (process_rank() == 0) fs::remove(dir_ / "rank-00003.shard");
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string output = (dir_ / "job.h5").string();
+  EXPECT_EQ(merge({dir_.string()}, output).missing_ranks, std::vector<int32_t>{3});
+  const MessageTruth expected = message_truth(truth, -1, 0);
+  const Timeline timeline(output);
+  for (int32_t r = 0; r < 3; ++r) {
+    const RankInfo& info = timeline.ranks()[static_cast<size_t>(r)];
+    const auto with_lost_rank = expected.halves_with.find({r, 3});
+    const uint64_t lone = with_lost_rank == expected.halves_with.end() ? 0 : with_lost_rank->second;
+    EXPECT_EQ(info.counters.get("p2p_unmatched"), lone) << "rank " << r;
+    EXPECT_EQ(info.counters.get("clock_violations_p2p"), 0u) << "rank " << r;
+    EXPECT_EQ(info.counters.get("clock_check_skipped"), 0u) << "rank " << r;
+  }
+  // Ranks 1 and 2 exchange messages with rank 3 (1 XOR 2, 2 XOR 1); rank 0 does not.
+  EXPECT_EQ(timeline.ranks()[0].counters.get("p2p_unmatched"), 0u);
+  EXPECT_GT(timeline.ranks()[1].counters.get("p2p_unmatched"), 0u);
+  EXPECT_GT(timeline.ranks()[2].counters.get("p2p_unmatched"), 0u);
+}
+
+// Without memory for them, every send and receive is counted as unchecked.
+// With room for some, a sample of the messages is checked: both halves of a
+// message are checked or left out together, whichever processes hold them,
+// so no half is taken for unmatched. Collectives take the memory first.
+TEST_F(MergeTest, MessagesBeyondTheCheckMemoryAreCountedAsUnchecked) {
+  const auto truth = write_job(messaging_job(4, 2, 2'000'000));
+  const MessageTruth expected = message_truth(truth, 2, 2'000'000);
+  const std::string none = (dir_ / "none.h5").string();
+  merge({dir_.string()}, none, 0);
+  const Timeline unchecked(none);
+  for (int32_t r = 0; r < 4; ++r) {
+    const RankInfo& info = unchecked.ranks()[static_cast<size_t>(r)];
+    EXPECT_EQ(info.counters.get("clock_check_skipped"), expected.halves[static_cast<size_t>(r)]) << "rank " << r;
+    EXPECT_EQ(info.counters.get("clock_violations_p2p"), 0u) << "rank " << r;
+    EXPECT_EQ(info.counters.get("p2p_unmatched"), 0u) << "rank " << r;
+  }
+
+  // Room for about 300 halves per process (40 bytes each, in half the budget), of 1200 per rank.
+  const std::string sampled = (dir_ / "sampled.h5").string();
+  merge({dir_.string()}, sampled, 2 * 300 * 40);
+  const Timeline timeline(sampled);
+  uint64_t skipped = 0, halves = 0;
+  for (int32_t r = 0; r < 4; ++r) {
+    const RankInfo& info = timeline.ranks()[static_cast<size_t>(r)];
+    skipped += info.counters.get("clock_check_skipped");
+    halves += expected.halves[static_cast<size_t>(r)];
+    EXPECT_EQ(info.counters.get("p2p_unmatched"), 0u) << "rank " << r;
+    if (r != 2) {
+      EXPECT_EQ(info.counters.get("clock_violations_p2p"), 0u) << "rank " << r;
+    }
+  }
+  EXPECT_GT(skipped, 0u);
+  EXPECT_LT(skipped, halves);
+  EXPECT_EQ(skipped % 2, 0u) << "a message was checked on one side only";
+  const uint64_t found = timeline.ranks()[2].counters.get("clock_violations_p2p");
+  EXPECT_GT(found, 0u);
+  EXPECT_LT(found, expected.violations[2]);
+
+  // Collectives come first: with room for the allreduces (32 bytes each) and
+  // 40 halves more, every allreduce is checked, and no process keeps more
+  // than those 40 halves of the messages.
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (process_rank() == 0) {
+    for (const auto& rank : truth) fs::remove(rank.path);
+  }
+  testing::SyntheticJob both = messaging_job(4, 2, 2'000'000);
+  both.shared_collectives = true;
+  const auto both_truth = write_job(both);
+  const uint64_t instances = collectives_by_seq(both_truth).size();
+  const std::string crowded = (dir_ / "crowded.h5").string();
+  merge({dir_.string()}, crowded, instances * 32 + 1600);
+  const Timeline crowded_timeline(crowded);
+  const MessageTruth both_expected = message_truth(both_truth, 2, 2'000'000);
+  uint64_t messages_skipped = 0, message_halves = 0;
+  for (int32_t r = 0; r < 4; ++r) {
+    const RankInfo& info = crowded_timeline.ranks()[static_cast<size_t>(r)];
+    EXPECT_EQ(info.counters.get("clock_violations"), r == 2 ? instances : 0u) << "rank " << r;
+    EXPECT_EQ(info.counters.get("p2p_unmatched"), 0u) << "rank " << r;
+    messages_skipped += info.counters.get("clock_check_skipped");
+    message_halves += both_expected.halves[static_cast<size_t>(r)];
+  }
+  int processes = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &processes);
+  EXPECT_GE(messages_skipped + 40 * static_cast<uint64_t>(processes), message_halves);
+}
+
+// The repair treats a message like a collective: rank 2 received every
+// message before it was sent, so it moves later, by the largest gap, and
+// no other rank moves.
+TEST_F(MergeTest, RepairMovesARankThatReceivesEarlyLater) {
+  constexpr int64_t kError = 2'000'000;
+  const auto truth = write_job(messaging_job(4, 2, kError));
+  const MessageTruth expected = message_truth(truth, 2, kError);
+  const std::string output = (dir_ / "job.h5").string();
+  const MergeResult result = merge_repairing_clocks(output);
+  const Timeline timeline(output);
+  EXPECT_NEAR(static_cast<double>(timeline.ranks()[2].clock.repair_shift_ns), static_cast<double>(expected.worst_ns[2]),
+              4.0);
+  for (int32_t r = 0; r < 4; ++r) {
+    const RankInfo& info = timeline.ranks()[static_cast<size_t>(r)];
+    if (r != 2) {
+      EXPECT_EQ(info.clock.repair_shift_ns, 0) << "rank " << r;
+    }
+    EXPECT_EQ(info.counters.get("clock_violations_p2p"), 0u) << "rank " << r;
+    EXPECT_EQ(info.counters.get("clock_violation_worst_ns"), 0u) << "rank " << r;
+    EXPECT_EQ(info.counters.get("clock_violations_p2p_repaired"), expected.violations[static_cast<size_t>(r)])
+        << "rank " << r;
+    expect_times(timeline, truth[static_cast<size_t>(r)], r, r == 2 ? info.clock.repair_shift_ns - kError : 0, r == 2);
+  }
+  ASSERT_EQ(result.problems.size(), 1u);
+  EXPECT_NE(result.problems[0].find(std::to_string(expected.violations[2]) +
+                                    " messages broke causality before the repair, 0 after it; moved rank 2 by +"),
+            std::string::npos)
+      << result.problems[0];
 }
 
 // Rank 1's clock steps between its measurements: it leaves the first five

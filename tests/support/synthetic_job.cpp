@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <algorithm>
+#include <map>
 #include <random>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "rankscope/clocksync.h"
@@ -33,6 +35,13 @@ int64_t entry_delay(uint64_t seed, uint64_t seq, int32_t rank) {
   return static_cast<int64_t>(x % static_cast<uint64_t>(kSyntheticEntrySpreadNs));
 }
 
+// The bits that name the job's ranks: at least one.
+int rank_bits(int32_t world_size) {
+  int bits = 1;
+  while (bits < 31 && (int32_t{1} << bits) < world_size) ++bits;
+  return bits;
+}
+
 clocksync::Clock skewed_clock(int32_t rank) {
   if (rank == 0) return clocksync::Clock(1000, 20);
   const int64_t offset = (rank % 2 ? 1 : -1) * std::min<int64_t>(int64_t{rank} * 1'300'000'000, 10'000'000'000);
@@ -46,9 +55,10 @@ SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const 
   out.path = path;
   out.names = kNames;
   std::mt19937_64 random(job.seed * 1000003 + static_cast<uint64_t>(rank));
-  // Durations and gaps: the rank's own, or one timing for every rank when the collectives are shared.
+  // Durations and gaps: the rank's own, or one timing for every rank when the
+  // collectives or messages are shared.
   std::mt19937_64 shared_timing(job.seed);
-  std::mt19937_64& timing = job.shared_collectives ? shared_timing : random;
+  std::mt19937_64& timing = job.shared_collectives || job.messages ? shared_timing : random;
   std::uniform_int_distribution<int64_t> duration(200, 20000);
   std::uniform_int_distribution<uint32_t> name(0, static_cast<uint32_t>(kNames.size()) - 1);
 
@@ -84,6 +94,8 @@ SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const 
     thread.buffer.reserve(job.chunk_events);
   }
   uint64_t seq = 0;
+  uint64_t message_slot = 0;
+  std::map<std::tuple<int32_t, int32_t, uint32_t>, uint64_t> messages_sent;  // (sender, receiver, tag) -> count
   const clocksync::Clock local = job.skewed ? skewed_clock(rank) : clocksync::Clock();
   const clocksync::Clock reference = job.skewed ? skewed_clock(0) : clocksync::Clock();
   // Events are made on the true time line, kept on rank 0's clock and written on the rank's own.
@@ -149,7 +161,26 @@ SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const 
             e.comm_hash = 0;
           }
           break;
-        case 1: e.kind = EventKind::kMpiCall; break;
+        case 1: {
+          e.kind = EventKind::kMpiCall;
+          if (!job.messages) break;
+          const int bits = rank_bits(job.world_size);
+          const auto bit = static_cast<uint32_t>(message_slot % static_cast<uint64_t>(bits));
+          const bool lower_sends = (message_slot / static_cast<uint64_t>(bits)) % 2 == 0;
+          ++message_slot;
+          const int32_t partner = rank ^ (int32_t{1} << bit);
+          if (partner >= job.world_size) break;
+          const bool sending = (rank < partner) == lower_sends;
+          e.kind = EventKind::kMpiP2p;
+          e.op = sending ? CommOp::kSend : CommOp::kRecv;
+          e.comm_hash = kSyntheticCommHash;
+          e.peer = partner;
+          e.correlation_id = bit;
+          e.seq = messages_sent[{sending ? rank : partner, sending ? partner : rank, bit}]++;
+          e.bytes = 4096;
+          e.datatype = DataType::kUint8;
+          break;
+        }
         case 2: e.kind = EventKind::kCudaApi; break;
         default: e.kind = EventKind::kNvtxRange; break;
       }

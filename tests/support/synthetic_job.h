@@ -35,6 +35,16 @@ struct SyntheticJob {
   // beyond the 25 ns bound the measurements state. Negative: too late.
   int32_t misclocked_rank = -1;
   int64_t misclock_ns = 0;
+  // Point-to-point messages take the place of some MPI calls. In each such
+  // slot the ranks pair up, rank r with r XOR 2^b (b cycling over the bits of
+  // the largest rank), and one of each pair sends to the other (the lower
+  // rank for one cycle over the bits, the higher for the next); a rank whose
+  // partner is beyond the job makes its MPI call instead. A send and its
+  // receive share one true timing, so the receive ends after the send began,
+  // by at least 200 ns. The ranks' threads share one timing, as with
+  // shared_collectives. Messages go on communicator kSyntheticCommHash with
+  // tag b, numbered per (sender, receiver, tag) as the agent numbers them.
+  bool messages = false;
 };
 
 inline constexpr int64_t kSyntheticSyncBoundNs = 25;

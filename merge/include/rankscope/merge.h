@@ -13,13 +13,15 @@ struct MergeOptions {
   std::vector<std::string> inputs;  // shard files, or folders whose *.shard files are taken
   std::string output;               // the timeline; written as OUTPUT.partial, renamed when complete
   uint64_t block_events = 1 << 18;  // events per write
-  // Memory for the happens-before check of collectives (32 bytes per
-  // instance); collectives beyond it are counted as unchecked.
+  // Memory per process for the happens-before check: collectives (32 bytes
+  // per instance) and point-to-point messages (40 bytes per send or receive,
+  // in at most half of it); collectives and messages beyond it are counted
+  // as unchecked (docs/clocksync.md).
   uint64_t check_memory_bytes = 32u << 20;
-  // Moves each rank whose collectives break causality by the smallest
-  // constant shift that removes the violations (docs/clocksync.md). Off by
-  // default: it changes measured times, on the assumption that the clock
-  // correction was off by a constant.
+  // Moves each rank whose collectives or messages break causality by the
+  // smallest constant shift that removes the violations (docs/clocksync.md).
+  // Off by default: it changes measured times, on the assumption that the
+  // clock correction was off by a constant.
   bool repair_clock = false;
 };
 
