@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <variant>
+#include <thread>
 #include <vector>
 
 #include "ddp_buckets.h"
@@ -59,6 +60,9 @@ struct Options {
   int unit_layers = 4;
   bool prefetch = true;
   std::string truth_path;
+  std::string compute = "auto";  // spin, sleep, or auto: sleep where the node has fewer cores than ranks
+  bool sleep_compute = false;    // what auto came to
+  double progress_us = 100;      // how often compute lets outstanding collectives progress; 0: between layers only
 
   std::size_t layer_floats() const {
     return static_cast<std::size_t>(std::llround(layer_mb * kBytesPerMiB / sizeof(float)));
@@ -144,6 +148,16 @@ std::variant<Options, int> parse_options(int argc, char** argv, int rank, int wo
   app.add_flag("--no-prefetch", no_prefetch, "FSDP: gather each unit's parameters only when it needs them")
       ->needs(fsdp);
   app.add_option("--truth", options.truth_path, "Write the run's ground truth to this JSON file (rank 0)");
+  app.add_option("--progress-us", options.progress_us,
+                 "How often compute lets outstanding collectives progress, in microseconds, as a communication "
+                 "engine running beside compute would (NCCL on its own stream); 0: only between layers")
+      ->check(CLI::Range(0.0, kMaxMicroseconds))
+      ->capture_default_str();
+  app.add_option("--compute", options.compute,
+                 "How compute is emulated: spin (real work on a core), sleep (no core used, as if each rank had its "
+                 "own device), or auto (sleep where this node has fewer cores than ranks)")
+      ->check(CLI::IsMember({"spin", "sleep", "auto"}))
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -214,10 +228,33 @@ class ComputeTiming {
 // microseconds, so each is back on a core just after its deadline instead of a
 // scheduler time slice later. Blending toward the source keeps every value
 // bounded however many sweeps fit.
-void work_until(Clock::time_point deadline, std::span<float> target, std::span<const float> source) {
+//
+// Sleeping instead models a rank whose compute runs on a device of its own:
+// ranks that outnumber the cores then keep their configured times, which
+// spinning on shared cores cannot promise.
+//
+// Every `progress_every` (when positive) it lets outstanding collectives move,
+// as a communication engine beside compute would.
+template <typename Progress>
+void work_until(Clock::time_point deadline, std::span<float> target, std::span<const float> source, bool sleep,
+                Clock::duration progress_every, Progress&& progress) {
   constexpr std::size_t kChunk = 4096;  // a few microseconds of work
+  auto next_progress = Clock::now() + progress_every;
+  const auto make_progress = [&] {
+    if (progress_every.count() <= 0 || Clock::now() < next_progress) return;
+    progress();
+    next_progress = Clock::now() + progress_every;
+  };
+  if (sleep) {
+    while (Clock::now() < deadline) {
+      std::this_thread::sleep_until(progress_every.count() > 0 ? std::min(deadline, next_progress) : deadline);
+      make_progress();
+    }
+    return;
+  }
   std::size_t begin = 0;
   while (Clock::now() < deadline) {
+    make_progress();
     const std::size_t end = std::min(begin + kChunk, target.size());
     for (std::size_t i = begin; i < end; ++i) target[i] = 0.75f * target[i] + 0.25f * source[i];
     begin = end == target.size() ? 0 : end;
@@ -263,6 +300,8 @@ class Trainer {
   virtual std::string layout_summary() const = 0;
   // The truth file's "buckets" and "units" keys.
   virtual void write_layout_json(std::FILE* out) const = 0;
+  // Lets the outstanding collectives move (MPI progresses only inside its calls).
+  virtual void progress() = 0;
 
  protected:
   Trainer(const Options& options, int rank, int world_size)
@@ -273,6 +312,8 @@ class Trainer {
         backward_(2 * options.forward_us),
         optimizer_(options.optimizer_us),
         timing_(options, rank),
+        sleep_compute_(options.sleep_compute),
+        progress_every_(std::chrono::duration_cast<Clock::duration>(Microseconds(options.progress_us))),
         activations_(layer_floats_) {
     for (int layer = 0; layer < layers_; ++layer) {
       forward_names_.push_back("forward layer " + std::to_string(layer));
@@ -282,12 +323,12 @@ class Trainer {
 
   void forward_layer(int layer, std::span<const float> parameters) {
     ScopedRange range(forward_names_[static_cast<std::size_t>(layer)].c_str());
-    work_until(timing_.deadline(forward_), activations_, parameters);
+    work_until(timing_.deadline(forward_), activations_, parameters, sleep_compute_, progress_every_, [this] { progress(); });
   }
 
   void backward_layer(int layer, std::span<float> gradients, std::span<const float> parameters) {
     ScopedRange range(backward_names_[static_cast<std::size_t>(layer)].c_str());
-    work_until(timing_.deadline(backward_), gradients, parameters);
+    work_until(timing_.deadline(backward_), gradients, parameters, sleep_compute_, progress_every_, [this] { progress(); });
   }
 
   // The gradients arrive summed over the ranks. Averaging them is one real
@@ -301,7 +342,7 @@ class Trainer {
       for (float& gradient : gradients) gradient *= inverse_world_size;
     }
     ScopedRange range("optimizer");
-    work_until(timing_.deadline(optimizer_), parameters, gradients);
+    work_until(timing_.deadline(optimizer_), parameters, gradients, sleep_compute_, progress_every_, [this] { progress(); });
   }
 
   const int layers_;
@@ -311,6 +352,8 @@ class Trainer {
  private:
   const Microseconds forward_, backward_, optimizer_;
   ComputeTiming timing_;
+  bool sleep_compute_;
+  Clock::duration progress_every_;
   std::vector<float> activations_;
   std::vector<std::string> forward_names_, backward_names_;
 };
@@ -354,15 +397,17 @@ class DdpTrainer final : public Trainer {
         const ddp_sim::Bucket& bucket =
             buckets_[static_cast<std::size_t>(bucket_of_layer_[static_cast<std::size_t>(layer)])];
         if (layer == bucket.layers.back()) start_allreduce(bucket);
-        // Non-blocking collectives move only inside MPI calls; a GPU job's
-        // communication would progress by itself meanwhile.
-        int all_done = 0;
-        MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &all_done, MPI_STATUSES_IGNORE);
+        progress();
       }
       ScopedRange wait("allreduce wait");
       MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     }
     average_and_update(parameters_, gradients_);
+  }
+
+  void progress() override {
+    int all_done = 0;
+    MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &all_done, MPI_STATUSES_IGNORE);
   }
 
   std::string layout_summary() const override {
@@ -497,7 +542,7 @@ class FsdpTrainer final : public Trainer {
       if (prefetch_ && unit.index + 1 < static_cast<int>(units_.size())) start_allgather(next(unit, +1));
       for (int layer = unit.first_layer; layer < unit.first_layer + unit.layer_count; ++layer) {
         forward_layer(layer, layer_slice(gathered_, unit, layer));
-        poll();
+        progress();
       }
     }
   }
@@ -515,7 +560,7 @@ class FsdpTrainer final : public Trainer {
       wait_reduce_scatter(buffer_of(*unit));
       for (int layer = unit->first_layer + unit->layer_count - 1; layer >= unit->first_layer; --layer) {
         backward_layer(layer, layer_slice(unit_gradients_, *unit, layer), layer_slice(gathered_, *unit, layer));
-        poll();
+        progress();
       }
       start_reduce_scatter(*unit);
     }
@@ -558,9 +603,7 @@ class FsdpTrainer final : public Trainer {
     MPI_Wait(&reduce_scatter_request(buffer), MPI_STATUS_IGNORE);
   }
 
-  // Non-blocking collectives move only inside MPI calls; a GPU job's
-  // communication would progress by itself meanwhile.
-  void poll() {
+  void progress() override {
     int all_done = 0;
     MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &all_done, MPI_STATUSES_IGNORE);
   }
@@ -622,6 +665,7 @@ void write_truth(std::FILE* out, const Options& options, int world_size, const T
   std::fprintf(out, "  \"slowdown\": %.15g,\n  \"jitter\": %.15g,\n  \"seed\": %llu,\n", options.slowdown,
                options.jitter, static_cast<unsigned long long>(options.seed));
   std::fprintf(out, "  \"steps\": %d,\n  \"warmup_steps\": %d,\n", options.steps, options.warmup_steps);
+  std::fprintf(out, "  \"compute\": \"%s\",\n", options.sleep_compute ? "sleep" : "spin");
   if (options.fsdp) {
     std::fprintf(out, "  \"unit_layers\": %d,\n  \"prefetch\": %s,\n", options.unit_layers,
                  options.prefetch ? "true" : "false");
@@ -639,10 +683,21 @@ void write_truth(std::FILE* out, const Options& options, int world_size, const T
 
 using File = std::unique_ptr<std::FILE, decltype(&std::fclose)>;
 
+// Whether this node runs more ranks than it has cores.
+bool ranks_outnumber_cores() {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int ranks_here = 1;
+  MPI_Comm_size(node, &ranks_here);
+  MPI_Comm_free(&node);
+  return static_cast<unsigned>(ranks_here) > std::max(1u, std::thread::hardware_concurrency());
+}
+
 int run(int argc, char** argv, int rank, int world_size) {
   std::variant<Options, int> parsed = parse_options(argc, argv, rank, world_size);
   if (const int* exit_status = std::get_if<int>(&parsed)) return *exit_status;
-  const Options& options = std::get<Options>(parsed);
+  Options options = std::get<Options>(parsed);
+  options.sleep_compute = options.compute == "sleep" || (options.compute == "auto" && ranks_outnumber_cores());
 
   // The truth file is opened before the run so that an unwritable path is
   // reported at once. Rank 0 tells the others whether to go on, which also

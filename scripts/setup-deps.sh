@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Installs the Debian packages rankscope needs, when run as root; otherwise
-# names the missing ones. Safe to run again: it installs only what is missing.
+# scripts/setup-deps.sh [--tests]: installs the Debian packages rankscope
+# needs (and with --tests, those its test suite needs too), when run as root;
+# otherwise names the missing ones. Safe to run again: it installs only what
+# is missing.
 set -euo pipefail
 packages=(build-essential cmake pkg-config python3 openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
-          libcli11-dev libgtest-dev libbenchmark-dev python3-mpi4py netpipe-openmpi)
+          libcli11-dev libgtest-dev libbenchmark-dev)
+if [ "${1:-}" = --tests ]; then
+  # Real MPI programs profiled unchanged, and the browser that renders the HTML report.
+  packages+=(python3-mpi4py netpipe-openmpi chromium)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -3,7 +3,7 @@
 # and without it, and runs the whole test suite on both builds.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/setup-deps.sh"
+"$root/scripts/setup-deps.sh" --tests
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 status=0
 for variant in "build:AUTO" "build-nocuda:OFF"; do

@@ -66,13 +66,13 @@ void set_process_clock(const Clock& clock) { g_process_clock = clock; }
 const Clock& process_clock() { return g_process_clock; }
 uint64_t process_clock_now() { return static_cast<uint64_t>(g_process_clock.now_ns()); }
 
-Clock Clock::for_rank(int32_t rank) {
+Clock Clock::for_rank(int32_t rank, const BaseClock& base) {
   const char* spec = std::getenv(kFakeClockVariable);
-  if (!spec) return Clock();
+  if (!spec) return Clock(base, 0, 0);
   for (const FakeClockEntry& entry : parse_fake_clock(spec)) {
-    if (entry.rank == rank) return Clock(entry.offset_ns, entry.drift_ppm);
+    if (entry.rank == rank) return Clock(base, entry.offset_ns, entry.drift_ppm);
   }
-  return Clock();
+  return Clock(base, 0, 0);
 }
 
 }  // namespace rankscope::clocksync

@@ -49,12 +49,19 @@ ClockSynchronizer::ClockSynchronizer(MPI_Comm comm, const Clock& clock, const Sy
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node_);
   int node_rank = 0;
   MPI_Comm_rank(node_, &node_rank);
-  // A virtual clock anywhere breaks the shared physical clock: then every rank takes part.
-  int is_virtual = clock.is_virtual() ? 1 : 0, any_virtual = 0;
-  MPI_Allreduce(&is_virtual, &any_virtual, 1, MPI_INT, MPI_MAX, comm);
-  shares_leader_clock_ = !any_virtual;
+  // Ranks of a node share their leader's measurement only if they read one
+  // clock: no virtual clock, and one base clock (two processes that each
+  // calibrated the TSC run two clocks, apart by their calibration errors).
+  // Anywhere else, every rank takes part.
+  const uint64_t identity = clock.base().identity();
+  uint64_t node_lowest = 0, node_highest = 0;
+  MPI_Allreduce(&identity, &node_lowest, 1, MPI_UINT64_T, MPI_MIN, node_);
+  MPI_Allreduce(&identity, &node_highest, 1, MPI_UINT64_T, MPI_MAX, node_);
+  int one_clock_here = !clock.is_virtual() && node_lowest == node_highest ? 1 : 0, one_clock_everywhere = 0;
+  MPI_Allreduce(&one_clock_here, &one_clock_everywhere, 1, MPI_INT, MPI_MIN, comm);
+  shares_leader_clock_ = one_clock_everywhere != 0;
   // A communicator of its own: messages of an abandoned round cannot reach anyone else.
-  MPI_Comm_split(comm, any_virtual || node_rank == 0 ? 0 : MPI_UNDEFINED, rank, &tree_);
+  MPI_Comm_split(comm, !shares_leader_clock_ || node_rank == 0 ? 0 : MPI_UNDEFINED, rank, &tree_);
   if (tree_ != MPI_COMM_NULL) MPI_Comm_set_errhandler(tree_, MPI_ERRORS_RETURN);
 }
 

@@ -3,10 +3,13 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <iostream>
 
+#include "rankscope/analysis.h"
 #include "rankscope/error.h"
 #include "rankscope/info.h"
 #include "rankscope/merge.h"
@@ -70,6 +73,46 @@ int run_info(const std::string& path, bool json) {
   }
 }
 
+struct ReportOptions {
+  std::string timeline;
+  std::string format = "text";
+  std::string output;  // stdout when empty
+  bool hta_compat = false;
+};
+
+int run_report(const ReportOptions& options) {
+  namespace analysis = rankscope::analysis;
+  try {
+    analysis::Report report;
+    {
+      const rankscope::Timeline timeline(options.timeline);
+      report = analysis::make_report(timeline, {options.hta_compat});
+    }
+    try {
+      analysis::write_collectives_table(options.timeline, report.profile);
+    } catch (const rankscope::Error& e) {
+      std::fprintf(stderr, "rankscope report: warning: the collectives table was not written: %s\n", e.what());
+    }
+    const std::string text = options.format == "json"   ? analysis::report_json(report)
+                             : options.format == "html" ? analysis::report_html(report)
+                                                        : analysis::report_text(report);
+    if (options.output.empty()) {
+      std::fputs(text.c_str(), stdout);
+      return 0;
+    }
+    std::FILE* file = std::fopen(options.output.c_str(), "w");
+    if (!file || std::fwrite(text.data(), 1, text.size(), file) != text.size() || std::fclose(file) != 0) {
+      std::fprintf(stderr, "rankscope report: error: cannot write %s: %s\n", options.output.c_str(), std::strerror(errno));
+      return 1;
+    }
+    std::fprintf(stderr, "rankscope report: wrote %s\n", options.output.c_str());
+    return 0;
+  } catch (const rankscope::Error& e) {
+    std::fprintf(stderr, "rankscope report: error: %s\n", e.what());
+    return 1;
+  }
+}
+
 int run_job(const rankscope::RunOptions& options) {
   try {
     return rankscope::run_application(options);
@@ -106,6 +149,17 @@ int main(int argc, char** argv) {
   info->add_option("timeline", info_path, "The HDF5 timeline")->required();
   info->add_flag("--json", info_json, "Print JSON instead of text");
 
+  ReportOptions report_options;
+  CLI::App* report = app.add_subcommand(
+      "report", "Analyze a timeline: stragglers and why, overlap, exposed communication, DDP buckets, FSDP units");
+  report->add_option("timeline", report_options.timeline, "The HDF5 timeline")->required();
+  report->add_option("--format", report_options.format, "text (one screen), json or html (one self-contained page)")
+      ->check(CLI::IsMember({"text", "json", "html"}))
+      ->capture_default_str();
+  report->add_option("-o,--output", report_options.output, "Write the report to this file instead of stdout");
+  report->add_flag("--hta-compat", report_options.hta_compat,
+                   "Overlap as Holistic Trace Analysis defines it (kernel names, its window and rounding)");
+
   rankscope::RunOptions run_options;
   CLI::App* run = app.add_subcommand(
       "run", "Profile one rank of a job: mpirun -n N rankscope run [OPTIONS] -- APP [ARGS...]");
@@ -136,5 +190,6 @@ int main(int argc, char** argv) {
   merge_options.check_memory_bytes = check_memory_mb << 20;
   if (*merge) return run_merge(merge_options);
   if (*info) return run_info(info_path, info_json);
+  if (*report) return run_report(report_options);
   return 2;
 }

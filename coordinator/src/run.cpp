@@ -254,6 +254,9 @@ class Sidecar {
  private:
   pid_t start_child(const std::string& master_addr, int master_port) {
     set_agent_environment(options_, id_, shard_dir_, "sidecar");
+    // The program's events go on the clock this process measures (its TSC
+    // calibration, not one the program would make of its own).
+    set(clocksync::kClockBaseVariable, clocksync::process_base_clock().text());
     set(agent::kEnvNodeId, std::to_string(node_id_));
     set("RANK", std::to_string(id_.rank));
     set("WORLD_SIZE", std::to_string(id_.world_size));

@@ -128,4 +128,39 @@ Handle clock_point_row_type() {
 
 void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
+Handle collective_row_type() {
+  Handle type(H5Tcreate(H5T_COMPOUND, sizeof(CollectiveRow)), H5Tclose);
+  const Handle op = enum_type<CommOp>(kCommOpCount, comm_op_name);
+  const Handle datatype = enum_type<DataType>(kDataTypeCount, data_type_name);
+  const Handle algorithm = enum_type<Algorithm>(kAlgorithmCount, algorithm_name);
+  const Handle protocol = enum_type<Protocol>(kProtocolCount, protocol_name);
+  H5Tinsert(type, "comm_hash", offsetof(CollectiveRow, comm_hash), H5T_NATIVE_UINT64);
+  H5Tinsert(type, "seq", offsetof(CollectiveRow, seq), H5T_NATIVE_UINT64);
+  H5Tinsert(type, "bytes", offsetof(CollectiveRow, bytes), H5T_NATIVE_UINT64);
+  H5Tinsert(type, "first_participant", offsetof(CollectiveRow, first_participant), H5T_NATIVE_UINT64);
+  H5Tinsert(type, "participant_count", offsetof(CollectiveRow, participant_count), H5T_NATIVE_UINT32);
+  H5Tinsert(type, "name_id", offsetof(CollectiveRow, name_id), H5T_NATIVE_UINT32);
+  H5Tinsert(type, "step", offsetof(CollectiveRow, step), H5T_NATIVE_INT32);
+  H5Tinsert(type, "op", offsetof(CollectiveRow, op), op);
+  H5Tinsert(type, "source", offsetof(CollectiveRow, source), H5T_NATIVE_UINT8);
+  H5Tinsert(type, "nonblocking", offsetof(CollectiveRow, nonblocking), H5T_NATIVE_UINT8);
+  H5Tinsert(type, "datatype", offsetof(CollectiveRow, datatype), datatype);
+  H5Tinsert(type, "algorithm", offsetof(CollectiveRow, algorithm), algorithm);
+  H5Tinsert(type, "protocol", offsetof(CollectiveRow, protocol), protocol);
+  return type;
+}
+
+Handle participant_row_type() {
+  Handle type(H5Tcreate(H5T_COMPOUND, sizeof(ParticipantRow)), H5Tclose);
+  H5Tinsert(type, "rank", offsetof(ParticipantRow, rank), H5T_NATIVE_INT32);
+  H5Tinsert(type, "enqueue_ns", offsetof(ParticipantRow, enqueue_ns), H5T_NATIVE_INT64);
+  H5Tinsert(type, "arrival_ns", offsetof(ParticipantRow, arrival_ns), H5T_NATIVE_INT64);
+  H5Tinsert(type, "start_ns", offsetof(ParticipantRow, start_ns), H5T_NATIVE_INT64);
+  H5Tinsert(type, "end_ns", offsetof(ParticipantRow, end_ns), H5T_NATIVE_INT64);
+  H5Tinsert(type, "wait_ns", offsetof(ParticipantRow, wait_ns), H5T_NATIVE_INT64);
+  H5Tinsert(type, "exposed_wait_ns", offsetof(ParticipantRow, exposed_wait_ns), H5T_NATIVE_INT64);
+  H5Tinsert(type, "exposed_transfer_ns", offsetof(ParticipantRow, exposed_transfer_ns), H5T_NATIVE_INT64);
+  return type;
+}
+
 }  // namespace rankscope::schema

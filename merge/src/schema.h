@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "rankscope/collectives.h"
 #include "rankscope/event.h"
 #include "rankscope/timeline.h"
 
@@ -118,6 +119,8 @@ Handle track_row_type();
 Handle counter_row_type();
 Handle clock_row_type();
 Handle clock_point_row_type();
+Handle collective_row_type();
+Handle participant_row_type();
 
 // HDF5's own error stack printing is replaced by our messages.
 void silence_hdf5_errors();

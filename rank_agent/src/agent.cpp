@@ -90,6 +90,7 @@ class Agent {
 
   bool capturing(uint32_t source) const { return (capture_.load(std::memory_order_relaxed) & source) != 0; }
   int64_t now() const { return clock_.now_ns(); }
+  const std::string& clock_base() const { return clock_base_; }
   Recorder& recorder() { return recorder_; }
   const std::string& shard_path() const { return shard_path_; }
   bool in_this_process() const { return ::getpid() == pid_; }
@@ -105,6 +106,11 @@ class Agent {
     [[maybe_unused]] const ssize_t written = ::write(wake_fd_, &one, sizeof(one));
   }
   void note_name_dropped() { names_dropped_.fetch_add(1, std::memory_order_relaxed); }
+  void add_gpu_uuid(std::string_view uuid);
+  void add_to_counter(std::string_view name, uint64_t value) {
+    std::lock_guard lock(source_counters_mutex_);
+    source_counters_.add(name, value);
+  }
 
  private:
   bool open(std::string& why_not);
@@ -122,6 +128,7 @@ class Agent {
   uint64_t buffer_bytes_ = 0;
   int flush_ms_ = 200;
   clocksync::Clock clock_;
+  std::string clock_base_;  // clock_'s base clock as text, for the MPI shim
   Recorder recorder_;
   std::vector<CaptureSource*> started_sources_;
 
@@ -146,6 +153,8 @@ class Agent {
 
   std::atomic<uint64_t> events_unwritten_{0};
   std::atomic<uint64_t> names_dropped_{0};
+  mutable std::mutex source_counters_mutex_;
+  Counters source_counters_;  // counted by the capture sources (rankscope_agent_add_counter)
   std::atomic<uint64_t> agent_errors_{0};
   uint64_t shard_write_errors_ = 0;
   uint64_t sources_off_ = 0;
@@ -190,6 +199,7 @@ bool Agent::open(std::string& why_not) {
     why_not = e.what();
     return false;
   }
+  clock_base_ = clock_.base().text();
   clocksync::set_process_clock(clock_);
   if (!recorder_.init(buffer_bytes_)) {
     why_not = "cannot map " + std::to_string(buffer_bytes_ >> 20) + " MiB of event buffers";
@@ -278,8 +288,25 @@ void Agent::add_sync_point(const SyncPoint& point) {
   sync_points_ready_.store(n + 1, std::memory_order_release);
 }
 
+void Agent::add_gpu_uuid(std::string_view uuid) {
+  std::lock_guard lock(metadata_mutex_);
+  std::string& list = metadata_.gpu_uuids;
+  for (size_t begin = 0; begin < list.size();) {
+    const size_t end = std::min(list.find(',', begin), list.size());
+    if (std::string_view(list).substr(begin, end - begin) == uuid) return;
+    begin = end + 1;
+  }
+  if (!list.empty()) list += ',';
+  list += uuid;
+  metadata_changed_ = true;
+}
+
 Counters Agent::counters() const {
   Counters c;
+  {
+    std::lock_guard lock(source_counters_mutex_);
+    c = source_counters_;
+  }
   c.set(counter::kEventsDropped, recorder_.dropped());
   c.set(counter::kAgentErrors, agent_errors_.load(std::memory_order_relaxed));
   c.set(counter::kShardWriteErrors, shard_write_errors_);
@@ -486,4 +513,17 @@ const char* rankscope_agent_shard_path() {
 
 void rankscope_agent_disable(const char* reason) {
   if (auto* a = agent()) a->disable(reason);
+}
+
+void rankscope_agent_add_gpu_uuid(const char* uuid) {
+  if (auto* a = agent(); a && uuid) a->add_gpu_uuid(uuid);
+}
+
+void rankscope_agent_add_counter(const char* name, uint64_t value) {
+  if (auto* a = agent(); a && name) a->add_to_counter(name, value);
+}
+
+const char* rankscope_agent_clock_base() {
+  const auto* a = agent();
+  return a ? a->clock_base().c_str() : "raw";  // what rankscope_agent_now() reads without an agent
 }

@@ -64,7 +64,8 @@ constexpr const char* kCallNames[] = {
 uint32_t g_call_names[static_cast<size_t>(Call::kCount)];
 
 // The agent's own MPI calls (clock sync, the merge, HDF5's MPI-IO) are not the application's.
-thread_local bool t_in_agent = false;
+// initial-exec (the shim is always preloaded): one instruction to reach, not a call to __tls_get_addr.
+[[gnu::tls_model("initial-exec")]] thread_local bool t_in_agent = false;
 class AgentScope {
  public:
   AgentScope() : was_(t_in_agent) { t_in_agent = true; }
@@ -97,7 +98,13 @@ MPI_Group g_world_group = MPI_GROUP_NULL;
 MPI_Comm g_agent_comm = MPI_COMM_NULL;
 int g_world_rank = 0;
 
+// Communicators whose CommInfo was deleted so far. A thread's cached lookup
+// (info_for) holds only while this has not moved: MPI may hand a freed
+// communicator's handle to the next one it makes.
+std::atomic<uint64_t> g_comms_deleted{0};
+
 int delete_comm_info(MPI_Comm, int, void* value, void*) {
+  g_comms_deleted.fetch_add(1, std::memory_order_relaxed);
   delete static_cast<CommInfo*>(value);
   return MPI_SUCCESS;
 }
@@ -135,8 +142,7 @@ CommInfo* register_comm(MPI_Comm comm, uint64_t hash, std::vector<int> world_ran
 // Communicators the shim did not see made (from calls it does not wrap) are
 // known by their members: equal on every member, shared by communicators
 // with the same members.
-CommInfo* info_for(MPI_Comm comm) {
-  if (comm == MPI_COMM_WORLD) return g_world;
+CommInfo* look_up_comm(MPI_Comm comm) {
   void* value = nullptr;
   int found = 0;
   PMPI_Comm_get_attr(comm, g_keyval, &value, &found);
@@ -150,6 +156,25 @@ CommInfo* info_for(MPI_Comm comm) {
   std::vector<int> world_ranks;
   const uint64_t hash = membership(comm, world_ranks);
   return register_comm(comm, mix64(hash), std::move(world_ranks));
+}
+
+// The communicator this thread looked up last: a program calls on one
+// communicator many times in a row, and MPI's attribute lookup costs ~11 ns.
+struct LastCommLookup {
+  MPI_Comm comm;
+  CommInfo* info;
+  uint64_t comms_deleted;  // g_comms_deleted when it was looked up
+};
+[[gnu::tls_model("initial-exec")]] thread_local LastCommLookup t_last_comm{};
+
+CommInfo* info_for(MPI_Comm comm) {
+  if (comm == MPI_COMM_WORLD) return g_world;
+  LastCommLookup& last = t_last_comm;
+  // Read before looking up: a deletion during the lookup then misses next time.
+  const uint64_t comms_deleted = g_comms_deleted.load(std::memory_order_relaxed);
+  if (last.comm == comm && last.info != nullptr && last.comms_deleted == comms_deleted) return last.info;
+  last = {comm, look_up_comm(comm), comms_deleted};
+  return last.info;
 }
 
 // A communicator made from `parent`: its identity mixes the parent's, how
@@ -224,12 +249,23 @@ struct CollectiveShape {
   int root;  // in the communicator; -1 for none
 };
 
+// MPI forbids two threads to call collectives on one communicator at once
+// (every rank must issue them in one order), so the next number needs no
+// locked increment. Atomic still, so that an erroneous program that does
+// races on nothing worse than a repeated number.
+uint64_t next_collective_seq(CommInfo& info, CommOp op) {
+  std::atomic<uint64_t>& counter = info.sequence[static_cast<size_t>(op)];
+  const uint64_t seq = counter.load(std::memory_order_relaxed);
+  counter.store(seq + 1, std::memory_order_relaxed);
+  return seq;
+}
+
 Event collective_event(Call call, int64_t begin, int64_t end, MPI_Comm comm, const CollectiveShape& shape) {
   CommInfo* info = info_for(comm);
   Event e = make_event(EventKind::kMpiCollective, call, begin, end);
   e.op = shape.op;
   e.comm_hash = info->hash;
-  e.seq = info->sequence[static_cast<size_t>(shape.op)].fetch_add(1, std::memory_order_relaxed);
+  e.seq = next_collective_seq(*info, shape.op);
   e.bytes = shape.bytes;
   e.datatype = data_type_of(shape.type);
   e.peer = shape.root >= 0 ? info->world_rank(shape.root) : kNoPeer;
@@ -381,7 +417,7 @@ void post_collective(Call call, int64_t begin, MPI_Request* request, MPI_Comm co
   CommInfo* info = info_for(comm);
   record_call(call, begin);
   Pending pending{begin, info, call, EventKind::kMpiCollective, shape.op, shape.root, 0, shape.bytes, 0, shape.type};
-  pending.seq = info->sequence[static_cast<size_t>(shape.op)].fetch_add(1, std::memory_order_relaxed);
+  pending.seq = next_collective_seq(*info, shape.op);
   g_requests->put(*request, pending);
 }
 
@@ -462,7 +498,12 @@ clocksync::ClockSynchronizer* g_sync = nullptr;
 void measure_clock() {
   AgentScope agent_calls;
   try {
-    if (!g_sync) g_sync = new clocksync::ClockSynchronizer(g_agent_comm, clocksync::Clock::for_rank(g_world_rank));
+    if (!g_sync) {
+      // The agent's base clock, not one of this library's own: a calibration
+      // of the TSC made here would be another clock than the events'.
+      const auto base = clocksync::BaseClock::parse(rankscope_agent_clock_base());
+      g_sync = new clocksync::ClockSynchronizer(g_agent_comm, clocksync::Clock::for_rank(g_world_rank, base));
+    }
     if (const auto point = g_sync->round()) rankscope_agent_add_sync_point(&*point);
     else std::fprintf(stderr, "rankscope agent: rank %d: clock sync round failed: %s\n", g_world_rank, g_sync->error().c_str());
   } catch (const Error& e) {
@@ -967,6 +1008,17 @@ RANKSCOPE_EXPORT int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   return rc;
 }
 
+namespace {
+
+// A Test that completes nothing is polling: recorded only when it took long
+// enough to be progress work worth seeing, so a spin loop does not flood the
+// buffers, while the time MPI spends progressing is not taken for compute.
+constexpr int64_t kLongPollNs = 10'000;
+
+bool worth_recording(bool completed, int64_t begin, int64_t end) { return completed || end - begin >= kLongPollNs; }
+
+}  // namespace
+
 RANKSCOPE_EXPORT int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   RANKSCOPE_PASS_THROUGH(PMPI_Test(request, flag, status));
   const MPI_Request handle = *request;
@@ -974,11 +1026,9 @@ RANKSCOPE_EXPORT int MPI_Test(MPI_Request* request, int* flag, MPI_Status* statu
   MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
   const int64_t begin = now();
   const int rc = PMPI_Test(request, flag, kept);
-  if (*flag) {  // a Test that completes nothing is polling, and is not recorded
-    const int64_t end = now();
-    record_call(Call::kTest, begin);
-    complete(handle, kept, end);
-  }
+  const int64_t end = now();
+  if (worth_recording(*flag, begin, end)) record_call(Call::kTest, begin);
+  if (*flag) complete(handle, kept, end);
   return rc;
 }
 
@@ -993,9 +1043,9 @@ int all(Call call, int count, MPI_Request requests[], MPI_Status statuses[], Run
   const int64_t begin = now();
   int done = 1;
   const int rc = run(kept, &done);
+  const int64_t end = now();
+  if (worth_recording(done, begin, end)) record_call(call, begin);
   if (done) {
-    const int64_t end = now();
-    record_call(call, begin);
     for (int i = 0; i < count; ++i) complete(scratch.requests[static_cast<size_t>(i)], &kept[i], end);
   }
   return rc;
@@ -1009,9 +1059,10 @@ int some(Call call, int count, MPI_Request requests[], int* completed, int indic
   MPI_Status* kept = statuses == MPI_STATUSES_IGNORE ? scratch.statuses.data() : statuses;
   const int64_t begin = now();
   const int rc = run(kept);
-  if (*completed > 0 && *completed != MPI_UNDEFINED) {
-    const int64_t end = now();
-    record_call(call, begin);
+  const int64_t end = now();
+  const bool done = *completed > 0 && *completed != MPI_UNDEFINED;
+  if (worth_recording(done, begin, end)) record_call(call, begin);
+  if (done) {
     for (int i = 0; i < *completed; ++i) {
       const int index = indices ? indices[i] : *completed;
       complete(scratch.requests[static_cast<size_t>(index)], &kept[i], end);

@@ -9,12 +9,14 @@
 // `comm_hash` the domain's name id + 1 (0: the default domain). Naming a
 // category records a kInstant named after the category, with its id in `seq`.
 #include <nvtx3/nvToolsExt.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <cwchar>
+#include <new>
 #include <string>
 
 #include "capture_source.h"
@@ -89,21 +91,38 @@ struct OpenRange {
   uint32_t category;
 };
 
-// Plain thread-local data: no guard on each access.
-thread_local OpenRange t_stack[kMaxDepth];
-thread_local uint32_t t_depth = 0;
+// Plain thread-local data (no guard on each access), initial-exec: one
+// instruction to reach, not a call to __tls_get_addr. Where NVTX's loader
+// dlopens the library instead of finding it preloaded, initial-exec data
+// comes from glibc's small surplus of static TLS: the 3 KiB stack of open
+// ranges would not fit there, so it is allocated per thread, and only the
+// pointer to it is thread-local.
+[[gnu::tls_model("initial-exec")]] thread_local OpenRange* t_stack = nullptr;
+[[gnu::tls_model("initial-exec")]] thread_local uint32_t t_depth = 0;
+pthread_key_t g_stack_key;  // frees a thread's stack when it exits
+
+OpenRange* allocate_stack() {
+  auto* stack = new (std::nothrow) OpenRange[kMaxDepth];
+  if (stack) pthread_setspecific(g_stack_key, stack);
+  t_stack = stack;
+  return stack;
+}
 
 int push(uint32_t name_id, uint32_t domain, uint32_t category) {
   if (!capturing()) return -1;
   const uint32_t depth = t_depth++;
-  if (depth < kMaxDepth) t_stack[depth] = {rankscope_agent_now(), name_id, domain, category};
+  OpenRange* stack = t_stack;
+  // Only with no range open (the first push, or after an allocation failed),
+  // so that below every range stored, all were stored.
+  if (stack == nullptr && depth == 0) stack = allocate_stack();
+  if (stack && depth < kMaxDepth) stack[depth] = {rankscope_agent_now(), name_id, domain, category};
   return static_cast<int>(depth);
 }
 
 int pop() {
   if (t_depth == 0) return -1;
   const uint32_t depth = --t_depth;
-  if (depth < kMaxDepth && capturing()) {
+  if (depth < kMaxDepth && t_stack && capturing()) {
     const OpenRange& open = t_stack[depth];
     const Event e = nvtx_event(EventKind::kNvtxRange, open.begin, rankscope_agent_now(), open.name_id, open.domain,
                                open.category);
@@ -263,6 +282,10 @@ class NvtxSource final : public CaptureSource {
   uint32_t bit() const override { return kCaptureNvtx; }
   const char* name() const override { return "NVTX"; }
   bool start(std::string& why_not) override {
+    pthread_key_create(&g_stack_key, [](void* stack) {
+      delete[] static_cast<OpenRange*>(stack);
+      t_stack = nullptr;
+    });
     g_domains[0].track = rankscope_agent_track(TrackType::kNvtxDomain, 0, -1, "NVTX start/end ranges");
     if (!std::getenv("NVTX_INJECTION64_PATH")) {
       why_not = "NVTX_INJECTION64_PATH is not set (rankscope run sets it to the capture library)";

@@ -152,8 +152,11 @@ namespace {
 
 // Plain thread-local data (no constructor, no destructor), so that reaching
 // it costs no guard check; a pthread key runs the clean-up at thread exit.
-thread_local Recorder::ThreadState* t_state = nullptr;
-alignas(64) thread_local unsigned char t_state_storage[64];
+// initial-exec: one instruction to reach, not a call to __tls_get_addr. The
+// capture library is preloaded; where NVTX's loader dlopens it instead, these
+// 72 bytes come from glibc's surplus static TLS, which has room for them.
+[[gnu::tls_model("initial-exec")]] thread_local Recorder::ThreadState* t_state = nullptr;
+[[gnu::tls_model("initial-exec")]] alignas(64) thread_local unsigned char t_state_storage[64];
 pthread_key_t g_thread_exit_key;
 pthread_once_t g_thread_exit_once = PTHREAD_ONCE_INIT;
 Recorder* g_exit_recorder = nullptr;

@@ -5,11 +5,19 @@ namespace rankscope::agent {
 #if RANKSCOPE_HAVE_NVTX
 CaptureSource& nvtx_capture_source();
 #endif
+#if RANKSCOPE_HAVE_CUDA
+CaptureSource& cupti_capture_source();
+CaptureSource& nccl_capture_source();
+#endif
 
 std::span<CaptureSource* const> built_capture_sources() {
   static CaptureSource* const sources[] = {
 #if RANKSCOPE_HAVE_NVTX
       &nvtx_capture_source(),
+#endif
+#if RANKSCOPE_HAVE_CUDA
+      &cupti_capture_source(),
+      &nccl_capture_source(),
 #endif
       nullptr,
   };

@@ -1,9 +1,25 @@
 // The clock-sync arithmetic without MPI: a simulated transport with seeded
 // delays checks that the estimator's bound always covers the injected truth.
+// And the base clocks: the TSC against CLOCK_MONOTONIC_RAW, the choice
+// between them, the calibration the processes of a machine share, and the
+// clock handed to the agent's MPI shim and to the program a sidecar starts.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
 #include <random>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "rankscope/clocksync.h"
 #include "rankscope/error.h"
@@ -215,6 +231,480 @@ TEST(ClockModel, OnePointAndNoPoint) {
   EXPECT_EQ(one.to_reference(1000).time_ns, 600);
   EXPECT_EQ(one.to_reference(1000).bound_ns, 10);
   EXPECT_GT(one.to_reference(1'000'001'000).bound_ns, 10);
+}
+
+
+// ------------------------------------------------------- base clocks ---
+
+namespace fs = std::filesystem;
+
+bool counter_readable() {
+#if defined(__x86_64__)
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.starts_with("flags")) return line.find(" rdtscp") != std::string::npos;
+  }
+#endif
+  return false;
+}
+
+bool machine_has_invariant_tsc() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string flags;
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.starts_with("flags")) {
+      flags = line;
+      break;
+    }
+  }
+  std::ifstream source_file("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+  std::string clocksource;
+  std::getline(source_file, clocksource);
+  return tsc_is_invariant(flags, clocksource);
+}
+
+// Sets environment variables for one test, and puts back what was there.
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment& set(const char* name, const std::string& value) {
+    remember(name);
+    ::setenv(name, value.c_str(), 1);
+    return *this;
+  }
+  ScopedEnvironment& unset(const char* name) {
+    remember(name);
+    ::unsetenv(name);
+    return *this;
+  }
+  ~ScopedEnvironment() {
+    for (const auto& [name, value] : saved_) {
+      if (value) ::setenv(name.c_str(), value->c_str(), 1);
+      else ::unsetenv(name.c_str());
+    }
+  }
+
+ private:
+  void remember(const char* name) {
+    if (saved_.count(name)) return;
+    const char* value = std::getenv(name);
+    saved_[name] = value ? std::optional<std::string>(value) : std::nullopt;
+  }
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+fs::path fresh_directory(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string file_text(const fs::path& path) {
+  std::ifstream file(path);
+  std::string text;
+  std::getline(file, text);
+  return text;
+}
+
+void write_file(const fs::path& path, const std::string& text) { std::ofstream(path) << text << "\n"; }
+
+TEST(TscCalibration, MapsTicksLinearlyEitherSideOfTheBase) {
+  const TscCalibration half_ns{1'000'000, 5'000, uint64_t{1} << 31};
+  EXPECT_EQ(half_ns.ns_at(1'000'000), 5'000);
+  EXPECT_EQ(half_ns.ns_at(1'000'010), 5'005);
+  EXPECT_EQ(half_ns.ns_at(999'990), 4'995);
+  // Ten years of a 4 GHz counter at a quarter nanosecond per tick: no overflow.
+  const TscCalibration quarter_ns{0, 0, uint64_t{1} << 30};
+  const uint64_t ten_years = 4'000'000'000ull * 86'400 * 3'650;
+  EXPECT_EQ(quarter_ns.ns_at(ten_years), static_cast<int64_t>(ten_years / 4));
+}
+
+TEST(BaseClockText, RoundTripsAndNamesWhatIsWrong) {
+  EXPECT_EQ(BaseClock::parse("raw").text(), "raw");
+  EXPECT_FALSE(BaseClock::parse("raw").uses_tsc());
+#if defined(__x86_64__)
+  const BaseClock tsc = BaseClock::parse("tsc:123:-456:1651910334");
+  EXPECT_TRUE(tsc.uses_tsc());
+  EXPECT_EQ(tsc.tsc(), (TscCalibration{123, -456, 1651910334}));
+  EXPECT_EQ(tsc.text(), "tsc:123:-456:1651910334");
+  EXPECT_NE(tsc.identity(), BaseClock().identity());
+  EXPECT_NE(tsc.identity(), BaseClock::parse("tsc:123:-455:1651910334").identity());
+#endif
+  for (const char* bad : {"", "tsc", "tsc:1:2", "tsc:1:2:3:4", "tsc:1:x:3", "tsc:1:2:0", "hpet"}) {
+    try {
+      BaseClock::parse(bad);
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("clock base '" + std::string(bad) + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(BaseClockChoice, TheCounterOnlyWhereItIsInvariantAndKeepsTheKernelsTime) {
+  const std::string flags = "flags\t\t: fpu tsc rdtscp constant_tsc nonstop_tsc tsc_known_freq";
+  EXPECT_TRUE(tsc_is_invariant(flags, "tsc\n"));
+  EXPECT_FALSE(tsc_is_invariant(flags, "hpet\n"));
+  EXPECT_FALSE(tsc_is_invariant(flags, "kvm-clock"));
+  EXPECT_FALSE(tsc_is_invariant("flags\t\t: fpu tsc rdtscp constant_tsc", "tsc"));
+  EXPECT_FALSE(tsc_is_invariant("flags\t\t: fpu tsc constant_tsc nonstop_tsc", "tsc"));
+  EXPECT_FALSE(tsc_is_invariant("flags\t\t: fpu tsc rdtscp constant_tsc_x nonstop_tsc", "tsc"));
+}
+
+TEST(BaseClockChoice, RawWhenAskedFor) {
+  ScopedEnvironment environment;
+  environment.unset(kClockBaseVariable).set(kClockVariable, "raw");
+  const BaseClock raw = BaseClock::from_environment();
+  EXPECT_FALSE(raw.uses_tsc());
+  const int64_t before = raw_now_ns();
+  const int64_t now = raw.now_ns();
+  EXPECT_LE(before, now);
+  EXPECT_LE(now, raw_now_ns());
+}
+
+TEST(BaseClockChoice, AutoTakesTheInvariantCounterThroughTheMachinesFile) {
+  if (!machine_has_invariant_tsc()) GTEST_SKIP() << "no invariant TSC here: auto is CLOCK_MONOTONIC_RAW";
+  const fs::path dir = fresh_directory("rankscope-auto-clock");
+  ScopedEnvironment environment;
+  environment.unset(kClockBaseVariable).unset(kClockVariable).set(kClockFileVariable, (dir / "tsc").string());
+  const BaseClock chosen = BaseClock::from_environment();
+  EXPECT_TRUE(chosen.uses_tsc());
+  EXPECT_EQ(file_text(dir / "tsc"), chosen.text());
+  environment.set(kClockVariable, "tsc");
+  EXPECT_EQ(BaseClock::from_environment().text(), chosen.text());
+  fs::remove_all(dir);
+}
+
+TEST(BaseClockChoice, AHandedDownClockIsTakenAsItIs) {
+  ScopedEnvironment environment;
+  environment.set(kClockVariable, "raw").set(kClockBaseVariable, "raw");
+  EXPECT_FALSE(BaseClock::from_environment().uses_tsc());
+#if defined(__x86_64__)
+  environment.set(kClockBaseVariable, "tsc:5:6:7");
+  EXPECT_EQ(BaseClock::from_environment().tsc(), (TscCalibration{5, 6, 7}));
+#endif
+}
+
+TEST(BaseClockChoice, MalformedSettingsAreNamed) {
+  ScopedEnvironment environment;
+  environment.unset(kClockBaseVariable).set(kClockVariable, "fast");
+  try {
+    BaseClock::from_environment();
+    ADD_FAILURE() << "RANKSCOPE_CLOCK=fast was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("RANKSCOPE_CLOCK='fast'"), std::string::npos) << e.what();
+  }
+  environment.set(kClockBaseVariable, "tsc:1:2");
+  try {
+    BaseClock::from_environment();
+    ADD_FAILURE() << "a clock base of two fields was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("RANKSCOPE_CLOCK_BASE: clock base 'tsc:1:2'"), std::string::npos) << e.what();
+  }
+}
+
+// How far the clock is from CLOCK_MONOTONIC_RAW, taken in the narrowest of
+// many (raw, clock, raw) brackets.
+int64_t ahead_of_raw(const BaseClock& clock) {
+  int64_t narrowest = INT64_MAX, ahead = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const int64_t before = raw_now_ns();
+    const int64_t now = clock.now_ns();
+    const int64_t after = raw_now_ns();
+    if (after - before < narrowest) {
+      narrowest = after - before;
+      ahead = now - before - (after - before) / 2;
+    }
+  }
+  return ahead;
+}
+
+TEST(TscClock, AgreesWithMonotonicRawAfterCalibration) {
+  if (!counter_readable()) GTEST_SKIP() << "no TSC readable in order here";
+  const BaseClock tsc(calibrate_tsc());
+  const int64_t at_first = ahead_of_raw(tsc);
+  ::usleep(300'000);
+  const int64_t later = ahead_of_raw(tsc);
+  EXPECT_LE(std::llabs(at_first), 2'000) << "ns";
+  EXPECT_LE(std::llabs(later), 2'000) << "ns";
+  // A 20 ms calibration is good to about 0.05 ppm: 15 ns over these 0.3 s. 1 ppm allows for a loaded machine.
+  EXPECT_LE(std::llabs(later - at_first), 300) << "ns of drift in 0.3 s";
+}
+
+// Every read comes after the latest read any thread has published: the
+// clock is monotonic across threads, as clock_gettime is.
+TEST(TscClock, IsMonotonicAcrossThreads) {
+  if (!counter_readable()) GTEST_SKIP() << "no TSC readable in order here";
+  const BaseClock tsc(calibrate_tsc(2'000'000));
+  std::atomic<int64_t> latest{INT64_MIN};
+  std::atomic<uint64_t> backwards{0}, reads{0};
+  const auto read_and_publish = [&] {
+    int64_t own_last = INT64_MIN;
+    for (int i = 0; i < 300'000; ++i) {
+      const int64_t published = latest.load(std::memory_order_acquire);
+      const int64_t now = tsc.now_ns();
+      if (now < published || now < own_last) backwards.fetch_add(1, std::memory_order_relaxed);
+      own_last = now;
+      int64_t seen = published;
+      while (seen < now && !latest.compare_exchange_weak(seen, now, std::memory_order_release, std::memory_order_acquire)) {
+      }
+    }
+    reads.fetch_add(300'000, std::memory_order_relaxed);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back(read_and_publish);
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(backwards.load(), 0u) << "of " << reads.load() << " reads";
+}
+
+TEST(TscClock, FakeClocksRunOnTopOfIt) {
+  if (!counter_readable()) GTEST_SKIP() << "no TSC readable in order here";
+  const BaseClock tsc(calibrate_tsc(2'000'000));
+  ScopedEnvironment environment;
+  environment.set(kFakeClockVariable, "1:+2500000000:+80");
+  const Clock rank1 = Clock::for_rank(1, tsc);
+  EXPECT_TRUE(rank1.is_virtual());
+  EXPECT_EQ(rank1.base().text(), tsc.text());
+  const int64_t base_before = tsc.now_ns();
+  const int64_t virtual_now = rank1.now_ns();
+  const int64_t base_after = tsc.now_ns();
+  EXPECT_GE(virtual_now, rank1.from_raw(base_before));
+  EXPECT_LE(virtual_now, rank1.from_raw(base_after));
+  EXPECT_EQ(rank1.from_raw(1'000'000'000), 1'000'000'000 + 2'500'000'000 + 80'000);
+  EXPECT_FALSE(Clock::for_rank(0, tsc).is_virtual());
+}
+
+TEST(NodeCalibration, TheProcessesOfAMachineShareOne) {
+  if (!counter_readable()) GTEST_SKIP() << "no TSC readable in order here";
+  const fs::path dir = fresh_directory("rankscope-node-clock");
+  const std::string path = (dir / "tsc").string();
+  const TscCalibration first = node_tsc_calibration(path);
+  EXPECT_EQ(file_text(path), BaseClock(first).text());
+  EXPECT_EQ(node_tsc_calibration(path), first);
+  // Another process finds the same.
+  int report[2];
+  ASSERT_EQ(::pipe(report), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const std::string text = BaseClock(node_tsc_calibration(path)).text();
+    const bool sent = ::write(report[1], text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::_exit(sent ? 0 : 1);
+  }
+  ::close(report[1]);
+  char text[128] = {};
+  const ssize_t length = ::read(report[0], text, sizeof(text) - 1);
+  ::close(report[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_EQ(std::string(text, static_cast<size_t>(std::max<ssize_t>(length, 0))), BaseClock(first).text());
+  // An empty path shares nothing.
+  EXPECT_NE(node_tsc_calibration(""), first);
+  fs::remove_all(dir);
+}
+
+TEST(NodeCalibration, AStaleOrUntrustedFileIsReplaced) {
+  if (!counter_readable()) GTEST_SKIP() << "no TSC readable in order here";
+  const fs::path dir = fresh_directory("rankscope-stale-clock");
+  const fs::path path = dir / "tsc";
+  const TscCalibration good = calibrate_tsc(2'000'000);
+  TscCalibration stepped = good;
+  stepped.base_ns += 50'000'000;  // as if the counter had been reset under a running clock
+  for (const std::string& stale : {std::string("garbage"), std::string("raw"), BaseClock(stepped).text()}) {
+    write_file(path, stale);
+    const TscCalibration chosen = node_tsc_calibration(path.string());
+    EXPECT_NE(BaseClock(chosen).text(), stale);
+    EXPECT_EQ(file_text(path), BaseClock(chosen).text()) << "after " << stale;
+  }
+  // Anyone could have written a file others may write: it is not trusted.
+  write_file(path, BaseClock(good).text());
+  ::chmod(path.c_str(), 0666);
+  EXPECT_NE(node_tsc_calibration(path.string()), good);
+  write_file(path, BaseClock(good).text());
+  ::chmod(path.c_str(), 0644);
+  EXPECT_EQ(node_tsc_calibration(path.string()), good);
+  fs::remove_all(dir);
+}
+
+// ------------------------------------ the clock in other processes ---
+
+// Set for a process the tests below start: "FROM_PARENT_FD:TO_PARENT_FD".
+constexpr const char* kChildPipesVariable = "RANKSCOPE_TEST_CLOCK_CHILD";
+
+// Runs only in such a process. It reports the clock it would stamp events
+// with: its base clock, the agent's (when the capture library is loaded)
+// and the base clock it was handed, one line each; then, for each byte it
+// receives, a reading of its rank-0 clock.
+TEST(ClockHandoff, ChildReportsItsClock) {
+  const char* pipes = std::getenv(kChildPipesVariable);
+  if (!pipes) GTEST_SKIP() << "runs in the processes the other ClockHandoff tests start";
+  int from_parent = -1, to_parent = -1;
+  ASSERT_EQ(std::sscanf(pipes, "%d:%d", &from_parent, &to_parent), 2);
+  const Clock clock = Clock::for_rank(0);
+  using AgentClockBase = const char* (*)();
+  const auto agent_clock_base = reinterpret_cast<AgentClockBase>(::dlsym(RTLD_DEFAULT, "rankscope_agent_clock_base"));
+  const char* handed = std::getenv(kClockBaseVariable);
+  const std::string report = clock.base().text() + "\n" + (agent_clock_base ? agent_clock_base() : "-") + "\n" +
+                             (handed ? handed : "-") + "\n";
+  ASSERT_EQ(::write(to_parent, report.data(), report.size()), static_cast<ssize_t>(report.size()));
+  for (char request = 0; ::read(from_parent, &request, 1) == 1 && request == 'r';) {
+    const int64_t now = clock.now_ns();
+    ASSERT_EQ(::write(to_parent, &now, sizeof(now)), static_cast<ssize_t>(sizeof(now)));
+  }
+}
+
+// A child of this test binary running ChildReportsItsClock, through `command`
+// in front of it (nothing: the binary itself).
+class ReportingChild {
+ public:
+  explicit ReportingChild(std::vector<std::string> command) {
+    int to_child[2], from_child[2];
+    if (::pipe(to_child) != 0 || ::pipe(from_child) != 0) return;
+    command.push_back(fs::read_symlink("/proc/self/exe").string());
+    command.push_back("--gtest_filter=ClockHandoff.ChildReportsItsClock");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(to_child[1]);
+      ::close(from_child[0]);
+      ::setenv(kChildPipesVariable, (std::to_string(to_child[0]) + ":" + std::to_string(from_child[1])).c_str(), 1);
+      std::vector<char*> argv;
+      for (std::string& arg : command) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(to_child[0]);
+    ::close(from_child[1]);
+    to_child_ = to_child[1];
+    from_child_ = from_child[0];
+  }
+  ~ReportingChild() { finish(); }
+
+  // The report's lines: base clock, agent's base clock, handed-down base clock.
+  std::vector<std::string> report() {
+    std::vector<std::string> lines(1);
+    for (char c; lines.size() <= 3 && ::read(from_child_, &c, 1) == 1;) {
+      if (c == '\n') {
+        lines.emplace_back();
+      } else {
+        lines.back() += c;
+      }
+    }
+    lines.pop_back();
+    return lines;
+  }
+  int64_t reading() {
+    const char request = 'r';
+    int64_t now = 0;
+    if (::write(to_child_, &request, 1) != 1 || ::read(from_child_, &now, sizeof(now)) != sizeof(now)) return INT64_MIN;
+    return now;
+  }
+  // The child's exit status.
+  int finish() {
+    if (pid_ <= 0) return -1;
+    ::close(to_child_);
+    ::close(from_child_);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = 0;
+    return status;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_child_ = -1, from_child_ = -1;
+};
+
+// A process the program was handed a clock by stamps on exactly that clock,
+// virtual clock on top included: each reading of the child lies between two
+// of the parent's.
+TEST(ClockHandoff, AChildStampsOnTheClockItWasHanded) {
+  if (!counter_readable()) GTEST_SKIP() << "no TSC readable in order here";
+  // A calibration of this process's own, which no other process could make:
+  // the child is on it only if the handoff works.
+  const BaseClock mine(calibrate_tsc(2'000'000));
+  ScopedEnvironment environment;
+  environment.set(kClockBaseVariable, mine.text()).set(kFakeClockVariable, "0:+5000000:+100");
+  const Clock parent_clock = Clock::for_rank(0, mine);
+  ReportingChild child({});
+  const std::vector<std::string> report = child.report();
+  ASSERT_EQ(report.size(), 3u);
+  EXPECT_EQ(report[0], mine.text());
+  int out_of_order = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const int64_t before = parent_clock.now_ns();
+    const int64_t child_now = child.reading();
+    const int64_t after = parent_clock.now_ns();
+    if (child_now < before || child_now > after) ++out_of_order;
+  }
+  EXPECT_EQ(out_of_order, 0);
+  EXPECT_EQ(child.finish(), 0);
+}
+
+fs::path build_file(const char* relative) {
+  return fs::read_symlink("/proc/self/exe").parent_path().parent_path() / relative;
+}
+
+// `rankscope run` in sidecar mode measures clock sync in its own process, and
+// the program it starts, with the agent inside, must stamp on that clock.
+// No calibration file is shared here, so the program has the sidecar's clock
+// only if the sidecar hands it down.
+TEST(ClockHandoff, TheSidecarHandsItsClockToTheProgram) {
+  const fs::path rankscope = build_file("coordinator/rankscope");
+  if (!fs::exists(rankscope)) GTEST_SKIP() << rankscope << " is not built";
+  const fs::path dir = fresh_directory("rankscope-sidecar-clock");
+  ScopedEnvironment environment;
+  environment.set(kClockFileVariable, "").unset(kClockBaseVariable).unset(kClockVariable).unset(kFakeClockVariable);
+  environment.set("OMPI_ALLOW_RUN_AS_ROOT", "1").set("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+  ReportingChild child({rankscope.string(), "run", "--mode", "sidecar", "--capture", "mpi", "-o",
+                        (dir / "job.h5").string(), "--"});
+  const std::vector<std::string> report = child.report();
+  ASSERT_EQ(report.size(), 3u);
+  EXPECT_NE(report[2], "-") << "the sidecar handed down no clock";
+  EXPECT_EQ(report[0], report[2]);
+  EXPECT_EQ(report[1], report[2]) << "the agent does not stamp on the handed-down clock";
+  if (machine_has_invariant_tsc()) {
+    EXPECT_TRUE(report[2].starts_with("tsc:")) << report[2];
+  }
+  EXPECT_EQ(child.finish(), 0);
+  fs::remove_all(dir);
+}
+
+// The MPI shim has its own copy of the clock library. It builds its clock
+// from the agent's base clock (mpi_shim.cpp, measure_clock), as this test
+// does with its own copy, and must read exactly the agent's times. The agent
+// is given a clock no other copy would choose: a calibration a second off.
+TEST(AgentClock, TheShimsCopyReadsTheAgentsClock) {
+  const fs::path library = build_file("rank_agent/librankscope_capture.so");
+  if (!fs::exists(library)) GTEST_SKIP() << library << " is not built";
+  if (!counter_readable()) GTEST_SKIP() << "no TSC readable in order here";
+  TscCalibration second_off = calibrate_tsc(2'000'000);
+  second_off.base_ns += 1'000'000'000;
+  const fs::path dir = fresh_directory("rankscope-agent-clock");
+  ScopedEnvironment environment;
+  environment.set("RANKSCOPE_SHARD_DIR", dir.string())
+      .set("RANKSCOPE_AGENT_PID", std::to_string(::getpid()))
+      .set("RANKSCOPE_CAPTURE", "mpi")
+      .set("RANKSCOPE_RANK", "3")
+      .set(kFakeClockVariable, "3:+7000:+50")
+      .set(kClockBaseVariable, BaseClock(second_off).text());
+  void* agent = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(agent, nullptr) << ::dlerror();
+  const auto agent_now = reinterpret_cast<int64_t (*)()>(::dlsym(agent, "rankscope_agent_now"));
+  const auto agent_clock_base = reinterpret_cast<const char* (*)()>(::dlsym(agent, "rankscope_agent_clock_base"));
+  const auto agent_finish = reinterpret_cast<bool (*)()>(::dlsym(agent, "rankscope_agent_finish"));
+  ASSERT_TRUE(agent_now && agent_clock_base && agent_finish);
+
+  const Clock shim_clock = Clock::for_rank(3, BaseClock::parse(agent_clock_base()));
+  EXPECT_EQ(shim_clock.base().text(), BaseClock(second_off).text());
+  int out_of_order = 0;
+  for (int i = 0; i < 100'000; ++i) {
+    const int64_t agent_before = agent_now();
+    const int64_t shim = shim_clock.now_ns();
+    const int64_t agent_after = agent_now();
+    if (shim < agent_before || shim > agent_after) ++out_of_order;
+  }
+  EXPECT_EQ(out_of_order, 0);
+  EXPECT_TRUE(agent_finish());
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -78,6 +78,39 @@ TEST(SyncRound, RanksSharingAClockTakeTheLeadersExactly) {
   EXPECT_EQ(point->bound_ns, 0);
 }
 
+// Ranks that read the machine's shared TSC calibration run one clock, and
+// take their node leader's measurement as those on CLOCK_MONOTONIC_RAW do.
+TEST(SyncRound, RanksOnTheMachinesCalibrationTakeTheLeadersExactly) {
+  const BaseClock& machine = process_base_clock();
+  if (!machine.uses_tsc()) GTEST_SKIP() << "no invariant TSC here";
+  const uint64_t identity = machine.identity();
+  uint64_t lowest = 0, highest = 0;
+  MPI_Allreduce(&identity, &lowest, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&identity, &highest, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  if (lowest != highest) GTEST_SKIP() << "the ranks calibrated apart (no shared calibration file)";
+  ClockSynchronizer synchronizer(MPI_COMM_WORLD, Clock(machine, 0, 0));
+  const std::optional<SyncPoint> point = synchronizer.round();
+  ASSERT_TRUE(point) << synchronizer.error();
+  EXPECT_EQ(point->offset_ns, 0);
+  EXPECT_EQ(point->bound_ns, 0);
+}
+
+// Ranks of one node on different base clocks, none virtual (as when each
+// process calibrated the TSC for itself): each is measured. Rank r's clock
+// here reads r ms ahead of rank 0's.
+TEST(SyncRound, RanksOnDifferentBaseClocksAreEachMeasured) {
+  const BaseClock& machine = process_base_clock();
+  if (!machine.uses_tsc()) GTEST_SKIP() << "no invariant TSC here";
+  TscCalibration own = machine.tsc();
+  own.base_ns += int64_t{comm_rank()} * 1'000'000;
+  ClockSynchronizer synchronizer(MPI_COMM_WORLD, Clock(BaseClock(own), 0, 0));
+  const std::optional<SyncPoint> point = synchronizer.round();
+  ASSERT_TRUE(point) << synchronizer.error();
+  EXPECT_LE(std::llabs(point->offset_ns - int64_t{comm_rank()} * 1'000'000), point->bound_ns)
+      << "rank " << comm_rank() << " offset " << point->offset_ns << " bound " << point->bound_ns;
+  EXPECT_LT(point->bound_ns, 1'000'000) << "a bound of a millisecond is no measurement";
+}
+
 // The last rank arrives three timeouts late: the others finish in bounded
 // time, the late rank gets no measurement and says why, and the next round
 // (everyone on time) measures every rank again.

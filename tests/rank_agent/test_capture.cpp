@@ -16,6 +16,8 @@
 #include "rankscope/agent.h"
 #include "rankscope/shard.h"
 
+extern "C" void nvtx_module_ranges(int count);  // tests/rank_agent/nvtx_module.cpp
+
 namespace {
 
 using rankscope::Event;
@@ -83,6 +85,7 @@ TEST(Capture, NvtxFromThreadsDomainsAndAForkedChildEndUpInTheShard) {
   nvtxDomainRangePop(domain);
   nvtxRangePushW(L"wide");
   nvtxRangePop();
+  nvtx_module_ranges(10);  // another module's NVTX, initialised separately
 
   // A start/end range that ends on another thread, and four busy threads.
   const nvtxRangeId_t crossing = nvtxRangeStartA("crossing");
@@ -144,6 +147,7 @@ TEST(Capture, NvtxFromThreadsDomainsAndAForkedChildEndUpInTheShard) {
   EXPECT_EQ(category[0].kind, EventKind::kInstant);
   EXPECT_EQ(category[0].seq, 7u);
   EXPECT_EQ(back.named("wide").size(), 1u);
+  EXPECT_EQ(back.named("module range").size(), 10u) << "a second module's NVTX calls are seen too";
 
   const auto crossed = back.named("crossing");
   ASSERT_EQ(crossed.size(), 1u);

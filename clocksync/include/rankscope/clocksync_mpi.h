@@ -33,9 +33,10 @@ struct SyncOptions {
 inline constexpr double kMaxRelativeDriftPpm = 1000.0;
 
 // Measures this rank's offset to the clock of rank 0 of a communicator, as
-// often as asked. Ranks that share a physical clock (same node, no virtual
-// clock) take their node leader's result; node leaders measure down a
-// binomial tree, so a round costs O(log nodes) exchanges in sequence. The
+// often as asked. Ranks that read one clock (same node, same base clock, no
+// virtual clock) take their node leader's result; node leaders measure down a
+// binomial tree, so a round costs O(log nodes) exchanges in sequence. Where
+// the ranks of some node read different clocks, every rank is measured. The
 // communicators this needs are made once, at construction.
 class ClockSynchronizer {
  public:

@@ -55,6 +55,7 @@ enum EventFlags : uint8_t {
   kFlagClockOutsideModel = 1 << 0,  // timestamp beyond the clock model's measured span
   kFlagClockRepaired = 1 << 1,      // shifted by the post-hoc happens-before repair
   kFlagIncomplete = 1 << 2,         // begin seen, end never recorded (end = last time heard)
+  kFlagExternalCorrelation = 1 << 3,  // correlation_id is an external id (a NCCL collective's), not CUDA's
 };
 
 inline constexpr int32_t kNoPeer = -1;

@@ -71,3 +71,14 @@ RANKSCOPE_AGENT_API bool rankscope_agent_finish();
 RANKSCOPE_AGENT_API const char* rankscope_agent_shard_path();
 // Disables capture on this rank with one line on stderr naming the reason.
 RANKSCOPE_AGENT_API void rankscope_agent_disable(const char* reason);
+// Off the hot path (a capture source learning about the rank's hardware or
+// its own losses; both are written with the next flush).
+// A GPU the rank uses, for the metadata's `gpu_uuids` (once, however often given).
+RANKSCOPE_AGENT_API void rankscope_agent_add_gpu_uuid(const char* uuid);
+// Adds `value` to the data-quality counter `name` (e.g. cupti_records_dropped).
+RANKSCOPE_AGENT_API void rankscope_agent_add_counter(const char* name, uint64_t value);
+// The base clock under rankscope_agent_now(), as clocksync::BaseClock::text()
+// writes it: the MPI shim has its own copy of the clock library, and builds
+// the clock it measures clock sync with from this, so that it measures
+// exactly the clock events are stamped with. "raw" in a process that does not capture.
+RANKSCOPE_AGENT_API const char* rankscope_agent_clock_base();

@@ -1,0 +1,225 @@
+// CUDA capture as a rank meets it, on a machine without a GPU. Run by
+// test_cuda_capture.sh in one of two ways (TEST_CUDA_EXPECT):
+//  - "off": CUDA capture cannot run here (no CUPTI, no driver, an old driver,
+//    another CUPTI client): NVTX capture goes on, and CUDA's injection entry,
+//    called as cuInit calls it, does no harm;
+//  - "capture": a fake libcupti and libcuda (fake_cuda.cpp) stand in for
+//    CUDA, and what they hand over reaches the shard: the GPU's records on
+//    the agent's clock, on stream tracks and on the calling thread's track.
+#include <cupti.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <nvtx3/nvToolsExt.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rankscope/agent.h"
+#include "rankscope/shard.h"
+
+namespace {
+
+using rankscope::Event;
+using rankscope::EventKind;
+
+std::string expected() {
+  const char* mode = std::getenv("TEST_CUDA_EXPECT");
+  return mode ? mode : "off";
+}
+
+// What the CUDA driver does in cuInit with CUDA_INJECTION64_PATH: find the
+// entry in the library and call it (once; a second call must be as harmless).
+void call_injection_entry_twice() {
+  using Entry = int (*)();
+  const auto initialize = reinterpret_cast<Entry>(::dlsym(RTLD_DEFAULT, "InitializeInjection"));
+  ASSERT_NE(initialize, nullptr) << "the capture library does not export InitializeInjection";
+  EXPECT_EQ(initialize(), 1);
+  EXPECT_EQ(initialize(), 1);
+}
+
+struct ReadBack {
+  rankscope::ShardScan scan;
+  std::vector<Event> events;
+  std::map<uint32_t, std::string> names;
+  std::map<uint32_t, std::string> track_names;
+
+  std::vector<Event> named(const std::string& name) const {
+    std::vector<Event> out;
+    for (const Event& e : events) {
+      if (names.count(e.name_id) && names.at(e.name_id) == name) out.push_back(e);
+    }
+    return out;
+  }
+};
+
+ReadBack read_shard(const std::string& path) {
+  ReadBack back;
+  rankscope::ShardFile file(path);
+  back.scan = file.scan();
+  std::vector<Event> chunk;
+  for (const auto& ref : back.scan.event_chunks) {
+    file.read_events(ref, chunk);
+    back.events.insert(back.events.end(), chunk.begin(), chunk.end());
+  }
+  back.names.insert(back.scan.strings.begin(), back.scan.strings.end());
+  for (const rankscope::Track& track : back.scan.tracks) back.track_names[track.id] = back.names[track.name_id];
+  return back;
+}
+
+// The fake CUPTI's record of the calls it got, one a line; empty without it.
+std::vector<std::string> fake_cupti_calls() {
+  const char* path = std::getenv("RANKSCOPE_CUPTI_PATH");
+  void* fake = path ? ::dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  const auto log = fake ? reinterpret_cast<const char* (*)()>(::dlsym(fake, "fake_cupti_log")) : nullptr;
+  std::vector<std::string> lines;
+  if (!log) return lines;
+  std::istringstream text(log());
+  for (std::string line; std::getline(text, line);) lines.push_back(line);
+  return lines;
+}
+
+size_t position(const std::vector<std::string>& calls, const std::string& call) {
+  return static_cast<size_t>(std::find(calls.begin(), calls.end(), call) - calls.begin());
+}
+
+size_t count_starting(const std::vector<std::string>& calls, const std::string& prefix) {
+  return static_cast<size_t>(
+      std::count_if(calls.begin(), calls.end(), [&](const std::string& c) { return c.rfind(prefix, 0) == 0; }));
+}
+
+TEST(CudaCapture, OffWhereItCannotRunWhileNvtxCapturesOn) {
+  if (expected() != "off") GTEST_SKIP() << "run for another case";
+  ASSERT_TRUE(rankscope_agent_capturing(rankscope::agent::kCaptureNvtx));
+  EXPECT_FALSE(rankscope_agent_capturing(rankscope::agent::kCaptureCuda));
+  const std::string shard = rankscope_agent_shard_path();
+  ASSERT_FALSE(shard.empty());
+  call_injection_entry_twice();
+
+  nvtxRangePushA("step");
+  nvtxMarkA("checkpoint");
+  nvtxRangePop();
+  ASSERT_TRUE(rankscope_agent_finish());
+
+  const ReadBack back = read_shard(shard);
+  EXPECT_TRUE(back.scan.ended);
+  ASSERT_EQ(back.events.size(), 2u);
+  ASSERT_EQ(back.named("step").size(), 1u);
+  EXPECT_EQ(back.named("step")[0].kind, EventKind::kNvtxRange);
+  ASSERT_EQ(back.named("checkpoint").size(), 1u);
+  EXPECT_EQ(back.named("checkpoint")[0].kind, EventKind::kNvtxMark);
+  EXPECT_EQ(back.scan.counters.get("capture_sources_off"), 1u);
+  ASSERT_TRUE(back.scan.metadata.has_value());
+  EXPECT_EQ(back.scan.metadata->gpu_uuids, "");
+  // Where a CUPTI was reached (the fake one), it was left as found.
+  EXPECT_EQ(count_starting(fake_cupti_calls(), "cuptiActivityEnable"), 0u);
+}
+
+TEST(CudaCapture, GpuRecordsReachTheShardOnTheAgentsClockAndTracks) {
+  if (expected() != "capture") GTEST_SKIP() << "run for another case";
+  ASSERT_TRUE(rankscope_agent_capturing(rankscope::agent::kCaptureCuda));
+  ASSERT_TRUE(rankscope_agent_capturing(rankscope::agent::kCaptureNvtx));
+  const std::string shard = rankscope_agent_shard_path();
+  call_injection_entry_twice();
+  nvtxRangePushA("step");  // on this thread's track, where its CUDA calls must land too
+  nvtxRangePop();
+  // A forked child (a data loader worker) leaves CUPTI to its parent, and exits cleanly.
+  const pid_t child = ::fork();
+  if (child == 0) std::exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  // The fake hands its buffer over on the forced flush at finish, after
+  // capture has stopped: the records must still reach the shard.
+  ASSERT_TRUE(rankscope_agent_finish());
+  const int64_t finished = rankscope_agent_now();
+
+  const ReadBack back = read_shard(shard);
+  EXPECT_TRUE(back.scan.ended);
+  ASSERT_TRUE(back.scan.metadata.has_value());
+  const int64_t started = back.scan.metadata->start_local_ns;
+  EXPECT_EQ(back.scan.metadata->gpu_uuids, "GPU-11111111-1111-1111-1111-111111111111");
+  EXPECT_EQ(back.scan.counters.get("cupti_records_without_timestamps"), 1u);
+  EXPECT_EQ(back.scan.counters.get("cupti_records_dropped"), 3u);
+  EXPECT_EQ(back.scan.counters.get("capture_sources_off"), 0u);
+
+  const auto step = back.named("step");
+  const auto kernel = back.named("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  const auto launch = back.named("cuLaunchKernelEx");
+  const auto copy = back.named("memcpy HtoD");
+  const auto sync = back.named("context synchronize");
+  ASSERT_EQ(step.size(), 1u);
+  ASSERT_EQ(kernel.size(), 1u);
+  ASSERT_EQ(launch.size(), 1u);
+  ASSERT_EQ(copy.size(), 1u);
+  ASSERT_EQ(sync.size(), 1u);
+  EXPECT_TRUE(back.named("unfinished()").empty()) << "a record without timestamps was kept";
+  EXPECT_EQ(back.events.size(), 5u);
+
+  EXPECT_EQ(kernel[0].kind, EventKind::kGpuKernel);
+  EXPECT_EQ(kernel[0].correlation_id, 4242u);
+  EXPECT_EQ(kernel[0].flags, rankscope::kFlagExternalCorrelation);
+  EXPECT_EQ(back.track_names.at(kernel[0].track), "GPU 0 stream 7");
+  EXPECT_EQ(launch[0].kind, EventKind::kCudaApi);
+  EXPECT_EQ(launch[0].correlation_id, 1u);
+  EXPECT_EQ(launch[0].track, step[0].track) << "a CUDA call and the host events of its thread share a track";
+  EXPECT_EQ(copy[0].kind, EventKind::kGpuMemcpy);
+  EXPECT_EQ(copy[0].bytes, 1u << 20);
+  EXPECT_EQ(copy[0].track, kernel[0].track);
+  EXPECT_EQ(sync[0].kind, EventKind::kGpuSync);
+  EXPECT_EQ(back.track_names.at(sync[0].track), "GPU 0 synchronize");
+  for (const Event& e : {kernel[0], launch[0], copy[0], sync[0]}) {
+    EXPECT_GE(e.begin_ns, started) << "GPU times are on the agent's clock";
+    EXPECT_LT(e.begin_ns, e.end_ns);
+    EXPECT_LE(e.end_ns, finished);
+  }
+
+  // How the source drove CUPTI.
+  const std::vector<std::string> calls = fake_cupti_calls();
+  ASSERT_FALSE(calls.empty());
+  EXPECT_EQ(calls.front(), "cuptiSubscribe_v2 rankscope");
+  EXPECT_LT(position(calls, "cuptiSetThreadIdType 1"), calls.size()) << "thread ids as gettid()";
+  const std::string per_thread_buffers = std::to_string(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER);
+  EXPECT_LT(position(calls, "cuptiActivitySetAttribute " + per_thread_buffers + " 1"), calls.size());
+  const size_t clock = position(calls, "cuptiActivityRegisterTimestampCallback");
+  const auto is_enable = [](const std::string& c) { return c.rfind("cuptiActivityEnable", 0) == 0; };
+  const auto first_enable = static_cast<size_t>(std::find_if(calls.begin(), calls.end(), is_enable) - calls.begin());
+  EXPECT_LT(clock, first_enable) << "the clock is registered before any kind is enabled";
+  for (const int kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+                         CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                         CUPTI_ACTIVITY_KIND_DEVICE, CUPTI_ACTIVITY_KIND_CONTEXT}) {
+    EXPECT_LT(position(calls, "cuptiActivityEnable " + std::to_string(kind)), calls.size()) << kind;
+  }
+  for (const int kind : {CUPTI_ACTIVITY_KIND_KERNEL, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER}) {
+    EXPECT_EQ(position(calls, "cuptiActivityEnable " + std::to_string(kind)), calls.size()) << kind << " enabled whole";
+  }
+  EXPECT_LT(position(calls, "cuptiActivityEnableDriverApi " + std::to_string(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx) +
+                                " 1"),
+            calls.size());
+  EXPECT_LT(position(calls, "cuptiActivityEnableRuntimeApi " +
+                                std::to_string(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) + " 1"),
+            calls.size());
+  EXPECT_LT(position(calls, "cuptiActivityEnableAllSyncRecords 0"), calls.size());
+  EXPECT_LT(position(calls, "buffer 4194304 bytes, aligned 1"), calls.size());
+  // Stopped at finish: a forced flush, then everything enabled is disabled again, and CUPTI is let go.
+  const size_t flush = position(calls, "cuptiActivityFlushAll 1");
+  ASSERT_LT(flush, calls.size());
+  EXPECT_EQ(count_starting(calls, "cuptiActivityEnable "), count_starting(calls, "cuptiActivityDisable "));
+  EXPECT_GT(position(calls, "cuptiActivityDisable " + std::to_string(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)), flush);
+  for (const std::string api : {"cuptiActivityEnableRuntimeApi ", "cuptiActivityEnableDriverApi "}) {
+    size_t on = 0, off = 0;
+    for (const std::string& c : calls) {
+      if (c.rfind(api, 0) == 0) (c.back() == '1' ? on : off) += 1;
+    }
+    EXPECT_GT(on, 0u) << api;
+    EXPECT_EQ(on, off) << api;
+  }
+  EXPECT_EQ(calls.back(), "cuptiUnsubscribe");
+}
+
+}  // namespace
