@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/report_bench.sh [RANKS] [EVENTS_PER_RANK] [RANKS...]: `rankscope report`
+# bench/report_bench.sh [RANKS:EVENTS_PER_RANK...]: `rankscope report`
 # throughput and memory on synthetic jobs (every rank in every collective,
 # 3 threads of nested ranges per rank): events per second of the two passes
 # and peak memory, for each job size given, so memory can be seen to follow
@@ -12,7 +12,7 @@ rankscope=$build/coordinator/rankscope
 make_shards=$build/tests/support/make_synthetic_shards
 work=${RANKSCOPE_BENCH_DIR:-$(mktemp -d)}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-jobs=("${@:-4096:2441 64:156250}")
+jobs=(4096:2441 64:156250)
 [ $# -gt 0 ] && jobs=("$@")
 echo "date: $(date -u +%F), machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
 printf "%-8s %-12s %-10s %-14s %-12s %-10s\n" ranks events seconds "M events/s" "peak MiB" collectives

@@ -17,11 +17,17 @@ rm -rf "$out" && mkdir -p "$out"
 export RANKSCOPE_FAKE_CLOCK=1:+2500000000:+80,3:-730000:-150
 echo "== profiling ddp_sim on $ranks ranks (rank 2 computes 1.3x slower): mpirun -n $ranks rankscope run -- ddp_sim"
 mpirun -x RANKSCOPE_FAKE_CLOCK -n "$ranks" "$rankscope" run -o "$out/job.h5" -- \
-  "$root/build/examples/ddp_sim" --steps 10 --slow-rank 2 --slowdown 1.3 --truth "$out/truth.json"
+  "$root/build/examples/ddp_sim" --steps 20 --layers 12 --layer-mb 1 --forward-us 1500 --slow-rank 2 --slowdown 1.3 \
+  --truth "$out/truth.json"
 
 echo "== rankscope info"
 "$rankscope" info "$out/job.h5" | tee "$out/info.txt"
 "$rankscope" info --json "$out/job.h5" >"$out/info.json"
+
+echo "== rankscope report"
+"$rankscope" report "$out/job.h5" | tee "$out/report.txt"
+"$rankscope" report "$out/job.h5" --format json -o "$out/report.json"
+"$rankscope" report "$out/job.h5" --format html -o "$out/report.html"
 
 cat <<DONE
 
@@ -30,5 +36,5 @@ results in $out:
   summary           $out/info.txt, $out/info.json
   ground truth      $out/truth.json      (what ddp_sim did: buckets, slow rank, step times)
   Perfetto trace    not yet available (rankscope export)
-  analysis report   not yet available (rankscope report)
+  analysis report   $out/report.txt, $out/report.json, $out/report.html (open in a browser)
 DONE

@@ -116,7 +116,10 @@ std::vector<TrackType> track_types(const RankInfo& rank) {
 
 class FirstPass {
  public:
-  FirstPass(const Timeline& timeline, JobProfile& job) : timeline_(timeline), job_(job) {}
+  FirstPass(const Timeline& timeline, JobProfile& job) : timeline_(timeline), job_(job) {
+    // Names are few and events many: each name is looked at once.
+    for (const std::string& name : timeline.strings()) step_of_name_.push_back(step_number(name));
+  }
 
   void run() {
     std::map<uint64_t, size_t> step_index;
@@ -157,7 +160,7 @@ class FirstPass {
   void read(int32_t rank, const Event& e, const std::vector<TrackType>& tracks) {
     job_.gpu |= is_gpu_kind(e.kind);
     if (e.kind == EventKind::kNvtxRange) {
-      if (const auto n = step_number(timeline_.string(e.name_id))) {
+      if (const auto n = e.name_id < step_of_name_.size() ? step_of_name_[e.name_id] : std::nullopt) {
         per_rank_steps_[static_cast<size_t>(rank)].emplace_back(*n, StepTimes{e.begin_ns, e.end_ns});
       }
       return;
@@ -236,6 +239,7 @@ class FirstPass {
   const Timeline& timeline_;
   JobProfile& job_;
   std::unordered_map<InstanceKey, size_t, InstanceKeyHash> index_;
+  std::vector<std::optional<uint64_t>> step_of_name_;
   std::vector<std::vector<std::pair<uint64_t, StepTimes>>> per_rank_steps_;
 };
 
@@ -344,8 +348,9 @@ struct Window {
   Participation* participation;
 };
 
-// The layers an event opens, by its kind and where it was recorded.
-void classify(const Event& e, bool gpu, bool on_thread, const std::string& name, Layer out[], int& count) {
+// The layers an event opens, by its kind, where it was recorded, and (for a
+// kernel) whether its name is NCCL's.
+void classify(const Event& e, bool gpu, bool on_thread, bool nccl_named, Layer out[], int& count) {
   count = 0;
   switch (e.kind) {
     case EventKind::kMpiCall:
@@ -362,7 +367,7 @@ void classify(const Event& e, bool gpu, bool on_thread, const std::string& name,
     case EventKind::kGpuKernel: {
       // NCCL's own kernels are communication: tied to their collective
       // through CUPTI, or known by name when the run timed NCCL otherwise.
-      const bool nccl = (e.flags & kFlagExternalCorrelation) != 0 || name.compare(0, 4, "nccl") == 0;
+      const bool nccl = (e.flags & kFlagExternalCorrelation) != 0 || nccl_named;
       out[count++] = nccl ? kCommunicating : kComputing;
       out[count++] = kGpuBusy;
       break;
@@ -378,6 +383,8 @@ void classify(const Event& e, bool gpu, bool on_thread, const std::string& name,
 }
 
 void second_pass(const Timeline& timeline, JobProfile& job) {
+  std::vector<bool> nccl_named;
+  for (const std::string& name : timeline.strings()) nccl_named.push_back(name.compare(0, 4, "nccl") == 0);
   // Each rank's collective windows, in order of their begins.
   std::vector<std::vector<Window>> windows(job.ranks.size());
   for (CollectiveInstance& c : job.collectives) {
@@ -431,8 +438,7 @@ void second_pass(const Timeline& timeline, JobProfile& job) {
       for (const Event& e : events) {
         open_before(e.begin_ns);
         const bool on_thread = e.track >= tracks.size() || tracks[e.track] == TrackType::kThread;
-        classify(e, job.gpu, on_thread, e.kind == EventKind::kGpuKernel ? timeline.string(e.name_id) : std::string(), layers,
-                 count);
+        classify(e, job.gpu, on_thread, e.name_id < nccl_named.size() && nccl_named[e.name_id], layers, count);
         for (int i = 0; i < count; ++i) sweep.open(e.begin_ns, e.end_ns, layers[i]);
       }
     });
@@ -443,11 +449,7 @@ void second_pass(const Timeline& timeline, JobProfile& job) {
 
 }  // namespace
 
-JobProfile build_profile(const Timeline& timeline, const ProfileOptions& options) {
-  if (options.hta_compat) {
-    throw Error(timeline.path() + ": --hta-compat needs GPU kernels named as torch.profiler names them; "
-                "it applies to timelines imported from Kineto traces, which this rankscope cannot import yet");
-  }
+JobProfile build_profile(const Timeline& timeline) {
   JobProfile job;
   job.path = timeline.path();
   job.world_size = timeline.world_size();

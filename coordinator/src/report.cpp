@@ -84,10 +84,17 @@ const char* source_name(CollectiveSource source) { return source == CollectiveSo
 
 }  // namespace
 
-Report make_report(const Timeline& timeline, const ProfileOptions& options) {
+Report make_report(const Timeline& timeline, const ReportOptions& options) {
   Report report;
-  report.profile = build_profile(timeline, options);
+  report.profile = build_profile(timeline);
   report.overlap = overlap_by_rank(report.profile);
+  if (options.hta_compat) {
+    const std::vector<HtaFigures> hta = hta_figures(timeline);
+    for (size_t r = 0; r < report.overlap.size(); ++r) {
+      report.overlap[r].hta = hta[r];
+      report.overlap[r].comm_comp_overlap_pct = hta[r].comm_comp_overlap_pct;
+    }
+  }
   report.stragglers = find_stragglers(report.profile);
   report.buckets = analyze_buckets(report.profile, report.overlap);
   return report;
@@ -151,6 +158,12 @@ std::string report_text(const Report& report) {
                   milliseconds(o.exposed_wait_ns / static_cast<int64_t>(ran)).c_str(),
                   milliseconds(o.exposed_transfer_ns / static_cast<int64_t>(ran)).c_str(), o.idle_pct);
     out += line;
+    if (o.hta) {
+      std::snprintf(line, sizeof(line), "             HTA: overlap %.2f %%, idle %.2f %%, compute %.2f %%, non-compute %.2f %% of %s\n",
+                    o.hta->comm_comp_overlap_pct, o.hta->idle_pct, o.hta->compute_pct, o.hta->non_compute_pct,
+                    milliseconds(o.hta->kernel_time_ns).c_str());
+      out += line;
+    }
   }
 
   const BucketReport& b = report.buckets;
@@ -240,7 +253,14 @@ std::string report_json(const Report& report) {
     json.begin_object().key("rank").value(o.rank).key("comm_comp_overlap_pct").value(o.comm_comp_overlap_pct);
     json.key("compute_ns").value(o.compute_ns).key("comm_ns").value(o.comm_ns).key("overlap_ns").value(o.overlap_ns);
     json.key("exposed_wait_ns").value(o.exposed_wait_ns).key("exposed_transfer_ns").value(o.exposed_transfer_ns);
-    json.key("idle_ns").value(o.idle_ns).key("idle_pct").value(o.idle_pct).end_object();
+    json.key("idle_ns").value(o.idle_ns).key("idle_pct").value(o.idle_pct);
+    if (o.hta) {
+      json.key("hta").begin_object().key("comm_comp_overlap_pct").value(o.hta->comm_comp_overlap_pct);
+      json.key("kernel_time_ns").value(o.hta->kernel_time_ns).key("idle_pct").value(o.hta->idle_pct);
+      json.key("compute_pct").value(o.hta->compute_pct).key("non_compute_pct").value(o.hta->non_compute_pct);
+      json.end_object();
+    }
+    json.end_object();
   }
   json.end_array();
 

@@ -413,8 +413,12 @@ void score_arrivals(JobFacts& facts) {
       RankFacts& rank = facts.ranks[index];
       const bool last = collective.last_rank == part.rank;
       rank.all_collectives.add(collective.step, last, collective.participants);
-      rank.by_kind[{collective.instance->comm_hash, collective.instance->op, collective.position}].add(
-          collective.step, last, collective.participants);
+      // A kind recurs once per step: with one step every collective would be
+      // a kind of its own, tested once and diluting the correction for nothing.
+      if (facts.step_count >= 2) {
+        rank.by_kind[{collective.instance->comm_hash, collective.instance->op, collective.position}].add(
+            collective.step, last, collective.participants);
+      }
       wait_sum[index] += part.wait_ns;
       if (!last) continue;
       rank.blame_by_step[collective.step] += collective.lag_ns;

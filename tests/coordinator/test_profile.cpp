@@ -168,5 +168,54 @@ TEST_F(ProfileTest, AJobWithoutStepsIsOneStepPerRank) {
   EXPECT_EQ(job.ranks[0].steps[0].exposed_wait_ns, 50);
 }
 
+// HTA's figures on GPU events: two steps, so its window keeps the work
+// launched before the second starts (at 10 µs); names decide the classes.
+TEST_F(ProfileTest, HtaCompatFollowsHtasDefinitions) {
+  if (process_ == 0) {
+    RankMetadata metadata;
+    metadata.rank = 0;
+    metadata.world_size = 1;
+    ShardWriter writer;
+    ASSERT_TRUE(writer.open((dir_ / "rank-0.shard").string(), metadata, 0));
+    const std::pair<uint32_t, std::string_view> names[] = {
+        {0, "ProfilerStep#0"}, {1, "ProfilerStep#1"}, {2, "cudaLaunchKernel"}, {3, "ampere_sgemm_128x64"},
+        {4, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"}, {5, "Memcpy HtoD (Pageable -> Device)"},
+        {6, "cudaStreamSynchronize"}};
+    ASSERT_TRUE(writer.write_strings(names, 0));
+    auto gpu = [](EventKind kind, uint32_t name, uint64_t correlation, int64_t begin_ns, int64_t end_ns) {
+      Event e = range(name, begin_ns, end_ns);
+      e.kind = kind;
+      e.correlation_id = correlation;
+      return e;
+    };
+    std::vector<Event> events = {
+        range(0, 0, 10'000), range(1, 10'000, 20'000),
+        gpu(EventKind::kCudaApi, 2, 1, 100, 200), gpu(EventKind::kCudaApi, 2, 2, 300, 400),
+        gpu(EventKind::kCudaApi, 2, 3, 500, 600), gpu(EventKind::kCudaApi, 2, 4, 11'000, 11'100),
+        // compute 1.0–5.0 µs, communication 3.2–8.7 µs (rounds to 4–8), a copy 9–9.5 µs (rounds to nothing)
+        gpu(EventKind::kGpuKernel, 3, 1, 1'000, 5'000), gpu(EventKind::kGpuKernel, 4, 2, 3'200, 8'700),
+        gpu(EventKind::kGpuMemcpy, 5, 3, 9'000, 9'900),
+        // launched in the last step: outside HTA's window
+        gpu(EventKind::kGpuKernel, 3, 4, 12'000, 15'000)};
+    ASSERT_TRUE(writer.write_events(events));
+    ASSERT_TRUE(writer.close(Counters{}, 30'000));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  MergeOptions options;
+  options.inputs = {dir_.string()};
+  options.output = (dir_ / "job.h5").string();
+  merge_shards(MPI_COMM_WORLD, options);
+  const Timeline timeline(options.output);
+  const std::vector<HtaFigures> hta = hta_figures(timeline);
+  ASSERT_EQ(hta.size(), 1u);
+  // Compute [1, 5) µs, communication [4, 8) µs: 1 µs of 4 overlapped.
+  EXPECT_DOUBLE_EQ(hta[0].comm_comp_overlap_pct, 25.0);
+  // GPU time from 1 µs to 9 µs (the copy's end rounds down to 9); busy 1–8.
+  EXPECT_EQ(hta[0].kernel_time_ns, 8'000);
+  EXPECT_DOUBLE_EQ(hta[0].idle_pct, 12.5);
+  EXPECT_DOUBLE_EQ(hta[0].compute_pct, 50.0);
+  EXPECT_DOUBLE_EQ(hta[0].non_compute_pct, 37.5);
+}
+
 }  // namespace
 }  // namespace rankscope::analysis

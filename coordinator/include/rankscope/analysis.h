@@ -97,22 +97,31 @@ struct JobProfile {
   const std::string& name(uint32_t id) const { return strings.at(id); }
 };
 
-struct ProfileOptions {
-  bool hta_compat = false;  // HTA's definitions: see docs/report.md
-};
-
 // Reads the timeline twice, rank by rank. Throws Error naming the file.
-JobProfile build_profile(const Timeline& timeline, const ProfileOptions& options = {});
+JobProfile build_profile(const Timeline& timeline);
 
 // ------------------------------------------------------------ analyses ---
+
+// Holistic Trace Analysis' figures for one rank, by its definitions
+// (docs/report.md, "--hta-compat"): GPU events classified by kernel name,
+// HTA's window and its whole-µs rounding.
+struct HtaFigures {
+  double comm_comp_overlap_pct = 0;  // NaN without communication kernels
+  int64_t kernel_time_ns = 0;        // first GPU event's start to last one's end
+  double idle_pct = 0, compute_pct = 0, non_compute_pct = 0;
+};
 
 struct RankOverlap {
   int32_t rank = -1;
   double comm_comp_overlap_pct = 0;  // 100 · |compute ∩ comm| / |comm|; NaN without communication
   int64_t compute_ns = 0, comm_ns = 0, overlap_ns = 0, exposed_wait_ns = 0, exposed_transfer_ns = 0, idle_ns = 0;
   double idle_pct = 0;  // of the steps' time
+  std::optional<HtaFigures> hta;  // with --hta-compat
 };
 std::vector<RankOverlap> overlap_by_rank(const JobProfile& job);
+
+// HTA's overlap and temporal breakdown per rank, streamed from the timeline.
+std::vector<HtaFigures> hta_figures(const Timeline& timeline);
 
 struct Straggler {
   int32_t rank = -1;
@@ -188,7 +197,10 @@ struct Report {
   StragglerReport stragglers;
   BucketReport buckets;
 };
-Report make_report(const Timeline& timeline, const ProfileOptions& options = {});
+struct ReportOptions {
+  bool hta_compat = false;  // overlap and the temporal breakdown by HTA's definitions (docs/report.md)
+};
+Report make_report(const Timeline& timeline, const ReportOptions& options = {});
 
 std::string report_text(const Report& report);   // fits one screen
 std::string report_json(const Report& report);   // docs/report.md
