@@ -29,12 +29,15 @@ echo "== rankscope report"
 "$rankscope" report "$out/job.h5" --format json -o "$out/report.json"
 "$rankscope" report "$out/job.h5" --format html -o "$out/report.html"
 
+echo "== rankscope export"
+"$rankscope" export "$out/job.h5" --perfetto "$out/job.pftrace" --chrome "$out/job.json"
+
 cat <<DONE
 
 results in $out:
   timeline          $out/job.h5          (HDF5; docs/format.md)
   summary           $out/info.txt, $out/info.json
   ground truth      $out/truth.json      (what ddp_sim did: buckets, slow rank, step times)
-  Perfetto trace    not yet available (rankscope export)
+  Perfetto trace    $out/job.pftrace (open in ui.perfetto.dev), $out/job.json (Chrome JSON)
   analysis report   $out/report.txt, $out/report.json, $out/report.html (open in a browser)
 DONE

@@ -11,6 +11,7 @@
 
 #include "rankscope/analysis.h"
 #include "rankscope/error.h"
+#include "rankscope/export.h"
 #include "rankscope/info.h"
 #include "rankscope/merge.h"
 #include "rankscope/run.h"
@@ -113,6 +114,62 @@ int run_report(const ReportOptions& options) {
   }
 }
 
+struct ExportCommand {
+  std::string timeline, perfetto, chrome, ranks, time, steps;
+  uint64_t warn_size_mb = 1000;
+};
+
+// Prints what one export wrote, with the counts a checker can compare (docs/export.md).
+void print_export(const rankscope::ExportResult& r) {
+  const rankscope::ExportCounts& c = r.counts;
+  std::string ranks;
+  for (size_t i = 0; i < r.ranks.size();) {
+    size_t j = i;
+    while (j + 1 < r.ranks.size() && r.ranks[j + 1] == r.ranks[j] + 1) ++j;
+    ranks += (ranks.empty() ? "" : ",") + std::to_string(r.ranks[i]) + (j > i ? "-" + std::to_string(r.ranks[j]) : "");
+    i = j + 1;
+  }
+  auto bound = [](int64_t ns, bool open) { return open ? std::string("open") : std::to_string(ns); };
+  const double events = static_cast<double>(r.events_written);
+  std::printf("wrote %s (%s): %llu processes, %llu thread tracks, %llu other tracks, %llu counter tracks, %llu slices, "
+              "%llu instants, %llu counter samples, %llu flows (%llu collective, %llu launch)\n"
+              "  ranks %s, window %s to %s ns; %llu events in %.3f s (%.2f M events/s), %llu bytes (%.1f bytes per "
+              "event, estimated %llu)\n",
+              r.output.c_str(), rankscope::export_format_name(r.format), static_cast<unsigned long long>(c.processes),
+              static_cast<unsigned long long>(c.thread_tracks), static_cast<unsigned long long>(c.other_tracks),
+              static_cast<unsigned long long>(c.counter_tracks), static_cast<unsigned long long>(c.slices),
+              static_cast<unsigned long long>(c.instants), static_cast<unsigned long long>(c.counter_samples),
+              static_cast<unsigned long long>(c.flows), static_cast<unsigned long long>(c.collective_flows),
+              static_cast<unsigned long long>(c.launch_flows), ranks.c_str(),
+              bound(r.window_begin_ns, r.window_begin_ns == INT64_MIN).c_str(),
+              bound(r.window_end_ns, r.window_end_ns == INT64_MAX).c_str(),
+              static_cast<unsigned long long>(r.events_written), r.seconds, events / r.seconds * 1e-6,
+              static_cast<unsigned long long>(r.bytes), events > 0 ? static_cast<double>(r.bytes) / events : 0.0,
+              static_cast<unsigned long long>(r.estimated_bytes));
+}
+
+int run_export(const ExportCommand& command) {
+  try {
+    rankscope::ExportOptions options;
+    if (!command.ranks.empty()) options.ranks = rankscope::parse_rank_list(command.ranks);
+    if (!command.time.empty()) options.time = rankscope::parse_time_selection(command.time);
+    if (!command.steps.empty()) options.steps = rankscope::parse_step_selection(command.steps);
+    options.warn_bytes = command.warn_size_mb * 1'000'000;
+    options.warn = [](const std::string& text) { std::fprintf(stderr, "rankscope export: warning: %s\n", text.c_str()); };
+    const rankscope::Timeline timeline(command.timeline);
+    if (!command.perfetto.empty()) {
+      print_export(rankscope::export_timeline(timeline, rankscope::ExportFormat::kPerfetto, command.perfetto, options));
+    }
+    if (!command.chrome.empty()) {
+      print_export(rankscope::export_timeline(timeline, rankscope::ExportFormat::kChromeJson, command.chrome, options));
+    }
+    return 0;
+  } catch (const rankscope::Error& e) {
+    std::fprintf(stderr, "rankscope export: error: %s\n", e.what());
+    return 1;
+  }
+}
+
 int run_job(const rankscope::RunOptions& options) {
   try {
     return rankscope::run_application(options);
@@ -160,6 +217,27 @@ int main(int argc, char** argv) {
   report->add_flag("--hta-compat", report_options.hta_compat,
                    "Overlap as Holistic Trace Analysis defines it (kernel names, its window and rounding)");
 
+  ExportCommand export_command;
+  CLI::App* export_app = app.add_subcommand(
+      "export", "Write a timeline for trace viewers: native Perfetto protobuf and/or Chrome JSON (docs/export.md)");
+  export_app->add_option("timeline", export_command.timeline, "The HDF5 timeline")->required();
+  export_app->add_option("--perfetto", export_command.perfetto, "Write native Perfetto protobuf here (.pftrace)");
+  export_app->add_option("--chrome", export_command.chrome, "Write Chrome trace-event JSON here (.json)");
+  export_app->add_option("--ranks", export_command.ranks, "Only these ranks, e.g. 0-3,8");
+  export_app->add_option("--time", export_command.time,
+                         "Only events overlapping START:END: ns on the timeline, or +N[ns|us|ms|s] from the job's "
+                         "first event; either end may be empty (e.g. +1.5s:+2s)");
+  export_app->add_option("--steps", export_command.steps,
+                         "Only the time of ProfilerStep#A to #B, both included: A:B, A, A: or :B");
+  export_app->add_option("--warn-size-mb", export_command.warn_size_mb,
+                         "Warn, with a smaller selection, when the output is estimated beyond this many MB")
+      ->capture_default_str();
+  export_app->callback([&] {
+    if (export_command.perfetto.empty() && export_command.chrome.empty()) {
+      throw CLI::ValidationError("export", "give --perfetto FILE, --chrome FILE or both");
+    }
+  });
+
   rankscope::RunOptions run_options;
   CLI::App* run = app.add_subcommand(
       "run", "Profile one rank of a job: mpirun -n N rankscope run [OPTIONS] -- APP [ARGS...]");
@@ -191,5 +269,6 @@ int main(int argc, char** argv) {
   if (*merge) return run_merge(merge_options);
   if (*info) return run_info(info_path, info_json);
   if (*report) return run_report(report_options);
+  if (*export_app) return run_export(export_command);
   return 2;
 }

@@ -135,7 +135,7 @@ struct FakeClockEntry {
 std::vector<FakeClockEntry> parse_fake_clock(std::string_view spec);
 
 // The true offset of `rank` to rank 0 when `rank`'s clock reads `local_ns`,
-// under injected clocks (ranks not listed run the raw clock): the ground
+// under injected clocks (ranks not listed run their base clock): the ground
 // truth that tests and benchmarks hold measurements against.
 double injected_offset_ns(const std::vector<FakeClockEntry>& clocks, int32_t rank, int64_t local_ns);
 

@@ -1,0 +1,50 @@
+// The exporter's output file: written as OUTPUT.partial and renamed when
+// complete, so an output that exists is whole (as the merge does with
+// timelines). Full buffers are handed over and written by a background
+// thread while the exporter fills the next one, so the copy into the page
+// cache overlaps the encoding.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace rankscope::export_detail {
+
+class OutputFile {
+ public:
+  explicit OutputFile(std::string path);  // throws Error naming the path
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile();  // removes the partial file unless committed
+
+  // Takes buffer[0, size) to be written, and gives back a buffer to fill
+  // next (one written before, so its capacity is reused). Throws Error
+  // naming the path when an earlier write failed.
+  void submit(std::string& buffer, size_t size);
+  void commit();  // writes what is left, closes and renames; throws Error
+  uint64_t bytes() const { return bytes_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void write_loop();
+  void write_all(const char* data, size_t size);  // on the writer thread
+  void wait_until_written();                      // and rethrow its error
+
+  std::string path_, partial_;
+  int fd_ = -1;
+  uint64_t bytes_ = 0;  // submitted
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::string pending_;        // submitted, not yet written
+  size_t pending_size_ = 0;
+  bool has_pending_ = false;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+  std::thread writer_;
+};
+
+}  // namespace rankscope::export_detail

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# `rankscope export` end to end: the hand-made job (export_fixture.h) and a
+# synthetic one, merged and exported in full and with each selection, to
+# native Perfetto and to Chrome JSON. Every file goes through an independent
+# checker (check_perfetto.py for Perfetto, check_chrome_json.py for JSON):
+# zero errors, and the checker's counts of processes, tracks, slices,
+# instants, counter samples and flows equal what the exporter says it wrote.
+# With a DDP_SIM, also a real profile of it (mpiexec, 4 ranks) and its steps.
+# Usage: test_export_cli.sh RANKSCOPE MAKE_EXPORT_FIXTURE MAKE_SYNTHETIC_SHARDS PYTHON CHECK_PERFETTO CHECK_JSON
+#                           [DDP_SIM MPIEXEC]
+set -euo pipefail
+rankscope=$1 make_fixture=$2 make_shards=$3 python=$4 check_perfetto=$5 check_json=$6 ddp_sim=${7:-} mpiexec=${8:-}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+[ -f "$check_perfetto" ] || fail "the independent checker is not at $check_perfetto"
+
+# export_and_check TIMELINE NAME [OPTIONS...]: exports both formats, checks each
+# file and compares the checkers' counts with the exporter's; prints the
+# exporter's output and leaves it in $work/NAME.out.
+export_and_check() {
+  local timeline=$1 name=$2
+  shift 2
+  "$rankscope" export "$timeline" --perfetto "$work/$name.pftrace" --chrome "$work/$name.json" "$@" \
+    >"$work/$name.out" 2>"$work/$name.err" || { cat "$work/$name.err" >&2; fail "$name: export failed"; }
+  cat "$work/$name.out" "$work/$name.err"
+  "$python" "$check_perfetto" "$work/$name.pftrace" >"$work/$name.check" ||
+    { cat "$work/$name.check" >&2; fail "$name: check_perfetto.py found errors"; }
+  "$python" "$check_perfetto" --summary "$work/$name.pftrace" >"$work/$name.perfetto-summary" || true
+  "$python" "$check_json" --summary "$work/$name.json" >"$work/$name.json-summary" ||
+    { "$python" "$check_json" "$work/$name.json" >&2 || true; fail "$name: check_chrome_json.py found errors"; }
+  "$python" - "$work/$name.out" "$work/$name.perfetto-summary" "$work/$name.json-summary" "$name" <<'PY'
+import json, re, sys
+out, perfetto, chrome, name = open(sys.argv[1]).read(), json.load(open(sys.argv[2])), json.load(open(sys.argv[3])), sys.argv[4]
+def wrote(fmt):
+    line = next(l for l in out.splitlines() if f"({fmt}):" in l)
+    keys = ["processes", "thread tracks", "other tracks", "counter tracks", "slices", "instants",
+            "counter samples", "flows"]
+    return {k: int(re.search(rf"(\d+) {k}\b", line).group(1)) for k in keys}
+p, j = wrote("perfetto"), wrote("chrome-json")
+expected = {"process_tracks": p["processes"], "thread_tracks": p["thread tracks"],
+            "other_tracks": p["other tracks"], "counter_tracks": p["counter tracks"], "slices": p["slices"],
+            "instants": p["instants"], "counters": p["counter samples"], "flows": p["flows"],
+            "errors": 0, "warnings": 0, "sequences": p["processes"]}
+for key, value in expected.items():
+    assert perfetto[key] == value, f"{name}: perfetto {key}: checker {perfetto[key]}, exporter {value}"
+assert len(perfetto["per_process"]) == p["processes"], perfetto["per_process"]
+expected = {"processes": j["processes"], "threads": j["thread tracks"] + j["other tracks"],
+            "slices": j["slices"], "instants": j["instants"], "counters": j["counter samples"],
+            "counter_tracks": j["counter tracks"], "flows": j["flows"], "errors": 0}
+for key, value in expected.items():
+    assert chrome[key] == value, f"{name}: chrome {key}: checker {chrome[key]}, exporter {value}"
+assert p == j, f"{name}: the formats differ: {p} {j}"
+print(f"{name}: counts agree: {p}")
+PY
+}
+
+# count NAME KEY: a count from the exporter's Perfetto line.
+count() { grep -oE "[0-9]+ $2" <(grep "(perfetto):" "$work/$1.out") | head -1 | cut -d' ' -f1; }
+
+# --- the hand-made job: every kind of track, launches, NCCL, overlapping operations
+"$make_fixture" "$work/fixture"
+"$rankscope" merge "$work/fixture" -o "$work/fixture.h5" >/dev/null
+export_and_check "$work/fixture.h5" full
+[ "$(count full processes)" = 3 ] || fail "fixture: processes"
+[ "$(count full flows)" = 68 ] || fail "fixture: 32 collective and 36 launch flows expected"
+[ "$(count full 'other tracks')" = 27 ] || fail "fixture: overlapping operations need their lanes"
+grep -q "process_name.*rank 0 (host-a)" "$work/full.json" || fail "processes are named 'rank R (host)'"
+grep -q '"pid":3,' "$work/full.json" || fail "rank 2 is pid 3 (its real pid 4242 repeats across hosts)"
+
+export_and_check "$work/fixture.h5" ranks --ranks 0,2
+[ "$(count ranks processes)" = 2 ] || fail "--ranks 0,2: processes"
+[ "$(count ranks flows)" = 40 ] || fail "--ranks 0,2: 16 collective and 24 launch flows expected"
+
+export_and_check "$work/fixture.h5" steps --steps 1:2
+[ "$(count steps slices)" = $((17 * 3 * 2)) ] || fail "--steps 1:2: slices of two steps expected"
+grep -q "window 1100000 to 1299000 ns" "$work/steps.out" || fail "--steps 1:2: window"
+
+export_and_check "$work/fixture.h5" time --time +150us:+250us
+grep -q "window 1150000 to 1250000 ns" "$work/time.out" || fail "--time +150us:+250us: window"
+export_and_check "$work/fixture.h5" time_ns --time 1150000:1250000 --ranks 1
+[ "$(count time_ns processes)" = 1 ] || fail "--time with --ranks"
+
+# The size warning, with a selection to try.
+"$rankscope" export "$work/fixture.h5" --chrome "$work/warn.json" --warn-size-mb 0 >/dev/null 2>"$work/warn.err"
+grep -q "warning: the chrome-json output would be about .* select less, e.g. --ranks 0" "$work/warn.err" ||
+  fail "no size warning: $(cat "$work/warn.err")"
+
+# Errors name the file; bad selections are refused.
+set +e
+msg=$("$rankscope" export "$work/fixture.h5" --perfetto "$work/x.pftrace" --ranks 7 2>&1); status=$?
+[ $status -eq 1 ] && grep -q "fixture.h5: rank 7 is not in the job" <<<"$msg" || fail "--ranks 7: $status $msg"
+msg=$("$rankscope" export "$work/fixture.h5" --perfetto "$work/x.pftrace" --steps 9 2>&1); status=$?
+[ $status -eq 1 ] && grep -q "no ProfilerStep#N range with N in 9:9" <<<"$msg" || fail "--steps 9: $status $msg"
+msg=$("$rankscope" export "$work/fixture.h5" --perfetto "$work/x.pftrace" --time 5-6 2>&1); status=$?
+[ $status -eq 1 ] && grep -q "is not START:END" <<<"$msg" || fail "--time 5-6: $status $msg"
+msg=$("$rankscope" export "$work/fixture.h5" 2>&1); status=$?
+[ $status -ne 0 ] && grep -q -- "--perfetto" <<<"$msg" || fail "export without an output: $status $msg"
+msg=$("$rankscope" export "$work/absent.h5" --perfetto "$work/x.pftrace" 2>&1); status=$?
+[ $status -eq 1 ] && grep -q "absent.h5" <<<"$msg" || fail "missing timeline: $status $msg"
+set -e
+[ ! -e "$work/x.pftrace" ] || fail "a failed export left its output"
+
+# --- a synthetic job: 4 ranks, every one in every allreduce, point-to-point messages
+"$make_shards" "$work/synthetic" 4 20000 --shared-collectives 1 --messages 1 --skewed 1 >/dev/null
+"$rankscope" merge "$work/synthetic" -o "$work/synthetic.h5" >/dev/null
+export_and_check "$work/synthetic.h5" synthetic
+export_and_check "$work/synthetic.h5" synthetic_part --ranks 1-2 --time +20us:+2ms
+
+# --- a real profile: ddp_sim under mpiexec, steps marked with NVTX
+if [ -n "$ddp_sim" ]; then
+  (cd "$work" && "$mpiexec" -n 4 "$rankscope" run -o "$work/ddp.h5" -- "$ddp_sim" --steps 3 --compute sleep >/dev/null)
+  export_and_check "$work/ddp.h5" ddp
+  export_and_check "$work/ddp.h5" ddp_step --steps 3 --ranks 0-1
+  [ "$(count ddp_step processes)" = 2 ] || fail "ddp_sim step 3 of ranks 0-1"
+  [ "$(count ddp_step flows)" -gt 0 ] || fail "ddp_sim: its allreduces must be linked"
+  [ "$(count ddp 'other tracks')" -gt 4 ] || fail "ddp_sim: nonblocking allreduces in flight need lanes"
+fi
+echo "export CLI: all checks passed"
