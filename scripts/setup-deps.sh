@@ -5,7 +5,7 @@
 # is missing.
 set -euo pipefail
 packages=(build-essential cmake pkg-config python3 openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
-          libcli11-dev libgtest-dev libbenchmark-dev)
+          libcli11-dev libgtest-dev libbenchmark-dev libsimdjson-dev zlib1g-dev)
 if [ "${1:-}" = --tests ]; then
   # Real MPI programs profiled unchanged, and the browser that renders the HTML report.
   packages+=(python3-mpi4py netpipe-openmpi chromium)

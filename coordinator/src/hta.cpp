@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string_view>
 #include <unordered_set>
 
@@ -42,9 +43,11 @@ HtaClass classify(std::string_view name) {
   return excluded ? HtaClass::kOther : HtaClass::kComputation;
 }
 
-bool on_gpu_stream(EventKind kind) {
+// HTA's GPU events: what runs on a CUDA stream. NCCL's kernels are among
+// them however they were captured (CUPTI, or a torch.profiler trace).
+bool gpu_work(EventKind kind) {
   return kind == EventKind::kGpuKernel || kind == EventKind::kGpuMemcpy || kind == EventKind::kGpuMemset ||
-         kind == EventKind::kGpuSync;
+         kind == EventKind::kGpuSync || kind == EventKind::kNcclCollectiveGpu || kind == EventKind::kNcclP2pGpu;
 }
 
 // Whole µs as HTA keeps them: a begin rounded up, an end rounded down.
@@ -90,9 +93,18 @@ double rounded_pct(double ratio) { return std::round(ratio * 100.0 * 100.0) / 10
 
 }  // namespace
 
-std::vector<HtaFigures> hta_figures(const Timeline& timeline) {
-  std::vector<HtaFigures> out;
+std::vector<std::optional<HtaFigures>> hta_figures(const Timeline& timeline) {
+  std::vector<std::optional<HtaFigures>> out;
   for (const RankInfo& rank : timeline.ranks()) {
+    if (rank.status == RankStatus::kMissing) {
+      out.emplace_back();
+      continue;
+    }
+    std::vector<bool> on_stream;
+    for (const Track& t : rank.tracks) {
+      if (t.id >= on_stream.size()) on_stream.resize(t.id + 1, false);
+      on_stream[t.id] = t.type == TrackType::kCudaStream;
+    }
     // HTA's window: with two or more ProfilerStep markers, only the GPU work
     // launched before the last one starts.
     int steps = 0;
@@ -106,6 +118,9 @@ std::vector<HtaFigures> hta_figures(const Timeline& timeline) {
       }
     });
     const bool windowed = steps >= 2;
+    // HTA rounds each rank's own timestamps, before any clock correction: back
+    // on the rank's clock, rounding gives what HTA's does.
+    const int64_t to_local = (rank.clock.synced ? rank.clock.offset_ns : 0) - rank.clock.repair_shift_ns;
     std::unordered_set<uint64_t> launched_in_window;  // correlation ids of launches before the cut
     Union communication, computation, everything;
     int64_t first = INT64_MAX, last = INT64_MIN;
@@ -115,9 +130,9 @@ std::vector<HtaFigures> hta_figures(const Timeline& timeline) {
           if (windowed && e.begin_ns < last_step_begin) launched_in_window.insert(e.correlation_id);
           continue;
         }
-        if (!on_gpu_stream(e.kind)) continue;
+        if (!gpu_work(e.kind) || e.track >= on_stream.size() || !on_stream[e.track]) continue;
         if (windowed && !launched_in_window.count(e.correlation_id)) continue;
-        const int64_t begin = ceil_us(e.begin_ns), end = floor_us(e.end_ns);
+        const int64_t begin = ceil_us(e.begin_ns + to_local), end = floor_us(e.end_ns + to_local);
         first = std::min(first, begin);
         last = std::max(last, end);
         everything.add(begin, end);

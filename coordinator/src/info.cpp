@@ -74,6 +74,23 @@ std::string counter_description(const std::string& name) {
        "when one dies)"},
       {"clock_violations_repaired",
        "clock_violations found before merge --repair-clock shifted the clocks; clock_violations counts what is left"},
+      {std::string(counter::kKinetoMalformed),
+       "trace events that are not valid JSON objects (or whose brackets do not balance), skipped"},
+      {std::string(counter::kKinetoMissingFields), "trace events without \"ph\", \"ts\" or \"dur\", skipped"},
+      {std::string(counter::kKinetoBadTimes),
+       "trace events with a timestamp that is not a number, or a negative or absurd (over a day) duration, skipped"},
+      {std::string(counter::kKinetoIdsOutOfRange),
+       "ids (correlation, External id, sizes) outside 0..INT64_MAX: dropped from their event, which is kept"},
+      {std::string(counter::kKinetoUnsupported), "trace events of phases not imported (B/E pairs, async events)"},
+      {std::string(counter::kKinetoTruncated), "1: the trace file ends early (cut short, or damaged gzip data)"},
+      {std::string(counter::kKinetoBytesSkipped), "bytes of the trace skipped to get past damaged events"},
+      {std::string(counter::kKinetoUnmatched), "communication kernels matched to no other rank's"},
+      {std::string(counter::kKinetoUnaligned),
+       "1: no clock offset could be estimated (no communication shared with an aligned rank); the rank keeps its own "
+       "clock"},
+      {std::string(counter::kKinetoInconsistent),
+       "1: the causality bounds of the rank's collectives contradict each other (clock drift, or mismatched "
+       "kernels); its bound is the spread instead"},
       {"clock_violations_p2p_repaired", "clock_violations_p2p found before merge --repair-clock shifted the clocks; "
                                         "clock_violations_p2p counts what is left"},
   };

@@ -4,15 +4,18 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 
 #include "rankscope/analysis.h"
 #include "rankscope/error.h"
 #include "rankscope/export.h"
 #include "rankscope/info.h"
+#include "rankscope/kineto.h"
 #include "rankscope/merge.h"
 #include "rankscope/run.h"
 #include "rankscope/timeline.h"
@@ -20,47 +23,107 @@
 
 namespace {
 
-int run_merge(const rankscope::MergeOptions& options) {
+// The largest peak resident memory of the processes, in MiB, on process 0.
+double job_peak_mib(MPI_Comm comm) {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  long peak_kib = usage.ru_maxrss, job_peak_kib = 0;
+  MPI_Reduce(&peak_kib, &job_peak_kib, 1, MPI_LONG, MPI_MAX, 0, comm);
+  return static_cast<double>(job_peak_kib) / 1024.0;
+}
+
+std::string rank_list(const std::vector<int32_t>& ranks) {
+  std::string text;
+  for (int32_t r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
+  return text;
+}
+
+void print_merge_warnings(const char* command, const rankscope::MergeResult& result) {
+  for (const auto& problem : result.problems) std::fprintf(stderr, "rankscope %s: warning: %s\n", command, problem.c_str());
+  if (!result.missing_ranks.empty()) {
+    std::printf("missing ranks (no %s): %s\n", std::strcmp(command, "merge") == 0 ? "shard" : "trace",
+                rank_list(result.missing_ranks).c_str());
+  }
+  if (!result.dead_ranks.empty()) {
+    std::printf("dead ranks (shard without its end record): %s\n", rank_list(result.dead_ranks).c_str());
+  }
+}
+
+// Runs `body` on every process of MPI_COMM_WORLD; errors are printed once,
+// by process 0, as "rankscope COMMAND: error: ...".
+int run_under_mpi(const char* command, const std::function<void(int process, int processes)>& body) {
   MPI_Init(nullptr, nullptr);
   int process = 0, processes = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &process);
   MPI_Comm_size(MPI_COMM_WORLD, &processes);
   int status = 0;
   try {
+    body(process, processes);
+  } catch (const rankscope::UnrecoverableError& e) {
+    if (process == 0) std::fprintf(stderr, "rankscope %s: error: %s\n", command, e.what());
+    std::fflush(nullptr);
+    std::_Exit(1);
+  } catch (const rankscope::Error& e) {
+    if (process == 0) std::fprintf(stderr, "rankscope %s: error: %s\n", command, e.what());
+    status = 1;
+  }
+  MPI_Finalize();
+  return status;
+}
+
+int run_merge(const rankscope::MergeOptions& options) {
+  return run_under_mpi("merge", [&](int process, int processes) {
     const rankscope::MergeResult result = rankscope::merge_shards(MPI_COMM_WORLD, options);
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    long peak_kib = usage.ru_maxrss, job_peak_kib = 0;
-    MPI_Reduce(&peak_kib, &job_peak_kib, 1, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    const double peak_mib = job_peak_mib(MPI_COMM_WORLD);
     if (process == 0) {
-      for (const auto& problem : result.problems) std::fprintf(stderr, "rankscope merge: warning: %s\n", problem.c_str());
       std::printf("merged %d ranks, %llu events into %s (%.1f MiB) in %.3f s with %d process%s: %.2f M events/s, "
                   "%.0f MB/s of shards, peak memory %.1f MiB per process\n",
                   result.world_size, static_cast<unsigned long long>(result.events), options.output.c_str(),
                   static_cast<double>(result.bytes) / (1 << 20), result.seconds, processes,
                   processes == 1 ? "" : "es", static_cast<double>(result.events) / result.seconds * 1e-6,
-                  static_cast<double>(result.shard_bytes) / result.seconds * 1e-6,
-                  static_cast<double>(job_peak_kib) / 1024.0);
-      auto list = [](const std::vector<int32_t>& ranks) {
-        std::string text;
-        for (int32_t r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
-        return text;
-      };
-      if (!result.missing_ranks.empty()) std::printf("missing ranks (no shard): %s\n", list(result.missing_ranks).c_str());
-      if (!result.dead_ranks.empty()) {
-        std::printf("dead ranks (shard without its end record): %s\n", list(result.dead_ranks).c_str());
-      }
+                  static_cast<double>(result.shard_bytes) / result.seconds * 1e-6, peak_mib);
+      print_merge_warnings("merge", result);
     }
-  } catch (const rankscope::UnrecoverableError& e) {
-    if (process == 0) std::fprintf(stderr, "rankscope merge: error: %s\n", e.what());
-    std::fflush(nullptr);
-    std::_Exit(1);
-  } catch (const rankscope::Error& e) {
-    if (process == 0) std::fprintf(stderr, "rankscope merge: error: %s\n", e.what());
-    status = 1;
-  }
-  MPI_Finalize();
-  return status;
+  });
+}
+
+int run_import_kineto(const rankscope::KinetoImportOptions& options) {
+  return run_under_mpi("import-kineto", [&](int process, int processes) {
+    const auto started = std::chrono::steady_clock::now();
+    const rankscope::KinetoImportResult result = rankscope::import_kineto(MPI_COMM_WORLD, options);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double peak_mib = job_peak_mib(MPI_COMM_WORLD);
+    if (process == 0) {
+      for (const auto& file : result.files) {
+        for (const auto& line : file.problem_lines) std::fprintf(stderr, "rankscope import-kineto: warning: %s\n", line.c_str());
+        if (file.problems > file.problem_lines.size()) {
+          std::fprintf(stderr, "rankscope import-kineto: warning: %s: %llu more problems, counted in rankscope info\n",
+                       file.path.c_str(), static_cast<unsigned long long>(file.problems - file.problem_lines.size()));
+        }
+      }
+      print_merge_warnings("import-kineto", result.merge);
+      std::printf("%-6s %12s %9s %16s %12s %8s %10s  %s\n", "rank", "events", "problems", "clock offset ns",
+                  "bound ns", "matched", "unmatched", "trace");
+      for (const auto& file : result.files) {
+        std::string offset = "-", bound = "not aligned";
+        if (file.aligned) {
+          offset = std::to_string(file.offset_ns);
+          bound = std::to_string(file.bound_ns) + (file.consistent ? "" : "!");
+        }
+        std::printf("%-6d %12llu %9llu %16s %12s %8llu %10llu  %s\n", file.rank,
+                    static_cast<unsigned long long>(file.events), static_cast<unsigned long long>(file.problems),
+                    offset.c_str(), bound.c_str(), static_cast<unsigned long long>(file.matched),
+                    static_cast<unsigned long long>(file.unmatched), file.path.c_str());
+      }
+      std::printf("imported %zu traces (%.1f MB of JSON), %llu events into %s in %.3f s (%.3f s reading, %.3f s "
+                  "merging) with %d process%s: %.0f MB/s of JSON, peak memory %.1f MiB per process; clocks on rank "
+                  "%d's\n",
+                  result.files.size(), static_cast<double>(result.json_bytes) * 1e-6,
+                  static_cast<unsigned long long>(result.merge.events), options.output.c_str(), seconds,
+                  result.read_seconds, result.merge.seconds, processes, processes == 1 ? "" : "es",
+                  static_cast<double>(result.json_bytes) / seconds * 1e-6, peak_mib, result.reference_rank);
+    }
+  });
 }
 
 int run_info(const std::string& path, bool json) {
@@ -200,6 +263,18 @@ int main(int argc, char** argv) {
                   "Move each rank whose collectives or messages break causality by the smallest constant shift that removes "
                   "the violations (changes measured times; off by default)");
 
+  rankscope::KinetoImportOptions import_options;
+  CLI::App* import_kineto = app.add_subcommand(
+      "import-kineto", "Import torch.profiler traces, one per rank, into a timeline with aligned clocks (docs/import.md)");
+  import_kineto->add_option("traces", import_options.inputs, "Trace files (.json, .json.gz), or folders holding them")
+      ->required();
+  import_kineto->add_option("-o,--output", import_options.output, "The timeline to write (HDF5)")->required();
+  import_kineto->add_option("--comm-kernel", import_options.comm_kernel_patterns,
+                            "Regex for kernels that communicate though the trace does not say so (e.g. DeepEP's); "
+                            "repeatable");
+  import_kineto->add_option("--threads", import_options.threads, "Traces read at once per process (0: one per core)")
+      ->capture_default_str();
+
   std::string info_path;
   bool info_json = false;
   CLI::App* info = app.add_subcommand("info", "Summarize a timeline: ranks, events, drops, missing or dead ranks");
@@ -267,6 +342,7 @@ int main(int argc, char** argv) {
   }
   merge_options.check_memory_bytes = check_memory_mb << 20;
   if (*merge) return run_merge(merge_options);
+  if (*import_kineto) return run_import_kineto(import_options);
   if (*info) return run_info(info_path, info_json);
   if (*report) return run_report(report_options);
   if (*export_app) return run_export(export_command);

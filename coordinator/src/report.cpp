@@ -89,10 +89,10 @@ Report make_report(const Timeline& timeline, const ReportOptions& options) {
   report.profile = build_profile(timeline);
   report.overlap = overlap_by_rank(report.profile);
   if (options.hta_compat) {
-    const std::vector<HtaFigures> hta = hta_figures(timeline);
+    const std::vector<std::optional<HtaFigures>> hta = hta_figures(timeline);
     for (size_t r = 0; r < report.overlap.size(); ++r) {
       report.overlap[r].hta = hta[r];
-      report.overlap[r].comm_comp_overlap_pct = hta[r].comm_comp_overlap_pct;
+      if (hta[r]) report.overlap[r].comm_comp_overlap_pct = hta[r]->comm_comp_overlap_pct;
     }
   }
   report.stragglers = find_stragglers(report.profile);

@@ -182,10 +182,14 @@ TEST_F(ProfileTest, HtaCompatFollowsHtasDefinitions) {
         {4, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"}, {5, "Memcpy HtoD (Pageable -> Device)"},
         {6, "cudaStreamSynchronize"}};
     ASSERT_TRUE(writer.write_strings(names, 0));
+    // HTA looks at what runs on CUDA streams.
+    const Track tracks[] = {{1, 0, 0, -1, TrackType::kThread, 0, 0}, {7, 1, 0, 0, TrackType::kCudaStream, 0, 0}};
+    ASSERT_TRUE(writer.write_tracks(tracks, 0));
     auto gpu = [](EventKind kind, uint32_t name, uint64_t correlation, int64_t begin_ns, int64_t end_ns) {
       Event e = range(name, begin_ns, end_ns);
       e.kind = kind;
       e.correlation_id = correlation;
+      e.track = kind == EventKind::kCudaApi ? 0 : 1;
       return e;
     };
     std::vector<Event> events = {
@@ -206,15 +210,16 @@ TEST_F(ProfileTest, HtaCompatFollowsHtasDefinitions) {
   options.output = (dir_ / "job.h5").string();
   merge_shards(MPI_COMM_WORLD, options);
   const Timeline timeline(options.output);
-  const std::vector<HtaFigures> hta = hta_figures(timeline);
+  const std::vector<std::optional<HtaFigures>> hta = hta_figures(timeline);
   ASSERT_EQ(hta.size(), 1u);
+  ASSERT_TRUE(hta[0].has_value());
   // Compute [1, 5) µs, communication [4, 8) µs: 1 µs of 4 overlapped.
-  EXPECT_DOUBLE_EQ(hta[0].comm_comp_overlap_pct, 25.0);
+  EXPECT_DOUBLE_EQ(hta[0]->comm_comp_overlap_pct, 25.0);
   // GPU time from 1 µs to 9 µs (the copy's end rounds down to 9); busy 1–8.
-  EXPECT_EQ(hta[0].kernel_time_ns, 8'000);
-  EXPECT_DOUBLE_EQ(hta[0].idle_pct, 12.5);
-  EXPECT_DOUBLE_EQ(hta[0].compute_pct, 50.0);
-  EXPECT_DOUBLE_EQ(hta[0].non_compute_pct, 37.5);
+  EXPECT_EQ(hta[0]->kernel_time_ns, 8'000);
+  EXPECT_DOUBLE_EQ(hta[0]->idle_pct, 12.5);
+  EXPECT_DOUBLE_EQ(hta[0]->compute_pct, 50.0);
+  EXPECT_DOUBLE_EQ(hta[0]->non_compute_pct, 37.5);
 }
 
 }  // namespace

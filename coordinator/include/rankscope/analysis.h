@@ -121,7 +121,7 @@ struct RankOverlap {
 std::vector<RankOverlap> overlap_by_rank(const JobProfile& job);
 
 // HTA's overlap and temporal breakdown per rank, streamed from the timeline.
-std::vector<HtaFigures> hta_figures(const Timeline& timeline);
+std::vector<std::optional<HtaFigures>> hta_figures(const Timeline& timeline);  // nothing for missing ranks
 
 struct Straggler {
   int32_t rank = -1;

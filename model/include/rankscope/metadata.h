@@ -66,6 +66,17 @@ inline constexpr std::string_view kEventsUnwritten = "events_unwritten";    // c
 inline constexpr std::string_view kNamesDropped = "names_dropped";          // the agent's string table was full
 inline constexpr std::string_view kSourcesOff = "capture_sources_off";      // requested sources that could not start
 inline constexpr std::string_view kTerminatedBySignal = "terminated_by_signal";  // the signal that ended the process
+// torch.profiler traces read by `rankscope import-kineto`:
+inline constexpr std::string_view kKinetoMalformed = "kineto_events_malformed";       // not JSON, or brackets unbalanced
+inline constexpr std::string_view kKinetoMissingFields = "kineto_events_missing_fields";  // no ph, ts or dur
+inline constexpr std::string_view kKinetoBadTimes = "kineto_events_bad_times";        // negative or absurd ts or dur
+inline constexpr std::string_view kKinetoIdsOutOfRange = "kineto_ids_out_of_range";   // ids beyond INT64_MAX, dropped
+inline constexpr std::string_view kKinetoUnsupported = "kineto_events_unsupported";   // phases not imported (B/E, async)
+inline constexpr std::string_view kKinetoTruncated = "kineto_file_truncated";         // 1: the trace ends early or is cut
+inline constexpr std::string_view kKinetoBytesSkipped = "kineto_bytes_skipped";       // skipped to get past damage
+inline constexpr std::string_view kKinetoUnmatched = "kineto_collectives_unmatched";  // kernels matched to no other rank
+inline constexpr std::string_view kKinetoUnaligned = "kineto_clock_unaligned";        // 1: no offset could be estimated
+inline constexpr std::string_view kKinetoInconsistent = "kineto_clock_inconsistent";  // 1: causality bounds contradict
 }  // namespace counter
 
 }  // namespace rankscope

@@ -1,0 +1,259 @@
+#include "kineto_align.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <tuple>
+#include <utility>
+
+namespace rankscope::kineto {
+namespace {
+
+// Matching by time needs this many kernels ending together: one could be chance.
+constexpr size_t kMinTimeMatches = 2;
+// Pairs of ends looked at per kernel when matching by time.
+constexpr size_t kMaxCandidatesPerRecord = 64;
+
+struct Pair {
+  uint32_t mine;    // record of the rank being aligned
+  uint32_t theirs;  // record of the anchor
+};
+
+int64_t median(std::vector<int64_t> values) {
+  const size_t middle = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<long>(middle), values.end());
+  return values[middle];
+}
+
+class UnionFind {
+ public:
+  explicit UnionFind(size_t n) : parent_(n) { std::iota(parent_.begin(), parent_.end(), size_t{0}); }
+  size_t find(size_t x) {
+    while (parent_[x] != x) x = parent_[x] = parent_[parent_[x]];
+    return x;
+  }
+  void join(size_t a, size_t b) {
+    a = find(a);
+    b = find(b);
+    if (a != b) parent_[std::max(a, b)] = std::min(a, b);
+  }
+
+ private:
+  std::vector<size_t> parent_;
+};
+
+// Pairs sharing a Seq or Comms Id (within one process group, for one operation).
+std::vector<Pair> pairs_by_id(const RankCollectives& mine, const RankCollectives& theirs) {
+  std::map<std::tuple<uint64_t, uint64_t, MatchKey>, uint32_t> index;
+  for (uint32_t j = 0; j < theirs.records.size(); ++j) {
+    const CollectiveRecord& r = theirs.records[j];
+    if (r.key != MatchKey::kTime) index.emplace(std::make_tuple(r.group, r.id, r.key), j);
+  }
+  std::vector<Pair> pairs;
+  for (uint32_t i = 0; i < mine.records.size(); ++i) {
+    const CollectiveRecord& r = mine.records[i];
+    if (r.key == MatchKey::kTime) continue;
+    const auto found = index.find(std::make_tuple(r.group, r.id, r.key));
+    if (found != index.end() && theirs.records[found->second].op == r.op) pairs.push_back({i, found->second});
+  }
+  return pairs;
+}
+
+// Pairs found by time: the offset at which the most ends of kernels of the
+// same group and operation coincide, then each kernel with the nearest one.
+std::vector<Pair> pairs_by_time(const RankCollectives& mine, const RankCollectives& theirs) {
+  using Kind = std::pair<uint64_t, CommOp>;
+  std::map<Kind, std::vector<uint32_t>> their_kinds;
+  for (uint32_t j = 0; j < theirs.records.size(); ++j) {
+    their_kinds[{theirs.records[j].group, theirs.records[j].op}].push_back(j);
+  }
+  for (auto& [kind, list] : their_kinds) {
+    std::sort(list.begin(), list.end(),
+              [&](uint32_t a, uint32_t b) { return theirs.records[a].end_ns < theirs.records[b].end_ns; });
+  }
+  // The window within which two ends count as together: a quarter of the
+  // anchor's typical gap between kernels, between 20 µs and 2 ms.
+  std::vector<int64_t> gaps;
+  for (const auto& [kind, list] : their_kinds) {
+    for (size_t k = 1; k < list.size(); ++k) {
+      gaps.push_back(theirs.records[list[k]].end_ns - theirs.records[list[k - 1]].end_ns);
+    }
+  }
+  const int64_t window = std::clamp<int64_t>(gaps.empty() ? 2'000'000 : median(gaps) / 4, 20'000, 2'000'000);
+
+  struct Candidate {
+    int64_t difference;
+    uint32_t mine, theirs;
+  };
+  std::vector<Candidate> candidates;
+  for (uint32_t i = 0; i < mine.records.size(); ++i) {
+    const CollectiveRecord& r = mine.records[i];
+    const auto found = their_kinds.find({r.group, r.op});
+    if (found == their_kinds.end()) continue;
+    const auto& list = found->second;
+    // The candidates nearest in time, on either side.
+    const auto middle = std::lower_bound(list.begin(), list.end(), r.end_ns, [&](uint32_t j, int64_t t) {
+      return theirs.records[j].end_ns < t;
+    });
+    const size_t at = static_cast<size_t>(middle - list.begin());
+    const size_t half = kMaxCandidatesPerRecord / 2;
+    const size_t from = at > half ? at - half : 0, to = std::min(list.size(), at + half);
+    for (size_t k = from; k < to; ++k) candidates.push_back({r.end_ns - theirs.records[list[k]].end_ns, i, list[k]});
+  }
+  if (candidates.size() < kMinTimeMatches) return {};
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.difference < b.difference; });
+  // The densest window of differences; among equals, the one nearest zero.
+  size_t best_from = 0, best_count = 0;
+  for (size_t from = 0, to = 0; from < candidates.size(); ++from) {
+    while (to < candidates.size() && candidates[to].difference - candidates[from].difference <= window) ++to;
+    const size_t count = to - from;
+    const auto distance = [&](size_t f) {
+      const int64_t d = candidates[f].difference;
+      return d < 0 ? -d : d;
+    };
+    if (count > best_count || (count == best_count && distance(from) < distance(best_from))) {
+      best_count = count;
+      best_from = from;
+    }
+  }
+  if (best_count < kMinTimeMatches) return {};
+  std::vector<int64_t> in_window;
+  for (size_t k = best_from; k < best_from + best_count; ++k) in_window.push_back(candidates[k].difference);
+  const int64_t offset = median(in_window);
+
+  std::vector<Candidate> close;
+  for (const Candidate& c : candidates) {
+    if (c.difference - offset <= window && offset - c.difference <= window) close.push_back(c);
+  }
+  std::sort(close.begin(), close.end(), [&](const Candidate& a, const Candidate& b) {
+    const int64_t da = a.difference > offset ? a.difference - offset : offset - a.difference;
+    const int64_t db = b.difference > offset ? b.difference - offset : offset - b.difference;
+    return std::tie(da, a.mine, a.theirs) < std::tie(db, b.mine, b.theirs);
+  });
+  std::vector<bool> mine_used(mine.records.size()), theirs_used(theirs.records.size());
+  std::vector<Pair> pairs;
+  for (const Candidate& c : close) {
+    if (mine_used[c.mine] || theirs_used[c.theirs]) continue;
+    mine_used[c.mine] = theirs_used[c.theirs] = true;
+    pairs.push_back({c.mine, c.theirs});
+  }
+  if (pairs.size() < kMinTimeMatches) return {};
+  return pairs;
+}
+
+struct PairOffset {
+  int64_t offset_ns;
+  int64_t bound_ns;
+  bool consistent;
+};
+
+PairOffset offset_from(const RankCollectives& mine, const RankCollectives& theirs, const std::vector<Pair>& pairs) {
+  int64_t low = INT64_MIN, high = INT64_MAX;
+  std::vector<int64_t> end_differences;
+  for (const Pair& p : pairs) {
+    const CollectiveRecord& a = mine.records[p.mine];
+    const CollectiveRecord& b = theirs.records[p.theirs];
+    low = std::max(low, a.begin_ns - b.end_ns);
+    high = std::min(high, a.end_ns - b.begin_ns);
+    end_differences.push_back(a.end_ns - b.end_ns);
+  }
+  const int64_t estimate = median(end_differences);
+  if (low <= high) {
+    const int64_t offset = std::clamp(estimate, low, high);
+    return {offset, std::max(offset - low, high - offset), true};
+  }
+  // Causality contradicts itself: the clocks drifted or a pair is wrong.
+  return {estimate, std::max(estimate > low ? estimate - low : low - estimate,
+                             estimate > high ? estimate - high : high - estimate),
+          false};
+}
+
+}  // namespace
+
+Alignment align_ranks(const std::vector<RankCollectives>& ranks) {
+  Alignment out;
+  const size_t n = ranks.size();
+  out.ranks.resize(n);
+  out.instance.resize(n);
+  out.unmatched.assign(n, 0);
+  if (n == 0) return out;
+  for (size_t k = 0; k < n; ++k) out.ranks[k].rank = ranks[k].rank;
+
+  // The reference: the lowest rank that has kernels to match, else the lowest rank.
+  size_t reference = n;
+  for (size_t k = 0; k < n; ++k) {
+    if (!ranks[k].records.empty() && (reference == n || ranks[k].rank < ranks[reference].rank)) reference = k;
+  }
+  if (reference == n) {
+    reference = 0;
+    for (size_t k = 1; k < n; ++k) {
+      if (ranks[k].rank < ranks[reference].rank) reference = k;
+    }
+  }
+  out.reference = ranks[reference].rank;
+  out.ranks[reference].aligned = true;
+  out.ranks[reference].anchor = ranks[reference].rank;
+
+  std::vector<size_t> first(n + 1, 0);
+  for (size_t k = 0; k < n; ++k) first[k + 1] = first[k] + ranks[k].records.size();
+  UnionFind same(first[n]);
+
+  // Each rank against the aligned ones, the reference first, until no more can be.
+  std::vector<size_t> aligned_order = {reference};
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t k = 0; k < n; ++k) {
+      if (out.ranks[k].aligned || ranks[k].records.empty()) continue;
+      for (size_t anchor : aligned_order) {
+        std::vector<Pair> pairs = pairs_by_id(ranks[k], ranks[anchor]);
+        if (pairs.empty()) pairs = pairs_by_time(ranks[k], ranks[anchor]);
+        if (pairs.empty()) continue;
+        const PairOffset found = offset_from(ranks[k], ranks[anchor], pairs);
+        RankAlignment& a = out.ranks[k];
+        a.aligned = true;
+        a.anchor = ranks[anchor].rank;
+        a.matched = pairs.size();
+        a.offset_ns = found.offset_ns + out.ranks[anchor].offset_ns;
+        a.bound_ns = found.bound_ns + out.ranks[anchor].bound_ns;
+        a.consistent = found.consistent;
+        for (const Pair& p : pairs) same.join(first[k] + p.mine, first[anchor] + p.theirs);
+        aligned_order.push_back(k);
+        progress = true;
+        break;
+      }
+    }
+  }
+  // Records with the same Seq or Comms Id are the same collective, aligned or not.
+  std::map<std::tuple<uint64_t, uint64_t, MatchKey, CommOp>, size_t> by_id;
+  for (size_t k = 0; k < n; ++k) {
+    for (size_t i = 0; i < ranks[k].records.size(); ++i) {
+      const CollectiveRecord& r = ranks[k].records[i];
+      if (r.key == MatchKey::kTime) continue;
+      const auto [it, inserted] = by_id.emplace(std::make_tuple(r.group, r.id, r.key, r.op), first[k] + i);
+      if (!inserted) same.join(it->second, first[k] + i);
+    }
+  }
+  std::vector<size_t> members(first[n], 0);
+  for (size_t x = 0; x < first[n]; ++x) ++members[same.find(x)];
+  for (size_t k = 0; k < n; ++k) {
+    auto& instance = out.instance[k];
+    instance.resize(ranks[k].records.size());
+    for (size_t i = 0; i < instance.size(); ++i) {
+      const size_t root = same.find(first[k] + i);
+      if (members[root] < 2) {
+        ++out.unmatched[k];
+        instance[i] = (uint64_t{1} << 63) | (static_cast<uint64_t>(static_cast<uint32_t>(ranks[k].rank)) << 32) | i;
+        continue;
+      }
+      // The component's first record names it: by its Seq or Comms Id when it has one.
+      size_t owner = 0;
+      while (first[owner + 1] <= root) ++owner;
+      const CollectiveRecord& named = ranks[owner].records[root - first[owner]];
+      instance[i] = named.key != MatchKey::kTime ? named.id : (uint64_t{1} << 62) | root;
+    }
+  }
+  return out;
+}
+
+}  // namespace rankscope::kineto

@@ -1,0 +1,35 @@
+// Collectives over the merge processes that every process ends with the
+// same answer from: byte records, strings, rows, and errors.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rankscope {
+
+// Every process's bytes, in process order.
+std::vector<char> allgather_bytes(MPI_Comm comm, const std::string& local);
+
+// Appends a length-prefixed record, as allgather_strings reads them.
+void append_record(std::string& out, std::string_view text);
+
+// Every process's strings, in process order.
+std::vector<std::string> allgather_strings(MPI_Comm comm, const std::vector<std::string>& local);
+
+// Throws the same Error on every process when any of them failed.
+void check_all(MPI_Comm comm, const std::string& local_error);
+
+template <typename Row>
+std::vector<Row> allgather_rows(MPI_Comm comm, const std::vector<Row>& local) {
+  const std::vector<char> all =
+      allgather_bytes(comm, std::string(reinterpret_cast<const char*>(local.data()), local.size() * sizeof(Row)));
+  std::vector<Row> rows(all.size() / sizeof(Row));
+  std::memcpy(rows.data(), all.data(), rows.size() * sizeof(Row));
+  return rows;
+}
+
+}  // namespace rankscope
