@@ -143,15 +143,20 @@ std::string report_text(const Report& report) {
   }
 
   out += "\noverlap (share of communication hidden by compute) and exposed time per step:\n";
+  // Ranks without a shard or trace have nothing to show: they are counted once.
+  size_t shown = 0, missing = 0, present = 0;
+  for (const RankProfile& r : job.ranks) (r.status == RankStatus::kMissing ? missing : present) += 1;
   for (size_t i = 0; i < report.overlap.size(); ++i) {
+    if (job.ranks[i].status == RankStatus::kMissing) continue;
     const RankOverlap& o = report.overlap[i];
     const size_t ran = std::max<size_t>(1, std::count_if(job.ranks[i].steps.begin(), job.ranks[i].steps.end(),
                                                          [](const RankStep& s) { return s.times.begin_ns != kUnknown; }));
-    if (i == 8 && report.overlap.size() > 10) {
-      std::snprintf(line, sizeof(line), "  ... %zu more ranks (JSON and HTML list every rank)\n", report.overlap.size() - 8);
+    if (shown == 8 && present > 10) {
+      std::snprintf(line, sizeof(line), "  ... %zu more ranks (JSON and HTML list every rank)\n", present - 8);
       out += line;
       break;
     }
+    ++shown;
     std::snprintf(line, sizeof(line), "  rank %-5d overlap %6s   exposed wait %12s   exposed transfer %12s   idle %5.1f %%\n",
                   o.rank,
                   std::isnan(o.comm_comp_overlap_pct) ? "-" : (std::to_string(std::lround(o.comm_comp_overlap_pct)) + " %").c_str(),
@@ -164,6 +169,10 @@ std::string report_text(const Report& report) {
                     milliseconds(o.hta->kernel_time_ns).c_str());
       out += line;
     }
+  }
+  if (missing > 0) {
+    std::snprintf(line, sizeof(line), "  (%zu rank%s missing: no data)\n", missing, missing == 1 ? "" : "s");
+    out += line;
   }
 
   const BucketReport& b = report.buckets;

@@ -161,8 +161,9 @@ KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& optio
   if (process == 0) {
     std::error_code fs_error;
     std::filesystem::remove_all(folder, fs_error);
-    if (!std::filesystem::create_directories(folder, fs_error)) {
-      error = "cannot create " + folder + ": " + fs_error.message();
+    // One level only: a missing folder for the timeline is the user's to make.
+    if (!std::filesystem::create_directory(folder, fs_error)) {
+      error = "cannot create " + folder + ": " + (fs_error ? fs_error.message() : "it exists");
     }
   }
   check_all(comm, error);

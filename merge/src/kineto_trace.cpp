@@ -164,7 +164,7 @@ bool nccl_named(std::string_view name) {
 struct Fields {
   std::string_view ph, cat, name;
   std::string_view pid, tid;  // string contents, or the number's token
-  std::string_view ts, dur;
+  std::string_view ts, dur, id;
   bool has_ts = false, has_dur = false, has_name = false;
   // args
   std::string_view correlation, external_id, stream, device, bytes;
@@ -270,6 +270,8 @@ simdjson::error_code read_fields(od::document& doc, Fields& f) {
         } else if (key == "ts") {
           slot = &f.ts;
           f.has_ts = true;
+        } else if (key == "id") {
+          slot = &f.id;
         }
         break;
       case 3:
@@ -460,6 +462,7 @@ class TraceImport::Impl {
       return skip(rankscope::counter::kKinetoMalformed, index, offset, std::string("not valid JSON (") + simdjson::error_message(error) + ")");
     }
     if (f.ph.size() != 1) return skip(rankscope::counter::kKinetoMissingFields, index, offset, "no \"ph\"");
+    if (f.ph[0] != 's' && f.ph[0] != 'f' && f.ph[0] != 't') unlinked_.valid = false;  // a flow follows its event
     switch (f.ph[0]) {
       case 'X': return complete(f, index, offset);
       case 'i':
@@ -468,7 +471,7 @@ class TraceImport::Impl {
       case 'M': return metadata(f);
       case 's':
       case 'f':
-      case 't': return;  // launch -> kernel links: the correlation ids on both ends say the same
+      case 't': return flow(f);
       default:
         counters_.add(rankscope::counter::kKinetoUnsupported, 1);
         return;
@@ -594,6 +597,7 @@ class TraceImport::Impl {
     summary_.last_ns = std::max(summary_.last_ns, e.end_ns);
     ++summary_.events;
     pending_.push_back(e);
+    if (e.correlation_id == 0) unlinked_ = {true, true, 0, pending_.size() - 1, e.begin_ns};
     collectives_.records.push_back({info.group, info.id, e.begin_ns, e.end_ns, info.op, info.key});
     return true;
   }
@@ -759,9 +763,27 @@ class TraceImport::Impl {
     summary_.first_ns = std::min(summary_.first_ns, e.begin_ns);
     summary_.last_ns = std::max(summary_.last_ns, e.end_ns);
     ++summary_.events;
-    auto& buffer = buffers_[std::min<size_t>(e.track, buffers_.size() - 1)];
-    buffer.push_back(e);
+    const size_t track = std::min<size_t>(e.track, buffers_.size() - 1);
+    auto& buffer = buffers_[track];
+    // Written before the next is added, so the last event stays until a flow may link it.
     if (buffer.size() >= kTrackChunkEvents) write(buffer);
+    buffer.push_back(e);
+    const bool linked_kind = e.kind == EventKind::kCudaApi || e.kind == EventKind::kGpuKernel ||
+                             e.kind == EventKind::kGpuMemcpy || e.kind == EventKind::kGpuMemset;
+    if (linked_kind && e.correlation_id == 0) unlinked_ = {true, false, track, buffer.size() - 1, e.begin_ns};
+  }
+
+  // A launch -> GPU flow ("ac2g", its id the correlation id) follows the
+  // event it binds, at the same time: it gives that event its correlation
+  // id when the event's own arguments had none.
+  void flow(const Fields& f) {
+    if (f.cat != "ac2g" || !unlinked_.valid) return;
+    int64_t at = 0;
+    uint64_t id = 0;
+    if (!parse_milli(f.ts, at) || at != unlinked_.begin_ns || parse_id(f.id, id) != IdStatus::kOk) return;
+    Event& e = unlinked_.held ? pending_[unlinked_.index] : buffers_[unlinked_.buffer][unlinked_.index];
+    e.correlation_id = id;
+    unlinked_.valid = false;
   }
 
   void write(std::vector<Event>& events) {
@@ -819,6 +841,13 @@ class TraceImport::Impl {
   std::vector<std::vector<Event>> buffers_;
   std::vector<Event> pending_;
   std::unordered_map<uint64_t, CollectiveInfo> launched_by_;  // record_param_comms by External id
+  struct Unlinked {
+    bool valid = false;
+    bool held = false;  // in pending_, else in buffers_[buffer]
+    size_t buffer = 0;
+    size_t index = 0;
+    int64_t begin_ns = 0;
+  } unlinked_;  // the last event that came without a correlation id
   std::string host_, schema_, nccl_version_;
   int64_t pid_ = 0;
 };

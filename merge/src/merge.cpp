@@ -293,14 +293,34 @@ class RankEventMerger {
       }
     } else if (active > 1) {
       while (true) {
+        // The cursor whose next event comes first (the earlier cursor on a
+        // tie), and the one after it; the first's events go out in one run
+        // until the second's next event is due.
         Cursor* best = nullptr;
+        Cursor* second = nullptr;
         for (Cursor& c : open_) {
-          if (c.position < c.limit && (!best || event_time_order(c.events[c.position], best->events[best->position]))) {
+          if (c.position >= c.limit) continue;
+          if (!best || event_time_order(c.events[c.position], best->events[best->position])) {
+            second = best;
             best = &c;
+          } else if (!second || event_time_order(c.events[c.position], second->events[second->position])) {
+            second = &c;
           }
         }
         if (!best) break;
-        append(&best->events[best->position++], 1);
+        size_t end = best->position + 1;
+        if (!second) {
+          end = best->limit;
+        } else {
+          const Event& next = second->events[second->position];
+          const bool best_first_on_ties = best < second;
+          while (end < best->limit && (event_time_order(best->events[end], next) ||
+                                       (best_first_on_ties && !event_time_order(next, best->events[end])))) {
+            ++end;
+          }
+        }
+        append(&best->events[best->position], end - best->position);
+        best->position = end;
       }
     }
     for (size_t i = 0; i < open_.size();) {

@@ -9,10 +9,11 @@
 #   problem is named with its file and event index, and info counts them;
 # - traces that cannot be imported (no rank, two files of one rank, not JSON)
 #   stop with a message naming the file;
+# - two processes under mpiexec import the same job as one does;
 # - the imported timeline exports to Perfetto that the independent checker passes.
-# Usage: test_import_kineto.sh RANKSCOPE PYTHON KINETO_DATA GENERATOR [CHECK_PERFETTO]
+# Usage: test_import_kineto.sh RANKSCOPE PYTHON KINETO_DATA GENERATOR MPIEXEC [CHECK_PERFETTO]
 set -euo pipefail
-rankscope=$1 python=$2 data=$3 generator=$4 check_perfetto=${5:-}
+rankscope=$1 python=$2 data=$3 generator=$4 mpiexec=$5 check_perfetto=${6:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -72,6 +73,18 @@ for row in info["clock"]["ranks"]:
     if error > row["bound_ns"] or row["bound_ns"] > 1_000_000:
         sys.exit(f"rank {row['rank']}: offset {row['offset_ns']} ns, truth {truth[row['rank']]}, bound {row['bound_ns']}")
     print(f"rank {row['rank']}: offset error {error} ns within the bound of {row['bound_ns']} ns")
+EOF
+# Two processes share the traces and agree with one.
+"$mpiexec" -n 2 "$rankscope" import-kineto "$work/job" -o "$work/job2.h5" >"$work/job2.import" 2>&1 ||
+  { cat "$work/job2.import" >&2; fail "synthetic job: import by two processes failed"; }
+"$rankscope" info "$work/job2.h5" --json >"$work/job2.info.json"
+"$python" - "$work/job.info.json" "$work/job2.info.json" <<'EOF'
+import json, sys
+one, two = (json.load(open(path)) for path in sys.argv[1:3])
+for key in ("events", "events_by_kind"):
+    assert one[key] == two[key], (key, one[key], two[key])
+assert one["clock"]["ranks"] == two["clock"]["ranks"], "the clock alignment differs between 1 and 2 processes"
+print("two processes: same events and clocks as one")
 EOF
 # Every report works on an imported timeline, and so does the export.
 "$rankscope" report "$work/job.h5" >"$work/job.report" || fail "report on an imported job failed"
@@ -155,4 +168,10 @@ refused "one rank twice" "rank-0.json and .*copy_rank-0.json are both rank 0" "$
 echo "not json" >"$work/junk_rank-5.json"
 refused "not JSON" "junk_rank-5.json is not a JSON object" "$work/junk_rank-5.json"
 refused "no file" "nothere.json: cannot open" "$work/nothere.json"
+if "$rankscope" import-kineto "$work/job" -o "$work/no/such/folder/job.h5" >"$work/refused.out" 2>&1; then
+  fail "a timeline in a missing folder: imported"
+fi
+grep -q "cannot create .*/no/such/folder/job.h5.import: No such file or directory" "$work/refused.out" ||
+  { cat "$work/refused.out" >&2; fail "a timeline in a missing folder: no clear message"; }
+[ ! -e "$work/no" ] || fail "folders were made for the timeline"
 echo "import-kineto: all checks passed"

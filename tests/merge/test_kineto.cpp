@@ -2,12 +2,14 @@
 // and its damage counts, and the matching and clock alignment across ranks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "rankscope/error.h"
 #include "rankscope/metadata.h"
+#include "rankscope/shard.h"
 // Internal to the merge library; tested directly.
 #include "../../merge/src/kineto_align.h"
 #include "../../merge/src/kineto_reader.h"
@@ -231,6 +233,44 @@ TEST_F(KinetoTrace, CountsAndNamesEveryKindOfDamageAndKeepsTheRest) {
   EXPECT_NE(lines[1].find("absurd"), std::string::npos) << lines[1];
   EXPECT_NE(lines[4].find("9223372036854775808 is not an id"), std::string::npos) << lines[4];
   EXPECT_NE(lines[6].find("event 7 "), std::string::npos) << lines[6];
+}
+
+// Events without a correlation argument take it from the launch -> kernel
+// flow that follows them; the shard holds what the timeline will.
+TEST(KinetoShard, FlowsLinkLaunchesAndKernelsThatLackCorrelationIds) {
+  const std::string text = R"({"distributedInfo": {"rank": 0}, "traceEvents": [
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 2},
+  {"ph": "s", "id": 501, "pid": 1, "tid": 1, "ts": 10, "cat": "ac2g", "name": "ac2g"},
+  {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 15, "dur": 4},
+  {"ph": "f", "id": 501, "pid": 0, "tid": 7, "ts": 15, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+  {"ph": "X", "cat": "kernel", "name": "not followed", "pid": 0, "tid": 7, "ts": 20, "dur": 1},
+  {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 21, "dur": 1},
+  {"ph": "f", "id": 777, "pid": 0, "tid": 7, "ts": 20, "cat": "ac2g", "name": "ac2g", "bp": "e"}
+ ]})";
+  const std::string path = ::testing::TempDir() + "/kineto-flows.shard";
+  const ImportSettings settings;
+  TraceImport trace("rank-0.json", path, settings);
+  trace.read_text(text);
+  RankAlignment reference;
+  reference.aligned = true;
+  trace.finish(1, reference, 0, {}, 0);
+  const ShardFile shard(path);
+  const ShardScan scan = shard.scan();
+  std::vector<Event> events, chunk;
+  for (const EventChunkRef& ref : scan.event_chunks) {
+    shard.read_events(ref, chunk);
+    events.insert(events.end(), chunk.begin(), chunk.end());
+  }
+  std::sort(events.begin(), events.end(), event_time_order);
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].kind, EventKind::kCudaApi);
+  EXPECT_EQ(events[0].correlation_id, 501u);
+  EXPECT_EQ(events[1].kind, EventKind::kGpuKernel);
+  EXPECT_EQ(events[1].correlation_id, 501u);
+  EXPECT_EQ(events[2].correlation_id, 0u);  // another event came between it and the flow
+  EXPECT_TRUE(scan.ended);
+  EXPECT_EQ(scan.rank(), 0);
+  EXPECT_EQ(scan.sync_points.size(), 2u);
 }
 
 // ------------------------------------------------------------ alignment ---
