@@ -46,8 +46,11 @@ case $size in
   default) size=8:500000 ;;
   large) size=16:1000000 ;;
 esac
-if ! [[ $size =~ ^[0-9]+:[0-9]+$ ]]; then
-  echo "kineto_bench: SIZE must be RANKS:EVENTS_PER_RANK or small|default|large, got '$size'" >&2
+existing=
+if [ -d "$size" ]; then
+  existing=$(cd "$size" && pwd)
+elif ! [[ $size =~ ^[0-9]+:[0-9]+$ ]]; then
+  echo "kineto_bench: SIZE must be RANKS:EVENTS_PER_RANK, small|default|large or a folder, got '$size'" >&2
   exit 2
 fi
 ranks=${size%%:*} per_rank=${size##*:}
@@ -71,10 +74,29 @@ gz_flag=()
 [ "${KINETO_BENCH_EDGE:-0}" = 1 ] && gz_flag+=(--edge-cases)
 
 echo "date: $(date -u +%FT%TZ), machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
-echo "size: $ranks ranks x $per_rank events/rank, seed $seed, clock offsets '$offsets' us, $steps steps"
+if [ -n "$existing" ]; then
+  echo "traces: $existing"
+else
+  echo "size: $ranks ranks x $per_rank events/rank, seed $seed, clock offsets '$offsets' us, $steps steps"
+fi
 echo "work: $work"
 
-# -- 1. generate ---------------------------------------------------------------------------
+# -- 1. generate (or take the traces given) ------------------------------------------------
+if [ -n "$existing" ]; then
+  traces=$existing
+  python3 - "$traces" "$out/manifest.json" <<'EOF'
+import glob, gzip, json, os, sys
+folder, manifest = sys.argv[1:3]
+files = sorted(glob.glob(os.path.join(folder, "*.json")) + glob.glob(os.path.join(folder, "*.json.gz")))
+size = events = 0
+for f in files:
+    text = (gzip.open(f) if f.endswith(".gz") else open(f, "rb")).read()
+    size += len(text)
+    events += len(json.loads(text)["traceEvents"])
+json.dump({"events_total": events, "uncompressed_bytes": size, "out_dir": folder}, open(manifest, "w"))
+EOF
+  gen_t0=$(date +%s.%N)
+else
 gen_t0=$(date +%s.%N)
 if ! python3 "$root/bench/make_kineto_trace.py" "$traces" --ranks "$ranks" --events-per-rank "$per_rank" \
       --seed "$seed" --clock-offset-us "$offsets" --steps "$steps" "${gz_flag[@]}" \
@@ -83,10 +105,11 @@ if ! python3 "$root/bench/make_kineto_trace.py" "$traces" --ranks "$ranks" --eve
   cat "$out/generate.log" >&2
   exit 2
 fi
+fi
 gen_t1=$(date +%s.%N)
 read -r events bytes < <(python3 -c "import json; m=json.load(open('$out/manifest.json')); print(m['events_total'], m['uncompressed_bytes'])")
-mapfile -t files < <(printf "%s\n" "$traces"/rank-*.json* | sort -V)
-printf "generated: %d files, %d events, %.1f MB uncompressed JSON in %.1f s\n" \
+mapfile -t files < <(find "$traces" -maxdepth 1 \( -name '*.json' -o -name '*.json.gz' \) | sort -V)
+printf "%s: %d files, %d events, %.1f MB uncompressed JSON in %.1f s\n" "$([ -n "$existing" ] && echo read || echo generated)" \
   "${#files[@]}" "$events" "$(python3 -c "print($bytes/1e6)")" "$(python3 -c "print($gen_t1-$gen_t0)")"
 
 # /usr/bin/time -v output -> "wall_s peak_kib exit"
@@ -293,5 +316,6 @@ print(f"summary: {out}/summary.json")
 EOF
 
 # a folder of our own: drop the bulky parts, keep the logs and JSON (a few KiB)
-[ -z "${KINETO_BENCH_DIR:-}" ] && rm -rf "$traces" "$out/out.h5"
+[ -z "${KINETO_BENCH_DIR:-}" ] && [ -z "$existing" ] && rm -rf "$traces"
+[ -z "${KINETO_BENCH_DIR:-}" ] && rm -f "$out/out.h5"
 exit $status
