@@ -13,6 +13,8 @@ namespace {
 constexpr size_t kMinTimeMatches = 2;
 // Pairs of ends looked at per kernel when matching by time.
 constexpr size_t kMaxCandidatesPerRecord = 64;
+// Differences looked at, at most, for the coarse offset that centres them.
+constexpr size_t kMaxCoarsePairs = 1u << 20;
 
 struct Pair {
   uint32_t mine;    // record of the rank being aligned
@@ -59,28 +61,42 @@ std::vector<Pair> pairs_by_id(const RankCollectives& mine, const RankCollectives
   return pairs;
 }
 
-// Pairs found by time: the offset at which the most ends of kernels of the
-// same group and operation coincide, then each kernel with the nearest one.
-std::vector<Pair> pairs_by_time(const RankCollectives& mine, const RankCollectives& theirs) {
-  using Kind = std::pair<uint64_t, CommOp>;
-  std::map<Kind, std::vector<uint32_t>> their_kinds;
-  for (uint32_t j = 0; j < theirs.records.size(); ++j) {
-    their_kinds[{theirs.records[j].group, theirs.records[j].op}].push_back(j);
+using KernelsByKind = std::map<std::pair<uint64_t, CommOp>, std::vector<uint32_t>>;  // by end time
+
+// The offset at which the most ends coincide, over every pairing of a sample
+// of my kernels with all of theirs: it finds clocks any distance apart.
+int64_t coarse_offset(const RankCollectives& mine, const RankCollectives& theirs, const KernelsByKind& their_kinds,
+                      int64_t window) {
+  size_t pairs = 0;
+  for (const CollectiveRecord& r : mine.records) {
+    const auto found = their_kinds.find({r.group, r.op});
+    if (found != their_kinds.end()) pairs += found->second.size();
   }
-  for (auto& [kind, list] : their_kinds) {
-    std::sort(list.begin(), list.end(),
-              [&](uint32_t a, uint32_t b) { return theirs.records[a].end_ns < theirs.records[b].end_ns; });
+  const size_t stride = std::max<size_t>(1, pairs / kMaxCoarsePairs);
+  std::vector<int64_t> differences;
+  for (size_t i = 0; i < mine.records.size(); i += stride) {
+    const CollectiveRecord& r = mine.records[i];
+    const auto found = their_kinds.find({r.group, r.op});
+    if (found == their_kinds.end()) continue;
+    for (uint32_t j : found->second) differences.push_back(r.end_ns - theirs.records[j].end_ns);
   }
-  // The window within which two ends count as together: a quarter of the
-  // anchor's typical gap between kernels, between 20 µs and 2 ms.
-  std::vector<int64_t> gaps;
-  for (const auto& [kind, list] : their_kinds) {
-    for (size_t k = 1; k < list.size(); ++k) {
-      gaps.push_back(theirs.records[list[k]].end_ns - theirs.records[list[k - 1]].end_ns);
+  std::sort(differences.begin(), differences.end());
+  size_t best_from = 0, best_count = 0;
+  for (size_t from = 0, to = 0; from < differences.size(); ++from) {
+    while (to < differences.size() && differences[to] - differences[from] <= window) ++to;
+    const auto distance = [&](size_t f) { return differences[f] < 0 ? -differences[f] : differences[f]; };
+    if (to - from > best_count || (to - from == best_count && distance(from) < distance(best_from))) {
+      best_count = to - from;
+      best_from = from;
     }
   }
-  const int64_t window = std::clamp<int64_t>(gaps.empty() ? 2'000'000 : median(gaps) / 4, 20'000, 2'000'000);
+  return best_count > 0 ? differences[best_from + best_count / 2] : 0;
+}
 
+// Pairs found among each kernel's nearest neighbours at the offset `coarse`:
+// the densest window of end differences, then each kernel with the nearest.
+std::vector<Pair> pairs_around(const RankCollectives& mine, const RankCollectives& theirs,
+                               const KernelsByKind& their_kinds, int64_t window, int64_t coarse) {
   struct Candidate {
     int64_t difference;
     uint32_t mine, theirs;
@@ -91,8 +107,8 @@ std::vector<Pair> pairs_by_time(const RankCollectives& mine, const RankCollectiv
     const auto found = their_kinds.find({r.group, r.op});
     if (found == their_kinds.end()) continue;
     const auto& list = found->second;
-    // The candidates nearest in time, on either side.
-    const auto middle = std::lower_bound(list.begin(), list.end(), r.end_ns, [&](uint32_t j, int64_t t) {
+    // The candidates nearest in time at the coarse offset, on either side.
+    const auto middle = std::lower_bound(list.begin(), list.end(), r.end_ns - coarse, [&](uint32_t j, int64_t t) {
       return theirs.records[j].end_ns < t;
     });
     const size_t at = static_cast<size_t>(middle - list.begin());
@@ -103,13 +119,13 @@ std::vector<Pair> pairs_by_time(const RankCollectives& mine, const RankCollectiv
   if (candidates.size() < kMinTimeMatches) return {};
   std::sort(candidates.begin(), candidates.end(),
             [](const Candidate& a, const Candidate& b) { return a.difference < b.difference; });
-  // The densest window of differences; among equals, the one nearest zero.
+  // The densest window of differences; among equals, the one nearest `coarse`.
   size_t best_from = 0, best_count = 0;
   for (size_t from = 0, to = 0; from < candidates.size(); ++from) {
     while (to < candidates.size() && candidates[to].difference - candidates[from].difference <= window) ++to;
     const size_t count = to - from;
     const auto distance = [&](size_t f) {
-      const int64_t d = candidates[f].difference;
+      const int64_t d = candidates[f].difference - coarse;
       return d < 0 ? -d : d;
     };
     if (count > best_count || (count == best_count && distance(from) < distance(best_from))) {
@@ -139,6 +155,39 @@ std::vector<Pair> pairs_by_time(const RankCollectives& mine, const RankCollectiv
     pairs.push_back({c.mine, c.theirs});
   }
   if (pairs.size() < kMinTimeMatches) return {};
+  return pairs;
+}
+
+// Pairs found by time: the offset at which the most ends of kernels of the
+// same group and operation coincide, then each kernel with the nearest one.
+// Nearby offsets are tried first; the full search only when they match few.
+std::vector<Pair> pairs_by_time(const RankCollectives& mine, const RankCollectives& theirs) {
+  KernelsByKind their_kinds;
+  for (uint32_t j = 0; j < theirs.records.size(); ++j) {
+    their_kinds[{theirs.records[j].group, theirs.records[j].op}].push_back(j);
+  }
+  for (auto& [kind, list] : their_kinds) {
+    std::sort(list.begin(), list.end(),
+              [&](uint32_t a, uint32_t b) { return theirs.records[a].end_ns < theirs.records[b].end_ns; });
+  }
+  // The window within which two ends count as together: a quarter of the
+  // anchor's typical gap between kernels, between 20 µs and 2 ms.
+  std::vector<int64_t> gaps;
+  for (const auto& [kind, list] : their_kinds) {
+    for (size_t k = 1; k < list.size(); ++k) {
+      gaps.push_back(theirs.records[list[k]].end_ns - theirs.records[list[k - 1]].end_ns);
+    }
+  }
+  const int64_t window = std::clamp<int64_t>(gaps.empty() ? 2'000'000 : median(gaps) / 4, 20'000, 2'000'000);
+
+  std::vector<Pair> pairs = pairs_around(mine, theirs, their_kinds, window, 0);
+  if (2 * pairs.size() < std::min(mine.records.size(), theirs.records.size())) {
+    const int64_t coarse = coarse_offset(mine, theirs, their_kinds, window);
+    if (coarse != 0) {
+      std::vector<Pair> far = pairs_around(mine, theirs, their_kinds, window, coarse);
+      if (far.size() > pairs.size()) pairs = std::move(far);
+    }
+  }
   return pairs;
 }
 

@@ -74,7 +74,7 @@ class FileSource final : public TraceReader::Source {
       const ssize_t got = ::read(fd_, out, n);
       if (got >= 0) return static_cast<size_t>(got);
       if (errno == EINTR) continue;
-      problem_ = path_ + ": read failed: " + errno_text(errno);
+      problem_ = "read failed: " + errno_text(errno);
       return 0;
     }
   }
@@ -89,8 +89,7 @@ class FileSource final : public TraceReader::Source {
         if (got == 0) {
           // The compressed data stops before its end marker.
           if (!member_ended_ && problem_.empty()) {
-            problem_ = path_ + ": the gzip stream is cut short after " + std::to_string(compressed_read_) +
-                       " compressed bytes";
+            problem_ = "the gzip stream is cut short after " + std::to_string(compressed_read_) + " compressed bytes";
           }
           done_ = true;
           break;
@@ -102,15 +101,20 @@ class FileSource final : public TraceReader::Source {
       member_ended_ = false;
       const int status = inflate(&stream_, Z_NO_FLUSH);
       if (status == Z_STREAM_END) {
-        // Another gzip member may follow, as `cat a.gz b.gz` makes.
+        // Another gzip member may follow, as `cat a.gz b.gz` makes; bytes
+        // after the last member that start no other (padding, say) are
+        // ignored, as gzip itself does.
         member_ended_ = true;
+        if (stream_.avail_in >= 2 && (stream_.next_in[0] != 0x1f || stream_.next_in[1] != 0x8b)) {
+          done_ = true;
+          break;
+        }
         inflateReset(&stream_);
         continue;
       }
       if (status != Z_OK && status != Z_BUF_ERROR) {
-        problem_ = path_ + ": damaged gzip data near compressed byte " +
-                   std::to_string(compressed_read_ - stream_.avail_in) + " (" +
-                   (stream_.msg ? stream_.msg : "inflate failed") + ")";
+        problem_ = "damaged gzip data near compressed byte " + std::to_string(compressed_read_ - stream_.avail_in) +
+                   " (" + (stream_.msg ? stream_.msg : "inflate failed") + ")";
         done_ = true;
         break;
       }
@@ -201,7 +205,8 @@ class Scanner {
       switch (find_value_end(begin_, value_end)) {
         case Extent::kComplete: break;
         case Extent::kCut: return cut("inside the value of \"" + key + "\"");
-        case Extent::kMalformed: return broken("the value of \"" + key + "\"");
+        case Extent::kMalformed:
+        case Extent::kTooLarge: return broken("the value of \"" + key + "\"");
       }
       callbacks_.on_header(key, text(begin_, value_end));
       begin_ = value_end;
@@ -213,9 +218,12 @@ class Scanner {
   static constexpr size_t kInitialWindow = 4u << 20;
 
  private:
-  static constexpr size_t kMaxWindow = 1u << 30;  // one event larger than this is not a trace
+  static constexpr size_t kMaxWindow = 1u << 30;  // one header value larger than this is not a trace
+  // An event longer than this is damage (an unterminated string, say), not
+  // an event: it is skipped instead of holding the rest of the file.
+  static constexpr size_t kMaxEventBytes = 16u << 20;
 
-  enum class Extent { kComplete, kCut, kMalformed };
+  enum class Extent { kComplete, kCut, kMalformed, kTooLarge };
 
   char at() const { return buffer_[begin_]; }
   uint64_t place() const { return offset_ + begin_; }
@@ -294,11 +302,13 @@ class Scanner {
 
   // The end of the JSON value starting at `from` (an object, array, string
   // or scalar). Restarts after each refill: values are small next to the window.
-  Extent find_value_end(size_t from, size_t& out) {
+  // Values longer than `limit` bytes are kTooLarge, found without reading on.
+  Extent find_value_end(size_t from, size_t& out, size_t limit = kMaxWindow) {
     for (;;) {
       const size_t base = begin_;
       const Extent extent = value_end_in_window(from, out);
       if (extent != Extent::kCut) return extent;
+      if (end_ - from > limit) return Extent::kTooLarge;
       if (!refill()) return Extent::kCut;
       from -= base - begin_;
     }
@@ -410,57 +420,128 @@ class Scanner {
       }
       const uint64_t index = stats_.events + stats_.elements_skipped;
       size_t value_end = 0;
-      switch (find_value_end(begin_, value_end)) {
+      switch (find_value_end(begin_, value_end, kMaxEventBytes)) {
         case Extent::kComplete:
           callbacks_.on_event(text(begin_, value_end), index, place());
           ++stats_.events;
           begin_ = value_end;
           break;
         case Extent::kCut:
-          cut("inside event " + std::to_string(index) + " (byte " + std::to_string(place()) +
-              "); the events before it are imported");
-          return false;
+          // A cut file, or an event whose damage runs on to the end: what
+          // follows it, if anything, is looked for before giving up.
+          if (!resync(index, "is not valid JSON (an unterminated string or bracket)", true)) return false;
+          break;
         case Extent::kMalformed:
-          if (!resync(index)) return false;
+          if (!resync(index, "is not valid JSON (its brackets do not balance)", false)) return false;
+          break;
+        case Extent::kTooLarge:
+          if (!resync(index, "runs past " + std::to_string(kMaxEventBytes >> 20) + " MiB (an unterminated string?)",
+                      false)) {
+            return false;
+          }
           break;
       }
     }
   }
 
-  // Skips a malformed element to the next one that starts a line of its own
-  // or follows "}," (Kineto writes one of the two), and reports what it skipped.
-  bool resync(uint64_t index) {
+  enum class Landing { kNone, kEvent, kArrayEnd, kNeedMore };
+
+  // Whether position `p` is where the reader may land after damage: an
+  // event starting a line of its own or following "},", whose first key is
+  // a trace event's; or the end of traceEvents: "]" after "}", followed by
+  // the document's end or another top-level key. Looks back no further than
+  // `floor`.
+  Landing landing_at(size_t p, size_t floor) const {
+    const char c = buffer_[p];
+    if (c != '{' && c != ']') return Landing::kNone;
+    size_t back = p;
+    while (back > floor && (buffer_[back - 1] == ' ' || buffer_[back - 1] == '\t' || buffer_[back - 1] == '\r')) --back;
+    const bool line_start = back > floor && buffer_[back - 1] == '\n';
+    while (back > floor && is_space(buffer_[back - 1])) --back;
+    bool after_object = back > floor && buffer_[back - 1] == '}';
+    if (c == '{' && !after_object && back > floor && buffer_[back - 1] == ',') {
+      size_t comma = back - 1;
+      while (comma > floor && is_space(buffer_[comma - 1])) --comma;
+      after_object = comma > floor && buffer_[comma - 1] == '}';
+    } else if (c == '{') {
+      after_object = false;
+    }
+    if (c == '{' ? !(line_start || after_object) : !after_object) return Landing::kNone;
+    size_t ahead = p + 1;
+    while (ahead < end_ && is_space(buffer_[ahead])) ++ahead;
+    if (end_ - ahead < 64 && !source_done_) return Landing::kNeedMore;
+    static constexpr std::string_view kEventKeys[] = {"\"ph\"", "\"name\"", "\"cat\"", "\"pid\"",
+                                                      "\"tid\"", "\"ts\"",   "\"dur\"", "\"id\""};
+    auto event_key_at = [&](size_t at) {
+      for (const std::string_view key : kEventKeys) {
+        if (end_ - at >= key.size() && std::memcmp(&buffer_[at], key.data(), key.size()) == 0) return true;
+      }
+      return false;
+    };
+    if (c == '{') return ahead < end_ && event_key_at(ahead) ? Landing::kEvent : Landing::kNone;
+    // The end of traceEvents: the document's end, or another top-level key
+    // (which no event has), not the "]}" or "]," of an event's arguments.
+    if (ahead == end_) return Landing::kNone;
+    if (buffer_[ahead] == '}') {
+      size_t rest = ahead + 1;
+      while (rest < end_ && is_space(buffer_[rest])) ++rest;
+      return rest == end_ ? Landing::kArrayEnd : Landing::kNone;
+    }
+    if (buffer_[ahead] != ',') return Landing::kNone;
+    size_t key = ahead + 1;
+    while (key < end_ && is_space(buffer_[key])) ++key;
+    return key < end_ && buffer_[key] == '"' && !event_key_at(key) ? Landing::kArrayEnd : Landing::kNone;
+  }
+
+  // Skips a damaged element: on to the next place landing_at() accepts where
+  // a whole event follows (or traceEvents ends). `at_end`: the element ran to
+  // the end of the file, so finding nothing means the file was cut.
+  bool resync(uint64_t index, const std::string& what, bool at_end) {
     const uint64_t from = place();
     ++stats_.elements_skipped;
     size_t p = begin_ + 1;
+    bool final_look = false;
     for (;;) {
       for (; p < end_; ++p) {
-        if (buffer_[p] != '{') continue;
-        size_t q = p;
-        while (q > begin_ && is_space(buffer_[q - 1])) --q;
-        if (q > begin_ + 1 && buffer_[q - 1] == ',' ) {
-          size_t r = q - 1;
-          while (r > begin_ && is_space(buffer_[r - 1])) --r;
-          if (r > begin_ && buffer_[r - 1] == '}') {
-            problem("event " + std::to_string(index) + " at byte " + std::to_string(from) +
-                    " is not valid JSON (its brackets do not balance); skipped " +
-                    std::to_string(offset_ + p - from) + " bytes to the next event");
-            stats_.bytes_skipped += offset_ + p - from;
-            begin_ = p;
-            return true;
-          }
+        const Landing landing = landing_at(p, begin_);
+        if (landing == Landing::kNone) continue;
+        if (landing == Landing::kNeedMore) break;  // read on, then look again
+        if (landing == Landing::kEvent) {
+          size_t after = 0;
+          const Extent extent = value_end_in_window(p, after);
+          if (extent == Extent::kCut && !source_done_ && end_ - p <= kMaxEventBytes) break;
+          if (extent != Extent::kComplete) continue;
+          while (after < end_ && is_space(buffer_[after])) ++after;
+          if (after == end_ && !source_done_) break;
+          if (after == end_ || (buffer_[after] != ',' && buffer_[after] != ']')) continue;
         }
+        const uint64_t skipped = offset_ + p - from;
+        problem("event " + std::to_string(index) + " at byte " + std::to_string(from) + " " + what + "; skipped " +
+                std::to_string(skipped) + " bytes to the " + (landing == Landing::kEvent ? "next event" : "end of the events"));
+        stats_.bytes_skipped += skipped;
+        begin_ = p;
+        return true;
       }
+      // Keep a little before `p` for looking back; the damaged bytes before it go.
+      begin_ = std::max(begin_, p > 256 ? p - 256 : 0);
       const size_t base = begin_;
-      const size_t scanned = end_;
-      if (!refill()) {
-        problem("event " + std::to_string(index) + " at byte " + std::to_string(from) +
-                " is not valid JSON and no event follows it; the events before it are imported");
-        stats_.bytes_skipped += offset_ + end_ - from;
+      const bool more = refill();
+      p -= base - begin_;  // refill() moves the window even when nothing more comes
+      if (!more && !final_look) {
+        final_look = true;  // the end is known now: look at what is left once more
+        continue;
+      }
+      if (!more) {
+        const uint64_t skipped = offset_ + end_ - from;
+        stats_.bytes_skipped += skipped;
         stats_.truncated = true;
+        problem(at_end ? "the file ends inside event " + std::to_string(index) + " (byte " + std::to_string(from) +
+                             "); the events before it are imported" +
+                             (source_.problem().empty() ? "" : " (" + source_.problem() + ")")
+                       : "event " + std::to_string(index) + " at byte " + std::to_string(from) + " " + what +
+                             " and no event follows it; the events before it are imported");
         return false;
       }
-      p = scanned - (base - begin_);
     }
   }
 

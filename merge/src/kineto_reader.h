@@ -7,10 +7,12 @@
 // The caller parses those with simdjson; the window carries the padding
 // simdjson needs past the end of each text.
 //
-// Damage never costs what is sound: an element whose brackets do not balance
-// is skipped up to the next element that starts a line of its own, and a file
-// cut short keeps every element before the cut. Each problem is reported
-// with the file, the event index and the byte offset in the uncompressed text.
+// Damage never costs what is sound: an element whose brackets do not balance,
+// or that runs past 16 MiB (an unterminated string), is skipped up to the next
+// whole element that starts a line of its own or follows "}," and begins with
+// a trace event's key (or to the end of the array), and a file cut short
+// keeps every element before the cut. Each problem is reported with the
+// file, the event index and the byte offset in the uncompressed text.
 #pragma once
 
 #include <cstdint>

@@ -318,6 +318,15 @@ struct CollectiveInfo {
 }  // namespace
 
 class TraceImport::Impl {
+  // Where the last event without a correlation id is, for the flow after it.
+  struct Unlinked {
+    bool valid = false;
+    bool held = false;  // in pending_, else in buffers_[buffer]
+    size_t buffer = 0;
+    size_t index = 0;
+    int64_t begin_ns = 0;
+  };
+
  public:
   Impl(std::string trace_path, std::string shard_path, const ImportSettings& settings)
       : shard_path_(std::move(shard_path)), settings_(settings) {
@@ -383,15 +392,19 @@ class TraceImport::Impl {
     metadata.start_wall_ns = first + summary_.base_ns;
     if (!writer_.write_metadata(metadata, now)) throw Error(writer_.error());
 
-    if (alignment.aligned) {
-      // local - reference = (rank clock - reference clock) - (base difference).
-      const int64_t offset = alignment.offset_ns + reference_base_ns - summary_.base_ns;
+    // local - reference = (rank clock - reference clock) - (base difference).
+    // A rank that could not be aligned is taken to share the reference's
+    // clock, with a bound that says nothing is known; with the same base as
+    // the reference (the usual case) it needs no correction at all.
+    const bool shifted = alignment.aligned || summary_.base_ns != reference_base_ns;
+    if (shifted) {
+      const int64_t offset = (alignment.aligned ? alignment.offset_ns : 0) + reference_base_ns - summary_.base_ns;
+      const int64_t bound = alignment.aligned ? alignment.bound_ns : kUnknownBoundNs;
       const int64_t last = std::max(first, summary_.last_ns);
-      const SyncPoint points[2] = {{first, offset, alignment.bound_ns}, {last, offset, alignment.bound_ns}};
+      const SyncPoint points[2] = {{first, offset, bound}, {last, offset, bound}};
       if (!writer_.write_sync_points({points, last > first ? 2u : 1u}, now)) throw Error(writer_.error());
-    } else {
-      counters_.set(rankscope::counter::kKinetoUnaligned, 1);
     }
+    if (!alignment.aligned) counters_.set(rankscope::counter::kKinetoUnaligned, 1);
     if (!alignment.consistent) counters_.set(rankscope::counter::kKinetoInconsistent, 1);
     counters_.set(rankscope::counter::kKinetoUnmatched, unmatched);
     if (!writer_.close(counters_, now)) throw Error(writer_.error());
@@ -435,7 +448,7 @@ class TraceImport::Impl {
       }
     } else if (key == "baseTimeNanoseconds") {
       uint64_t base = 0;
-      if (parse_id(value, base) == IdStatus::kOk) {
+      if (parse_id(value, base) == IdStatus::kOk && base <= static_cast<uint64_t>(kMaxTimeNs)) {
         summary_.base_ns = static_cast<int64_t>(base);
       } else {
         problem_line(summary_.path + ": baseTimeNanoseconds is not an integer: " + std::string(value.substr(0, 40)));
@@ -453,6 +466,9 @@ class TraceImport::Impl {
   }
 
   void event(std::string_view text, uint64_t index, uint64_t offset) {
+    // A flow links the event just before it, and only that one.
+    const Unlinked previous = unlinked_;
+    unlinked_.valid = false;
     od::document doc;
     Fields f;
     if (auto error = parser_.iterate(text.data(), text.size(), text.size() + kTextPadding).get(doc)) {
@@ -462,7 +478,6 @@ class TraceImport::Impl {
       return skip(rankscope::counter::kKinetoMalformed, index, offset, std::string("not valid JSON (") + simdjson::error_message(error) + ")");
     }
     if (f.ph.size() != 1) return skip(rankscope::counter::kKinetoMissingFields, index, offset, "no \"ph\"");
-    if (f.ph[0] != 's' && f.ph[0] != 'f' && f.ph[0] != 't') unlinked_.valid = false;  // a flow follows its event
     switch (f.ph[0]) {
       case 'X': return complete(f, index, offset);
       case 'i':
@@ -471,7 +486,7 @@ class TraceImport::Impl {
       case 'M': return metadata(f);
       case 's':
       case 'f':
-      case 't': return flow(f);
+      case 't': return flow(f, previous);
       default:
         counters_.add(rankscope::counter::kKinetoUnsupported, 1);
         return;
@@ -483,24 +498,32 @@ class TraceImport::Impl {
       skip(rankscope::counter::kKinetoMissingFields, index, offset, with_duration ? "no \"ts\" or \"dur\"" : "no \"ts\"");
       return false;
     }
-    if (!parse_milli(f.ts, begin)) {
-      skip(rankscope::counter::kKinetoBadTimes, index, offset, "\"ts\" is not a time in µs: " + std::string(f.ts.substr(0, 40)));
+    // Times stay within ±2^62 ns (146 years) so that adding a base or taking
+    // differences between ranks can never overflow.
+    if (!parse_milli(f.ts, begin) || begin > kMaxTimeNs || begin < -kMaxTimeNs) {
+      skip(rankscope::counter::kKinetoBadTimes, index, offset,
+           "\"ts\" " + std::string(f.ts.substr(0, 40)) + " is not a time in µs within 146 years");
       return false;
     }
     int64_t duration = 0;
     if (with_duration) {
-      if (!parse_milli(f.dur, duration) || duration < 0 || duration > kMaxDurationNs) {
+      if (!parse_milli(f.dur, duration)) {
+        skip(rankscope::counter::kKinetoBadTimes, index, offset,
+             "\"dur\" " + std::string(f.dur.substr(0, 40)) + " is not a number of µs");
+        return false;
+      }
+      if (duration < 0 || duration > kMaxDurationNs) {
         skip(rankscope::counter::kKinetoBadTimes, index, offset,
              "\"dur\" " + std::string(f.dur.substr(0, 40)) + " µs is " +
-                 (duration < 0 || (!f.dur.empty() && f.dur[0] == '-') ? "negative" : "absurd (over a day)"));
+                 (duration < 0 ? "negative" : "absurd (over a day)"));
         return false;
       }
     }
-    if (begin > INT64_MAX - duration) {
-      skip(rankscope::counter::kKinetoBadTimes, index, offset, "\"ts\" + \"dur\" overflows");
+    end = begin + duration;
+    if (end > kMaxTimeNs) {
+      skip(rankscope::counter::kKinetoBadTimes, index, offset, "\"ts\" + \"dur\" is beyond 146 years");
       return false;
     }
-    end = begin + duration;
     return true;
   }
 
@@ -570,14 +593,11 @@ class TraceImport::Impl {
     if (!f.collective.empty()) {
       info = collective_info(f, index, offset);
       known = true;
-    } else if (!f.external_id.empty()) {
-      uint64_t external = 0;
-      if (parse_id(f.external_id, external) == IdStatus::kOk) {
-        const auto found = launched_by_.find(external);
-        if (found != launched_by_.end()) {
-          info = found->second;
-          known = true;
-        }
+    } else if (const uint64_t external = id_field(f.external_id, index, offset, "External id"); external != 0) {
+      const auto found = launched_by_.find(external);
+      if (found != launched_by_.end()) {
+        info = found->second;
+        known = true;
       }
     }
     const bool by_name = nccl_named(f.name);
@@ -611,7 +631,8 @@ class TraceImport::Impl {
     const std::string_view count = info.op == CommOp::kReduceScatter ? f.out_nelems : f.in_nelems;
     info.elements = id_field(count, index, offset, "message size");
     uint64_t id = 0;
-    if (!f.seq.empty() && parse_id(f.seq, id) == IdStatus::kOk) {
+    // Seq counts per process group: without the group it says nothing.
+    if (info.group != 0 && !f.seq.empty() && parse_id(f.seq, id) == IdStatus::kOk) {
       info.id = id;
       info.key = MatchKey::kSeq;
     } else if (!f.comms_id.empty()) {
@@ -631,8 +652,8 @@ class TraceImport::Impl {
     if (f.collective.empty() || f.external_id.empty()) return;
     const CommOp op = op_from_collective_name(f.collective);
     if (op == CommOp::kNone) return;  // "wait", "coalesced": no kernel of their own
-    uint64_t external = 0;
-    if (parse_id(f.external_id, external) != IdStatus::kOk) return;
+    const uint64_t external = id_field(f.external_id, index, offset, "External id");
+    if (external == 0) return;
     launched_by_[external] = collective_info(f, index, offset);
   }
 
@@ -675,11 +696,12 @@ class TraceImport::Impl {
   void counter_sample(const Fields& f, uint64_t index, uint64_t offset) {
     int64_t begin = 0, end = 0;
     if (!times(f, index, offset, false, begin, end)) return;
-    int64_t value = 0;
-    if (f.counter_key.empty() || !parse_int(f.counter_value, value) || value < 0) {
+    int64_t milli = 0;  // counters keep whole values: fractions are rounded
+    if (f.counter_key.empty() || !parse_milli(f.counter_value, milli) || milli < 0) {
       counters_.add(rankscope::counter::kKinetoUnsupported, 1);
       return;
     }
+    const int64_t value = (milli + 500) / 1000;
     Event e{};
     e.begin_ns = e.end_ns = begin;
     e.peer = kNoPeer;
@@ -776,14 +798,13 @@ class TraceImport::Impl {
   // A launch -> GPU flow ("ac2g", its id the correlation id) follows the
   // event it binds, at the same time: it gives that event its correlation
   // id when the event's own arguments had none.
-  void flow(const Fields& f) {
-    if (f.cat != "ac2g" || !unlinked_.valid) return;
+  void flow(const Fields& f, const Unlinked& previous) {
+    if (f.cat != "ac2g" || !previous.valid) return;
     int64_t at = 0;
     uint64_t id = 0;
-    if (!parse_milli(f.ts, at) || at != unlinked_.begin_ns || parse_id(f.id, id) != IdStatus::kOk) return;
-    Event& e = unlinked_.held ? pending_[unlinked_.index] : buffers_[unlinked_.buffer][unlinked_.index];
+    if (!parse_milli(f.ts, at) || at != previous.begin_ns || parse_id(f.id, id) != IdStatus::kOk) return;
+    Event& e = previous.held ? pending_[previous.index] : buffers_[previous.buffer][previous.index];
     e.correlation_id = id;
-    unlinked_.valid = false;
   }
 
   void write(std::vector<Event>& events) {
@@ -841,13 +862,7 @@ class TraceImport::Impl {
   std::vector<std::vector<Event>> buffers_;
   std::vector<Event> pending_;
   std::unordered_map<uint64_t, CollectiveInfo> launched_by_;  // record_param_comms by External id
-  struct Unlinked {
-    bool valid = false;
-    bool held = false;  // in pending_, else in buffers_[buffer]
-    size_t buffer = 0;
-    size_t index = 0;
-    int64_t begin_ns = 0;
-  } unlinked_;  // the last event that came without a correlation id
+  Unlinked unlinked_;  // the last event that came without a correlation id
   std::string host_, schema_, nccl_version_;
   int64_t pid_ = 0;
 };

@@ -25,6 +25,11 @@ namespace rankscope::kineto {
 
 // Durations beyond this are damage, not measurements (a 236-year one has been seen).
 inline constexpr int64_t kMaxDurationNs = 24LL * 3600 * 1'000'000'000;
+// Timestamps and bases beyond ±2^62 ns are damage too; within it, sums and
+// differences of two never overflow.
+inline constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
+// The clock bound of a rank that could not be aligned: nothing is known.
+inline constexpr int64_t kUnknownBoundNs = int64_t{1} << 61;
 
 struct ImportSettings {
   // Kernels that communicate though nothing in the trace says so (DeepEP,

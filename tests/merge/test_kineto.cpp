@@ -97,6 +97,31 @@ TEST(KinetoReader, SkipsAnUnbalancedEventToTheNextOne) {
   EXPECT_NE(c.problems[0].find("t.json: event 1 at byte 30"), std::string::npos) << c.problems[0];
 }
 
+// Damage that looks like events inside it (a nested object after "},", a
+// string holding "}, {", an unterminated string running on for lines) costs
+// the damaged event only.
+TEST(KinetoReader, LosesOnlyTheDamagedEvent) {
+  const std::string sound_a = R"({"ph":"X","name":"a","ts":1,"dur":1})";
+  const std::string sound_b = R"({"ph":"X","name":"b","ts":2,"dur":1})";
+  const std::string damaged[] = {
+      R"({"ph":"X","name":"bad","args":{"l":[{"p":1},{"q":2}]}]})",  // an extra ']'
+      R"({"ph":"X","name":"x}, {y","args":{"l":[1}})",             // '}' closing a '['
+      R"({"ph":"X","name":"cut)",                                    // the string never ends
+      R"({"ph":"X","name":"cut","args":{"x":[1,2)",                  // nor the brackets
+  };
+  for (const std::string& bad : damaged) {
+    Collected c;
+    const std::string text = "{\"traceEvents\": [\n  " + sound_a + ",\n  " + bad + ",\n  " + sound_b + ",\n  " +
+                             sound_a + "\n],\n\"baseTimeNanoseconds\": 5}";
+    const ReaderStats stats = read(text, c);
+    EXPECT_EQ(c.events, (std::vector<std::string>{sound_a, sound_b, sound_a})) << bad;
+    EXPECT_EQ(stats.elements_skipped, 1u) << bad;
+    EXPECT_FALSE(stats.truncated) << bad;
+    ASSERT_EQ(c.headers.size(), 1u) << bad;  // the keys after the events are still read
+    EXPECT_EQ(c.headers[0].second, "5") << bad;
+  }
+}
+
 TEST(KinetoReader, KeepsEverythingBeforeACut) {
   Collected c;
   const ReaderStats stats = read(R"({"traceEvents": [{"ph": "X"}, {"ph": "i"}, {"ph": "X", "na)", c);
@@ -273,6 +298,30 @@ TEST(KinetoShard, FlowsLinkLaunchesAndKernelsThatLackCorrelationIds) {
   EXPECT_EQ(scan.sync_points.size(), 2u);
 }
 
+// A rank that shares no communication keeps the reference's clock, but its
+// timestamps count from its own baseTimeNanoseconds: that difference is
+// corrected, with a bound that claims nothing.
+TEST(KinetoShard, UnalignedRanksStillTakeTheirBaseIntoAccount) {
+  const std::string text = R"({"traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 100, "dur": 2}],
+  "baseTimeNanoseconds": 3000000000})";
+  const std::string path = ::testing::TempDir() + "/kineto-base.shard";
+  const ImportSettings settings;
+  TraceImport trace("rank-1.json", path, settings);
+  trace.read_text(text);
+  RankAlignment none;
+  none.rank = 1;
+  trace.finish(2, none, 1'000'000'000, {}, 0);
+  const ShardScan scan = ShardFile(path).scan();
+  ASSERT_EQ(scan.sync_points.size(), 2u);  // at the first and last event
+  for (const SyncPoint& point : scan.sync_points) {
+    // local - reference: this rank's timestamps are 2 s later than the reference's would be.
+    EXPECT_EQ(point.offset_ns, -2'000'000'000);
+    EXPECT_EQ(point.bound_ns, kUnknownBoundNs);
+  }
+  EXPECT_EQ(trace.counters().get(counter::kKinetoUnaligned), 1u);
+}
+
 // ------------------------------------------------------------ alignment ---
 
 // Ranks with known clock offsets running the same collectives, each ending
@@ -336,6 +385,17 @@ TEST(KinetoAlignment, MatchesByTimeWhenTracesSayNothingAndSomeKernelsAreMissing)
   EXPECT_EQ(a.unmatched[0], 0u);
   EXPECT_EQ(a.instance[0][3], a.instance[2][3]);
   EXPECT_NE(a.instance[0][3], a.instance[0][4]);
+}
+
+TEST(KinetoAlignment, MatchesByTimeWhenClocksAreHundredsOfKernelsApart) {
+  const std::vector<int64_t> offsets = {0, 2'500'000'000, -100'000'000};
+  const Alignment a = align_ranks(job(offsets, 300, MatchKey::kTime, 5));
+  for (size_t r = 0; r < offsets.size(); ++r) {
+    ASSERT_TRUE(a.ranks[r].aligned) << r;
+    EXPECT_TRUE(a.ranks[r].consistent) << r;
+    EXPECT_LE(std::llabs(a.ranks[r].offset_ns - offsets[r]), 3'000) << r;
+    EXPECT_EQ(a.unmatched[r], 0u) << r;
+  }
 }
 
 TEST(KinetoAlignment, RanksWithNothingInCommonStayUnaligned) {
