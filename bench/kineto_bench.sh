@@ -58,6 +58,9 @@ hta_venv=${HTA_VENV:-$root/build/hta-venv}
 hta_python=$hta_venv/bin/python
 if [ "${KINETO_BENCH_RANKSCOPE_ONLY:-0}" != 1 ] && [ ! -x "$hta_python" ]; then
   echo "installing Holistic Trace Analysis into $hta_venv (for this benchmark only)"
+  if ! python3 -c 'import ensurepip' 2>/dev/null && [ "$(id -u)" -eq 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+  fi
   python3 -m venv "$hta_venv" && "$hta_python" -m pip install -q holistictraceanalysis ||
     echo "kineto_bench: could not install HTA (Debian needs python3-venv)" >&2
 fi
