@@ -17,6 +17,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || { echo "fuzzing needs: sudo apt-get install ${missing[*]}" >&2; exit 1; }
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# The configured build's generated headers (version.h) are needed.
+[ -f "$root/build/model/include/rankscope/version.h" ] || cmake -S "$root" -B "$root/build" >/dev/null
 mkdir -p "$work/corpus"
 cp "$root"/tests/merge/kineto_corpus/* "$work/corpus/" 2>/dev/null || true
 # Seeds: the head of each real trace, closed so that it parses.
