@@ -59,7 +59,9 @@ MappedTime ClockModel::to_reference(int64_t local_ns) const {
   const SyncPoint& a = points_[right - 1];
   const SyncPoint& b = points_[right];
   const double slope = static_cast<double>(b.offset_ns - a.offset_ns) / static_cast<double>(b.local_ns - a.local_ns);
-  const double offset = static_cast<double>(a.offset_ns) + slope * static_cast<double>(local_ns - a.local_ns);
+  // The measured offset stays an integer (offsets can be as large as epoch
+  // times, beyond a double's ns); only the drift since it is rounded.
+  const int64_t offset = a.offset_ns + std::llround(slope * static_cast<double>(local_ns - a.local_ns));
   int64_t bound = std::max(a.bound_ns, b.bound_ns);
   bool outside = false;
   if (local_ns < points_.front().local_ns || local_ns > points_.back().local_ns) {
@@ -68,8 +70,8 @@ MappedTime ClockModel::to_reference(int64_t local_ns) const {
     bound = (local_ns < edge ? a.bound_ns : b.bound_ns) + static_cast<int64_t>(std::ceil(distance * kDriftChangePpm * 1e-6));
     outside = true;
   }
-  // Rounding the offset can cost half a nanosecond.
-  return {local_ns - static_cast<int64_t>(std::llround(offset)), bound + 1, outside};
+  // Rounding the drift can cost half a nanosecond.
+  return {local_ns - offset, bound + 1, outside};
 }
 
 int64_t ClockModel::max_bound_ns() const {

@@ -183,6 +183,19 @@ TEST(ClockMapper, AgreesWithTheModelOnTimesInOrder) {
   }
 }
 
+// Offsets as large as epoch times (a trace's baseTimeNanoseconds) map to the
+// ns: a double would keep them only to 256 ns.
+TEST(ClockMapper, LargeOffsetsMapExactly) {
+  const int64_t offset = -1'711'964'646'123'456'789;
+  const std::vector<SyncPoint> points = {{1'000, offset, 5}, {10'000'001'000, offset, 5}};
+  const ClockModel model(points);
+  ClockMapper mapper(model);
+  for (int64_t local : {int64_t{1'000}, int64_t{1'001}, int64_t{4'567'890'123}, int64_t{10'000'001'000}}) {
+    EXPECT_EQ(model.to_reference(local).time_ns, local - offset) << local;
+    EXPECT_EQ(mapper.map(local).time_ns, local - offset) << local;
+  }
+}
+
 // A GPU timer with its own offset and drift, calibrated by host-bracketed reads
 // whose legs are unequal (launch slower than return), as a kernel's would be.
 TEST(GpuTimer, CalibrationsPutGpuStampsOnTheReferenceWithinTheBound) {

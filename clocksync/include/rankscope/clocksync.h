@@ -267,9 +267,8 @@ class ClockMapper {
       return search(local_ns);
     }
     const SyncPoint& a = points[segment_];
-    if (slope_ == 0) return {local_ns - a.offset_ns, inner_bound_, false};  // a constant offset, exactly
-    const double offset = static_cast<double>(a.offset_ns) + slope_ * static_cast<double>(local_ns - a.local_ns);
-    return {local_ns - std::llround(offset), inner_bound_, false};
+    const int64_t offset = a.offset_ns + std::llround(slope_ * static_cast<double>(local_ns - a.local_ns));
+    return {local_ns - offset, inner_bound_, false};
   }
 
  private:
