@@ -277,9 +277,11 @@ int main(int argc, char** argv) {
   import_kineto->add_option("traces", import_options.inputs, "Trace files (.json, .json.gz), or folders holding them")
       ->required();
   import_kineto->add_option("-o,--output", import_options.output, "The timeline to write (HDF5)")->required();
-  import_kineto->add_option("--comm-kernel", import_options.comm_kernel_patterns,
-                            "Regex for kernels that communicate though the trace does not say so (e.g. DeepEP's); "
-                            "repeatable");
+  // One pattern per --comm-kernel, so that traces may follow it.
+  import_kineto
+      ->add_option("--comm-kernel", import_options.comm_kernel_patterns,
+                   "Regex for kernels that communicate though the trace does not say so (e.g. DeepEP's); repeatable")
+      ->allow_extra_args(false);
   import_kineto->add_option("--threads", import_options.threads, "Traces read at once per process (0: one per core)")
       ->capture_default_str();
 

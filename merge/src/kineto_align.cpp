@@ -63,6 +63,26 @@ std::vector<Pair> pairs_by_id(const RankCollectives& mine, const RankCollectives
 
 using KernelsByKind = std::map<std::pair<uint64_t, CommOp>, std::vector<uint32_t>>;  // by end time
 
+struct Run {
+  size_t count = 0;
+  int64_t middle = 0;  // its median
+};
+
+// The run of sorted values no wider than `width` that holds the most; among
+// equals, the one starting nearest `target`.
+Run densest_run(const std::vector<int64_t>& sorted, int64_t width, int64_t target) {
+  size_t best_from = 0, best_count = 0;
+  const auto distance = [&](size_t f) { return sorted[f] > target ? sorted[f] - target : target - sorted[f]; };
+  for (size_t from = 0, to = 0; from < sorted.size(); ++from) {
+    while (to < sorted.size() && sorted[to] - sorted[from] <= width) ++to;
+    if (to - from > best_count || (to - from == best_count && distance(from) < distance(best_from))) {
+      best_count = to - from;
+      best_from = from;
+    }
+  }
+  return best_count > 0 ? Run{best_count, sorted[best_from + best_count / 2]} : Run{};
+}
+
 // The offset at which the most ends coincide, over every pairing of a sample
 // of my kernels with all of theirs: it finds clocks any distance apart.
 int64_t coarse_offset(const RankCollectives& mine, const RankCollectives& theirs, const KernelsByKind& their_kinds,
@@ -81,16 +101,7 @@ int64_t coarse_offset(const RankCollectives& mine, const RankCollectives& theirs
     for (uint32_t j : found->second) differences.push_back(r.end_ns - theirs.records[j].end_ns);
   }
   std::sort(differences.begin(), differences.end());
-  size_t best_from = 0, best_count = 0;
-  for (size_t from = 0, to = 0; from < differences.size(); ++from) {
-    while (to < differences.size() && differences[to] - differences[from] <= window) ++to;
-    const auto distance = [&](size_t f) { return differences[f] < 0 ? -differences[f] : differences[f]; };
-    if (to - from > best_count || (to - from == best_count && distance(from) < distance(best_from))) {
-      best_count = to - from;
-      best_from = from;
-    }
-  }
-  return best_count > 0 ? differences[best_from + best_count / 2] : 0;
+  return densest_run(differences, window, 0).middle;
 }
 
 // Pairs found among each kernel's nearest neighbours at the offset `coarse`:
@@ -119,24 +130,11 @@ std::vector<Pair> pairs_around(const RankCollectives& mine, const RankCollective
   if (candidates.size() < kMinTimeMatches) return {};
   std::sort(candidates.begin(), candidates.end(),
             [](const Candidate& a, const Candidate& b) { return a.difference < b.difference; });
-  // The densest window of differences; among equals, the one nearest `coarse`.
-  size_t best_from = 0, best_count = 0;
-  for (size_t from = 0, to = 0; from < candidates.size(); ++from) {
-    while (to < candidates.size() && candidates[to].difference - candidates[from].difference <= window) ++to;
-    const size_t count = to - from;
-    const auto distance = [&](size_t f) {
-      const int64_t d = candidates[f].difference - coarse;
-      return d < 0 ? -d : d;
-    };
-    if (count > best_count || (count == best_count && distance(from) < distance(best_from))) {
-      best_count = count;
-      best_from = from;
-    }
-  }
-  if (best_count < kMinTimeMatches) return {};
-  std::vector<int64_t> in_window;
-  for (size_t k = best_from; k < best_from + best_count; ++k) in_window.push_back(candidates[k].difference);
-  const int64_t offset = median(in_window);
+  std::vector<int64_t> differences;
+  for (const Candidate& c : candidates) differences.push_back(c.difference);
+  const Run densest = densest_run(differences, window, coarse);
+  if (densest.count < kMinTimeMatches) return {};
+  const int64_t offset = densest.middle;
 
   std::vector<Candidate> close;
   for (const Candidate& c : candidates) {

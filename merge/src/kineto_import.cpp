@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 #include <map>
 #include <memory>
 #include <thread>
 
 #include "kineto_align.h"
+#include "input_files.h"
 #include "kineto_trace.h"
 #include "mpi_gather.h"
 #include "rankscope/error.h"
@@ -20,13 +22,6 @@ namespace {
 using kineto::CollectiveRecord;
 using kineto::RankCollectives;
 using kineto::TraceImport;
-
-bool is_trace_name(const std::string& name) {
-  auto ends = [&](std::string_view suffix) {
-    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  return ends(".json") || ends(".json.gz");
-}
 
 // What every process learns of each trace.
 struct FileHeader {
@@ -116,24 +111,15 @@ std::string read_traces(const std::vector<std::string>& inputs, const std::vecto
 }  // namespace
 
 std::vector<std::string> expand_trace_inputs(const std::vector<std::string>& inputs) {
-  std::vector<std::string> out;
-  for (const std::string& input : inputs) {
-    std::error_code error;
-    if (std::filesystem::is_directory(input, error)) {
-      std::vector<std::string> found;
-      for (const auto& entry : std::filesystem::directory_iterator(input, error)) {
-        if (entry.is_regular_file() && is_trace_name(entry.path().filename().string())) {
-          found.push_back(entry.path().string());
-        }
-      }
-      std::sort(found.begin(), found.end());
-      if (found.empty()) throw Error(input + ": no .json or .json.gz traces in this folder");
-      out.insert(out.end(), found.begin(), found.end());
-    } else {
-      out.push_back(input);
-    }
-  }
-  return out;
+  return expand_folders(
+      inputs,
+      [](std::string_view name) {
+        auto ends = [&](std::string_view suffix) {
+          return name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
+        };
+        return ends(".json") || ends(".json.gz");
+      },
+      ".json or .json.gz traces");
 }
 
 KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& options) {

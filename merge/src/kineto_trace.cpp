@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "rankscope/error.h"
+#include "rankscope/hash.h"
 #include "rankscope/shard.h"
 
 namespace rankscope::kineto {
@@ -19,12 +20,6 @@ namespace od = simdjson::ondemand;
 
 // Events a track collects before they go to the shard as one sorted chunk.
 constexpr size_t kTrackChunkEvents = 8192;
-
-uint64_t hash_text(std::string_view text) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-  for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return h;
-}
 
 std::string_view trim(std::string_view text) {
   while (!text.empty() && (text.back() == ' ' || text.back() == '\n' || text.back() == '\r' || text.back() == '\t')) {
@@ -626,7 +621,7 @@ class TraceImport::Impl {
     CollectiveInfo info;
     info.op = op_from_collective_name(f.collective);
     info.datatype = data_type_from_torch(f.dtype);
-    info.group = !f.group_name.empty() ? hash_text(f.group_name) : !f.group_ranks.empty() ? hash_text(f.group_ranks) : 0;
+    info.group = !f.group_name.empty() ? hash_bytes(f.group_name) : !f.group_ranks.empty() ? hash_bytes(f.group_ranks) : 0;
     // NCCL's count: what each rank sends, but what each receives for reduce-scatter.
     const std::string_view count = info.op == CommOp::kReduceScatter ? f.out_nelems : f.in_nelems;
     info.elements = id_field(count, index, offset, "message size");
@@ -722,7 +717,7 @@ class TraceImport::Impl {
   // ------------------------------------------------------------ tracks ---
 
   static uint64_t thread_key(std::string_view pid, std::string_view tid) {
-    return (hash_text(pid) * 0x9E3779B97F4A7C15ull ^ hash_text(tid)) & ~(uint64_t{3} << 62);
+    return (hash_bytes(pid) * 0x9E3779B97F4A7C15ull ^ hash_bytes(tid)) & ~(uint64_t{3} << 62);
   }
 
   uint16_t thread_track(std::string_view pid, std::string_view tid) {
@@ -730,7 +725,7 @@ class TraceImport::Impl {
     const auto found = track_ids_.find(key);
     if (found != track_ids_.end()) return found->second;
     int64_t os_id = 0;
-    if (!parse_int(tid, os_id)) os_id = static_cast<int64_t>(hash_text(tid) >> 1);
+    if (!parse_int(tid, os_id)) os_id = static_cast<int64_t>(hash_bytes(tid) >> 1);
     return new_track(key, TrackType::kThread, static_cast<uint64_t>(os_id), -1,
                      "thread " + std::string(tid) + " (pid " + std::string(pid) + ")");
   }
@@ -745,7 +740,7 @@ class TraceImport::Impl {
   }
 
   uint16_t counter_track(const std::string& name) {
-    const uint64_t key = (uint64_t{1} << 62) | (hash_text(name) >> 2);
+    const uint64_t key = (uint64_t{1} << 62) | (hash_bytes(name) >> 2);
     const auto found = track_ids_.find(key);
     if (found != track_ids_.end()) return found->second;
     return new_track(key, TrackType::kCounter, 0, -1, name);

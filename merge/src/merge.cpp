@@ -22,6 +22,7 @@
 #include "rankscope/version.h"
 #include "clock_repair.h"
 #include "happens_before.h"
+#include "input_files.h"
 #include "mpi_gather.h"
 #include "schema.h"
 
@@ -538,23 +539,9 @@ std::vector<std::string> describe_repair(const ClockRepairOutcome& outcome,
 }  // namespace
 
 std::vector<std::string> expand_shard_inputs(const std::vector<std::string>& inputs) {
-  std::vector<std::string> out;
-  for (const auto& input : inputs) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(input, ec)) {
-      std::vector<std::string> found;
-      for (const auto& entry : std::filesystem::directory_iterator(input, ec)) {
-        if (entry.path().extension() == ".shard") found.push_back(entry.path().string());
-      }
-      if (ec) throw Error("cannot list " + input + ": " + ec.message());
-      if (found.empty()) throw Error(input + " holds no .shard files");
-      std::sort(found.begin(), found.end());
-      out.insert(out.end(), found.begin(), found.end());
-    } else {
-      out.push_back(input);
-    }
-  }
-  return out;
+  return expand_folders(
+      inputs, [](std::string_view name) { return name.size() > 6 && name.substr(name.size() - 6) == ".shard"; },
+      ".shard files");
 }
 
 MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {

@@ -80,16 +80,6 @@ class ConcurrentIdTable {
   std::atomic<uint32_t> next_id_{0};
 };
 
-// FNV-1a: strings here are short names, where it is as fast as anything.
-inline uint64_t hash_bytes(const char* data, size_t size, uint64_t seed = 0xcbf29ce484222325ull) {
-  uint64_t h = seed;
-  for (size_t i = 0; i < size; ++i) {
-    h ^= static_cast<unsigned char>(data[i]);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 inline uint64_t mix64(uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdull;

@@ -31,6 +31,7 @@
 #include "rankscope/agent.h"
 #include "rankscope/clocksync_mpi.h"
 #include "rankscope/error.h"
+#include "rankscope/hash.h"
 #include "rankscope/merge.h"
 
 namespace rankscope::agent {

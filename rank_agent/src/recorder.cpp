@@ -9,6 +9,8 @@
 #include <new>
 #include <string>
 
+#include "rankscope/hash.h"
+
 namespace rankscope::agent {
 
 // ------------------------------------------------------------- BlockPool ---

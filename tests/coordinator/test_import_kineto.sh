@@ -10,6 +10,9 @@
 # - traces that cannot be imported (no rank, two files of one rank, not JSON)
 #   stop with a message naming the file;
 # - two processes under mpiexec import the same job as one does;
+# - HTA's figures of a rank do not move with its clock offset;
+# - gzip padding and several gzip members are not damage;
+# - --comm-kernel makes kernels communication (and a bad pattern is refused);
 # - the imported timeline exports to Perfetto that the independent checker passes.
 # Usage: test_import_kineto.sh RANKSCOPE PYTHON KINETO_DATA GENERATOR MPIEXEC [CHECK_PERFETTO]
 set -euo pipefail
@@ -56,6 +59,9 @@ grep -Eq '^1 +[0-9]+ +0 +-?[0-9]+ +[0-9]+ +[1-9]' "$work/trace_filter.import" ||
   { cat "$work/trace_filter.import" >&2; fail "trace_filter: rank 1 was not aligned to rank 0"; }
 "$rankscope" info "$work/trace_filter.h5" >"$work/trace_filter.info"
 [ "$(grep -c ' missing ' "$work/trace_filter.info")" -eq 126 ] || fail "trace_filter: 126 of 128 ranks should show as missing"
+"$rankscope" report "$work/trace_filter.h5" >"$work/trace_filter.report"
+grep -q "(126 ranks missing: no data)" "$work/trace_filter.report" ||
+  { cat "$work/trace_filter.report" >&2; fail "trace_filter: the report should count the missing ranks once"; }
 
 # -------------------------------------------------- known clock offsets ---
 "$python" "$generator" "$work/job" --ranks 4 --events-per-rank 4000 --clock-offset-us "0,2500000,-730.5,0.042" \
@@ -85,6 +91,19 @@ for key in ("events", "events_by_kind"):
     assert one[key] == two[key], (key, one[key], two[key])
 assert one["clock"]["ranks"] == two["clock"]["ranks"], "the clock alignment differs between 1 and 2 processes"
 print("two processes: same events and clocks as one")
+EOF
+# HTA's figures are a rank's own: they do not move with its clock offset
+# (rank 2 is 730.5 µs off, a fraction of a µs included).
+"$rankscope" import-kineto "$work/job/rank-2.json" -o "$work/alone.h5" >/dev/null 2>&1 || fail "rank 2 alone: import failed"
+"$rankscope" report "$work/job.h5" --hta-compat --format json -o "$work/job.hta.json" >/dev/null
+"$rankscope" report "$work/alone.h5" --hta-compat --format json -o "$work/alone.hta.json" >/dev/null
+"$python" - "$work/job.hta.json" "$work/alone.hta.json" <<'EOF'
+import json, sys
+job, alone = (json.load(open(path)) for path in sys.argv[1:3])
+in_job = next(r["hta"] for r in job["overlap"] if r["rank"] == 2)
+by_itself = next(r["hta"] for r in alone["overlap"] if r["rank"] == 2)
+assert in_job == by_itself, (in_job, by_itself)
+print("HTA figures of rank 2 alike aligned and alone:", in_job)
 EOF
 # Every report works on an imported timeline, and so does the export.
 "$rankscope" report "$work/job.h5" >"$work/job.report" || fail "report on an imported job failed"
@@ -152,12 +171,33 @@ if not (ranks[0]["events"] - ranks[1]["events"] == 4 and 0 < ranks[2]["events"] 
 print("damage counted:", {k: v for k, v in c1.items() if k.startswith("kineto")}, c2.get("kineto_file_truncated"))
 EOF
 
+# Not damage: padding after the last gzip member, and several members.
+mkdir "$work/gz"
+gzip -c "$work/job/rank-0.json" >"$work/gz/padded_rank-0.json.gz"
+head -c 4096 /dev/zero >>"$work/gz/padded_rank-0.json.gz"
+head -c 100000 "$work/job/rank-1.json" | gzip -c >"$work/gz/members_rank-1.json.gz"
+tail -c +100001 "$work/job/rank-1.json" | gzip -c >>"$work/gz/members_rank-1.json.gz"
+"$rankscope" import-kineto "$work/gz" -o "$work/gz.h5" >"$work/gz.out" 2>&1 || { cat "$work/gz.out" >&2; fail "gzip: import failed"; }
+grep -q warning "$work/gz.out" && { cat "$work/gz.out" >&2; fail "gzip: padding or members reported as damage"; }
+"$rankscope" info "$work/gz.h5" --json >"$work/gz.info.json"
+"$python" - "$work/gz.info.json" "$work/job.info.json" <<'EOF'
+import json, sys
+gz, plain = (json.load(open(path)) for path in sys.argv[1:3])
+events = {r["rank"]: r["events"] for r in plain["ranks"]}
+for r in gz["ranks"]:
+    if r["status"] == "missing":
+        continue
+    assert r["events"] == events[r["rank"]], (r["rank"], r["events"], events[r["rank"]])
+    assert not r["counters"].get("kineto_file_truncated"), r["counters"]
+print("gzip padding and members: every event, nothing counted as damage")
+EOF
+
 # ------------------------------------------------------------- refusals ---
 refused() {
   local why=$1 pattern=$2
   shift 2
   if "$rankscope" import-kineto "$@" -o "$work/refused.h5" >"$work/refused.out" 2>&1; then fail "$why: imported"; fi
-  grep -q "$pattern" "$work/refused.out" || { cat "$work/refused.out" >&2; fail "$why: no clear message"; }
+  grep -q -e "$pattern" "$work/refused.out" || { cat "$work/refused.out" >&2; fail "$why: no clear message"; }
   [ ! -e "$work/refused.h5" ] || fail "$why: a timeline was left behind"
 }
 "$python" -c 'import json, sys; t = json.load(open(sys.argv[1])); del t["distributedInfo"]; json.dump(t, open(sys.argv[2], "w"))' \
@@ -167,6 +207,21 @@ cp "$work/job/rank-0.json" "$work/copy_rank-0.json"
 refused "one rank twice" "rank-0.json and .*copy_rank-0.json are both rank 0" "$work/job/rank-0.json" "$work/copy_rank-0.json"
 echo "not json" >"$work/junk_rank-5.json"
 refused "not JSON" "junk_rank-5.json is not a JSON object" "$work/junk_rank-5.json"
+refused "a bad pattern" '--comm-kernel "(" is not a regular expression' --comm-kernel "(" "$work/job/rank-0.json"
+# A kernel the trace does not call communication becomes so by --comm-kernel
+# (repeatable, traces after it): the GEMMs of rank 0, here.
+"$rankscope" import-kineto --comm-kernel "^void at::" --comm-kernel "gemm" "$work/job/rank-0.json" -o "$work/comm.h5" \
+  >/dev/null 2>&1 || fail "--comm-kernel: import failed"
+"$rankscope" info "$work/comm.h5" --json >"$work/comm.info.json"
+"$python" - "$work/job.info.json" "$work/comm.info.json" <<'EOF'
+import json, sys
+job, comm = (json.load(open(path)) for path in sys.argv[1:3])
+per_rank = job["events_by_kind"]["nccl_coll_gpu"] // 4
+with_pattern = comm["events_by_kind"]["nccl_coll_gpu"]
+assert with_pattern > per_rank, (with_pattern, per_rank)
+assert comm["events"] * 4 == job["events"], "the pattern changes what kernels are, not how many"
+print(f"--comm-kernel: {with_pattern} communication kernels instead of {per_rank}")
+EOF
 refused "no file" "nothere.json: cannot open" "$work/nothere.json"
 if "$rankscope" import-kineto "$work/job" -o "$work/no/such/folder/job.h5" >"$work/refused.out" 2>&1; then
   fail "a timeline in a missing folder: imported"

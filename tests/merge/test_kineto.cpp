@@ -10,6 +10,7 @@
 #include "rankscope/error.h"
 #include "rankscope/metadata.h"
 #include "rankscope/shard.h"
+#include "shard_contents.h"
 // Internal to the merge library; tested directly.
 #include "../../merge/src/kineto_align.h"
 #include "../../merge/src/kineto_reader.h"
@@ -202,7 +203,9 @@ TEST_F(KinetoTrace, TakesRankBaseAndCommunicationFromTheirSources) {
    "args": {"correlation": 10, "Comms Id": 18446744073709551615, "Collective name": "_allgather_base",
             "dtype": "BFloat16", "In msg nelems": 10}},
   {"ph": "X", "cat": "kernel", "name": "deep_ep::dispatch<1>", "pid": 0, "tid": 8, "ts": 30, "dur": 1, "args": {}},
-  {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 40, "dur": 1, "args": {}}
+  {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 40, "dur": 1, "args": {}},
+  {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "pid": 0, "tid": 7,
+   "ts": 50, "dur": 1, "args": {"Collective name": "allreduce", "Seq": 42}}
  ],
  "baseTimeNanoseconds": 1000000000})json";
   settings_.comm_kernel_patterns = {"^deep_ep::"};
@@ -210,9 +213,9 @@ TEST_F(KinetoTrace, TakesRankBaseAndCommunicationFromTheirSources) {
   EXPECT_EQ(t.summary().rank, 5);
   EXPECT_EQ(t.summary().world_size, 8);
   EXPECT_EQ(t.summary().base_ns, 1'000'000'000);
-  EXPECT_EQ(t.summary().events, 5u);
+  EXPECT_EQ(t.summary().events, 6u);
   const auto& records = t.collectives().records;
-  ASSERT_EQ(records.size(), 3u);
+  ASSERT_EQ(records.size(), 4u);
   // Launched inside record_param_comms: communication whatever its name.
   EXPECT_EQ(records[0].op, CommOp::kAllReduce);
   EXPECT_EQ(records[0].key, MatchKey::kSeq);
@@ -223,6 +226,9 @@ TEST_F(KinetoTrace, TakesRankBaseAndCommunicationFromTheirSources) {
   EXPECT_EQ(records[1].key, MatchKey::kCommsId);
   EXPECT_EQ(records[1].id, UINT64_MAX);
   EXPECT_EQ(records[2].op, CommOp::kNone);  // known by the user's pattern only
+  // Seq counts per process group: without the group, matching falls back to time.
+  EXPECT_EQ(records[3].op, CommOp::kAllReduce);
+  EXPECT_EQ(records[3].key, MatchKey::kTime);
   EXPECT_EQ(t.summary().problems, 0u);
 }
 
@@ -238,26 +244,49 @@ TEST_F(KinetoTrace, CountsAndNamesEveryKindOfDamageAndKeepsTheRest) {
   {"ph": "X", "ts": "soon", "dur": 1},
   {"ph": "X", "name": "bad json" "ts": 1},
   {"ph": "B", "name": "begin", "pid": 1, "tid": 1, "ts": 3},
-  {"ph": "X", "cat": "cpu_op", "name": "good too", "pid": 1, "tid": 1, "ts": 5, "dur": 1}
+  {"ph": "X", "cat": "cpu_op", "name": "good too", "pid": 1, "tid": 1, "ts": 5, "dur": 1},
+  {"ph": "X", "cat": "cpu_op", "name": "far future", "pid": 1, "tid": 1, "ts": 9e15, "dur": 1},
+  {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 6, "dur": 1,
+   "args": {"External id": -3, "correlation": 11}}
  ]})";
   const TraceImport& t = import("trace_rank_2.json", text);
   EXPECT_EQ(t.summary().rank, 2);  // from the file name
-  EXPECT_EQ(t.summary().events, 3u);  // the two good ones and the kernel, without its id
+  EXPECT_EQ(t.summary().events, 4u);  // the two good ones and the kernels, without their bad ids
   const Counters& c = t.counters();
-  EXPECT_EQ(c.get(counter::kKinetoBadTimes), 3u);
+  EXPECT_EQ(c.get(counter::kKinetoBadTimes), 4u);
   EXPECT_EQ(c.get(counter::kKinetoMissingFields), 2u);
-  EXPECT_EQ(c.get(counter::kKinetoIdsOutOfRange), 1u);
+  EXPECT_EQ(c.get(counter::kKinetoIdsOutOfRange), 2u);
   EXPECT_EQ(c.get(counter::kKinetoMalformed), 1u);
   EXPECT_EQ(c.get(counter::kKinetoUnsupported), 1u);
   EXPECT_EQ(c.get(counter::kKinetoTruncated), 0u);
   const auto& lines = t.summary().problem_lines;
-  ASSERT_EQ(lines.size(), 7u);
+  ASSERT_EQ(lines.size(), 9u);
   EXPECT_NE(lines[0].find("trace_rank_2.json: event 1 (byte "), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("negative"), std::string::npos) << lines[0];
   EXPECT_NE(lines[1].find("event 2 "), std::string::npos) << lines[1];
   EXPECT_NE(lines[1].find("absurd"), std::string::npos) << lines[1];
   EXPECT_NE(lines[4].find("9223372036854775808 is not an id"), std::string::npos) << lines[4];
   EXPECT_NE(lines[6].find("event 7 "), std::string::npos) << lines[6];
+  EXPECT_NE(lines[7].find("event 10 "), std::string::npos) << lines[7];
+  EXPECT_NE(lines[7].find("within 146 years"), std::string::npos) << lines[7];
+  EXPECT_NE(lines[8].find("External id -3 is not an id"), std::string::npos) << lines[8];
+}
+
+// Imports a trace as the reference rank into a shard and reads the shard
+// back, its events in time order.
+testing::ShardContents import_as_reference(const std::string& text, const std::string& shard_name,
+                                           Counters* counters = nullptr) {
+  const std::string path = ::testing::TempDir() + "/" + shard_name;
+  const ImportSettings settings;
+  TraceImport trace("rank-0.json", path, settings);
+  trace.read_text(text);
+  RankAlignment reference;
+  reference.aligned = true;
+  trace.finish(1, reference, 0, {}, 0);
+  if (counters) *counters = trace.counters();
+  testing::ShardContents contents = testing::read_shard(path);
+  std::sort(contents.events.begin(), contents.events.end(), event_time_order);
+  return contents;
 }
 
 // Events without a correlation argument take it from the launch -> kernel
@@ -272,21 +301,9 @@ TEST(KinetoShard, FlowsLinkLaunchesAndKernelsThatLackCorrelationIds) {
   {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 21, "dur": 1},
   {"ph": "f", "id": 777, "pid": 0, "tid": 7, "ts": 20, "cat": "ac2g", "name": "ac2g", "bp": "e"}
  ]})";
-  const std::string path = ::testing::TempDir() + "/kineto-flows.shard";
-  const ImportSettings settings;
-  TraceImport trace("rank-0.json", path, settings);
-  trace.read_text(text);
-  RankAlignment reference;
-  reference.aligned = true;
-  trace.finish(1, reference, 0, {}, 0);
-  const ShardFile shard(path);
-  const ShardScan scan = shard.scan();
-  std::vector<Event> events, chunk;
-  for (const EventChunkRef& ref : scan.event_chunks) {
-    shard.read_events(ref, chunk);
-    events.insert(events.end(), chunk.begin(), chunk.end());
-  }
-  std::sort(events.begin(), events.end(), event_time_order);
+  const auto shard = import_as_reference(text, "kineto-flows.shard");
+  const std::vector<Event>& events = shard.events;
+  const ShardScan& scan = shard.scan;
   ASSERT_EQ(events.size(), 4u);
   EXPECT_EQ(events[0].kind, EventKind::kCudaApi);
   EXPECT_EQ(events[0].correlation_id, 501u);
@@ -296,6 +313,28 @@ TEST(KinetoShard, FlowsLinkLaunchesAndKernelsThatLackCorrelationIds) {
   EXPECT_TRUE(scan.ended);
   EXPECT_EQ(scan.rank(), 0);
   EXPECT_EQ(scan.sync_points.size(), 2u);
+}
+
+// Counters keep whole values; the caching allocator's [memory] instants
+// become a counter of bytes allocated per device.
+TEST(KinetoShard, CountersAndMemoryInstants) {
+  const std::string text = R"({"distributedInfo": {"rank": 0}, "traceEvents": [
+  {"ph": "C", "name": "queue", "pid": 1, "tid": 1, "ts": 10, "args": {"depth": 2.6}},
+  {"ph": "C", "name": "queue", "pid": 1, "tid": 1, "ts": 11, "args": {"depth": -1}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 12,
+   "args": {"Device Type": 1, "Device Id": 3, "Bytes": 512, "Total Allocated": 4096}}
+ ]})";
+  Counters counters;
+  const auto shard = import_as_reference(text, "kineto-counters.shard", &counters);
+  const std::vector<Event>& events = shard.events;
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, EventKind::kCounter);
+  EXPECT_EQ(events[0].bytes, 3u);  // 2.6 rounded
+  EXPECT_EQ(events[1].kind, EventKind::kCounter);
+  EXPECT_EQ(events[1].bytes, 4096u);
+  EXPECT_EQ(shard.track_names.at(events[0].track), "queue depth");
+  EXPECT_EQ(shard.track_names.at(events[1].track), "memory allocated (device 3)");
+  EXPECT_EQ(counters.get(counter::kKinetoUnsupported), 1u);  // the negative sample
 }
 
 // A rank that shares no communication keeps the reference's clock, but its
@@ -312,7 +351,7 @@ TEST(KinetoShard, UnalignedRanksStillTakeTheirBaseIntoAccount) {
   RankAlignment none;
   none.rank = 1;
   trace.finish(2, none, 1'000'000'000, {}, 0);
-  const ShardScan scan = ShardFile(path).scan();
+  const ShardScan scan = testing::read_shard(path).scan;
   ASSERT_EQ(scan.sync_points.size(), 2u);  // at the first and last event
   for (const SyncPoint& point : scan.sync_points) {
     // local - reference: this rank's timestamps are 2 s later than the reference's would be.

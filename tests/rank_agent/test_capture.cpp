@@ -15,6 +15,7 @@
 
 #include "rankscope/agent.h"
 #include "rankscope/shard.h"
+#include "shard_contents.h"
 
 extern "C" void nvtx_module_ranges(int count);  // tests/rank_agent/nvtx_module.cpp
 
@@ -30,32 +31,7 @@ std::string expected() {
 }
 bool expect_capture() { return expected() == "capture"; }
 
-struct ReadBack {
-  rankscope::ShardScan scan;
-  std::vector<Event> events;
-  std::map<uint32_t, std::string> names;
-  std::vector<Event> named(const std::string& name) const {
-    std::vector<Event> out;
-    for (const Event& e : events) {
-      auto it = names.find(e.name_id);
-      if (it != names.end() && it->second == name) out.push_back(e);
-    }
-    return out;
-  }
-};
-
-ReadBack read_shard(const std::string& path) {
-  ReadBack back;
-  rankscope::ShardFile file(path);
-  back.scan = file.scan();
-  std::vector<Event> chunk;
-  for (const auto& ref : back.scan.event_chunks) {
-    file.read_events(ref, chunk);
-    back.events.insert(back.events.end(), chunk.begin(), chunk.end());
-  }
-  for (const auto& [id, text] : back.scan.strings) back.names[id] = text;
-  return back;
-}
+using rankscope::testing::read_shard;
 
 TEST(Capture, NvtxFromThreadsDomainsAndAForkedChildEndUpInTheShard) {
   if (!expect_capture()) GTEST_SKIP() << "run for another case";
@@ -119,7 +95,7 @@ TEST(Capture, NvtxFromThreadsDomainsAndAForkedChildEndUpInTheShard) {
   nvtxRangePushA("after finish");  // ignored, and harmless
   nvtxRangePop();
 
-  const ReadBack back = read_shard(shard);
+  const auto back = read_shard(shard);
   EXPECT_TRUE(back.scan.ended);
   EXPECT_FALSE(back.scan.damage.any());
   EXPECT_EQ(back.scan.counters.get("events_dropped"), 0u);
@@ -176,7 +152,7 @@ TEST(Capture, AFullDiskKeepsWhatWasWrittenAndTheProgramRunsOn) {
     nvtxRangePop();
   }
   EXPECT_FALSE(rankscope_agent_finish()) << "the shard cannot be complete";
-  const ReadBack back = read_shard(shard);
+  const auto back = read_shard(shard);
   EXPECT_FALSE(back.scan.ended);
   EXPECT_EQ(back.scan.damage.chunks_corrupt, 0u) << "failed chunks were taken back, not left half-written";
   const size_t kept = back.named("filling").size();

@@ -22,6 +22,7 @@
 
 #include "rankscope/agent.h"
 #include "rankscope/shard.h"
+#include "shard_contents.h"
 
 namespace {
 
@@ -43,34 +44,7 @@ void call_injection_entry_twice() {
   EXPECT_EQ(initialize(), 1);
 }
 
-struct ReadBack {
-  rankscope::ShardScan scan;
-  std::vector<Event> events;
-  std::map<uint32_t, std::string> names;
-  std::map<uint32_t, std::string> track_names;
-
-  std::vector<Event> named(const std::string& name) const {
-    std::vector<Event> out;
-    for (const Event& e : events) {
-      if (names.count(e.name_id) && names.at(e.name_id) == name) out.push_back(e);
-    }
-    return out;
-  }
-};
-
-ReadBack read_shard(const std::string& path) {
-  ReadBack back;
-  rankscope::ShardFile file(path);
-  back.scan = file.scan();
-  std::vector<Event> chunk;
-  for (const auto& ref : back.scan.event_chunks) {
-    file.read_events(ref, chunk);
-    back.events.insert(back.events.end(), chunk.begin(), chunk.end());
-  }
-  back.names.insert(back.scan.strings.begin(), back.scan.strings.end());
-  for (const rankscope::Track& track : back.scan.tracks) back.track_names[track.id] = back.names[track.name_id];
-  return back;
-}
+using rankscope::testing::read_shard;
 
 // The fake CUPTI's record of the calls it got, one a line; empty without it.
 std::vector<std::string> fake_cupti_calls() {
@@ -106,7 +80,7 @@ TEST(CudaCapture, OffWhereItCannotRunWhileNvtxCapturesOn) {
   nvtxRangePop();
   ASSERT_TRUE(rankscope_agent_finish());
 
-  const ReadBack back = read_shard(shard);
+  const auto back = read_shard(shard);
   EXPECT_TRUE(back.scan.ended);
   ASSERT_EQ(back.events.size(), 2u);
   ASSERT_EQ(back.named("step").size(), 1u);
@@ -139,7 +113,7 @@ TEST(CudaCapture, GpuRecordsReachTheShardOnTheAgentsClockAndTracks) {
   ASSERT_TRUE(rankscope_agent_finish());
   const int64_t finished = rankscope_agent_now();
 
-  const ReadBack back = read_shard(shard);
+  const auto back = read_shard(shard);
   EXPECT_TRUE(back.scan.ended);
   ASSERT_TRUE(back.scan.metadata.has_value());
   const int64_t started = back.scan.metadata->start_local_ns;

@@ -25,6 +25,7 @@
 #include "nccl_profiler_abi.h"
 #include "rankscope/agent.h"
 #include "rankscope/shard.h"
+#include "shard_contents.h"
 
 namespace {
 
@@ -509,11 +510,8 @@ TEST(NcclPlugin, CuptiTimingTiesCollectivesToTheirGroup) {
 
 // ------------------------------------------------------ the shard ---
 
-struct ReadBack {
-  rankscope::ShardScan scan;
-  std::vector<Event> events;
-  std::map<uint32_t, std::string> names;
-
+// The shard, with what these tests look up in it.
+struct ReadBack : rankscope::testing::ShardContents {
   std::vector<Event> of(uint64_t comm, EventKind kind) const {
     std::vector<Event> out;
     for (const Event& e : events) {
@@ -527,30 +525,12 @@ struct ReadBack {
     }
     return nullptr;
   }
-  const rankscope::Track* track(uint32_t id) const {
-    for (const auto& t : scan.tracks) {
-      if (t.id == id) return &t;
-    }
-    return nullptr;
-  }
-  std::string name(uint32_t id) const {
-    const auto it = names.find(id);
-    return it == names.end() ? "" : it->second;
-  }
 };
 
 ReadBack finish_and_read() {
-  ReadBack back;
   const std::string shard = rankscope_agent_shard_path();
   EXPECT_TRUE(rankscope_agent_finish());
-  rankscope::ShardFile file(shard);
-  back.scan = file.scan();
-  std::vector<Event> chunk;
-  for (const auto& ref : back.scan.event_chunks) {
-    file.read_events(ref, chunk);
-    back.events.insert(back.events.end(), chunk.begin(), chunk.end());
-  }
-  for (const auto& [id, text] : back.scan.strings) back.names[id] = text;
+  ReadBack back{rankscope::testing::read_shard(shard)};
   EXPECT_FALSE(back.scan.damage.any());
   return back;
 }

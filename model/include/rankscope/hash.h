@@ -1,0 +1,23 @@
+// The one string hash of the project: names, communicator identities and
+// process groups hash alike in the agent and in the importers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace rankscope {
+
+// FNV-1a: the strings hashed are short names, where it is as fast as anything.
+inline uint64_t hash_bytes(const char* data, size_t size, uint64_t seed = 0xcbf29ce484222325ull) {
+  uint64_t h = seed;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= static_cast<unsigned char>(data[i]);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+inline uint64_t hash_bytes(std::string_view text) { return hash_bytes(text.data(), text.size()); }
+
+}  // namespace rankscope
