@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# scripts/setup-deps.sh [--tests]: installs the Debian packages rankscope
+# scripts/setup-deps.sh [--tests | --bundle]: installs the Debian packages rankscope
 # needs (and with --tests, those its test suite needs too), when run as root;
 # otherwise names the missing ones. Safe to run again: it installs only what
 # is missing.
 set -euo pipefail
 packages=(build-essential cmake pkg-config python3 openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
           libcli11-dev libgtest-dev libbenchmark-dev libsimdjson-dev zlib1g-dev)
-if [ "${1:-}" = --tests ]; then
+if [ "${1:-}" = --bundle ]; then
+  # scripts/make-bundle.sh: RUNPATHs rewritten, binaries stripped, the archive compressed;
+  # scripts/gpu_check.py, rehearsed here, reads timelines with h5py.
+  packages+=(patchelf binutils xz-utils python3-h5py python3-numpy)
+elif [ "${1:-}" = --tests ]; then
   # Real MPI programs profiled unchanged, and the browser that renders the HTML report.
   packages+=(python3-mpi4py netpipe-openmpi chromium)
 fi
