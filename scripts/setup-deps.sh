@@ -6,13 +6,15 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config python3 openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
           libcli11-dev libgtest-dev libbenchmark-dev libsimdjson-dev zlib1g-dev)
+bundle_packages=(patchelf binutils xz-utils python3-h5py python3-numpy)
 if [ "${1:-}" = --bundle ]; then
-  # scripts/make-bundle.sh: RUNPATHs rewritten, binaries stripped, the archive compressed;
-  # scripts/gpu_check.py, rehearsed here, reads timelines with h5py.
-  packages+=(patchelf binutils xz-utils python3-h5py python3-numpy)
+  # scripts/make-bundle.sh: RUNPATHs rewritten, binaries stripped, the archive
+  # compressed; scripts/gpu_check.py reads timelines with h5py.
+  packages+=("${bundle_packages[@]}")
 elif [ "${1:-}" = --tests ]; then
-  # Real MPI programs profiled unchanged, and the browser that renders the HTML report.
-  packages+=(python3-mpi4py netpipe-openmpi chromium)
+  # Real MPI programs profiled unchanged, the browser that renders the HTML
+  # report, and the bundle's test (tests/scripts/test_bundle.sh).
+  packages+=(python3-mpi4py netpipe-openmpi chromium "${bundle_packages[@]}")
 fi
 missing=()
 for p in "${packages[@]}"; do

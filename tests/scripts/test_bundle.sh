@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The relocatable bundle (scripts/make-bundle.py) and the GPU check's
+# rehearsal: the installed build and Open MPI's runtime packed, unpacked into
+# an empty folder and run with this system's Open MPI, PMIx and HDF5 and the
+# build tree hidden (a mount namespace binds empty folders over them), so
+# only what the bundle carries can be found. Then scripts/gpu-check.sh runs
+# end to end from it: without a GPU every GPU program must fail with its own
+# message, the agent must say why CUDA capture is off, and the checker must
+# still write its summary.
+# Usage: test_bundle.sh SOURCE_DIR BUILD_DIR   (as root: it needs mount namespaces)
+set -euo pipefail
+source_dir=$1 build_dir=$2
+[ "$(id -u)" -eq 0 ] && unshare -m true 2>/dev/null || { echo "SKIP: needs root and mount namespaces"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cmake --install "$build_dir" --prefix "$work/stage" --strip >/dev/null
+python3 "$source_dir/scripts/make-bundle.py" "$work/stage" "$work/bundle.tar.xz"
+size=$(stat -c %s "$work/bundle.tar.xz")
+[ "$size" -lt $((64 << 20)) ] || fail "the bundle is $((size >> 20)) MiB, over the 64 MiB a GPU machine is sent"
+
+mkdir -p "$work/empty"
+cat >"$work/hidden.sh" <<EOF
+set -euo pipefail
+for folder in /usr/lib/x86_64-linux-gnu/openmpi /usr/lib/x86_64-linux-gnu/pmix2 /usr/lib/x86_64-linux-gnu/hdf5 \
+              /usr/share/openmpi /etc/openmpi "$build_dir"; do
+  [ -d "\$folder" ] && mount --bind "$work/empty" "\$folder"
+done
+cd "$work"
+mkdir unpacked
+tar -xJf bundle.tar.xz -C unpacked
+source unpacked/rankscope/env.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+[ "\$(command -v rankscope)" = "$work/unpacked/rankscope/usr/bin/rankscope" ] || { echo "rankscope is not the bundle's"; exit 1; }
+for program in unpacked/rankscope/usr/bin/* unpacked/rankscope/usr/lib/rankscope/*.so; do
+  ! ldd "\$program" | grep "not found" || { echo "\$program misses a library"; exit 1; }
+done
+examples=unpacked/rankscope/usr/lib/rankscope/examples
+mpirun -n 2 rankscope run -o job.h5 -- \$examples/ddp_sim --steps 2 --warmup-steps 1 --layers 4 --forward-us 100 \
+  --optimizer-us 100 >run.log 2>&1 || { cat run.log; exit 1; }
+rankscope info job.h5 --json >info.json
+if [ -x \$examples/gpu_train ]; then
+  status=0
+  mpirun -n 1 rankscope run -o gpu.h5 --capture mpi,nvtx,cuda,nccl -- \$examples/gpu_train --steps 2 >gpu.log 2>&1 || status=\$?
+  [ "\$status" -ne 0 ] || { echo "gpu_train succeeded without a GPU"; exit 1; }
+  PYTHON=/usr/bin/python3 GPU_CHECK_PAIRS=1 bash "$source_dir/scripts/gpu-check.sh" bundle.tar.xz gpu-check >gpu-check.log 2>&1 || true
+fi
+EOF
+unshare -m bash "$work/hidden.sh" || fail "the bundle did not run with the system's Open MPI and HDF5 hidden"
+
+python3 - "$work" <<'EOF'
+import json, os, sys
+work = sys.argv[1]
+info = json.load(open(os.path.join(work, "info.json")))
+ranks = info["ranks"]
+assert len(ranks) == 2 and all(r["status"] == "complete" for r in ranks), f"ranks: {ranks}"
+assert info["events"] > 0, info
+if os.path.exists(os.path.join(work, "gpu.log")):
+    log = open(os.path.join(work, "gpu.log")).read()
+    assert "gpu_train: no CUDA device" in log, log
+    assert "CUDA capture is off: no NVIDIA driver on this host" in log, log
+    summary = json.load(open(os.path.join(work, "gpu-check", "summary.json")))
+    checks = {c["check"]: c for c in summary["checks"]}
+    assert not checks["nccl-kernelch.h5 was written"]["passed"], checks
+    assert summary["environment"]["cpus"], summary["environment"]
+    for name in ("nccl-kernelch", "mpi-shared-gpu"):
+        text = open(os.path.join(work, "gpu-check", "logs", name + ".log")).read()
+        assert "gpu_train: no CUDA device" in text, (name, text)
+EOF
+echo "PASS: the bundle runs with nothing of this system's Open MPI, HDF5 or build tree"
