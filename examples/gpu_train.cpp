@@ -26,15 +26,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <cmath>
+#include <fstream>
 #include <map>
-#include <numeric>
 #include <string>
 #include <vector>
 
 #include "ddp_buckets.h"
 #include "gpu_train_kernels.h"
+#include "rankscope/json.h"
 #define DDP_SIM_HAVE_NVTX 1
 #include "nvtx_annotations.h"
 
@@ -218,8 +218,8 @@ class Trainer {
       if (rank == 0) CHECK(ncclGetUniqueId(&id));
       MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
       CHECK(ncclCommInitRank(&nccl_, world_size, id, rank));
+      bucket_ms_.assign(buckets_.size(), {});  // CUDA-event timings of each ncclAllReduce
     }
-    bucket_ms_.assign(buckets_.size(), {});
   }
 
   // One step's work on the compute stream, as a graph capture sees it: the
@@ -278,10 +278,8 @@ class Trainer {
     return copies;
   }
 
-  void write_truth(const std::string& path, const std::map<std::string, int>& kernels, const std::string& nccl_version,
-                   int warmup) const {
-    std::ofstream out(path);
-    if (!out) fail("cannot write " + path);
+  void write_truth(const std::string& path, const std::map<std::string, int>& kernels,
+                   const std::string& nccl_version) const {
     cudaDeviceProp properties{};
     int device = 0;
     CHECK(cudaGetDevice(&device));
@@ -293,56 +291,52 @@ class Trainer {
     const auto* u = reinterpret_cast<const unsigned char*>(properties.uuid.bytes);
     std::snprintf(uuid, sizeof(uuid), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
                   u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
-    const auto quoted = [](const std::string& text) {
-      std::string result = "\"";
-      for (char c : text) {
-        if (c == '"' || c == '\\') result += '\\';
-        result += c;
-      }
-      return result + "\"";
+    const auto counts = [](rankscope::JsonWriter& json, const std::map<std::string, int>& by_name) {
+      json.begin_object();
+      for (const auto& [name, count] : by_name) json.key(name).value(count);
+      json.end_object();
     };
-    const auto list = [](const std::vector<double>& values) {
-      std::string result = "[";
-      for (size_t i = 0; i < values.size(); ++i) result += (i ? ", " : "") + std::to_string(values[i]);
-      return result + "]";
-    };
-    out << "{\n  \"program\": \"gpu_train\",\n  \"comm\": " << quoted(options_.comm) << ",\n  \"rank\": " << rank_
-        << ",\n  \"world_size\": " << world_size_ << ",\n  \"steps\": " << options_.steps << ",\n  \"warmup_steps\": " << warmup
-        << ",\n  \"layers\": " << options_.layers << ",\n  \"dim\": " << options_.dim << ",\n  \"batch\": " << options_.batch
-        << ",\n  \"device\": {\"name\": " << quoted(properties.name) << ", \"uuid\": " << quoted(uuid)
-        << ", \"driver_version\": " << driver << ", \"runtime_version\": " << runtime
-        << ", \"nccl_version\": " << quoted(nccl_version) << "},\n";
-    out << "  \"per_step\": {\n    \"kernels\": {";
-    bool first = true;
-    for (const auto& [name, count] : kernels) {
-      out << (first ? "\n" : ",\n") << "      " << quoted(name) << ": " << count;
-      first = false;
-    }
-    out << "\n    },\n    \"own_kernels\": {";
-    first = true;
-    for (const auto& [name, count] : own_kernels_per_step()) {
-      out << (first ? "\n" : ",\n") << "      " << quoted(name) << ": " << count;
-      first = false;
-    }
-    out << "\n    },\n    \"memcpy\": [";
-    first = true;
+    const auto bytes = [](size_t value) { return static_cast<uint64_t>(value); };
+
+    rankscope::JsonWriter json;
+    json.begin_object().key("program").value("gpu_train").key("comm").value(options_.comm);
+    json.key("rank").value(rank_).key("world_size").value(world_size_).key("steps").value(options_.steps);
+    json.key("layers").value(options_.layers).key("dim").value(options_.dim).key("batch").value(options_.batch);
+    json.key("device").begin_object().key("name").value(properties.name).key("uuid").value(uuid);
+    json.key("driver_version").value(driver).key("runtime_version").value(runtime);
+    json.key("nccl_version").value(nccl_version).end_object();
+    json.key("per_step").begin_object();
+    json.key("kernels");
+    counts(json, kernels);
+    json.key("own_kernels");
+    counts(json, own_kernels_per_step());
+    json.key("memcpy").begin_array();
     for (const Copy& copy : copies_per_step()) {
-      out << (first ? "" : ", ") << "{\"kind\": " << quoted(copy.kind) << ", \"bytes\": " << copy.bytes << "}";
-      first = false;
+      json.begin_object().key("kind").value(copy.kind).key("bytes").value(bytes(copy.bytes)).end_object();
     }
-    out << "],\n    \"memset\": [{\"bytes\": " << sizeof(float) << "}],\n    \"collectives\": [";
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      out << (b ? ", " : "") << "{\"api\": " << quoted(options_.comm == "nccl" ? "ncclAllReduce" : "MPI_Allreduce")
-          << ", \"bytes\": " << buckets_[b].bytes << ", \"datatype\": \"float32\", \"op\": \"sum\"}";
+    json.end_array();
+    json.key("memset").begin_array().begin_object().key("bytes").value(bytes(sizeof(float))).end_object().end_array();
+    json.key("collectives").begin_array();
+    for (const ddp_sim::Bucket& bucket : buckets_) {
+      json.begin_object().key("api").value(options_.comm == "nccl" ? "ncclAllReduce" : "MPI_Allreduce");
+      json.key("bytes").value(bytes(bucket.bytes)).key("datatype").value("float32").key("op").value("sum").end_object();
     }
-    out << "]\n  },\n  \"buckets_bytes\": [";
-    for (size_t b = 0; b < buckets_.size(); ++b) out << (b ? ", " : "") << buckets_[b].bytes;
-    out << "],\n  \"step_ms\": " << list(step_ms_) << ",\n  \"allreduce_ms\": [";
-    for (size_t b = 0; b < bucket_ms_.size(); ++b) {
-      std::vector<double> times(bucket_ms_[b].begin(), bucket_ms_[b].end());
-      out << (b ? ", " : "") << list(times);
+    json.end_array().end_object();
+    json.key("buckets_bytes").begin_array();
+    for (const ddp_sim::Bucket& bucket : buckets_) json.value(bytes(bucket.bytes));
+    json.end_array().key("step_ms").begin_array();
+    for (double ms : step_ms_) json.value(ms);
+    json.end_array().key("allreduce_ms").begin_array();
+    for (const std::vector<float>& times : bucket_ms_) {
+      json.begin_array();
+      for (float ms : times) json.value(double{ms});
+      json.end_array();
     }
-    out << "]\n}\n";
+    json.end_array().end_object();
+
+    std::ofstream out(path);
+    out << json.str() << '\n';
+    if (!out.flush()) fail("cannot write " + path);
   }
 
   const std::vector<double>& step_ms() const { return step_ms_; }
@@ -486,7 +480,7 @@ int main(int argc, char** argv) {
   if (!options.truth_path.empty()) {
     std::string path = options.truth_path;
     if (const size_t at = path.find("%r"); at != std::string::npos) path.replace(at, 2, std::to_string(rank));
-    trainer.write_truth(path, kernels, nccl_version, 0);
+    trainer.write_truth(path, kernels, nccl_version);
   }
   if (rank == 0) {
     std::vector<double> times(trainer.step_ms().begin() + std::min<size_t>(2, trainer.step_ms().size() - 1),

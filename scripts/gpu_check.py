@@ -264,7 +264,7 @@ def gpu_window_comparison(label, timeline):
     return results
 
 
-def counters_check(out, timelines):
+def counters_check(timelines):
     bad = {}
     for name, timeline in timelines.items():
         drops = {k: v for k, v in timeline.counters.items() if k in ("cupti_records_dropped", "events_dropped") and v}
@@ -376,7 +376,7 @@ def main():
     guarded("coexistence", lambda: [check("coexistence: torch.profiler in a process rankscope captures",
                                           **(lambda facts: {"passed": facts.pop("passed"), **facts})(
                                               json.load(open(path("coexistence.json")))))])
-    guarded("counters", counters_check, out, timelines)
+    guarded("counters", counters_check, timelines)
     guarded("overhead", overhead, out)
 
     with open(os.path.join(out, "summary.json"), "w") as f:

@@ -78,7 +78,8 @@ def main():
         os.symlink("orterun", os.path.join(usr, "bin", alias))
 
     def plugin_wanted(path):
-        if not path.endswith(".so") or "/openmpi3/" not in path and "/pmix/" not in path:
+        is_plugin = path.endswith(".so") and ("/openmpi3/" in path or "/pmix/" in path)
+        if not is_plugin:
             return True
         return not any(SKIPPED_PLUGIN_DEPENDENCIES.match(name) for name in ldd(path))
 
