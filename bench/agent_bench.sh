@@ -30,7 +30,7 @@ fi
 capture=$(readlink -f "$build/rank_agent/librankscope_capture.so")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # Nothing inherited may start (or stop) an agent in the baseline runs.
-unset RANKSCOPE_SHARD_DIR RANKSCOPE_AGENT_PID RANKSCOPE_CAPTURE NVTX_INJECTION64_PATH RANKSCOPE_OUTPUT
+unset RANKSCOPE_SHARD_DIR RANKSCOPE_AGENT_PID RANKSCOPE_CAPTURE NVTX_INJECTION64_PATH
 work=$(mktemp -d /tmp/agent-bench.XXXXXX)
 # RANKSCOPE_BENCH_KEEP=1 keeps the Google Benchmark JSON files (not the shards).
 trap '[ -n "${RANKSCOPE_BENCH_KEEP:-}" ] && echo "kept $work" || rm -rf "$work"' EXIT

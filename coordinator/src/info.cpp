@@ -13,7 +13,7 @@ struct JobSummary {
   int64_t first_ns = INT64_MAX;
   int64_t last_ns = INT64_MIN;
   std::vector<uint64_t> by_kind = std::vector<uint64_t>(kEventKindCount, 0);
-  std::vector<int32_t> missing, dead, terminated;
+  std::vector<int32_t> missing, dead, terminated, aborted;
 
   int64_t span_ns() const { return first_ns <= last_ns ? last_ns - first_ns : 0; }
 };
@@ -24,6 +24,7 @@ JobSummary summarize(const Timeline& timeline) {
     if (rank.status == RankStatus::kMissing) job.missing.push_back(rank.rank);
     if (rank.status == RankStatus::kDead) job.dead.push_back(rank.rank);
     if (rank.status == RankStatus::kTerminated) job.terminated.push_back(rank.rank);
+    if (rank.status == RankStatus::kAborted) job.aborted.push_back(rank.rank);
     if (rank.event_count > 0) {
       job.first_ns = std::min(job.first_ns, rank.first_ns);
       job.last_ns = std::max(job.last_ns, rank.last_ns);
@@ -69,6 +70,11 @@ std::string counter_description(const std::string& name) {
       {std::string(counter::kEventsUnwritten), "events captured but not written: the shard could not be written"},
       {std::string(counter::kNamesDropped), "names not recorded: the agent's string table was full"},
       {std::string(counter::kSourcesOff), "requested capture sources that could not start (the run's stderr says why)"},
+      {std::string(counter::kNothingCaptured),
+       "1: the rank ran but captured no event: its program made none of the captured calls where rankscope sees "
+       "them (a static binary, an MPI other than the one rankscope was built with)"},
+      {std::string(counter::kMpiAborted), "1: the rank called MPI_Abort; the agent closed its shard first"},
+      {std::string(counter::kMpiAbortCode), "the errorcode the rank gave MPI_Abort"},
       {std::string(counter::kTerminatedBySignal),
        "the signal that ended the process; the agent closed the shard first (mpirun ends the other ranks this way "
        "when one dies)"},
@@ -134,6 +140,9 @@ std::string info_text(const Timeline& timeline) {
   out += job.dead.empty() ? "\n" : " (no end-of-capture record; see 'last heard')\n";
   if (!job.terminated.empty()) {
     out += "terminated ranks: " + rank_list(job.terminated) + " (ended by a signal, shard closed first)\n";
+  }
+  if (!job.aborted.empty()) {
+    out += "aborted ranks: " + rank_list(job.aborted) + " (called MPI_Abort: see mpi_abort_code below)\n";
   }
 
   std::string quality;
@@ -207,6 +216,9 @@ std::string info_json(const Timeline& timeline) {
   json.end_array();
   json.key("terminated_ranks").begin_array();
   for (int32_t r : job.terminated) json.value(r);
+  json.end_array();
+  json.key("aborted_ranks").begin_array();
+  for (int32_t r : job.aborted) json.value(r);
   json.end_array();
   json.key("clock").begin_object();
   json.key("corrected").value(timeline.clock_corrected());

@@ -342,14 +342,26 @@ int main(int argc, char** argv) {
   run->add_option("--sync-interval", run_options.sync_interval_s,
                   "Sidecar mode: seconds between clock sync rounds while the application runs")
       ->capture_default_str();
-  run->add_option("command", run_options.command, "The application and its arguments, after --");
-  run->prefix_command();
+  run->footer("The application and its arguments follow --, and reach it byte for byte.");
 
-  CLI11_PARSE(app, argc, argv);
-  if (*run) {
-    for (const std::string& extra : run->remaining()) run_options.command.push_back(extra);
-    return run_job(run_options);
+  // `run`'s application starts after the first `--` and is never parsed: its
+  // arguments are its own, whatever they look like.
+  int parsed_argc = argc;
+  if (argc > 1 && std::strcmp(argv[1], "run") == 0) {
+    for (int i = 2; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--") != 0) continue;
+      run_options.command.assign(argv + i + 1, argv + argc);
+      parsed_argc = i;
+      break;
+    }
   }
+  try {
+    app.parse(parsed_argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int status = app.exit(e);
+    return status == 0 ? 0 : 2;  // a usage error, as for any command-line tool
+  }
+  if (*run) return run_job(run_options);
   merge_options.check_memory_bytes = check_memory_mb << 20;
   if (*merge) return run_merge(merge_options);
   if (*import_kineto) return run_import_kineto(import_options);

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -79,16 +80,18 @@ Identity launch_identity() {
 
 fs::path this_executable() { return fs::read_symlink("/proc/self/exe"); }
 
-// The agent's libraries: beside an installed rankscope, else in the build tree.
+// The agent's libraries: PREFIX/lib/rankscope beside PREFIX/bin/rankscope,
+// or the build tree's for the rankscope built there (never for a copy).
 fs::path agent_library(const char* file) {
   const fs::path bin = this_executable().parent_path();
-  for (const fs::path& dir : {bin / "../lib/rankscope", bin / "../lib", fs::path(RANKSCOPE_AGENT_BUILD_DIR)}) {
-    std::error_code ignored;
-    const fs::path candidate = fs::canonical(dir / file, ignored);
-    if (!ignored) return candidate;
+  std::error_code ignored;
+  const bool in_build_tree = fs::equivalent(bin, RANKSCOPE_BUILD_BIN_DIR, ignored);
+  const fs::path dir = in_build_tree ? fs::path(RANKSCOPE_AGENT_BUILD_DIR) : bin.parent_path() / "lib/rankscope";
+  const fs::path candidate = fs::canonical(dir / file, ignored);
+  if (ignored) {
+    throw Error(std::string("cannot find ") + file + " in " + dir.string() + ": is rankscope installed completely?");
   }
-  throw Error(std::string("cannot find ") + file + " beside " + bin.string() + " or in " + RANKSCOPE_AGENT_BUILD_DIR +
-              "; is rankscope installed completely?");
+  return candidate;
 }
 
 std::optional<fs::path> find_program(const std::string& name) {
@@ -142,7 +145,6 @@ void set_agent_environment(const RunOptions& options, const Identity& id, const 
   set(agent::kEnvLocalSize, std::to_string(id.local_size));
   set(agent::kEnvLauncher, id.launcher);
   set(agent::kEnvMode, mode);
-  set(agent::kEnvOutput, fs::absolute(options.output).string());
   // Each capture source is entered through the way its library loads tools;
   // every one names the same capture library, already loaded by the preload.
   const std::string capture_library = agent_library("librankscope_capture.so").string();
@@ -180,13 +182,126 @@ void remove_stale_shards(const fs::path& shard_dir, const Identity& id) {
   std::_Exit(error_number == ENOENT ? 127 : 126);
 }
 
-[[noreturn]] void run_in_process(const RunOptions& options, const Identity& id, const fs::path& shard_dir) {
+// Signals for the application reach this process (mpirun ends a job with
+// SIGTERM to the processes it started): they are passed on.
+volatile sig_atomic_t g_application_pid = 0;
+
+void pass_signal_on(int signal_number) {
+  if (g_application_pid > 0) ::kill(static_cast<pid_t>(g_application_pid), signal_number);
+}
+
+pid_t start_application(const std::vector<std::string>& command, const std::vector<fs::path>& preload) {
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  if (child < 0) throw Error(std::string("cannot start the application: fork failed: ") + std::strerror(errno));
+  if (child == 0) {
+    // Killed with this process (mpirun's SIGKILL reaches only the process it started).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) std::_Exit(1);
+    set(agent::kEnvAgentPid, std::to_string(::getpid()));
+    prepend_preload(preload);
+    exec_command(command);
+  }
+  g_application_pid = child;
+  struct sigaction forward {};
+  forward.sa_handler = pass_signal_on;
+  sigemptyset(&forward.sa_mask);
+  forward.sa_flags = SA_RESTART;
+  for (const int signal_number : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGALRM}) {
+    ::sigaction(signal_number, &forward, nullptr);
+  }
+  return child;
+}
+
+int wait_for(pid_t child) {
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) throw Error(std::string("waiting for the application failed: ") + std::strerror(errno));
+  }
+  return status;
+}
+
+// The application's exit status as this process's own: the same code, or
+// death by the same signal.
+int pass_status_on(int status) {
+  if (WIFSIGNALED(status)) {
+    ::signal(WTERMSIG(status), SIG_DFL);
+    ::raise(WTERMSIG(status));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+fs::path rank_file(const fs::path& shard_dir, int rank, const char* suffix) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "rank-%05d%s", rank, suffix);
+  return shard_dir / name;
+}
+
+// The timeline is written by `rankscope merge` in a process of its own, a
+// lone MPI process, not a member of the job: everything mpirun told this
+// process about the job is left out of its environment.
+int merge_in_own_process(const fs::path& shard_dir, const std::string& output) {
+  std::vector<std::string> environment;
+  for (char** variable = environ; *variable; ++variable) {
+    const std::string_view text(*variable);
+    if (text.starts_with("OMPI_") || text.starts_with("PMIX_") || text.starts_with("PMI_")) continue;
+    environment.emplace_back(text);
+  }
+  std::vector<char*> envp;
+  for (std::string& variable : environment) envp.push_back(variable.data());
+  envp.push_back(nullptr);
+  const std::string self = this_executable().string();
+  std::vector<std::string> args = {self, "merge", shard_dir.string(), "-o", output};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const pid_t merger = ::fork();
+  if (merger < 0) return -1;
+  if (merger == 0) {
+    ::execve(self.c_str(), argv.data(), envp.data());
+    std::_Exit(127);
+  }
+  const int status = wait_for(merger);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// In-process mode: the application runs in a child of this process, with the
+// capture library and the MPI shim preloaded, which need nothing beyond the C
+// and C++ runtimes and the application's own MPI library. Once it has ended,
+// this process looks at what it left, and on the first rank writes the
+// timeline, so no HDF5 or merge code ever enters the application.
+int run_in_process(const RunOptions& options, const Identity& id, const fs::path& shard_dir) {
   set_agent_environment(options, id, shard_dir, "inprocess");
-  // The application keeps this process, and so this pid.
-  set(agent::kEnvAgentPid, std::to_string(::getpid()));
-  prepend_preload({agent_library("librankscope_mpi.so"), agent_library("librankscope_capture.so")});
   remove_stale_shards(shard_dir, id);
-  exec_command(options.command);
+  const pid_t application = start_application(
+      options.command, {agent_library("librankscope_mpi.so"), agent_library("librankscope_capture.so")});
+  const int status = wait_for(application);
+
+  // The MPI shim leaves this mark in MPI_Finalize once every rank's shard is
+  // complete (docs/agent.md).
+  const fs::path finalized = rank_file(shard_dir, id.rank, agent::kFinalizedSuffix);
+  std::error_code ignored;
+  const bool all_complete = fs::exists(finalized, ignored);
+  fs::remove(finalized, ignored);
+  if (id.rank == 0) {
+    const std::string merge_command =
+        this_executable().string() + " merge " + shard_dir.string() + " -o " + options.output;
+    if (!all_complete) {
+      std::fprintf(stderr,
+                   "rankscope run: the application ended without calling MPI_Finalize on every rank (exit status %d): "
+                   "its shards are kept in %s; merge them with: %s\n",
+                   WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), shard_dir.c_str(),
+                   merge_command.c_str());
+    } else if (merge_in_own_process(shard_dir, options.output) != 0) {
+      std::fprintf(stderr, "rankscope run: writing the timeline failed; the shards stay in %s for: %s\n",
+                   shard_dir.c_str(), merge_command.c_str());
+    } else {
+      for (int rank = 0; rank < id.world_size; ++rank) fs::remove(rank_file(shard_dir, rank, ".shard"), ignored);
+    }
+  }
+  // The last rank to get here finds the folder empty.
+  if (all_complete) fs::remove(shard_dir, ignored);
+  return pass_status_on(status);
 }
 
 // ---------------------------------------------------------- sidecar ---
@@ -397,7 +512,9 @@ void validate(const RunOptions& options) {
 bool program_uses_mpi(const std::vector<std::string>& command, std::string& evidence) {
   const auto program = find_program(command.at(0));
   if (!program) return false;
-  const std::string in_binary = file_mentions(*program, {"libmpi.so", "MPI_Init"});
+  // C (libmpi.so) and Fortran (libmpi_mpifh.so, libmpi_usempif08.so, mpi_init_) programs.
+  const std::string in_binary =
+      file_mentions(*program, {"libmpi.so", "libmpi_mpifh.so", "libmpi_usempi", "MPI_Init", "mpi_init_"});
   if (!in_binary.empty()) {
     evidence = program->string() + " mentions " + in_binary;
     return true;
@@ -439,8 +556,7 @@ int run_application(const RunOptions& options) {
     std::fprintf(stderr, "rankscope run: %s mode (%s); timeline %s\n",
                  mode == "inprocess" ? "in-process" : "sidecar", why.c_str(), options.output.c_str());
   }
-  if (mode == "inprocess") run_in_process(options, id, shard_dir);
-  return run_sidecar(options, id, shard_dir);
+  return mode == "inprocess" ? run_in_process(options, id, shard_dir) : run_sidecar(options, id, shard_dir);
 }
 
 }  // namespace rankscope

@@ -97,6 +97,7 @@ Counters merged_counters(const ShardScan& scan) {
   counters.set(counter::kEventsLost, scan.damage.events_lost);
   counters.set(counter::kBytesSkipped, scan.damage.bytes_skipped);
   counters.set(counter::kTruncatedBytes, scan.damage.truncated_bytes);
+  counters.set(counter::kNothingCaptured, scan.event_count == 0 && scan.damage.events_lost == 0 ? 1 : 0);
   // Set once the events are merged; present from the start so every process
   // knows each rank's number of counters before writing.
   for (std::string_view name : {kNamesMissing, kClockViolations, kClockViolationWorst, kClockCheckSkipped,
@@ -403,6 +404,7 @@ schema::RankRow rank_row(const OwnedShard& shard, uint64_t event_offset, uint64_
   row.local_rank = metadata.local_rank;
   row.node_id = metadata.node_id;
   const RankStatus status = !scan.ended                                           ? RankStatus::kDead
+                            : scan.counters.get(counter::kMpiAborted) != 0         ? RankStatus::kAborted
                             : scan.counters.get(counter::kTerminatedBySignal) != 0 ? RankStatus::kTerminated
                                                                                    : RankStatus::kComplete;
   row.status = static_cast<uint8_t>(status);
@@ -645,6 +647,11 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
     }
     shard.name_map.back() = string_ids.at(kMissingName);
     for (const auto& problem : shard.scan.damage.problems) problems.push_back(problem);
+    if (shard.counters.get(counter::kNothingCaptured) != 0) {
+      problems.push_back("rank " + std::to_string(shard.scan.rank()) + " captured nothing (capture: " +
+                         shard.scan.metadata.value_or(RankMetadata{}).capture +
+                         "): its program made none of those calls where rankscope sees them");
+    }
   }
 
   // 4. With --repair-clock, the shifts are found before anything is written,

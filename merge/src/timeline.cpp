@@ -17,6 +17,7 @@ const char* rank_status_name(RankStatus status) {
     case RankStatus::kDead: return "dead";
     case RankStatus::kMissing: return "missing";
     case RankStatus::kTerminated: return "terminated";
+    case RankStatus::kAborted: return "aborted";
   }
   return "invalid";
 }

@@ -1,6 +1,7 @@
 // The MPI shim: PMPI wrappers that record the application's MPI calls into
-// the rank agent, clock synchronisation inside MPI_Init and MPI_Finalize, and
-// the job's timeline written by every rank together at MPI_Finalize.
+// the rank agent, and clock synchronisation inside MPI_Init and MPI_Finalize.
+// It links nothing but the agent, its clock and the application's own MPI
+// library: the timeline is written by `rankscope run` after the application.
 //
 // Events (docs/format.md, "MPI events"):
 // - blocking collectives: kMpiCollective on the calling thread's track, with
@@ -32,7 +33,6 @@
 #include "rankscope/clocksync_mpi.h"
 #include "rankscope/error.h"
 #include "rankscope/hash.h"
-#include "rankscope/merge.h"
 
 namespace rankscope::agent {
 namespace {
@@ -47,7 +47,10 @@ namespace {
   X(Ssend) X(Bsend) X(Rsend) X(Recv) X(Sendrecv) X(Sendrecv_replace) X(Isend) X(Issend) X(Ibsend)      \
   X(Irsend) X(Irecv) X(Probe) X(Wait) X(Waitall) X(Waitany) X(Waitsome) X(Test) X(Testall) X(Testany)  \
   X(Testsome) X(Comm_dup) X(Comm_split) X(Comm_split_type) X(Comm_create) X(Comm_create_group)         \
-  X(Comm_free)
+  X(Comm_free) X(Iprobe) X(Mprobe) X(Improbe) X(Mrecv) X(Imrecv) X(Send_init) X(Ssend_init) X(Bsend_init)  \
+  X(Rsend_init) X(Recv_init) X(Start) X(Startall) X(Request_free) X(File_open) X(File_close) X(File_read)  \
+  X(File_read_all) X(File_read_at) X(File_read_at_all) X(File_write) X(File_write_all) X(File_write_at)     \
+  X(File_write_at_all) X(Put) X(Get) X(Accumulate) X(Win_fence) X(Win_lock) X(Win_unlock) X(Abort)
 
 enum class Call : uint16_t {
 #define RANKSCOPE_CALL_ENUM(name) k##name,
@@ -354,16 +357,21 @@ struct Pending {
   MPI_Datatype type;
 };
 
-// Open addressing keyed by the request handle; a completed entry becomes a
-// tombstone that a later post may take. Posts and completions of one request
-// are ordered by the application, which hands the handle from one to the other.
+// A handle (request or message) as a table key.
+template <typename Handle>
+uintptr_t key_of(Handle handle) {
+  return reinterpret_cast<uintptr_t>(handle);
+}
+
+// Open addressing keyed by a request or message handle; a completed entry
+// becomes a tombstone that a later post may take. Posts and completions of one
+// request are ordered by the application, which hands the handle from one to the other.
 class RequestTable {
  public:
   static constexpr uint32_t kSlots = 1 << 15;
   static constexpr uint32_t kMaxProbes = 64;
 
-  void put(MPI_Request request, const Pending& pending) {
-    const auto key = reinterpret_cast<uintptr_t>(request);
+  void put(uintptr_t key, const Pending& pending) {
     for (uint32_t probe = 0; probe < kMaxProbes; ++probe) {
       Slot& slot = slots_[(mix64(key) + probe) & (kSlots - 1)];
       uintptr_t seen = slot.key.load(std::memory_order_acquire);
@@ -377,19 +385,19 @@ class RequestTable {
     untracked_.fetch_add(1, std::memory_order_relaxed);
   }
 
-  bool take(MPI_Request request, Pending& out) {
-    const auto key = reinterpret_cast<uintptr_t>(request);
-    for (uint32_t probe = 0; probe < kMaxProbes; ++probe) {
-      Slot& slot = slots_[(mix64(key) + probe) & (kSlots - 1)];
-      const uintptr_t seen = slot.key.load(std::memory_order_acquire);
-      if (seen == kEmpty) return false;
-      if (seen == key) {
-        out = slot.pending;
-        slot.key.store(kTombstone, std::memory_order_release);
-        return true;
-      }
-    }
-    return false;
+  bool take(uintptr_t key, Pending& out) {
+    Slot* slot = find_slot(key);
+    if (!slot) return false;
+    out = slot->pending;
+    slot->key.store(kTombstone, std::memory_order_release);
+    return true;
+  }
+
+  // Persistent requests' templates stay for every start.
+  bool find(uintptr_t key, Pending& out) {
+    const Slot* slot = find_slot(key);
+    if (slot) out = slot->pending;
+    return slot != nullptr;
   }
 
   uint64_t untracked() const { return untracked_.load(std::memory_order_relaxed); }
@@ -400,10 +408,22 @@ class RequestTable {
     std::atomic<uintptr_t> key{kEmpty};
     Pending pending;
   };
+
+  Slot* find_slot(uintptr_t key) {
+    for (uint32_t probe = 0; probe < kMaxProbes; ++probe) {
+      Slot& slot = slots_[(mix64(key) + probe) & (kSlots - 1)];
+      const uintptr_t seen = slot.key.load(std::memory_order_acquire);
+      if (seen == kEmpty) return nullptr;
+      if (seen == key) return &slot;
+    }
+    return nullptr;
+  }
+
   Slot slots_[kSlots];
   std::atomic<uint64_t> untracked_{0};
 };
-RequestTable* g_requests = nullptr;
+RequestTable* g_requests = nullptr;    // nonblocking operations in flight, and messages probed with Mprobe
+RequestTable* g_persistent = nullptr;  // what each persistent request does at every start
 
 // A nonblocking send or receive: the post now, the message at completion.
 void post(Call call, int64_t begin, MPI_Request request, CommInfo* info, CommOp op, int peer, int tag, uint64_t bytes,
@@ -411,7 +431,7 @@ void post(Call call, int64_t begin, MPI_Request request, CommInfo* info, CommOp 
   record_call(call, begin);
   const bool named = peer != MPI_ANY_SOURCE && tag != MPI_ANY_TAG;
   const uint64_t seq = named ? message_seq(info, op, peer, tag) : kSeqAtCompletion;
-  g_requests->put(request, Pending{begin, info, call, EventKind::kMpiP2p, op, peer, tag, bytes, seq, type});
+  g_requests->put(key_of(request), Pending{begin, info, call, EventKind::kMpiP2p, op, peer, tag, bytes, seq, type});
 }
 
 void post_collective(Call call, int64_t begin, MPI_Request* request, MPI_Comm comm, const CollectiveShape& shape) {
@@ -419,13 +439,13 @@ void post_collective(Call call, int64_t begin, MPI_Request* request, MPI_Comm co
   record_call(call, begin);
   Pending pending{begin, info, call, EventKind::kMpiCollective, shape.op, shape.root, 0, shape.bytes, 0, shape.type};
   pending.seq = next_collective_seq(*info, shape.op);
-  g_requests->put(*request, pending);
+  g_requests->put(key_of(*request), pending);
 }
 
 // The operation behind `request` is complete at `end`.
 void complete(MPI_Request request, const MPI_Status* status, int64_t end) {
   Pending p;
-  if (request == MPI_REQUEST_NULL || !g_requests->take(request, p)) return;
+  if (request == MPI_REQUEST_NULL || !g_requests->take(key_of(request), p)) return;
   Event e;
   if (p.kind == EventKind::kMpiCollective) {
     e = make_event(EventKind::kMpiCollective, p.call, p.begin, end);
@@ -471,6 +491,8 @@ thread_local CompletionScratch t_scratch;
 // ------------------------------------------------------------- set-up ---
 
 bool g_started = false;
+std::atomic<uint64_t> g_polls_unrecorded{0};
+std::atomic<uint64_t> g_poll_ns_unrecorded{0};
 
 void start_after_init() {
   if (!rankscope_agent_capturing(kCaptureMpi) && rankscope_agent_shard_path()[0] == '\0') return;
@@ -485,6 +507,7 @@ void start_after_init() {
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm_info, &g_keyval, nullptr);
   g_messages = new MessageCounters();
   g_requests = new RequestTable();
+  g_persistent = new RequestTable();
   std::vector<int> world_ranks;
   membership(MPI_COMM_WORLD, world_ranks);
   g_world = register_comm(MPI_COMM_WORLD, mix64(0x776f726c64ull), std::move(world_ranks));
@@ -512,41 +535,26 @@ void measure_clock() {
   }
 }
 
-// Every rank closes its shard, then all write the timeline together.
-void write_timeline() {
+// What the wrappers counted instead of recording, into the shard's counters.
+void add_counters() {
+  rankscope_agent_add_counter("mpi_polls_unrecorded", g_polls_unrecorded.load(std::memory_order_relaxed));
+  rankscope_agent_add_counter("mpi_poll_ns_unrecorded", g_poll_ns_unrecorded.load(std::memory_order_relaxed));
+  rankscope_agent_add_counter("mpi_requests_untracked", g_requests->untracked() + g_persistent->untracked());
+}
+
+// Every rank closes its shard; once all are complete, each leaves the mark
+// `rankscope run` merges them on (the merge runs outside the application).
+void close_shard() {
   AgentScope agent_calls;
-  const std::string shard = rankscope_agent_shard_path();
+  add_counters();
   int complete = rankscope_agent_finish() ? 1 : 0, all_complete = 0;
   PMPI_Allreduce(&complete, &all_complete, 1, MPI_INT, MPI_MIN, g_agent_comm);
-  const char* output = std::getenv(kEnvOutput);
   const char* shard_dir = std::getenv(kEnvShardDir);
-  if (!output || !*output || !shard_dir) return;
-  if (!all_complete) {
-    if (g_world_rank == 0) {
-      std::fprintf(stderr, "rankscope: not every rank's shard is complete; the shards stay in %s for `rankscope merge`\n",
-                   shard_dir);
-    }
-    return;
-  }
-  try {
-    MergeOptions options;
-    options.inputs = {shard_dir};
-    options.output = output;
-    const MergeResult result = merge_shards(g_agent_comm, options);
-    if (g_world_rank == 0) {
-      for (const auto& problem : result.problems) std::fprintf(stderr, "rankscope: warning: %s\n", problem.c_str());
-      std::fprintf(stderr, "rankscope: timeline %s: %d ranks, %llu events (merged in %.2f s)\n", output,
-                   result.world_size, static_cast<unsigned long long>(result.events), result.seconds);
-    }
-    ::unlink(shard.c_str());
-    PMPI_Barrier(g_agent_comm);
-    if (g_world_rank == 0) ::rmdir(shard_dir);
-  } catch (const Error& e) {
-    if (g_world_rank == 0) {
-      std::fprintf(stderr, "rankscope: writing the timeline failed: %s; the shards stay in %s for `rankscope merge`\n",
-                   e.what(), shard_dir);
-    }
-  }
+  if (!all_complete || !shard_dir) return;
+  char name[64];
+  std::snprintf(name, sizeof(name), "/rank-%05d%s", g_world_rank, kFinalizedSuffix);
+  const std::string mark = std::string(shard_dir) + name;
+  if (std::FILE* file = std::fopen(mark.c_str(), "w")) std::fclose(file);
 }
 
 }  // namespace
@@ -594,7 +602,7 @@ RANKSCOPE_EXPORT int MPI_Finalize() {
     }
     record_call(Call::kFinalize, begin);
     measure_clock();
-    write_timeline();
+    close_shard();
     AgentScope agent_calls;
     delete g_sync;
     g_sync = nullptr;
@@ -1011,12 +1019,19 @@ RANKSCOPE_EXPORT int MPI_Wait(MPI_Request* request, MPI_Status* status) {
 
 namespace {
 
-// A Test that completes nothing is polling: recorded only when it took long
-// enough to be progress work worth seeing, so a spin loop does not flood the
-// buffers, while the time MPI spends progressing is not taken for compute.
+// A Test or Iprobe that finds nothing is polling: recorded only when it took
+// long enough to be progress work worth seeing, so a spin loop does not flood
+// the buffers, while the time MPI spends progressing is not taken for compute.
+// The others are counted, with their time (counters mpi_polls_unrecorded and
+// mpi_poll_ns_unrecorded).
 constexpr int64_t kLongPollNs = 10'000;
 
-bool worth_recording(bool completed, int64_t begin, int64_t end) { return completed || end - begin >= kLongPollNs; }
+bool worth_recording(bool completed, int64_t begin, int64_t end) {
+  if (completed || end - begin >= kLongPollNs) return true;
+  g_polls_unrecorded.fetch_add(1, std::memory_order_relaxed);
+  g_poll_ns_unrecorded.fetch_add(static_cast<uint64_t>(end - begin), std::memory_order_relaxed);
+  return false;
+}
 
 }  // namespace
 
@@ -1190,4 +1205,340 @@ RANKSCOPE_EXPORT int MPI_Comm_free(MPI_Comm* comm) {
   const int rc = PMPI_Comm_free(comm);
   record_call(Call::kComm_free, begin);
   return rc;
+}
+
+// ------------------------------------------------------------- probes ---
+
+RANKSCOPE_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Iprobe(source, tag, comm, flag, status));
+  const int64_t begin = now();
+  const int rc = PMPI_Iprobe(source, tag, comm, flag, status);
+  if (worth_recording(rc == MPI_SUCCESS && *flag, begin, now())) record_call(Call::kIprobe, begin);
+  return rc;
+}
+
+namespace {
+
+// A message matched by Mprobe or Improbe, for the Mrecv or Imrecv that
+// receives it: MPI does not say which communicator a message came on.
+void note_matched(MPI_Message message, MPI_Comm comm, const MPI_Status& status, int64_t begin) {
+  if (message == MPI_MESSAGE_NULL || message == MPI_MESSAGE_NO_PROC) return;
+  g_requests->put(key_of(message), Pending{begin, info_for(comm), Call::kMrecv, EventKind::kMpiP2p, CommOp::kRecv,
+                                           status.MPI_SOURCE, status.MPI_TAG, 0, kSeqAtCompletion, MPI_DATATYPE_NULL});
+}
+
+}  // namespace
+
+RANKSCOPE_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Mprobe(source, tag, comm, message, status));
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  const int64_t begin = now();
+  const int rc = PMPI_Mprobe(source, tag, comm, message, kept);
+  record_call(Call::kMprobe, begin);
+  if (rc == MPI_SUCCESS) note_matched(*message, comm, *kept, begin);
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
+                                 MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Improbe(source, tag, comm, flag, message, status));
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  const int64_t begin = now();
+  const int rc = PMPI_Improbe(source, tag, comm, flag, message, kept);
+  const bool matched = rc == MPI_SUCCESS && *flag;
+  if (worth_recording(matched, begin, now())) record_call(Call::kImprobe, begin);
+  if (matched) note_matched(*message, comm, *kept, begin);
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Mrecv(buf, count, type, message, status));
+  const MPI_Message handle = *message;
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  const int64_t begin = now();
+  const int rc = PMPI_Mrecv(buf, count, type, message, kept);
+  const int64_t end = now();
+  Pending matched;
+  if (rc == MPI_SUCCESS && g_requests->take(key_of(handle), matched)) {
+    int received = 0;
+    PMPI_Get_count(kept, type, &received);
+    const Event e = p2p_event(Call::kMrecv, begin, end, matched.comm, CommOp::kRecv, kept->MPI_SOURCE, kept->MPI_TAG,
+                              received == MPI_UNDEFINED ? 0 : bytes_of(received, type), type, kSeqAtCompletion);
+    rankscope_agent_record(&e);
+  } else {
+    record_call(Call::kMrecv, begin);
+  }
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Imrecv(buf, count, type, message, request));
+  const MPI_Message handle = *message;
+  const int64_t begin = now();
+  const int rc = PMPI_Imrecv(buf, count, type, message, request);
+  Pending matched;
+  if (rc == MPI_SUCCESS && g_requests->take(key_of(handle), matched)) {
+    post(Call::kImrecv, begin, *request, matched.comm, CommOp::kRecv, matched.peer, matched.tag, bytes_of(count, type),
+         type);
+  } else {
+    record_call(Call::kImrecv, begin);
+  }
+  return rc;
+}
+
+// --------------------------------------------------- persistent requests ---
+
+namespace {
+
+// Remembers what a persistent request does; each MPI_Start posts it anew.
+template <typename Run>
+int persistent_init(Call call, CommOp op, int peer, int tag, int count, MPI_Datatype type, MPI_Comm comm,
+                    MPI_Request* request, Run&& run) {
+  const int64_t begin = now();
+  const int rc = run();
+  record_call(call, begin);
+  if (rc == MPI_SUCCESS && peer != MPI_PROC_NULL) {
+    Pending stale;
+    g_persistent->take(key_of(*request), stale);
+    g_persistent->put(key_of(*request), Pending{0, info_for(comm), call, EventKind::kMpiP2p, op, peer, tag,
+                                                bytes_of(count, type), 0, type});
+  }
+  return rc;
+}
+
+void start_persistent(MPI_Request request, int64_t begin) {
+  Pending p;
+  if (request == MPI_REQUEST_NULL || !g_persistent->find(key_of(request), p)) return;
+  const bool named = p.peer != MPI_ANY_SOURCE && p.tag != MPI_ANY_TAG;
+  p.begin = begin;
+  p.seq = named ? message_seq(p.comm, p.op, p.peer, p.tag) : kSeqAtCompletion;
+  g_requests->put(key_of(request), p);
+}
+
+}  // namespace
+
+RANKSCOPE_EXPORT int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                   MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Send_init(buf, count, type, dest, tag, comm, request));
+  return persistent_init(Call::kSend_init, CommOp::kSend, dest, tag, count, type, comm, request,
+                         [&] { return PMPI_Send_init(buf, count, type, dest, tag, comm, request); });
+}
+
+RANKSCOPE_EXPORT int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                    MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Ssend_init(buf, count, type, dest, tag, comm, request));
+  return persistent_init(Call::kSsend_init, CommOp::kSend, dest, tag, count, type, comm, request,
+                         [&] { return PMPI_Ssend_init(buf, count, type, dest, tag, comm, request); });
+}
+
+RANKSCOPE_EXPORT int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                    MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Bsend_init(buf, count, type, dest, tag, comm, request));
+  return persistent_init(Call::kBsend_init, CommOp::kSend, dest, tag, count, type, comm, request,
+                         [&] { return PMPI_Bsend_init(buf, count, type, dest, tag, comm, request); });
+}
+
+RANKSCOPE_EXPORT int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                    MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Rsend_init(buf, count, type, dest, tag, comm, request));
+  return persistent_init(Call::kRsend_init, CommOp::kSend, dest, tag, count, type, comm, request,
+                         [&] { return PMPI_Rsend_init(buf, count, type, dest, tag, comm, request); });
+}
+
+RANKSCOPE_EXPORT int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                                   MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Recv_init(buf, count, type, source, tag, comm, request));
+  return persistent_init(Call::kRecv_init, CommOp::kRecv, source, tag, count, type, comm, request,
+                         [&] { return PMPI_Recv_init(buf, count, type, source, tag, comm, request); });
+}
+
+RANKSCOPE_EXPORT int MPI_Start(MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Start(request));
+  const int64_t begin = now();
+  const int rc = PMPI_Start(request);
+  record_call(Call::kStart, begin);
+  if (rc == MPI_SUCCESS) start_persistent(*request, begin);
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Startall(int count, MPI_Request requests[]) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Startall(count, requests));
+  const int64_t begin = now();
+  const int rc = PMPI_Startall(count, requests);
+  record_call(Call::kStartall, begin);
+  if (rc == MPI_SUCCESS) {
+    for (int i = 0; i < count; ++i) start_persistent(requests[i], begin);
+  }
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Request_free(MPI_Request* request) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Request_free(request));
+  // A freed handle may come back for the next request: what it did must go.
+  const uintptr_t key = key_of(*request);
+  const int64_t begin = now();
+  const int rc = PMPI_Request_free(request);
+  record_call(Call::kRequest_free, begin);
+  Pending gone;
+  g_requests->take(key, gone);
+  g_persistent->take(key, gone);
+  return rc;
+}
+
+// --------------------------------------------------------------- MPI-IO ---
+
+namespace {
+
+void record_io(Call call, int64_t begin, uint64_t bytes) {
+  Event e = make_event(EventKind::kMpiCall, call, begin, now());
+  e.bytes = bytes;
+  rankscope_agent_record(&e);
+}
+
+// The bytes a read or write moved, as its status says.
+template <typename Run>
+int file_access(Call call, MPI_Status* status, MPI_Datatype type, Run&& run) {
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  const int64_t begin = now();
+  const int rc = run(kept);
+  int count = 0;
+  if (rc != MPI_SUCCESS || PMPI_Get_count(kept, type, &count) != MPI_SUCCESS || count == MPI_UNDEFINED) count = 0;
+  record_io(call, begin, bytes_of(count, type));
+  return rc;
+}
+
+}  // namespace
+
+RANKSCOPE_EXPORT int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI_Info info, MPI_File* fh) {
+  RANKSCOPE_PASS_THROUGH(PMPI_File_open(comm, filename, amode, info, fh));
+  const int64_t begin = now();
+  int rc;
+  {
+    // MPI-IO's own collectives are not the application's.
+    AgentScope library_calls;
+    rc = PMPI_File_open(comm, filename, amode, info, fh);
+  }
+  record_call(Call::kFile_open, begin);
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_File_close(MPI_File* fh) {
+  RANKSCOPE_PASS_THROUGH(PMPI_File_close(fh));
+  const int64_t begin = now();
+  int rc;
+  {
+    AgentScope library_calls;
+    rc = PMPI_File_close(fh);
+  }
+  record_call(Call::kFile_close, begin);
+  return rc;
+}
+
+#define RANKSCOPE_FILE_ACCESS(Name, Buffer, ...)                                                                  \
+  RANKSCOPE_EXPORT int MPI_##Name(MPI_File fh, __VA_ARGS__ Buffer buf, int count, MPI_Datatype type,             \
+                                  MPI_Status* status) {                                                          \
+    RANKSCOPE_PASS_THROUGH(PMPI_##Name(fh, RANKSCOPE_OFFSET_ARG buf, count, type, status));                      \
+    return file_access(Call::k##Name, status, type, [&](MPI_Status* kept) {                                      \
+      AgentScope library_calls;                                                                                  \
+      return PMPI_##Name(fh, RANKSCOPE_OFFSET_ARG buf, count, type, kept);                                       \
+    });                                                                                                          \
+  }
+
+#define RANKSCOPE_OFFSET_ARG
+RANKSCOPE_FILE_ACCESS(File_read, void*, )
+RANKSCOPE_FILE_ACCESS(File_read_all, void*, )
+RANKSCOPE_FILE_ACCESS(File_write, const void*, )
+RANKSCOPE_FILE_ACCESS(File_write_all, const void*, )
+#undef RANKSCOPE_OFFSET_ARG
+#define RANKSCOPE_OFFSET_ARG offset,
+RANKSCOPE_FILE_ACCESS(File_read_at, void*, MPI_Offset offset, )
+RANKSCOPE_FILE_ACCESS(File_read_at_all, void*, MPI_Offset offset, )
+RANKSCOPE_FILE_ACCESS(File_write_at, const void*, MPI_Offset offset, )
+RANKSCOPE_FILE_ACCESS(File_write_at_all, const void*, MPI_Offset offset, )
+#undef RANKSCOPE_OFFSET_ARG
+#undef RANKSCOPE_FILE_ACCESS
+
+// ------------------------------------------------------------ one-sided ---
+
+namespace {
+
+// Put, Get and Accumulate: the bytes of the origin buffer.
+template <typename Run>
+int one_sided(Call call, int origin_count, MPI_Datatype origin_type, Run&& run) {
+  const int64_t begin = now();
+  const int rc = run();
+  record_io(call, begin, bytes_of(origin_count, origin_type));
+  return rc;
+}
+
+}  // namespace
+
+RANKSCOPE_EXPORT int MPI_Put(const void* origin, int origin_count, MPI_Datatype origin_type, int target,
+                             MPI_Aint target_disp, int target_count, MPI_Datatype target_type, MPI_Win win) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Put(origin, origin_count, origin_type, target, target_disp, target_count, target_type, win));
+  return one_sided(Call::kPut, origin_count, origin_type, [&] {
+    return PMPI_Put(origin, origin_count, origin_type, target, target_disp, target_count, target_type, win);
+  });
+}
+
+RANKSCOPE_EXPORT int MPI_Get(void* origin, int origin_count, MPI_Datatype origin_type, int target,
+                             MPI_Aint target_disp, int target_count, MPI_Datatype target_type, MPI_Win win) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Get(origin, origin_count, origin_type, target, target_disp, target_count, target_type, win));
+  return one_sided(Call::kGet, origin_count, origin_type, [&] {
+    return PMPI_Get(origin, origin_count, origin_type, target, target_disp, target_count, target_type, win);
+  });
+}
+
+RANKSCOPE_EXPORT int MPI_Accumulate(const void* origin, int origin_count, MPI_Datatype origin_type, int target,
+                                    MPI_Aint target_disp, int target_count, MPI_Datatype target_type, MPI_Op op,
+                                    MPI_Win win) {
+  RANKSCOPE_PASS_THROUGH(
+      PMPI_Accumulate(origin, origin_count, origin_type, target, target_disp, target_count, target_type, op, win));
+  return one_sided(Call::kAccumulate, origin_count, origin_type, [&] {
+    return PMPI_Accumulate(origin, origin_count, origin_type, target, target_disp, target_count, target_type, op, win);
+  });
+}
+
+RANKSCOPE_EXPORT int MPI_Win_fence(int assertion, MPI_Win win) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Win_fence(assertion, win));
+  const int64_t begin = now();
+  const int rc = PMPI_Win_fence(assertion, win);
+  record_call(Call::kWin_fence, begin);
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Win_lock(int lock_type, int target, int assertion, MPI_Win win) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Win_lock(lock_type, target, assertion, win));
+  const int64_t begin = now();
+  const int rc = PMPI_Win_lock(lock_type, target, assertion, win);
+  record_call(Call::kWin_lock, begin);
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Win_unlock(int target, MPI_Win win) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Win_unlock(target, win));
+  const int64_t begin = now();
+  const int rc = PMPI_Win_unlock(target, win);
+  record_call(Call::kWin_unlock, begin);
+  return rc;
+}
+
+// ---------------------------------------------------------------- abort ---
+
+// The rank shows as aborted with its code, and its shard is whole: MPI_Abort
+// does not return, and mpirun then kills every rank.
+RANKSCOPE_EXPORT int MPI_Abort(MPI_Comm comm, int errorcode) {
+  if (g_started) {
+    record_call(Call::kAbort, now());
+    AgentScope agent_calls;
+    add_counters();
+    rankscope_agent_add_counter(counter::kMpiAborted.data(), 1);
+    rankscope_agent_add_counter(counter::kMpiAbortCode.data(), static_cast<uint32_t>(errorcode));
+    rankscope_agent_finish();
+  }
+  return PMPI_Abort(comm, errorcode);
 }

@@ -1,6 +1,8 @@
 // Preloaded into the application in sidecar mode, where `rankscope run` is
 // the job's MPI process: an application that starts MPI itself would become a
 // second MPI process of the same rank, so it is stopped at once instead.
+// The PMPI names are covered too: Open MPI's Fortran bindings (mpi_init_,
+// mpi_init_f08_) call PMPI_Init and PMPI_Init_thread directly.
 #include <cstdio>
 #include <cstdlib>
 
@@ -16,5 +18,8 @@ namespace {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) int MPI_Init(int*, char***) { refuse(); }
-extern "C" __attribute__((visibility("default"))) int MPI_Init_thread(int*, char***, int, int*) { refuse(); }
+#define RANKSCOPE_GUARD extern "C" __attribute__((visibility("default")))
+RANKSCOPE_GUARD int MPI_Init(int*, char***) { refuse(); }
+RANKSCOPE_GUARD int MPI_Init_thread(int*, char***, int, int*) { refuse(); }
+RANKSCOPE_GUARD int PMPI_Init(int*, char***) { refuse(); }
+RANKSCOPE_GUARD int PMPI_Init_thread(int*, char***, int, int*) { refuse(); }

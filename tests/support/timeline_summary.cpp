@@ -1,5 +1,5 @@
 // Prints what a timeline holds, as JSON, for tests written in the shell:
-// per rank its status and its events counted by "kind name", and for every
+// per rank its status, its events counted by "kind name" with their bytes, and its counters; for every
 // collective instance (communicator, operation, sequence number) the ranks
 // that took part; and how many point-to-point sends found their receive by
 // (communicator, sender, receiver, tag, sequence number).
@@ -27,13 +27,15 @@ int main(int argc, char** argv) {
     std::multiset<Message> sends, receives;
     json.begin_object().key("ranks").begin_array();
     for (const rankscope::RankInfo& rank : timeline.ranks()) {
-      std::map<std::string, uint64_t> counts;
+      std::map<std::string, uint64_t> counts, bytes;
       uint64_t unordered = 0;
       int64_t last_begin = INT64_MIN;
       std::string first_unordered;
       timeline.for_each_event_block(rank.rank, [&](const std::vector<rankscope::Event>& events) {
         for (const rankscope::Event& e : events) {
-          counts[std::string(rankscope::event_kind_name(e.kind)) + " " + timeline.string(e.name_id)]++;
+          const std::string name = std::string(rankscope::event_kind_name(e.kind)) + " " + timeline.string(e.name_id);
+          counts[name]++;
+          bytes[name] += e.bytes;
           if (e.begin_ns < last_begin && unordered++ == 0) {
             first_unordered = std::string(rankscope::event_kind_name(e.kind)) + " " + timeline.string(e.name_id) +
                               " begins " + std::to_string(last_begin - e.begin_ns) + " ns before the event ahead of it";
@@ -54,6 +56,10 @@ int main(int argc, char** argv) {
       json.key("out_of_order").value(unordered).key("first_out_of_order").value(first_unordered);
       json.key("counts").begin_object();
       for (const auto& [name, n] : counts) json.key(name).value(n);
+      json.end_object().key("bytes").begin_object();
+      for (const auto& [name, n] : bytes) json.key(name).value(n);
+      json.end_object().key("counters").begin_object();
+      for (const auto& [name, n] : rank.counters.entries()) json.key(name).value(n);
       json.end_object().end_object();
     }
     json.end_array().key("collectives").begin_array();

@@ -20,6 +20,7 @@ enum class RankStatus : uint8_t {
   kDead = 1,      // the shard ends without its end marker: the rank died or was killed
   kMissing = 2,   // no shard for this rank
   kTerminated = 3,  // a signal ended the process; the agent closed its shard first
+  kAborted = 4,     // the application called MPI_Abort (its code: counter mpi_abort_code); shard closed first
 };
 const char* rank_status_name(RankStatus status);
 

@@ -66,6 +66,9 @@ inline constexpr std::string_view kEventsUnwritten = "events_unwritten";    // c
 inline constexpr std::string_view kNamesDropped = "names_dropped";          // the agent's string table was full
 inline constexpr std::string_view kSourcesOff = "capture_sources_off";      // requested sources that could not start
 inline constexpr std::string_view kTerminatedBySignal = "terminated_by_signal";  // the signal that ended the process
+inline constexpr std::string_view kNothingCaptured = "nothing_captured";  // 1: the shard holds no event at all
+inline constexpr std::string_view kMpiAborted = "mpi_aborted";            // 1: the application called MPI_Abort
+inline constexpr std::string_view kMpiAbortCode = "mpi_abort_code";      // the errorcode it gave MPI_Abort
 // torch.profiler traces read by `rankscope import-kineto`:
 inline constexpr std::string_view kKinetoMalformed = "kineto_events_malformed";       // not JSON, or brackets unbalanced
 inline constexpr std::string_view kKinetoMissingFields = "kineto_events_missing_fields";  // no ph, ts or dur

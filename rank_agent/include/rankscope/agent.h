@@ -31,7 +31,9 @@ inline constexpr const char* kEnvLocalSize = "RANKSCOPE_LOCAL_SIZE";
 inline constexpr const char* kEnvNodeId = "RANKSCOPE_NODE_ID";
 inline constexpr const char* kEnvLauncher = "RANKSCOPE_LAUNCHER";
 inline constexpr const char* kEnvMode = "RANKSCOPE_MODE";            // inprocess or sidecar
-inline constexpr const char* kEnvOutput = "RANKSCOPE_OUTPUT";        // the job's timeline (in-process mode)
+// In-process mode: the MPI shim leaves SHARD_DIR/rank-NNNNN.finalized in
+// MPI_Finalize once every rank's shard is complete, for `rankscope run` to merge them.
+inline constexpr const char* kFinalizedSuffix = ".finalized";
 
 // Capture sources, as named in --capture and RANKSCOPE_CAPTURE.
 enum CaptureBit : uint32_t {

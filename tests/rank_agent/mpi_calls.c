@@ -1,0 +1,91 @@
+/* MPI calls beyond messages and collectives, each a known number of times:
+   probes and matched probes, persistent requests, MPI-IO and one-sided, on
+   2 ranks. With "abort" as its argument, rank 1 calls MPI_Abort(…, 7) at the end.
+   Usage: mpi_calls FILE_FOR_MPI_IO [abort] */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int peer = 1 - rank;
+  double out[64], in[64];
+  for (int i = 0; i < 64; ++i) out[i] = rank + i;
+
+  /* Matched probes: rank 0 sends 2 messages, rank 1 takes them with Mprobe+Mrecv and Improbe+Imrecv. */
+  if (rank == 0) {
+    MPI_Send(out, 64, MPI_DOUBLE, 1, 10, MPI_COMM_WORLD);
+    MPI_Send(out, 32, MPI_DOUBLE, 1, 11, MPI_COMM_WORLD);
+  } else {
+    MPI_Message message;
+    MPI_Status status;
+    MPI_Mprobe(0, 10, MPI_COMM_WORLD, &message, &status);
+    MPI_Mrecv(in, 64, MPI_DOUBLE, &message, MPI_STATUS_IGNORE);
+    int flag = 0;
+    while (!flag) MPI_Improbe(0, 11, MPI_COMM_WORLD, &flag, &message, &status);
+    MPI_Request request;
+    MPI_Imrecv(in, 64, MPI_DOUBLE, &message, &request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
+  /* Probe and Iprobe. */
+  MPI_Send(out, 8, MPI_DOUBLE, peer, 12, MPI_COMM_WORLD);
+  MPI_Status status;
+  MPI_Probe(peer, 12, MPI_COMM_WORLD, &status);
+  int flag = 0;
+  while (!flag) MPI_Iprobe(peer, 12, MPI_COMM_WORLD, &flag, &status);
+  MPI_Recv(in, 8, MPI_DOUBLE, peer, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+
+  /* Persistent requests: 3 rounds of Startall over a send and a receive, then a lone Start. */
+  MPI_Request persistent[2];
+  MPI_Send_init(out, 16, MPI_DOUBLE, peer, 20, MPI_COMM_WORLD, &persistent[0]);
+  MPI_Recv_init(in, 16, MPI_DOUBLE, peer, 20, MPI_COMM_WORLD, &persistent[1]);
+  for (int round = 0; round < 3; ++round) {
+    MPI_Startall(2, persistent);
+    MPI_Waitall(2, persistent, MPI_STATUSES_IGNORE);
+  }
+  MPI_Start(&persistent[1]);
+  MPI_Start(&persistent[0]);
+  MPI_Wait(&persistent[0], MPI_STATUS_IGNORE);
+  MPI_Wait(&persistent[1], MPI_STATUS_IGNORE);
+  MPI_Request_free(&persistent[0]);
+  MPI_Request_free(&persistent[1]);
+
+  /* MPI-IO: each rank writes 64 doubles at its offset, all together, then reads them back. */
+  MPI_File file;
+  MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &file);
+  const MPI_Offset offset = (MPI_Offset)rank * sizeof(out);
+  MPI_File_write_at_all(file, offset, out, 64, MPI_DOUBLE, MPI_STATUS_IGNORE);
+  MPI_File_write_at(file, offset, out, 32, MPI_DOUBLE, MPI_STATUS_IGNORE);
+  MPI_File_read_at_all(file, offset, in, 64, MPI_DOUBLE, MPI_STATUS_IGNORE);
+  MPI_File_read_at(file, offset, in, 16, MPI_DOUBLE, MPI_STATUS_IGNORE);
+  MPI_File_close(&file);
+  if (memcmp(in, out, sizeof(in)) != 0) {
+    fprintf(stderr, "rank %d: MPI-IO read back other data\n", rank);
+    return 1;
+  }
+
+  /* One-sided: fences around a Put and a Get, a lock around an Accumulate. */
+  double window_memory[64] = {0};
+  MPI_Win window;
+  MPI_Win_create(window_memory, sizeof(window_memory), sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD, &window);
+  MPI_Win_fence(0, window);
+  MPI_Put(out, 64, MPI_DOUBLE, peer, 0, 64, MPI_DOUBLE, window);
+  MPI_Win_fence(0, window);
+  MPI_Get(in, 8, MPI_DOUBLE, peer, 0, 8, MPI_DOUBLE, window);
+  MPI_Win_fence(0, window);
+  MPI_Win_lock(MPI_LOCK_SHARED, peer, 0, window);
+  MPI_Accumulate(out, 4, MPI_DOUBLE, peer, 0, 4, MPI_DOUBLE, MPI_SUM, window);
+  MPI_Win_unlock(peer, window);
+  MPI_Win_free(&window);
+
+  if (argc > 2 && strcmp(argv[2], "abort") == 0) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) MPI_Abort(MPI_COMM_WORLD, 7);
+    for (;;) MPI_Barrier(MPI_COMM_WORLD); /* rank 0 waits to be ended by mpirun */
+  }
+  MPI_Finalize();
+  return 0;
+}

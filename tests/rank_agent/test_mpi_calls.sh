@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# `rankscope run` in-process, what it promises an application: its argv
+# byte for byte and its exit status; nothing of rankscope's own dependencies
+# preloaded into it; the MPI calls beyond messages and collectives (probes,
+# matched probes, persistent requests, MPI-IO and one-sided with bytes);
+# MPI_Abort shown as such; and a line for what is not captured.
+# Usage: test_mpi_calls.sh RANKSCOPE TIMELINE_SUMMARY MPIEXEC MPI_CALLS
+set -euo pipefail
+rankscope=$1 summary=$2 mpiexec=$3 mpi_calls=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# Windows need an osc component that works without single-copy shared memory,
+# which the test environment turns off.
+export OMPI_MCA_osc=pt2pt
+lib=$(dirname "$(readlink -f "$rankscope")")/../rank_agent
+
+echo "== the preloaded libraries need only the C/C++ runtimes, libmpi and each other"
+for so in librankscope_mpi.so librankscope_capture.so librankscope_sidecar_guard.so; do
+  needed=$(readelf -d "$lib/$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+  for n in $needed; do
+    case $n in
+      libc.so.*|libm.so.*|libstdc++.so.*|libgcc_s.so.*|ld-linux*|libpthread.so.*|libdl.so.*|libmpi.so.*|librankscope_capture.so) ;;
+      *) fail "$so needs $n, which would enter the application's process" ;;
+    esac
+  done
+  echo "$so: $(echo $needed)"
+done
+
+echo "== argv arrives byte for byte; options go before --"
+"$mpiexec" -n 1 "$rankscope" run -o t.h5 -- /usr/bin/test 1 -eq 1 2>err.log || { cat err.log; fail "test 1 -eq 1 failed under rankscope run"; }
+printf '%s\0' a "b c" -- --bogus "" "*" >expected.args
+"$mpiexec" -n 1 "$rankscope" run --mode inprocess -o a.h5 -- /bin/sh -c 'printf "%s\0" "$@" >got.args' sh a "b c" -- --bogus "" "*" 2>/dev/null
+cmp expected.args got.args || fail "the application's arguments changed"
+set +e
+"$rankscope" run --bogus -o b.h5 -- /bin/true 2>bogus.log
+status=$?
+set -e
+[ $status -eq 2 ] || fail "an unknown option before -- gave exit status $status, not 2"
+grep -q -- "--bogus" bogus.log || fail "the usage error does not name the option: $(cat bogus.log)"
+set +e
+"$mpiexec" -n 1 "$rankscope" run -o s.h5 -- /bin/sh -c 'exit 3' 2>/dev/null
+status=$?
+set -e
+[ $status -eq 3 ] || fail "the application's exit status 3 came back as $status"
+
+echo "== a program that never calls MPI_Finalize: its shards are kept, with the command that merges them"
+"$mpiexec" -n 1 "$rankscope" run --mode inprocess -o nf.h5 -- /bin/true 2>nf.log
+grep -q "without calling MPI_Finalize.*merge them with: .*rankscope merge $work/nf.h5.shards -o nf.h5" nf.log ||
+  { cat nf.log; fail "no line with the merge command"; }
+[ -s nf.h5.shards/rank-00000.shard ] || fail "the shard was not kept"
+"$rankscope" merge nf.h5.shards -o nf.h5 >merge.log 2>&1 || { cat merge.log; fail "merging the kept shards failed"; }
+grep -q "rank 0 captured nothing" merge.log || { cat merge.log; fail "no warning that rank 0 captured nothing"; }
+"$rankscope" info nf.h5 | grep -q "nothing_captured = 1" || fail "rankscope info does not count the empty rank"
+
+echo "== probes, persistent requests, MPI-IO, one-sided"
+"$mpiexec" -n 2 "$rankscope" run -o calls.h5 -- "$mpi_calls" "$work/io.dat" >calls.log 2>&1 || { cat calls.log; fail "mpi_calls failed"; }
+"$summary" calls.h5 >calls.json
+python3 - <<'PY'
+import json
+s = json.load(open("calls.json"))
+for r in s["ranks"]:
+    c, b = r["counts"], r["bytes"]
+    rank = r["rank"]
+    assert r["status"] == "complete", r
+    def n(name): return c.get(name, 0)
+    if rank == 1:
+        assert n("mpi_call MPI_Mprobe") == 1 and n("mpi_call MPI_Improbe") >= 1, c
+        assert n("mpi_p2p MPI_Mrecv") == 1 and b["mpi_p2p MPI_Mrecv"] == 64 * 8, (c, b)
+        assert n("mpi_call MPI_Imrecv") == 1 and n("mpi_p2p MPI_Imrecv") == 1 and b["mpi_p2p MPI_Imrecv"] == 32 * 8, (c, b)
+    assert n("mpi_call MPI_Probe") == 1 and n("mpi_call MPI_Iprobe") >= 1, c
+    assert n("mpi_call MPI_Send_init") == 1 and n("mpi_call MPI_Recv_init") == 1, c
+    assert n("mpi_call MPI_Startall") == 3 and n("mpi_call MPI_Start") == 2 and n("mpi_call MPI_Request_free") == 2, c
+    # Every start is a message: 4 sends and 4 receives of 16 doubles.
+    assert n("mpi_p2p MPI_Send_init") == 4 and b["mpi_p2p MPI_Send_init"] == 4 * 128, (c, b)
+    assert n("mpi_p2p MPI_Recv_init") == 4 and b["mpi_p2p MPI_Recv_init"] == 4 * 128, (c, b)
+    assert n("mpi_call MPI_File_open") == 1 and n("mpi_call MPI_File_close") == 1, c
+    for name, nbytes in [("File_write_at_all", 512), ("File_write_at", 256), ("File_read_at_all", 512), ("File_read_at", 128),
+                         ("Put", 512), ("Get", 64), ("Accumulate", 32)]:
+        assert n("mpi_call MPI_" + name) == 1 and b["mpi_call MPI_" + name] == nbytes, (name, c, b)
+    assert n("mpi_call MPI_Win_fence") == 3 and n("mpi_call MPI_Win_lock") == 1 and n("mpi_call MPI_Win_unlock") == 1, c
+    # MPI-IO's own collectives inside File_open/close and the _all calls are not the application's.
+    assert n("mpi_collective MPI_Allreduce") == 0 and n("mpi_collective MPI_Bcast") == 0, c
+    assert r["counters"].get("mpi_requests_untracked", 0) == 0, r["counters"]
+assert s["p2p"]["sends"] == s["p2p"]["matched"] == s["p2p"]["receives"], s["p2p"]
+print("calls ok:", s["p2p"])
+PY
+
+echo "== MPI_Abort: the rank shows as aborted with its code"
+set +e
+"$mpiexec" -n 2 "$rankscope" run -o ab.h5 -- "$mpi_calls" "$work/io2.dat" abort >abort.log 2>&1
+status=$?
+set -e
+[ $status -ne 0 ] || fail "an aborted job exited 0"
+grep -q "merge them with" abort.log || { cat abort.log; fail "no line with the merge command after MPI_Abort"; }
+"$rankscope" merge ab.h5.shards -o ab.h5 >/dev/null 2>&1 || fail "merging the aborted job's shards failed"
+"$rankscope" info ab.h5 >ab.info
+grep -q "aborted ranks: 1 " ab.info || { cat ab.info; fail "rank 1 is not shown as aborted"; }
+grep -q "rank 1: mpi_abort_code = 7" ab.info || { cat ab.info; fail "the abort code is not shown"; }
+echo "all in-process checks passed"
