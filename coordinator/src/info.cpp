@@ -73,6 +73,11 @@ std::string counter_description(const std::string& name) {
       {std::string(counter::kNothingCaptured),
        "1: the rank ran but captured no event: its program made none of the captured calls where rankscope sees "
        "them (a static binary, an MPI other than the one rankscope was built with)"},
+      {"mpi_polls_unrecorded",
+       "MPI_Test* and Iprobe calls that found nothing within 10 us: counted (with their time) rather than recorded"},
+      {"mpi_poll_ns_unrecorded", "the time spent in those unrecorded polls, in ns"},
+      {"mpi_requests_untracked",
+       "nonblocking requests posted while the agent's request table was full: their completions are not recorded"},
       {std::string(counter::kMpiAborted), "1: the rank called MPI_Abort; the agent closed its shard first"},
       {std::string(counter::kMpiAbortCode), "the errorcode the rank gave MPI_Abort"},
       {std::string(counter::kTerminatedBySignal),
