@@ -14,7 +14,8 @@ if [ "${1:-}" = --bundle ]; then
 elif [ "${1:-}" = --tests ]; then
   # Real MPI programs profiled unchanged, the browser that renders the HTML
   # report, and the bundle's test (tests/scripts/test_bundle.sh).
-  packages+=(python3-mpi4py netpipe-openmpi chromium "${bundle_packages[@]}")
+  packages+=(python3-mpi4py netpipe-openmpi chromium "${bundle_packages[@]}"
+             gfortran libhdf5-dev python3-venv lammps meep-openmpi)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -130,6 +130,15 @@ std::string file_mentions(const fs::path& path, std::initializer_list<std::strin
   return found;
 }
 
+bool file_starts_with(const fs::path& path, std::string_view prefix) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) return false;
+  std::string head(prefix.size(), '\0');
+  const bool same = std::fread(head.data(), 1, head.size(), file) == head.size() && head == prefix;
+  std::fclose(file);
+  return same;
+}
+
 void set(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
 
 // The environment every mode gives the agent.
@@ -258,6 +267,8 @@ int merge_in_own_process(const fs::path& shard_dir, const std::string& output) {
   const pid_t merger = ::fork();
   if (merger < 0) return -1;
   if (merger == 0) {
+    // What the merge says is rankscope's, not the application's output.
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);
     ::execve(self.c_str(), argv.data(), envp.data());
     std::_Exit(127);
   }
@@ -509,9 +520,38 @@ void validate(const RunOptions& options) {
   if (!(options.sync_interval_s > 0)) throw Error("--sync-interval must be positive");
 }
 
+// The MPI library among the shared libraries an ELF program loads, directly
+// or through its own libraries (a program on libmeep_mpi, say), as the
+// dynamic loader resolves them: what `ldd` prints, without running the program.
+std::string mpi_library_loaded(const fs::path& program) {
+  std::string command = "LD_TRACE_LOADED_OBJECTS=1 '";
+  for (const char c : program.string()) command += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  command += "' 2>/dev/null";
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return "";
+  std::string found;
+  char line[4096];
+  while (std::fgets(line, sizeof(line), pipe)) {
+    const std::string_view text(line);
+    for (const std::string_view library : {"libmpi.so", "libmpi_mpifh.so", "libmpi_usempif08.so"}) {
+      if (found.empty() && text.find(library) != std::string_view::npos) found = library;
+    }
+  }
+  ::pclose(pipe);
+  return found;
+}
+
+bool is_elf(const fs::path& path) { return file_starts_with(path, "\x7f" "ELF"); }
+
 bool program_uses_mpi(const std::vector<std::string>& command, std::string& evidence) {
   const auto program = find_program(command.at(0));
   if (!program) return false;
+  if (is_elf(*program)) {
+    if (const std::string library = mpi_library_loaded(*program); !library.empty()) {
+      evidence = program->string() + " loads " + library;
+      return true;
+    }
+  }
   // C (libmpi.so) and Fortran (libmpi_mpifh.so, libmpi_usempif08.so, mpi_init_) programs.
   const std::string in_binary =
       file_mentions(*program, {"libmpi.so", "libmpi_mpifh.so", "libmpi_usempi", "MPI_Init", "mpi_init_"});

@@ -71,7 +71,17 @@ int main(int argc, char** argv) {
     uint64_t matched = 0;
     for (const Message& m : sends) matched += receives.count(m) > 0;
     json.key("p2p").begin_object().key("sends").value(static_cast<uint64_t>(sends.size()));
-    json.key("receives").value(static_cast<uint64_t>(receives.size())).key("matched").value(matched).end_object();
+    json.key("receives").value(static_cast<uint64_t>(receives.size())).key("matched").value(matched);
+    // The first receives without their send, for a failing test to show.
+    json.key("unmatched_receives").begin_array();
+    int shown = 0;
+    for (const Message& m : receives) {
+      if (sends.count(m) > 0 || shown++ == 5) continue;
+      json.value("comm " + std::to_string(std::get<0>(m)) + " from " + std::to_string(std::get<1>(m)) + " to " +
+                 std::to_string(std::get<2>(m)) + " tag " + std::to_string(std::get<3>(m)) + " seq " +
+                 std::to_string(std::get<4>(m)));
+    }
+    json.end_array().end_object();
     json.end_object();
     std::puts(json.str().c_str());
     return 0;
