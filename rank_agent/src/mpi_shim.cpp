@@ -442,10 +442,8 @@ void post_collective(Call call, int64_t begin, MPI_Request* request, MPI_Comm co
   g_requests->put(key_of(*request), pending);
 }
 
-// The operation behind `request` is complete at `end`.
-void complete(MPI_Request request, const MPI_Status* status, int64_t end) {
-  Pending p;
-  if (request == MPI_REQUEST_NULL || !g_requests->take(key_of(request), p)) return;
+// A nonblocking operation, complete at `end`; `status` is null where none was kept.
+void record_completed(const Pending& p, const MPI_Status* status, int64_t end) {
   Event e;
   if (p.kind == EventKind::kMpiCollective) {
     e = make_event(EventKind::kMpiCollective, p.call, p.begin, end);
@@ -471,6 +469,12 @@ void complete(MPI_Request request, const MPI_Status* status, int64_t end) {
   }
   e.track = static_cast<uint16_t>(p.comm->track);
   rankscope_agent_record(&e);
+}
+
+// The operation behind `request` is complete at `end`.
+void complete(MPI_Request request, const MPI_Status* status, int64_t end) {
+  Pending p;
+  if (request != MPI_REQUEST_NULL && g_requests->take(key_of(request), p)) record_completed(p, status, end);
 }
 
 // Request handles and statuses copied before a Wait or Test overwrites them;
@@ -1382,9 +1386,11 @@ RANKSCOPE_EXPORT int MPI_Request_free(MPI_Request* request) {
   const int64_t begin = now();
   const int rc = PMPI_Request_free(request);
   record_call(Call::kRequest_free, begin);
-  Pending gone;
-  g_requests->take(key, gone);
-  g_persistent->take(key, gone);
+  // An active send freed before it completes (posted and forgotten) is
+  // still a message: it is recorded as ending here.
+  Pending active;
+  if (g_requests->take(key, active)) record_completed(active, nullptr, now());
+  g_persistent->take(key, active);
   return rc;
 }
 

@@ -80,9 +80,7 @@ def main():
                 problems.append(f"rank {rank}: {name}: {want} calls counted, the timeline has {got:g} "
                                 f"(events named so: {events_named(counts, name)})")
     p2p = summary["p2p"]
-    # LAMMPS: 2 receives per rank match no recorded send (under investigation:
-    # docs/agent.md, "Known gaps"); its call counts are still checked.
-    if program != "lammps" and not p2p["sends"] == p2p["receives"] == p2p["matched"]:
+    if not p2p["sends"] == p2p["receives"] == p2p["matched"]:
         problems.append(f"not every message's send and receive match in the timeline: {p2p}")
     for problem in problems:
         print(f"FAIL: {program}: {problem}", file=sys.stderr)

@@ -52,6 +52,11 @@ int main(int argc, char** argv) {
   MPI_Wait(&persistent[1], MPI_STATUS_IGNORE);
   MPI_Request_free(&persistent[0]);
   MPI_Request_free(&persistent[1]);
+  /* A send posted and forgotten: still a message. */
+  MPI_Request forgotten;
+  MPI_Isend(out, 4, MPI_DOUBLE, peer, 30, MPI_COMM_WORLD, &forgotten);
+  MPI_Request_free(&forgotten);
+  MPI_Recv(in, 4, MPI_DOUBLE, peer, 30, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 
   /* MPI-IO: each rank writes 64 doubles at its offset, all together, then reads them back. */
   MPI_File file;
