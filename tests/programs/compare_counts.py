@@ -56,7 +56,7 @@ def main():
     for rank in range(ranks):
         count_file = counts_dir / f"rank-{rank}.txt"
         if not count_file.exists():
-            problems.append(f"rank {rank}: no count file {count_file} (the counted run did not reach MPI_Finalize)")
+            problems.append(f"rank {rank}: no count file {count_file} (the run that counts did not finish)")
             continue
         expected = {}
         for line in count_file.read_text().split("\n"):
@@ -74,14 +74,19 @@ def main():
             got = calls_in_timeline(counts, name)
             if name in TIMING_DEPENDENT:
                 if want > 0 and got == 0:
-                    problems.append(f"rank {rank}: {name}: called ({want} times in the counted run) but not in the "
-                                    f"timeline (events named so: {events_named(counts, name)})")
+                    problems.append(f"rank {rank}: {name}: called (counted {want} times) but not in the timeline "
+                                    f"(events named so: {events_named(counts, name)})")
             elif got != want:
                 problems.append(f"rank {rank}: {name}: {want} calls counted, the timeline has {got:g} "
                                 f"(events named so: {events_named(counts, name)})")
+    # The programs here receive every message they send, so every message
+    # must show both its ends.
     p2p = summary["p2p"]
     if not p2p["sends"] == p2p["receives"] == p2p["matched"]:
-        problems.append(f"not every message's send and receive match in the timeline: {p2p}")
+        problems.append(f"of {p2p['sends']} sends and {p2p['receives']} receives in the timeline, only "
+                        f"{p2p['matched']} pair up (same communicator, ranks, tag and sequence number): "
+                        f"{p2p['receives'] - p2p['matched']} receives without their send, "
+                        f"{p2p['sends'] - p2p['matched']} sends without their receive")
     for problem in problems:
         print(f"FAIL: {program}: {problem}", file=sys.stderr)
     if not problems:

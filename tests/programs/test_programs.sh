@@ -24,7 +24,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 ranks=2
 # Each program runs in a few seconds alone; a run that takes longer than this
 # has hung (a rank waiting for a peer that died, say).
-limit_s=60
+limit_s=40
 all_programs="h5py hdf5_serial fortran_mpi fortran_f08 fortran_mpifh netpipe lammps meep"
 selected=${RANKSCOPE_PROGRAMS:-$all_programs}
 
@@ -72,7 +72,8 @@ launch() {  # launch DIR KIND [WORD...]: the WORDs go between "mpiexec -n 2" and
 }
 
 # The profiled run must end as the bare run did, and the bare and counted
-# runs must succeed (or nothing else here means anything).
+# runs must succeed. Returns 1 when any did not: the outputs and timeline of
+# a run that failed say nothing more.
 check_status() {
   local dir=$work/$program bare profiled counted
   bare=$(cat "$dir/bare.status") profiled=$(cat "$dir/profiled.status") counted=$(cat "$dir/counted.status")
@@ -83,7 +84,7 @@ check_status() {
   fi
   if [ "$counted" != 0 ]; then
     fail "the counted run (mpicount preloaded) failed with exit status $counted; the end of its output:"
-    tail -n 20 "$dir/counted.err" >&2
+    tail -n 20 "$dir/counted.out" "$dir/counted.err" >&2
   fi
   if [ "$profiled" != "$bare" ]; then
     if [ "$profiled" = 124 ] || [ "$profiled" = 137 ]; then
@@ -92,36 +93,54 @@ check_status() {
       fail "under rankscope run it ended with exit status $profiled, the bare run with $bare; the end of its output:"
     fi
     tail -n 25 "$dir/profiled.out" "$dir/profiled.err" >&2
+    return 1
   fi
+  [ "$counted" = 0 ]
 }
 
-# same_stdout MASK: standard output of the bare and profiled runs through the
-# function MASK, which hides what differs from run to run (timings, rates),
-# compared as sorted lines since the ranks' lines interleave in any order.
-# Standard error is not compared: rankscope and its agent write there.
+# compare_outputs FUNCTION: FUNCTION KIND compares what the run KIND left
+# (standard output, files) with what the bare run left. The counted run goes
+# first, as a control: it runs without rankscope too, so a difference there
+# means this test's idea of what repeats from run to run is wrong, and the
+# profiled run is not judged by it.
+compare_outputs() {
+  local before=${#failed[@]}
+  "$1" counted
+  if [ ${#failed[@]} -ne "$before" ]; then
+    fail "outputs differ between two runs without rankscope (bare, counted): the test's masks are wrong, not rankscope"
+    return 1
+  fi
+  "$1" profiled
+}
+
+# same_stdout KIND MASK: standard output of the bare run and the run KIND
+# through the function MASK, which hides what differs from run to run
+# (timings, rates), compared as sorted lines since the ranks' lines interleave
+# in any order. Standard error is not compared: rankscope writes there.
 same_stdout() {
-  local dir=$work/$program
-  "$1" <"$dir/bare.out" | LC_ALL=C sort >"$dir/bare.masked"
-  "$1" <"$dir/profiled.out" | LC_ALL=C sort >"$dir/profiled.masked"
-  if ! diff -u "$dir/bare.masked" "$dir/profiled.masked" >"$dir/stdout.diff"; then
-    fail "standard output differs from the bare run's (masked and sorted; - bare, + profiled):"
-    tail -n +3 "$dir/stdout.diff" | grep -E '^[-+]' | head -30 >&2
+  local dir=$work/$program kind=$1
+  "$2" <"$dir/bare.out" | LC_ALL=C sort >"$dir/bare.masked"
+  "$2" <"$dir/$kind.out" | LC_ALL=C sort >"$dir/$kind.masked"
+  if ! diff -u "$dir/bare.masked" "$dir/$kind.masked" >"$dir/$kind.stdout.diff"; then
+    fail "the $kind run's standard output differs from the bare run's (masked, sorted; - bare, + $kind):"
+    tail -n +3 "$dir/$kind.stdout.diff" | grep -E '^[-+]' | head -30 >&2
   fi
 }
 unmasked() { cat; }
 
-# same_files PATTERN...: the files the program wrote, byte for byte.
+# same_files KIND PATTERN...: the files the program wrote, byte for byte.
 same_files() {
-  local dir=$work/$program pattern file name found
+  local dir=$work/$program kind=$1 pattern file name found
+  shift
   for pattern in "$@"; do
     found=0
     for file in "$dir"/bare/$pattern; do
       [ -e "$file" ] || continue
       found=1 name=${file##*/}
-      if [ ! -e "$dir/profiled/$name" ]; then
-        fail "the profiled run did not write $name"
-      elif ! cmp -s "$file" "$dir/profiled/$name"; then
-        fail "$name differs from the bare run's ($(cmp "$file" "$dir/profiled/$name" 2>&1 | head -1))"
+      if [ ! -e "$dir/$kind/$name" ]; then
+        fail "the $kind run did not write $name"
+      elif ! cmp -s "$file" "$dir/$kind/$name"; then
+        fail "$name from the $kind run differs from the bare run's ($(cmp "$file" "$dir/$kind/$name" 2>&1 | head -1))"
       fi
     done
     [ $found = 1 ] || fail "the bare run wrote no $pattern"
@@ -129,11 +148,13 @@ same_files() {
 }
 
 # check_argv ARG...: our own programs print, on rank 0, argc=N and then
-# argv[i]=<...> for what reached them; it must be exactly the ARGs given.
+# argv[i]=<...> for what reached them; under rankscope run it must be exactly
+# the ARGs given.
 check_argv() {
   local expected="argc=$#" i=1 arg got
   for arg in "$@"; do expected+=$'\n'"argv[$i]=<$arg>"; i=$((i + 1)); done
   got=$(grep -E '^(argc=|argv\[)' "$work/$program/profiled.out")
+  [ -z "$got" ] && return  # it never got that far: check_status says why
   [ "$got" = "$expected" ] ||
     fail "its arguments under rankscope run are not the ones given; it saw:"$'\n'"$got"$'\n'"instead of:"$'\n'"$expected"
 }
@@ -158,6 +179,7 @@ check_counts() {
 # for Debian's own h5py, which is there too.
 program_h5py() {
   local venv=$cache/h5py-venv
+  /usr/bin/python3 -c "import mpi4py" || { fail "Debian's python3-mpi4py is not installed"; return; }
   if [ ! -f "$venv/ready" ]; then
     rm -rf "$venv"
     /usr/bin/python3 -m venv --system-site-packages "$venv" ||
@@ -183,12 +205,14 @@ PY
   local args=("two words" -o x.h5 -- last)
   command=("$venv/bin/python" "$here/h5py_roundtrip.py" "${args[@]}")
   run_three
-  check_status || return
   check_argv "${args[@]}"
-  same_stdout unmasked
-  same_files "rank-*.h5"  # written without times: the same bytes every run
+  check_status || return
+  compare_outputs hdf5_outputs
   check_counts "$work/$program/mpicount"
 }
+# The program's own lines, and its rank-N.h5 files, written without times so
+# that they are the same bytes in every run.
+hdf5_outputs() { same_stdout "$1" unmasked; same_files "$1" "rank-*.h5"; }
 
 # C, linked to Debian's serial HDF5 (libhdf5_serial), whose symbols have the
 # same names as those of the parallel HDF5 the agent brings in.
@@ -199,15 +223,15 @@ program_hdf5_serial() {
   local args=("two words" -o x.h5 -- last)
   command=("$work/bin/hdf5_serial" "${args[@]}")
   run_three
-  check_status || return
   check_argv "${args[@]}"
-  same_stdout unmasked
-  same_files "rank-*.h5"
+  check_status || return
+  compare_outputs hdf5_outputs
   check_counts "$work/$program/mpicount"
 }
 
 # One source, three ways into MPI from Fortran. The program writes its own
-# counts to the folder its first argument names.
+# counts to the folder its first argument names; the counted run only serves
+# as a control for the outputs.
 fortran() {  # fortran DEFINE
   need mpif90 "libopenmpi-dev and gfortran" || return
   mpif90 -O1 -D"$1" -o "$work/bin/$program" "$here/calls.F90" || { fail "cannot build calls.F90 with -D$1"; return; }
@@ -215,66 +239,73 @@ fortran() {  # fortran DEFINE
   command=("$work/bin/$program" "${args[@]}")
   mkdir -p "$work/$program/"{bare,profiled,counted}/counts
   run_three
-  check_status || return
   check_argv "${args[@]}"
-  same_stdout unmasked  # checksums of what the calls computed
+  check_status || return
+  compare_outputs fortran_outputs
   check_counts "$work/$program/profiled/counts"
 }
+fortran_outputs() { same_stdout "$1" unmasked; }  # checksums of what the calls computed
 program_fortran_mpi() { fortran USE_MPI; }
 program_fortran_f08() { fortran USE_F08; }
 program_fortran_mpifh() { fortran USE_MPIFH; }
 
 # NetPIPE's ping-pong between two ranks, a fixed 20 repeats per size.
-netpipe_mask() { sed -E 's/-->.*/--> (rate)/'; }
 program_netpipe() {
   need NPopenmpi netpipe-openmpi || return
   command=(NPopenmpi -n 20 -p 0 -a -u 4096 -o np.out)
   run_three
   check_status || return
-  same_stdout netpipe_mask
+  compare_outputs netpipe_outputs
+  check_counts "$work/$program/mpicount"
+}
+netpipe_mask() { sed -E 's/-->.*/--> (rate)/'; }
+netpipe_outputs() {
+  same_stdout "$1" netpipe_mask
   # np.out has a line per message size: size, rate, time. The sizes must agree.
   local dir=$work/$program
-  cmp -s <(awk '{print $1}' "$dir/bare/np.out") <(awk '{print $1}' "$dir/profiled/np.out" 2>/dev/null) ||
-    fail "np.out's message sizes differ from the bare run's"
-  check_counts "$dir/mpicount"
+  cmp -s <(awk '{print $1}' "$dir/bare/np.out") <(awk '{print $1}' "$dir/$1/np.out" 2>/dev/null) ||
+    fail "the message sizes in the $1 run's np.out differ from the bare run's"
 }
 
 # LAMMPS: a small Lennard-Jones melt; its thermodynamic output, trajectory and
 # final state are exact from run to run, its timings are not.
-lammps_mask() {
-  sed -E '/^(Loop time of|Performance:|Total wall time:|MPI task timing breakdown:|Section +\||-{20,}$)/d
-          /^(Pair|Neigh|Comm|Output|Modify|Other) +\|/d; /% CPU use with/d; /CPU = [0-9.e+-]+ seconds/d'
-}
 program_lammps() {
   need lmp lammps || return
   command=(lmp -in lj.in -log none -var seed 87287)
   run_three "$here/lj.in"
   check_status || return
-  same_stdout lammps_mask
-  same_files lj.dump lj.data
+  compare_outputs lammps_outputs
   check_counts "$work/$program/mpicount"
 }
+lammps_mask() {
+  sed -E '/^(Loop time of|Performance:|Total wall time:|MPI task timing breakdown:|Section +\||-{20,}$)/d
+          /^(Pair|Neigh|Comm|Output|Modify|Other) +\|/d; /% CPU use with/d; /CPU = [0-9.e+-]+ seconds/d'
+}
+lammps_outputs() { same_stdout "$1" lammps_mask; same_files "$1" lj.dump lj.data; }
 
 # Meep: an FDTD run on two chunks, one per rank, whose fields go to HDF5
-# through Debian's parallel HDF5, the agent's own. Those files carry creation
-# times, so their contents are compared (h5diff), not their bytes.
-meep_mask() { sed -E 's/^(time for [a-z_]+ = ).*/\1(time)/; s/^(Elapsed run time = ).*/\1(time)/; /^on time step /d'; }
+# through Debian's parallel HDF5, the agent's own.
 program_meep() {
   need meep meep-openmpi || return
   need h5diff hdf5-tools || return
   command=(meep waveguide.ctl)
   run_three "$here/waveguide.ctl"
   check_status || return
-  same_stdout meep_mask
+  compare_outputs meep_outputs
+  check_counts "$work/$program/mpicount"
+}
+meep_mask() { sed -E 's/^(time for [a-z_]+ = ).*/\1(time)/; s/^(Elapsed run time = ).*/\1(time)/; /^on time step /d'; }
+meep_outputs() {
+  same_stdout "$1" meep_mask
+  # Meep's files carry creation times, so their contents are compared, not their bytes.
   local dir=$work/$program file n=0
   for file in "$dir"/bare/*.h5; do
     [ -e "$file" ] || continue
     n=$((n + 1))
-    h5diff -q "$file" "$dir/profiled/${file##*/}" >/dev/null 2>&1 ||
-      fail "${file##*/} differs from the bare run's, or is missing (h5diff $file $dir/profiled/${file##*/})"
+    h5diff -q "$file" "$dir/$1/${file##*/}" >/dev/null 2>&1 ||
+      fail "${file##*/} from the $1 run differs from the bare run's, or is missing (h5diff $file $dir/$1/${file##*/})"
   done
   [ $n = 2 ] || fail "the bare run wrote $n HDF5 files, not 2"
-  check_counts "$dir/mpicount"
 }
 
 # ------------------------------------------------------------------ main ---
