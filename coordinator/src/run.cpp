@@ -493,12 +493,7 @@ int run_sidecar(const RunOptions& options, const Identity& id, const fs::path& s
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Finalize();
-  if (WIFSIGNALED(status)) {
-    // Pass the signal on as the application's own death.
-    ::signal(WTERMSIG(status), SIG_DFL);
-    ::raise(WTERMSIG(status));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  return pass_status_on(status);
 }
 
 }  // namespace

@@ -421,9 +421,14 @@ Agent* agent() { return g_agent.load(std::memory_order_acquire); }
 // only the rank that really died shows as dead.
 void on_terminate(int signal_number) {
   Agent* a = agent();
-  if (a && a->in_this_process() && g_terminating_signal == 0) {
-    g_terminating_signal = signal_number;
-    a->wake_flusher();
+  // A second signal may come while the first is being handled, on another
+  // thread (mpirun signals the process group, and `rankscope run` passes its
+  // own on): it waits for the same close instead of ending the process first.
+  if (a && a->in_this_process()) {
+    if (g_terminating_signal == 0) {
+      g_terminating_signal = signal_number;
+      a->wake_flusher();
+    }
     const timespec pause{0, 10'000'000};
     for (int waited = 0; waited < 100 && !g_closed_after_signal; ++waited) ::nanosleep(&pause, nullptr);
   }

@@ -243,6 +243,17 @@ fortran() {  # fortran DEFINE
   check_status || return
   compare_outputs fortran_outputs
   check_counts "$work/$program/profiled/counts"
+  # Started in sidecar mode, it must stop at once with rankscope's one line:
+  # Open MPI's Fortran MPI_Init calls PMPI_Init, which the guard holds too.
+  local sidecar=$work/$program/sidecar status=0
+  mkdir -p "$sidecar/counts"
+  (cd "$sidecar" && timeout "$limit_s" "$mpiexec" -n "$ranks" "$rankscope" run --mode sidecar -o "$sidecar/t.h5" -- \
+    "${command[@]}" >"$sidecar.log" 2>&1) || status=$?
+  if [ "$status" -eq 0 ] || [ "$status" -eq 124 ]; then
+    fail "in sidecar mode it $([ "$status" -eq 0 ] && echo "ran to the end" || echo "hung"), instead of stopping at MPI_Init"
+  elif ! grep -q "profile it with \`rankscope run --mode inprocess\`" "$sidecar.log"; then
+    fail "in sidecar mode it stopped without rankscope's one-line message ($sidecar.log)"
+  fi
 }
 fortran_outputs() { same_stdout "$1" unmasked; }  # checksums of what the calls computed
 program_fortran_mpi() { fortran USE_MPI; }

@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
   int flag = 0;
   while (!flag) MPI_Iprobe(peer, 12, MPI_COMM_WORLD, &flag, &status);
   MPI_Recv(in, 8, MPI_DOUBLE, peer, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  /* Polls that find nothing: a tag nobody sends. */
+  for (int poll = 0; poll < 100; ++poll) MPI_Iprobe(peer, 99, MPI_COMM_WORLD, &flag, &status);
 
   /* Persistent requests: 3 rounds of Startall over a send and a receive, then a lone Start. */
   MPI_Request persistent[2];

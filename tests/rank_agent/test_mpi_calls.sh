@@ -84,6 +84,11 @@ for r in s["ranks"]:
     # MPI-IO's own collectives inside File_open/close and the _all calls are not the application's.
     assert n("mpi_collective MPI_Allreduce") == 0 and n("mpi_collective MPI_Bcast") == 0, c
     assert r["counters"].get("mpi_requests_untracked", 0) == 0, r["counters"]
+    # 100 polls of a tag nobody sends, beside the Iprobe loop that finds its message:
+    # each poll is either recorded (it took 10 us or more) or counted with its time.
+    polls, poll_ns = r["counters"].get("mpi_polls_unrecorded", 0), r["counters"].get("mpi_poll_ns_unrecorded", 0)
+    assert polls + n("mpi_call MPI_Iprobe") >= 101, (polls, c)
+    assert (polls == 0) == (poll_ns == 0), r["counters"]
 assert s["p2p"]["sends"] == s["p2p"]["matched"] == s["p2p"]["receives"], s["p2p"]
 print("calls ok:", s["p2p"])
 PY
