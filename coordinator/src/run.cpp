@@ -516,10 +516,11 @@ void validate(const RunOptions& options) {
 }
 
 // The MPI library among the shared libraries an ELF program loads, directly
-// or through its own libraries (a program on libmeep_mpi, say), as the
-// dynamic loader resolves them: what `ldd` prints, without running the program.
+// or through its own libraries (a program on libmeep_mpi, say), as `ldd`
+// resolves them: through the dynamic loader, so the program itself never
+// runs (a static one included).
 std::string mpi_library_loaded(const fs::path& program) {
-  std::string command = "LD_TRACE_LOADED_OBJECTS=1 '";
+  std::string command = "ldd '";
   for (const char c : program.string()) command += c == '\'' ? std::string("'\\''") : std::string(1, c);
   command += "' 2>/dev/null";
   std::FILE* pipe = ::popen(command.c_str(), "r");

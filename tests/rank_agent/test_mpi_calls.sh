@@ -45,6 +45,12 @@ status=$?
 set -e
 [ $status -eq 3 ] || fail "the application's exit status 3 came back as $status"
 
+echo "== auto mode looks at a program's libraries without running it (a static one included)"
+printf '#include <stdio.h>\nint main(void) { FILE* f = fopen("runs.txt", "a"); fputs("ran\\n", f); return 0; }\n' >marker.c
+cc -static -o marker marker.c
+"$mpiexec" -n 1 "$rankscope" run -o m.h5 -- ./marker 2>marker.log || { cat marker.log; fail "the static program failed"; }
+[ "$(wc -l <runs.txt)" -eq 1 ] || fail "the static program ran $(wc -l <runs.txt) times, not once: auto mode ran it to look at it"
+
 echo "== a program that never calls MPI_Finalize: its shards are kept, with the command that merges them"
 "$mpiexec" -n 1 "$rankscope" run --mode inprocess -o nf.h5 -- /bin/true 2>nf.log
 grep -q "without calling MPI_Finalize.*merge them with: .*rankscope merge $work/nf.h5.shards -o nf.h5" nf.log ||
