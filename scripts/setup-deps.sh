@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# scripts/setup-deps.sh [--tests | --bundle]: installs the Debian packages rankscope
-# needs (and with --tests, those its test suite needs too), when run as root;
+# scripts/setup-deps.sh [--tests | --bundle | --bench]: installs the Debian packages
+# rankscope needs (and with --tests, those its test suite needs too; with
+# --bench, the programs bench/program_cost.sh profiles), when run as root;
 # otherwise names the missing ones. Safe to run again: it installs only what
 # is missing.
 set -euo pipefail
@@ -11,6 +12,8 @@ if [ "${1:-}" = --bundle ]; then
   # scripts/make-bundle.sh: RUNPATHs rewritten, binaries stripped, the archive
   # compressed; scripts/gpu_check.py reads timelines with h5py.
   packages+=("${bundle_packages[@]}")
+elif [ "${1:-}" = --bench ]; then
+  packages+=(hpcc lammps)
 elif [ "${1:-}" = --tests ]; then
   # Real MPI programs profiled unchanged, the browser that renders the HTML
   # report, and the bundle's test (tests/scripts/test_bundle.sh).

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "rankscope/analysis.h"
 #include "rankscope/json.h"
 
 namespace rankscope {
@@ -73,9 +74,9 @@ std::string counter_description(const std::string& name) {
       {std::string(counter::kNothingCaptured),
        "1: the rank ran but captured no event: its program made none of the captured calls where rankscope sees "
        "them (a static binary, an MPI other than the one rankscope was built with)"},
-      {"mpi_polls_unrecorded",
-       "MPI_Test* and Iprobe calls that found nothing within 10 us: counted (with their time) rather than recorded"},
-      {"mpi_poll_ns_unrecorded", "the time spent in those unrecorded polls, in ns"},
+      {"mpi_polls_unrecorded", "MPI_Test* and Iprobe calls that found nothing: counted rather than recorded"},
+      {"mpi_poll_ns_unrecorded", "the time spent in those polls, in ns, estimated from the timed ones"},
+      {"mpi_polls_timed", "polls timed (one in 256 per thread) for that estimate"},
       {"mpi_requests_untracked",
        "nonblocking requests posted while the agent's request table was full: their completions are not recorded"},
       {std::string(counter::kMpiAborted), "1: the rank called MPI_Abort; the agent closed its shard first"},
@@ -153,7 +154,7 @@ std::string info_text(const Timeline& timeline) {
   std::string quality;
   for (const RankInfo& rank : timeline.ranks()) {
     for (const auto& [name, value] : rank.counters.entries()) {
-      if (value == 0) continue;
+      if (value == 0 || name.starts_with(counter::kCostPrefix)) continue;  // costs, shown below
       const std::string description = counter_description(name);
       std::snprintf(line, sizeof(line), "  rank %d: %s = %llu%s%s\n", rank.rank, name.c_str(),
                     static_cast<unsigned long long>(value), description.empty() ? "" : "  (",
@@ -162,6 +163,19 @@ std::string info_text(const Timeline& timeline) {
     }
   }
   out += "data quality: " + std::string(quality.empty() ? "no problems counted\n" : "\n" + quality);
+
+  if (const std::vector<analysis::CaptureCost> costs = analysis::capture_cost(timeline); !costs.empty()) {
+    const auto worst = std::max_element(costs.begin(), costs.end(), [](const auto& a, const auto& b) {
+      return a.share_pct() < b.share_pct();
+    });
+    int64_t total = 0;
+    for (const analysis::CaptureCost& c : costs) total += c.total_ns();
+    std::snprintf(line, sizeof(line),
+                  "capture cost: %.3f ms per rank on average, at most %.2f %% of a rank's run (rank %d); "
+                  "`rankscope report` shows where\n",
+                  static_cast<double>(total) / static_cast<double>(costs.size()) * 1e-6, worst->share_pct(), worst->rank);
+    out += line;
+  }
 
   out += timeline.clock_corrected() ? "\nclock: every rank on rank 0's clock\n"
                                     : "\nclock: not corrected (ranks without measurements keep their local clock)\n";

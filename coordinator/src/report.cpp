@@ -97,6 +97,7 @@ Report make_report(const Timeline& timeline, const ReportOptions& options) {
   }
   report.stragglers = find_stragglers(report.profile);
   report.buckets = analyze_buckets(report.profile, report.overlap);
+  report.capture_cost = capture_cost(timeline);
   return report;
 }
 
@@ -204,6 +205,29 @@ std::string report_text(const Report& report) {
                   milliseconds(median(g.transfer)).c_str());
     out += line;
   }
+  if (!report.capture_cost.empty()) {
+    out += "\ncapture cost (time each rank's process spent on capture; calls estimated):\n";
+    const auto worst = std::max_element(report.capture_cost.begin(), report.capture_cost.end(),
+                                        [](const CaptureCost& a, const CaptureCost& b) { return a.share_pct() < b.share_pct(); });
+    for (size_t i = 0; i < report.capture_cost.size(); ++i) {
+      const CaptureCost& c = report.capture_cost[i];
+      if (i == 8 && report.capture_cost.size() > 10) {
+        std::snprintf(line, sizeof(line), "  ... %zu more ranks; the largest share is rank %d's, %.2f %%\n",
+                      report.capture_cost.size() - 8, worst->rank, worst->share_pct());
+        out += line;
+        break;
+      }
+      std::snprintf(line, sizeof(line),
+                    "  rank %-5d %s of %s (%.2f %%): start %s, MPI_Init %s, MPI_Finalize %s, last flush %s, "
+                    "writer thread %s CPU, %llu calls ~%s; buffers %s\n",
+                    c.rank, milliseconds(c.total_ns()).c_str(), milliseconds(c.capture_ns).c_str(), c.share_pct(),
+                    milliseconds(c.start_ns).c_str(), milliseconds(c.mpi_init_ns).c_str(),
+                    milliseconds(c.mpi_finalize_ns).c_str(), milliseconds(c.finish_ns).c_str(),
+                    milliseconds(c.flusher_cpu_ns).c_str(), static_cast<unsigned long long>(c.host_events),
+                    milliseconds(c.events_ns).c_str(), mebibytes(c.buffer_bytes).c_str());
+      out += line;
+    }
+  }
   return out;
 }
 
@@ -309,6 +333,17 @@ std::string report_json(const Report& report) {
     json.key("median_transfer_ns").value(median(g.transfer)).key("median_wait_ns").value(median(g.wait)).end_object();
   }
   json.end_array().end_object();
+
+  json.key("capture_cost").begin_array();
+  for (const CaptureCost& c : report.capture_cost) {
+    json.begin_object().key("rank").value(c.rank).key("capture_ns").value(c.capture_ns);
+    json.key("total_ns").value(c.total_ns()).key("share_pct").value(c.share_pct());
+    json.key("start_ns").value(c.start_ns).key("mpi_init_ns").value(c.mpi_init_ns);
+    json.key("mpi_finalize_ns").value(c.mpi_finalize_ns).key("finish_ns").value(c.finish_ns);
+    json.key("flusher_cpu_ns").value(c.flusher_cpu_ns).key("host_events").value(c.host_events);
+    json.key("events_ns").value(c.events_ns).key("buffer_bytes").value(c.buffer_bytes).end_object();
+  }
+  json.end_array();
 
   json.key("clock").begin_object().key("corrected").value(job.clock_corrected).key("ranks").begin_array();
   for (size_t r = 0; r < job.clocks.size(); ++r) {

@@ -831,6 +831,33 @@ void write_bucket_section(const Report& report, std::string& out) {
   out += "</section>\n";
 }
 
+// ---------------------------------------------------------- capture cost ---
+
+void write_capture_cost_section(const Report& report, std::string& out) {
+  if (report.capture_cost.empty()) return;  // imported traces: no agent measured anything
+  out += "<section id=\"cost-section\">\n<h2>What profiling cost</h2>\n";
+  out += "<details><summary>per-rank capture cost, " + std::to_string(report.capture_cost.size()) +
+         " ranks</summary>\n<div class=\"table-wrap\"><table id=\"cost-table\">\n<thead><tr>"
+         "<th class=\"num\">rank</th><th class=\"num\">total</th><th class=\"num\">share of the run</th>"
+         "<th class=\"num\">agent start</th><th class=\"num\">MPI_Init</th><th class=\"num\">MPI_Finalize</th>"
+         "<th class=\"num\">last flush</th><th class=\"num\">writer thread CPU</th>"
+         "<th class=\"num\">recorded calls (estimated)</th><th class=\"num\">buffer memory</th></tr></thead>\n<tbody>\n";
+  for (const CaptureCost& c : report.capture_cost) {
+    out += "<tr><td class=\"num\">" + std::to_string(c.rank) + "</td><td class=\"num\">" +
+           format_duration(c.total_ns()) + "</td><td class=\"num\">" + format_percent(c.share_pct()) +
+           "</td><td class=\"num\">" + format_duration(c.start_ns) + "</td><td class=\"num\">" +
+           format_duration(c.mpi_init_ns) + "</td><td class=\"num\">" + format_duration(c.mpi_finalize_ns) +
+           "</td><td class=\"num\">" + format_duration(c.finish_ns) + "</td><td class=\"num\">" +
+           format_duration(c.flusher_cpu_ns) + "</td><td class=\"num\">" + std::to_string(c.host_events) + " × " +
+           "≈ " + format_duration(c.events_ns) + "</td><td class=\"num\">" +
+           format_bytes(static_cast<double>(c.buffer_bytes)) + "</td></tr>\n";
+  }
+  out += "</tbody></table></div>\n</details>\n<p class=\"caption\">Time the rank's process spent on capture "
+         "rather than on the application: measured for start-up, MPI_Init, MPI_Finalize and the agent's writer "
+         "thread; estimated for the recorded calls (their number times the cost of one, calibrated on the rank's "
+         "machine).</p>\n</section>\n";
+}
+
 }  // namespace
 
 std::string report_html(const Report& report) {
@@ -844,6 +871,7 @@ std::string report_html(const Report& report) {
   write_straggler_table(report, out);
   write_overlap_section(report, out);
   write_bucket_section(report, out);
+  write_capture_cost_section(report, out);
   out += "</main>\n</body>\n</html>\n";
   return out;
 }

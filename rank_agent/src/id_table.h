@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "zero_pages.h"
+
 namespace rankscope::agent {
 
 inline constexpr uint32_t kNoId = UINT32_MAX;
@@ -16,8 +18,7 @@ class ConcurrentIdTable {
  public:
   // `slots` must be a power of two, at least twice `max_ids`.
   ConcurrentIdTable(uint32_t slots, uint32_t max_ids)
-      : mask_(slots - 1), max_ids_(max_ids), slots_(new std::atomic<uint64_t>[slots]()),
-        states_(new std::atomic<IdState>[max_ids]()) {}
+      : mask_(slots - 1), max_ids_(max_ids), slots_(slots), states_(max_ids) {}
 
   // The id of the item with this hash for which same(id) holds; when there is
   // none, a new id, filled in by create(id), which returns false if the
@@ -75,8 +76,8 @@ class ConcurrentIdTable {
 
   const uint32_t mask_;
   const uint32_t max_ids_;
-  std::unique_ptr<std::atomic<uint64_t>[]> slots_;
-  std::unique_ptr<std::atomic<IdState>[]> states_;
+  ZeroPages<std::atomic<uint64_t>> slots_;  // 0: empty
+  ZeroPages<std::atomic<IdState>> states_;   // 0: kFilling
   std::atomic<uint32_t> next_id_{0};
 };
 

@@ -79,7 +79,13 @@ class AgentScope {
   bool was_;
 };
 
-bool capturing() { return !t_in_agent && rankscope_agent_capturing(kCaptureMpi); }
+// Found once the capture library has started (its constructor runs before the
+// shim's); nothing is captured before.
+constexpr uint32_t kNoCaptureBits = 0;
+const uint32_t* g_capture_bits = &kNoCaptureBits;
+[[gnu::constructor]] void find_capture_bits() { g_capture_bits = rankscope_agent_capture_bits(); }
+
+bool capturing() { return !t_in_agent && (__atomic_load_n(g_capture_bits, __ATOMIC_RELAXED) & kCaptureMpi) != 0; }
 int64_t now() { return rankscope_agent_now(); }
 
 // ----------------------------------------------------- communicators ---
@@ -281,7 +287,7 @@ Event collective_event(Call call, int64_t begin, int64_t end, MPI_Comm comm, con
 class MessageCounters {
  public:
   static constexpr uint32_t kMaxKeys = 1 << 16;
-  MessageCounters() : ids_(kMaxKeys * 2, kMaxKeys), keys_(new Key[kMaxKeys]), counts_(new std::atomic<uint64_t>[kMaxKeys]()) {}
+  MessageCounters() : ids_(kMaxKeys * 2, kMaxKeys), keys_(new Key[kMaxKeys]), counts_(kMaxKeys) {}
 
   uint64_t next(uint64_t comm, int sender, int receiver, int tag) {
     const Key key{comm, sender, receiver, tag};
@@ -303,7 +309,7 @@ class MessageCounters {
   };
   ConcurrentIdTable ids_;
   std::unique_ptr<Key[]> keys_;
-  std::unique_ptr<std::atomic<uint64_t>[]> counts_;
+  ZeroPages<std::atomic<uint64_t>> counts_;
 };
 MessageCounters* g_messages = nullptr;
 
@@ -419,7 +425,7 @@ class RequestTable {
     return nullptr;
   }
 
-  Slot slots_[kSlots];
+  ZeroPages<Slot> slots_{kSlots};  // all empty: kEmpty is 0
   std::atomic<uint64_t> untracked_{0};
 };
 RequestTable* g_requests = nullptr;    // nonblocking operations in flight, and messages probed with Mprobe
@@ -487,18 +493,168 @@ struct CompletionScratch {
       requests.resize(static_cast<size_t>(count));
       statuses.resize(static_cast<size_t>(count));
     }
-    std::copy(array, array + count, requests.begin());
+    // Polls pass one request or a few: a call to memmove would cost more than copying them here.
+    MPI_Request* kept = requests.data();
+    if (count <= 2) {
+      if (count > 0) kept[0] = array[0];
+      if (count > 1) kept[1] = array[1];
+    } else {
+      std::copy(array, array + count, kept);
+    }
   }
 };
-thread_local CompletionScratch t_scratch;
+// Reached through a plain pointer: a thread_local with a constructor would
+// cost every call a __tls_get_addr for its guard.
+[[gnu::tls_model("initial-exec")]] thread_local CompletionScratch* t_scratch = nullptr;
+CompletionScratch& completion_scratch() {
+  if (CompletionScratch* scratch = t_scratch) return *scratch;
+  thread_local CompletionScratch owned;  // freed when the thread exits
+  t_scratch = &owned;
+  return owned;
+}
+
+// -------------------------------------------------------------- polls ---
+
+// A Test or Iprobe that finds nothing is polling. A spin loop polls millions
+// of times, each poll shorter than the two clock reads that would time it,
+// so one poll in kPollSampleEvery per thread is timed and the others only
+// counted: the time spent polling is estimated from the timed ones (counters
+// mpi_polls_unrecorded, mpi_poll_ns_unrecorded, mpi_polls_timed). A timed
+// poll that took long enough to be progress work worth seeing is recorded,
+// and so is every poll that completes something; one that was not timed is
+// recorded at its end, with no duration.
+constexpr uint32_t kPollSampleEvery = 256;
+constexpr int64_t kLongPollNs = 10'000;
+
+// Each thread's counts are written by that thread alone: a shared counter's
+// locked add would cost a spinning rank more than the poll itself.
+struct PollCounts {
+  std::atomic<uint64_t> unrecorded{0};
+  std::atomic<uint64_t> timed{0};
+  std::atomic<uint64_t> timed_ns{0};
+};
+constexpr uint32_t kPollCountSlots = 256;
+PollCounts g_poll_counts[kPollCountSlots];
+std::atomic<uint32_t> g_poll_slots_taken{0};
+PollCounts g_poll_counts_shared;  // for threads beyond the slots, with locked adds
+
+struct PollThread {
+  PollCounts* counts = nullptr;
+  bool shared = false;
+  uint32_t until_timed = 0;
+};
+[[gnu::tls_model("initial-exec")]] thread_local PollThread t_poll{};
+
+void claim_poll_counts(PollThread& thread) {
+  const uint32_t slot = g_poll_slots_taken.fetch_add(1, std::memory_order_relaxed);
+  thread.shared = slot >= kPollCountSlots;
+  thread.counts = thread.shared ? &g_poll_counts_shared : &g_poll_counts[slot];
+}
+
+void add(std::atomic<uint64_t>& counter, uint64_t value, bool shared) {
+  if (shared) counter.fetch_add(value, std::memory_order_relaxed);
+  else counter.store(counter.load(std::memory_order_relaxed) + value, std::memory_order_relaxed);
+}
+
+class PollTimer {
+ public:
+  // `always_timed` for the blocking calls that share the completion code.
+  explicit PollTimer(bool always_timed = false) : timed_(always_timed || sampled()) {
+    if (timed_) begin_ = now();
+  }
+  // After the call: whether it is worth recording; counts it otherwise.
+  [[gnu::always_inline]] bool finish(bool completed) {
+    if (completed || timed_) end_ = now();
+    if (!timed_) begin_ = end_;
+    if (completed) return true;
+    PollThread& thread = t_poll;
+    if (!thread.counts) claim_poll_counts(thread);
+    if (timed_) {
+      if (end_ - begin_ >= kLongPollNs) return true;
+      thread.until_timed = kPollSampleEvery - 1;
+      add(thread.counts->timed, 1, thread.shared);
+      add(thread.counts->timed_ns, static_cast<uint64_t>(end_ - begin_), thread.shared);
+    }
+    add(thread.counts->unrecorded, 1, thread.shared);
+    return false;
+  }
+  int64_t begin() const { return begin_; }
+  int64_t end() const { return end_; }
+
+ private:
+  // The countdown starts again only once a timed poll is counted, so that
+  // every run of counted polls has a timed one to estimate its time from.
+  static bool sampled() {
+    uint32_t& until = t_poll.until_timed;
+    if (until == 0) return true;
+    --until;
+    return false;
+  }
+
+  bool timed_;
+  int64_t begin_ = 0;
+  int64_t end_ = 0;
+};
+
+void record_poll(Call call, const PollTimer& poll) {
+  const Event e = make_event(EventKind::kMpiCall, call, poll.begin(), poll.end());
+  rankscope_agent_record(&e);
+}
+
+// What a poll that is only counted adds to the application's, in
+// picoseconds: the wrapper's test and count, timed here over a few thousand
+// rounds (what they count is taken back), so that the figure is this machine's.
+uint64_t calibrate_poll_cost_ps() {
+  constexpr int kRounds = 4096;
+  PollThread& thread = t_poll;
+  if (!thread.counts) claim_poll_counts(thread);
+  if (thread.shared) return 0;  // its counts could not be taken back
+  PollCounts& counts = *thread.counts;
+  const uint64_t unrecorded = counts.unrecorded.load(std::memory_order_relaxed);
+  const uint64_t timed = counts.timed.load(std::memory_order_relaxed);
+  const uint64_t timed_ns = counts.timed_ns.load(std::memory_order_relaxed);
+  const uint32_t until_timed = thread.until_timed;
+  const int64_t began = now();
+  for (int i = 0; i < kRounds; ++i) {
+    PollTimer poll;
+    poll.finish(__atomic_load_n(g_capture_bits, __ATOMIC_RELAXED) == ~0u);  // never true, unknown to the compiler
+  }
+  const int64_t took = now() - began;
+  counts.unrecorded.store(unrecorded, std::memory_order_relaxed);
+  counts.timed.store(timed, std::memory_order_relaxed);
+  counts.timed_ns.store(timed_ns, std::memory_order_relaxed);
+  thread.until_timed = until_timed;
+  return static_cast<uint64_t>(took) * 1000 / kRounds;
+}
+
+struct PollTotals {
+  uint64_t unrecorded = 0;
+  uint64_t timed = 0;
+  uint64_t timed_ns = 0;
+  uint64_t estimated_ns() const {
+    return timed == 0 ? 0 : static_cast<uint64_t>(static_cast<double>(timed_ns) / static_cast<double>(timed) *
+                                                  static_cast<double>(unrecorded));
+  }
+};
+
+PollTotals poll_totals() {
+  PollTotals totals;
+  const uint32_t taken = std::min(g_poll_slots_taken.load(std::memory_order_relaxed), kPollCountSlots);
+  const auto sum = [&](const PollCounts& counts) {
+    totals.unrecorded += counts.unrecorded.load(std::memory_order_relaxed);
+    totals.timed += counts.timed.load(std::memory_order_relaxed);
+    totals.timed_ns += counts.timed_ns.load(std::memory_order_relaxed);
+  };
+  for (uint32_t slot = 0; slot < taken; ++slot) sum(g_poll_counts[slot]);
+  sum(g_poll_counts_shared);
+  return totals;
+}
 
 // ------------------------------------------------------------- set-up ---
 
 bool g_started = false;
-std::atomic<uint64_t> g_polls_unrecorded{0};
-std::atomic<uint64_t> g_poll_ns_unrecorded{0};
 
-void start_after_init() {
+void set_up_after_init() {
   if (!rankscope_agent_capturing(kCaptureMpi) && rankscope_agent_shard_path()[0] == '\0') return;
   AgentScope agent_calls;
   for (size_t i = 0; i < static_cast<size_t>(Call::kCount); ++i) {
@@ -539,18 +695,36 @@ void measure_clock() {
   }
 }
 
+void add_cost(std::string_view counter, int64_t since) {
+  rankscope_agent_add_counter(counter.data(), static_cast<uint64_t>(now() - since));  // the names are literals
+}
+
+// What MPI_Init and MPI_Init_thread add once the application's MPI is up.
+void start_after_init(Call call, int64_t call_began) {
+  const int64_t own_work = now();
+  set_up_after_init();
+  if (!g_started) return;
+  measure_clock();
+  rankscope_agent_add_counter(counter::kCostPollPs.data(), calibrate_poll_cost_ps());
+  record_call(call, call_began);
+  add_cost(counter::kCostMpiInitNs, own_work);
+}
+
 // What the wrappers counted instead of recording, into the shard's counters.
 void add_counters() {
-  rankscope_agent_add_counter("mpi_polls_unrecorded", g_polls_unrecorded.load(std::memory_order_relaxed));
-  rankscope_agent_add_counter("mpi_poll_ns_unrecorded", g_poll_ns_unrecorded.load(std::memory_order_relaxed));
+  const PollTotals polls = poll_totals();
+  rankscope_agent_add_counter("mpi_polls_unrecorded", polls.unrecorded);
+  rankscope_agent_add_counter("mpi_poll_ns_unrecorded", polls.estimated_ns());
+  rankscope_agent_add_counter("mpi_polls_timed", polls.timed);
   rankscope_agent_add_counter("mpi_requests_untracked", g_requests->untracked() + g_persistent->untracked());
 }
 
 // Every rank closes its shard; once all are complete, each leaves the mark
 // `rankscope run` merges them on (the merge runs outside the application).
-void close_shard() {
+void close_shard(int64_t own_work) {
   AgentScope agent_calls;
   add_counters();
+  add_cost(counter::kCostMpiFinalizeNs, own_work);
   int complete = rankscope_agent_finish() ? 1 : 0, all_complete = 0;
   PMPI_Allreduce(&complete, &all_complete, 1, MPI_INT, MPI_MIN, g_agent_comm);
   const char* shard_dir = std::getenv(kEnvShardDir);
@@ -574,26 +748,14 @@ using namespace rankscope::agent;
 RANKSCOPE_EXPORT int MPI_Init(int* argc, char*** argv) {
   const int64_t begin = now();
   const int rc = PMPI_Init(argc, argv);
-  if (rc == MPI_SUCCESS) {
-    start_after_init();
-    if (g_started) {
-      measure_clock();
-      record_call(Call::kInit, begin);
-    }
-  }
+  if (rc == MPI_SUCCESS) start_after_init(Call::kInit, begin);
   return rc;
 }
 
 RANKSCOPE_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   const int64_t begin = now();
   const int rc = PMPI_Init_thread(argc, argv, required, provided);
-  if (rc == MPI_SUCCESS) {
-    start_after_init();
-    if (g_started) {
-      measure_clock();
-      record_call(Call::kInit_thread, begin);
-    }
-  }
+  if (rc == MPI_SUCCESS) start_after_init(Call::kInit_thread, begin);
   return rc;
 }
 
@@ -605,8 +767,9 @@ RANKSCOPE_EXPORT int MPI_Finalize() {
       PMPI_Barrier(g_agent_comm);  // the application's last calls end before the last measurement
     }
     record_call(Call::kFinalize, begin);
+    const int64_t own_work = now();
     measure_clock();
-    close_shard();
+    close_shard(own_work);
     AgentScope agent_calls;
     delete g_sync;
     g_sync = nullptr;
@@ -1023,20 +1186,6 @@ RANKSCOPE_EXPORT int MPI_Wait(MPI_Request* request, MPI_Status* status) {
 
 namespace {
 
-// A Test or Iprobe that finds nothing is polling: recorded only when it took
-// long enough to be progress work worth seeing, so a spin loop does not flood
-// the buffers, while the time MPI spends progressing is not taken for compute.
-// The others are counted, with their time (counters mpi_polls_unrecorded and
-// mpi_poll_ns_unrecorded).
-constexpr int64_t kLongPollNs = 10'000;
-
-bool worth_recording(bool completed, int64_t begin, int64_t end) {
-  if (completed || end - begin >= kLongPollNs) return true;
-  g_polls_unrecorded.fetch_add(1, std::memory_order_relaxed);
-  g_poll_ns_unrecorded.fetch_add(static_cast<uint64_t>(end - begin), std::memory_order_relaxed);
-  return false;
-}
-
 }  // namespace
 
 RANKSCOPE_EXPORT int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
@@ -1044,11 +1193,10 @@ RANKSCOPE_EXPORT int MPI_Test(MPI_Request* request, int* flag, MPI_Status* statu
   const MPI_Request handle = *request;
   MPI_Status own;
   MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
-  const int64_t begin = now();
+  PollTimer poll;
   const int rc = PMPI_Test(request, flag, kept);
-  const int64_t end = now();
-  if (worth_recording(*flag, begin, end)) record_call(Call::kTest, begin);
-  if (*flag) complete(handle, kept, end);
+  if (poll.finish(*flag)) record_poll(Call::kTest, poll);
+  if (*flag) complete(handle, kept, poll.end());
   return rc;
 }
 
@@ -1057,16 +1205,15 @@ namespace {
 // Waitall and Testall: every request completes together, when the call says so.
 template <typename Run>
 int all(Call call, int count, MPI_Request requests[], MPI_Status statuses[], Run&& run) {
-  CompletionScratch& scratch = t_scratch;
+  CompletionScratch& scratch = completion_scratch();
   scratch.keep(count, requests);
   MPI_Status* kept = statuses == MPI_STATUSES_IGNORE ? scratch.statuses.data() : statuses;
-  const int64_t begin = now();
+  PollTimer poll(call == Call::kWaitall);
   int done = 1;
   const int rc = run(kept, &done);
-  const int64_t end = now();
-  if (worth_recording(done, begin, end)) record_call(call, begin);
+  if (poll.finish(done)) record_poll(call, poll);
   if (done) {
-    for (int i = 0; i < count; ++i) complete(scratch.requests[static_cast<size_t>(i)], &kept[i], end);
+    for (int i = 0; i < count; ++i) complete(scratch.requests[static_cast<size_t>(i)], &kept[i], poll.end());
   }
   return rc;
 }
@@ -1074,18 +1221,17 @@ int all(Call call, int count, MPI_Request requests[], MPI_Status statuses[], Run
 // Waitany, Testany, Waitsome, Testsome: the call names the completed indices.
 template <typename Run>
 int some(Call call, int count, MPI_Request requests[], int* completed, int indices[], MPI_Status statuses[], Run&& run) {
-  CompletionScratch& scratch = t_scratch;
+  CompletionScratch& scratch = completion_scratch();
   scratch.keep(count, requests);
   MPI_Status* kept = statuses == MPI_STATUSES_IGNORE ? scratch.statuses.data() : statuses;
-  const int64_t begin = now();
+  PollTimer poll(call == Call::kWaitany || call == Call::kWaitsome);
   const int rc = run(kept);
-  const int64_t end = now();
   const bool done = *completed > 0 && *completed != MPI_UNDEFINED;
-  if (worth_recording(done, begin, end)) record_call(call, begin);
+  if (poll.finish(done)) record_poll(call, poll);
   if (done) {
     for (int i = 0; i < *completed; ++i) {
       const int index = indices ? indices[i] : *completed;
-      complete(scratch.requests[static_cast<size_t>(index)], &kept[i], end);
+      complete(scratch.requests[static_cast<size_t>(index)], &kept[i], poll.end());
     }
   }
   return rc;
@@ -1215,9 +1361,9 @@ RANKSCOPE_EXPORT int MPI_Comm_free(MPI_Comm* comm) {
 
 RANKSCOPE_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
   RANKSCOPE_PASS_THROUGH(PMPI_Iprobe(source, tag, comm, flag, status));
-  const int64_t begin = now();
+  PollTimer poll;
   const int rc = PMPI_Iprobe(source, tag, comm, flag, status);
-  if (worth_recording(rc == MPI_SUCCESS && *flag, begin, now())) record_call(Call::kIprobe, begin);
+  if (poll.finish(rc == MPI_SUCCESS && *flag)) record_poll(Call::kIprobe, poll);
   return rc;
 }
 
@@ -1249,11 +1395,11 @@ RANKSCOPE_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, 
   RANKSCOPE_PASS_THROUGH(PMPI_Improbe(source, tag, comm, flag, message, status));
   MPI_Status own;
   MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
-  const int64_t begin = now();
+  PollTimer poll;
   const int rc = PMPI_Improbe(source, tag, comm, flag, message, kept);
   const bool matched = rc == MPI_SUCCESS && *flag;
-  if (worth_recording(matched, begin, now())) record_call(Call::kImprobe, begin);
-  if (matched) note_matched(*message, comm, *kept, begin);
+  if (poll.finish(matched)) record_poll(Call::kImprobe, poll);
+  if (matched) note_matched(*message, comm, *kept, poll.begin());
   return rc;
 }
 

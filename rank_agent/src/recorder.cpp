@@ -23,9 +23,9 @@ bool BlockPool::init(uint64_t bytes) {
     count_ = 0;
     return false;
   }
+  // Blocks are constructed when first taken: the kernel's zero pages of a
+  // block nobody uses never become the process's memory.
   blocks_ = static_cast<Block*>(memory);
-  for (uint32_t i = 0; i < count_; ++i) new (&blocks_[i]) Block();
-  for (uint32_t i = count_; i-- > 0;) give_back(&blocks_[i]);
   return true;
 }
 
@@ -37,13 +37,22 @@ Block* BlockPool::take() {
   uint64_t head = free_head_.load(std::memory_order_acquire);
   for (;;) {
     const auto index = static_cast<uint32_t>(head);
-    if (index == 0) return nullptr;
+    if (index == 0) return take_untouched();
     Block* block = &blocks_[index - 1];
     const uint64_t next = ((head >> 32) + 1) << 32 | block->next_free.load(std::memory_order_relaxed);
     if (free_head_.compare_exchange_weak(head, next, std::memory_order_acq_rel, std::memory_order_acquire)) {
       return block;
     }
   }
+}
+
+Block* BlockPool::take_untouched() {
+  uint32_t next = untouched_.load(std::memory_order_relaxed);
+  do {
+    if (next == count_) return nullptr;
+  } while (!untouched_.compare_exchange_weak(next, next + 1, std::memory_order_relaxed));
+  // Default-initialised: only the header is written, the events stay untouched until recorded.
+  return new (&blocks_[next]) Block;
 }
 
 void BlockPool::give_back(Block* block) {

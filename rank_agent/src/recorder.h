@@ -40,14 +40,17 @@ class BlockPool {
   void hand_in(Block* block);    // full, for the flusher
   Block* take_full();            // every full block handed in, as a list
   uint32_t block_count() const { return count_; }
+  uint64_t bytes_used() const { return uint64_t{untouched_.load(std::memory_order_relaxed)} * sizeof(Block); }
 
  private:
   uint32_t index_of(const Block* block) const { return static_cast<uint32_t>(block - blocks_); }
+  Block* take_untouched();  // a block never used before, or nullptr when all have been
 
   Block* blocks_ = nullptr;
   uint32_t count_ = 0;
   uint64_t mapped_bytes_ = 0;
   std::atomic<uint64_t> free_head_{0};  // (ABA tag << 32) | (index + 1)
+  std::atomic<uint32_t> untouched_{0};  // blocks [untouched_, count_) were never taken
   std::atomic<Block*> full_head_{nullptr};
 };
 
@@ -111,6 +114,7 @@ class Recorder {
   void drain(Write&& write);
 
   uint64_t dropped() const;
+  uint64_t buffer_bytes_used() const { return pool_.bytes_used(); }  // blocks ever taken
   StringTable& strings() { return strings_; }
   TrackTable& tracks() { return tracks_; }
 

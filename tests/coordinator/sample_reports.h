@@ -110,6 +110,20 @@ inline analysis::Report sample_report(int ranks, int steps, int slow_rank = 2) {
   }
   buckets.recommended_bucket_bytes = 25u << 20;
   buckets.recommendation = "Keep bucket_cap_mb at 25: the predicted step time is within 1 % of the best size.";
+  for (int r = 0; r < ranks; ++r) {
+    analysis::CaptureCost cost;
+    cost.rank = r;
+    cost.capture_ns = 2'000'000'000;
+    cost.start_ns = 500'000;
+    cost.mpi_init_ns = 6'000'000;
+    cost.mpi_finalize_ns = 100'000;
+    cost.finish_ns = 150'000;
+    cost.flusher_cpu_ns = 3'000'000;
+    cost.host_events = 40'000;
+    cost.events_ns = 2'250'000;
+    cost.buffer_bytes = 3u << 20;
+    report.capture_cost.push_back(cost);
+  }
   return report;
 }
 

@@ -54,7 +54,7 @@ TEST(ReportHtml, SmallJobIsWellFormedAndSelfContained) {
 TEST(ReportHtml, SmallJobHasEveryPlotAndTable) {
   const std::string html = report_html(test::sample_report(4, 10));
   for (const char* id : {"summary", "wait-heatmap", "overlap-bars", "bucket-plot", "bucket-prediction-plot",
-                         "straggler-table", "rank-table", "bucket-table"}) {
+                         "straggler-table", "rank-table", "bucket-table", "cost-table"}) {
     EXPECT_NE(html.find("id=\"" + std::string(id) + "\""), std::string::npos) << id;
   }
   EXPECT_NE(html.find("<svg id=\"wait-heatmap\""), std::string::npos);
@@ -82,6 +82,8 @@ TEST(ReportHtml, ShowsTheFigures) {
   EXPECT_NE(html.find("R² = 0.993"), std::string::npos);
   EXPECT_NE(html.find("◀ straggler 2: slow compute"), std::string::npos);
   EXPECT_NE(html.find("in step 3"), std::string::npos) << "steps are labelled by their ProfilerStep number";
+  // 0.5 + 6 + 0.1 + 0.15 + 3 + 2.25 ms of a 2 s run.
+  EXPECT_NE(html.find("<td class=\"num\">12 ms</td><td class=\"num\">0.6 %</td>"), std::string::npos);
 }
 
 TEST(ReportHtml, EscapesEverythingFromTheTimeline) {

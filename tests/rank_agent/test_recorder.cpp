@@ -1,6 +1,10 @@
 // The agent's buffers without the agent: blocks, threads, drops, names, tracks.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <set>
@@ -68,6 +72,38 @@ TEST(Recorder, DropsAndCountsWhenThePoolIsEmptyNeverBlocks) {
   // Drained blocks are free again: recording resumes.
   for (uint64_t i = 0; i < 10; ++i) recorder.record(numbered(2, i));
   EXPECT_EQ(drain_all(recorder).at(2).size(), 10u);
+}
+
+// The buffer memory becomes the process's only as blocks are used: a rank
+// that records little costs little memory, whatever --buffer-mb says.
+TEST(BlockPool, TouchesOnlyTheBlocksItHandsOut) {
+  BlockPool pool;
+  constexpr uint32_t kBlocks = 64;
+  ASSERT_TRUE(pool.init(kBlocks * sizeof(Block)));
+  Block* first = pool.take();
+  ASSERT_NE(first, nullptr);
+  std::fill(std::begin(first->events), std::end(first->events), Event{});  // a whole block written
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  // Resident pages among those wholly inside [from, to), and how many there are.
+  const auto resident = [&](const void* from, const void* to) {
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(from) + page - 1) / page * page;
+    const uintptr_t end = reinterpret_cast<uintptr_t>(to) / page * page;
+    std::vector<unsigned char> pages((end - begin) / page);
+    EXPECT_EQ(::mincore(reinterpret_cast<void*>(begin), end - begin, pages.data()), 0);
+    return std::pair<long, long>(std::count_if(pages.begin(), pages.end(), [](unsigned char p) { return p & 1; }),
+                                 static_cast<long>(pages.size()));
+  };
+  const auto [written, pages_of_block] = resident(first, first + 1);
+  EXPECT_EQ(written, pages_of_block);
+  EXPECT_EQ(resident(first + 1, first + kBlocks).first, 0);
+  // The block given back is the one taken next; a second one is touched only when both are out.
+  pool.give_back(first);
+  EXPECT_EQ(pool.take(), first);
+  Block* second = pool.take();
+  EXPECT_EQ(second, first + 1);
+  EXPECT_EQ(resident(first + 2, first + kBlocks).first, 0);
+  for (uint32_t i = 2; i < kBlocks; ++i) EXPECT_NE(pool.take(), nullptr);
+  EXPECT_EQ(pool.take(), nullptr);
 }
 
 TEST(Recorder, ManyThreadsWithAConcurrentDrainLoseNothingUncounted) {

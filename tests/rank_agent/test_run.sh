@@ -44,6 +44,37 @@ assert all(c["ranks"] == 4 for c in summary["collectives"]), "an instance not ma
 print("in-process timeline ok:", buckets, "buckets x", steps, "steps on 4 ranks")
 PY
 
+echo "== what capture cost each rank, in info and the report"
+"$rankscope" info job.h5 >info.txt
+"$rankscope" report job.h5 --format json -o report.json
+"$rankscope" report job.h5 >report.txt
+grep -q "^capture cost: " info.txt || fail "info does not state the capture cost"
+! grep -q "agent_cost_" info.txt || fail "info lists capture costs among the data-quality problems"
+grep -q "^capture cost" report.txt || fail "the text report does not state the capture cost"
+python3 - <<'PY'
+import json
+info, report, summary = (json.load(open(f)) for f in ("info.json", "report.json", "summary.json"))
+summary_by_rank = {r["rank"]: r["counts"] for r in summary["ranks"]}
+costs = report["capture_cost"]
+assert [c["rank"] for c in costs] == [0, 1, 2, 3], costs
+for c, rank in zip(costs, info["ranks"]):
+    counters = rank["counters"]
+    # Every part measured, each a small share of the rank's run.
+    for part in ("start_ns", "mpi_init_ns", "mpi_finalize_ns", "finish_ns", "flusher_cpu_ns", "events_ns"):
+        assert 0 < c[part] < c["capture_ns"], (part, c)
+    assert c["total_ns"] == sum(c[p] for p in ("start_ns", "mpi_init_ns", "mpi_finalize_ns", "finish_ns",
+                                                 "flusher_cpu_ns", "events_ns")), c
+    assert abs(c["share_pct"] - 100 * c["total_ns"] / c["capture_ns"]) < 1e-6, c
+    # The calls' part: host events times the calibrated cost of one (tens of ns: two clock reads).
+    host_kinds = ("nvtx_range", "nvtx_mark", "mpi_call", "mpi_collective", "mpi_p2p", "nccl_coll_enqueue", "nccl_p2p_enqueue")
+    host = sum(n for name, n in summary_by_rank[rank["rank"]].items() if name.split()[0] in host_kinds)
+    assert c["host_events"] == host + counters.get("mpi_polls_timed", 0), (c, host, counters)
+    assert 1_000 < counters["agent_cost_event_ps"] < 5_000_000, counters
+    assert 0 < counters["agent_cost_poll_ps"] < 1_000_000, counters
+    # The buffers: whole blocks, only those used (a few of --buffer-mb's 64 MiB).
+    assert 0 < c["buffer_bytes"] < 16 << 20, c
+PY
+
 echo "== exit status passes through"
 status=0
 "$mpiexec" -n 2 "$rankscope" run -o "$work/bad.h5" -- "$ddp_sim" --layers 0 >bad.log 2>&1 || status=$?

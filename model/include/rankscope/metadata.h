@@ -69,6 +69,17 @@ inline constexpr std::string_view kTerminatedBySignal = "terminated_by_signal"; 
 inline constexpr std::string_view kNothingCaptured = "nothing_captured";  // 1: the shard holds no event at all
 inline constexpr std::string_view kMpiAborted = "mpi_aborted";            // 1: the application called MPI_Abort
 inline constexpr std::string_view kMpiAbortCode = "mpi_abort_code";      // the errorcode it gave MPI_Abort
+// What capture cost the rank (docs/agent.md, "What capture costs"); "agent_" names are costs, not problems:
+inline constexpr std::string_view kCostPrefix = "agent_cost_";
+inline constexpr std::string_view kCostCaptureNs = "agent_cost_capture_ns";    // agent start to shard close
+inline constexpr std::string_view kCostStartNs = "agent_cost_start_ns";        // starting the agent in the process
+inline constexpr std::string_view kCostMpiInitNs = "agent_cost_mpi_init_ns";   // the shim's work in MPI_Init
+inline constexpr std::string_view kCostMpiFinalizeNs = "agent_cost_mpi_finalize_ns";  // ... in MPI_Finalize
+inline constexpr std::string_view kCostFinishNs = "agent_cost_finish_ns";      // the last flush, before the close
+inline constexpr std::string_view kCostFlusherCpuNs = "agent_cost_flusher_cpu_ns";  // the flusher thread's CPU
+inline constexpr std::string_view kCostEventPs = "agent_cost_event_ps";        // one recorded call, calibrated
+inline constexpr std::string_view kCostPollPs = "agent_cost_poll_ps";          // one poll only counted, calibrated
+inline constexpr std::string_view kCostBufferBytes = "agent_cost_buffer_bytes";  // event buffer memory used
 // torch.profiler traces read by `rankscope import-kineto`:
 inline constexpr std::string_view kKinetoMalformed = "kineto_events_malformed";       // not JSON, or brackets unbalanced
 inline constexpr std::string_view kKinetoMissingFields = "kineto_events_missing_fields";  // no ph, ts or dur

@@ -51,6 +51,11 @@ inline constexpr uint32_t kNoName = UINT32_MAX;
 
 // Whether this process captures `source` (a CaptureBit) right now.
 RANKSCOPE_AGENT_API bool rankscope_agent_capturing(uint32_t source);
+// The CaptureBits that rankscope_agent_capturing tests, for a source that
+// polls them millions of times a second (the MPI shim) to read with one
+// relaxed atomic load instead of a call: valid for the life of the process,
+// zero when this process does not capture.
+RANKSCOPE_AGENT_API const uint32_t* rankscope_agent_capture_bits();
 // The event clock: the rank's clock (virtual under RANKSCOPE_FAKE_CLOCK).
 RANKSCOPE_AGENT_API int64_t rankscope_agent_now();
 RANKSCOPE_AGENT_API void rankscope_agent_record(const rankscope::Event* event);
