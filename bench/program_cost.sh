@@ -13,25 +13,29 @@
 # MPI_Init, MPI_Barrier and MPI_Finalize ("empty"); a program's steady-state
 # cost is its paired difference less that, as a share of its bare wall time.
 #
-# Usage: bench/program_cost.sh [-r RANKSCOPE] [-s SCALE] [PROGRAM...]
+# Usage: bench/program_cost.sh [-r RANKSCOPE] [-b BEFORE] [-s SCALE] [PROGRAM...]
 #   RANKSCOPE  the rankscope binary (default: build/coordinator/rankscope)
+#   BEFORE     another rankscope binary (one built before a change), profiled
+#              in the same rounds: the order of the three runs rotates
 #   SCALE      multiplies every program's number of pairs (default 1)
-#   PROGRAM    any of: empty hpcc-1500 hpcc-3500 ddp_sim lammps (default: all)
-# Needs hpcc and lammps (Debian packages: scripts/setup-deps.sh --bench).
+#   PROGRAM    any of: empty hpcc-1500 hpcc-3500 ddp_sim lammps meep (default: all)
+# Needs hpcc, lammps and meep-openmpi (Debian packages: scripts/setup-deps.sh --bench).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 rankscope=$here/../build/coordinator/rankscope
+before=""
 scale=1
-while getopts r:s: option; do
+while getopts r:b:s: option; do
   case $option in
     r) rankscope=$OPTARG ;;
+    b) before=$(realpath "$OPTARG") ;;
     s) scale=$OPTARG ;;
     *) sed -n '2,/^set/p' "$0" | sed '$d' >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
 programs=("$@")
-[ ${#programs[@]} -gt 0 ] || programs=(empty hpcc-1500 hpcc-3500 ddp_sim lammps)
+[ ${#programs[@]} -gt 0 ] || programs=(empty hpcc-1500 hpcc-3500 ddp_sim lammps meep)
 rankscope=$(realpath "$rankscope")
 ddp_sim=$(dirname "$rankscope")/../examples/ddp_sim
 for tool in mpirun mpicc /usr/bin/time; do
@@ -47,7 +51,7 @@ pairs_of() {
   case $1 in
     empty | hpcc-1500) echo 10 ;;
     hpcc-3500) echo 4 ;;
-    ddp_sim | lammps) echo 6 ;;
+    ddp_sim | lammps | meep) echo 6 ;;
   esac
 }
 hpcc_input() {
@@ -67,6 +71,9 @@ prepare() {
     hpcc-*) command -v hpcc >/dev/null || { echo "program_cost.sh: hpcc is missing" >&2; exit 1; }
       hpcc_input "${1#hpcc-}" "$dir" ;;
     lammps) command -v lmp >/dev/null || { echo "program_cost.sh: lmp (lammps) is missing" >&2; exit 1; } ;;
+    meep) command -v meep >/dev/null || { echo "program_cost.sh: meep (meep-openmpi) is missing" >&2; exit 1; }
+      sed -e 's/(set! resolution 10)/(set! resolution 40)/' -e 's/(run-until 40/(run-until 100/' \
+        "$here/../tests/programs/waveguide.ctl" >"$dir/waveguide.ctl" ;;
     ddp_sim) [ -x "$ddp_sim" ] || { echo "program_cost.sh: $ddp_sim is not built" >&2; exit 1; } ;;
   esac
 }
@@ -76,32 +83,45 @@ command_of() {
     hpcc-*) echo "hpcc" ;;
     ddp_sim) echo "$ddp_sim --compute spin --layers 24 --layer-mb 1 --forward-us 1000 --steps 30" ;;
     lammps) echo "lmp -in $here/lj_melt.in -log none -var cells 16 -var steps 1000" ;;
+    meep) echo "meep waveguide.ctl" ;;
   esac
 }
 
-# One run: "PROGRAM VARIANT PAIR wall user sys maxrss_kib events".
+# One run: "PROGRAM VARIANT PAIR wall user sys maxrss_kib events merge_s" (the
+# time rank 0's `rankscope run` spent writing the timeline, as `rankscope
+# merge` reports it).
 run_one() {
   local program=$1 variant=$2 pair=$3 dir=$work/$1
   local -a command
   read -r -a command <<<"$(command_of "$program")"
-  [ "$variant" = profiled ] && command=("$rankscope" run -o "$dir/t.h5" -- "${command[@]}")
-  rm -rf "$dir/t.h5" "$dir/t.h5.shards" "$dir/hpccoutf.txt"
+  case $variant in
+    profiled) command=("$rankscope" run -o "$dir/t.h5" -- "${command[@]}") ;;
+    before) command=("$before" run -o "$dir/t.h5" -- "${command[@]}") ;;
+  esac
+  rm -rf "$dir/t.h5" "$dir/t.h5.shards" "$dir/hpccoutf.txt" "$dir"/waveguide-*.h5
   (cd "$dir" && /usr/bin/time -f "%e %U %S %M" -o "$dir/time" mpirun -n 2 "${command[@]}" >"$dir/out" 2>&1) || {
     echo "program_cost.sh: $program ($variant) failed:" >&2; tail -20 "$dir/out" >&2; exit 1; }
-  local events=0
-  [ "$variant" = profiled ] && events=$("$rankscope" info "$dir/t.h5" | awk 'NR == 1 { print $4 }')
-  echo "$program $variant $pair $(tail -1 "$dir/time") $events"
+  local events=0 merge=0
+  if [ "$variant" != bare ]; then
+    events=$("$rankscope" info "$dir/t.h5" | awk 'NR == 1 { print $4 }')
+    merge=$(sed -n 's/^merged .* in \([0-9.]*\) s with .*/\1/p' "$dir/out" | tail -1)
+  fi
+  echo "$program $variant $pair $(tail -1 "$dir/time") $events ${merge:-0}"
 }
 
 for program in "${programs[@]}"; do
   prepare "$program"
   pairs=$(awk -v p="$(pairs_of "$program")" -v s="$scale" 'BEGIN { n = int(p * s + 0.5); print n < 1 ? 1 : n }')
   run_one "$program" bare 0 >/dev/null  # warms the page cache and the TSC calibration
+  variants=(bare profiled)
+  [ -n "$before" ] && variants+=(before)
   for ((pair = 1; pair <= pairs; pair++)); do
-    if ((pair % 2)); then order=(bare profiled); else order=(profiled bare); fi
-    for variant in "${order[@]}"; do run_one "$program" "$variant" "$pair"; done
+    for ((i = 0; i < ${#variants[@]}; i++)); do
+      variant=${variants[(pair + i) % ${#variants[@]}]}
+      run_one "$program" "$variant" "$pair"
+      if [ "$variant" = profiled ]; then cp "$work/$program/t.h5" "$work/$program.h5"; fi
+    done
   done
-  cp "$work/$program/t.h5" "$work/$program.h5" 2>/dev/null || true
 done | tee "$work/runs" >&2
 
 echo "rankscope $("$rankscope" --version | awk '{ print $2 }'), $(nproc) cores, $(date -u +%F)"
@@ -109,35 +129,43 @@ python3 - "$work/runs" <<'PY'
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
-    program, variant, pair, wall, user, system, rss, events = line.split()
+    program, variant, pair, wall, user, system, rss, events, merge = line.split()
     runs.setdefault(program, {}).setdefault(int(pair), {})[variant] = (
-        float(wall), float(user) + float(system), int(rss) / 1024, int(events))
+        float(wall), float(user) + float(system), int(rss) / 1024, int(events), float(merge))
 
 def spread(values, digits=3):
     return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
-rows, fixed = [], None
-for program, pairs in runs.items():
-    pairs = [p for p in pairs.values() if len(p) == 2]
-    bare = [p["bare"] for p in pairs]; prof = [p["profiled"] for p in pairs]
-    difference = statistics.median(p["profiled"][0] - p["bare"][0] for p in pairs)
-    if program == "empty":
-        fixed = difference
-    rows.append((program, len(pairs), bare, prof, pairs, difference))
+# The fixed cost leaves out the empty job's own merge time; each program's
+# merge is taken off its difference, so that what is left is the steady state.
+fixed = {}
+for variant in ("profiled", "before"):
+    pairs = [p for p in runs.get("empty", {}).values() if variant in p and "bare" in p]
+    if pairs:
+        fixed[variant] = statistics.median(p[variant][0] - p["bare"][0] - p[variant][4] for p in pairs)
 
-print("| program | pairs | bare wall s | profiled wall s | wall ratio | extra wall s | CPU ratio "
-      "| peak RSS MiB bare / profiled | events per rank | steady-state cost |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-for program, n, bare, prof, pairs, difference in rows:
-    bare_wall = statistics.median(b[0] for b in bare)
-    steady = "" if fixed is None or program == "empty" else f"{(difference - fixed) / bare_wall * 100:+.2f} %"
-    print(f"| {program} | {n} | {spread([b[0] for b in bare], 2)} | {spread([p[0] for p in prof], 2)} "
-          f"| {spread([p['profiled'][0] / p['bare'][0] for p in pairs])} | {difference:+.3f} "
-          f"| {spread([p['profiled'][1] / p['bare'][1] for p in pairs])} "
-          f"| {statistics.median(b[2] for b in bare):.1f} / {statistics.median(p[2] for p in prof):.1f} "
-          f"| {statistics.median(p[3] for p in prof) // 2:.0f} | {steady} |")
-if fixed is not None:
-    print(f"\nfixed cost per job (empty job, median paired difference): {fixed:.3f} s")
+print("| program | rankscope | pairs | bare wall s | profiled wall s | wall ratio | extra wall s | of which merge s "
+      "| CPU ratio | peak RSS MiB bare / profiled | events per rank | steady-state cost |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+for program, by_pair in runs.items():
+    for variant in ("profiled", "before"):
+        pairs = [p for p in by_pair.values() if variant in p and "bare" in p]
+        if not pairs:
+            continue
+        bare_wall = statistics.median(p["bare"][0] for p in pairs)
+        difference = statistics.median(p[variant][0] - p["bare"][0] for p in pairs)
+        merge = statistics.median(p[variant][4] for p in pairs)
+        steady = "" if variant not in fixed or program == "empty" else \
+            f"{(statistics.median(p[variant][0] - p['bare'][0] - p[variant][4] for p in pairs) - fixed[variant]) / bare_wall * 100:+.2f} %"
+        print(f"| {program} | {'this' if variant == 'profiled' else 'before'} | {len(pairs)} "
+              f"| {spread([p['bare'][0] for p in pairs], 2)} | {spread([p[variant][0] for p in pairs], 2)} "
+              f"| {spread([p[variant][0] / p['bare'][0] for p in pairs])} | {difference:+.3f} | {merge:.3f} "
+              f"| {spread([p[variant][1] / p['bare'][1] for p in pairs])} "
+              f"| {statistics.median(p['bare'][2] for p in pairs):.1f} / {statistics.median(p[variant][2] for p in pairs):.1f} "
+              f"| {statistics.median(p[variant][3] for p in pairs) // 2:.0f} | {steady} |")
+for variant, seconds in fixed.items():
+    print(f"\nfixed cost per job ({'this' if variant == 'profiled' else 'before'}; the empty job's median paired "
+          f"difference, its merge left out): {seconds:.3f} s")
 PY
 for program in "${programs[@]}"; do
   [ -f "$work/$program.h5" ] || continue

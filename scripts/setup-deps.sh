@@ -13,7 +13,7 @@ if [ "${1:-}" = --bundle ]; then
   # compressed; scripts/gpu_check.py reads timelines with h5py.
   packages+=("${bundle_packages[@]}")
 elif [ "${1:-}" = --bench ]; then
-  packages+=(hpcc lammps)
+  packages+=(hpcc lammps meep-openmpi)
 elif [ "${1:-}" = --tests ]; then
   # Real MPI programs profiled unchanged, the browser that renders the HTML
   # report, and the bundle's test (tests/scripts/test_bundle.sh).
