@@ -46,4 +46,9 @@ std::vector<CaptureCost> capture_cost(const Timeline& timeline) {
   return costs;
 }
 
+const CaptureCost& largest_share(const std::vector<CaptureCost>& costs) {
+  return *std::max_element(costs.begin(), costs.end(),
+                           [](const CaptureCost& a, const CaptureCost& b) { return a.share_pct() < b.share_pct(); });
+}
+
 }  // namespace rankscope::analysis

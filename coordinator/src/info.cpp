@@ -165,15 +165,13 @@ std::string info_text(const Timeline& timeline) {
   out += "data quality: " + std::string(quality.empty() ? "no problems counted\n" : "\n" + quality);
 
   if (const std::vector<analysis::CaptureCost> costs = analysis::capture_cost(timeline); !costs.empty()) {
-    const auto worst = std::max_element(costs.begin(), costs.end(), [](const auto& a, const auto& b) {
-      return a.share_pct() < b.share_pct();
-    });
+    const analysis::CaptureCost& worst = analysis::largest_share(costs);
     int64_t total = 0;
     for (const analysis::CaptureCost& c : costs) total += c.total_ns();
     std::snprintf(line, sizeof(line),
                   "capture cost: %.3f ms per rank on average, at most %.2f %% of a rank's run (rank %d); "
                   "`rankscope report` shows where\n",
-                  static_cast<double>(total) / static_cast<double>(costs.size()) * 1e-6, worst->share_pct(), worst->rank);
+                  static_cast<double>(total) / static_cast<double>(costs.size()) * 1e-6, worst.share_pct(), worst.rank);
     out += line;
   }
 

@@ -207,13 +207,12 @@ std::string report_text(const Report& report) {
   }
   if (!report.capture_cost.empty()) {
     out += "\ncapture cost (time each rank's process spent on capture; calls estimated):\n";
-    const auto worst = std::max_element(report.capture_cost.begin(), report.capture_cost.end(),
-                                        [](const CaptureCost& a, const CaptureCost& b) { return a.share_pct() < b.share_pct(); });
+    const CaptureCost& worst = largest_share(report.capture_cost);
     for (size_t i = 0; i < report.capture_cost.size(); ++i) {
       const CaptureCost& c = report.capture_cost[i];
       if (i == 8 && report.capture_cost.size() > 10) {
         std::snprintf(line, sizeof(line), "  ... %zu more ranks; the largest share is rank %d's, %.2f %%\n",
-                      report.capture_cost.size() - 8, worst->rank, worst->share_pct());
+                      report.capture_cost.size() - 8, worst.rank, worst.share_pct());
         out += line;
         break;
       }

@@ -86,6 +86,22 @@ TEST(ReportHtml, ShowsTheFigures) {
   EXPECT_NE(html.find("<td class=\"num\">12 ms</td><td class=\"num\">0.6 %</td>"), std::string::npos);
 }
 
+// The text report's capture cost: a line per rank up to a screen's worth,
+// then how many more and which one capture cost the most.
+TEST(ReportText, CaptureCostListsEightRanksThenTheLargestShare) {
+  Report report = test::sample_report(12, 10);
+  report.capture_cost[10].flusher_cpu_ns += 40'000'000;  // 52 ms of 2 s
+  const std::string text = analysis::report_text(report);
+  EXPECT_NE(text.find("\ncapture cost (time each rank's process spent on capture; calls estimated):\n"), std::string::npos);
+  EXPECT_NE(text.find("  rank 0     12.000 ms of 2000.000 ms (0.60 %): start 0.500 ms, MPI_Init 6.000 ms, "
+                      "MPI_Finalize 0.100 ms, last flush 0.150 ms, writer thread 3.000 ms CPU, 40000 calls ~2.250 ms; "
+                      "buffers 3 MiB\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(count(text, " ms CPU, "), 8u);
+  EXPECT_NE(text.find("  ... 4 more ranks; the largest share is rank 10's, 2.60 %\n"), std::string::npos) << text;
+}
+
 TEST(ReportHtml, EscapesEverythingFromTheTimeline) {
   Report report = test::sample_report(4, 10);
   report.profile.path = "/tmp/<script>alert(1)</script>.h5";

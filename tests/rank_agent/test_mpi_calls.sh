@@ -61,7 +61,15 @@ grep -q "rank 0 captured nothing" merge.log || { cat merge.log; fail "no warning
 "$rankscope" info nf.h5 | grep -q "nothing_captured = 1" || fail "rankscope info does not count the empty rank"
 
 echo "== probes, persistent requests, MPI-IO, one-sided"
-"$mpiexec" -n 2 "$rankscope" run -o calls.h5 -- "$mpi_calls" "$work/io.dat" >calls.log 2>&1 || { cat calls.log; fail "mpi_calls failed"; }
+# A program that names libmpi itself is recognised from its own ELF: ldd is
+# not asked (an ldd that only leaves a mark is first on the PATH).
+mkdir -p fakebin
+printf '#!/bin/sh\necho "$@" >>"%s/ldd-asked"\nexit 1\n' "$work" >fakebin/ldd
+chmod +x fakebin/ldd
+PATH="$work/fakebin:$PATH" "$mpiexec" -n 2 "$rankscope" run -o calls.h5 -- "$mpi_calls" "$work/io.dat" >calls.log 2>&1 ||
+  { cat calls.log; fail "mpi_calls failed"; }
+grep -q "in-process mode (.* loads libmpi.so)" calls.log || { cat calls.log; fail "auto mode did not find libmpi in the program"; }
+[ ! -e ldd-asked ] || fail "auto mode asked ldd about a program that names libmpi itself: $(cat ldd-asked)"
 "$summary" calls.h5 >calls.json
 python3 - <<'PY'
 import json

@@ -211,6 +211,8 @@ struct CaptureCost {
 };
 // Ranks whose agent measured its cost (not imported traces), in rank order.
 std::vector<CaptureCost> capture_cost(const Timeline& timeline);
+// The rank capture cost the largest share of its run; `costs` is not empty.
+const CaptureCost& largest_share(const std::vector<CaptureCost>& costs);
 
 struct Report {
   JobProfile profile;
