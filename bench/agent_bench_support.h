@@ -28,8 +28,8 @@
 #include <thread>
 #include <vector>
 
-#include "rankscope/event.h"
-#include "rankscope/shard.h"
+#include "rankscope/model/event.h"
+#include "rankscope/model/shard.h"
 
 namespace agent_bench {
 

@@ -27,7 +27,7 @@
 #include <string>
 
 #include "agent_bench_support.h"
-#include "rankscope/agent.h"
+#include "rankscope/rank_agent/agent.h"
 
 #ifndef RANKSCOPE_HAVE_NVTX
 #define RANKSCOPE_HAVE_NVTX 0

@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "rankscope/clocksync_mpi.h"
-#include "rankscope/error.h"
+#include "rankscope/clocksync/sync_mpi.h"
+#include "rankscope/model/error.h"
 
 using namespace rankscope::clocksync;
 

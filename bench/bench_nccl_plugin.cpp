@@ -28,7 +28,7 @@
 
 #include "agent_bench_support.h"
 #include "nccl_profiler_abi.h"
-#include "rankscope/agent.h"
+#include "rankscope/rank_agent/agent.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "rankscope/crc32c.h"
-#include "rankscope/shard.h"
+#include "rankscope/model/crc32c.h"
+#include "rankscope/model/shard.h"
 
 namespace {
 

@@ -34,7 +34,7 @@
 
 #include "ddp_buckets.h"
 #include "gpu_train_kernels.h"
-#include "rankscope/json.h"
+#include "rankscope/model/json.h"
 #define DDP_SIM_HAVE_NVTX 1
 #include "nvtx_annotations.h"
 

@@ -3,7 +3,7 @@
 # (reader, translation, matching) with libFuzzer under AddressSanitizer and
 # UndefinedBehaviorSanitizer, starting from the real traces' first events and
 # the replay corpus. Inputs that crash are left in WORK_DIR as crash-*; copy
-# each, once fixed, into tests/merge/kineto_corpus/ so the replay test keeps it.
+# each, once fixed, into tests/importers/kineto_corpus/ so the replay test keeps it.
 # Needs clang and its runtime (Debian: clang, libclang-rt-dev); installs them as root.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,10 +17,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || { echo "fuzzing needs: sudo apt-get install ${missing[*]}" >&2; exit 1; }
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# The configured build's generated headers (version.h) are needed.
-[ -f "$root/build/model/include/rankscope/version.h" ] || cmake -S "$root" -B "$root/build" >/dev/null
+# The importer's core as its CMake target builds it, with clang, AddressSanitizer,
+# UndefinedBehaviorSanitizer and libFuzzer's coverage.
+CC=clang CXX=clang++ cmake -S "$root" -B "$work/build" -DRANKSCOPE_SANITIZE="address;undefined" -DRANKSCOPE_FUZZ=ON \
+  -DRANKSCOPE_WITH_CUDA=OFF -DRANKSCOPE_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$work/build" --target fuzz_kineto -j"$(nproc)" >/dev/null
+cp "$work/build/tests/fuzz_kineto" "$work/fuzz_kineto"
 mkdir -p "$work/corpus"
-cp "$root"/tests/merge/kineto_corpus/* "$work/corpus/" 2>/dev/null || true
+cp "$root"/tests/importers/kineto_corpus/* "$work/corpus/" 2>/dev/null || true
 # Seeds: the head of each real trace, closed so that it parses.
 data=$root/../shared/data/kineto
 for trace in "$data"/*/*.json.gz; do
@@ -28,10 +32,6 @@ for trace in "$data"/*/*.json.gz; do
   seed="$work/corpus/seed-$(basename "$trace" .json.gz).json"
   [ -f "$seed" ] || { zcat "$trace" | head -c 6000 | sed '$d'; echo '{"ph": "i", "ts": 1}]}'; } >"$seed" || true
 done
-clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I"$root/model/include" -I"$root/merge/include" -I"$root/build/model/include" \
-  "$root/tests/merge/fuzz_kineto.cpp" "$root"/merge/src/kineto_{reader,trace,align}.cpp "$root"/model/src/*.cpp \
-  -lsimdjson -lz -o "$work/fuzz_kineto"
 cd "$work"
 start=$(date +%s)
 status=0

@@ -16,8 +16,8 @@
 #include <optional>
 #include <string>
 
-#include "rankscope/clocksync.h"
-#include "rankscope/error.h"
+#include "rankscope/clocksync/clock.h"
+#include "rankscope/model/error.h"
 
 namespace rankscope::clocksync {
 namespace {

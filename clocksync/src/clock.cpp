@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "rankscope/clocksync.h"
-#include "rankscope/error.h"
+#include "rankscope/clocksync/clock.h"
+#include "rankscope/model/error.h"
 
 namespace rankscope::clocksync {
 

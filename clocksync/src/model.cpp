@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "rankscope/clocksync.h"
+#include "rankscope/clocksync/clock.h"
 
 namespace rankscope::clocksync {
 

@@ -1,4 +1,4 @@
-#include "rankscope/clocksync_mpi.h"
+#include "rankscope/clocksync/sync_mpi.h"
 
 namespace rankscope::clocksync {
 

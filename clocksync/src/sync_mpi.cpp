@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "rankscope/clocksync_mpi.h"
+#include "rankscope/clocksync/sync_mpi.h"
 
 namespace rankscope::clocksync {
 namespace {

@@ -1,11 +1,12 @@
-#include "rankscope/info.h"
+#include "rankscope/coordinator/info.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
 
-#include "rankscope/analysis.h"
-#include "rankscope/json.h"
+#include "rankscope/analysis/analysis.h"
+#include "rankscope/model/json.h"
+#include "rankscope/model/text.h"
 
 namespace rankscope {
 namespace {
@@ -39,13 +40,6 @@ std::string seconds(int64_t ns) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.6f s", static_cast<double>(ns) * 1e-9);
   return text;
-}
-
-std::string rank_list(const std::vector<int32_t>& ranks) {
-  if (ranks.empty()) return "none";
-  std::string out;
-  for (int32_t r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return out;
 }
 
 }  // namespace
@@ -141,14 +135,14 @@ std::string info_text(const Timeline& timeline) {
                   static_cast<unsigned long long>(job.by_kind[k]));
     out += line;
   }
-  out += "\nmissing ranks: " + rank_list(job.missing) + "\n";
-  out += "dead ranks: " + rank_list(job.dead);
+  out += "\nmissing ranks: " + format_rank_list(job.missing) + "\n";
+  out += "dead ranks: " + format_rank_list(job.dead);
   out += job.dead.empty() ? "\n" : " (no end-of-capture record; see 'last heard')\n";
   if (!job.terminated.empty()) {
-    out += "terminated ranks: " + rank_list(job.terminated) + " (ended by a signal, shard closed first)\n";
+    out += "terminated ranks: " + format_rank_list(job.terminated) + " (ended by a signal, shard closed first)\n";
   }
   if (!job.aborted.empty()) {
-    out += "aborted ranks: " + rank_list(job.aborted) + " (called MPI_Abort: see mpi_abort_code below)\n";
+    out += "aborted ranks: " + format_rank_list(job.aborted) + " (called MPI_Abort: see mpi_abort_code below)\n";
   }
 
   std::string quality;

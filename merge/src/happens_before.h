@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "rankscope/event.h"
+#include "rankscope/model/event.h"
 
 namespace rankscope {
 

@@ -1,4 +1,4 @@
-#include "rankscope/merge.h"
+#include "rankscope/merge/merge.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -15,16 +15,16 @@
 #include <numeric>
 #include <unordered_map>
 
-#include "rankscope/clocksync.h"
-#include "rankscope/error.h"
-#include "rankscope/shard.h"
-#include "rankscope/timeline.h"
-#include "rankscope/version.h"
+#include "rankscope/clocksync/clock.h"
+#include "rankscope/model/error.h"
+#include "rankscope/model/shard.h"
+#include "rankscope/timeline/timeline.h"
+#include "rankscope/model/version.h"
 #include "clock_repair.h"
 #include "happens_before.h"
-#include "input_files.h"
-#include "mpi_gather.h"
-#include "schema.h"
+#include "rankscope/model/input_files.h"
+#include "rankscope/merge/mpi_gather.h"
+#include "rankscope/timeline/schema.h"
 
 namespace rankscope {
 namespace {
@@ -542,8 +542,7 @@ std::vector<std::string> describe_repair(const ClockRepairOutcome& outcome,
 
 std::vector<std::string> expand_shard_inputs(const std::vector<std::string>& inputs) {
   return expand_folders(
-      inputs, [](std::string_view name) { return name.size() > 6 && name.substr(name.size() - 6) == ".shard"; },
-      ".shard files");
+      inputs, is_shard_file, ".shard files");
 }
 
 MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {

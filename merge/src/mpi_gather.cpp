@@ -1,8 +1,8 @@
-#include "mpi_gather.h"
+#include "rankscope/merge/mpi_gather.h"
 
 #include <numeric>
 
-#include "rankscope/error.h"
+#include "rankscope/model/error.h"
 
 namespace rankscope {
 

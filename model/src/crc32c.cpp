@@ -1,4 +1,4 @@
-#include "rankscope/crc32c.h"
+#include "rankscope/model/crc32c.h"
 
 #include <array>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "rankscope/event.h"
+#include "rankscope/model/event.h"
 
 #include <array>
 

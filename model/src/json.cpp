@@ -1,4 +1,4 @@
-#include "rankscope/json.h"
+#include "rankscope/model/json.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,9 +1,9 @@
-#include "rankscope/metadata.h"
+#include "rankscope/model/metadata.h"
 
 #include <charconv>
 #include <cstring>
 
-#include "rankscope/error.h"
+#include "rankscope/model/error.h"
 
 namespace rankscope {
 namespace {

@@ -1,4 +1,5 @@
-#include "rankscope/shard.h"
+#include "rankscope/model/shard.h"
+#include "rankscope/model/text.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,8 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "rankscope/crc32c.h"
-#include "rankscope/error.h"
+#include "rankscope/model/crc32c.h"
+#include "rankscope/model/error.h"
 
 namespace rankscope {
 namespace {
@@ -404,5 +405,21 @@ void ShardFile::read_events(const EventChunkRef& chunk, std::vector<Event>& out)
                 " vanished while merging (was the shard truncated?)");
   }
 }
+
+std::string shard_file_name(int32_t rank, std::string_view suffix) {
+  char digits[16];
+  std::snprintf(digits, sizeof(digits), "%05d", rank);
+  return "rank-" + std::string(digits) + std::string(suffix);
+}
+
+std::optional<int32_t> shard_file_rank(std::string_view name, std::string_view suffix) {
+  if (!name.starts_with("rank-") || !name.ends_with(suffix)) return std::nullopt;
+  name.remove_prefix(5);
+  name.remove_suffix(suffix.size());
+  const auto rank = parse_integer<int32_t>(name);
+  return rank && *rank >= 0 ? rank : std::nullopt;
+}
+
+bool is_shard_file(std::string_view name) { return name.size() > kShardSuffix.size() && name.ends_with(kShardSuffix); }
 
 }  // namespace rankscope

@@ -26,11 +26,12 @@
 
 #include "capture_source.h"
 #include "recorder.h"
-#include "rankscope/agent.h"
-#include "rankscope/clocksync.h"
-#include "rankscope/error.h"
-#include "rankscope/shard.h"
-#include "rankscope/version.h"
+#include "rankscope/rank_agent/agent.h"
+#include "rankscope/clocksync/clock.h"
+#include "rankscope/model/error.h"
+#include "rankscope/model/shard.h"
+#include "rankscope/model/text.h"
+#include "rankscope/model/version.h"
 
 namespace rankscope::agent {
 namespace {
@@ -51,31 +52,6 @@ uint64_t thread_cpu_ns() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
-}
-
-template <typename Int>
-Int env_int(const char* name, Int fallback) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return fallback;
-  Int value{};
-  const auto [end, ec] = std::from_chars(text, text + std::strlen(text), value);
-  return ec == std::errc() && *end == '\0' ? value : fallback;
-}
-
-uint32_t parse_capture(const char* text) {
-  if (!text) return kCaptureMpi | kCaptureNvtx;
-  uint32_t bits = 0;
-  std::string_view rest(text);
-  while (!rest.empty()) {
-    const size_t comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    if (item == "mpi") bits |= kCaptureMpi;
-    else if (item == "nvtx") bits |= kCaptureNvtx;
-    else if (item == "cuda") bits |= kCaptureCuda;
-    else if (item == "nccl") bits |= kCaptureNccl;
-  }
-  return bits;
 }
 
 bool make_directories(const std::string& path) {
@@ -220,15 +196,16 @@ Agent* Agent::start_from_environment() {
   if (!dir || !*dir) return nullptr;
   // Only the process `rankscope run` started (or execed into) captures; its
   // children see the same environment and stay quiet.
-  if (env_int<long>(kEnvAgentPid, -1) != static_cast<long>(::getpid())) return nullptr;
+  if (env_integer<long>(kEnvAgentPid, -1) != static_cast<long>(::getpid())) return nullptr;
 
   auto* agent = new Agent();
   agent->started_ = std::chrono::steady_clock::now();
   agent->pid_ = ::getpid();
-  agent->rank_ = env_int<int32_t>(kEnvRank, 0);
-  agent->requested_ = parse_capture(std::getenv(kEnvCapture));
-  agent->buffer_bytes_ = env_int<uint64_t>(kEnvBufferMb, 64) << 20;
-  agent->flush_ms_ = std::max(10, env_int<int>(kEnvFlushMs, 200));
+  agent->rank_ = env_integer<int32_t>(kEnvRank, 0);
+  const char* capture = std::getenv(kEnvCapture);
+  agent->requested_ = parse_capture_list(capture ? capture : kDefaultCapture);
+  agent->buffer_bytes_ = env_integer<uint64_t>(kEnvBufferMb, 64) << 20;
+  agent->flush_ms_ = flush_interval_ms();
   agent->shard_path_ = dir;
   std::string why_not;
   if (!agent->open(why_not)) {
@@ -256,16 +233,14 @@ bool Agent::open(std::string& why_not) {
     why_not = "cannot create the shard folder " + shard_path_ + ": " + errno_text(errno);
     return false;
   }
-  char name[32];
-  std::snprintf(name, sizeof(name), "/rank-%05d.shard", rank_);
-  shard_path_ += name;
+  shard_path_ += "/" + shard_file_name(rank_);
 
   RankMetadata& m = metadata_;
   m.rank = rank_;
-  m.world_size = env_int<int32_t>(kEnvWorldSize, 1);
-  m.local_rank = env_int<int32_t>(kEnvLocalRank, -1);
-  m.local_size = env_int<int32_t>(kEnvLocalSize, 0);
-  m.node_id = env_int<int32_t>(kEnvNodeId, -1);
+  m.world_size = env_integer<int32_t>(kEnvWorldSize, 1);
+  m.local_rank = env_integer<int32_t>(kEnvLocalRank, -1);
+  m.local_size = env_integer<int32_t>(kEnvLocalSize, 0);
+  m.node_id = env_integer<int32_t>(kEnvNodeId, -1);
   m.pid = pid_;
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
@@ -275,7 +250,7 @@ bool Agent::open(std::string& why_not) {
   m.agent_version = kRankscopeVersion;
   const char* capture = std::getenv(kEnvCapture);
   const char* mode = std::getenv(kEnvMode);
-  m.capture = std::string(capture ? capture : "mpi,nvtx") + " mode=" + (mode ? mode : "inprocess") +
+  m.capture = std::string(capture ? capture : kDefaultCapture) + " mode=" + (mode ? mode : "inprocess") +
               " buffer_mb=" + std::to_string(buffer_bytes_ >> 20);
   m.start_wall_ns = wall_now_ns();
   m.start_local_ns = clock_.now_ns();
@@ -305,7 +280,7 @@ void Agent::start_capture() {
     } else {
       capture_bits &= ~source->bit();
       ++sources_off_;
-      report(std::string(source->name()) + " capture is off: " + source_why_not);
+      report(std::string(capture_source_label(source->bit())) + " capture is off: " + source_why_not);
     }
   }
   event_cost_ps_ = calibrate_event_cost_ps(clock_);

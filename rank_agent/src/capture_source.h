@@ -13,14 +13,17 @@ namespace rankscope::agent {
 class CaptureSource {
  public:
   virtual ~CaptureSource() = default;
-  virtual uint32_t bit() const = 0;  // its CaptureBit (agent.h)
-  virtual const char* name() const = 0;
+  virtual uint32_t bit() const = 0;  // its CaptureBit (agent.h), which names it
   // Called once, when the agent starts with this source requested. False
   // leaves the source off; `why_not` then says why, in one line.
   virtual bool start(std::string& why_not) = 0;
   // Called at finish, before the last flush: hand over what is still held.
   virtual void stop() = 0;
 };
+
+// How often the agent writes to its shard (RANKSCOPE_FLUSH_MS, at least 10
+// ms); sources that hold records of their own hand them over as often.
+int flush_interval_ms();
 
 // The sources this build has.
 std::span<CaptureSource* const> built_capture_sources();

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "id_table.h"
-#include "rankscope/agent.h"
+#include "rankscope/rank_agent/agent.h"
 
 namespace rankscope::agent {
 

@@ -18,7 +18,7 @@
 #include <memory>
 #include <span>
 
-#include "rankscope/event.h"
+#include "rankscope/model/event.h"
 
 namespace rankscope::agent {
 

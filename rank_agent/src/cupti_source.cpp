@@ -39,8 +39,9 @@
 #include "capture_source.h"
 #include "cuda_correlation.h"
 #include "cupti_records.h"
-#include "rankscope/agent.h"
-#include "rankscope/clocksync.h"
+#include "rankscope/rank_agent/agent.h"
+#include "rankscope/model/text.h"
+#include "rankscope/clocksync/clock.h"
 
 namespace rankscope::agent {
 namespace {
@@ -187,11 +188,6 @@ class ActivityBufferPool {
   std::atomic<uint64_t> free_{0};  // bit i: buffer i is free
 };
 
-int env_flush_ms() {
-  const char* text = std::getenv(kEnvFlushMs);
-  const long value = text ? std::strtol(text, nullptr, 10) : 0;
-  return value >= 10 ? static_cast<int>(value) : 200;  // as the agent reads it
-}
 
 // cuptiSubscribe wants a callback; no callback domain is enabled, so it is never called.
 void CUPTIAPI no_callbacks(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
@@ -203,7 +199,6 @@ void CUPTIAPI on_buffer_completed(CUcontext context, uint32_t stream, uint8_t* b
 class CuptiSource final : public CaptureSource {
  public:
   uint32_t bit() const override { return kCaptureCuda; }
-  const char* name() const override { return "CUDA"; }
 
   bool start(std::string& why_not) override {
     if (!open_cupti(why_not) || !check_driver(why_not) || !subscribe(why_not)) return false;
@@ -422,7 +417,7 @@ class CuptiSource final : public CaptureSource {
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, nullptr);  // the application's signals go to its own threads
-    const std::chrono::milliseconds period(env_flush_ms());
+    const std::chrono::milliseconds period(flush_interval_ms());
     std::unique_lock lock(flush_mutex_);
     while (!flush_wake_.wait_for(lock, period, [this] { return stop_flushing_; })) {
       lock.unlock();

@@ -29,10 +29,11 @@
 #include <vector>
 
 #include "id_table.h"
-#include "rankscope/agent.h"
-#include "rankscope/clocksync_mpi.h"
-#include "rankscope/error.h"
-#include "rankscope/hash.h"
+#include "rankscope/model/shard.h"
+#include "rankscope/rank_agent/agent.h"
+#include "rankscope/clocksync/sync_mpi.h"
+#include "rankscope/model/error.h"
+#include "rankscope/model/hash.h"
 
 namespace rankscope::agent {
 namespace {
@@ -733,9 +734,7 @@ void close_shard(int64_t own_work) {
   PMPI_Allreduce(&complete, &all_complete, 1, MPI_INT, MPI_MIN, g_agent_comm);
   const char* shard_dir = std::getenv(kEnvShardDir);
   if (!all_complete || !shard_dir) return;
-  char name[64];
-  std::snprintf(name, sizeof(name), "/rank-%05d%s", g_world_rank, kFinalizedSuffix);
-  const std::string mark = std::string(shard_dir) + name;
+  const std::string mark = std::string(shard_dir) + "/" + shard_file_name(g_world_rank, kFinalizedSuffix);
   if (std::FILE* file = std::fopen(mark.c_str(), "w")) std::fclose(file);
 }
 

@@ -41,7 +41,7 @@
 #include "capture_source.h"
 #include "cuda_correlation.h"
 #include "nccl_profiler_abi.h"
-#include "rankscope/agent.h"
+#include "rankscope/rank_agent/agent.h"
 
 namespace rankscope::agent {
 namespace {
@@ -748,7 +748,6 @@ bool plugin_names_this_library(const char* self, std::string& why_not) {
 class NcclSource final : public CaptureSource {
  public:
   uint32_t bit() const override { return kCaptureNccl; }
-  const char* name() const override { return "NCCL"; }
 
   bool start(std::string& why_not) override {
     if (!parse_gpu_timing(std::getenv(kEnvGpuTiming), g_gpu_timing)) {

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "capture_source.h"
-#include "rankscope/agent.h"
+#include "rankscope/rank_agent/agent.h"
 
 namespace rankscope::agent {
 namespace {
@@ -280,7 +280,6 @@ bool install_handlers(NvtxGetExportTableFunc_t get_export_table) {
 class NvtxSource final : public CaptureSource {
  public:
   uint32_t bit() const override { return kCaptureNvtx; }
-  const char* name() const override { return "NVTX"; }
   bool start(std::string& why_not) override {
     pthread_key_create(&g_stack_key, [](void* stack) {
       delete[] static_cast<OpenRange*>(stack);

@@ -9,7 +9,7 @@
 #include <new>
 #include <string>
 
-#include "rankscope/hash.h"
+#include "rankscope/model/hash.h"
 
 namespace rankscope::agent {
 

@@ -1,5 +1,10 @@
 #include "capture_source.h"
 
+#include <algorithm>
+
+#include "rankscope/model/text.h"
+#include "rankscope/rank_agent/agent.h"
+
 namespace rankscope::agent {
 
 #if RANKSCOPE_HAVE_NVTX
@@ -9,6 +14,8 @@ CaptureSource& nvtx_capture_source();
 CaptureSource& cupti_capture_source();
 CaptureSource& nccl_capture_source();
 #endif
+
+int flush_interval_ms() { return std::max(10, env_integer<int>(kEnvFlushMs, 200)); }
 
 std::span<CaptureSource* const> built_capture_sources() {
   static CaptureSource* const sources[] = {

@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "rankscope/clocksync.h"
-#include "rankscope/error.h"
+#include "rankscope/clocksync/clock.h"
+#include "rankscope/model/error.h"
 
 namespace rankscope::clocksync {
 namespace {
@@ -652,17 +652,12 @@ TEST(ClockHandoff, AChildStampsOnTheClockItWasHanded) {
   EXPECT_EQ(child.finish(), 0);
 }
 
-fs::path build_file(const char* relative) {
-  return fs::read_symlink("/proc/self/exe").parent_path().parent_path() / relative;
-}
-
 // `rankscope run` in sidecar mode measures clock sync in its own process, and
 // the program it starts, with the agent inside, must stamp on that clock.
 // No calibration file is shared here, so the program has the sidecar's clock
 // only if the sidecar hands it down.
 TEST(ClockHandoff, TheSidecarHandsItsClockToTheProgram) {
-  const fs::path rankscope = build_file("coordinator/rankscope");
-  if (!fs::exists(rankscope)) GTEST_SKIP() << rankscope << " is not built";
+  const fs::path rankscope = RANKSCOPE_TEST_COMMAND;
   const fs::path dir = fresh_directory("rankscope-sidecar-clock");
   ScopedEnvironment environment;
   environment.set(kClockFileVariable, "").unset(kClockBaseVariable).unset(kClockVariable).unset(kFakeClockVariable);
@@ -686,8 +681,7 @@ TEST(ClockHandoff, TheSidecarHandsItsClockToTheProgram) {
 // does with its own copy, and must read exactly the agent's times. The agent
 // is given a clock no other copy would choose: a calibration a second off.
 TEST(AgentClock, TheShimsCopyReadsTheAgentsClock) {
-  const fs::path library = build_file("rank_agent/librankscope_capture.so");
-  if (!fs::exists(library)) GTEST_SKIP() << library << " is not built";
+  const fs::path library = RANKSCOPE_TEST_CAPTURE_LIBRARY;
   if (!counter_readable()) GTEST_SKIP() << "no TSC readable in order here";
   TscCalibration second_off = calibrate_tsc(2'000'000);
   second_off.base_ns += 1'000'000'000;

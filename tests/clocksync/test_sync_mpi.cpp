@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <optional>
 
-#include "rankscope/clocksync_mpi.h"
+#include "rankscope/clocksync/sync_mpi.h"
 
 namespace rankscope::clocksync {
 namespace {

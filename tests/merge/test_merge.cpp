@@ -1,5 +1,5 @@
 // Collective tests of the merge: run as one process and under mpiexec -n 4.
-#include "rankscope/merge.h"
+#include "rankscope/merge/merge.h"
 
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -16,12 +16,12 @@
 #include <map>
 #include <tuple>
 
-#include "rankscope/error.h"
-#include "rankscope/shard.h"
-#include "rankscope/timeline.h"
+#include "rankscope/model/error.h"
+#include "rankscope/model/shard.h"
+#include "rankscope/timeline/timeline.h"
 #include "synthetic_job.h"
 // The repair's solver is internal to the merge; its cases are tested directly.
-#include "../../merge/src/clock_repair.h"
+#include "clock_repair.h"
 
 namespace rankscope {
 namespace {

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "rankscope/event.h"
-#include "rankscope/json.h"
-#include "rankscope/metadata.h"
+#include "rankscope/model/event.h"
+#include "rankscope/model/json.h"
+#include "rankscope/model/metadata.h"
 
 namespace rankscope {
 namespace {

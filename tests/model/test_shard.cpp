@@ -1,4 +1,4 @@
-#include "rankscope/shard.h"
+#include "rankscope/model/shard.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -14,8 +14,8 @@
 #include <random>
 #include <set>
 
-#include "rankscope/crc32c.h"
-#include "rankscope/error.h"
+#include "rankscope/model/crc32c.h"
+#include "rankscope/model/error.h"
 #include "synthetic_job.h"
 
 namespace rankscope {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "cupti_records.h"
-#include "rankscope/agent.h"
+#include "rankscope/rank_agent/agent.h"
 
 namespace {
 

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "nccl_profiler_abi.h"
-#include "rankscope/agent.h"
-#include "rankscope/shard.h"
+#include "rankscope/rank_agent/agent.h"
+#include "rankscope/model/shard.h"
 #include "shard_contents.h"
 
 namespace {

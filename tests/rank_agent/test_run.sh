@@ -125,5 +125,5 @@ status=0
 status=0
 "$mpiexec" -n 2 "$rankscope" run -o "$work/signal.h5" -- "$nvtx_app" 10 0 signal 9 >signal.log 2>&1 || status=$?
 [ "$status" -eq 137 ] || { cat signal.log; fail "death by signal 9 came back as status $status"; }
-"$rankscope" info signal.h5 | grep -q "dead ranks: 0, 1" || fail "ranks killed by a signal are not shown dead"
+"$rankscope" info signal.h5 | grep -q "dead ranks: 0,1" || fail "ranks killed by a signal are not shown dead"
 echo "all rankscope run checks passed"

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "rankscope/error.h"
+#include "rankscope/model/error.h"
 #include "synthetic_job.h"
 
 int main(int argc, char** argv) {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "rankscope/event.h"
-#include "rankscope/shard.h"
+#include "rankscope/model/event.h"
+#include "rankscope/model/shard.h"
 
 namespace rankscope::testing {
 

@@ -8,9 +8,9 @@
 #include <tuple>
 #include <utility>
 
-#include "rankscope/clocksync.h"
-#include "rankscope/error.h"
-#include "rankscope/shard.h"
+#include "rankscope/clocksync/clock.h"
+#include "rankscope/model/error.h"
+#include "rankscope/model/shard.h"
 
 namespace rankscope::testing {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "rankscope/event.h"
+#include "rankscope/model/event.h"
 
 namespace rankscope::testing {
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <tuple>
 
-#include "rankscope/error.h"
-#include "rankscope/json.h"
-#include "rankscope/timeline.h"
+#include "rankscope/model/error.h"
+#include "rankscope/model/json.h"
+#include "rankscope/timeline/timeline.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -1,0 +1,236 @@
+// What `rankscope report` knows about a job, and the analyses over it. The
+// profile is built from a timeline in two streaming passes (memory grows with
+// ranks × steps and ranks × collectives, never with events); every analysis is
+// then a pure function of the profile. Definitions: docs/report.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rankscope/model/event.h"
+#include "rankscope/timeline/timeline.h"
+
+namespace rankscope::analysis {
+
+inline constexpr int64_t kUnknown = INT64_MIN;
+
+enum class CollectiveSource : uint8_t { kMpi = 1, kNccl = 2 };
+
+// One rank's part in one collective instance. Arrival is when the rank was
+// ready to communicate: the post of an MPI call, the start of the NCCL
+// kernel. Times are on the timeline's clock.
+struct Participation {
+  int32_t rank = -1;
+  int64_t enqueue_ns = kUnknown;  // NCCL: when the host enqueued it; MPI: the call's begin
+  int64_t arrival_ns = kUnknown;
+  int64_t start_ns = kUnknown;    // execution start (NCCL: GPU; MPI: the call's or the post's begin)
+  int64_t end_ns = kUnknown;      // execution end (MPI: when the call or the completing Wait/Test returned)
+  int64_t wait_ns = 0;            // last arrival of all ranks − this rank's arrival
+  int64_t exposed_wait_ns = 0;    // of [arrival, last arrival]: time this rank did not compute
+  int64_t exposed_transfer_ns = 0;  // of [last arrival, end]: time this rank did not compute
+};
+
+// One instance of a collective, matched across ranks: NCCL by (communicator,
+// function, sequence number), MPI by (communicator, operation, call order).
+struct CollectiveInstance {
+  uint64_t comm_hash = 0;
+  CommOp op = CommOp::kNone;
+  uint64_t seq = 0;
+  CollectiveSource source = CollectiveSource::kMpi;
+  bool nonblocking = false;
+  uint64_t bytes = 0;           // the collective's size as nccl-tests counts it
+  DataType datatype = DataType::kNone;
+  Algorithm algorithm = Algorithm::kNone;
+  Protocol protocol = Protocol::kNone;
+  uint32_t name_id = 0;         // the job's string table
+  int32_t step = -1;            // index into JobProfile::steps, by the first rank's step; -1 outside steps
+  std::vector<Participation> ranks;  // in rank order
+
+  int64_t last_arrival_ns() const;
+  int32_t last_arriver() const;             // -1 with fewer than two ranks
+  int64_t arrival_skew_ns() const;          // last arrival − first arrival
+  int64_t second_last_arrival_ns() const;
+  int64_t transfer_ns() const;              // X(c) = min over ranks of (end − start)
+};
+
+// A step: the job's ProfilerStep#N ranges (torch.profiler's, and ddp_sim's);
+// a job without them is one step from its first event to its last.
+struct StepTimes {
+  int64_t begin_ns = kUnknown;
+  int64_t end_ns = kUnknown;
+  int64_t duration() const { return end_ns - begin_ns; }
+};
+
+// A rank's time in one step, split by what it was doing.
+struct RankStep {
+  StepTimes times;               // this rank's step range
+  int64_t compute_ns = 0;        // |compute|: GPU compute kernels; on CPU jobs the step's time outside MPI calls
+  int64_t comm_ns = 0;           // |communication|: NCCL and MPI operations, nonblocking ones while in flight
+  int64_t overlap_ns = 0;        // |compute ∩ communication|
+  int64_t exposed_wait_ns = 0;   // exposed communication spent waiting for the last rank
+  int64_t exposed_transfer_ns = 0;  // the rest of the exposed communication
+  int64_t idle_ns = 0;           // neither computing nor communicating
+  int64_t exposed_comm_ns() const { return comm_ns - overlap_ns; }
+};
+
+struct RankProfile {
+  int32_t rank = -1;
+  std::string host;
+  int32_t node_id = -1;
+  RankStatus status = RankStatus::kComplete;
+  std::vector<RankStep> steps;  // index = JobProfile::steps index; a step this rank lacks has kUnknown times
+};
+
+struct JobProfile {
+  std::string path;
+  int32_t world_size = 0;
+  bool gpu = false;             // GPU events exist: compute is GPU kernels; otherwise CPU threads
+  bool clock_corrected = false;
+  std::vector<std::string> strings;  // the job's string table
+  std::vector<uint64_t> step_numbers;  // N of ProfilerStep#N, per step
+  std::vector<RankProfile> ranks;
+  std::vector<CollectiveInstance> collectives;  // sorted by (first arrival)
+  std::vector<RankClock> clocks;               // per rank, from the timeline
+
+  const std::string& name(uint32_t id) const { return strings.at(id); }
+};
+
+// Reads the timeline twice, rank by rank. Throws Error naming the file.
+JobProfile build_profile(const Timeline& timeline);
+
+// ------------------------------------------------------------ analyses ---
+
+// Holistic Trace Analysis' figures for one rank, by its definitions
+// (docs/report.md, "--hta-compat"): GPU events classified by kernel name,
+// HTA's window and its whole-µs rounding.
+struct HtaFigures {
+  double comm_comp_overlap_pct = 0;  // NaN without communication kernels
+  int64_t kernel_time_ns = 0;        // first GPU event's start to last one's end
+  double idle_pct = 0, compute_pct = 0, non_compute_pct = 0;
+};
+
+struct RankOverlap {
+  int32_t rank = -1;
+  double comm_comp_overlap_pct = 0;  // 100 · |compute ∩ comm| / |comm|; NaN without communication
+  int64_t compute_ns = 0, comm_ns = 0, overlap_ns = 0, exposed_wait_ns = 0, exposed_transfer_ns = 0, idle_ns = 0;
+  double idle_pct = 0;  // of the steps' time
+  std::optional<HtaFigures> hta;  // with --hta-compat
+};
+std::vector<RankOverlap> overlap_by_rank(const JobProfile& job);
+
+// HTA's overlap and temporal breakdown per rank, streamed from the timeline.
+std::vector<std::optional<HtaFigures>> hta_figures(const Timeline& timeline);  // nothing for missing ranks
+
+struct Straggler {
+  int32_t rank = -1;
+  double score = 0;        // 0..1: how sure, and how much it costs
+  std::string cause;       // "slow compute", "slow link or node network", "workload imbalance", "rotating"
+  std::string evidence;    // the figures that decided it, in one paragraph
+  double last_arriver_rate = 0;    // share of its collectives it arrived last to
+  double baseline_rate = 0;        // 1/n for its collectives
+  int64_t blame_ns = 0;            // time others waited for it
+  double blame_fraction = 0;       // blame over the job's total step time
+  double compute_score_relative = 0;  // its compute per step against the fastest peer's (1 = as fast)
+  double compute_score_individual = 0;  // against its own best step
+  int64_t what_if_step_ns = 0;     // mean step time had it been as fast as the median rank
+  int64_t actual_step_ns = 0;      // mean step time as measured
+};
+struct RankScores {
+  int32_t rank = -1;
+  double last_arriver_rate = 0;
+  double baseline_rate = 0;
+  int64_t blame_ns = 0;
+  int64_t mean_wait_ns = 0;
+  double compute_score_relative = 0;
+  double compute_score_individual = 0;
+  int64_t median_compute_ns = 0;   // per step
+};
+struct StragglerReport {
+  std::vector<RankScores> ranks;
+  std::vector<Straggler> stragglers;  // most likely first; empty when none
+};
+StragglerReport find_stragglers(const JobProfile& job);
+
+struct BucketStats {
+  int32_t index = -1;            // position in the step's order of gradient allreduces
+  uint64_t bytes = 0;
+  int64_t transfer_ns = 0;       // median over steps of X(c)
+  double bus_bandwidth_gbps = 0; // S/X · 2(n−1)/n, GB = 1e9 B
+  Algorithm algorithm = Algorithm::kNone;
+  double overlap_pct = 0;        // of its time in flight, the share overlapped by compute (median over ranks and steps)
+  int64_t exposed_ns = 0;        // median exposed time per step
+};
+struct AlphaBetaFit {
+  double alpha_ns = 0;           // per-operation latency
+  double ns_per_byte = 0;        // 1/β
+  double r_squared = 0;
+  int samples = 0;
+};
+struct BucketPrediction {
+  uint64_t bucket_bytes = 0;
+  int64_t step_ns = 0;
+};
+struct BucketReport {
+  bool ddp = false;              // gradient allreduces found
+  bool fsdp = false;             // allgather / reduce-scatter units found
+  std::vector<BucketStats> buckets;
+  int64_t exposed_tail_ns = 0;   // median over steps: last gradient allreduce end − backward compute end
+  AlphaBetaFit fit;
+  std::vector<BucketPrediction> predictions;
+  uint64_t recommended_bucket_bytes = 0;
+  std::string recommendation;    // one sentence
+  struct Unit {
+    int32_t index = -1;
+    uint64_t allgather_bytes = 0, reduce_scatter_bytes = 0;
+    int64_t allgather_exposed_ns = 0, reduce_scatter_exposed_ns = 0;  // median per step
+  };
+  std::vector<Unit> units;       // FSDP
+  std::string prefetch_note;     // FSDP: what prefetch saved, or why it could not
+};
+BucketReport analyze_buckets(const JobProfile& job, const std::vector<RankOverlap>& overlap);
+
+// What capture cost one rank's process, from its agent's counters: the fixed
+// parts measured, the per-call part estimated (recorded calls times the cost
+// of one, calibrated on the rank's machine when it started).
+struct CaptureCost {
+  int32_t rank = -1;
+  int64_t capture_ns = 0;       // agent start to shard close: the time the costs are a share of
+  int64_t start_ns = 0;         // starting the agent in the process
+  int64_t mpi_init_ns = 0;      // the MPI shim's own work in MPI_Init (clock sync round included)
+  int64_t mpi_finalize_ns = 0;  // ... in MPI_Finalize, before the shard's last flush
+  int64_t finish_ns = 0;        // the last flush of the shard
+  int64_t flusher_cpu_ns = 0;   // CPU time of the agent's writer thread, beside the application
+  uint64_t host_events = 0;     // calls recorded on the application's threads (timed polls included)
+  uint64_t polls_counted = 0;   // MPI polls counted, not recorded
+  int64_t events_ns = 0;        // estimated: host_events and polls_counted times the calibrated cost of each
+  uint64_t buffer_bytes = 0;    // event buffer memory the rank used (of --buffer-mb)
+  int64_t total_ns() const { return start_ns + mpi_init_ns + mpi_finalize_ns + finish_ns + flusher_cpu_ns + events_ns; }
+  double share_pct() const { return capture_ns > 0 ? 100.0 * static_cast<double>(total_ns()) / static_cast<double>(capture_ns) : 0; }
+};
+// Ranks whose agent measured its cost (not imported traces), in rank order.
+std::vector<CaptureCost> capture_cost(const Timeline& timeline);
+// The rank capture cost the largest share of its run; `costs` is not empty.
+const CaptureCost& largest_share(const std::vector<CaptureCost>& costs);
+
+struct Report {
+  JobProfile profile;
+  std::vector<RankOverlap> overlap;
+  StragglerReport stragglers;
+  BucketReport buckets;
+  std::vector<CaptureCost> capture_cost;
+};
+struct ReportOptions {
+  bool hta_compat = false;  // overlap and the temporal breakdown by HTA's definitions (docs/report.md)
+};
+Report make_report(const Timeline& timeline, const ReportOptions& options = {});
+
+std::string report_text(const Report& report);   // fits one screen
+std::string report_json(const Report& report);   // docs/report.md
+std::string report_html(const Report& report);   // one self-contained page
+
+// Writes the matched collectives into the timeline as /collectives (docs/format.md).
+void write_collectives_table(const std::string& timeline_path, const JobProfile& job);
+
+}  // namespace rankscope::analysis

@@ -1,0 +1,54 @@
+// What capture cost each rank, from the counters its agent wrote when it
+// closed the shard (docs/agent.md, "What capture costs").
+#include <algorithm>
+
+#include "rankscope/analysis/analysis.h"
+
+namespace rankscope::analysis {
+
+namespace {
+
+// The kinds an agent records on the application's own threads, each from one
+// wrapped call or range; GPU activity arrives in CUPTI's buffers instead, on
+// CUPTI's and the flusher's threads.
+constexpr EventKind kHostKinds[] = {EventKind::kNvtxRange, EventKind::kNvtxMark, EventKind::kMpiCall,
+                                    EventKind::kMpiCollective, EventKind::kMpiP2p,
+                                    EventKind::kNcclCollectiveEnqueue, EventKind::kNcclP2pEnqueue};
+
+int64_t as_ns(uint64_t value) { return static_cast<int64_t>(std::min<uint64_t>(value, INT64_MAX)); }
+
+}  // namespace
+
+std::vector<CaptureCost> capture_cost(const Timeline& timeline) {
+  std::vector<CaptureCost> costs;
+  for (const RankInfo& info : timeline.ranks()) {
+    const Counters& c = info.counters;
+    if (c.get(counter::kCostCaptureNs) == 0) continue;  // no agent measured it (an import, a shard cut short)
+    CaptureCost cost;
+    cost.rank = info.rank;
+    cost.capture_ns = as_ns(c.get(counter::kCostCaptureNs));
+    cost.start_ns = as_ns(c.get(counter::kCostStartNs));
+    cost.mpi_init_ns = as_ns(c.get(counter::kCostMpiInitNs));
+    cost.mpi_finalize_ns = as_ns(c.get(counter::kCostMpiFinalizeNs));
+    cost.finish_ns = as_ns(c.get(counter::kCostFinishNs));
+    cost.flusher_cpu_ns = as_ns(c.get(counter::kCostFlusherCpuNs));
+    uint64_t host_events = c.get("mpi_polls_timed");  // timed like a recorded call, then only counted
+    for (const EventKind kind : kHostKinds) {
+      const size_t index = static_cast<size_t>(kind) - 1;
+      if (index < info.events_by_kind.size()) host_events += info.events_by_kind[index];
+    }
+    cost.host_events = host_events;
+    cost.polls_counted = c.get("mpi_polls_unrecorded");
+    cost.events_ns = as_ns((host_events * c.get(counter::kCostEventPs) + cost.polls_counted * c.get(counter::kCostPollPs)) / 1000);
+    cost.buffer_bytes = c.get(counter::kCostBufferBytes);
+    costs.push_back(cost);
+  }
+  return costs;
+}
+
+const CaptureCost& largest_share(const std::vector<CaptureCost>& costs) {
+  return *std::max_element(costs.begin(), costs.end(),
+                           [](const CaptureCost& a, const CaptureCost& b) { return a.share_pct() < b.share_pct(); });
+}
+
+}  // namespace rankscope::analysis

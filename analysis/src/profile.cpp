@@ -1,0 +1,472 @@
+// Builds a job's profile from its timeline in two streaming passes over each
+// rank's events (docs/report.md, "The job's profile"):
+//  1. steps and collectives: every collective instance matched across ranks;
+//  2. a sweep over each rank's time that splits its steps into compute,
+//     communication, overlap, exposed wait, exposed transfer and idle time.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <queue>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+
+#include "rankscope/analysis/analysis.h"
+#include "rankscope/model/error.h"
+
+namespace rankscope::analysis {
+
+int64_t CollectiveInstance::last_arrival_ns() const {
+  int64_t last = kUnknown;
+  for (const Participation& p : ranks) last = std::max(last, p.arrival_ns);
+  return last;
+}
+
+int32_t CollectiveInstance::last_arriver() const {
+  if (ranks.size() < 2) return -1;
+  const auto last = std::max_element(ranks.begin(), ranks.end(), [](const Participation& a, const Participation& b) {
+    return a.arrival_ns < b.arrival_ns;
+  });
+  return last->rank;
+}
+
+int64_t CollectiveInstance::arrival_skew_ns() const {
+  if (ranks.empty()) return 0;
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  for (const Participation& p : ranks) {
+    first = std::min(first, p.arrival_ns);
+    last = std::max(last, p.arrival_ns);
+  }
+  return last - first;
+}
+
+int64_t CollectiveInstance::second_last_arrival_ns() const {
+  int64_t last = kUnknown, second = kUnknown;
+  for (const Participation& p : ranks) {
+    if (p.arrival_ns > last) {
+      second = last;
+      last = p.arrival_ns;
+    } else if (p.arrival_ns > second) {
+      second = p.arrival_ns;
+    }
+  }
+  return second;
+}
+
+int64_t CollectiveInstance::transfer_ns() const {
+  int64_t shortest = kUnknown;
+  for (const Participation& p : ranks) {
+    if (p.start_ns == kUnknown || p.end_ns == kUnknown) continue;
+    const int64_t d = p.end_ns - p.start_ns;
+    shortest = shortest == kUnknown ? d : std::min(shortest, d);
+  }
+  return shortest;
+}
+
+namespace {
+
+constexpr std::string_view kStepPrefix = "ProfilerStep#";
+
+bool is_collective_kind(EventKind kind) {
+  return kind == EventKind::kMpiCollective || kind == EventKind::kNcclCollectiveEnqueue ||
+         kind == EventKind::kNcclCollectiveGpu;
+}
+
+bool is_gpu_kind(EventKind kind) {
+  return kind == EventKind::kGpuKernel || kind == EventKind::kGpuMemcpy || kind == EventKind::kGpuMemset ||
+         kind == EventKind::kNcclCollectiveGpu || kind == EventKind::kNcclP2pGpu;
+}
+
+// The step number of a ProfilerStep#N range; nothing for other names.
+std::optional<uint64_t> step_number(const std::string& name) {
+  if (name.compare(0, kStepPrefix.size(), kStepPrefix) != 0 || name.size() == kStepPrefix.size()) return std::nullopt;
+  uint64_t n = 0;
+  for (size_t i = kStepPrefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    n = n * 10 + static_cast<uint64_t>(name[i] - '0');
+  }
+  return n;
+}
+
+struct InstanceKey {
+  uint64_t comm_hash;
+  uint64_t seq;
+  CommOp op;
+  CollectiveSource source;
+  bool operator==(const InstanceKey&) const = default;
+};
+struct InstanceKeyHash {
+  size_t operator()(const InstanceKey& k) const {
+    uint64_t h = k.comm_hash * 0x9E3779B97F4A7C15ull ^ (k.seq + 0x632BE59BD9B4E019ull * static_cast<uint64_t>(k.op));
+    return static_cast<size_t>(h ^ (h >> 29) ^ static_cast<uint64_t>(k.source));
+  }
+};
+
+// Track types of one rank, by track id.
+std::vector<TrackType> track_types(const RankInfo& rank) {
+  std::vector<TrackType> types;
+  for (const Track& t : rank.tracks) {
+    if (t.id >= types.size()) types.resize(t.id + 1, TrackType::kThread);
+    types[t.id] = t.type;
+  }
+  return types;
+}
+
+// ------------------------------------------------------------- pass 1 ---
+
+class FirstPass {
+ public:
+  FirstPass(const Timeline& timeline, JobProfile& job) : timeline_(timeline), job_(job) {
+    // Names are few and events many: each name is looked at once.
+    for (const std::string& name : timeline.strings()) step_of_name_.push_back(step_number(name));
+  }
+
+  void run() {
+    std::map<uint64_t, size_t> step_index;
+    per_rank_steps_.resize(job_.ranks.size());
+    for (const RankInfo& rank : timeline_.ranks()) {
+      if (rank.status == RankStatus::kMissing) continue;
+      const std::vector<TrackType> tracks = track_types(rank);
+      timeline_.for_each_event_block(rank.rank, [&](const std::vector<Event>& events) {
+        for (const Event& e : events) read(rank.rank, e, tracks);
+      });
+    }
+    // Steps: the union of the step numbers any rank ran, in order.
+    for (const auto& steps : per_rank_steps_) {
+      for (const auto& [n, times] : steps) step_index.emplace(n, 0);
+    }
+    size_t next = 0;
+    for (auto& [n, index] : step_index) {
+      index = next++;
+      job_.step_numbers.push_back(n);
+    }
+    for (size_t r = 0; r < job_.ranks.size(); ++r) {
+      RankProfile& rank = job_.ranks[r];
+      const RankInfo& info = timeline_.ranks()[r];
+      if (step_index.empty()) {
+        // No steps marked: the rank's whole capture is one step.
+        rank.steps.assign(1, RankStep{});
+        if (info.event_count > 0) rank.steps[0].times = {info.first_ns, info.last_ns};
+        continue;
+      }
+      rank.steps.assign(step_index.size(), RankStep{});
+      for (const auto& [n, times] : per_rank_steps_[r]) rank.steps[step_index.at(n)].times = times;
+    }
+    if (step_index.empty()) job_.step_numbers.push_back(0);
+    finish_collectives();
+  }
+
+ private:
+  void read(int32_t rank, const Event& e, const std::vector<TrackType>& tracks) {
+    job_.gpu |= is_gpu_kind(e.kind);
+    if (e.kind == EventKind::kNvtxRange) {
+      if (const auto n = e.name_id < step_of_name_.size() ? step_of_name_[e.name_id] : std::nullopt) {
+        per_rank_steps_[static_cast<size_t>(rank)].emplace_back(*n, StepTimes{e.begin_ns, e.end_ns});
+      }
+      return;
+    }
+    if (!is_collective_kind(e.kind) || e.comm_hash == 0) return;
+    const bool nccl = e.kind != EventKind::kMpiCollective;
+    const InstanceKey key{e.comm_hash, e.seq, e.op, nccl ? CollectiveSource::kNccl : CollectiveSource::kMpi};
+    auto [it, added] = index_.try_emplace(key, job_.collectives.size());
+    if (added) {
+      CollectiveInstance c;
+      c.comm_hash = e.comm_hash;
+      c.op = e.op;
+      c.seq = e.seq;
+      c.source = key.source;
+      c.name_id = e.name_id;
+      job_.collectives.push_back(std::move(c));
+    }
+    CollectiveInstance& c = job_.collectives[it->second];
+    c.bytes = std::max(c.bytes, e.bytes);
+    if (c.datatype == DataType::kNone) c.datatype = e.datatype;
+    if (e.algorithm != Algorithm::kNone) c.algorithm = e.algorithm;
+    if (e.protocol != Protocol::kNone) c.protocol = e.protocol;
+    Participation& p = participation(c, rank);
+    if (!nccl) {
+      c.nonblocking |= e.track < tracks.size() && tracks[e.track] == TrackType::kMpiComm;
+      p.enqueue_ns = p.arrival_ns = p.start_ns = e.begin_ns;
+      p.end_ns = e.end_ns;
+    } else if (e.kind == EventKind::kNcclCollectiveEnqueue) {
+      c.nonblocking = true;  // NCCL collectives run on a stream, apart from the host
+      p.enqueue_ns = e.begin_ns;
+      if (p.start_ns == kUnknown) {  // until the GPU's own times arrive
+        p.arrival_ns = p.start_ns = e.begin_ns;
+        p.end_ns = e.end_ns;
+      }
+    } else {
+      p.arrival_ns = p.start_ns = e.begin_ns;
+      p.end_ns = e.end_ns;
+    }
+  }
+
+  static Participation& participation(CollectiveInstance& c, int32_t rank) {
+    if (c.ranks.empty() || c.ranks.back().rank != rank) {
+      c.ranks.push_back(Participation{});
+      c.ranks.back().rank = rank;
+    }
+    return c.ranks.back();
+  }
+
+  // Orders the instances, puts each in its step, and works out the waits.
+  void finish_collectives() {
+    for (CollectiveInstance& c : job_.collectives) {
+      std::sort(c.ranks.begin(), c.ranks.end(), [](const Participation& a, const Participation& b) { return a.rank < b.rank; });
+      // NCCL counts one rank's share for these; nccl-tests and the MPI shim the whole.
+      if (c.source == CollectiveSource::kNccl && (c.op == CommOp::kAllGather || c.op == CommOp::kReduceScatter)) {
+        c.bytes *= c.ranks.size();
+      }
+      const int64_t last = c.last_arrival_ns();
+      for (Participation& p : c.ranks) p.wait_ns = last - p.arrival_ns;
+      const Participation& first = c.ranks.front();
+      const auto& steps = job_.ranks[static_cast<size_t>(first.rank)].steps;
+      for (size_t s = 0; s < steps.size(); ++s) {
+        if (steps[s].times.begin_ns != kUnknown && first.arrival_ns >= steps[s].times.begin_ns &&
+            first.arrival_ns < steps[s].times.end_ns) {
+          c.step = static_cast<int32_t>(s);
+          break;
+        }
+      }
+    }
+    std::sort(job_.collectives.begin(), job_.collectives.end(),
+              [](const CollectiveInstance& a, const CollectiveInstance& b) {
+                const int64_t fa = a.ranks.front().arrival_ns, fb = b.ranks.front().arrival_ns;
+                return fa != fb ? fa < fb : std::tie(a.comm_hash, a.op, a.seq) < std::tie(b.comm_hash, b.op, b.seq);
+              });
+  }
+
+  const Timeline& timeline_;
+  JobProfile& job_;
+  std::unordered_map<InstanceKey, size_t, InstanceKeyHash> index_;
+  std::vector<std::optional<uint64_t>> step_of_name_;
+  std::vector<std::vector<std::pair<uint64_t, StepTimes>>> per_rank_steps_;
+};
+
+// ------------------------------------------------------------- pass 2 ---
+
+// What a stretch of a rank's time was spent on, from the intervals open over it.
+enum Layer : uint8_t {
+  kInStep,          // inside one of the rank's steps
+  kBlocked,         // CPU job: inside an MPI call on a thread
+  kCommunicating,   // an MPI or NCCL operation in flight, or an MPI call
+  kComputing,       // GPU job: a compute kernel runs
+  kGpuBusy,         // GPU job: any GPU activity
+  kWaitWindow,      // between this rank's arrival at a collective and the last rank's
+  kTransferWindow,  // between the last arrival and this rank's end of that collective
+  kLayerCount,
+};
+
+// A sweep over one rank's time: intervals open in time order; a heap holds
+// their ends. Only the intervals open at once are held, so memory does not
+// grow with the rank's events.
+class RankSweep {
+ public:
+  RankSweep(RankProfile& rank, bool gpu) : rank_(rank), gpu_(gpu) {}
+
+  // Intervals must be opened in order of their begins.
+  void open(int64_t begin, int64_t end, Layer layer, Participation* window = nullptr) {
+    if (end <= begin) return;
+    advance(begin);
+    apply(layer, window, +1);
+    ends_.push({end, layer, window});
+  }
+
+  // Steps do not overlap: time inside one belongs to the last one opened.
+  void open_step(int64_t begin, int64_t end, size_t index) {
+    if (end <= begin) return;
+    advance(begin);
+    step_ = index;
+    apply(kInStep, nullptr, +1);
+    ends_.push({end, kInStep, nullptr});
+  }
+
+  void finish() { advance(INT64_MAX); }
+
+ private:
+  struct End {
+    int64_t time;
+    Layer layer;
+    Participation* window;
+    bool operator>(const End& other) const { return time > other.time; }
+  };
+
+  void apply(Layer layer, Participation* window, int delta) {
+    open_[layer] += delta;
+    if (window) {
+      auto& list = layer == kWaitWindow ? wait_windows_ : transfer_windows_;
+      if (delta > 0) list.push_back(window);
+      else list.erase(std::find(list.begin(), list.end(), window));
+    }
+  }
+
+  void advance(int64_t to) {
+    while (!ends_.empty() && ends_.top().time <= to) {
+      const End end = ends_.top();
+      ends_.pop();
+      account(end.time);
+      apply(end.layer, end.window, -1);
+    }
+    if (to != INT64_MAX) account(to);
+  }
+
+  // Books [now_, to) by the intervals open over it.
+  void account(int64_t to) {
+    const int64_t dt = to - now_;
+    now_ = to;
+    if (dt <= 0 || open_[kInStep] == 0 || step_ >= rank_.steps.size()) return;
+    RankStep& step = rank_.steps[step_];
+    const bool computing = gpu_ ? open_[kComputing] > 0 : open_[kBlocked] == 0;
+    const bool communicating = open_[kCommunicating] > 0;
+    if (computing) step.compute_ns += dt;
+    if (communicating) step.comm_ns += dt;
+    if (computing && communicating) step.overlap_ns += dt;
+    const bool busy = computing || communicating || (gpu_ && open_[kGpuBusy] > 0);
+    if (!busy) step.idle_ns += dt;
+    if (communicating && !computing) {
+      if (!wait_windows_.empty()) step.exposed_wait_ns += dt;
+      else step.exposed_transfer_ns += dt;
+    }
+    if (!computing) {
+      for (Participation* p : wait_windows_) p->exposed_wait_ns += dt;
+      for (Participation* p : transfer_windows_) p->exposed_transfer_ns += dt;
+    }
+  }
+
+  RankProfile& rank_;
+  bool gpu_;
+  int64_t now_ = INT64_MIN;
+  size_t step_ = 0;
+  int open_[kLayerCount] = {};
+  std::priority_queue<End, std::vector<End>, std::greater<End>> ends_;
+  std::vector<Participation*> wait_windows_, transfer_windows_;
+};
+
+struct Window {
+  int64_t begin, end;
+  Layer layer;
+  Participation* participation;
+};
+
+// The layers an event opens, by its kind, where it was recorded, and (for a
+// kernel) whether its name is NCCL's.
+void classify(const Event& e, bool gpu, bool on_thread, bool nccl_named, Layer out[], int& count) {
+  count = 0;
+  switch (e.kind) {
+    case EventKind::kMpiCall:
+    case EventKind::kMpiCollective:
+    case EventKind::kMpiP2p:
+      out[count++] = kCommunicating;
+      if (!gpu && on_thread) out[count++] = kBlocked;
+      break;
+    case EventKind::kNcclCollectiveGpu:
+    case EventKind::kNcclP2pGpu:
+      out[count++] = kCommunicating;
+      out[count++] = kGpuBusy;
+      break;
+    case EventKind::kGpuKernel: {
+      // NCCL's own kernels are communication: tied to their collective
+      // through CUPTI, or known by name when the run timed NCCL otherwise.
+      const bool nccl = (e.flags & kFlagExternalCorrelation) != 0 || nccl_named;
+      out[count++] = nccl ? kCommunicating : kComputing;
+      out[count++] = kGpuBusy;
+      break;
+    }
+    case EventKind::kGpuMemcpy:
+    case EventKind::kGpuMemset:
+    case EventKind::kGpuSync:
+      out[count++] = kGpuBusy;
+      break;
+    default:
+      break;
+  }
+}
+
+void second_pass(const Timeline& timeline, JobProfile& job) {
+  std::vector<bool> nccl_named;
+  for (const std::string& name : timeline.strings()) nccl_named.push_back(name.compare(0, 4, "nccl") == 0);
+  // Each rank's collective windows, in order of their begins.
+  std::vector<std::vector<Window>> windows(job.ranks.size());
+  for (CollectiveInstance& c : job.collectives) {
+    const int64_t last = c.last_arrival_ns();
+    for (Participation& p : c.ranks) {
+      auto& list = windows[static_cast<size_t>(p.rank)];
+      if (last > p.arrival_ns) list.push_back({p.arrival_ns, last, kWaitWindow, &p});
+      const int64_t from = std::max(last, p.arrival_ns);
+      if (p.end_ns > from) list.push_back({from, p.end_ns, kTransferWindow, &p});
+    }
+  }
+  for (auto& list : windows) {
+    std::sort(list.begin(), list.end(), [](const Window& a, const Window& b) { return a.begin < b.begin; });
+  }
+
+  for (const RankInfo& info : timeline.ranks()) {
+    if (info.status == RankStatus::kMissing) continue;
+    RankProfile& rank = job.ranks[static_cast<size_t>(info.rank)];
+    RankSweep sweep(rank, job.gpu);
+    const std::vector<TrackType> tracks = track_types(info);
+    struct StepSpan {
+      int64_t begin, end;
+      size_t index;
+    };
+    std::vector<StepSpan> steps;  // the steps this rank ran, by begin
+    for (size_t s = 0; s < rank.steps.size(); ++s) {
+      const StepTimes& t = rank.steps[s].times;
+      if (t.begin_ns != kUnknown) steps.push_back({t.begin_ns, t.end_ns, s});
+    }
+    std::sort(steps.begin(), steps.end(), [](const StepSpan& a, const StepSpan& b) { return a.begin < b.begin; });
+    const auto& rank_windows = windows[static_cast<size_t>(info.rank)];
+    size_t next_step = 0, next_window = 0;
+    // Steps and windows are opened in step with the events, all by begin.
+    auto open_before = [&](int64_t t) {
+      for (;;) {
+        const int64_t step_at = next_step < steps.size() ? steps[next_step].begin : INT64_MAX;
+        const int64_t window_at = next_window < rank_windows.size() ? rank_windows[next_window].begin : INT64_MAX;
+        if (std::min(step_at, window_at) > t) return;
+        if (step_at <= window_at) {
+          sweep.open_step(step_at, steps[next_step].end, steps[next_step].index);
+          ++next_step;
+        } else {
+          const Window& w = rank_windows[next_window++];
+          sweep.open(w.begin, w.end, w.layer, w.participation);
+        }
+      }
+    };
+    Layer layers[3];
+    int count = 0;
+    timeline.for_each_event_block(info.rank, [&](const std::vector<Event>& events) {
+      for (const Event& e : events) {
+        open_before(e.begin_ns);
+        const bool on_thread = e.track >= tracks.size() || tracks[e.track] == TrackType::kThread;
+        classify(e, job.gpu, on_thread, e.name_id < nccl_named.size() && nccl_named[e.name_id], layers, count);
+        for (int i = 0; i < count; ++i) sweep.open(e.begin_ns, e.end_ns, layers[i]);
+      }
+    });
+    open_before(INT64_MAX - 1);
+    sweep.finish();
+  }
+}
+
+}  // namespace
+
+JobProfile build_profile(const Timeline& timeline) {
+  JobProfile job;
+  job.path = timeline.path();
+  job.world_size = timeline.world_size();
+  job.clock_corrected = timeline.clock_corrected();
+  job.strings = timeline.strings();
+  for (const RankInfo& info : timeline.ranks()) {
+    RankProfile rank;
+    rank.rank = info.rank;
+    rank.host = info.host;
+    rank.node_id = info.node_id;
+    rank.status = info.status;
+    job.ranks.push_back(std::move(rank));
+    job.clocks.push_back(info.clock);
+  }
+  FirstPass(timeline, job).run();
+  second_pass(timeline, job);
+  return job;
+}
+
+}  // namespace rankscope::analysis

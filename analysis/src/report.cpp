@@ -1,0 +1,359 @@
+// `rankscope report`: the analyses of one timeline, as text, JSON or HTML,
+// and the matched collectives written back into the timeline.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+#include "rankscope/analysis/analysis.h"
+#include "rankscope/timeline/collectives.h"
+#include "rankscope/model/json.h"
+
+namespace rankscope::analysis {
+namespace {
+
+std::string milliseconds(int64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f ms", static_cast<double>(ns) * 1e-6);
+  return text;
+}
+
+std::string mebibytes(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+int64_t median(std::vector<int64_t> values) {
+  if (values.empty()) return 0;
+  const size_t middle = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<long>(middle), values.end());
+  return values[middle];
+}
+
+// Each rank's step durations, over the steps it ran.
+std::vector<int64_t> step_durations(const JobProfile& job) {
+  std::vector<int64_t> out;
+  for (const RankProfile& rank : job.ranks) {
+    for (const RankStep& s : rank.steps) {
+      if (s.times.begin_ns != kUnknown) out.push_back(s.times.duration());
+    }
+  }
+  return out;
+}
+
+int64_t mean(const std::vector<int64_t>& values) {
+  if (values.empty()) return 0;
+  long double total = 0;
+  for (int64_t v : values) total += static_cast<long double>(v);
+  return static_cast<int64_t>(total / static_cast<long double>(values.size()));
+}
+
+// Collectives grouped by (source, operation, communicator).
+struct CollectiveGroup {
+  CollectiveSource source;
+  CommOp op;
+  uint64_t comm_hash;
+  uint64_t count = 0;
+  uint32_t ranks = 0;
+  std::vector<int64_t> bytes, skew, transfer, wait;
+};
+
+std::vector<CollectiveGroup> collective_groups(const JobProfile& job) {
+  std::map<std::tuple<int, int, uint64_t>, CollectiveGroup> groups;
+  for (const CollectiveInstance& c : job.collectives) {
+    auto& g = groups[{static_cast<int>(c.source), static_cast<int>(c.op), c.comm_hash}];
+    g.source = c.source;
+    g.op = c.op;
+    g.comm_hash = c.comm_hash;
+    ++g.count;
+    g.ranks = std::max(g.ranks, static_cast<uint32_t>(c.ranks.size()));
+    g.bytes.push_back(static_cast<int64_t>(c.bytes));
+    g.skew.push_back(c.arrival_skew_ns());
+    if (const int64_t x = c.transfer_ns(); x != kUnknown) g.transfer.push_back(x);
+    for (const Participation& p : c.ranks) g.wait.push_back(p.wait_ns);
+  }
+  std::vector<CollectiveGroup> out;
+  for (auto& [key, g] : groups) out.push_back(std::move(g));
+  std::sort(out.begin(), out.end(), [](const CollectiveGroup& a, const CollectiveGroup& b) { return a.count > b.count; });
+  return out;
+}
+
+const char* source_name(CollectiveSource source) { return source == CollectiveSource::kNccl ? "NCCL" : "MPI"; }
+
+}  // namespace
+
+Report make_report(const Timeline& timeline, const ReportOptions& options) {
+  Report report;
+  report.profile = build_profile(timeline);
+  report.overlap = overlap_by_rank(report.profile);
+  if (options.hta_compat) {
+    const std::vector<std::optional<HtaFigures>> hta = hta_figures(timeline);
+    for (size_t r = 0; r < report.overlap.size(); ++r) {
+      report.overlap[r].hta = hta[r];
+      if (hta[r]) report.overlap[r].comm_comp_overlap_pct = hta[r]->comm_comp_overlap_pct;
+    }
+  }
+  report.stragglers = find_stragglers(report.profile);
+  report.buckets = analyze_buckets(report.profile, report.overlap);
+  report.capture_cost = capture_cost(timeline);
+  return report;
+}
+
+void write_collectives_table(const std::string& timeline_path, const JobProfile& job) {
+  std::vector<CollectiveRow> instances;
+  std::vector<ParticipantRow> participants;
+  instances.reserve(job.collectives.size());
+  for (const CollectiveInstance& c : job.collectives) {
+    instances.push_back({c.comm_hash, c.seq, c.bytes, participants.size(), static_cast<uint32_t>(c.ranks.size()),
+                         c.name_id, c.step, c.op, static_cast<uint8_t>(c.source), c.nonblocking, c.datatype,
+                         c.algorithm, c.protocol});
+    for (const Participation& p : c.ranks) {
+      participants.push_back({p.rank, p.enqueue_ns, p.arrival_ns, p.start_ns, p.end_ns, p.wait_ns, p.exposed_wait_ns,
+                              p.exposed_transfer_ns});
+    }
+  }
+  write_collectives(timeline_path, instances, participants);
+}
+
+std::string report_text(const Report& report) {
+  const JobProfile& job = report.profile;
+  std::string out;
+  char line[1024];
+  const std::vector<int64_t> steps = step_durations(job);
+  int64_t bound = 0;
+  for (const RankClock& c : job.clocks) bound = std::max(bound, c.bound_ns);
+  std::snprintf(line, sizeof(line), "%s: %d ranks, %zu steps, mean step %s (median %s); %s\n", job.path.c_str(),
+                job.world_size, job.step_numbers.size(), milliseconds(mean(steps)).c_str(),
+                milliseconds(median(steps)).c_str(),
+                job.clock_corrected ? ("clocks aligned, largest bound " + std::to_string(bound) + " ns").c_str()
+                                    : "clocks NOT aligned (ranks keep their own clocks)");
+  out += line;
+
+  out += "\nstragglers:";
+  if (report.stragglers.stragglers.empty()) out += " none found\n";
+  else out += "\n";
+  for (size_t i = 0; i < report.stragglers.stragglers.size() && i < 3; ++i) {
+    const Straggler& s = report.stragglers.stragglers[i];
+    std::snprintf(line, sizeof(line), "  rank %d: %s (score %.2f); mean step %s, %s if it were as fast as the median rank\n",
+                  s.rank, s.cause.c_str(), s.score, milliseconds(s.actual_step_ns).c_str(),
+                  milliseconds(s.what_if_step_ns).c_str());
+    out += line;
+    out += "    " + s.evidence.substr(0, 400) + (s.evidence.size() > 400 ? "..." : "") + "\n";
+  }
+
+  out += "\noverlap (share of communication hidden by compute) and exposed time per step:\n";
+  // Ranks without a shard or trace have nothing to show: they are counted once.
+  size_t shown = 0, missing = 0, present = 0;
+  for (const RankProfile& r : job.ranks) (r.status == RankStatus::kMissing ? missing : present) += 1;
+  for (size_t i = 0; i < report.overlap.size(); ++i) {
+    if (job.ranks[i].status == RankStatus::kMissing) continue;
+    const RankOverlap& o = report.overlap[i];
+    const size_t ran = std::max<size_t>(1, std::count_if(job.ranks[i].steps.begin(), job.ranks[i].steps.end(),
+                                                         [](const RankStep& s) { return s.times.begin_ns != kUnknown; }));
+    if (shown == 8 && present > 10) {
+      std::snprintf(line, sizeof(line), "  ... %zu more ranks (JSON and HTML list every rank)\n", present - 8);
+      out += line;
+      break;
+    }
+    ++shown;
+    std::snprintf(line, sizeof(line), "  rank %-5d overlap %6s   exposed wait %12s   exposed transfer %12s   idle %5.1f %%\n",
+                  o.rank,
+                  std::isnan(o.comm_comp_overlap_pct) ? "-" : (std::to_string(std::lround(o.comm_comp_overlap_pct)) + " %").c_str(),
+                  milliseconds(o.exposed_wait_ns / static_cast<int64_t>(ran)).c_str(),
+                  milliseconds(o.exposed_transfer_ns / static_cast<int64_t>(ran)).c_str(), o.idle_pct);
+    out += line;
+    if (o.hta) {
+      std::snprintf(line, sizeof(line), "             HTA: overlap %.2f %%, idle %.2f %%, compute %.2f %%, non-compute %.2f %% of %s\n",
+                    o.hta->comm_comp_overlap_pct, o.hta->idle_pct, o.hta->compute_pct, o.hta->non_compute_pct,
+                    milliseconds(o.hta->kernel_time_ns).c_str());
+      out += line;
+    }
+  }
+  if (missing > 0) {
+    std::snprintf(line, sizeof(line), "  (%zu rank%s missing: no data)\n", missing, missing == 1 ? "" : "s");
+    out += line;
+  }
+
+  const BucketReport& b = report.buckets;
+  if (b.ddp) {
+    std::string sizes;
+    for (const BucketStats& bucket : b.buckets) sizes += (sizes.empty() ? "" : ", ") + mebibytes(bucket.bytes);
+    std::snprintf(line, sizeof(line), "\nDDP buckets: %zu (%s); exposed tail after backward %s per step\n",
+                  b.buckets.size(), sizes.c_str(), milliseconds(b.exposed_tail_ns).c_str());
+    out += line;
+    std::snprintf(line, sizeof(line), "  alpha-beta fit: %.1f us + %.3f ns/byte (R^2 %.2f, %d collectives)\n",
+                  b.fit.alpha_ns * 1e-3, b.fit.ns_per_byte, b.fit.r_squared, b.fit.samples);
+    out += line;
+    if (!b.recommendation.empty()) out += "  " + b.recommendation + "\n";
+  }
+  if (b.fsdp) {
+    std::snprintf(line, sizeof(line), "\nFSDP units: %zu; %s\n", b.units.size(), b.prefetch_note.c_str());
+    out += line;
+  }
+
+  const std::vector<CollectiveGroup> groups = collective_groups(job);
+  std::snprintf(line, sizeof(line), "\ncollectives: %zu instances matched across ranks\n", job.collectives.size());
+  out += line;
+  for (size_t i = 0; i < groups.size() && i < 5; ++i) {
+    const CollectiveGroup& g = groups[i];
+    std::snprintf(line, sizeof(line), "  %-4s %-14s x%-6llu on %u ranks, median %s, skew median %s, transfer median %s\n",
+                  source_name(g.source), std::string(comm_op_name(g.op)).c_str(),
+                  static_cast<unsigned long long>(g.count), g.ranks,
+                  mebibytes(static_cast<uint64_t>(median(g.bytes))).c_str(), milliseconds(median(g.skew)).c_str(),
+                  milliseconds(median(g.transfer)).c_str());
+    out += line;
+  }
+  if (!report.capture_cost.empty()) {
+    out += "\ncapture cost (time each rank's process spent on capture; calls estimated):\n";
+    const CaptureCost& worst = largest_share(report.capture_cost);
+    for (size_t i = 0; i < report.capture_cost.size(); ++i) {
+      const CaptureCost& c = report.capture_cost[i];
+      if (i == 8 && report.capture_cost.size() > 10) {
+        std::snprintf(line, sizeof(line), "  ... %zu more ranks; the largest share is rank %d's, %.2f %%\n",
+                      report.capture_cost.size() - 8, worst.rank, worst.share_pct());
+        out += line;
+        break;
+      }
+      std::snprintf(line, sizeof(line),
+                    "  rank %-5d %s of %s (%.2f %%): start %s, MPI_Init %s, MPI_Finalize %s, last flush %s, "
+                    "writer thread %s CPU, %llu calls ~%s; buffers %s\n",
+                    c.rank, milliseconds(c.total_ns()).c_str(), milliseconds(c.capture_ns).c_str(), c.share_pct(),
+                    milliseconds(c.start_ns).c_str(), milliseconds(c.mpi_init_ns).c_str(),
+                    milliseconds(c.mpi_finalize_ns).c_str(), milliseconds(c.finish_ns).c_str(),
+                    milliseconds(c.flusher_cpu_ns).c_str(), static_cast<unsigned long long>(c.host_events),
+                    milliseconds(c.events_ns).c_str(), mebibytes(c.buffer_bytes).c_str());
+      out += line;
+    }
+  }
+  return out;
+}
+
+std::string report_json(const Report& report) {
+  const JobProfile& job = report.profile;
+  JsonWriter json;
+  json.begin_object();
+  json.key("file").value(job.path).key("world_size").value(job.world_size).key("gpu").value(job.gpu);
+  const std::vector<int64_t> steps = step_durations(job);
+  json.key("steps").begin_object().key("numbers").begin_array();
+  for (uint64_t n : job.step_numbers) json.value(n);
+  json.end_array().key("mean_step_ns").value(mean(steps)).key("median_step_ns").value(median(steps)).end_object();
+
+  json.key("ranks").begin_array();
+  for (size_t r = 0; r < job.ranks.size(); ++r) {
+    const RankProfile& rank = job.ranks[r];
+    json.begin_object().key("rank").value(rank.rank).key("host").value(rank.host).key("node_id").value(rank.node_id);
+    json.key("status").value(rank_status_name(rank.status));
+    if (r < report.stragglers.ranks.size()) {
+      const RankScores& s = report.stragglers.ranks[r];
+      json.key("scores").begin_object();
+      json.key("last_arriver_rate").value(s.last_arriver_rate).key("baseline_rate").value(s.baseline_rate);
+      json.key("blame_ns").value(s.blame_ns).key("mean_wait_ns").value(s.mean_wait_ns);
+      json.key("compute_score_relative").value(s.compute_score_relative);
+      json.key("compute_score_individual").value(s.compute_score_individual);
+      json.key("median_compute_ns").value(s.median_compute_ns).end_object();
+    }
+    json.key("steps").begin_array();
+    for (size_t i = 0; i < rank.steps.size(); ++i) {
+      const RankStep& s = rank.steps[i];
+      if (s.times.begin_ns == kUnknown) continue;
+      json.begin_object().key("step").value(job.step_numbers[i]).key("begin_ns").value(s.times.begin_ns);
+      json.key("duration_ns").value(s.times.duration()).key("compute_ns").value(s.compute_ns);
+      json.key("comm_ns").value(s.comm_ns).key("overlap_ns").value(s.overlap_ns);
+      json.key("exposed_wait_ns").value(s.exposed_wait_ns).key("exposed_transfer_ns").value(s.exposed_transfer_ns);
+      json.key("idle_ns").value(s.idle_ns).end_object();
+    }
+    json.end_array().end_object();
+  }
+  json.end_array();
+
+  json.key("stragglers").begin_array();
+  for (const Straggler& s : report.stragglers.stragglers) {
+    json.begin_object().key("rank").value(s.rank).key("score").value(s.score).key("cause").value(s.cause);
+    json.key("evidence").value(s.evidence).key("last_arriver_rate").value(s.last_arriver_rate);
+    json.key("baseline_rate").value(s.baseline_rate).key("blame_ns").value(s.blame_ns);
+    json.key("blame_fraction").value(s.blame_fraction);
+    json.key("compute_score_relative").value(s.compute_score_relative);
+    json.key("compute_score_individual").value(s.compute_score_individual);
+    json.key("what_if_step_ns").value(s.what_if_step_ns).key("actual_step_ns").value(s.actual_step_ns).end_object();
+  }
+  json.end_array();
+
+  json.key("overlap").begin_array();
+  for (const RankOverlap& o : report.overlap) {
+    json.begin_object().key("rank").value(o.rank).key("comm_comp_overlap_pct").value(o.comm_comp_overlap_pct);
+    json.key("compute_ns").value(o.compute_ns).key("comm_ns").value(o.comm_ns).key("overlap_ns").value(o.overlap_ns);
+    json.key("exposed_wait_ns").value(o.exposed_wait_ns).key("exposed_transfer_ns").value(o.exposed_transfer_ns);
+    json.key("idle_ns").value(o.idle_ns).key("idle_pct").value(o.idle_pct);
+    if (o.hta) {
+      json.key("hta").begin_object().key("comm_comp_overlap_pct").value(o.hta->comm_comp_overlap_pct);
+      json.key("kernel_time_ns").value(o.hta->kernel_time_ns).key("idle_pct").value(o.hta->idle_pct);
+      json.key("compute_pct").value(o.hta->compute_pct).key("non_compute_pct").value(o.hta->non_compute_pct);
+      json.end_object();
+    }
+    json.end_object();
+  }
+  json.end_array();
+
+  const BucketReport& b = report.buckets;
+  json.key("buckets").begin_object().key("ddp").value(b.ddp).key("fsdp").value(b.fsdp);
+  json.key("buckets").begin_array();
+  for (const BucketStats& bucket : b.buckets) {
+    json.begin_object().key("index").value(bucket.index).key("bytes").value(bucket.bytes);
+    json.key("transfer_ns").value(bucket.transfer_ns).key("bus_bandwidth_gbps").value(bucket.bus_bandwidth_gbps);
+    json.key("algorithm").value(algorithm_name(bucket.algorithm)).key("overlap_pct").value(bucket.overlap_pct);
+    json.key("exposed_ns").value(bucket.exposed_ns).end_object();
+  }
+  json.end_array().key("exposed_tail_ns").value(b.exposed_tail_ns);
+  json.key("fit").begin_object().key("alpha_ns").value(b.fit.alpha_ns).key("ns_per_byte").value(b.fit.ns_per_byte);
+  json.key("r_squared").value(b.fit.r_squared).key("samples").value(static_cast<int64_t>(b.fit.samples)).end_object();
+  json.key("predictions").begin_array();
+  for (const BucketPrediction& p : b.predictions) {
+    json.begin_object().key("bucket_bytes").value(p.bucket_bytes).key("step_ns").value(p.step_ns).end_object();
+  }
+  json.end_array().key("recommended_bucket_bytes").value(b.recommended_bucket_bytes);
+  json.key("recommendation").value(b.recommendation).key("units").begin_array();
+  for (const BucketReport::Unit& u : b.units) {
+    json.begin_object().key("index").value(u.index).key("allgather_bytes").value(u.allgather_bytes);
+    json.key("reduce_scatter_bytes").value(u.reduce_scatter_bytes);
+    json.key("allgather_exposed_ns").value(u.allgather_exposed_ns);
+    json.key("reduce_scatter_exposed_ns").value(u.reduce_scatter_exposed_ns).end_object();
+  }
+  json.end_array().key("prefetch_note").value(b.prefetch_note).end_object();
+
+  json.key("collectives_summary").begin_object().key("instances").value(static_cast<uint64_t>(job.collectives.size()));
+  json.key("groups").begin_array();
+  for (const CollectiveGroup& g : collective_groups(job)) {
+    json.begin_object().key("source").value(source_name(g.source)).key("op").value(comm_op_name(g.op));
+    json.key("comm_hash").value(g.comm_hash).key("count").value(g.count).key("ranks").value(static_cast<int64_t>(g.ranks));
+    json.key("median_bytes").value(median(g.bytes)).key("median_skew_ns").value(median(g.skew));
+    json.key("max_skew_ns").value(g.skew.empty() ? 0 : *std::max_element(g.skew.begin(), g.skew.end()));
+    json.key("median_transfer_ns").value(median(g.transfer)).key("median_wait_ns").value(median(g.wait)).end_object();
+  }
+  json.end_array().end_object();
+
+  json.key("capture_cost").begin_array();
+  for (const CaptureCost& c : report.capture_cost) {
+    json.begin_object().key("rank").value(c.rank).key("capture_ns").value(c.capture_ns);
+    json.key("total_ns").value(c.total_ns()).key("share_pct").value(c.share_pct());
+    json.key("start_ns").value(c.start_ns).key("mpi_init_ns").value(c.mpi_init_ns);
+    json.key("mpi_finalize_ns").value(c.mpi_finalize_ns).key("finish_ns").value(c.finish_ns);
+    json.key("flusher_cpu_ns").value(c.flusher_cpu_ns).key("host_events").value(c.host_events);
+    json.key("events_ns").value(c.events_ns).key("buffer_bytes").value(c.buffer_bytes).end_object();
+  }
+  json.end_array();
+
+  json.key("clock").begin_object().key("corrected").value(job.clock_corrected).key("ranks").begin_array();
+  for (size_t r = 0; r < job.clocks.size(); ++r) {
+    const RankClock& c = job.clocks[r];
+    json.begin_object().key("rank").value(static_cast<int64_t>(r)).key("synced").value(c.synced);
+    json.key("offset_ns").value(c.offset_ns).key("drift_ppm").value(c.drift_ppm).key("bound_ns").value(c.bound_ns);
+    json.end_object();
+  }
+  json.end_array().end_object();
+  json.end_object();
+  return json.str() + "\n";
+}
+
+}  // namespace rankscope::analysis

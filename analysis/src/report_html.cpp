@@ -1,0 +1,879 @@
+// The HTML report (docs/report.md, "HTML report"): one self-contained page.
+// Styles are inline and the plots are SVG drawn here; there are no scripts and
+// nothing is fetched, so the page opens the same from disk, as a mail
+// attachment or on a cluster's login node without internet.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rankscope/analysis/analysis.h"
+
+namespace rankscope::analysis {
+namespace {
+
+// ------------------------------------------------------------ formatting ---
+
+std::string printf_string(const char* format, ...) __attribute__((format(printf, 1, 2)));
+std::string printf_string(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list measure;
+  va_copy(measure, args);
+  const int length = std::vsnprintf(nullptr, 0, format, measure);
+  va_end(measure);
+  std::string out(static_cast<size_t>(std::max(length, 0)), '\0');
+  std::vsnprintf(out.data(), out.size() + 1, format, args);
+  va_end(args);
+  return out;
+}
+
+// Everything that comes from the timeline (paths, hosts, names, the analyses'
+// sentences, which quote them) goes through here. Control characters other
+// than tab and newline are not allowed in HTML text; they become U+FFFD.
+std::string escape_html(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      case '\t': case '\n': out += c; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          out += "\xEF\xBF\xBD";
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+// `decimals` digits after the point, trailing zeros dropped: 25.0 → "25".
+std::string trimmed(double value, int decimals) {
+  std::string text = printf_string("%.*f", decimals, value);
+  if (text.find('.') != std::string::npos) {
+    text.erase(text.find_last_not_of('0') + 1);
+    if (text.back() == '.') text.pop_back();
+  }
+  return text == "-0" ? "0" : text;
+}
+
+// About three significant digits, enough to compare figures at a glance.
+std::string significant(double value) {
+  const double magnitude = std::fabs(value);
+  return trimmed(value, magnitude >= 100 ? 0 : magnitude >= 10 ? 1 : 2);
+}
+
+std::string format_duration(int64_t ns) {
+  if (ns == kUnknown) return "—";
+  const double value = static_cast<double>(ns);
+  const double magnitude = std::fabs(value);
+  if (magnitude < 1e3) return significant(value) + " ns";
+  if (magnitude < 1e6) return significant(value / 1e3) + " µs";
+  if (magnitude < 1e9) return significant(value / 1e6) + " ms";
+  return significant(value / 1e9) + " s";
+}
+
+std::string format_bytes(double bytes) {
+  static constexpr std::array<const char*, 5> kUnits = {"B", "KiB", "MiB", "GiB", "TiB"};
+  size_t unit = 0;
+  while (bytes >= 1024 && unit + 1 < kUnits.size()) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return significant(bytes) + " " + kUnits[unit];
+}
+
+std::string format_percent(double pct) { return std::isfinite(pct) ? trimmed(pct, 1) + " %" : "—"; }
+
+std::string format_bandwidth(double gbps) { return std::isfinite(gbps) ? significant(gbps) + " GB/s" : "—"; }
+
+// SVG coordinates: one decimal is below a pixel's tenth, and keeps big pages small.
+std::string coord(double value) { return trimmed(value, 1); }
+
+// ---------------------------------------------------------- job figures ---
+
+bool has_times(const RankStep& step) { return step.times.begin_ns != kUnknown && step.times.end_ns != kUnknown; }
+
+size_t step_count(const JobProfile& job) {
+  size_t steps = job.step_numbers.size();
+  for (const RankProfile& rank : job.ranks) steps = std::max(steps, rank.steps.size());
+  return steps;
+}
+
+// Over every rank's steps, as the text and JSON reports count it, so that the
+// three agree.
+int64_t mean_step_ns(const JobProfile& job) {
+  long double total = 0;
+  int64_t counted = 0;
+  for (const RankProfile& rank : job.ranks) {
+    for (const RankStep& step : rank.steps) {
+      if (!has_times(step)) continue;
+      total += static_cast<long double>(step.times.duration());
+      ++counted;
+    }
+  }
+  return counted == 0 ? kUnknown : static_cast<int64_t>(total / static_cast<long double>(counted));
+}
+
+const RankProfile* find_rank(const JobProfile& job, int32_t rank) {
+  // Ranks are stored in rank order, so the index is the rank unless some are absent.
+  if (rank >= 0 && static_cast<size_t>(rank) < job.ranks.size() && job.ranks[rank].rank == rank) {
+    return &job.ranks[rank];
+  }
+  for (const RankProfile& candidate : job.ranks) {
+    if (candidate.rank == rank) return &candidate;
+  }
+  return nullptr;
+}
+
+std::string rank_with_host(const JobProfile& job, int32_t rank) {
+  const RankProfile* profile = find_rank(job, rank);
+  std::string text = "rank " + std::to_string(rank);
+  if (profile != nullptr && !profile->host.empty()) text += " on " + escape_html(profile->host);
+  return text;
+}
+
+// Job-wide causes ("rotating", "workload imbalance") have no rank.
+std::string straggler_name(const JobProfile& job, const Straggler& straggler) {
+  return straggler.rank >= 0 ? rank_with_host(job, straggler.rank) : "no single rank";
+}
+
+std::string step_label(const JobProfile& job, size_t step) {
+  return std::to_string(step < job.step_numbers.size() ? job.step_numbers[step] : step);
+}
+
+// The smallest of 1, 2, 5, 10, 20, 50, … at least `minimum`: label every k-th
+// row or column so labels keep their distance however many there are.
+int label_stride(double minimum) {
+  for (int magnitude = 1;; magnitude *= 10) {
+    for (const int factor : {1, 2, 5}) {
+      if (factor * magnitude >= minimum) return factor * magnitude;
+    }
+  }
+}
+
+// About `count` round steps from at or below `low` to at or above `high`: the
+// first and last ticks are the axis's ends, so that every value is inside.
+std::vector<double> nice_ticks(double low, double high, int count) {
+  if (!(high > low)) return {low};
+  const double raw_step = (high - low) / count;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw_step)));
+  double step = magnitude * 10;
+  for (const double factor : {1.0, 2.0, 5.0}) {
+    if (factor * magnitude >= raw_step) {
+      step = factor * magnitude;
+      break;
+    }
+  }
+  std::vector<double> ticks;
+  const double last = std::ceil(high / step - 1e-9);
+  for (double i = std::floor(low / step + 1e-9); i <= last; ++i) ticks.push_back(i * step);
+  return ticks;
+}
+
+// Maps a value's interval onto pixels; log2 for byte sizes, which span decades.
+struct Scale {
+  double domain_low, domain_high, pixel_low, pixel_high;
+  bool log2 = false;
+
+  double operator()(double value) const {
+    const double low = log2 ? std::log2(domain_low) : domain_low;
+    const double high = log2 ? std::log2(domain_high) : domain_high;
+    const double at = log2 ? std::log2(std::max(value, domain_low)) : value;
+    if (!(high > low)) return (pixel_low + pixel_high) / 2;
+    return pixel_low + (at - low) / (high - low) * (pixel_high - pixel_low);
+  }
+};
+
+// -------------------------------------------------------------- page parts ---
+
+constexpr const char* kStyle = R"(
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#222;
+background:#f6f6f4;margin:0}
+main{max-width:1180px;margin:0 auto;padding:12px 24px 48px}
+h1{font-size:22px;margin:10px 0 2px}
+h2{font-size:17px;margin:30px 0 8px;padding-bottom:4px;border-bottom:1px solid #d8d8d8}
+h3{font-size:14px;margin:16px 0 4px}
+code{font-family:"DejaVu Sans Mono",monospace;font-size:13px;word-break:break-all}
+.facts{display:grid;grid-template-columns:max-content 1fr;gap:3px 18px;margin:10px 0;background:#fff;
+border:1px solid #e2e2e2;border-radius:4px;padding:10px 14px}
+.facts dt{color:#666}
+.facts dd{margin:0}
+.alert{color:#b00020;font-weight:600}
+.good{color:#2a7a2a;font-weight:600}
+.note{color:#666;font-style:italic}
+.caption{color:#555;font-size:13px;max-width:920px;margin:4px 0 10px}
+.plot{overflow-x:auto;background:#fff;border:1px solid #e2e2e2;border-radius:4px;padding:6px;margin:8px 0}
+.plot svg{display:block}
+svg text{font-size:11px;fill:#333}
+svg .axis-title{font-size:12px;fill:#555}
+svg .marker{fill:#b00020;font-weight:600}
+svg .grid{stroke:#e6e6e6;stroke-width:1}
+svg .axis{stroke:#999;stroke-width:1}
+.w0{fill:#ffffcc}.w1{fill:#ffeda0}.w2{fill:#fed976}.w3{fill:#feb24c}.w4{fill:#fd8d3c}
+.w5{fill:#fc4e2a}.w6{fill:#e31a1c}.w7{fill:#bd0026}.w8{fill:#800026}.w-none{fill:#cfcfcf}
+.bar{fill:#4c78a8}.no-comm{fill:#e4e4e4}
+.bandwidth{fill:#4c78a8;fill-opacity:.8}.exposed{fill:#e45756;fill-opacity:.8}
+.prediction{fill:none;stroke:#555;stroke-width:1.5}.prediction-point{fill:#555}
+.recommended{stroke:#2a7a2a;stroke-width:1.5;stroke-dasharray:5 3}.recommended-label{fill:#2a7a2a;font-weight:600}
+.mean{stroke:#222;stroke-width:1;stroke-dasharray:4 3}
+.table-wrap{overflow-x:auto}
+table{border-collapse:collapse;background:#fff;font-size:13px;margin:8px 0;border:1px solid #e2e2e2}
+th,td{padding:3px 9px;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
+th{background:#efefed;font-weight:600}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+tbody tr:nth-child(even) td{background:#fafafa}
+td.evidence{color:#444;padding-bottom:10px}
+#straggler-table td{background:#fff}
+#straggler-table tbody tr:first-child td{border-bottom:none}
+summary{cursor:pointer;color:#444;margin:6px 0}
+)";
+
+void write_note(std::string& out, std::string_view html, std::string_view id = {}) {
+  out += "<p class=\"note\"";
+  if (!id.empty()) out += " id=\"" + std::string(id) + "\"";
+  out += ">";
+  out += html;
+  out += "</p>\n";
+}
+
+void write_svg_open(std::string& out, std::string_view id, double width, double height, std::string_view label) {
+  out += "<div class=\"plot\"><svg id=\"" + std::string(id) + "\" width=\"" + coord(width) + "\" height=\"" +
+         coord(height) + "\" viewBox=\"0 0 " + coord(width) + " " + coord(height) + "\" role=\"img\" aria-label=\"" +
+         std::string(label) + "\">\n";
+}
+
+void write_svg_close(std::string& out) { out += "</svg></div>\n"; }
+
+// `html` is already escaped or made here.
+void write_text(std::string& out, double x, double y, std::string_view html, std::string_view attributes = {}) {
+  out += "<text x=\"" + coord(x) + "\" y=\"" + coord(y) + "\"";
+  if (!attributes.empty()) out += " " + std::string(attributes);
+  out += ">";
+  out += html;
+  out += "</text>\n";
+}
+
+void write_line(std::string& out, double x1, double y1, double x2, double y2, std::string_view css_class) {
+  out += "<line x1=\"" + coord(x1) + "\" y1=\"" + coord(y1) + "\" x2=\"" + coord(x2) + "\" y2=\"" + coord(y2) +
+         "\" class=\"" + std::string(css_class) + "\"/>\n";
+}
+
+void write_rect(std::string& out, double x, double y, double width, double height, std::string_view css_class,
+                std::string_view title_html = {}) {
+  out += "<rect x=\"" + coord(x) + "\" y=\"" + coord(y) + "\" width=\"" + coord(width) + "\" height=\"" +
+         coord(height) + "\" class=\"" + std::string(css_class) + "\"";
+  if (title_html.empty()) {
+    out += "/>\n";
+  } else {
+    out += "><title>" + std::string(title_html) + "</title></rect>\n";
+  }
+}
+
+void write_header(const Report& report, std::string& out) {
+  const JobProfile& job = report.profile;
+  out += "<header id=\"summary\">\n<h1>rankscope report</h1>\n<dl class=\"facts\">\n";
+  out += "<dt>Job file</dt><dd><code>" + escape_html(job.path) + "</code></dd>\n";
+
+  std::string ranks = std::to_string(job.world_size);
+  std::vector<std::string> unusual;
+  for (const RankProfile& rank : job.ranks) {
+    if (rank.status != RankStatus::kComplete) {
+      unusual.push_back("rank " + std::to_string(rank.rank) + " " + rank_status_name(rank.status));
+    }
+  }
+  constexpr size_t kListedRanks = 8;
+  if (!unusual.empty()) {
+    ranks += " (";
+    for (size_t i = 0; i < std::min(unusual.size(), kListedRanks); ++i) ranks += (i ? ", " : "") + unusual[i];
+    if (unusual.size() > kListedRanks) ranks += printf_string(" and %zu more", unusual.size() - kListedRanks);
+    ranks += ")";
+  }
+  out += "<dt>Ranks</dt><dd>" + ranks + "</dd>\n";
+  out += "<dt>Steps</dt><dd>" + std::to_string(step_count(job)) + "</dd>\n";
+  out += "<dt>Mean step time</dt><dd>" + format_duration(mean_step_ns(job)) +
+         " <span class=\"note\">(over every rank's steps)</span></dd>\n";
+  out += std::string("<dt>Compute</dt><dd>") +
+         (job.gpu ? "GPU kernels" : "CPU time outside MPI calls (no GPU events)") + "</dd>\n";
+
+  int64_t largest_bound = 0;
+  size_t unsynced = 0;
+  for (const RankClock& clock : job.clocks) {
+    if (clock.synced) {
+      largest_bound = std::max(largest_bound, clock.bound_ns);
+    } else {
+      ++unsynced;
+    }
+  }
+  std::string clocks;
+  if (job.clock_corrected) {
+    clocks = "<span class=\"good\">corrected</span> onto rank 0's clock";
+    if (job.clocks.size() > unsynced) clocks += ", largest error bound ±" + format_duration(largest_bound);
+  } else {
+    clocks = "<span class=\"alert\">not corrected</span>: each rank's times are on its own clock, so waits "
+             "between ranks on different nodes are off by their clock offsets";
+    if (unsynced > 0 && unsynced < job.clocks.size()) {
+      clocks += printf_string(" (%zu ranks not synchronised)", unsynced);
+    }
+  }
+  out += "<dt>Clocks</dt><dd>" + clocks + "</dd>\n";
+
+  out += "<dt>Top straggler</dt><dd>";
+  if (report.stragglers.stragglers.empty()) {
+    out += "no straggler found";
+  } else {
+    const Straggler& top = report.stragglers.stragglers.front();
+    out += "<span class=\"alert\">" + straggler_name(job, top) + "</span>: " + escape_html(top.cause) +
+           ", score " + trimmed(top.score, 2);
+  }
+  out += "</dd>\n</dl>\n</header>\n";
+}
+
+// ------------------------------------------------------- wait heatmap ---
+
+constexpr int kWaitBins = 9;  // the .w0 … .w8 colours, light to dark
+
+int wait_bin(int64_t wait_ns, int64_t max_wait_ns) {
+  if (max_wait_ns <= 0 || wait_ns <= 0) return 0;
+  const double share = static_cast<double>(std::min(wait_ns, max_wait_ns)) / static_cast<double>(max_wait_ns);
+  return std::min(kWaitBins - 1, static_cast<int>(share * kWaitBins));
+}
+
+// One <g> per rank (its <title> names the rank when hovered) holding one path
+// per colour, adjacent cells of a colour merged: a cell per <rect> would make
+// a 1024-rank page several megabytes.
+void write_heatmap_row(const JobProfile& job, const RankProfile& rank, size_t steps, int64_t max_wait, double x0,
+                       double y, int cell_width, int cell_height, std::string& out) {
+  std::array<std::string, kWaitBins + 1> paths;  // the last one: steps this rank lacks
+  int64_t total_wait = 0, worst_wait = 0;
+  size_t known_steps = 0, worst_step = 0;
+  size_t run_start = 0;
+  int run_bin = -1;
+  for (size_t s = 0; s <= steps; ++s) {
+    int bin = -1;  // -1 ends the last run
+    if (s < steps) {
+      const bool known = s < rank.steps.size() && has_times(rank.steps[s]);
+      const int64_t wait = known ? rank.steps[s].exposed_wait_ns : 0;
+      bin = known ? wait_bin(wait, max_wait) : kWaitBins;
+      if (known) {
+        total_wait += wait;
+        ++known_steps;
+        if (wait > worst_wait || known_steps == 1) {
+          worst_wait = wait;
+          worst_step = s;
+        }
+      }
+    }
+    if (bin == run_bin) continue;
+    if (run_bin >= 0) {
+      const int width = static_cast<int>(s - run_start) * cell_width;
+      paths[run_bin] += "M" + coord(x0 + static_cast<double>(run_start) * cell_width) + " " + coord(y) + "h" +
+                        std::to_string(width) + "v" + std::to_string(cell_height) + "h-" + std::to_string(width) + "z";
+    }
+    run_start = s;
+    run_bin = bin;
+  }
+  out += "<g><title>" + rank_with_host(job, rank.rank);
+  if (known_steps == 0) {
+    out += ": no steps";
+  } else {
+    out += ": exposed wait " + format_duration(total_wait / static_cast<int64_t>(known_steps)) +
+           " per step, most " + format_duration(worst_wait) + " in step " + step_label(job, worst_step);
+  }
+  out += "</title>";
+  for (int bin = 0; bin <= kWaitBins; ++bin) {
+    if (paths[bin].empty()) continue;
+    out += "<path class=\"" + (bin == kWaitBins ? std::string("w-none") : "w" + std::to_string(bin)) + "\" d=\"" +
+           paths[bin] + "\"/>";
+  }
+  out += "</g>\n";
+}
+
+void write_wait_heatmap(const Report& report, std::string& out) {
+  const JobProfile& job = report.profile;
+  const size_t steps = step_count(job);
+  out += "<section id=\"wait-section\">\n<h2>Exposed wait, rank by step</h2>\n";
+  if (job.ranks.empty() || steps == 0) {
+    write_note(out, "No steps were found, so there is no wait to draw.", "wait-heatmap-note");
+    out += "</section>\n";
+    return;
+  }
+  int64_t max_wait = 0;
+  for (const RankProfile& rank : job.ranks) {
+    for (const RankStep& step : rank.steps) {
+      if (has_times(step)) max_wait = std::max(max_wait, step.exposed_wait_ns);
+    }
+  }
+
+  // Cells shrink to fit about 760 × 560 pixels, down to one pixel: every rank
+  // keeps its own row however many there are, and the plot scrolls beyond.
+  const int cell_width = std::clamp(760 / static_cast<int>(std::min<size_t>(steps, 760)), 1, 40);
+  const int cell_height = std::clamp(560 / static_cast<int>(std::min<size_t>(job.ranks.size(), 560)), 1, 22);
+  const double left = 64, top = 58, right = 230, bottom = 44;
+  const double grid_width = static_cast<double>(steps) * cell_width;
+  const double grid_height = static_cast<double>(job.ranks.size()) * cell_height;
+  const double legend_swatch = 30;
+  const double width = std::max(left + grid_width + right, left + legend_swatch * (kWaitBins + 4) + 40);
+  const double height = top + grid_height + bottom;
+  write_svg_open(out, "wait-heatmap", width, height, "exposed wait per rank and step");
+
+  // Legend: the colour scale with its edges, and the colour of missing steps.
+  write_text(out, left, 14, "exposed wait in a step", "class=\"axis-title\"");
+  for (int bin = 0; bin < kWaitBins; ++bin) {
+    write_rect(out, left + bin * legend_swatch, 22, legend_swatch, 12, "w" + std::to_string(bin));
+  }
+  for (int edge = 0; edge <= kWaitBins; edge += 3) {
+    const int64_t edge_ns = max_wait * edge / kWaitBins;
+    write_text(out, left + edge * legend_swatch, 46, edge_ns == 0 ? "0" : format_duration(edge_ns),
+               "text-anchor=\"middle\"");
+  }
+  const double missing_x = left + (kWaitBins + 1) * legend_swatch;
+  write_rect(out, missing_x, 22, legend_swatch, 12, "w-none");
+  write_text(out, missing_x + legend_swatch + 4, 32, "no data for the step");
+
+  out += "<g shape-rendering=\"crispEdges\">\n";
+  for (size_t i = 0; i < job.ranks.size(); ++i) {
+    write_heatmap_row(job, job.ranks[i], steps, max_wait, left, top + static_cast<double>(i) * cell_height,
+                      cell_width, cell_height, out);
+  }
+  out += "</g>\n";
+
+  const int rank_stride = label_stride(14.0 / cell_height);
+  for (size_t i = 0; i < job.ranks.size(); i += rank_stride) {
+    const double y = top + (static_cast<double>(i) + 0.5) * cell_height;
+    write_line(out, left - 4, y, left, y, "axis");
+    write_text(out, left - 6, y + 4, std::to_string(job.ranks[i].rank), "text-anchor=\"end\"");
+  }
+  const int step_stride = label_stride(34.0 / cell_width);
+  for (size_t s = 0; s < steps; s += step_stride) {
+    const double x = left + (static_cast<double>(s) + 0.5) * cell_width;
+    write_line(out, x, top + grid_height, x, top + grid_height + 4, "axis");
+    write_text(out, x, top + grid_height + 16, step_label(job, s), "text-anchor=\"middle\"");
+  }
+  write_text(out, 14, top + grid_height / 2, "rank",
+             "class=\"axis-title\" text-anchor=\"middle\" transform=\"rotate(-90 14 " +
+                 coord(top + grid_height / 2) + ")\"");
+  write_text(out, left + grid_width / 2, top + grid_height + 36, "step", "class=\"axis-title\" text-anchor=\"middle\"");
+
+  // Stragglers are marked beside their rows; labels are pushed apart where
+  // rows are too thin to hold one each.
+  double last_label_y = -1e9;
+  std::vector<std::pair<double, const Straggler*>> marked;
+  for (const Straggler& straggler : report.stragglers.stragglers) {
+    for (size_t i = 0; i < job.ranks.size(); ++i) {
+      if (job.ranks[i].rank == straggler.rank) {
+        marked.emplace_back(top + (static_cast<double>(i) + 0.5) * cell_height, &straggler);
+      }
+    }
+  }
+  std::sort(marked.begin(), marked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [row_y, straggler] : marked) {
+    const double y = std::max(row_y, last_label_y + 13);
+    last_label_y = y;
+    write_text(out, left + grid_width + 6, y + 4,
+               "◀ straggler " + std::to_string(straggler->rank) + ": " + escape_html(straggler->cause),
+               "class=\"marker\"");
+  }
+  write_svg_close(out);
+  out += "<p class=\"caption\">Each cell is the time a rank spent, in one step, waiting for the last rank to "
+         "reach a collective while it was not computing. The rank everyone waits for shows as a light row among "
+         "dark ones; grey cells are steps the rank did not record (it died, or its events were lost).</p>\n";
+  out += "</section>\n";
+}
+
+// ------------------------------------------------------------ stragglers ---
+
+void write_straggler_table(const Report& report, std::string& out) {
+  const JobProfile& job = report.profile;
+  out += "<section id=\"straggler-section\">\n<h2>Stragglers</h2>\n";
+  if (report.stragglers.stragglers.empty()) {
+    write_note(out, "No straggler found: no rank was last to arrive often enough, or cost the others enough "
+                    "waiting, to stand out.", "straggler-note");
+    out += "</section>\n";
+    return;
+  }
+  // The evidence is a paragraph: it gets the table's width on a row of its own.
+  out += "<div class=\"table-wrap\"><table id=\"straggler-table\">\n<thead><tr><th class=\"num\">rank</th>"
+         "<th>host</th><th class=\"num\">score</th><th>cause</th><th class=\"num\">last to arrive</th>"
+         "<th class=\"num\">others waited</th><th class=\"num\">compute vs fastest</th>"
+         "<th class=\"num\">mean step: measured / as fast as the median rank</th></tr></thead>\n";
+  for (const Straggler& straggler : report.stragglers.stragglers) {
+    const RankProfile* profile = find_rank(job, straggler.rank);
+    out += "<tbody><tr><td class=\"num\">" + (straggler.rank >= 0 ? std::to_string(straggler.rank) : "—") +
+           "</td><td>" + (profile ? escape_html(profile->host) : std::string()) + "</td><td class=\"num\">" +
+           trimmed(straggler.score, 2) + "</td><td>" + escape_html(straggler.cause) + "</td><td class=\"num\">" +
+           format_percent(100 * straggler.last_arriver_rate) + " (chance " +
+           format_percent(100 * straggler.baseline_rate) + ")</td><td class=\"num\">" +
+           format_duration(straggler.blame_ns) + " (" + format_percent(100 * straggler.blame_fraction) +
+           ")</td><td class=\"num\">" + trimmed(straggler.compute_score_relative, 2) + "×</td><td class=\"num\">" +
+           format_duration(straggler.actual_step_ns) + " / " + format_duration(straggler.what_if_step_ns) +
+           "</td></tr>\n<tr><td></td><td colspan=\"7\" class=\"evidence\">" + escape_html(straggler.evidence) +
+           "</td></tr></tbody>\n";
+  }
+  out += "</table></div>\n</section>\n";
+}
+
+// --------------------------------------------------------------- overlap ---
+
+void write_overlap_bars(const Report& report, std::string& out) {
+  const size_t ranks = report.overlap.size();
+  const int pitch = std::clamp(760 / static_cast<int>(std::min<size_t>(ranks, 760)), 1, 36);
+  const int gap = pitch >= 4 ? std::max(1, pitch / 5) : 0;
+  const double left = 56, top = 40, plot_height = 180, bottom = 44, right = 90;
+  const double plot_width = static_cast<double>(ranks) * pitch;
+  const double width = std::max(left + plot_width + right, 520.0);
+  write_svg_open(out, "overlap-bars", width, top + plot_height + bottom,
+                 "share of each rank's communication overlapped by compute");
+
+  write_rect(out, left, 8, 12, 12, "bar");
+  write_text(out, left + 16, 18, "communication overlapped by compute");
+  write_rect(out, left + 250, 8, 12, 12, "no-comm");
+  write_text(out, left + 266, 18, "no communication");
+
+  const Scale y{0, 100, top + plot_height, top};
+  for (const double tick : {0.0, 25.0, 50.0, 75.0, 100.0}) {
+    write_line(out, left, y(tick), left + plot_width, y(tick), "grid");
+    write_text(out, left - 6, y(tick) + 4, trimmed(tick, 0) + " %", "text-anchor=\"end\"");
+  }
+  double sum = 0;
+  size_t communicating = 0;
+  for (size_t i = 0; i < ranks; ++i) {
+    const RankOverlap& rank = report.overlap[i];
+    const double x = left + static_cast<double>(i) * pitch + gap / 2.0;
+    if (std::isfinite(rank.comm_comp_overlap_pct)) {
+      const double pct = std::clamp(rank.comm_comp_overlap_pct, 0.0, 100.0);
+      sum += pct;
+      ++communicating;
+      write_rect(out, x, y(pct), pitch - gap, y(0) - y(pct), "bar",
+                 "rank " + std::to_string(rank.rank) + ": " + format_percent(rank.comm_comp_overlap_pct) +
+                     " of " + format_duration(rank.comm_ns) + " communication overlapped");
+    } else {
+      write_rect(out, x, top, pitch - gap, plot_height, "no-comm",
+                 "rank " + std::to_string(rank.rank) + ": no communication");
+    }
+  }
+  if (communicating > 0) {
+    const double mean = sum / static_cast<double>(communicating);
+    write_line(out, left, y(mean), left + plot_width, y(mean), "mean");
+    write_text(out, left + plot_width + 4, y(mean) + 4, "mean " + format_percent(mean));
+  }
+  write_line(out, left, y(0), left + plot_width, y(0), "axis");
+  const int stride = label_stride(34.0 / pitch);
+  for (size_t i = 0; i < ranks; i += stride) {
+    const double x = left + (static_cast<double>(i) + 0.5) * pitch;
+    write_line(out, x, y(0), x, y(0) + 4, "axis");
+    write_text(out, x, y(0) + 16, std::to_string(report.overlap[i].rank), "text-anchor=\"middle\"");
+  }
+  write_text(out, left + plot_width / 2, y(0) + 36, "rank", "class=\"axis-title\" text-anchor=\"middle\"");
+  write_svg_close(out);
+}
+
+void write_rank_table(const Report& report, std::string& out) {
+  const JobProfile& job = report.profile;
+  // Long tables start folded so that they do not bury the sections below.
+  constexpr size_t kOpenUpTo = 32;
+  out += printf_string("<details%s><summary>per-rank figures, %zu ranks (totals over all steps)</summary>\n",
+                       report.overlap.size() <= kOpenUpTo ? " open" : "", report.overlap.size());
+  out += "<div class=\"table-wrap\"><table id=\"rank-table\">\n<thead><tr><th class=\"num\">rank</th><th>host</th>"
+         "<th class=\"num\">node</th><th>status</th><th class=\"num\">comm overlapped</th>"
+         "<th class=\"num\">compute</th><th class=\"num\">communication</th><th class=\"num\">overlap</th>"
+         "<th class=\"num\">exposed wait</th><th class=\"num\">exposed transfer</th><th class=\"num\">idle</th>"
+         "<th class=\"num\">idle share</th></tr></thead>\n<tbody>\n";
+  for (const RankOverlap& rank : report.overlap) {
+    const RankProfile* profile = find_rank(job, rank.rank);
+    out += "<tr><td class=\"num\">" + std::to_string(rank.rank) + "</td><td>" +
+           (profile ? escape_html(profile->host) : std::string()) + "</td><td class=\"num\">" +
+           (profile && profile->node_id >= 0 ? std::to_string(profile->node_id) : std::string("—")) + "</td><td>" +
+           (profile ? rank_status_name(profile->status) : "—") + "</td><td class=\"num\">" +
+           (std::isfinite(rank.comm_comp_overlap_pct) ? format_percent(rank.comm_comp_overlap_pct)
+                                                      : std::string("no communication")) +
+           "</td><td class=\"num\">" + format_duration(rank.compute_ns) + "</td><td class=\"num\">" +
+           format_duration(rank.comm_ns) + "</td><td class=\"num\">" + format_duration(rank.overlap_ns) +
+           "</td><td class=\"num\">" + format_duration(rank.exposed_wait_ns) + "</td><td class=\"num\">" +
+           format_duration(rank.exposed_transfer_ns) + "</td><td class=\"num\">" + format_duration(rank.idle_ns) +
+           "</td><td class=\"num\">" + format_percent(rank.idle_pct) + "</td></tr>\n";
+  }
+  out += "</tbody></table></div>\n</details>\n";
+}
+
+void write_overlap_section(const Report& report, std::string& out) {
+  out += "<section id=\"overlap-section\">\n<h2>Communication overlapped by compute</h2>\n";
+  if (report.overlap.empty()) {
+    write_note(out, "No per-rank figures: the job has no ranks with steps.", "overlap-note");
+  } else {
+    write_overlap_bars(report, out);
+    out += "<p class=\"caption\">The share of each rank's communication time during which it also computed. "
+           "Communication that is not overlapped is exposed: the rank waits for it.</p>\n";
+    write_rank_table(report, out);
+  }
+  out += "</section>\n";
+}
+
+// --------------------------------------------------------------- buckets ---
+
+// Byte sizes of both bucket plots share one axis so that they line up.
+Scale bucket_size_scale(const BucketReport& buckets, double pixel_low, double pixel_high) {
+  double smallest = INFINITY, largest = 0;
+  auto include = [&](uint64_t bytes) {
+    const double value = std::max<double>(static_cast<double>(bytes), 1);
+    smallest = std::min(smallest, value);
+    largest = std::max(largest, value);
+  };
+  for (const BucketStats& bucket : buckets.buckets) include(bucket.bytes);
+  for (const BucketPrediction& prediction : buckets.predictions) include(prediction.bucket_bytes);
+  if (buckets.recommended_bucket_bytes > 0) include(buckets.recommended_bucket_bytes);
+  // Half a power of two of margin on each side, and at least two powers of two shown.
+  double low = smallest / std::sqrt(2.0), high = largest * std::sqrt(2.0);
+  if (high < low * 4) {
+    const double centre = std::sqrt(low * high);
+    low = centre / 2;
+    high = centre * 2;
+  }
+  return {low, high, pixel_low, pixel_high, true};
+}
+
+void write_size_axis(const Scale& x, double y, std::string& out) {
+  const int low_exponent = static_cast<int>(std::ceil(std::log2(x.domain_low)));
+  const int high_exponent = static_cast<int>(std::floor(std::log2(x.domain_high)));
+  const int stride = std::max(1, (high_exponent - low_exponent + 7) / 7);
+  write_line(out, x.pixel_low, y, x.pixel_high, y, "axis");
+  for (int exponent = low_exponent; exponent <= high_exponent; ++exponent) {
+    if (exponent % stride != 0) continue;
+    const double bytes = std::ldexp(1.0, exponent);
+    write_line(out, x(bytes), y, x(bytes), y + 4, "axis");
+    write_text(out, x(bytes), y + 16, format_bytes(bytes), "text-anchor=\"middle\"");
+  }
+  write_text(out, (x.pixel_low + x.pixel_high) / 2, y + 34, "bucket size",
+             "class=\"axis-title\" text-anchor=\"middle\"");
+}
+
+// Bus bandwidth (left axis) and exposed time (right axis) of every bucket.
+void write_bucket_plot(const BucketReport& buckets, std::string& out) {
+  const double left = 64, top = 40, plot_width = 640, plot_height = 220, right = 80, bottom = 46;
+  const Scale x = bucket_size_scale(buckets, left, left + plot_width);
+  double most_bandwidth = 0;
+  int64_t most_exposed = 0;
+  for (const BucketStats& bucket : buckets.buckets) {
+    if (std::isfinite(bucket.bus_bandwidth_gbps)) most_bandwidth = std::max(most_bandwidth, bucket.bus_bandwidth_gbps);
+    most_exposed = std::max(most_exposed, bucket.exposed_ns);
+  }
+  const std::vector<double> bandwidth_ticks = nice_ticks(0, most_bandwidth > 0 ? most_bandwidth : 1, 5);
+  const std::vector<double> exposed_ticks =
+      nice_ticks(0, most_exposed > 0 ? static_cast<double>(most_exposed) : 1000, 5);
+  const Scale bandwidth{0, bandwidth_ticks.back(), top + plot_height, top};
+  const Scale exposed{0, exposed_ticks.back(), top + plot_height, top};
+
+  write_svg_open(out, "bucket-plot", left + plot_width + right, top + plot_height + bottom,
+                 "bus bandwidth and exposed time by bucket size");
+  out += "<circle cx=\"" + coord(left + 6) + "\" cy=\"14\" r=\"5\" class=\"bandwidth\"/>\n";
+  write_text(out, left + 16, 18, "bus bandwidth (left axis)");
+  write_rect(out, left + 200, 9, 10, 10, "exposed");
+  write_text(out, left + 216, 18, "exposed time per step (right axis)");
+
+  for (const double tick : bandwidth_ticks) {
+    write_line(out, left, bandwidth(tick), left + plot_width, bandwidth(tick), "grid");
+    write_text(out, left - 6, bandwidth(tick) + 4, significant(tick), "text-anchor=\"end\"");
+  }
+  for (const double tick : exposed_ticks) {
+    write_text(out, left + plot_width + 6, exposed(tick) + 4, tick == 0 ? "0" : format_duration(std::llround(tick)));
+  }
+  write_line(out, left, top, left, top + plot_height, "axis");
+  write_line(out, left + plot_width, top, left + plot_width, top + plot_height, "axis");
+  write_text(out, 14, top + plot_height / 2, "GB/s",
+             "class=\"axis-title\" text-anchor=\"middle\" transform=\"rotate(-90 14 " +
+                 coord(top + plot_height / 2) + ")\"");
+  write_size_axis(x, top + plot_height, out);
+
+  for (const BucketStats& bucket : buckets.buckets) {
+    const std::string title = "bucket " + std::to_string(bucket.index) + ": " +
+                              format_bytes(static_cast<double>(bucket.bytes)) + ", " +
+                              format_bandwidth(bucket.bus_bandwidth_gbps) + ", exposed " +
+                              format_duration(bucket.exposed_ns) + " per step";
+    const double cx = x(static_cast<double>(bucket.bytes));
+    if (std::isfinite(bucket.bus_bandwidth_gbps)) {
+      out += "<circle cx=\"" + coord(cx) + "\" cy=\"" + coord(bandwidth(bucket.bus_bandwidth_gbps)) +
+             "\" r=\"5\" class=\"bandwidth\"><title>" + title + "</title></circle>\n";
+    }
+    const double exposed_y = exposed(static_cast<double>(std::max<int64_t>(bucket.exposed_ns, 0)));
+    write_rect(out, cx - 4, exposed_y - 4, 8, 8, "exposed", title);
+  }
+  write_svg_close(out);
+}
+
+// Predicted step time for each bucket size, the recommended size marked.
+void write_prediction_plot(const BucketReport& buckets, std::string& out) {
+  const double left = 64, top = 28, plot_width = 640, plot_height = 200, right = 80, bottom = 46;
+  const Scale x = bucket_size_scale(buckets, left, left + plot_width);
+  std::vector<BucketPrediction> predictions = buckets.predictions;
+  std::sort(predictions.begin(), predictions.end(),
+            [](const BucketPrediction& a, const BucketPrediction& b) { return a.bucket_bytes < b.bucket_bytes; });
+  double fastest = INFINITY, slowest = -INFINITY;
+  for (const BucketPrediction& prediction : predictions) {
+    fastest = std::min(fastest, static_cast<double>(prediction.step_ns));
+    slowest = std::max(slowest, static_cast<double>(prediction.step_ns));
+  }
+  // The differences between bucket sizes are often a few per cent of the
+  // step: the axis spans the predictions, not zero to the slowest.
+  const double margin = std::max({(slowest - fastest) * 0.1, std::fabs(slowest) * 0.02, 1.0});
+  const std::vector<double> ticks = nice_ticks(std::max(fastest - margin, 0.0), slowest + margin, 5);
+  const Scale y{ticks.front(), ticks.back(), top + plot_height, top};
+
+  write_svg_open(out, "bucket-prediction-plot", left + plot_width + right, top + plot_height + bottom,
+                 "predicted step time by bucket size");
+  write_text(out, left, 14, "predicted step time", "class=\"axis-title\"");
+  for (const double tick : ticks) {
+    write_line(out, left, y(tick), left + plot_width, y(tick), "grid");
+    write_text(out, left - 6, y(tick) + 4, tick == 0 ? "0" : format_duration(std::llround(tick)),
+               "text-anchor=\"end\"");
+  }
+  write_line(out, left, top, left, top + plot_height, "axis");
+  write_size_axis(x, top + plot_height, out);
+
+  std::string path;
+  for (const BucketPrediction& prediction : predictions) {
+    path += (path.empty() ? "M" : "L") + coord(x(static_cast<double>(prediction.bucket_bytes))) + " " +
+            coord(y(static_cast<double>(prediction.step_ns)));
+  }
+  out += "<path class=\"prediction\" d=\"" + path + "\"/>\n";
+  for (const BucketPrediction& prediction : predictions) {
+    out += "<circle cx=\"" + coord(x(static_cast<double>(prediction.bucket_bytes))) + "\" cy=\"" +
+           coord(y(static_cast<double>(prediction.step_ns))) + "\" r=\"3.5\" class=\"prediction-point\"><title>" +
+           format_bytes(static_cast<double>(prediction.bucket_bytes)) + " buckets: step " +
+           format_duration(prediction.step_ns) + "</title></circle>\n";
+  }
+  if (buckets.recommended_bucket_bytes > 0) {
+    const double rx = x(static_cast<double>(buckets.recommended_bucket_bytes));
+    write_line(out, rx, top, rx, top + plot_height, "recommended");
+    const bool label_left = rx > left + plot_width * 0.7;
+    write_text(out, rx + (label_left ? -6 : 6), top + 12,
+               "recommended " + format_bytes(static_cast<double>(buckets.recommended_bucket_bytes)),
+               label_left ? "class=\"recommended-label\" text-anchor=\"end\"" : "class=\"recommended-label\"");
+  }
+  write_svg_close(out);
+}
+
+void write_bucket_table(const BucketReport& buckets, std::string& out) {
+  out += "<div class=\"table-wrap\"><table id=\"bucket-table\">\n<thead><tr><th class=\"num\">bucket</th>"
+         "<th class=\"num\">size</th><th class=\"num\">transfer (median)</th><th class=\"num\">bus bandwidth</th>"
+         "<th>algorithm</th><th class=\"num\">overlapped</th><th class=\"num\">exposed per step</th></tr></thead>\n"
+         "<tbody>\n";
+  for (const BucketStats& bucket : buckets.buckets) {
+    out += "<tr><td class=\"num\">" + std::to_string(bucket.index) + "</td><td class=\"num\">" +
+           format_bytes(static_cast<double>(bucket.bytes)) + "</td><td class=\"num\">" +
+           format_duration(bucket.transfer_ns) + "</td><td class=\"num\">" +
+           format_bandwidth(bucket.bus_bandwidth_gbps) + "</td><td>" +
+           (bucket.algorithm == Algorithm::kNone ? std::string("—") : std::string(algorithm_name(bucket.algorithm))) +
+           "</td><td class=\"num\">" + format_percent(bucket.overlap_pct) + "</td><td class=\"num\">" +
+           format_duration(bucket.exposed_ns) + "</td></tr>\n";
+  }
+  out += "</tbody></table></div>\n";
+}
+
+void write_fsdp_units(const BucketReport& buckets, std::string& out) {
+  out += "<h3>FSDP units</h3>\n<div class=\"table-wrap\"><table id=\"fsdp-unit-table\">\n<thead><tr>"
+         "<th class=\"num\">unit</th><th class=\"num\">all-gather</th><th class=\"num\">all-gather exposed</th>"
+         "<th class=\"num\">reduce-scatter</th><th class=\"num\">reduce-scatter exposed</th></tr></thead>\n<tbody>\n";
+  for (const BucketReport::Unit& unit : buckets.units) {
+    out += "<tr><td class=\"num\">" + std::to_string(unit.index) + "</td><td class=\"num\">" +
+           format_bytes(static_cast<double>(unit.allgather_bytes)) + "</td><td class=\"num\">" +
+           format_duration(unit.allgather_exposed_ns) + "</td><td class=\"num\">" +
+           format_bytes(static_cast<double>(unit.reduce_scatter_bytes)) + "</td><td class=\"num\">" +
+           format_duration(unit.reduce_scatter_exposed_ns) + "</td></tr>\n";
+  }
+  out += "</tbody></table></div>\n";
+  if (!buckets.prefetch_note.empty()) out += "<p>" + escape_html(buckets.prefetch_note) + "</p>\n";
+}
+
+void write_bucket_section(const Report& report, std::string& out) {
+  const BucketReport& buckets = report.buckets;
+  out += "<section id=\"bucket-section\">\n<h2>Gradient buckets</h2>\n";
+  if (buckets.buckets.empty() && buckets.predictions.empty() && buckets.units.empty()) {
+    write_note(out, "No gradient buckets were found: the job has no gradient allreduces (DDP) nor all-gather and "
+                    "reduce-scatter units (FSDP) inside its steps.", "bucket-note");
+    out += "</section>\n";
+    return;
+  }
+  if (!buckets.recommendation.empty()) out += "<p><strong>" + escape_html(buckets.recommendation) + "</strong></p>\n";
+  if (!buckets.buckets.empty()) {
+    write_bucket_plot(buckets, out);
+    out += "<p class=\"caption\">Each bucket's allreduce: the bus bandwidth it reached (as nccl-tests counts it), "
+           "and how long per step it kept the ranks waiting. Small buckets reach less bandwidth; the last "
+           "buckets of the backward pass have no compute left to hide behind.</p>\n";
+  }
+  if (!buckets.predictions.empty()) {
+    write_prediction_plot(buckets, out);
+    out += "<p class=\"caption\">The step time the transfer model predicts for each bucket size";
+    if (buckets.fit.samples > 0) {
+      out += ", from a fit over " + std::to_string(buckets.fit.samples) +
+             " allreduces: latency α = " + format_duration(std::llround(buckets.fit.alpha_ns));
+      // ns per byte is the inverse of bytes per ns, that is of GB/s.
+      if (buckets.fit.ns_per_byte > 0) out += ", bandwidth " + format_bandwidth(1.0 / buckets.fit.ns_per_byte);
+      out += ", R² = " + trimmed(buckets.fit.r_squared, 3);
+    }
+    out += ".</p>\n";
+  }
+  if (!buckets.buckets.empty()) {
+    out += "<p>Exposed tail after the backward pass's last compute: " + format_duration(buckets.exposed_tail_ns) +
+           " per step (median).</p>\n";
+    write_bucket_table(buckets, out);
+  }
+  if (!buckets.units.empty()) write_fsdp_units(buckets, out);
+  out += "</section>\n";
+}
+
+// ---------------------------------------------------------- capture cost ---
+
+void write_capture_cost_section(const Report& report, std::string& out) {
+  if (report.capture_cost.empty()) return;  // imported traces: no agent measured anything
+  out += "<section id=\"cost-section\">\n<h2>What profiling cost</h2>\n";
+  out += "<details><summary>per-rank capture cost, " + std::to_string(report.capture_cost.size()) +
+         " ranks</summary>\n<div class=\"table-wrap\"><table id=\"cost-table\">\n<thead><tr>"
+         "<th class=\"num\">rank</th><th class=\"num\">total</th><th class=\"num\">share of the run</th>"
+         "<th class=\"num\">agent start</th><th class=\"num\">MPI_Init</th><th class=\"num\">MPI_Finalize</th>"
+         "<th class=\"num\">last flush</th><th class=\"num\">writer thread CPU</th>"
+         "<th class=\"num\">recorded calls (estimated)</th><th class=\"num\">buffer memory</th></tr></thead>\n<tbody>\n";
+  for (const CaptureCost& c : report.capture_cost) {
+    out += "<tr><td class=\"num\">" + std::to_string(c.rank) + "</td><td class=\"num\">" +
+           format_duration(c.total_ns()) + "</td><td class=\"num\">" + format_percent(c.share_pct()) +
+           "</td><td class=\"num\">" + format_duration(c.start_ns) + "</td><td class=\"num\">" +
+           format_duration(c.mpi_init_ns) + "</td><td class=\"num\">" + format_duration(c.mpi_finalize_ns) +
+           "</td><td class=\"num\">" + format_duration(c.finish_ns) + "</td><td class=\"num\">" +
+           format_duration(c.flusher_cpu_ns) + "</td><td class=\"num\">" + std::to_string(c.host_events) + " × " +
+           "≈ " + format_duration(c.events_ns) + "</td><td class=\"num\">" +
+           format_bytes(static_cast<double>(c.buffer_bytes)) + "</td></tr>\n";
+  }
+  out += "</tbody></table></div>\n</details>\n<p class=\"caption\">Time the rank's process spent on capture "
+         "rather than on the application: measured for start-up, MPI_Init, MPI_Finalize and the agent's writer "
+         "thread; estimated for the recorded calls (their number times the cost of one, calibrated on the rank's "
+         "machine).</p>\n</section>\n";
+}
+
+}  // namespace
+
+std::string report_html(const Report& report) {
+  std::string out;
+  out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  out += "<title>rankscope report: " + escape_html(report.profile.path) + "</title>\n";
+  out += "<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n<main>\n";
+  write_header(report, out);
+  write_wait_heatmap(report, out);
+  write_straggler_table(report, out);
+  write_overlap_section(report, out);
+  write_bucket_section(report, out);
+  write_capture_cost_section(report, out);
+  out += "</main>\n</body>\n</html>\n";
+  return out;
+}
+
+}  // namespace rankscope::analysis

@@ -1,0 +1,73 @@
+// Measuring every rank's offset to rank 0's clock over MPI.
+#pragma once
+
+#include <mpi.h>
+
+#include <optional>
+#include <string>
+
+#include "rankscope/clocksync/clock.h"
+
+namespace rankscope::clocksync {
+
+// Where a rank sits: its node, numbered in the order of the nodes' first ranks.
+struct Placement {
+  int world_size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int node_id = 0;
+};
+
+// Collective over `comm`.
+Placement placement(MPI_Comm comm);
+
+struct SyncOptions {
+  int warmup_exchanges = 4;    // cold paths: discarded
+  int max_exchanges = 32;
+  int stable_exchanges = 8;    // stop once the best round trip has not improved for this many
+  int timeout_ms = 5000;       // a peer silent this long is given up for the round
+};
+
+// Relative drift the composition along the tree allows for between a parent's
+// own measurement and its child's (both taken within microseconds).
+inline constexpr double kMaxRelativeDriftPpm = 1000.0;
+
+// Measures this rank's offset to the clock of rank 0 of a communicator, as
+// often as asked. Ranks that read one clock (same node, same base clock, no
+// virtual clock) take their node leader's result; node leaders measure down a
+// binomial tree, so a round costs O(log nodes) exchanges in sequence. Where
+// the ranks of some node read different clocks, every rank is measured. The
+// communicators this needs are made once, at construction.
+class ClockSynchronizer {
+ public:
+  // Collective over `comm`, which must outlive this object.
+  ClockSynchronizer(MPI_Comm comm, const Clock& clock, const SyncOptions& options = {});
+  ClockSynchronizer(const ClockSynchronizer&) = delete;
+  ClockSynchronizer& operator=(const ClockSynchronizer&) = delete;
+  ~ClockSynchronizer();
+
+  // Collective over the communicator: this rank's offset to rank 0's clock,
+  // now. Nothing when no measurement reached this rank (a peer on its path
+  // to rank 0 fell silent past the timeout, or MPI failed); error() says why.
+  // A silent peer never makes a round wait longer than the timeout per level.
+  std::optional<SyncPoint> round();
+  const std::string& error() const { return error_; }
+
+ private:
+  std::optional<SyncPoint> tree_round();
+  std::optional<SyncPoint> learn(int parent, int levels_above);
+  void teach(int child, const std::optional<SyncPoint>& own);
+  template <typename Message>
+  bool receive(int source, int tag, Message& message, double deadline);
+  void fail(std::string message);
+
+  Clock clock_;
+  SyncOptions options_;
+  int64_t round_ = 0;
+  std::string error_;
+  MPI_Comm node_ = MPI_COMM_NULL;
+  MPI_Comm tree_ = MPI_COMM_NULL;  // every rank, or node leaders only; null on other ranks
+  bool shares_leader_clock_ = false;
+};
+
+}  // namespace rankscope::clocksync

@@ -1,0 +1,20 @@
+// `rankscope info`: what a timeline holds and how sound it is.
+#pragma once
+
+#include <string>
+
+#include "rankscope/timeline/timeline.h"
+
+namespace rankscope {
+
+std::string info_text(const Timeline& timeline);
+
+// Keys: file, format_version, world_size, events, span_ns, ranks (rank, host,
+// pid, local_rank, node_id, status, events, drops, first_ns, last_ns,
+// last_heard_ns, counters), events_by_kind, missing_ranks, dead_ranks.
+std::string info_json(const Timeline& timeline);
+
+// One line saying what a named counter means, or "" for names it does not know.
+std::string counter_description(const std::string& name);
+
+}  // namespace rankscope

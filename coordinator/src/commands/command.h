@@ -1,0 +1,44 @@
+// What the subcommands of `rankscope` share: how each registers itself, how
+// those that may run under mpirun start MPI, and how a merge is reported.
+#pragma once
+
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <functional>
+#include <memory>
+
+#include "rankscope/merge/merge.h"
+
+namespace rankscope::cli {
+
+// A subcommand registered with the command line; `run` is called when it was
+// given, after parsing, and returns the process's exit status.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command add_merge(CLI::App& parent);
+Command add_import_kineto(CLI::App& parent);
+Command add_info(CLI::App& parent);
+Command add_report(CLI::App& parent);
+Command add_export(CLI::App& parent);
+// `run` takes the application's command line, everything after the first
+// `--`, unparsed: its arguments are its own.
+Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> application);
+
+// Runs `body` on every process of MPI_COMM_WORLD; errors are printed once,
+// by process 0, as "rankscope COMMAND: error: ...".
+int run_under_mpi(const char* command, const std::function<void(int process, int processes)>& body);
+
+// The largest peak resident memory of the processes, in MiB, on process 0.
+double job_peak_mib(MPI_Comm comm);
+
+// What went wrong in a merge, as warnings on stderr, then the ranks it lacks
+// or found dead on `out`: the same lines after `merge`, `import-kineto` and
+// `run`. `inputs` names what a missing rank has none of ("shard", "trace").
+void print_merge_problems(const char* command, const MergeResult& result, const char* inputs, std::FILE* out);
+
+}  // namespace rankscope::cli

@@ -1,0 +1,87 @@
+// rankscope export TIMELINE --perfetto FILE --chrome FILE [selection]
+#include <cstdio>
+
+#include "command.h"
+#include "rankscope/exporters/export.h"
+#include "rankscope/model/error.h"
+#include "rankscope/model/text.h"
+#include "rankscope/timeline/timeline.h"
+
+namespace rankscope::cli {
+namespace {
+
+struct ExportCommand {
+  std::string timeline, perfetto, chrome, ranks, time, steps;
+  uint64_t warn_size_mb = 1000;
+};
+
+// Prints what one export wrote, with the counts a checker can compare (docs/export.md).
+void print_export(const ExportResult& r) {
+  const ExportCounts& c = r.counts;
+  auto bound = [](int64_t ns, bool open) { return open ? std::string("open") : std::to_string(ns); };
+  const double events = static_cast<double>(r.events_written);
+  std::printf("wrote %s (%s): %llu processes, %llu thread tracks, %llu other tracks, %llu counter tracks, %llu slices, "
+              "%llu instants, %llu counter samples, %llu flows (%llu collective, %llu launch)\n"
+              "  ranks %s, window %s to %s ns; %llu events in %.3f s (%.2f M events/s), %llu bytes (%.1f bytes per "
+              "event, estimated %llu)\n",
+              r.output.c_str(), export_format_name(r.format), static_cast<unsigned long long>(c.processes),
+              static_cast<unsigned long long>(c.thread_tracks), static_cast<unsigned long long>(c.other_tracks),
+              static_cast<unsigned long long>(c.counter_tracks), static_cast<unsigned long long>(c.slices),
+              static_cast<unsigned long long>(c.instants), static_cast<unsigned long long>(c.counter_samples),
+              static_cast<unsigned long long>(c.flows), static_cast<unsigned long long>(c.collective_flows),
+              static_cast<unsigned long long>(c.launch_flows), format_rank_list(r.ranks).c_str(),
+              bound(r.window_begin_ns, r.window_begin_ns == INT64_MIN).c_str(),
+              bound(r.window_end_ns, r.window_end_ns == INT64_MAX).c_str(),
+              static_cast<unsigned long long>(r.events_written), r.seconds, events / r.seconds * 1e-6,
+              static_cast<unsigned long long>(r.bytes), events > 0 ? static_cast<double>(r.bytes) / events : 0.0,
+              static_cast<unsigned long long>(r.estimated_bytes));
+}
+
+int run_export(const ExportCommand& command) {
+  try {
+    ExportOptions options;
+    if (!command.ranks.empty()) options.ranks = parse_rank_list(command.ranks);
+    if (!command.time.empty()) options.time = parse_time_selection(command.time);
+    if (!command.steps.empty()) options.steps = parse_step_selection(command.steps);
+    options.warn_bytes = command.warn_size_mb * 1'000'000;
+    options.warn = [](const std::string& text) { std::fprintf(stderr, "rankscope export: warning: %s\n", text.c_str()); };
+    const Timeline timeline(command.timeline);
+    if (!command.perfetto.empty()) {
+      print_export(export_timeline(timeline, ExportFormat::kPerfetto, command.perfetto, options));
+    }
+    if (!command.chrome.empty()) {
+      print_export(export_timeline(timeline, ExportFormat::kChromeJson, command.chrome, options));
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rankscope export: error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+Command add_export(CLI::App& parent) {
+  auto command = std::make_shared<ExportCommand>();
+  CLI::App* app = parent.add_subcommand(
+      "export", "Write a timeline for trace viewers: native Perfetto protobuf and/or Chrome JSON (docs/export.md)");
+  app->add_option("timeline", command->timeline, "The HDF5 timeline")->required();
+  app->add_option("--perfetto", command->perfetto, "Write native Perfetto protobuf here (.pftrace)");
+  app->add_option("--chrome", command->chrome, "Write Chrome trace-event JSON here (.json)");
+  app->add_option("--ranks", command->ranks, "Only these ranks, e.g. 0-3,8");
+  app->add_option("--time", command->time,
+                  "Only events overlapping START:END: ns on the timeline, or +N[ns|us|ms|s] from the job's first event; "
+                  "either end may be empty (e.g. +1.5s:+2s)");
+  app->add_option("--steps", command->steps, "Only the time of ProfilerStep#A to #B, both included: A:B, A, A: or :B");
+  app->add_option("--warn-size-mb", command->warn_size_mb,
+                  "Warn, with a smaller selection, when the output is estimated beyond this many MB")
+      ->capture_default_str();
+  app->callback([command] {
+    if (command->perfetto.empty() && command->chrome.empty()) {
+      throw CLI::ValidationError("export", "give --perfetto FILE, --chrome FILE or both");
+    }
+  });
+  return {app, [command] { return run_export(*command); }};
+}
+
+}  // namespace rankscope::cli

@@ -1,0 +1,67 @@
+// rankscope import-kineto TRACES -o TIMELINE
+#include <chrono>
+#include <cstdio>
+
+#include "command.h"
+#include "rankscope/importers/kineto.h"
+
+namespace rankscope::cli {
+namespace {
+
+void print_import(const KinetoImportResult& result, const std::string& output, double seconds, int processes,
+                  double peak_mib) {
+  for (const auto& file : result.files) {
+    for (const auto& line : file.problem_lines) std::fprintf(stderr, "rankscope import-kineto: warning: %s\n", line.c_str());
+    if (file.problems > file.problem_lines.size()) {
+      std::fprintf(stderr, "rankscope import-kineto: warning: %s: %llu more problems, counted in rankscope info\n",
+                   file.path.c_str(), static_cast<unsigned long long>(file.problems - file.problem_lines.size()));
+    }
+  }
+  print_merge_problems("import-kineto", result.merge, "trace", stdout);
+  std::printf("%-6s %12s %9s %16s %12s %8s %10s  %s\n", "rank", "events", "problems", "clock offset ns", "bound ns",
+              "matched", "unmatched", "trace");
+  for (const auto& file : result.files) {
+    std::string offset = "-", bound = "not aligned";
+    if (file.aligned) {
+      offset = std::to_string(file.offset_ns);
+      bound = std::to_string(file.bound_ns) + (file.consistent ? "" : "!");
+    }
+    std::printf("%-6d %12llu %9llu %16s %12s %8llu %10llu  %s\n", file.rank, static_cast<unsigned long long>(file.events),
+                static_cast<unsigned long long>(file.problems), offset.c_str(), bound.c_str(),
+                static_cast<unsigned long long>(file.matched), static_cast<unsigned long long>(file.unmatched),
+                file.path.c_str());
+  }
+  std::printf("imported %zu traces (%.1f MB of JSON), %llu events into %s in %.3f s (%.3f s reading, %.3f s "
+              "merging) with %d process%s: %.0f MB/s of JSON, peak memory %.1f MiB per process; clocks on rank %d's\n",
+              result.files.size(), static_cast<double>(result.json_bytes) * 1e-6,
+              static_cast<unsigned long long>(result.merge.events), output.c_str(), seconds, result.read_seconds,
+              result.merge.seconds, processes, processes == 1 ? "" : "es",
+              static_cast<double>(result.json_bytes) / seconds * 1e-6, peak_mib, result.reference_rank);
+}
+
+}  // namespace
+
+Command add_import_kineto(CLI::App& parent) {
+  auto options = std::make_shared<KinetoImportOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "import-kineto", "Import torch.profiler traces, one per rank, into a timeline with aligned clocks (docs/import.md)");
+  app->add_option("traces", options->inputs, "Trace files (.json, .json.gz), or folders holding them")->required();
+  app->add_option("-o,--output", options->output, "The timeline to write (HDF5)")->required();
+  // One pattern per --comm-kernel, so that traces may follow it.
+  app->add_option("--comm-kernel", options->comm_kernel_patterns,
+                  "Regex for kernels that communicate though the trace does not say so (e.g. DeepEP's); repeatable")
+      ->allow_extra_args(false);
+  app->add_option("--threads", options->threads, "Traces read at once per process (0: one per core)")
+      ->capture_default_str();
+  return {app, [options] {
+            return run_under_mpi("import-kineto", [&](int process, int processes) {
+              const auto started = std::chrono::steady_clock::now();
+              const KinetoImportResult result = import_kineto(MPI_COMM_WORLD, *options);
+              const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+              const double peak_mib = job_peak_mib(MPI_COMM_WORLD);
+              if (process == 0) print_import(result, options->output, seconds, processes, peak_mib);
+            });
+          }};
+}
+
+}  // namespace rankscope::cli

@@ -1,0 +1,31 @@
+// rankscope info TIMELINE [--json]
+#include <cstdio>
+
+#include "command.h"
+#include "rankscope/coordinator/info.h"
+#include "rankscope/model/error.h"
+
+namespace rankscope::cli {
+
+Command add_info(CLI::App& parent) {
+  struct Options {
+    std::string path;
+    bool json = false;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* app = parent.add_subcommand("info", "Summarize a timeline: ranks, events, drops, missing or dead ranks");
+  app->add_option("timeline", options->path, "The HDF5 timeline")->required();
+  app->add_flag("--json", options->json, "Print JSON instead of text");
+  return {app, [options] {
+            try {
+              const Timeline timeline(options->path);
+              std::fputs((options->json ? info_json(timeline) : info_text(timeline)).c_str(), stdout);
+              return 0;
+            } catch (const Error& e) {
+              std::fprintf(stderr, "rankscope info: error: %s\n", e.what());
+              return 1;
+            }
+          }};
+}
+
+}  // namespace rankscope::cli

@@ -1,0 +1,645 @@
+#include "rankscope/coordinator/launcher.h"
+
+#include <dirent.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <mpi.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "commands/command.h"
+#include "rankscope/rank_agent/agent.h"
+#include "rankscope/clocksync/sync_mpi.h"
+#include "rankscope/model/error.h"
+#include "rankscope/merge/merge.h"
+#include "rankscope/model/shard.h"
+#include "rankscope/model/text.h"
+
+namespace rankscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Who this process is in the job, as the launcher says.
+struct Identity {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  std::string launcher = "none";
+};
+
+std::optional<int> env_number(const char* name) {
+  const char* text = std::getenv(name);
+  const auto value = text ? parse_integer<int32_t>(text) : std::nullopt;
+  return value && *value >= 0 ? value : std::nullopt;
+}
+
+Identity launch_identity() {
+  struct Launcher {
+    const char* name;
+    const char *rank, *size, *local_rank, *local_size;
+  };
+  static constexpr Launcher kLaunchers[] = {
+      {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+       "OMPI_COMM_WORLD_LOCAL_SIZE"},
+      {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+  };
+  Identity id;
+  for (const Launcher& l : kLaunchers) {
+    const auto rank = env_number(l.rank);
+    if (!rank) continue;
+    id.launcher = l.name;
+    id.rank = *rank;
+    id.world_size = env_number(l.size).value_or(1);
+    id.local_rank = env_number(l.local_rank).value_or(0);
+    id.local_size = env_number(l.local_size).value_or(1);
+    break;
+  }
+  return id;
+}
+
+fs::path this_executable() { return fs::read_symlink("/proc/self/exe"); }
+
+// The agent's libraries: PREFIX/lib/rankscope beside PREFIX/bin/rankscope,
+// or the build tree's for the rankscope built there (never for a copy).
+fs::path agent_library(const char* file) {
+  const fs::path bin = this_executable().parent_path();
+  std::error_code ignored;
+  const bool in_build_tree = fs::equivalent(bin, RANKSCOPE_BUILD_BIN_DIR, ignored);
+  const fs::path dir = in_build_tree ? fs::path(RANKSCOPE_AGENT_BUILD_DIR) : bin.parent_path() / "lib/rankscope";
+  const fs::path candidate = fs::canonical(dir / file, ignored);
+  if (ignored) {
+    throw Error(std::string("cannot find ") + file + " in " + dir.string() + ": is rankscope installed completely?");
+  }
+  return candidate;
+}
+
+std::optional<fs::path> find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return fs::path(name);
+  const char* path = std::getenv("PATH");
+  std::string_view rest = path ? path : "/usr/bin:/bin";
+  while (!rest.empty()) {
+    const size_t colon = rest.find(':');
+    const fs::path candidate = fs::path(std::string(rest.substr(0, colon))) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+  }
+  return std::nullopt;
+}
+
+// Searches a file for any of `needles`; returns the one found, or "".
+std::string file_mentions(const fs::path& path, std::initializer_list<std::string_view> needles) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct stat st {};
+  std::string found;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    void* data = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    if (data != MAP_FAILED) {
+      const std::string_view text(static_cast<const char*>(data), static_cast<size_t>(st.st_size));
+      for (std::string_view needle : needles) {
+        if (text.find(needle) != std::string_view::npos) {
+          found = needle;
+          break;
+        }
+      }
+      ::munmap(data, static_cast<size_t>(st.st_size));
+    }
+  }
+  ::close(fd);
+  return found;
+}
+
+bool file_starts_with(const fs::path& path, std::string_view prefix) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) return false;
+  std::string head(prefix.size(), '\0');
+  const bool same = std::fread(head.data(), 1, head.size(), file) == head.size() && head == prefix;
+  std::fclose(file);
+  return same;
+}
+
+void set(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
+
+// The environment every mode gives the agent.
+void set_agent_environment(const RunOptions& options, const Identity& id, const fs::path& shard_dir,
+                           const std::string& mode) {
+  set(agent::kEnvShardDir, shard_dir.string());
+  set(agent::kEnvCapture, options.capture);
+  set(agent::kEnvBufferMb, std::to_string(options.buffer_mb));
+  set(agent::kEnvFlushMs, std::to_string(options.flush_ms));
+  set(agent::kEnvRank, std::to_string(id.rank));
+  set(agent::kEnvWorldSize, std::to_string(id.world_size));
+  set(agent::kEnvLocalRank, std::to_string(id.local_rank));
+  set(agent::kEnvLocalSize, std::to_string(id.local_size));
+  set(agent::kEnvLauncher, id.launcher);
+  set(agent::kEnvMode, mode);
+  // Each capture source is entered through the way its library loads tools;
+  // every one names the same capture library, already loaded by the preload.
+  const std::string capture_library = agent_library("librankscope_capture.so").string();
+  if (options.capture.find("nvtx") != std::string::npos) set("NVTX_INJECTION64_PATH", capture_library);
+  if (options.capture.find("cuda") != std::string::npos) set("CUDA_INJECTION64_PATH", capture_library);
+  if (options.capture.find("nccl") != std::string::npos) set("NCCL_PROFILER_PLUGIN", capture_library);
+}
+
+void prepend_preload(const std::vector<fs::path>& libraries) {
+  std::string preload;
+  for (const fs::path& library : libraries) preload += library.string() + " ";
+  if (const char* existing = std::getenv("LD_PRELOAD")) preload += existing;
+  set("LD_PRELOAD", preload);
+}
+
+// Shards of an earlier, larger job in the same folder would be taken for this
+// job's; the first rank removes those past this job's size.
+void remove_stale_shards(const fs::path& shard_dir, const Identity& id) {
+  if (id.rank != 0) return;
+  std::error_code ignored;
+  for (const auto& entry : fs::directory_iterator(shard_dir, ignored)) {
+    const std::string name = entry.path().filename().string();
+    const auto rank = shard_file_rank(name);
+    if (rank && *rank >= id.world_size) fs::remove(entry.path(), ignored);
+  }
+}
+
+[[noreturn]] void exec_command(const std::vector<std::string>& command) {
+  std::vector<char*> argv;
+  for (const std::string& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  const int error_number = errno;
+  std::fprintf(stderr, "rankscope run: cannot run %s: %s\n", command[0].c_str(), std::strerror(error_number));
+  std::_Exit(error_number == ENOENT ? 127 : 126);
+}
+
+// Signals for the application reach this process (mpirun ends a job with
+// SIGTERM to the processes it started): they are passed on.
+volatile sig_atomic_t g_application_pid = 0;
+
+void pass_signal_on(int signal_number) {
+  if (g_application_pid > 0) ::kill(static_cast<pid_t>(g_application_pid), signal_number);
+}
+
+pid_t start_application(const std::vector<std::string>& command, const std::vector<fs::path>& preload) {
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  if (child < 0) throw Error(std::string("cannot start the application: fork failed: ") + std::strerror(errno));
+  if (child == 0) {
+    // Killed with this process (mpirun's SIGKILL reaches only the process it started).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) std::_Exit(1);
+    set(agent::kEnvAgentPid, std::to_string(::getpid()));
+    prepend_preload(preload);
+    exec_command(command);
+  }
+  g_application_pid = child;
+  struct sigaction forward {};
+  forward.sa_handler = pass_signal_on;
+  sigemptyset(&forward.sa_mask);
+  forward.sa_flags = SA_RESTART;
+  for (const int signal_number : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGALRM}) {
+    ::sigaction(signal_number, &forward, nullptr);
+  }
+  return child;
+}
+
+int wait_for(pid_t child) {
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) throw Error(std::string("waiting for the application failed: ") + std::strerror(errno));
+  }
+  return status;
+}
+
+// The application's exit status as this process's own: the same code, or
+// death by the same signal.
+int pass_status_on(int status) {
+  if (WIFSIGNALED(status)) {
+    ::signal(WTERMSIG(status), SIG_DFL);
+    ::raise(WTERMSIG(status));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+// The timeline is written by `rankscope merge` in a process of its own, a
+// lone MPI process, not a member of the job: everything mpirun told this
+// process about the job is left out of its environment.
+int merge_in_own_process(const fs::path& shard_dir, const std::string& output) {
+  std::vector<std::string> environment;
+  for (char** variable = environ; *variable; ++variable) {
+    const std::string_view text(*variable);
+    if (text.starts_with("OMPI_") || text.starts_with("PMIX_") || text.starts_with("PMI_")) continue;
+    environment.emplace_back(text);
+  }
+  std::vector<char*> envp;
+  for (std::string& variable : environment) envp.push_back(variable.data());
+  envp.push_back(nullptr);
+  const std::string self = this_executable().string();
+  std::vector<std::string> args = {self, "merge", shard_dir.string(), "-o", output};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const pid_t merger = ::fork();
+  if (merger < 0) return -1;
+  if (merger == 0) {
+    // What the merge says is rankscope's, not the application's output.
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);
+    ::execve(self.c_str(), argv.data(), envp.data());
+    std::_Exit(127);
+  }
+  const int status = wait_for(merger);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// In-process mode: the application runs in a child of this process, with the
+// capture library and the MPI shim preloaded, which need nothing beyond the C
+// and C++ runtimes and the application's own MPI library. Once it has ended,
+// this process looks at what it left, and on the first rank writes the
+// timeline, so no HDF5 or merge code ever enters the application.
+int run_in_process(const RunOptions& options, const Identity& id, const fs::path& shard_dir) {
+  set_agent_environment(options, id, shard_dir, "inprocess");
+  remove_stale_shards(shard_dir, id);
+  const pid_t application = start_application(
+      options.command, {agent_library("librankscope_mpi.so"), agent_library("librankscope_capture.so")});
+  const int status = wait_for(application);
+
+  // The MPI shim leaves this mark in MPI_Finalize once every rank's shard is
+  // complete (docs/agent.md).
+  const fs::path finalized = shard_dir / shard_file_name(id.rank, agent::kFinalizedSuffix);
+  std::error_code ignored;
+  const bool all_complete = fs::exists(finalized, ignored);
+  fs::remove(finalized, ignored);
+  if (id.rank == 0) {
+    const std::string merge_command =
+        this_executable().string() + " merge " + shard_dir.string() + " -o " + options.output;
+    if (!all_complete) {
+      std::fprintf(stderr,
+                   "rankscope run: the application ended without calling MPI_Finalize on every rank (exit status %d): "
+                   "its shards are kept in %s; merge them with: %s\n",
+                   WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), shard_dir.c_str(),
+                   merge_command.c_str());
+    } else if (merge_in_own_process(shard_dir, options.output) != 0) {
+      std::fprintf(stderr, "rankscope run: writing the timeline failed; the shards stay in %s for: %s\n",
+                   shard_dir.c_str(), merge_command.c_str());
+    } else {
+      for (int rank = 0; rank < id.world_size; ++rank) fs::remove(shard_dir / shard_file_name(rank), ignored);
+    }
+  }
+  // The last rank to get here finds the folder empty.
+  if (all_complete) fs::remove(shard_dir, ignored);
+  return pass_status_on(status);
+}
+
+// ---------------------------------------------------------- sidecar ---
+
+std::string host_name() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+// A port free on rank 0's host now, for torch.distributed's rendezvous.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  socklen_t length = sizeof(address);
+  int port = 29500;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  if (fd >= 0) ::close(fd);
+  return port;
+}
+
+std::string broadcast_string(std::string text, int root) {
+  int length = static_cast<int>(text.size());
+  MPI_Bcast(&length, 1, MPI_INT, root, MPI_COMM_WORLD);
+  text.resize(static_cast<size_t>(length));
+  MPI_Bcast(text.data(), length, MPI_CHAR, root, MPI_COMM_WORLD);
+  return text;
+}
+
+class Sidecar {
+ public:
+  Sidecar(const RunOptions& options, const Identity& launched, const fs::path& shard_dir)
+      : options_(options), shard_dir_(shard_dir) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &id_.rank);
+    const clocksync::Placement where = clocksync::placement(MPI_COMM_WORLD);
+    id_.world_size = where.world_size;
+    id_.local_rank = where.local_rank;
+    id_.local_size = where.local_size;
+    id_.launcher = launched.launcher;
+    node_id_ = where.node_id;
+    sync_.emplace(MPI_COMM_WORLD, clocksync::Clock::for_rank(id_.rank));
+  }
+
+  int run() {
+    measure();
+    const std::string master_addr = broadcast_string(id_.rank == 0 ? host_name() : "", 0);
+    int master_port = id_.rank == 0 ? free_port() : 0;
+    MPI_Bcast(&master_port, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    remove_stale_shards(shard_dir_, id_);
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    const pid_t child = start_child(master_addr, master_port);
+    int status = 0;
+    wait_with_sync_rounds(child, status);
+    measure();
+    append_measurements();
+    write_timeline();
+    return status;
+  }
+
+ private:
+  pid_t start_child(const std::string& master_addr, int master_port) {
+    set_agent_environment(options_, id_, shard_dir_, "sidecar");
+    // The program's events go on the clock this process measures (its TSC
+    // calibration, not one the program would make of its own).
+    set(clocksync::kClockBaseVariable, clocksync::process_base_clock().text());
+    set(agent::kEnvNodeId, std::to_string(node_id_));
+    set("RANK", std::to_string(id_.rank));
+    set("WORLD_SIZE", std::to_string(id_.world_size));
+    set("LOCAL_RANK", std::to_string(id_.local_rank));
+    set("LOCAL_WORLD_SIZE", std::to_string(id_.local_size));
+    set("MASTER_ADDR", master_addr);
+    set("MASTER_PORT", std::to_string(master_port));
+    const std::vector<fs::path> preload = {agent_library("librankscope_sidecar_guard.so"),
+                                           agent_library("librankscope_capture.so")};
+    const pid_t child = ::fork();
+    if (child < 0) throw Error(std::string("cannot start the application: fork failed: ") + std::strerror(errno));
+    if (child == 0) {
+      set(agent::kEnvAgentPid, std::to_string(::getpid()));
+      prepend_preload(preload);
+      exec_command(options_.command);
+    }
+    return child;
+  }
+
+  // Every sidecar takes part in every round, so they tick together: each
+  // tick, an allreduce says whether any application still runs.
+  void wait_with_sync_rounds(pid_t child, int& status) {
+    using Clock = std::chrono::steady_clock;
+    constexpr auto kTick = std::chrono::milliseconds(100);
+    auto next_round = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(options_.sync_interval_s));
+    bool running = true;
+    for (;;) {
+      if (running) {
+        const pid_t done = ::waitpid(child, &status, WNOHANG);
+        if (done == child) running = false;
+      }
+      int mine = running ? 1 : 0, any = 0;
+      int round_due = Clock::now() >= next_round ? 1 : 0, all_due = 0;
+      MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      MPI_Allreduce(&round_due, &all_due, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      if (!any) return;
+      if (all_due) {
+        measure();
+        next_round = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(options_.sync_interval_s));
+      }
+      std::this_thread::sleep_for(kTick);
+    }
+  }
+
+  void measure() {
+    if (const auto point = sync_->round()) points_.push_back(*point);
+    else std::fprintf(stderr, "rankscope run: rank %d: %s\n", id_.rank, sync_->error().c_str());
+  }
+
+  // The measurements go into the application's shard, after what it wrote.
+  void append_measurements() {
+    shard_ = (shard_dir_ / shard_file_name(id_.rank)).string();
+    ShardWriter writer;
+    if (!writer.open_existing(shard_) || !writer.write_sync_points(points_, clocksync::Clock::for_rank(id_.rank).now_ns())) {
+      std::fprintf(stderr, "rankscope run: rank %d: cannot add clock measurements: %s\n", id_.rank,
+                   writer.error().c_str());
+    }
+  }
+
+  void write_timeline() {
+    try {
+      MergeOptions merge;
+      merge.inputs = {shard_dir_.string()};
+      merge.output = options_.output;
+      const MergeResult result = merge_shards(MPI_COMM_WORLD, merge);
+      if (id_.rank == 0) {
+        cli::print_merge_problems("run", result, "shard", stderr);
+        std::fprintf(stderr, "rankscope run: timeline %s: %d ranks, %llu events (merged in %.2f s)\n",
+                     options_.output.c_str(), result.world_size, static_cast<unsigned long long>(result.events),
+                     result.seconds);
+      }
+      if (result.dead_ranks.empty()) {
+        std::error_code ignored;
+        fs::remove(shard_, ignored);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (id_.rank == 0) fs::remove(shard_dir_, ignored);
+      }
+    } catch (const Error& e) {
+      if (id_.rank == 0) {
+        std::fprintf(stderr, "rankscope run: writing the timeline failed: %s; the shards stay in %s for `rankscope merge`\n",
+                     e.what(), shard_dir_.c_str());
+      }
+    }
+  }
+
+  const RunOptions& options_;
+  fs::path shard_dir_;
+  Identity id_;
+  int node_id_ = 0;
+  std::optional<clocksync::ClockSynchronizer> sync_;
+  std::vector<SyncPoint> points_;
+  std::string shard_;
+};
+
+int run_sidecar(const RunOptions& options, const Identity& id, const fs::path& shard_dir) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SINGLE, &provided);
+  int status = 0;
+  try {
+    Sidecar sidecar(options, id, shard_dir);
+    status = sidecar.run();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rankscope run: %s\n", e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return pass_status_on(status);
+}
+
+}  // namespace
+
+void validate(const RunOptions& options) {
+  if (options.command.empty()) throw Error("no application given: rankscope run [OPTIONS] -- APP [ARGS...]");
+  if (options.mode != "auto" && options.mode != "inprocess" && options.mode != "sidecar") {
+    throw Error("--mode must be auto, inprocess or sidecar (got '" + options.mode + "')");
+  }
+  std::string_view unknown;
+  agent::parse_capture_list(options.capture, &unknown);
+  if (!unknown.empty()) {
+    throw Error("--capture: unknown source '" + std::string(unknown) + "' (known: " +
+                std::string(agent::kKnownCaptureSources) + ")");
+  }
+  if (!(options.sync_interval_s > 0)) throw Error("--sync-interval must be positive");
+}
+
+constexpr std::string_view kMpiLibraries[] = {"libmpi.so", "libmpi_mpifh.so", "libmpi_usempif08.so"};
+
+std::string mpi_library_named(std::string_view text) {
+  for (const std::string_view library : kMpiLibraries) {
+    if (text.find(library) != std::string_view::npos) return std::string(library);
+  }
+  return "";
+}
+
+// The libraries a 64-bit ELF program names in its own DT_NEEDED entries, read
+// from the file (a millisecond, where ldd takes tens); empty for anything else.
+std::vector<std::string> elf_needed(const fs::path& path) {
+  std::vector<std::string> needed;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return needed;
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  const auto size = regular ? static_cast<size_t>(st.st_size) : 0;
+  void* data = size >= sizeof(Elf64_Ehdr) ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+  ::close(fd);
+  if (data == MAP_FAILED) return needed;
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  const auto inside = [&](uint64_t offset, uint64_t length) { return offset <= size && length <= size - offset; };
+  const auto* header = static_cast<const Elf64_Ehdr*>(data);
+  if (header->e_ident[EI_CLASS] == ELFCLASS64 && header->e_ident[EI_DATA] == ELFDATA2LSB &&
+      header->e_phentsize == sizeof(Elf64_Phdr) && inside(header->e_phoff, uint64_t{header->e_phnum} * sizeof(Elf64_Phdr))) {
+    const auto* segments = reinterpret_cast<const Elf64_Phdr*>(bytes + header->e_phoff);
+    const std::span<const Elf64_Phdr> all(segments, header->e_phnum);
+    // Addresses in the dynamic section are where the loader maps them: back to file offsets.
+    const auto file_offset = [&](uint64_t address) -> std::optional<uint64_t> {
+      for (const Elf64_Phdr& segment : all) {
+        if (segment.p_type == PT_LOAD && address >= segment.p_vaddr && address - segment.p_vaddr < segment.p_filesz) {
+          return segment.p_offset + (address - segment.p_vaddr);
+        }
+      }
+      return std::nullopt;
+    };
+    for (const Elf64_Phdr& segment : all) {
+      if (segment.p_type != PT_DYNAMIC || !inside(segment.p_offset, segment.p_filesz)) continue;
+      const std::span<const Elf64_Dyn> entries(reinterpret_cast<const Elf64_Dyn*>(bytes + segment.p_offset),
+                                               segment.p_filesz / sizeof(Elf64_Dyn));
+      std::optional<uint64_t> strings;
+      for (const Elf64_Dyn& entry : entries) {
+        if (entry.d_tag == DT_STRTAB) strings = file_offset(entry.d_un.d_ptr);
+      }
+      for (const Elf64_Dyn& entry : entries) {
+        if (entry.d_tag == DT_NULL) break;
+        if (entry.d_tag != DT_NEEDED || !strings || !inside(*strings + entry.d_un.d_val, 1)) continue;
+        const char* name = reinterpret_cast<const char*>(bytes + *strings + entry.d_un.d_val);
+        needed.emplace_back(name, ::strnlen(name, size - (*strings + entry.d_un.d_val)));
+      }
+    }
+  }
+  ::munmap(data, size);
+  return needed;
+}
+
+// The MPI library among the shared libraries an ELF program loads: named by
+// the program itself, or else loaded through its own libraries (a program on
+// libmeep_mpi, say), as `ldd` resolves them: through the dynamic loader, so
+// the program itself never runs (a static one included).
+std::string mpi_library_loaded(const fs::path& program) {
+  for (const std::string& library : elf_needed(program)) {
+    if (std::string named = mpi_library_named(library); !named.empty()) return named;
+  }
+  std::string command = "ldd '";
+  for (const char c : program.string()) command += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  command += "' 2>/dev/null";
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return "";
+  std::string found;
+  char line[4096];
+  while (std::fgets(line, sizeof(line), pipe)) {
+    if (found.empty()) found = mpi_library_named(line);
+  }
+  ::pclose(pipe);
+  return found;
+}
+
+bool is_elf(const fs::path& path) { return file_starts_with(path, "\x7f" "ELF"); }
+
+bool program_uses_mpi(const std::vector<std::string>& command, std::string& evidence) {
+  const auto program = find_program(command.at(0));
+  if (!program) return false;
+  if (is_elf(*program)) {
+    if (const std::string library = mpi_library_loaded(*program); !library.empty()) {
+      evidence = program->string() + " loads " + library;
+      return true;
+    }
+  }
+  // C (libmpi.so) and Fortran (libmpi_mpifh.so, libmpi_usempif08.so, mpi_init_) programs.
+  const std::string in_binary =
+      file_mentions(*program, {"libmpi.so", "libmpi_mpifh.so", "libmpi_usempi", "MPI_Init", "mpi_init_"});
+  if (!in_binary.empty()) {
+    evidence = program->string() + " mentions " + in_binary;
+    return true;
+  }
+  if (!file_mentions(*program, {"mpi4py"}).empty()) {
+    evidence = program->string() + " uses mpi4py";
+    return true;
+  }
+  // An interpreter: look at its script, the first argument that is not an option.
+  for (size_t i = 1; i < command.size(); ++i) {
+    if (command[i].empty() || command[i][0] == '-') continue;
+    if (!file_mentions(command[i], {"mpi4py", "MPI_Init"}).empty()) {
+      evidence = command[i] + " uses mpi4py";
+      return true;
+    }
+    break;
+  }
+  return false;
+}
+
+int run_application(const RunOptions& options) {
+  validate(options);
+  const Identity id = launch_identity();
+  const fs::path shard_dir = fs::absolute(options.output + ".shards");
+  // Found now, with a clear message, rather than by every rank's agent later.
+  std::error_code error;
+  fs::create_directories(shard_dir, error);
+  if (error || ::access(shard_dir.c_str(), W_OK) != 0) {
+    throw Error("cannot write the shards to " + shard_dir.string() + ": " +
+                (error ? error.message() : std::strerror(errno)) + " (choose another -o)");
+  }
+  std::string mode = options.mode, why = "as asked";
+  if (mode == "auto") {
+    std::string evidence;
+    mode = program_uses_mpi(options.command, evidence) ? "inprocess" : "sidecar";
+    why = mode == "inprocess" ? evidence : "found no MPI in " + options.command[0];
+  }
+  if (id.rank == 0) {
+    std::fprintf(stderr, "rankscope run: %s mode (%s); timeline %s\n",
+                 mode == "inprocess" ? "in-process" : "sidecar", why.c_str(), options.output.c_str());
+  }
+  return mode == "inprocess" ? run_in_process(options, id, shard_dir) : run_sidecar(options, id, shard_dir);
+}
+
+}  // namespace rankscope

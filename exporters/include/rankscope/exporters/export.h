@@ -1,0 +1,89 @@
+// Exports a timeline for trace viewers: native Perfetto protobuf (our own
+// encoder) and Chrome JSON, with one process per rank, tracks per thread,
+// CUDA stream, NCCL and MPI communicator and NVTX domain, counters derived
+// from the events, and flows across ranks. Streams rank by rank: memory holds
+// one block of events plus the collectives' matching (ranks × collectives),
+// never the timeline. Layout, selections and limits: docs/export.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rankscope/timeline/timeline.h"
+
+namespace rankscope {
+
+enum class ExportFormat { kPerfetto, kChromeJson };
+const char* export_format_name(ExportFormat format);
+
+// One end of a --time window: open, nanoseconds on the timeline, or an offset
+// from the job's first event.
+struct TimeBound {
+  enum class Kind { kOpen, kAbsolute, kFromJobStart } kind = Kind::kOpen;
+  int64_t ns = 0;
+};
+struct TimeSelection {
+  TimeBound begin, end;
+};
+
+// ProfilerStep#N ranges first..last, both included.
+struct StepSelection {
+  std::optional<uint64_t> first, last;  // nothing: open
+};
+
+// Parsers for the command line; each throws Error quoting the bad text.
+// (Rank lists: parse_rank_list in rankscope/model/text.h.)
+// "START:END", each end empty, N (timeline ns) or +N<unit> (from the job's
+// first event), N an integer or decimal, unit ns, us, ms or s (default ns).
+TimeSelection parse_time_selection(std::string_view text);
+// "A:B", "A", "A:" or ":B".
+StepSelection parse_step_selection(std::string_view text);
+
+struct ExportOptions {
+  std::optional<std::vector<int32_t>> ranks;  // nothing: every rank
+  std::optional<TimeSelection> time;
+  std::optional<StepSelection> steps;         // narrows the window to these steps' ranges
+  // Warn (through `warn`, before writing) when the estimated output is larger.
+  uint64_t warn_bytes = uint64_t{1} << 30;
+  std::function<void(const std::string&)> warn;
+};
+
+// What was written, counted as trace viewers count it (the independent
+// checker's --summary uses the same names; docs/export.md).
+struct ExportCounts {
+  uint64_t processes = 0;       // one per rank written
+  uint64_t thread_tracks = 0;   // host threads (their first lane)
+  uint64_t other_tracks = 0;    // streams, communicators, NVTX domains, extra lanes
+  uint64_t counter_tracks = 0;
+  uint64_t slices = 0;          // events with begin < end
+  uint64_t instants = 0;        // events with begin == end
+  uint64_t counter_samples = 0;
+  uint64_t flows = 0;           // edges, each on exactly two events
+  uint64_t collective_flows = 0;
+  uint64_t launch_flows = 0;
+};
+
+struct ExportResult {
+  ExportCounts counts;
+  std::string output;
+  ExportFormat format = ExportFormat::kPerfetto;
+  int64_t window_begin_ns = INT64_MIN;  // the resolved selection
+  int64_t window_end_ns = INT64_MAX;
+  std::vector<int32_t> ranks;           // selected ranks that had events in the window
+  uint64_t events_read = 0;             // rows of /events visited while writing
+  uint64_t events_written = 0;          // slices + instants + source counter samples
+  uint64_t estimated_bytes = 0;
+  uint64_t bytes = 0;
+  double seconds = 0;                   // both passes, writing included
+};
+
+// Writes `output` (as OUTPUT.partial, renamed when complete). Throws Error
+// naming the timeline or the output.
+ExportResult export_timeline(const Timeline& timeline, ExportFormat format, const std::string& output,
+                             const ExportOptions& options = {});
+
+}  // namespace rankscope

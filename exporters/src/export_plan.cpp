@@ -1,0 +1,298 @@
+#include "export_plan.h"
+
+#include <cstdio>
+#include <unordered_map>
+
+#include "rankscope/timeline/event_stream.h"
+#include "export_arguments.h"
+#include "rankscope/model/error.h"
+
+namespace rankscope::export_detail {
+namespace {
+
+constexpr std::string_view kStepPrefix = "ProfilerStep#";
+
+// N for each string "ProfilerStep#N" of the job's table, -1 for the others.
+std::vector<int64_t> step_numbers(const std::vector<std::string>& strings) {
+  std::vector<int64_t> steps(strings.size(), -1);
+  for (size_t i = 0; i < strings.size(); ++i) {
+    const std::string& name = strings[i];
+    if (name.size() <= kStepPrefix.size() || name.compare(0, kStepPrefix.size(), kStepPrefix) != 0) continue;
+    int64_t n = 0;
+    bool digits = name.size() - kStepPrefix.size() <= 18;
+    for (size_t c = kStepPrefix.size(); digits && c < name.size(); ++c) {
+      digits = name[c] >= '0' && name[c] <= '9';
+      n = n * 10 + (name[c] - '0');
+    }
+    if (digits) steps[i] = n;
+  }
+  return steps;
+}
+
+int64_t resolve(const TimeBound& bound, int64_t job_begin_ns, int64_t open) {
+  switch (bound.kind) {
+    case TimeBound::Kind::kOpen: return open;
+    case TimeBound::Kind::kAbsolute: return bound.ns;
+    case TimeBound::Kind::kFromJobStart: return job_begin_ns + bound.ns;
+  }
+  return open;
+}
+
+// The window from the first selected step's earliest begin to the last
+// selected step's latest end, over the selected ranks.
+void narrow_to_steps(const Timeline& timeline, const StepSelection& steps, Plan& plan) {
+  const std::vector<int64_t> step_of = step_numbers(timeline.strings());
+  const int64_t first = steps.first ? static_cast<int64_t>(*steps.first) : 0;
+  const int64_t last = steps.last ? static_cast<int64_t>(*steps.last) : INT64_MAX;
+  int64_t begin = INT64_MAX, end = INT64_MIN, lowest = INT64_MAX, highest = -1;
+  EventStream events(timeline, plan.selection.ranks);
+  for (int32_t rank : plan.selection.ranks) {
+    plan.events_read += events.stream(rank, [&](const Event& e) {
+      if (e.kind != EventKind::kNvtxRange || e.name_id >= step_of.size() || step_of[e.name_id] < 0) return true;
+      const int64_t n = step_of[e.name_id];
+      lowest = std::min(lowest, n);
+      highest = std::max(highest, n);
+      if (n > last) return false;  // steps come in order: the rest of the rank is later
+      if (n >= first) {
+        begin = std::min(begin, e.begin_ns);
+        end = std::max(end, e.end_ns);
+      }
+      return true;
+    });
+  }
+  if (begin > end) {
+    const std::string wanted = (steps.first ? std::to_string(*steps.first) : "") + ":" +
+                               (steps.last ? std::to_string(*steps.last) : "");
+    throw Error(timeline.path() + ": no ProfilerStep#N range with N in " + wanted + " on the selected ranks" +
+                (highest < 0 ? " (they have no ProfilerStep ranges)"
+                             : " (they have steps " + std::to_string(lowest) + " to " + std::to_string(highest) + ")"));
+  }
+  plan.selection.begin_ns = std::max(plan.selection.begin_ns, begin);
+  plan.selection.end_ns = std::min(plan.selection.end_ns, end);
+}
+
+// The instances of one (kind, communicator, operation). Their sequence
+// numbers count up from 0, so they index a dense array; a number far beyond
+// the others goes to a hash map instead.
+constexpr uint32_t kUnnumbered = UINT32_MAX;
+struct StreamKey {
+  uint64_t comm_hash;
+  CommOp op;
+  uint8_t kind_class;
+  bool operator==(const StreamKey&) const = default;
+};
+struct StreamKeyHash {
+  size_t operator()(const StreamKey& k) const {
+    return static_cast<size_t>((k.comm_hash ^ (uint64_t{k.kind_class} << 8 | static_cast<uint64_t>(k.op))) *
+                               0x9E3779B97F4A7C15ull);
+  }
+};
+struct InstanceStream {
+  std::vector<uint32_t> by_seq;
+  std::unordered_map<uint64_t, uint32_t> sparse;
+
+  uint32_t& instance(uint64_t seq) {
+    if (seq < by_seq.size()) return by_seq[seq];
+    if (seq < 2 * by_seq.size() + 4096) {
+      by_seq.resize(std::max<size_t>(seq + 1, 2 * by_seq.size()), kUnnumbered);
+      return by_seq[seq];
+    }
+    return sparse.try_emplace(seq, kUnnumbered).first->second;
+  }
+};
+
+class InstanceIndex {
+ public:
+  // The instance's number; kUnnumbered until the caller numbers it.
+  uint32_t& instance(const Event& e, uint8_t kind_class) {
+    const StreamKey key{e.comm_hash, e.op, kind_class};
+    if (last_ == nullptr || !(last_key_ == key)) {  // consecutive collectives are mostly of one stream
+      last_ = &streams_[key];
+      last_key_ = key;
+    }
+    return last_->instance(e.seq);
+  }
+
+ private:
+  std::unordered_map<StreamKey, InstanceStream, StreamKeyHash> streams_;
+  InstanceStream* last_ = nullptr;
+  StreamKey last_key_{};
+};
+
+// Ranges of consecutive ranks: 0-3,8.
+std::string rank_ranges(const std::vector<int32_t>& ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    text += (text.empty() ? "" : ",") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
+    i = j + 1;
+  }
+  return text;
+}
+
+std::string gigabytes(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f GB", static_cast<double>(bytes) * 1e-9);
+  return text;
+}
+
+}  // namespace
+
+Plan make_plan(const Timeline& timeline, const ExportOptions& options) {
+  Plan plan;
+  const std::string& path = timeline.path();
+  plan.job_begin_ns = INT64_MAX;
+  plan.job_end_ns = INT64_MIN;
+  for (const RankInfo& rank : timeline.ranks()) {
+    if (rank.status == RankStatus::kMissing || rank.event_count == 0) continue;
+    plan.job_begin_ns = std::min(plan.job_begin_ns, rank.first_ns);
+    plan.job_end_ns = std::max(plan.job_end_ns, rank.last_ns);
+  }
+  if (plan.job_end_ns == INT64_MIN) throw Error(path + ": the timeline has no events to export");
+
+  if (options.ranks) {
+    for (int32_t rank : *options.ranks) {
+      if (rank < 0 || rank >= timeline.world_size()) {
+        throw Error(path + ": rank " + std::to_string(rank) + " is not in the job (ranks 0 to " +
+                    std::to_string(timeline.world_size() - 1) + ")");
+      }
+      plan.selection.ranks.push_back(rank);
+    }
+  } else {
+    for (int32_t rank = 0; rank < timeline.world_size(); ++rank) plan.selection.ranks.push_back(rank);
+  }
+  std::erase_if(plan.selection.ranks,
+                [&](int32_t rank) { return timeline.ranks()[static_cast<size_t>(rank)].event_count == 0; });
+
+  if (options.time) {
+    plan.selection.begin_ns = resolve(options.time->begin, plan.job_begin_ns, INT64_MIN);
+    plan.selection.end_ns = resolve(options.time->end, plan.job_begin_ns, INT64_MAX);
+    if (plan.selection.begin_ns > plan.selection.end_ns) {
+      throw Error(path + ": the --time window ends (" + std::to_string(plan.selection.end_ns) + " ns) before it begins (" +
+                  std::to_string(plan.selection.begin_ns) + " ns)");
+    }
+  }
+  if (options.steps) narrow_to_steps(timeline, *options.steps, plan);
+
+  bool nccl_gpu_side = false;
+  for (int32_t rank : plan.selection.ranks) {
+    const RankInfo& info = timeline.ranks()[static_cast<size_t>(rank)];
+    const size_t column = static_cast<size_t>(EventKind::kNcclCollectiveGpu) - 1;
+    nccl_gpu_side |= column < info.events_by_kind.size() && info.events_by_kind[column] > 0;
+  }
+  plan.nccl_flow_kind = nccl_gpu_side ? EventKind::kNcclCollectiveGpu : EventKind::kNcclCollectiveEnqueue;
+
+  // Pass 1: what each rank will write, and every collective's participants.
+  InstanceIndex index;
+  const Selection& selection = plan.selection;
+  PlannedCounts& planned = plan.planned;
+  std::vector<uint64_t> per_track;
+  EventStream stream(timeline, selection.ranks);
+  for (int32_t rank : selection.ranks) {
+    RankPlan rank_plan;
+    rank_plan.rank = rank;
+    per_track.assign(per_track.size(), 0);
+    uint64_t events = 0;
+    plan.events_read += stream.stream(rank, [&](const Event& e) {
+      if (e.begin_ns > selection.end_ns) return false;
+      if (!selection.contains(e)) return true;
+      ++events;
+      if (e.kind == EventKind::kCounter) {
+        ++planned.counter_events;
+        return true;
+      }
+      if (e.track >= per_track.size()) per_track.resize(e.track + size_t{1}, 0);
+      ++per_track[e.track];
+      if (is_instant(e)) {
+        ++planned.instants;
+        return true;  // instants move no counter and carry no flow
+      }
+      ++planned.slices;
+      for_each_argument(e, [&](Arg, const ArgValue&) { ++planned.arguments; });
+      planned.communication += is_communication(e.kind) && e.bytes != 0;
+      planned.gpu_work += is_gpu_work(e.kind);
+      planned.launch_candidates += is_gpu_work(e.kind) && e.correlation_id != 0;
+      const uint8_t kind_class = collective_kind_class(e, plan.nccl_flow_kind);
+      if (kind_class == 0) return true;
+      uint32_t& instance = index.instance(e, kind_class);
+      if (instance == kUnnumbered) {
+        instance = static_cast<uint32_t>(plan.collectives.size());
+        plan.collectives.emplace_back();
+      }
+      CollectiveMatch& match = plan.collectives[instance];
+      if (match.seen_by == rank) {
+        rank_plan.collectives.push_back({kNotMatched, 0});
+        return true;
+      }
+      match.seen_by = rank;
+      const uint32_t position = match.participants++;
+      if (e.begin_ns >= match.last_begin_ns) {  // ranks come in order: a tie goes to the higher rank
+        match.last_begin_ns = e.begin_ns;
+        match.last_rank = rank;
+        match.last_position = position;
+      }
+      rank_plan.collectives.push_back({instance, position});
+      return true;
+    });
+    if (events == 0) continue;
+    const auto busiest = std::max_element(per_track.begin(), per_track.end());
+    if (busiest != per_track.end() && *busiest > 0) {
+      rank_plan.busiest_track = static_cast<int32_t>(busiest - per_track.begin());
+    }
+    plan.ranks.push_back(std::move(rank_plan));
+  }
+  // Each instance's flows take the next participants - 1 ids.
+  uint64_t next_flow = 1;
+  for (CollectiveMatch& match : plan.collectives) {
+    match.first_flow = next_flow;
+    if (match.participants >= 2) next_flow += match.participants - 1;
+  }
+  planned.flows = next_flow - 1;
+  plan.launch_flow_base = next_flow;
+  if (plan.ranks.empty()) {
+    throw Error(path + ": no events in the selection (window " + std::to_string(selection.begin_ns) + " to " +
+                std::to_string(selection.end_ns) + " ns, ranks " + rank_ranges(selection.ranks) + ")");
+  }
+  return plan;
+}
+
+uint64_t estimate_bytes(const Plan& plan, ExportFormat format) {
+  // Bytes per item, measured on synthetic and ddp_sim exports (docs/export.md).
+  struct PerItem {
+    double slice, instant, argument, counter_sample, flow, rank;
+  };
+  const PerItem per = format == ExportFormat::kPerfetto ? PerItem{37, 25, 7.5, 20.5, 20, 300}
+                                                        : PerItem{103, 100, 19, 86, 180, 400};
+  const PlannedCounts& n = plan.planned;
+  // Derived counters change at most twice per communication or GPU operation.
+  const double counter_samples = static_cast<double>(n.counter_events + 2 * (n.communication + n.gpu_work));
+  const double flows = static_cast<double>(n.flows + n.launch_candidates);
+  return static_cast<uint64_t>(per.slice * static_cast<double>(n.slices) + per.instant * static_cast<double>(n.instants) +
+                               per.argument * static_cast<double>(n.arguments) + per.counter_sample * counter_samples +
+                               per.flow * flows + per.rank * static_cast<double>(plan.ranks.size()));
+}
+
+std::string size_warning(const Plan& plan, ExportFormat format, uint64_t estimated, uint64_t limit) {
+  // Aim below the limit: the estimate is not exact.
+  const double fraction = 0.8 * static_cast<double>(limit) / static_cast<double>(estimated);
+  std::vector<int32_t> fewer;
+  for (const RankPlan& rank : plan.ranks) fewer.push_back(rank.rank);
+  fewer.resize(std::max<size_t>(1, static_cast<size_t>(static_cast<double>(fewer.size()) * fraction)));
+  const int64_t begin = std::max(plan.selection.begin_ns, plan.job_begin_ns);
+  const int64_t end = std::min(plan.selection.end_ns, plan.job_end_ns);
+  std::string text = "the " + std::string(export_format_name(format)) + " output would be about " + gigabytes(estimated) +
+                     ", more than a browser loads (about " + gigabytes(limit) + "); select less, e.g. --ranks " +
+                     rank_ranges(fewer) + " (" + std::to_string(fewer.size()) + " of " +
+                     std::to_string(plan.ranks.size()) + " ranks)";
+  if (end > begin) {
+    const double offset_s = static_cast<double>(begin - plan.job_begin_ns) * 1e-9;
+    const double length_s = static_cast<double>(end - begin) * 1e-9 * fraction;
+    char window[96];
+    std::snprintf(window, sizeof(window), " or --time +%.6fs:+%.6fs", offset_s, offset_s + length_s);
+    text += window;
+  }
+  return text + ", or open it with `trace_processor server http`";
+}
+
+}  // namespace rankscope::export_detail

@@ -1,0 +1,244 @@
+#include "rankscope/importers/kineto.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <string_view>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "kineto_align.h"
+#include "rankscope/model/input_files.h"
+#include "kineto_trace.h"
+#include "rankscope/merge/mpi_gather.h"
+#include "rankscope/model/error.h"
+
+namespace rankscope {
+namespace {
+
+using kineto::CollectiveRecord;
+using kineto::RankCollectives;
+using kineto::TraceImport;
+
+// What every process learns of each trace.
+struct FileHeader {
+  uint32_t index;
+  int32_t rank;
+  int32_t world_size;
+  uint32_t problem_lines;
+  int64_t base_ns;
+  uint64_t events, bytes, problems, records;
+};
+
+struct SharedFile {
+  FileHeader header{};
+  RankCollectives collectives;
+  std::vector<std::string> problem_lines;
+};
+
+std::string pack(const std::vector<size_t>& mine, const std::vector<std::unique_ptr<TraceImport>>& imports) {
+  std::string out;
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const kineto::TraceSummary& s = imports[k]->summary();
+    const RankCollectives& c = imports[k]->collectives();
+    const FileHeader header{static_cast<uint32_t>(mine[k]), s.rank, s.world_size,
+                            static_cast<uint32_t>(s.problem_lines.size()), s.base_ns, s.events, s.bytes, s.problems,
+                            c.records.size()};
+    out.append(reinterpret_cast<const char*>(&header), sizeof(header));
+    out.append(reinterpret_cast<const char*>(c.records.data()), c.records.size() * sizeof(CollectiveRecord));
+    for (const std::string& line : s.problem_lines) append_record(out, line);
+  }
+  return out;
+}
+
+std::vector<SharedFile> unpack(const std::vector<char>& all, size_t files) {
+  std::vector<SharedFile> out(files);
+  for (size_t pos = 0; pos + sizeof(FileHeader) <= all.size();) {
+    FileHeader header;
+    std::memcpy(&header, all.data() + pos, sizeof(header));
+    pos += sizeof(header);
+    SharedFile& file = out.at(header.index);
+    file.header = header;
+    file.collectives.rank = header.rank;
+    file.collectives.records.resize(header.records);
+    std::memcpy(file.collectives.records.data(), all.data() + pos, header.records * sizeof(CollectiveRecord));
+    pos += header.records * sizeof(CollectiveRecord);
+    for (uint32_t k = 0; k < header.problem_lines; ++k) {
+      uint32_t length = 0;
+      std::memcpy(&length, all.data() + pos, 4);
+      file.problem_lines.emplace_back(all.data() + pos + 4, length);
+      pos += 4 + length;
+    }
+  }
+  return out;
+}
+
+// Reads the traces at `mine` on up to `threads` threads; the first error, if any.
+std::string read_traces(const std::vector<std::string>& inputs, const std::vector<size_t>& mine,
+                        const std::string& folder, std::vector<std::unique_ptr<TraceImport>>& imports,
+                        const kineto::ImportSettings& settings, unsigned threads) {
+  for (size_t index : mine) {
+    imports.push_back(std::make_unique<TraceImport>(inputs[index],
+                                                    folder + "/trace-" + std::to_string(index) + ".shard", settings));
+  }
+  std::atomic<size_t> next{0};
+  std::vector<std::string> errors(mine.size());
+  auto work = [&] {
+    for (size_t k = next++; k < mine.size(); k = next++) {
+      try {
+        imports[k]->read();
+      } catch (const Error& e) {
+        errors[k] = e.what();
+      } catch (const std::exception& e) {
+        errors[k] = inputs[mine[k]] + ": " + e.what();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  const unsigned count = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(mine.size())));
+  for (unsigned t = 1; t < count; ++t) pool.emplace_back(work);
+  work();
+  for (auto& thread : pool) thread.join();
+  for (const std::string& error : errors) {
+    if (!error.empty()) return error;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::string> expand_trace_inputs(const std::vector<std::string>& inputs) {
+  return expand_folders(
+      inputs,
+      [](std::string_view name) {
+        auto ends = [&](std::string_view suffix) {
+          return name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
+        };
+        return ends(".json") || ends(".json.gz");
+      },
+      ".json or .json.gz traces");
+}
+
+KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  int process = 0, processes = 1;
+  MPI_Comm_rank(comm, &process);
+  MPI_Comm_size(comm, &processes);
+  if (options.output.empty()) throw Error("no output file given");
+  const std::vector<std::string> inputs = expand_trace_inputs(options.inputs);
+  if (inputs.empty()) throw Error("no traces to import");
+
+  kineto::ImportSettings settings;
+  settings.comm_kernel_patterns = options.comm_kernel_patterns;
+  std::string error;
+  for (const std::string& pattern : settings.comm_kernel_patterns) {
+    try {
+      std::regex check(pattern);
+    } catch (const std::regex_error& e) {
+      throw Error("--comm-kernel \"" + pattern + "\" is not a regular expression: " + e.what());
+    }
+  }
+
+  // The shards go beside the timeline, where every process can see them.
+  const std::string folder = options.output + ".import";
+  if (process == 0) {
+    std::error_code fs_error;
+    std::filesystem::remove_all(folder, fs_error);
+    // One level only: a missing folder for the timeline is the user's to make.
+    if (!std::filesystem::create_directory(folder, fs_error)) {
+      error = "cannot create " + folder + ": " + (fs_error ? fs_error.message() : "it exists");
+    }
+  }
+  check_all(comm, error);
+  struct RemoveFolder {
+    std::string path;
+    bool owner;
+    ~RemoveFolder() {
+      std::error_code ignored;
+      if (owner) std::filesystem::remove_all(path, ignored);
+    }
+  } remove_folder{folder, process == 0};
+
+  // 1. Each process reads its share of the traces.
+  std::vector<size_t> mine;
+  for (size_t i = static_cast<size_t>(process); i < inputs.size(); i += static_cast<size_t>(processes)) mine.push_back(i);
+  std::vector<std::unique_ptr<TraceImport>> imports;
+  const unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  error = read_traces(inputs, mine, folder, imports, settings, threads);
+  check_all(comm, error);
+
+  // 2. Everyone learns every trace's rank, clock base and communication kernels.
+  const std::vector<SharedFile> files = unpack(allgather_bytes(comm, pack(mine, imports)), inputs.size());
+  std::map<int32_t, size_t> by_rank;
+  int32_t world_size = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const FileHeader& h = files[i].header;
+    if (h.rank < 0) {
+      throw Error(inputs[i] + ": no rank: the trace has no distributedInfo.rank and the file name names none "
+                              "(for example trace_rank-3.json)");
+    }
+    const auto [it, inserted] = by_rank.emplace(h.rank, i);
+    if (!inserted) throw Error(inputs[it->second] + " and " + inputs[i] + " are both rank " + std::to_string(h.rank));
+    world_size = std::max({world_size, h.world_size, h.rank + 1});
+  }
+
+  // 3. Match the communication kernels and align the clocks, the same on every process.
+  std::vector<RankCollectives> collectives;
+  for (const SharedFile& f : files) collectives.push_back(f.collectives);
+  const kineto::Alignment alignment = kineto::align_ranks(collectives);
+  int64_t reference_base = 0;
+  for (const SharedFile& f : files) {
+    if (f.header.rank == alignment.reference) reference_base = f.header.base_ns;
+  }
+
+  // 4. Each process completes its shards.
+  try {
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const size_t i = mine[k];
+      imports[k]->finish(world_size, alignment.ranks[i], reference_base, alignment.instance[i], alignment.unmatched[i]);
+    }
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  check_all(comm, error);
+  imports.clear();
+
+  KinetoImportResult result;
+  result.reference_rank = alignment.reference;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const FileHeader& h = files[i].header;
+    const kineto::RankAlignment& a = alignment.ranks[i];
+    KinetoFileResult file;
+    file.path = inputs[i];
+    file.rank = h.rank;
+    file.events = h.events;
+    file.bytes = h.bytes;
+    file.problems = h.problems;
+    file.problem_lines = files[i].problem_lines;
+    file.aligned = a.aligned;
+    file.offset_ns = a.offset_ns;
+    file.bound_ns = a.bound_ns;
+    file.anchor = a.anchor;
+    file.matched = a.matched;
+    file.unmatched = alignment.unmatched[i];
+    file.consistent = a.consistent;
+    result.json_bytes += h.bytes;
+    result.files.push_back(std::move(file));
+  }
+  std::sort(result.files.begin(), result.files.end(),
+            [](const KinetoFileResult& a, const KinetoFileResult& b) { return a.rank < b.rank; });
+  result.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  // 5. The shards become the timeline as a captured job's do.
+  MergeOptions merge;
+  merge.output = options.output;
+  for (size_t i = 0; i < inputs.size(); ++i) merge.inputs.push_back(folder + "/trace-" + std::to_string(i) + ".shard");
+  result.merge = merge_shards(comm, merge);
+  MPI_Barrier(comm);
+  return result;
+}
+
+}  // namespace rankscope

@@ -1,0 +1,898 @@
+#include "kineto_trace.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <deque>
+#include <string_view>
+#include <unordered_map>
+
+#include "rankscope/model/error.h"
+#include "rankscope/model/hash.h"
+#include "rankscope/model/shard.h"
+
+namespace rankscope::kineto {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+// Events a track collects before they go to the shard as one sorted chunk.
+constexpr size_t kTrackChunkEvents = 8192;
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\n' || text.back() == '\r' || text.back() == '\t')) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
+
+enum class IdStatus { kAbsent, kOk, kOutOfRange };
+
+// An id as Kineto writes it: a non-negative integer, or its decimal string.
+IdStatus parse_id(std::string_view token, uint64_t& out, bool full_range = false) {
+  token = trim(token);
+  if (token.size() >= 2 && token.front() == '"' && token.back() == '"') token = token.substr(1, token.size() - 2);
+  if (token.empty()) return IdStatus::kAbsent;
+  uint64_t value = 0;
+  for (const char c : token) {
+    if (c < '0' || c > '9') return IdStatus::kOutOfRange;
+    const auto digit = static_cast<uint64_t>(c - '0');
+    if (value > (UINT64_MAX - digit) / 10) return IdStatus::kOutOfRange;
+    value = value * 10 + digit;
+  }
+  if (!full_range && value > static_cast<uint64_t>(INT64_MAX)) return IdStatus::kOutOfRange;
+  out = value;
+  return IdStatus::kOk;
+}
+
+bool parse_int(std::string_view token, int64_t& out) {
+  int64_t milli = 0;
+  if (!parse_milli(trim(token), milli) || milli % 1000 != 0) return false;
+  out = milli / 1000;
+  return true;
+}
+
+std::string lowered_letters(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+// PyTorch's collective names ("allreduce", "_allgather_base", "all_to_all", ...).
+CommOp op_from_collective_name(std::string_view name) {
+  const std::string n = lowered_letters(name);
+  auto starts = [&](std::string_view prefix) { return n.compare(0, prefix.size(), prefix) == 0; };
+  if (starts("allreduce")) return CommOp::kAllReduce;
+  if (starts("allgather")) return CommOp::kAllGather;
+  if (starts("reducescatter")) return CommOp::kReduceScatter;
+  if (starts("alltoall")) return CommOp::kAllToAll;
+  if (starts("broadcast")) return CommOp::kBroadcast;
+  if (starts("reduce")) return CommOp::kReduce;
+  if (starts("gather")) return CommOp::kGather;
+  if (starts("scatter")) return CommOp::kScatter;
+  if (starts("barrier")) return CommOp::kBarrier;
+  if (starts("sendrecv")) return CommOp::kSendRecv;
+  if (starts("send")) return CommOp::kSend;
+  if (starts("recv")) return CommOp::kRecv;
+  return CommOp::kNone;
+}
+
+// PyTorch's scalar type names.
+DataType data_type_from_torch(std::string_view name) {
+  static const std::pair<std::string_view, DataType> kTypes[] = {
+      {"Float", DataType::kFloat32},   {"Double", DataType::kFloat64},  {"Half", DataType::kFloat16},
+      {"BFloat16", DataType::kBfloat16}, {"Int", DataType::kInt32},     {"Long", DataType::kInt64},
+      {"Byte", DataType::kUint8},      {"Char", DataType::kInt8},       {"Bool", DataType::kUint8},
+      {"Float8_e4m3fn", DataType::kFloat8E4M3}, {"Float8_e5m2", DataType::kFloat8E5M2},
+      {"UInt32", DataType::kUint32},   {"UInt64", DataType::kUint64}};
+  for (const auto& [text, type] : kTypes) {
+    if (name == text) return type;
+  }
+  return name.empty() ? DataType::kNone : DataType::kOther;
+}
+
+// What a NCCL kernel's name says: "ncclKernel_AllReduce_RING_LL_Sum_float(...)",
+// "ncclDevKernel_AllGather_RING_LL(...)".
+struct KernelName {
+  CommOp op = CommOp::kNone;
+  Algorithm algorithm = Algorithm::kNone;
+  Protocol protocol = Protocol::kNone;
+  DataType datatype = DataType::kNone;
+};
+
+KernelName parse_nccl_kernel_name(std::string_view name) {
+  KernelName out;
+  name = name.substr(0, name.find('('));
+  static const std::pair<std::string_view, CommOp> kOps[] = {
+      {"AllReduce", CommOp::kAllReduce}, {"AllGather", CommOp::kAllGather},
+      {"ReduceScatter", CommOp::kReduceScatter}, {"Broadcast", CommOp::kBroadcast},
+      {"Reduce", CommOp::kReduce}, {"SendRecv", CommOp::kSendRecv}, {"Send", CommOp::kSend},
+      {"Recv", CommOp::kRecv}, {"AllToAll", CommOp::kAllToAll}};
+  static const std::pair<std::string_view, Algorithm> kAlgorithms[] = {
+      {"RING", Algorithm::kRing}, {"TREE", Algorithm::kTree}, {"NVLS", Algorithm::kNvls},
+      {"PAT", Algorithm::kPat}, {"COLLNET", Algorithm::kCollnetDirect}};
+  static const std::pair<std::string_view, Protocol> kProtocols[] = {
+      {"LL128", Protocol::kLL128}, {"LL", Protocol::kLL}, {"SIMPLE", Protocol::kSimple}};
+  static const std::pair<std::string_view, DataType> kTypes[] = {
+      {"float", DataType::kFloat32}, {"f32", DataType::kFloat32}, {"half", DataType::kFloat16},
+      {"f16", DataType::kFloat16}, {"bf16", DataType::kBfloat16}, {"__nv_bfloat16", DataType::kBfloat16},
+      {"double", DataType::kFloat64}, {"f64", DataType::kFloat64}, {"int8_t", DataType::kInt8},
+      {"i8", DataType::kInt8}, {"uint8_t", DataType::kUint8}, {"u8", DataType::kUint8},
+      {"int32_t", DataType::kInt32}, {"i32", DataType::kInt32}, {"uint32_t", DataType::kUint32},
+      {"u32", DataType::kUint32}, {"int64_t", DataType::kInt64}, {"i64", DataType::kInt64},
+      {"uint64_t", DataType::kUint64}, {"u64", DataType::kUint64}};
+  size_t start = 0;
+  while (start <= name.size()) {
+    const size_t end = std::min(name.find('_', start), name.size());
+    const std::string_view token = name.substr(start, end - start);
+    for (const auto& [text, op] : kOps) {
+      if (out.op == CommOp::kNone && token == text) out.op = op;
+    }
+    for (const auto& [text, algorithm] : kAlgorithms) {
+      if (out.algorithm == Algorithm::kNone && token == text) out.algorithm = algorithm;
+    }
+    for (const auto& [text, protocol] : kProtocols) {
+      if (out.protocol == Protocol::kNone && token == text) out.protocol = protocol;
+    }
+    for (const auto& [text, type] : kTypes) {
+      if (out.datatype == DataType::kNone && token == text) out.datatype = type;
+    }
+    start = end + 1;
+  }
+  // "NVLS_TREE", "COLLNET_CHAIN": two tokens.
+  if (name.find("NVLS_TREE") != std::string_view::npos) out.algorithm = Algorithm::kNvlsTree;
+  if (name.find("COLLNET_CHAIN") != std::string_view::npos) out.algorithm = Algorithm::kCollnetChain;
+  return out;
+}
+
+bool nccl_named(std::string_view name) {
+  return name.compare(0, 4, "nccl") == 0 || name.find("ncclKernel") != std::string_view::npos ||
+         name.find("ncclDevKernel") != std::string_view::npos;
+}
+
+// The fields of one event that the import uses; views into the event's text
+// or into the parser's string buffer, valid until the next event.
+struct Fields {
+  std::string_view ph, cat, name;
+  std::string_view pid, tid;  // string contents, or the number's token
+  std::string_view ts, dur, id;
+  bool has_ts = false, has_dur = false, has_name = false;
+  // args
+  std::string_view correlation, external_id, stream, device, bytes;
+  std::string_view collective, dtype, group_name, group_ranks, in_nelems, out_nelems, seq, comms_id;
+  std::string_view total_allocated, device_id, meta_name;
+  std::string_view counter_key, counter_value;  // the first number of a counter event
+};
+
+// The value's text: a string's contents, anything else's token.
+simdjson::error_code text_of(od::value& value, std::string_view& out) {
+  od::json_type type;
+  if (auto error = value.type().get(type)) return error;
+  if (type == od::json_type::string) return value.get_string().get(out);
+  if (type == od::json_type::number || type == od::json_type::boolean) {
+    out = trim(value.raw_json_token());
+    return simdjson::SUCCESS;
+  }
+  return simdjson::SUCCESS;  // objects, arrays, null: not wanted, skipped by the iteration
+}
+
+simdjson::error_code read_args(od::value& value, Fields& f, bool counter) {
+  od::object args;
+  if (auto error = value.get_object().get(args)) return error;
+  for (auto field_result : args) {
+    od::field field;
+    if (auto error = std::move(field_result).get(field)) return error;
+    std::string_view key;
+    if (auto error = field.unescaped_key().get(key)) return error;
+    std::string_view* slot = nullptr;
+    switch (key.size()) {
+      case 4:
+        if (key == "name") slot = &f.meta_name;
+        break;
+      case 3:
+        if (key == "Seq" || key == "seq") slot = &f.seq;
+        break;
+      case 5:
+        if (key == "bytes") slot = &f.bytes;
+        else if (key == "dtype") slot = &f.dtype;
+        break;
+      case 6:
+        if (key == "device") slot = &f.device;
+        else if (key == "stream") slot = &f.stream;
+        break;
+      case 8:
+        if (key == "Comms Id") slot = &f.comms_id;
+        break;
+      case 9:
+        if (key == "Device Id") slot = &f.device_id;
+        break;
+      case 11:
+        if (key == "correlation") slot = &f.correlation;
+        else if (key == "External id") slot = &f.external_id;
+        break;
+      case 13:
+        if (key == "In msg nelems") slot = &f.in_nelems;
+        break;
+      case 14:
+        if (key == "Out msg nelems") slot = &f.out_nelems;
+        break;
+      case 15:
+        if (key == "Collective name") slot = &f.collective;
+        else if (key == "Total Allocated") slot = &f.total_allocated;
+        break;
+      case 18:
+        if (key == "Process Group Name") slot = &f.group_name;
+        break;
+      case 19:
+        if (key == "Process Group Ranks") slot = &f.group_ranks;
+        break;
+      default:
+        break;
+    }
+    od::value v = field.value();
+    if (slot) {
+      if (auto error = text_of(v, *slot)) return error;
+    } else if (counter && f.counter_key.empty()) {
+      od::json_type type;
+      if (auto error = v.type().get(type)) return error;
+      if (type == od::json_type::number) {
+        f.counter_key = key;
+        f.counter_value = trim(v.raw_json_token());
+      }
+    }
+  }
+  return simdjson::SUCCESS;
+}
+
+simdjson::error_code read_fields(od::document& doc, Fields& f) {
+  od::object object;
+  if (auto error = doc.get_object().get(object)) return error;
+  for (auto field_result : object) {
+    od::field field;
+    if (auto error = std::move(field_result).get(field)) return error;
+    std::string_view key;
+    if (auto error = field.unescaped_key().get(key)) return error;
+    od::value v = field.value();
+    std::string_view* slot = nullptr;
+    switch (key.size()) {
+      case 2:
+        if (key == "ph") {
+          slot = &f.ph;
+        } else if (key == "ts") {
+          slot = &f.ts;
+          f.has_ts = true;
+        } else if (key == "id") {
+          slot = &f.id;
+        }
+        break;
+      case 3:
+        if (key == "cat") slot = &f.cat;
+        else if (key == "pid") slot = &f.pid;
+        else if (key == "tid") slot = &f.tid;
+        else if (key == "dur") {
+          slot = &f.dur;
+          f.has_dur = true;
+        }
+        break;
+      case 4:
+        if (key == "name") {
+          slot = &f.name;
+          f.has_name = true;
+        } else if (key == "args") {
+          od::json_type type;
+          if (auto error = v.type().get(type)) return error;
+          if (type == od::json_type::object) {
+            // Counters' values are their arguments; Kineto writes "ph" first.
+            if (auto error = read_args(v, f, f.ph == "C")) return error;
+          }
+        }
+        break;
+      default:
+        break;
+    }
+    if (slot) {
+      if (auto error = text_of(v, *slot)) return error;
+    }
+  }
+  return simdjson::SUCCESS;
+}
+
+struct CollectiveInfo {
+  CommOp op = CommOp::kNone;
+  DataType datatype = DataType::kNone;
+  uint64_t group = 0;
+  uint64_t elements = 0;
+  uint64_t id = 0;
+  MatchKey key = MatchKey::kTime;
+};
+
+}  // namespace
+
+class TraceImport::Impl {
+  // Where the last event without a correlation id is, for the flow after it.
+  struct Unlinked {
+    bool valid = false;
+    bool held = false;  // in pending_, else in buffers_[buffer]
+    size_t buffer = 0;
+    size_t index = 0;
+    int64_t begin_ns = 0;
+  };
+
+ public:
+  Impl(std::string trace_path, std::string shard_path, const ImportSettings& settings)
+      : shard_path_(std::move(shard_path)), settings_(settings) {
+    summary_.path = std::move(trace_path);
+    for (const std::string& pattern : settings_.comm_kernel_patterns) {
+      patterns_.emplace_back(pattern, std::regex::ECMAScript | std::regex::optimize);
+    }
+    collectives_.rank = -1;
+  }
+
+  void read(bool from_file, std::string_view text) {
+    TraceReader::Callbacks callbacks;
+    callbacks.on_header = [this](std::string_view key, std::string_view value) { header(key, value); };
+    callbacks.on_event = [this](std::string_view value, uint64_t index, uint64_t offset) { event(value, index, offset); };
+    callbacks.on_problem = [this](const std::string& message) { problem_line(message); };
+    ReaderStats stats;
+    if (from_file) {
+      TraceReader reader(summary_.path);
+      stats = reader.read(callbacks);
+    } else {
+      stats = TraceReader::read_text(summary_.path, text, callbacks);
+    }
+    summary_.bytes = stats.bytes;
+    counters_.add(rankscope::counter::kKinetoMalformed, stats.elements_skipped);
+    counters_.add(rankscope::counter::kKinetoBytesSkipped, stats.bytes_skipped);
+    if (stats.truncated) counters_.set(rankscope::counter::kKinetoTruncated, 1);
+    if (summary_.rank < 0) summary_.rank = rank_from_file_name(summary_.path);
+    collectives_.rank = summary_.rank;
+    for (CollectiveRecord& r : collectives_.records) {
+      r.begin_ns += summary_.base_ns;
+      r.end_ns += summary_.base_ns;
+    }
+  }
+
+  void finish(int32_t world_size, const RankAlignment& alignment, int64_t reference_base_ns,
+              const std::vector<uint64_t>& instances, uint64_t unmatched) {
+    for (size_t i = 0; i < pending_.size() && i < instances.size(); ++i) pending_[i].seq = instances[i];
+    if (!pending_.empty()) write(pending_);
+    for (auto& buffer : buffers_) {
+      if (!buffer.empty()) write(buffer);
+    }
+    // Thread names come as metadata events, usually after the thread's events.
+    for (Track& track : tracks_) {
+      const auto named = thread_names_.find(track_keys_[track.id]);
+      if (named != thread_names_.end()) track.name_id = intern(named->second);
+    }
+    std::vector<std::pair<uint32_t, std::string_view>> strings;
+    for (uint32_t id = 0; id < names_.size(); ++id) strings.emplace_back(id, names_[id]);
+    const int64_t now = summary_.last_ns == INT64_MIN ? 0 : summary_.last_ns;
+    if (!open_shard() || !writer_.write_strings(strings, now)) throw Error(writer_.error());
+    if (!writer_.write_tracks(tracks_, now)) throw Error(writer_.error());
+
+    RankMetadata metadata;
+    metadata.rank = summary_.rank;
+    metadata.world_size = world_size;
+    metadata.pid = pid_;
+    metadata.host = host_;
+    metadata.launcher = "torch.profiler";
+    metadata.capture = "kineto import of " + summary_.path + (schema_.empty() ? "" : " schemaVersion=" + schema_) +
+                       (nccl_version_.empty() ? "" : " nccl=" + nccl_version_);
+    const int64_t first = summary_.first_ns == INT64_MAX ? 0 : summary_.first_ns;
+    metadata.start_local_ns = first;
+    metadata.start_wall_ns = first + summary_.base_ns;
+    if (!writer_.write_metadata(metadata, now)) throw Error(writer_.error());
+
+    // local - reference = (rank clock - reference clock) - (base difference).
+    // A rank that could not be aligned is taken to share the reference's
+    // clock, with a bound that says nothing is known; with the same base as
+    // the reference (the usual case) it needs no correction at all.
+    const bool shifted = alignment.aligned || summary_.base_ns != reference_base_ns;
+    if (shifted) {
+      const int64_t offset = (alignment.aligned ? alignment.offset_ns : 0) + reference_base_ns - summary_.base_ns;
+      const int64_t bound = alignment.aligned ? alignment.bound_ns : kUnknownBoundNs;
+      const int64_t last = std::max(first, summary_.last_ns);
+      const SyncPoint points[2] = {{first, offset, bound}, {last, offset, bound}};
+      if (!writer_.write_sync_points({points, last > first ? 2u : 1u}, now)) throw Error(writer_.error());
+    }
+    if (!alignment.aligned) counters_.set(rankscope::counter::kKinetoUnaligned, 1);
+    if (!alignment.consistent) counters_.set(rankscope::counter::kKinetoInconsistent, 1);
+    counters_.set(rankscope::counter::kKinetoUnmatched, unmatched);
+    if (!writer_.close(counters_, now)) throw Error(writer_.error());
+  }
+
+  TraceSummary summary_;
+  RankCollectives collectives_;
+  Counters counters_;
+
+ private:
+  void header(std::string_view key, std::string_view value) {
+    if (key == "distributedInfo") {
+      od::document doc;
+      od::object info;
+      if (parser_.iterate(value.data(), value.size(), value.size() + kTextPadding).get(doc) ||
+          doc.get_object().get(info)) {
+        problem_line(summary_.path + ": distributedInfo is not a JSON object; the rank is taken from the file name");
+        return;
+      }
+      for (auto field_result : info) {
+        od::field field;
+        std::string_view name, text;
+        if (std::move(field_result).get(field) || field.unescaped_key().get(name) || text_of(field.value(), text)) {
+          problem_line(summary_.path + ": distributedInfo is not valid JSON; the rank is taken from the file name");
+          return;
+        }
+        uint64_t number = 0;
+        if (name == "rank") {
+          if (parse_id(text, number) == IdStatus::kOk && number <= INT32_MAX) {
+            summary_.rank = static_cast<int32_t>(number);
+          } else {
+            problem_line(summary_.path + ": distributedInfo.rank is not a rank: " + std::string(text));
+          }
+        } else if (name == "world_size") {
+          if (parse_id(text, number) == IdStatus::kOk && number <= INT32_MAX) {
+            summary_.world_size = static_cast<int32_t>(number);
+          }
+        } else if (name == "nccl_version") {
+          nccl_version_ = std::string(text);
+        }
+      }
+    } else if (key == "baseTimeNanoseconds") {
+      uint64_t base = 0;
+      if (parse_id(value, base) == IdStatus::kOk && base <= static_cast<uint64_t>(kMaxTimeNs)) {
+        summary_.base_ns = static_cast<int64_t>(base);
+      } else {
+        problem_line(summary_.path + ": baseTimeNanoseconds is not an integer: " + std::string(value.substr(0, 40)));
+      }
+    } else if (key == "schemaVersion") {
+      schema_ = std::string(trim(value).substr(0, 20));
+    } else if (key == "host_name" || key == "hostname") {
+      od::document doc;
+      std::string_view text;
+      if (!parser_.iterate(value.data(), value.size(), value.size() + kTextPadding).get(doc) &&
+          !doc.get_string().get(text)) {
+        host_ = std::string(text);
+      }
+    }
+  }
+
+  void event(std::string_view text, uint64_t index, uint64_t offset) {
+    // A flow links the event just before it, and only that one.
+    const Unlinked previous = unlinked_;
+    unlinked_.valid = false;
+    od::document doc;
+    Fields f;
+    if (auto error = parser_.iterate(text.data(), text.size(), text.size() + kTextPadding).get(doc)) {
+      return skip(rankscope::counter::kKinetoMalformed, index, offset, std::string("not valid JSON (") + simdjson::error_message(error) + ")");
+    }
+    if (auto error = read_fields(doc, f)) {
+      return skip(rankscope::counter::kKinetoMalformed, index, offset, std::string("not valid JSON (") + simdjson::error_message(error) + ")");
+    }
+    if (f.ph.size() != 1) return skip(rankscope::counter::kKinetoMissingFields, index, offset, "no \"ph\"");
+    switch (f.ph[0]) {
+      case 'X': return complete(f, index, offset);
+      case 'i':
+      case 'I': return instant(f, index, offset);
+      case 'C': return counter_sample(f, index, offset);
+      case 'M': return metadata(f);
+      case 's':
+      case 'f':
+      case 't': return flow(f, previous);
+      default:
+        counters_.add(rankscope::counter::kKinetoUnsupported, 1);
+        return;
+    }
+  }
+
+  bool times(const Fields& f, uint64_t index, uint64_t offset, bool with_duration, int64_t& begin, int64_t& end) {
+    if (!f.has_ts || (with_duration && !f.has_dur)) {
+      skip(rankscope::counter::kKinetoMissingFields, index, offset, with_duration ? "no \"ts\" or \"dur\"" : "no \"ts\"");
+      return false;
+    }
+    // Times stay within ±2^62 ns (146 years) so that adding a base or taking
+    // differences between ranks can never overflow.
+    if (!parse_milli(f.ts, begin) || begin > kMaxTimeNs || begin < -kMaxTimeNs) {
+      skip(rankscope::counter::kKinetoBadTimes, index, offset,
+           "\"ts\" " + std::string(f.ts.substr(0, 40)) + " is not a time in µs within 146 years");
+      return false;
+    }
+    int64_t duration = 0;
+    if (with_duration) {
+      if (!parse_milli(f.dur, duration)) {
+        skip(rankscope::counter::kKinetoBadTimes, index, offset,
+             "\"dur\" " + std::string(f.dur.substr(0, 40)) + " is not a number of µs");
+        return false;
+      }
+      if (duration < 0 || duration > kMaxDurationNs) {
+        skip(rankscope::counter::kKinetoBadTimes, index, offset,
+             "\"dur\" " + std::string(f.dur.substr(0, 40)) + " µs is " +
+                 (duration < 0 ? "negative" : "absurd (over a day)"));
+        return false;
+      }
+    }
+    end = begin + duration;
+    if (end > kMaxTimeNs) {
+      skip(rankscope::counter::kKinetoBadTimes, index, offset, "\"ts\" + \"dur\" is beyond 146 years");
+      return false;
+    }
+    return true;
+  }
+
+  uint64_t id_field(std::string_view token, uint64_t index, uint64_t offset, const char* what) {
+    uint64_t id = 0;
+    if (parse_id(token, id) == IdStatus::kOutOfRange) {
+      counters_.add(rankscope::counter::kKinetoIdsOutOfRange, 1);
+      problem(index, offset, std::string(what) + " " + std::string(token.substr(0, 40)) +
+                                 " is not an id in 0..INT64_MAX; the event is kept without it");
+      return 0;
+    }
+    return id;
+  }
+
+  void complete(const Fields& f, uint64_t index, uint64_t offset) {
+    if (f.cat == "Trace") return;  // the profiler's own span over everything
+    int64_t begin = 0, end = 0;
+    if (!times(f, index, offset, true, begin, end)) return;
+    Event e{};
+    e.begin_ns = begin;
+    e.end_ns = end;
+    e.peer = kNoPeer;
+    e.name_id = intern(f.has_name ? f.name : std::string_view("(no name)"));
+    const std::string_view cat = f.cat;
+    const bool gpu = cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "gpu_user_annotation" ||
+                     cat == "cuda_sync";
+    if (gpu) {
+      int64_t device = -1, stream = -1;
+      if (!parse_int(f.device, device) && !parse_int(f.pid, device)) device = -1;
+      if (!parse_int(f.stream, stream) && !parse_int(f.tid, stream)) stream = -1;
+      e.track = gpu_track(device, stream);
+      e.correlation_id = id_field(f.correlation, index, offset, "correlation");
+      if (cat == "kernel") {
+        e.kind = EventKind::kGpuKernel;
+        if (communication(f, e, index, offset)) return;
+      } else if (cat == "gpu_memcpy") {
+        e.kind = EventKind::kGpuMemcpy;
+        e.bytes = id_field(f.bytes, index, offset, "bytes");
+      } else if (cat == "gpu_memset") {
+        e.kind = EventKind::kGpuMemset;
+        e.bytes = id_field(f.bytes, index, offset, "bytes");
+      } else if (cat == "cuda_sync") {
+        e.kind = EventKind::kGpuSync;
+      } else {
+        e.kind = EventKind::kNvtxRange;
+      }
+    } else {
+      e.track = thread_track(f.pid, f.tid);
+      if (cat == "cuda_runtime" || cat == "cuda_driver") {
+        e.kind = EventKind::kCudaApi;
+        e.correlation_id = id_field(f.correlation, index, offset, "correlation");
+      } else {
+        e.kind = EventKind::kNvtxRange;
+        if (f.name == "record_param_comms") remember_collective(f, index, offset);
+      }
+      if (pid_ == 0) parse_int(f.pid, pid_);
+    }
+    add(e);
+  }
+
+  // A kernel that communicates: known by its NCCL arguments, by the
+  // record_param_comms that launched it, by NCCL's name, or by the user's
+  // patterns. Held back until the ranks are matched.
+  bool communication(const Fields& f, Event& e, uint64_t index, uint64_t offset) {
+    CollectiveInfo info;
+    bool known = false;
+    if (!f.collective.empty()) {
+      info = collective_info(f, index, offset);
+      known = true;
+    } else if (const uint64_t external = id_field(f.external_id, index, offset, "External id"); external != 0) {
+      const auto found = launched_by_.find(external);
+      if (found != launched_by_.end()) {
+        info = found->second;
+        known = true;
+      }
+    }
+    const bool by_name = nccl_named(f.name);
+    if (!known && !by_name && !matches_pattern(e.name_id)) return false;
+    const KernelName parsed = by_name ? parse_nccl_kernel_name(f.name) : KernelName{};
+    if (info.op == CommOp::kNone) info.op = parsed.op;
+    if (info.datatype == DataType::kNone) info.datatype = parsed.datatype;
+    e.op = info.op;
+    e.algorithm = parsed.algorithm;
+    e.protocol = parsed.protocol;
+    e.datatype = info.datatype;
+    e.bytes = info.elements * data_type_size(info.datatype);
+    e.comm_hash = info.group;
+    const bool p2p = info.op == CommOp::kSend || info.op == CommOp::kRecv || info.op == CommOp::kSendRecv;
+    e.kind = p2p ? EventKind::kNcclP2pGpu : EventKind::kNcclCollectiveGpu;
+    summary_.first_ns = std::min(summary_.first_ns, e.begin_ns);
+    summary_.last_ns = std::max(summary_.last_ns, e.end_ns);
+    ++summary_.events;
+    pending_.push_back(e);
+    if (e.correlation_id == 0) unlinked_ = {true, true, 0, pending_.size() - 1, e.begin_ns};
+    collectives_.records.push_back({info.group, info.id, e.begin_ns, e.end_ns, info.op, info.key});
+    return true;
+  }
+
+  CollectiveInfo collective_info(const Fields& f, uint64_t index, uint64_t offset) {
+    CollectiveInfo info;
+    info.op = op_from_collective_name(f.collective);
+    info.datatype = data_type_from_torch(f.dtype);
+    info.group = !f.group_name.empty() ? hash_bytes(f.group_name) : !f.group_ranks.empty() ? hash_bytes(f.group_ranks) : 0;
+    // NCCL's count: what each rank sends, but what each receives for reduce-scatter.
+    const std::string_view count = info.op == CommOp::kReduceScatter ? f.out_nelems : f.in_nelems;
+    info.elements = id_field(count, index, offset, "message size");
+    uint64_t id = 0;
+    // Seq counts per process group: without the group it says nothing.
+    if (info.group != 0 && !f.seq.empty() && parse_id(f.seq, id) == IdStatus::kOk) {
+      info.id = id;
+      info.key = MatchKey::kSeq;
+    } else if (!f.comms_id.empty()) {
+      // Comms Id is an unsigned 64-bit hash: all of its range is valid.
+      if (parse_id(f.comms_id, id, true) == IdStatus::kOk) {
+        info.id = id;
+        info.key = MatchKey::kCommsId;
+      } else {
+        counters_.add(rankscope::counter::kKinetoIdsOutOfRange, 1);
+        problem(index, offset, "Comms Id " + std::string(f.comms_id.substr(0, 40)) + " is not an unsigned 64-bit id");
+      }
+    }
+    return info;
+  }
+
+  void remember_collective(const Fields& f, uint64_t index, uint64_t offset) {
+    if (f.collective.empty() || f.external_id.empty()) return;
+    const CommOp op = op_from_collective_name(f.collective);
+    if (op == CommOp::kNone) return;  // "wait", "coalesced": no kernel of their own
+    const uint64_t external = id_field(f.external_id, index, offset, "External id");
+    if (external == 0) return;
+    launched_by_[external] = collective_info(f, index, offset);
+  }
+
+  bool matches_pattern(uint32_t name_id) {
+    if (patterns_.empty()) return false;
+    if (name_id >= pattern_match_.size()) pattern_match_.resize(name_id + 1, -1);
+    int8_t& cached = pattern_match_[name_id];
+    if (cached < 0) {
+      cached = 0;
+      for (const std::regex& pattern : patterns_) {
+        if (std::regex_search(names_[name_id], pattern)) cached = 1;
+      }
+    }
+    return cached == 1;
+  }
+
+  void instant(const Fields& f, uint64_t index, uint64_t offset) {
+    int64_t begin = 0, end = 0;
+    if (!times(f, index, offset, false, begin, end)) return;
+    Event e{};
+    e.begin_ns = e.end_ns = begin;
+    e.peer = kNoPeer;
+    if (!f.total_allocated.empty()) {
+      // The caching allocator's [memory] events: a counter of bytes allocated.
+      int64_t allocated = 0;
+      if (!parse_int(f.total_allocated, allocated) || allocated < 0) return;
+      int64_t device = -1;
+      parse_int(f.device_id, device);
+      e.kind = EventKind::kCounter;
+      e.bytes = static_cast<uint64_t>(allocated);
+      e.track = counter_track("memory allocated" + (device >= 0 ? " (device " + std::to_string(device) + ")" : ""));
+    } else {
+      e.kind = EventKind::kInstant;
+      e.track = thread_track(f.pid, f.tid);
+    }
+    e.name_id = intern(f.has_name ? f.name : std::string_view("(no name)"));
+    add(e);
+  }
+
+  void counter_sample(const Fields& f, uint64_t index, uint64_t offset) {
+    int64_t begin = 0, end = 0;
+    if (!times(f, index, offset, false, begin, end)) return;
+    int64_t milli = 0;  // counters keep whole values: fractions are rounded
+    if (f.counter_key.empty() || !parse_milli(f.counter_value, milli) || milli < 0) {
+      counters_.add(rankscope::counter::kKinetoUnsupported, 1);
+      return;
+    }
+    const int64_t value = (milli + 500) / 1000;
+    Event e{};
+    e.begin_ns = e.end_ns = begin;
+    e.peer = kNoPeer;
+    e.kind = EventKind::kCounter;
+    e.bytes = static_cast<uint64_t>(value);
+    const std::string name = std::string(f.name) + " " + std::string(f.counter_key);
+    e.track = counter_track(name);
+    e.name_id = intern(name);
+    add(e);
+  }
+
+  void metadata(const Fields& f) {
+    if (f.name == "thread_name" && !f.meta_name.empty()) {
+      thread_names_[thread_key(f.pid, f.tid)] = std::string(f.meta_name);
+    }
+  }
+
+  // ------------------------------------------------------------ tracks ---
+
+  static uint64_t thread_key(std::string_view pid, std::string_view tid) {
+    return (hash_bytes(pid) * 0x9E3779B97F4A7C15ull ^ hash_bytes(tid)) & ~(uint64_t{3} << 62);
+  }
+
+  uint16_t thread_track(std::string_view pid, std::string_view tid) {
+    const uint64_t key = thread_key(pid, tid);
+    const auto found = track_ids_.find(key);
+    if (found != track_ids_.end()) return found->second;
+    int64_t os_id = 0;
+    if (!parse_int(tid, os_id)) os_id = static_cast<int64_t>(hash_bytes(tid) >> 1);
+    return new_track(key, TrackType::kThread, static_cast<uint64_t>(os_id), -1,
+                     "thread " + std::string(tid) + " (pid " + std::string(pid) + ")");
+  }
+
+  uint16_t gpu_track(int64_t device, int64_t stream) {
+    const uint64_t key = (uint64_t{1} << 63) | (static_cast<uint64_t>(device & 0xffff) << 32) |
+                         static_cast<uint32_t>(stream);
+    const auto found = track_ids_.find(key);
+    if (found != track_ids_.end()) return found->second;
+    return new_track(key, TrackType::kCudaStream, static_cast<uint64_t>(stream), static_cast<int16_t>(device),
+                     "stream " + std::to_string(stream));
+  }
+
+  uint16_t counter_track(const std::string& name) {
+    const uint64_t key = (uint64_t{1} << 62) | (hash_bytes(name) >> 2);
+    const auto found = track_ids_.find(key);
+    if (found != track_ids_.end()) return found->second;
+    return new_track(key, TrackType::kCounter, 0, -1, name);
+  }
+
+  uint16_t new_track(uint64_t key, TrackType type, uint64_t os_id, int16_t device, const std::string& name) {
+    if (tracks_.size() > UINT16_MAX) {
+      // More threads and streams than a track id holds: the rest share the last.
+      return UINT16_MAX;
+    }
+    const auto id = static_cast<uint16_t>(tracks_.size());
+    Track track{};
+    track.os_id = os_id;
+    track.id = id;
+    track.name_id = intern(name);
+    track.device = device;
+    track.type = type;
+    tracks_.push_back(track);
+    track_keys_.push_back(key);
+    buffers_.emplace_back();
+    track_ids_.emplace(key, id);
+    return id;
+  }
+
+  // ------------------------------------------------------------ output ---
+
+  uint32_t intern(std::string_view name) {
+    const auto found = name_ids_.find(name);
+    if (found != name_ids_.end()) return found->second;
+    const auto id = static_cast<uint32_t>(names_.size());
+    names_.emplace_back(name);
+    name_ids_.emplace(names_.back(), id);
+    return id;
+  }
+
+  void add(const Event& e) {
+    summary_.first_ns = std::min(summary_.first_ns, e.begin_ns);
+    summary_.last_ns = std::max(summary_.last_ns, e.end_ns);
+    ++summary_.events;
+    const size_t track = std::min<size_t>(e.track, buffers_.size() - 1);
+    auto& buffer = buffers_[track];
+    // Written before the next is added, so the last event stays until a flow may link it.
+    if (buffer.size() >= kTrackChunkEvents) write(buffer);
+    buffer.push_back(e);
+    const bool linked_kind = e.kind == EventKind::kCudaApi || e.kind == EventKind::kGpuKernel ||
+                             e.kind == EventKind::kGpuMemcpy || e.kind == EventKind::kGpuMemset;
+    if (linked_kind && e.correlation_id == 0) unlinked_ = {true, false, track, buffer.size() - 1, e.begin_ns};
+  }
+
+  // A launch -> GPU flow ("ac2g", its id the correlation id) follows the
+  // event it binds, at the same time: it gives that event its correlation
+  // id when the event's own arguments had none.
+  void flow(const Fields& f, const Unlinked& previous) {
+    if (f.cat != "ac2g" || !previous.valid) return;
+    int64_t at = 0;
+    uint64_t id = 0;
+    if (!parse_milli(f.ts, at) || at != previous.begin_ns || parse_id(f.id, id) != IdStatus::kOk) return;
+    Event& e = previous.held ? pending_[previous.index] : buffers_[previous.buffer][previous.index];
+    e.correlation_id = id;
+  }
+
+  void write(std::vector<Event>& events) {
+    if (!shard_path_.empty() && !(open_shard() && writer_.write_events(events))) throw Error(writer_.error());
+    events.clear();
+  }
+
+  // Opened at the first write, once distributedInfo (which precedes the
+  // events) has said the rank; the metadata written at finish has the last word.
+  bool open_shard() {
+    if (writer_.is_open()) return true;
+    RankMetadata metadata;
+    metadata.rank = summary_.rank >= 0 ? summary_.rank : std::max(0, rank_from_file_name(summary_.path));
+    metadata.world_size = summary_.world_size;
+    return writer_.open(shard_path_, metadata, 0);
+  }
+
+  // ---------------------------------------------------------- problems ---
+
+  void skip(std::string_view counter_name, uint64_t index, uint64_t offset, const std::string& why) {
+    counters_.add(counter_name, 1);
+    problem(index, offset, why + "; skipped");
+  }
+
+  void problem(uint64_t index, uint64_t offset, const std::string& what) {
+    ++summary_.problems;
+    if (summary_.problem_lines.size() < settings_.max_problems_kept) {
+      summary_.problem_lines.push_back(summary_.path + ": event " + std::to_string(index) + " (byte " +
+                                       std::to_string(offset) + "): " + what);
+    }
+  }
+
+  void problem_line(const std::string& line) {
+    ++summary_.problems;
+    if (summary_.problem_lines.size() < settings_.max_problems_kept) summary_.problem_lines.push_back(line);
+  }
+
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+
+  std::string shard_path_;
+  const ImportSettings& settings_;
+  std::vector<std::regex> patterns_;
+  std::vector<int8_t> pattern_match_;  // per name: -1 not looked at, 0 no, 1 yes
+  od::parser parser_;
+  ShardWriter writer_;
+  std::deque<std::string> names_;
+  std::unordered_map<std::string_view, uint32_t, NameHash, std::equal_to<>> name_ids_;
+  std::vector<Track> tracks_;
+  std::vector<uint64_t> track_keys_;
+  std::unordered_map<uint64_t, uint16_t> track_ids_;
+  std::unordered_map<uint64_t, std::string> thread_names_;
+  std::vector<std::vector<Event>> buffers_;
+  std::vector<Event> pending_;
+  std::unordered_map<uint64_t, CollectiveInfo> launched_by_;  // record_param_comms by External id
+  Unlinked unlinked_;  // the last event that came without a correlation id
+  std::string host_, schema_, nccl_version_;
+  int64_t pid_ = 0;
+};
+
+TraceImport::TraceImport(std::string trace_path, std::string shard_path, const ImportSettings& settings)
+    : impl_(std::make_unique<Impl>(std::move(trace_path), std::move(shard_path), settings)) {}
+TraceImport::~TraceImport() = default;
+
+void TraceImport::read() { impl_->read(true, {}); }
+void TraceImport::read_text(std::string_view text) { impl_->read(false, text); }
+const TraceSummary& TraceImport::summary() const { return impl_->summary_; }
+const RankCollectives& TraceImport::collectives() const { return impl_->collectives_; }
+const Counters& TraceImport::counters() const { return impl_->counters_; }
+
+void TraceImport::finish(int32_t world_size, const RankAlignment& alignment, int64_t reference_base_ns,
+                         const std::vector<uint64_t>& instances, uint64_t unmatched) {
+  impl_->finish(world_size, alignment, reference_base_ns, instances, unmatched);
+}
+
+int32_t rank_from_file_name(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  std::string name = path.substr(slash == std::string::npos ? 0 : slash + 1);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (size_t at = name.find("rank"); at != std::string::npos; at = name.find("rank", at + 1)) {
+    size_t p = at + 4;
+    while (p < name.size() && (name[p] == '-' || name[p] == '_' || name[p] == '.' || name[p] == ' ')) ++p;
+    size_t digits = 0;
+    int64_t value = 0;
+    while (p + digits < name.size() && std::isdigit(static_cast<unsigned char>(name[p + digits])) && digits < 9) {
+      value = value * 10 + (name[p + digits] - '0');
+      ++digits;
+    }
+    if (digits > 0) return static_cast<int32_t>(value);
+  }
+  return -1;
+}
+
+}  // namespace rankscope::kineto

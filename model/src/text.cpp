@@ -1,0 +1,52 @@
+#include "rankscope/model/text.h"
+
+#include <algorithm>
+
+#include "rankscope/model/error.h"
+
+namespace rankscope {
+
+std::vector<int32_t> parse_rank_list(std::string_view text, std::string_view what) {
+  const auto bad = [&] {
+    return Error(std::string(what) + ": '" + std::string(text) + "' is not a list of ranks like 0-3,8");
+  };
+  std::vector<int32_t> ranks;
+  std::string_view rest = text;
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    const size_t dash = item.find('-');
+    const auto first = parse_integer<uint64_t>(item.substr(0, dash));
+    const auto last = dash == std::string_view::npos ? first : parse_integer<uint64_t>(item.substr(dash + 1));
+    if (!first || !last || *last < *first || *last > INT32_MAX) throw bad();
+    if (*last - *first >= (uint64_t{1} << 24)) {
+      throw Error(std::string(what) + ": the range '" + std::string(item) + "' is too long");
+    }
+    for (uint64_t r = *first; r <= *last; ++r) ranks.push_back(static_cast<int32_t>(r));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
+}
+
+std::string format_rank_list(const std::vector<int32_t>& ranks) {
+  if (ranks.empty()) return "none";
+  std::string text;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!text.empty()) text += ',';
+    if (j - i >= 2) {
+      text += std::to_string(ranks[i]) + "-" + std::to_string(ranks[j]);
+      i = j + 1;
+    } else {
+      text += std::to_string(ranks[i]);
+      ++i;
+    }
+  }
+  return text;
+}
+
+}  // namespace rankscope

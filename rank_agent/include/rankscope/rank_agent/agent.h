@@ -1,0 +1,127 @@
+// The rank agent as its capture sources see it. The capture library
+// (librankscope_capture.so) is preloaded into every rank by `rankscope run`;
+// it reads its settings from the environment, writes the rank's shard, and
+// serves the capture sources: NVTX, CUPTI and NCCL inside it, MPI from the
+// separate MPI shim (librankscope_mpi.so), which calls these functions.
+//
+// Everything on the hot path (capturing, now, record, intern, track) takes no
+// lock, allocates nothing and makes no system call. Nothing here throws.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "rankscope/model/event.h"
+#include "rankscope/model/metadata.h"
+
+#define RANKSCOPE_AGENT_API extern "C" __attribute__((visibility("default")))
+
+namespace rankscope::agent {
+
+// The environment `rankscope run` sets for the agent (docs/agent.md).
+inline constexpr const char* kEnvShardDir = "RANKSCOPE_SHARD_DIR";   // where rank-NNNNN.shard goes
+inline constexpr const char* kEnvAgentPid = "RANKSCOPE_AGENT_PID";   // only this process captures
+inline constexpr const char* kEnvCapture = "RANKSCOPE_CAPTURE";      // e.g. "mpi,nvtx"
+inline constexpr const char* kEnvBufferMb = "RANKSCOPE_BUFFER_MB";
+inline constexpr const char* kEnvFlushMs = "RANKSCOPE_FLUSH_MS";
+inline constexpr const char* kEnvRank = "RANKSCOPE_RANK";
+inline constexpr const char* kEnvWorldSize = "RANKSCOPE_WORLD_SIZE";
+inline constexpr const char* kEnvLocalRank = "RANKSCOPE_LOCAL_RANK";
+inline constexpr const char* kEnvLocalSize = "RANKSCOPE_LOCAL_SIZE";
+inline constexpr const char* kEnvNodeId = "RANKSCOPE_NODE_ID";
+inline constexpr const char* kEnvLauncher = "RANKSCOPE_LAUNCHER";
+inline constexpr const char* kEnvMode = "RANKSCOPE_MODE";            // inprocess or sidecar
+// In-process mode: the MPI shim leaves SHARD_DIR/rank-NNNNN.finalized in
+// MPI_Finalize once every rank's shard is complete, for `rankscope run` to merge them.
+inline constexpr const char* kFinalizedSuffix = ".finalized";
+
+// Capture sources, as named in --capture and RANKSCOPE_CAPTURE.
+enum CaptureBit : uint32_t {
+  kCaptureMpi = 1 << 0,
+  kCaptureNvtx = 1 << 1,
+  kCaptureCuda = 1 << 2,
+  kCaptureNccl = 1 << 3,
+};
+
+// The capture sources by name: the one table --capture, RANKSCOPE_CAPTURE
+// and the agent's messages take their names from.
+struct CaptureSourceName {
+  std::string_view name;   // in --capture
+  std::string_view label;  // in messages ("CUDA capture is off: ...")
+  CaptureBit bit;
+};
+inline constexpr CaptureSourceName kCaptureSourceNames[] = {
+    {"mpi", "MPI", kCaptureMpi}, {"nvtx", "NVTX", kCaptureNvtx}, {"cuda", "CUDA", kCaptureCuda}, {"nccl", "NCCL", kCaptureNccl}};
+inline constexpr std::string_view kDefaultCapture = "mpi,nvtx";
+inline constexpr std::string_view kKnownCaptureSources = "mpi, nvtx, cuda, nccl";
+
+// The CaptureBits of a comma-separated list of source names. An unknown name
+// is left out and, when `unknown` is given, the first is put there.
+constexpr uint32_t parse_capture_list(std::string_view text, std::string_view* unknown = nullptr) {
+  uint32_t bits = 0;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    bool known = false;
+    for (const CaptureSourceName& source : kCaptureSourceNames) {
+      if (source.name == item) bits |= source.bit, known = true;
+    }
+    if (!known && unknown && unknown->empty()) *unknown = item.empty() ? std::string_view("(empty)") : item;
+  }
+  return bits;
+}
+
+constexpr std::string_view capture_source_label(uint32_t bit) {
+  for (const CaptureSourceName& source : kCaptureSourceNames) {
+    if (source.bit == bit) return source.label;
+  }
+  return "?";
+}
+
+// Track value meaning "the calling thread's track" in record().
+inline constexpr uint16_t kThreadTrack = UINT16_MAX;
+inline constexpr uint32_t kNoName = UINT32_MAX;
+
+}  // namespace rankscope::agent
+
+// Whether this process captures `source` (a CaptureBit) right now.
+RANKSCOPE_AGENT_API bool rankscope_agent_capturing(uint32_t source);
+// The CaptureBits that rankscope_agent_capturing tests, for a source that
+// polls them millions of times a second (the MPI shim) to read with one
+// relaxed atomic load instead of a call: valid for the life of the process,
+// zero when this process does not capture.
+RANKSCOPE_AGENT_API const uint32_t* rankscope_agent_capture_bits();
+// The event clock: the rank's clock (virtual under RANKSCOPE_FAKE_CLOCK).
+RANKSCOPE_AGENT_API int64_t rankscope_agent_now();
+RANKSCOPE_AGENT_API void rankscope_agent_record(const rankscope::Event* event);
+// A name's id in the rank's string table; kNoName when the table is full.
+RANKSCOPE_AGENT_API uint32_t rankscope_agent_intern(const char* text, uint64_t length);
+// The track of (type, os_id, device), created with `name` on first use.
+RANKSCOPE_AGENT_API uint32_t rankscope_agent_track(rankscope::TrackType type, uint64_t os_id, int16_t device,
+                                                   const char* name);
+
+// Off the hot path: what MPI learns after MPI_Init (node id, world size).
+RANKSCOPE_AGENT_API void rankscope_agent_set_placement(int32_t world_size, int32_t local_rank, int32_t local_size,
+                                                       int32_t node_id);
+// A clock measurement of this rank against rank 0, written to the shard.
+RANKSCOPE_AGENT_API void rankscope_agent_add_sync_point(const rankscope::SyncPoint* point);
+// Stops capture, writes everything held, closes the shard with its end
+// record. Returns false (with the reason on stderr) if the shard is not
+// complete. Later calls do nothing and return the first result.
+RANKSCOPE_AGENT_API bool rankscope_agent_finish();
+// The shard's path, or "" when this process does not capture.
+RANKSCOPE_AGENT_API const char* rankscope_agent_shard_path();
+// Disables capture on this rank with one line on stderr naming the reason.
+RANKSCOPE_AGENT_API void rankscope_agent_disable(const char* reason);
+// Off the hot path (a capture source learning about the rank's hardware or
+// its own losses; both are written with the next flush).
+// A GPU the rank uses, for the metadata's `gpu_uuids` (once, however often given).
+RANKSCOPE_AGENT_API void rankscope_agent_add_gpu_uuid(const char* uuid);
+// Adds `value` to the data-quality counter `name` (e.g. cupti_records_dropped).
+RANKSCOPE_AGENT_API void rankscope_agent_add_counter(const char* name, uint64_t value);
+// The base clock under rankscope_agent_now(), as clocksync::BaseClock::text()
+// writes it: the MPI shim has its own copy of the clock library, and builds
+// the clock it measures clock sync with from this, so that it measures
+// exactly the clock events are stamped with. "raw" in a process that does not capture.
+RANKSCOPE_AGENT_API const char* rankscope_agent_clock_base();

@@ -1,0 +1,142 @@
+// Reports built by hand for the HTML report's tests: the page is tested apart
+// from the analyses that fill a Report from a timeline.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "rankscope/analysis/analysis.h"
+
+namespace rankscope::test {
+
+// `ranks` ranks over `steps` steps of 10 ms, four ranks per host. Rank
+// `slow_rank` computes 3 ms longer every step, so the others wait for it;
+// rank 1 never communicates; the last rank died before the last step. With
+// DDP-like buckets (a small first one, then 25 MiB ones) and predictions that
+// favour 25 MiB.
+inline analysis::Report sample_report(int ranks, int steps, int slow_rank = 2) {
+  using namespace analysis;
+  Report report;
+  JobProfile& job = report.profile;
+  job.path = "/scratch/jobs/ddp_run/job.h5";
+  job.world_size = ranks;
+  job.gpu = true;
+  job.clock_corrected = true;
+  for (int s = 0; s < steps; ++s) job.step_numbers.push_back(static_cast<uint64_t>(s + 3));
+  for (int r = 0; r < ranks; ++r) {
+    RankProfile rank;
+    rank.rank = r;
+    rank.node_id = r / 4;
+    rank.host = "gpu-node-" + std::to_string(r / 4);
+    const bool dies = r == ranks - 1 && ranks > 1;
+    rank.status = dies ? RankStatus::kDead : RankStatus::kComplete;
+    for (int s = 0; s < steps; ++s) {
+      RankStep step;
+      if (dies && s == steps - 1) {
+        rank.steps.push_back(step);  // unknown times: the rank lacks the step
+        continue;
+      }
+      step.times = {int64_t{1'000'000'000} + s * int64_t{10'000'000}, int64_t{1'010'000'000} + s * int64_t{10'000'000}};
+      step.compute_ns = r == slow_rank ? 8'500'000 : 5'500'000;
+      step.comm_ns = r == 1 ? 0 : 3'000'000;
+      step.overlap_ns = r == 1 ? 0 : 1'000'000 + 20'000 * (r % 50);
+      // Waits vary by step and rank so that the heatmap has texture.
+      step.exposed_wait_ns = r == slow_rank || r == 1 ? 0 : 300'000 * ((r * 7 + s * 3) % 9) + 200'000;
+      step.exposed_transfer_ns = r == 1 ? 0 : 400'000;
+      step.idle_ns = 100'000;
+      rank.steps.push_back(step);
+    }
+    job.ranks.push_back(rank);
+
+    RankClock clock;
+    clock.synced = true;
+    clock.bound_ns = 1'500 + 37 * r;
+    job.clocks.push_back(clock);
+
+    RankOverlap overlap;
+    overlap.rank = r;
+    overlap.compute_ns = int64_t{steps} * (r == slow_rank ? 8'500'000 : 5'500'000);
+    overlap.comm_ns = r == 1 ? 0 : int64_t{steps} * 3'000'000;
+    overlap.overlap_ns = r == 1 ? 0 : int64_t{steps} * (1'000'000 + 20'000 * (r % 50));
+    overlap.comm_comp_overlap_pct = overlap.comm_ns == 0 ? NAN
+                                                         : 100.0 * static_cast<double>(overlap.overlap_ns) /
+                                                               static_cast<double>(overlap.comm_ns);
+    overlap.exposed_wait_ns = int64_t{steps} * 1'000'000;
+    overlap.exposed_transfer_ns = int64_t{steps} * 400'000;
+    overlap.idle_ns = int64_t{steps} * 100'000;
+    overlap.idle_pct = 1.0;
+    report.overlap.push_back(overlap);
+  }
+
+  if (slow_rank < ranks) {
+    Straggler straggler;
+    straggler.rank = slow_rank;
+    straggler.score = 0.87;
+    straggler.cause = "slow compute";
+    straggler.evidence = "rank " + std::to_string(slow_rank) +
+                         " arrived last to 92 % of collectives (chance 25 %); its compute per step is 1.55× the "
+                         "fastest peer's; the others waited 3.1 ms per step for it";
+    straggler.last_arriver_rate = 0.92;
+    straggler.baseline_rate = 1.0 / ranks;
+    straggler.blame_ns = int64_t{steps} * 3'100'000;
+    straggler.blame_fraction = 0.31;
+    straggler.compute_score_relative = 1.55;
+    straggler.compute_score_individual = 1.02;
+    straggler.actual_step_ns = 10'000'000;
+    straggler.what_if_step_ns = 7'100'000;
+    report.stragglers.stragglers.push_back(straggler);
+  }
+
+  BucketReport& buckets = report.buckets;
+  buckets.ddp = true;
+  for (int b = 0; b < 6; ++b) {
+    BucketStats bucket;
+    bucket.index = b;
+    bucket.bytes = b == 0 ? 1u << 20 : 25u << 20;
+    bucket.transfer_ns = b == 0 ? 180'000 : 2'400'000 + 50'000 * b;
+    bucket.bus_bandwidth_gbps = b == 0 ? 9.3 : 20.5 - 0.4 * b;
+    bucket.algorithm = Algorithm::kRing;
+    bucket.overlap_pct = b == 5 ? 12.0 : 85.0 - 5 * b;
+    bucket.exposed_ns = b == 5 ? 2'100'000 : 150'000 * b;
+    buckets.buckets.push_back(bucket);
+  }
+  buckets.exposed_tail_ns = 2'100'000;
+  buckets.fit = {25'000, 0.045, 0.993, 60};
+  for (const uint64_t mib : {1, 2, 5, 10, 25, 50, 100}) {
+    const double size = static_cast<double>(mib);
+    // Small buckets pay the latency often; big ones leave a long exposed tail.
+    buckets.predictions.push_back({mib << 20, static_cast<int64_t>(9'000'000 + 1'800'000 / size + 26'000 * size)});
+  }
+  buckets.recommended_bucket_bytes = 25u << 20;
+  buckets.recommendation = "Keep bucket_cap_mb at 25: the predicted step time is within 1 % of the best size.";
+  for (int r = 0; r < ranks; ++r) {
+    analysis::CaptureCost cost;
+    cost.rank = r;
+    cost.capture_ns = 2'000'000'000;
+    cost.start_ns = 500'000;
+    cost.mpi_init_ns = 6'000'000;
+    cost.mpi_finalize_ns = 100'000;
+    cost.finish_ns = 150'000;
+    cost.flusher_cpu_ns = 3'000'000;
+    cost.host_events = 40'000;
+    cost.events_ns = 2'250'000;
+    cost.buffer_bytes = 3u << 20;
+    report.capture_cost.push_back(cost);
+  }
+  return report;
+}
+
+// One rank, steps but no communication: no collectives, waits or buckets.
+inline analysis::Report single_rank_report(int steps) {
+  analysis::Report report = sample_report(1, steps, /*slow_rank=*/1);
+  for (analysis::RankStep& step : report.profile.ranks[0].steps) {
+    step.comm_ns = step.overlap_ns = step.exposed_wait_ns = step.exposed_transfer_ns = 0;
+  }
+  report.overlap[0].comm_ns = report.overlap[0].overlap_ns = 0;
+  report.overlap[0].comm_comp_overlap_pct = NAN;
+  report.buckets = {};
+  return report;
+}
+
+}  // namespace rankscope::test

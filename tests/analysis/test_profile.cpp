@@ -1,0 +1,226 @@
+// The profile's bookkeeping on a job small enough to work out by hand: two
+// ranks, two steps, a blocking allreduce, a nonblocking one with its Wait.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "rankscope/analysis/analysis.h"
+#include "rankscope/merge/merge.h"
+#include "rankscope/model/shard.h"
+
+namespace rankscope::analysis {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint16_t kThreadTrack = 0, kCommTrack = 1;
+// String ids of every shard below.
+constexpr uint32_t kStep0 = 0, kStep1 = 1, kAllreduce = 2, kIallreduce = 3, kWait = 4;
+
+Event range(uint32_t name, int64_t begin, int64_t end) {
+  Event e{};
+  e.kind = EventKind::kNvtxRange;
+  e.name_id = name;
+  e.begin_ns = begin;
+  e.end_ns = end;
+  e.track = kThreadTrack;
+  e.peer = kNoPeer;
+  return e;
+}
+
+Event collective(uint32_t name, uint64_t seq, int64_t begin, int64_t end, uint16_t track) {
+  Event e = range(name, begin, end);
+  e.kind = EventKind::kMpiCollective;
+  e.op = CommOp::kAllReduce;
+  e.comm_hash = 99;
+  e.seq = seq;
+  e.bytes = 4096;
+  e.track = track;
+  return e;
+}
+
+Event call(uint32_t name, int64_t begin, int64_t end) {
+  Event e = range(name, begin, end);
+  e.kind = EventKind::kMpiCall;
+  return e;
+}
+
+class ProfileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MPI_Comm_rank(MPI_COMM_WORLD, &process_);
+    dir_ = fs::temp_directory_path() / ("rankscope-profile-" + std::to_string(::getpid()));
+    if (process_ == 0) fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (process_ == 0) fs::remove_all(dir_);
+  }
+
+  void write_rank(int32_t rank, std::vector<Event> events) {
+    RankMetadata metadata;
+    metadata.rank = rank;
+    metadata.world_size = 2;
+    metadata.host = "node-0";
+    ShardWriter writer;
+    ASSERT_TRUE(writer.open((dir_ / ("rank-" + std::to_string(rank) + ".shard")).string(), metadata, 0));
+    const std::pair<uint32_t, std::string_view> names[] = {
+        {kStep0, "ProfilerStep#0"}, {kStep1, "ProfilerStep#1"}, {kAllreduce, "MPI_Allreduce"},
+        {kIallreduce, "MPI_Iallreduce"}, {kWait, "MPI_Wait"}};
+    ASSERT_TRUE(writer.write_strings(names, 0));
+    const Track tracks[] = {{7, kThreadTrack, 0, -1, TrackType::kThread, 0, 0},
+                            {99, kCommTrack, 0, -1, TrackType::kMpiComm, 0, 0}};
+    ASSERT_TRUE(writer.write_tracks(tracks, 0));
+    ASSERT_TRUE(writer.write_events(events));
+    ASSERT_TRUE(writer.close(Counters{}, 10'000));
+  }
+
+  JobProfile profile() {
+    MergeOptions options;
+    options.inputs = {dir_.string()};
+    options.output = (dir_ / "job.h5").string();
+    merge_shards(MPI_COMM_WORLD, options);
+    const Timeline timeline(options.output);
+    return build_profile(timeline);
+  }
+
+  int process_ = 0;
+  fs::path dir_;
+};
+
+// Step 0 (0..1000): rank 0 enters a blocking allreduce at 100, rank 1 at 200;
+// both leave at 300. Step 1 (1000..2000): both post an allreduce at 1200 and
+// wait for it from 1600 to 1700 (rank 1: from 1650).
+TEST_F(ProfileTest, SplitsEachStepIntoComputeCommunicationWaitTransferAndIdle) {
+  if (process_ == 0) {
+    write_rank(0, {range(kStep0, 0, 1000), collective(kAllreduce, 0, 100, 300, kThreadTrack),
+                   range(kStep1, 1000, 2000), call(kIallreduce, 1200, 1210),
+                   collective(kIallreduce, 1, 1200, 1700, kCommTrack), call(kWait, 1600, 1700)});
+    write_rank(1, {range(kStep0, 0, 1000), collective(kAllreduce, 0, 200, 300, kThreadTrack),
+                   range(kStep1, 1000, 1900), call(kIallreduce, 1250, 1260),
+                   collective(kIallreduce, 1, 1250, 1700, kCommTrack), call(kWait, 1650, 1700)});
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const JobProfile job = profile();
+
+  EXPECT_FALSE(job.gpu);
+  ASSERT_EQ(job.step_numbers, (std::vector<uint64_t>{0, 1}));
+  ASSERT_EQ(job.collectives.size(), 2u);
+
+  const CollectiveInstance& blocking = job.collectives[0];
+  EXPECT_FALSE(blocking.nonblocking);
+  EXPECT_EQ(blocking.step, 0);
+  EXPECT_EQ(blocking.last_arriver(), 1);
+  EXPECT_EQ(blocking.arrival_skew_ns(), 100);
+  EXPECT_EQ(blocking.transfer_ns(), 100);
+  EXPECT_EQ(blocking.ranks[0].wait_ns, 100);
+  EXPECT_EQ(blocking.ranks[0].exposed_wait_ns, 100) << "blocked from its arrival to rank 1's";
+  EXPECT_EQ(blocking.ranks[0].exposed_transfer_ns, 100);
+  EXPECT_EQ(blocking.ranks[1].exposed_wait_ns, 0);
+
+  const CollectiveInstance& nonblocking = job.collectives[1];
+  EXPECT_TRUE(nonblocking.nonblocking);
+  EXPECT_EQ(nonblocking.step, 1);
+  EXPECT_EQ(nonblocking.ranks[0].wait_ns, 50);
+  EXPECT_EQ(nonblocking.ranks[0].exposed_wait_ns, 10) << "its post; it computed for the rest of rank 1's delay";
+  EXPECT_EQ(nonblocking.ranks[0].exposed_transfer_ns, 100) << "its Wait, 1600..1700";
+
+  // Rank 0, step 0: blocked 100..300 in the allreduce.
+  const RankStep& r0s0 = job.ranks[0].steps[0];
+  EXPECT_EQ(r0s0.compute_ns, 800);
+  EXPECT_EQ(r0s0.comm_ns, 200);
+  EXPECT_EQ(r0s0.overlap_ns, 0);
+  EXPECT_EQ(r0s0.exposed_wait_ns, 100);
+  EXPECT_EQ(r0s0.exposed_transfer_ns, 100);
+  EXPECT_EQ(r0s0.idle_ns, 0);
+  // Rank 0, step 1: the allreduce in flight 1200..1700, blocked 1200..1210 and 1600..1700.
+  const RankStep& r0s1 = job.ranks[0].steps[1];
+  EXPECT_EQ(r0s1.compute_ns, 1000 - 10 - 100);
+  EXPECT_EQ(r0s1.comm_ns, 500);
+  EXPECT_EQ(r0s1.overlap_ns, 500 - 10 - 100);
+  EXPECT_EQ(r0s1.exposed_comm_ns(), 110);
+  EXPECT_EQ(r0s1.exposed_wait_ns, 10) << "its post, before rank 1 arrived";
+  EXPECT_EQ(r0s1.exposed_transfer_ns, 100);
+  // Rank 1, step 1 ends at 1900.
+  const RankStep& r1s1 = job.ranks[1].steps[1];
+  EXPECT_EQ(r1s1.times.duration(), 900);
+  EXPECT_EQ(r1s1.comm_ns, 450);
+  EXPECT_EQ(r1s1.compute_ns, 900 - 10 - 50);
+
+  const std::vector<RankOverlap> overlap = overlap_by_rank(job);
+  ASSERT_EQ(overlap.size(), 2u);
+  EXPECT_NEAR(overlap[0].comm_comp_overlap_pct, 100.0 * 390 / 700, 1e-9);
+  EXPECT_EQ(overlap[0].exposed_wait_ns, 110);
+}
+
+TEST_F(ProfileTest, AJobWithoutStepsIsOneStepPerRank) {
+  if (process_ == 0) {
+    write_rank(0, {collective(kAllreduce, 0, 100, 300, kThreadTrack)});
+    write_rank(1, {collective(kAllreduce, 0, 150, 300, kThreadTrack)});
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const JobProfile job = profile();
+  ASSERT_EQ(job.step_numbers.size(), 1u);
+  EXPECT_EQ(job.ranks[0].steps[0].times.duration(), 200);
+  EXPECT_EQ(job.ranks[0].steps[0].comm_ns, 200);
+  EXPECT_EQ(job.ranks[0].steps[0].exposed_wait_ns, 50);
+}
+
+// HTA's figures on GPU events: two steps, so its window keeps the work
+// launched before the second starts (at 10 µs); names decide the classes.
+TEST_F(ProfileTest, HtaCompatFollowsHtasDefinitions) {
+  if (process_ == 0) {
+    RankMetadata metadata;
+    metadata.rank = 0;
+    metadata.world_size = 1;
+    ShardWriter writer;
+    ASSERT_TRUE(writer.open((dir_ / "rank-0.shard").string(), metadata, 0));
+    const std::pair<uint32_t, std::string_view> names[] = {
+        {0, "ProfilerStep#0"}, {1, "ProfilerStep#1"}, {2, "cudaLaunchKernel"}, {3, "ampere_sgemm_128x64"},
+        {4, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"}, {5, "Memcpy HtoD (Pageable -> Device)"},
+        {6, "cudaStreamSynchronize"}};
+    ASSERT_TRUE(writer.write_strings(names, 0));
+    // HTA looks at what runs on CUDA streams.
+    const Track tracks[] = {{1, 0, 0, -1, TrackType::kThread, 0, 0}, {7, 1, 0, 0, TrackType::kCudaStream, 0, 0}};
+    ASSERT_TRUE(writer.write_tracks(tracks, 0));
+    auto gpu = [](EventKind kind, uint32_t name, uint64_t correlation, int64_t begin_ns, int64_t end_ns) {
+      Event e = range(name, begin_ns, end_ns);
+      e.kind = kind;
+      e.correlation_id = correlation;
+      e.track = kind == EventKind::kCudaApi ? 0 : 1;
+      return e;
+    };
+    std::vector<Event> events = {
+        range(0, 0, 10'000), range(1, 10'000, 20'000),
+        gpu(EventKind::kCudaApi, 2, 1, 100, 200), gpu(EventKind::kCudaApi, 2, 2, 300, 400),
+        gpu(EventKind::kCudaApi, 2, 3, 500, 600), gpu(EventKind::kCudaApi, 2, 4, 11'000, 11'100),
+        // compute 1.0–5.0 µs, communication 3.2–8.7 µs (rounds to 4–8), a copy 9–9.5 µs (rounds to nothing)
+        gpu(EventKind::kGpuKernel, 3, 1, 1'000, 5'000), gpu(EventKind::kGpuKernel, 4, 2, 3'200, 8'700),
+        gpu(EventKind::kGpuMemcpy, 5, 3, 9'000, 9'900),
+        // launched in the last step: outside HTA's window
+        gpu(EventKind::kGpuKernel, 3, 4, 12'000, 15'000)};
+    ASSERT_TRUE(writer.write_events(events));
+    ASSERT_TRUE(writer.close(Counters{}, 30'000));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  MergeOptions options;
+  options.inputs = {dir_.string()};
+  options.output = (dir_ / "job.h5").string();
+  merge_shards(MPI_COMM_WORLD, options);
+  const Timeline timeline(options.output);
+  const std::vector<std::optional<HtaFigures>> hta = hta_figures(timeline);
+  ASSERT_EQ(hta.size(), 1u);
+  ASSERT_TRUE(hta[0].has_value());
+  // Compute [1, 5) µs, communication [4, 8) µs: 1 µs of 4 overlapped.
+  EXPECT_DOUBLE_EQ(hta[0]->comm_comp_overlap_pct, 25.0);
+  // GPU time from 1 µs to 9 µs (the copy's end rounds down to 9); busy 1–8.
+  EXPECT_EQ(hta[0]->kernel_time_ns, 8'000);
+  EXPECT_DOUBLE_EQ(hta[0]->idle_pct, 12.5);
+  EXPECT_DOUBLE_EQ(hta[0]->compute_pct, 50.0);
+  EXPECT_DOUBLE_EQ(hta[0]->non_compute_pct, 37.5);
+}
+
+}  // namespace
+}  // namespace rankscope::analysis

@@ -1,0 +1,190 @@
+// report_html(): the page's structure, on Reports built by hand. How a browser
+// renders it: check_report_render.py.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+#include <string>
+
+#include "rankscope/analysis/analysis.h"
+#include "sample_reports.h"
+
+namespace rankscope {
+namespace {
+
+using analysis::Report;
+using analysis::report_html;
+
+size_t count(const std::string& text, const std::string& needle) {
+  size_t found = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++found;
+  return found;
+}
+
+// Opening tags ("<g>" or "<g ...") against closing ones.
+void expect_balanced(const std::string& html, const std::string& tag) {
+  const size_t opened = count(html, "<" + tag + ">") + count(html, "<" + tag + " ");
+  EXPECT_EQ(opened, count(html, "</" + tag + ">")) << "<" << tag << "> opened and closed unequally";
+}
+
+void expect_well_formed_and_self_contained(const std::string& html) {
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  for (const char* tag : {"html", "head", "body", "main", "header", "section", "svg", "g", "text", "table", "thead",
+                          "tbody", "tr", "td", "th", "dl", "details", "p", "title", "style", "div"}) {
+    expect_balanced(html, tag);
+  }
+  for (const char* external : {"<script", "<link", "<img", "<iframe", "http://", "https://", "src=", "href=", "url(",
+                               "@import"}) {
+    EXPECT_EQ(html.find(external), std::string::npos) << "the page refers outside itself: " << external;
+  }
+  // Ids are how the browser test and readers' bookmarks find parts.
+  std::set<std::string> ids;
+  const std::regex id_attribute("id=\"([^\"]*)\"");
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), id_attribute); it != std::sregex_iterator(); ++it) {
+    EXPECT_TRUE(ids.insert((*it)[1]).second) << "duplicate id " << (*it)[1];
+  }
+  // Not-a-number and infinities must never reach the reader.
+  EXPECT_FALSE(std::regex_search(html, std::regex(R"(\b(nan|inf|NaN|Infinity)\b)")));
+}
+
+TEST(ReportHtml, SmallJobIsWellFormedAndSelfContained) {
+  expect_well_formed_and_self_contained(report_html(test::sample_report(4, 10)));
+}
+
+TEST(ReportHtml, SmallJobHasEveryPlotAndTable) {
+  const std::string html = report_html(test::sample_report(4, 10));
+  for (const char* id : {"summary", "wait-heatmap", "overlap-bars", "bucket-plot", "bucket-prediction-plot",
+                         "straggler-table", "rank-table", "bucket-table", "cost-table"}) {
+    EXPECT_NE(html.find("id=\"" + std::string(id) + "\""), std::string::npos) << id;
+  }
+  EXPECT_NE(html.find("<svg id=\"wait-heatmap\""), std::string::npos);
+  // One row per rank in the heatmap, one bar per rank, a point per bucket and per prediction.
+  EXPECT_EQ(count(html, "<g><title>rank "), 4u);
+  EXPECT_EQ(count(html, "class=\"bar\"><title>") + count(html, "class=\"no-comm\"><title>"), 4u);
+  EXPECT_EQ(count(html, "class=\"bandwidth\"><title>"), 6u);
+  EXPECT_EQ(count(html, "class=\"prediction-point\"><title>"), 7u);
+  EXPECT_NE(html.find("class=\"recommended\""), std::string::npos);
+  EXPECT_NE(html.find("<details open>"), std::string::npos) << "a short rank table starts open";
+}
+
+TEST(ReportHtml, ShowsTheFigures) {
+  const std::string html = report_html(test::sample_report(4, 10));
+  EXPECT_NE(html.find("<code>/scratch/jobs/ddp_run/job.h5</code>"), std::string::npos);
+  EXPECT_NE(html.find("<dt>Ranks</dt><dd>4 (rank 3 dead)</dd>"), std::string::npos);
+  EXPECT_NE(html.find("<dt>Steps</dt><dd>10</dd>"), std::string::npos);
+  EXPECT_NE(html.find("<dt>Mean step time</dt><dd>10 ms"), std::string::npos);
+  EXPECT_NE(html.find("largest error bound ±1.61 µs"), std::string::npos) << "1500 + 37 × 3 ns";
+  EXPECT_NE(html.find("rank 2 on gpu-node-0</span>: slow compute, score 0.87"), std::string::npos);
+  EXPECT_NE(html.find("33.3 %"), std::string::npos) << "rank 0's overlap, 1 ms of 3 ms";
+  EXPECT_NE(html.find("no communication"), std::string::npos) << "rank 1 never communicates";
+  EXPECT_NE(html.find("20.1 GB/s"), std::string::npos) << "bucket 1's bandwidth";
+  EXPECT_NE(html.find("recommended 25 MiB"), std::string::npos);
+  EXPECT_NE(html.find("R² = 0.993"), std::string::npos);
+  EXPECT_NE(html.find("◀ straggler 2: slow compute"), std::string::npos);
+  EXPECT_NE(html.find("in step 3"), std::string::npos) << "steps are labelled by their ProfilerStep number";
+  // 0.5 + 6 + 0.1 + 0.15 + 3 + 2.25 ms of a 2 s run.
+  EXPECT_NE(html.find("<td class=\"num\">12 ms</td><td class=\"num\">0.6 %</td>"), std::string::npos);
+}
+
+// The text report's capture cost: a line per rank up to a screen's worth,
+// then how many more and which one capture cost the most.
+TEST(ReportText, CaptureCostListsEightRanksThenTheLargestShare) {
+  Report report = test::sample_report(12, 10);
+  report.capture_cost[10].flusher_cpu_ns += 40'000'000;  // 52 ms of 2 s
+  const std::string text = analysis::report_text(report);
+  EXPECT_NE(text.find("\ncapture cost (time each rank's process spent on capture; calls estimated):\n"), std::string::npos);
+  EXPECT_NE(text.find("  rank 0     12.000 ms of 2000.000 ms (0.60 %): start 0.500 ms, MPI_Init 6.000 ms, "
+                      "MPI_Finalize 0.100 ms, last flush 0.150 ms, writer thread 3.000 ms CPU, 40000 calls ~2.250 ms; "
+                      "buffers 3 MiB\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(count(text, " ms CPU, "), 8u);
+  EXPECT_NE(text.find("  ... 4 more ranks; the largest share is rank 10's, 2.60 %\n"), std::string::npos) << text;
+}
+
+TEST(ReportHtml, EscapesEverythingFromTheTimeline) {
+  Report report = test::sample_report(4, 10);
+  report.profile.path = "/tmp/<script>alert(1)</script>.h5";
+  report.profile.ranks[2].host = "<b>&\"'";
+  report.stragglers.stragglers[0].cause = "slow <i>compute</i>";
+  report.stragglers.stragglers[0].evidence = "waits > 3 ms & \"more\"\x01";
+  report.buckets.recommendation = "Use <25 MiB & see";
+  const std::string html = report_html(report);
+  EXPECT_EQ(html.find("<b>&\"'"), std::string::npos);
+  EXPECT_NE(html.find("&lt;b&gt;&amp;&quot;&#39;"), std::string::npos);
+  EXPECT_EQ(html.find("<script>"), std::string::npos);
+  EXPECT_NE(html.find("/tmp/&lt;script&gt;alert(1)&lt;/script&gt;.h5"), std::string::npos);
+  EXPECT_EQ(html.find("<i>"), std::string::npos);
+  EXPECT_NE(html.find("slow &lt;i&gt;compute&lt;/i&gt;"), std::string::npos);
+  EXPECT_NE(html.find("waits &gt; 3 ms &amp; &quot;more&quot;\xEF\xBF\xBD"), std::string::npos);
+  EXPECT_NE(html.find("Use &lt;25 MiB &amp; see"), std::string::npos);
+  expect_well_formed_and_self_contained(html);
+}
+
+TEST(ReportHtml, EmptyReportSaysWhatIsMissing) {
+  const std::string html = report_html(Report{});
+  expect_well_formed_and_self_contained(html);
+  EXPECT_EQ(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("<dt>Steps</dt><dd>0</dd>"), std::string::npos);
+  EXPECT_NE(html.find("<dt>Mean step time</dt><dd>—"), std::string::npos);
+  EXPECT_NE(html.find("no straggler found"), std::string::npos);
+  for (const char* note : {"wait-heatmap-note", "straggler-note", "overlap-note", "bucket-note"}) {
+    EXPECT_NE(html.find("id=\"" + std::string(note) + "\""), std::string::npos) << note;
+  }
+}
+
+TEST(ReportHtml, RanksWithoutStepsDrawNoHeatmap) {
+  Report report = test::sample_report(3, 0);
+  const std::string html = report_html(report);
+  expect_well_formed_and_self_contained(html);
+  EXPECT_NE(html.find("id=\"wait-heatmap-note\""), std::string::npos);
+  EXPECT_EQ(html.find("id=\"wait-heatmap\""), std::string::npos);
+}
+
+TEST(ReportHtml, SingleRankWithoutCommunication) {
+  const std::string html = report_html(test::single_rank_report(5));
+  expect_well_formed_and_self_contained(html);
+  EXPECT_NE(html.find("id=\"wait-heatmap\""), std::string::npos);
+  EXPECT_NE(html.find("rank 0: no communication"), std::string::npos);
+  EXPECT_EQ(html.find("class=\"mean\""), std::string::npos) << "no mean overlap without communication";
+  EXPECT_NE(html.find("id=\"bucket-note\""), std::string::npos);
+  EXPECT_NE(html.find("no straggler found"), std::string::npos);
+}
+
+TEST(ReportHtml, DegenerateBucketFiguresStayFinite) {
+  Report report = test::sample_report(2, 3);
+  report.buckets.buckets.resize(1);
+  report.buckets.buckets[0].bytes = 0;
+  report.buckets.buckets[0].bus_bandwidth_gbps = NAN;
+  report.buckets.buckets[0].overlap_pct = NAN;
+  report.buckets.predictions = {{64u << 20, 5'000'000}};
+  report.buckets.recommended_bucket_bytes = 64u << 20;
+  report.buckets.fit = {};
+  report.profile.clock_corrected = false;
+  report.profile.clocks.clear();
+  const std::string html = report_html(report);
+  expect_well_formed_and_self_contained(html);
+  EXPECT_NE(html.find("id=\"bucket-plot\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"bucket-prediction-plot\""), std::string::npos);
+  EXPECT_NE(html.find("not corrected"), std::string::npos);
+}
+
+TEST(ReportHtml, ThousandRanksKeepOneRowEachAndFewLabels) {
+  const std::string html = report_html(test::sample_report(1024, 50, /*slow_rank=*/700));
+  expect_well_formed_and_self_contained(html);
+  EXPECT_EQ(count(html, "<g><title>rank "), 1024u);
+  EXPECT_NE(html.find("<g><title>rank 1023 on gpu-node-255: exposed wait"), std::string::npos);
+  EXPECT_NE(html.find("◀ straggler 700"), std::string::npos);
+  // Rank labels every 20th row (one-pixel rows, labels 14 pixels apart at least).
+  const size_t heatmap_begin = html.find("<svg id=\"wait-heatmap\"");
+  const size_t heatmap_end = html.find("</svg>", heatmap_begin);
+  const std::string heatmap = html.substr(heatmap_begin, heatmap_end - heatmap_begin);
+  EXPECT_NE(heatmap.find(">1000</text>"), std::string::npos);
+  EXPECT_EQ(heatmap.find(">1001</text>"), std::string::npos);
+  EXPECT_LT(count(heatmap, "<text"), 120u);
+  EXPECT_EQ(html.find("<details open>"), std::string::npos) << "a 1024-row table starts folded";
+  EXPECT_LT(html.size(), size_t{4} << 20) << "a page to open, not a data dump";
+}
+
+}  // namespace
+}  // namespace rankscope

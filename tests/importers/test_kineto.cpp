@@ -1,0 +1,470 @@
+// The Kineto importer's parts: the streaming reader, one trace's translation
+// and its damage counts, and the matching and clock alignment across ranks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rankscope/model/error.h"
+#include "rankscope/model/metadata.h"
+#include "rankscope/model/shard.h"
+#include "shard_contents.h"
+// Internal to the merge library; tested directly.
+#include "kineto_align.h"
+#include "kineto_reader.h"
+#include "kineto_trace.h"
+
+namespace rankscope::kineto {
+namespace {
+
+TEST(KinetoNumbers, MilliUnitsAreExactToThreeDecimals) {
+  int64_t v = 0;
+  ASSERT_TRUE(parse_milli("4458676522690.655", v));
+  EXPECT_EQ(v, 4458676522690655);
+  ASSERT_TRUE(parse_milli("1682725898236567", v));
+  EXPECT_EQ(v, 1682725898236567000);
+  ASSERT_TRUE(parse_milli("68.0", v));
+  EXPECT_EQ(v, 68000);
+  ASSERT_TRUE(parse_milli("-2.5", v));
+  EXPECT_EQ(v, -2500);
+  ASSERT_TRUE(parse_milli("1.0005", v));  // the fourth decimal rounds
+  EXPECT_EQ(v, 1001);
+  ASSERT_TRUE(parse_milli("1.5e3", v));
+  EXPECT_EQ(v, 1500000);
+  EXPECT_FALSE(parse_milli("", v));
+  EXPECT_FALSE(parse_milli("abc", v));
+  EXPECT_FALSE(parse_milli("12x", v));
+  EXPECT_FALSE(parse_milli("99999999999999999999", v));  // beyond int64 ns
+  EXPECT_FALSE(parse_milli("1e300", v));
+}
+
+TEST(KinetoFileNames, RankFromName) {
+  EXPECT_EQ(rank_from_file_name("/x/sampled_rank-1.json.gz"), 1);
+  EXPECT_EQ(rank_from_file_name("trace_RANK_12.json"), 12);
+  EXPECT_EQ(rank_from_file_name("/ranks/host.rank3.pt.trace.json"), 3);
+  EXPECT_EQ(rank_from_file_name("/rank7/trace.json"), -1);  // folders do not count
+  EXPECT_EQ(rank_from_file_name("trace.json"), -1);
+}
+
+struct Collected {
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::vector<std::string> events;
+  std::vector<uint64_t> offsets;
+  std::vector<std::string> problems;
+};
+
+ReaderStats read(std::string_view text, Collected& out) {
+  TraceReader::Callbacks callbacks;
+  callbacks.on_header = [&](std::string_view key, std::string_view value) {
+    out.headers.emplace_back(std::string(key), std::string(value));
+  };
+  callbacks.on_event = [&](std::string_view value, uint64_t, uint64_t offset) {
+    out.events.emplace_back(value);
+    out.offsets.push_back(offset);
+  };
+  callbacks.on_problem = [&](const std::string& message) { out.problems.push_back(message); };
+  return TraceReader::read_text("t.json", text, callbacks);
+}
+
+TEST(KinetoReader, HandsOutHeaderValuesAndEventsWhole) {
+  Collected c;
+  const std::string text =
+      R"({"schemaVersion": 1, "distributedInfo": {"rank": 3, "x": [1, {"y": "}]"}]},
+  "traceEvents": [ {"ph": "X", "name": "a \"quoted\" }{ name", "args": {"k": [1, 2]}},
+  {"ph": "i"} ],
+  "baseTimeNanoseconds": 1711964646000000000})";
+  const ReaderStats stats = read(text, c);
+  EXPECT_FALSE(stats.truncated);
+  ASSERT_EQ(c.headers.size(), 3u);
+  EXPECT_EQ(c.headers[0], std::make_pair(std::string("schemaVersion"), std::string("1")));
+  EXPECT_EQ(c.headers[1].second, R"({"rank": 3, "x": [1, {"y": "}]"}]})");
+  EXPECT_EQ(c.headers[2].second, "1711964646000000000");
+  ASSERT_EQ(c.events.size(), 2u);
+  EXPECT_EQ(c.events[0], R"({"ph": "X", "name": "a \"quoted\" }{ name", "args": {"k": [1, 2]}})");
+  EXPECT_EQ(c.events[1], R"({"ph": "i"})");
+  EXPECT_EQ(text.substr(c.offsets[1], 11), R"({"ph": "i"})");
+  EXPECT_TRUE(c.problems.empty());
+}
+
+TEST(KinetoReader, SkipsAnUnbalancedEventToTheNextOne) {
+  Collected c;
+  const ReaderStats stats = read(R"({"traceEvents": [{"ph": "X"}, {"ph": "X", "args": {]}, {"ph": "i"}]})", c);
+  ASSERT_EQ(c.events.size(), 2u);
+  EXPECT_EQ(c.events[1], R"({"ph": "i"})");
+  EXPECT_EQ(stats.elements_skipped, 1u);
+  ASSERT_EQ(c.problems.size(), 1u);
+  EXPECT_NE(c.problems[0].find("t.json: event 1 at byte 30"), std::string::npos) << c.problems[0];
+}
+
+// Damage that looks like events inside it (a nested object after "},", a
+// string holding "}, {", an unterminated string running on for lines) costs
+// the damaged event only.
+TEST(KinetoReader, LosesOnlyTheDamagedEvent) {
+  const std::string sound_a = R"({"ph":"X","name":"a","ts":1,"dur":1})";
+  const std::string sound_b = R"({"ph":"X","name":"b","ts":2,"dur":1})";
+  const std::string damaged[] = {
+      R"({"ph":"X","name":"bad","args":{"l":[{"p":1},{"q":2}]}]})",  // an extra ']'
+      R"({"ph":"X","name":"x}, {y","args":{"l":[1}})",             // '}' closing a '['
+      R"({"ph":"X","name":"cut)",                                    // the string never ends
+      R"({"ph":"X","name":"cut","args":{"x":[1,2)",                  // nor the brackets
+  };
+  for (const std::string& bad : damaged) {
+    Collected c;
+    const std::string text = "{\"traceEvents\": [\n  " + sound_a + ",\n  " + bad + ",\n  " + sound_b + ",\n  " +
+                             sound_a + "\n],\n\"baseTimeNanoseconds\": 5}";
+    const ReaderStats stats = read(text, c);
+    EXPECT_EQ(c.events, (std::vector<std::string>{sound_a, sound_b, sound_a})) << bad;
+    EXPECT_EQ(stats.elements_skipped, 1u) << bad;
+    EXPECT_FALSE(stats.truncated) << bad;
+    ASSERT_EQ(c.headers.size(), 1u) << bad;  // the keys after the events are still read
+    EXPECT_EQ(c.headers[0].second, "5") << bad;
+  }
+}
+
+TEST(KinetoReader, KeepsEverythingBeforeACut) {
+  Collected c;
+  const ReaderStats stats = read(R"({"traceEvents": [{"ph": "X"}, {"ph": "i"}, {"ph": "X", "na)", c);
+  EXPECT_TRUE(stats.truncated);
+  EXPECT_EQ(c.events.size(), 2u);
+  ASSERT_EQ(c.problems.size(), 1u);
+  EXPECT_NE(c.problems[0].find("ends inside event 2"), std::string::npos) << c.problems[0];
+}
+
+TEST(KinetoReader, RefusesWhatIsNotATrace) {
+  Collected c;
+  EXPECT_THROW(read("", c), Error);
+  EXPECT_THROW(read("[1, 2]", c), Error);
+}
+
+TEST(KinetoReader, ReadsEventsLargerThanItsWindowAndManySmallOnes) {
+  std::string text = R"({"traceEvents": [)";
+  const std::string big_name(9u << 20, 'n');  // beyond the 4 MiB first window
+  text += R"({"ph": "X", "name": ")" + big_name + R"("})";
+  for (int i = 0; i < 100000; ++i) text += R"(, {"ph": "i", "ts": )" + std::to_string(i) + "}";
+  text += "]}";
+  Collected c;
+  const ReaderStats stats = read(text, c);
+  EXPECT_FALSE(stats.truncated);
+  ASSERT_EQ(c.events.size(), 100001u);
+  EXPECT_EQ(c.events[0].size(), big_name.size() + 23);
+  EXPECT_EQ(c.events.back(), R"({"ph": "i", "ts": 99999})");
+}
+
+// Strings full of brackets, quotes and backslashes, at every alignment to
+// the reader's 64-byte blocks: each event comes out exactly as written.
+TEST(KinetoReader, FindsEveryEventWhateverItsStringsHold) {
+  std::mt19937 random(7);
+  const std::string alphabet = "ab{}[]\"\\:, ";
+  std::vector<std::string> events;
+  std::string text = R"({"traceEvents": [)";
+  for (int i = 0; i < 3000; ++i) {
+    std::string name;
+    const int length = static_cast<int>(random() % 150);
+    for (int k = 0; k < length; ++k) {
+      const char c = alphabet[random() % alphabet.size()];
+      if (c == '"' || c == '\\') name += '\\';
+      name += c;
+    }
+    events.push_back(R"({"ph": "X", "name": ")" + name + R"(", "args": {"a": [[1], {"b": "]"}]}})");
+    text += (i ? ", " : "") + events.back();
+  }
+  text += "]}";
+  Collected c;
+  const ReaderStats stats = read(text, c);
+  EXPECT_FALSE(stats.truncated);
+  EXPECT_TRUE(c.problems.empty());
+  EXPECT_EQ(c.events, events);
+}
+
+// One trace translated without a shard: what it counts and says.
+class KinetoTrace : public ::testing::Test {
+ protected:
+  TraceImport& import(const std::string& name, const std::string& text) {
+    trace_ = std::make_unique<TraceImport>(name, "", settings_);
+    trace_->read_text(text);
+    return *trace_;
+  }
+  ImportSettings settings_;
+  std::unique_ptr<TraceImport> trace_;
+};
+
+TEST_F(KinetoTrace, TakesRankBaseAndCommunicationFromTheirSources) {
+  const std::string text = R"json({"distributedInfo": {"backend": "nccl", "rank": "5", "world_size": 8},
+ "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 10.5, "dur": 2,
+   "args": {"External id": 77, "Collective name": "allreduce", "dtype": "Float", "In msg nelems": 1024,
+            "Process Group Name": "0", "Seq": 41}},
+  {"ph": "X", "cat": "kernel", "name": "my_custom_allreduce", "pid": 0, "tid": 7, "ts": 11, "dur": 5,
+   "args": {"External id": 77, "correlation": 9, "stream": 7, "device": 0}},
+  {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+   "pid": 0, "tid": 7, "ts": 20, "dur": 5,
+   "args": {"correlation": 10, "Comms Id": 18446744073709551615, "Collective name": "_allgather_base",
+            "dtype": "BFloat16", "In msg nelems": 10}},
+  {"ph": "X", "cat": "kernel", "name": "deep_ep::dispatch<1>", "pid": 0, "tid": 8, "ts": 30, "dur": 1, "args": {}},
+  {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 40, "dur": 1, "args": {}},
+  {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "pid": 0, "tid": 7,
+   "ts": 50, "dur": 1, "args": {"Collective name": "allreduce", "Seq": 42}}
+ ],
+ "baseTimeNanoseconds": 1000000000})json";
+  settings_.comm_kernel_patterns = {"^deep_ep::"};
+  const TraceImport& t = import("trace.json", text);
+  EXPECT_EQ(t.summary().rank, 5);
+  EXPECT_EQ(t.summary().world_size, 8);
+  EXPECT_EQ(t.summary().base_ns, 1'000'000'000);
+  EXPECT_EQ(t.summary().events, 6u);
+  const auto& records = t.collectives().records;
+  ASSERT_EQ(records.size(), 4u);
+  // Launched inside record_param_comms: communication whatever its name.
+  EXPECT_EQ(records[0].op, CommOp::kAllReduce);
+  EXPECT_EQ(records[0].key, MatchKey::kSeq);
+  EXPECT_EQ(records[0].id, 41u);
+  EXPECT_EQ(records[0].begin_ns, 1'000'000'000 + 11'000);  // the base is added
+  // Comms Id is unsigned: UINT64_MAX is a valid one.
+  EXPECT_EQ(records[1].op, CommOp::kAllGather);
+  EXPECT_EQ(records[1].key, MatchKey::kCommsId);
+  EXPECT_EQ(records[1].id, UINT64_MAX);
+  EXPECT_EQ(records[2].op, CommOp::kNone);  // known by the user's pattern only
+  // Seq counts per process group: without the group, matching falls back to time.
+  EXPECT_EQ(records[3].op, CommOp::kAllReduce);
+  EXPECT_EQ(records[3].key, MatchKey::kTime);
+  EXPECT_EQ(t.summary().problems, 0u);
+}
+
+TEST_F(KinetoTrace, CountsAndNamesEveryKindOfDamageAndKeepsTheRest) {
+  const std::string text = R"({"traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "good", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+  {"ph": "X", "cat": "cpu_op", "name": "negative", "pid": 1, "tid": 1, "ts": 1, "dur": -5},
+  {"ph": "X", "cat": "cpu_op", "name": "236 years", "pid": 1, "tid": 1, "ts": 1, "dur": 7444512000000000},
+  {"ph": "X", "cat": "cpu_op", "name": "no dur", "pid": 1, "tid": 1, "ts": 1},
+  {"cat": "cpu_op", "name": "no ph", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+  {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 2, "dur": 1,
+   "args": {"correlation": 9223372036854775808}},
+  {"ph": "X", "ts": "soon", "dur": 1},
+  {"ph": "X", "name": "bad json" "ts": 1},
+  {"ph": "B", "name": "begin", "pid": 1, "tid": 1, "ts": 3},
+  {"ph": "X", "cat": "cpu_op", "name": "good too", "pid": 1, "tid": 1, "ts": 5, "dur": 1},
+  {"ph": "X", "cat": "cpu_op", "name": "far future", "pid": 1, "tid": 1, "ts": 9e15, "dur": 1},
+  {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 6, "dur": 1,
+   "args": {"External id": -3, "correlation": 11}}
+ ]})";
+  const TraceImport& t = import("trace_rank_2.json", text);
+  EXPECT_EQ(t.summary().rank, 2);  // from the file name
+  EXPECT_EQ(t.summary().events, 4u);  // the two good ones and the kernels, without their bad ids
+  const Counters& c = t.counters();
+  EXPECT_EQ(c.get(counter::kKinetoBadTimes), 4u);
+  EXPECT_EQ(c.get(counter::kKinetoMissingFields), 2u);
+  EXPECT_EQ(c.get(counter::kKinetoIdsOutOfRange), 2u);
+  EXPECT_EQ(c.get(counter::kKinetoMalformed), 1u);
+  EXPECT_EQ(c.get(counter::kKinetoUnsupported), 1u);
+  EXPECT_EQ(c.get(counter::kKinetoTruncated), 0u);
+  const auto& lines = t.summary().problem_lines;
+  ASSERT_EQ(lines.size(), 9u);
+  EXPECT_NE(lines[0].find("trace_rank_2.json: event 1 (byte "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("negative"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("event 2 "), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("absurd"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[4].find("9223372036854775808 is not an id"), std::string::npos) << lines[4];
+  EXPECT_NE(lines[6].find("event 7 "), std::string::npos) << lines[6];
+  EXPECT_NE(lines[7].find("event 10 "), std::string::npos) << lines[7];
+  EXPECT_NE(lines[7].find("within 146 years"), std::string::npos) << lines[7];
+  EXPECT_NE(lines[8].find("External id -3 is not an id"), std::string::npos) << lines[8];
+}
+
+// Imports a trace as the reference rank into a shard and reads the shard
+// back, its events in time order.
+testing::ShardContents import_as_reference(const std::string& text, const std::string& shard_name,
+                                           Counters* counters = nullptr) {
+  const std::string path = ::testing::TempDir() + "/" + shard_name;
+  const ImportSettings settings;
+  TraceImport trace("rank-0.json", path, settings);
+  trace.read_text(text);
+  RankAlignment reference;
+  reference.aligned = true;
+  trace.finish(1, reference, 0, {}, 0);
+  if (counters) *counters = trace.counters();
+  testing::ShardContents contents = testing::read_shard(path);
+  std::sort(contents.events.begin(), contents.events.end(), event_time_order);
+  return contents;
+}
+
+// Events without a correlation argument take it from the launch -> kernel
+// flow that follows them; the shard holds what the timeline will.
+TEST(KinetoShard, FlowsLinkLaunchesAndKernelsThatLackCorrelationIds) {
+  const std::string text = R"({"distributedInfo": {"rank": 0}, "traceEvents": [
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 2},
+  {"ph": "s", "id": 501, "pid": 1, "tid": 1, "ts": 10, "cat": "ac2g", "name": "ac2g"},
+  {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 15, "dur": 4},
+  {"ph": "f", "id": 501, "pid": 0, "tid": 7, "ts": 15, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+  {"ph": "X", "cat": "kernel", "name": "not followed", "pid": 0, "tid": 7, "ts": 20, "dur": 1},
+  {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 21, "dur": 1},
+  {"ph": "f", "id": 777, "pid": 0, "tid": 7, "ts": 20, "cat": "ac2g", "name": "ac2g", "bp": "e"}
+ ]})";
+  const auto shard = import_as_reference(text, "kineto-flows.shard");
+  const std::vector<Event>& events = shard.events;
+  const ShardScan& scan = shard.scan;
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].kind, EventKind::kCudaApi);
+  EXPECT_EQ(events[0].correlation_id, 501u);
+  EXPECT_EQ(events[1].kind, EventKind::kGpuKernel);
+  EXPECT_EQ(events[1].correlation_id, 501u);
+  EXPECT_EQ(events[2].correlation_id, 0u);  // another event came between it and the flow
+  EXPECT_TRUE(scan.ended);
+  EXPECT_EQ(scan.rank(), 0);
+  EXPECT_EQ(scan.sync_points.size(), 2u);
+}
+
+// Counters keep whole values; the caching allocator's [memory] instants
+// become a counter of bytes allocated per device.
+TEST(KinetoShard, CountersAndMemoryInstants) {
+  const std::string text = R"({"distributedInfo": {"rank": 0}, "traceEvents": [
+  {"ph": "C", "name": "queue", "pid": 1, "tid": 1, "ts": 10, "args": {"depth": 2.6}},
+  {"ph": "C", "name": "queue", "pid": 1, "tid": 1, "ts": 11, "args": {"depth": -1}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 12,
+   "args": {"Device Type": 1, "Device Id": 3, "Bytes": 512, "Total Allocated": 4096}}
+ ]})";
+  Counters counters;
+  const auto shard = import_as_reference(text, "kineto-counters.shard", &counters);
+  const std::vector<Event>& events = shard.events;
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, EventKind::kCounter);
+  EXPECT_EQ(events[0].bytes, 3u);  // 2.6 rounded
+  EXPECT_EQ(events[1].kind, EventKind::kCounter);
+  EXPECT_EQ(events[1].bytes, 4096u);
+  EXPECT_EQ(shard.track_names.at(events[0].track), "queue depth");
+  EXPECT_EQ(shard.track_names.at(events[1].track), "memory allocated (device 3)");
+  EXPECT_EQ(counters.get(counter::kKinetoUnsupported), 1u);  // the negative sample
+}
+
+// A rank that shares no communication keeps the reference's clock, but its
+// timestamps count from its own baseTimeNanoseconds: that difference is
+// corrected, with a bound that claims nothing.
+TEST(KinetoShard, UnalignedRanksStillTakeTheirBaseIntoAccount) {
+  const std::string text = R"({"traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 100, "dur": 2}],
+  "baseTimeNanoseconds": 3000000000})";
+  const std::string path = ::testing::TempDir() + "/kineto-base.shard";
+  const ImportSettings settings;
+  TraceImport trace("rank-1.json", path, settings);
+  trace.read_text(text);
+  RankAlignment none;
+  none.rank = 1;
+  trace.finish(2, none, 1'000'000'000, {}, 0);
+  const ShardScan scan = testing::read_shard(path).scan;
+  ASSERT_EQ(scan.sync_points.size(), 2u);  // at the first and last event
+  for (const SyncPoint& point : scan.sync_points) {
+    // local - reference: this rank's timestamps are 2 s later than the reference's would be.
+    EXPECT_EQ(point.offset_ns, -2'000'000'000);
+    EXPECT_EQ(point.bound_ns, kUnknownBoundNs);
+  }
+  EXPECT_EQ(trace.counters().get(counter::kKinetoUnaligned), 1u);
+}
+
+// ------------------------------------------------------------ alignment ---
+
+// Ranks with known clock offsets running the same collectives, each ending
+// together within `spread_ns` after every rank has begun.
+std::vector<RankCollectives> job(const std::vector<int64_t>& offsets, int collectives, MatchKey key, uint32_t seed,
+                                 int64_t spread_ns = 3'000) {
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<int64_t> arrive(0, 200'000), spread(0, spread_ns);
+  std::vector<RankCollectives> ranks(offsets.size());
+  for (size_t r = 0; r < offsets.size(); ++r) ranks[r].rank = static_cast<int32_t>(r);
+  int64_t t = 1'000'000;
+  for (int c = 0; c < collectives; ++c) {
+    const int64_t last_arrival = t + 200'000, end = last_arrival + 50'000;
+    for (size_t r = 0; r < offsets.size(); ++r) {
+      CollectiveRecord record;
+      record.group = 7;
+      record.op = CommOp::kAllReduce;
+      record.key = key;
+      record.id = key == MatchKey::kTime ? 0 : static_cast<uint64_t>(c);
+      record.begin_ns = t + arrive(random) + offsets[r];
+      record.end_ns = end + spread(random) + offsets[r];
+      ranks[r].records.push_back(record);
+    }
+    t += 1'000'000 + static_cast<int64_t>(random() % 500'000);
+  }
+  return ranks;
+}
+
+TEST(KinetoAlignment, FindsKnownOffsetsWithinTheirBoundsBySeq) {
+  const std::vector<int64_t> offsets = {0, 2'500'000'000, -730'000, 42};
+  const Alignment a = align_ranks(job(offsets, 50, MatchKey::kSeq, 1));
+  EXPECT_EQ(a.reference, 0);
+  for (size_t r = 0; r < offsets.size(); ++r) {
+    ASSERT_TRUE(a.ranks[r].aligned) << r;
+    EXPECT_TRUE(a.ranks[r].consistent) << r;
+    EXPECT_LE(std::llabs(a.ranks[r].offset_ns - offsets[r]), a.ranks[r].bound_ns) << r;
+    EXPECT_LE(std::llabs(a.ranks[r].offset_ns - offsets[r]), 3'000) << r;  // ends agree within the spread
+    EXPECT_LE(a.ranks[r].bound_ns, 100'000) << r;  // causality alone pins it near the 50 µs transfers
+    EXPECT_EQ(a.unmatched[r], 0u);
+  }
+  EXPECT_EQ(a.instance[1][17], a.instance[3][17]);
+  EXPECT_EQ(a.instance[1][17], 17u);  // instances are named by their Seq
+}
+
+TEST(KinetoAlignment, MatchesByTimeWhenTracesSayNothingAndSomeKernelsAreMissing) {
+  const std::vector<int64_t> offsets = {0, -40'000'000, 900'000};
+  std::vector<RankCollectives> ranks = job(offsets, 40, MatchKey::kTime, 2);
+  // Sampled traces: each rank lost different kernels, so order says nothing.
+  ranks[1].records.erase(ranks[1].records.begin() + 3);
+  ranks[2].records.erase(ranks[2].records.begin() + 10, ranks[2].records.begin() + 13);
+  const Alignment a = align_ranks(ranks);
+  for (size_t r = 0; r < offsets.size(); ++r) {
+    ASSERT_TRUE(a.ranks[r].aligned) << r;
+    EXPECT_LE(std::llabs(a.ranks[r].offset_ns - offsets[r]), a.ranks[r].bound_ns) << r;
+    EXPECT_LE(std::llabs(a.ranks[r].offset_ns - offsets[r]), 3'000) << r;
+  }
+  // Rank 1's fourth kernel is gone: its fifth is the reference's fifth.
+  EXPECT_EQ(a.instance[1][3], a.instance[0][4]);
+  EXPECT_EQ(a.instance[2][10], a.instance[0][13]);
+  // Each lost kernel is lost on one rank only: the others still match it.
+  EXPECT_EQ(a.unmatched[0], 0u);
+  EXPECT_EQ(a.instance[0][3], a.instance[2][3]);
+  EXPECT_NE(a.instance[0][3], a.instance[0][4]);
+}
+
+TEST(KinetoAlignment, MatchesByTimeWhenClocksAreHundredsOfKernelsApart) {
+  const std::vector<int64_t> offsets = {0, 2'500'000'000, -100'000'000};
+  const Alignment a = align_ranks(job(offsets, 300, MatchKey::kTime, 5));
+  for (size_t r = 0; r < offsets.size(); ++r) {
+    ASSERT_TRUE(a.ranks[r].aligned) << r;
+    EXPECT_TRUE(a.ranks[r].consistent) << r;
+    EXPECT_LE(std::llabs(a.ranks[r].offset_ns - offsets[r]), 3'000) << r;
+    EXPECT_EQ(a.unmatched[r], 0u) << r;
+  }
+}
+
+TEST(KinetoAlignment, RanksWithNothingInCommonStayUnaligned) {
+  std::vector<RankCollectives> ranks = job({0, 5'000}, 10, MatchKey::kSeq, 3);
+  RankCollectives alone;
+  alone.rank = 2;
+  CollectiveRecord r;
+  r.group = 99;  // another process group, shared with nobody here
+  r.key = MatchKey::kSeq;
+  r.op = CommOp::kAllReduce;
+  alone.records.push_back(r);
+  ranks.push_back(alone);
+  const Alignment a = align_ranks(ranks);
+  EXPECT_TRUE(a.ranks[1].aligned);
+  EXPECT_FALSE(a.ranks[2].aligned);
+  EXPECT_EQ(a.unmatched[2], 1u);
+}
+
+TEST(KinetoAlignment, ContradictingCausalityIsFlaggedNotHidden) {
+  // Rank 1's clock gains 1 ms a collective: no constant offset fits them all.
+  std::vector<RankCollectives> ranks = job({0, 0}, 40, MatchKey::kSeq, 4);
+  for (size_t i = 0; i < ranks[1].records.size(); ++i) {
+    ranks[1].records[i].begin_ns += static_cast<int64_t>(i) * 1'000'000;
+    ranks[1].records[i].end_ns += static_cast<int64_t>(i) * 1'000'000;
+  }
+  const Alignment a = align_ranks(ranks);
+  ASSERT_TRUE(a.ranks[1].aligned);
+  EXPECT_FALSE(a.ranks[1].consistent);
+  EXPECT_GT(a.ranks[1].bound_ns, 0);
+}
+
+}  // namespace
+}  // namespace rankscope::kineto

@@ -1,0 +1,99 @@
+// The job's HDF5 timeline: reading it back (the merge writes it; see merge.h).
+// Schema and its reasons: docs/format.md.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rankscope/model/event.h"
+#include "rankscope/model/metadata.h"
+
+namespace rankscope {
+
+inline constexpr uint32_t kTimelineVersion = 1;
+inline constexpr const char* kTimelineFormatName = "rankscope-timeline";
+
+enum class RankStatus : uint8_t {
+  kComplete = 0,  // the agent closed its shard cleanly
+  kDead = 1,      // the shard ends without its end marker: the rank died or was killed
+  kMissing = 2,   // no shard for this rank
+  kTerminated = 3,  // a signal ended the process; the agent closed its shard first
+  kAborted = 4,     // the application called MPI_Abort (its code: counter mpi_abort_code); shard closed first
+};
+const char* rank_status_name(RankStatus status);
+
+// How a rank's times were put on the reference (rank 0's) clock.
+struct RankClock {
+  bool synced = false;     // false: its times are its local clock's
+  int64_t offset_ns = 0;   // local minus reference, at the first measurement
+  double drift_ppm = 0;    // mean over the measured span
+  int64_t bound_ns = 0;    // largest error bound of its measurements
+  int64_t repair_shift_ns = 0;  // added to all its times by merge --repair-clock
+  std::vector<SyncPoint> points;
+};
+
+struct RankInfo {
+  int32_t rank = -1;
+  int32_t local_rank = -1;
+  int32_t node_id = -1;
+  RankStatus status = RankStatus::kMissing;
+  int64_t pid = 0;
+  uint64_t event_offset = 0;  // first row of this rank in /events
+  uint64_t event_count = 0;
+  int64_t first_ns = 0;       // earliest begin
+  int64_t last_ns = 0;        // latest end
+  int64_t last_heard_ns = 0;  // latest time any chunk of the shard was written
+  int64_t start_wall_ns = 0;
+  std::string host, gpu_uuids, launcher, agent_version, capture, shard;
+  std::vector<uint64_t> events_by_kind;  // indexed by EventKind value - 1
+  std::vector<Track> tracks;             // name_id refers to the job's string table
+  Counters counters;
+  RankClock clock;
+};
+
+class Timeline {
+ public:
+  // Opens and validates a timeline; throws Error naming the file and what is wrong.
+  explicit Timeline(const std::string& path);
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+  ~Timeline();
+
+  const std::string& path() const { return path_; }
+  int32_t world_size() const { return static_cast<int32_t>(ranks_.size()); }
+  uint64_t event_count() const { return event_count_; }
+  // Whether every rank's times are on rank 0's clock.
+  bool clock_corrected() const { return clock_corrected_; }
+  const std::vector<RankInfo>& ranks() const { return ranks_; }
+  const std::vector<std::string>& strings() const { return strings_; }
+  const std::string& string(uint32_t id) const;
+
+  // Reads rows [first, first + count) of /events into `out`.
+  void read_events(uint64_t first, uint64_t count, std::vector<Event>& out) const;
+
+  // Streams one rank's events in time order, `block` at a time: visit(span).
+  template <typename Visit>
+  void for_each_event_block(int32_t rank, Visit&& visit, uint64_t block = 1 << 18) const {
+    const RankInfo& info = ranks_.at(static_cast<size_t>(rank));
+    std::vector<Event> buffer;
+    for (uint64_t done = 0; done < info.event_count; done += block) {
+      const uint64_t n = std::min<uint64_t>(block, info.event_count - done);
+      read_events(info.event_offset + done, n, buffer);
+      visit(static_cast<const std::vector<Event>&>(buffer));
+    }
+  }
+
+ private:
+  std::string path_;
+  int64_t file_ = -1;  // hid_t, kept out of this header
+  int64_t events_ = -1;
+  int64_t event_type_ = -1;
+  uint64_t event_count_ = 0;
+  bool clock_corrected_ = false;
+  std::vector<RankInfo> ranks_;
+  std::vector<std::string> strings_;
+};
+
+}  // namespace rankscope
