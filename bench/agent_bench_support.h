@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "rankscope/model/counters.h"
 #include "rankscope/model/event.h"
 #include "rankscope/model/shard.h"
 

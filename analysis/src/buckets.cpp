@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/format.h"
+#include "rankscope/analysis/statistics.h"
 
 namespace rankscope::analysis {
 namespace {
@@ -43,18 +45,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 bool known(int64_t time_ns) { return time_ns != kUnknown; }
 
-// The middle value; the mean of the two middle ones for an even count.
-template <typename T>
-T median(std::vector<T> values, T when_empty) {
-  if (values.empty()) return when_empty;
-  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
-  std::nth_element(values.begin(), middle, values.end());
-  if (values.size() % 2 == 1) return *middle;
-  const T lower = *std::max_element(values.begin(), middle);
-  return lower + (*middle - lower) / 2;
-}
-
-int64_t median_ns(std::vector<int64_t> values) { return median(std::move(values), int64_t{0}); }
 
 // nccl-tests' bus bandwidth factor: the share of a collective's bytes that
 // crosses each rank's link, so that bus bandwidth compares with the link's.
@@ -136,20 +126,7 @@ int64_t step_duration_ns(const JobProfile& job, int32_t step) {
     const StepTimes& times = rank.steps[static_cast<size_t>(step)].times;
     if (known(times.begin_ns) && known(times.end_ns)) durations.push_back(times.duration());
   }
-  return median(std::move(durations), kUnknown);
-}
-
-std::string milliseconds(double ns) {
-  char text[32];
-  const double ms = ns * 1e-6;
-  std::snprintf(text, sizeof text, std::fabs(ms) >= 100 ? "%.0f ms" : std::fabs(ms) >= 10 ? "%.1f ms" : "%.2f ms", ms);
-  return text;
-}
-
-std::string mebibytes(uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.4g MiB", static_cast<double>(bytes) / static_cast<double>(kMiB));
-  return text;
+  return median_ns(std::move(durations), kUnknown);
 }
 
 // ------------------------------------------------------------ α–β fit ---
@@ -286,7 +263,7 @@ BucketStats bucket_stats(const std::vector<Sequence>& syncs, size_t index) {
                                bus_factor(CommOp::kAllReduce, instances.front()->ranks.size());
   }
   stats.algorithm = most_common_algorithm(instances);
-  stats.overlap_pct = median(std::move(hidden_pct), kNaN);
+  stats.overlap_pct = median(std::move(hidden_pct));
   stats.exposed_ns = median_ns(std::move(exposed));
   return stats;
 }
@@ -314,7 +291,7 @@ int64_t exposed_tail_ns(const Sequence& sync) {
   for (const auto& [rank, end] : last_end_by_rank) last_ends.push_back(end);
   const int64_t backward_end = backward_end_ns(sync);
   if (last_ends.empty() || !known(backward_end)) return kUnknown;
-  return std::max<int64_t>(0, median(std::move(last_ends), kUnknown) - backward_end);
+  return std::max<int64_t>(0, median_ns(std::move(last_ends), kUnknown) - backward_end);
 }
 
 // The backward pass as the predictor sees it: gradient bytes become ready at a
@@ -373,7 +350,7 @@ int64_t measured_step_ns(const JobProfile& job, const std::vector<Sequence>& syn
   for (int32_t step : steps) {
     if (const int64_t duration = step_duration_ns(job, step); known(duration)) durations.push_back(duration);
   }
-  return median(std::move(durations), kUnknown);
+  return median_ns(std::move(durations), kUnknown);
 }
 
 // Backward's pace: the bytes of buckets 1 and later over the time from the
@@ -456,29 +433,29 @@ void predict(const JobProfile& job, const std::vector<Sequence>& syncs, const Tr
     std::snprintf(sentence, sizeof sentence,
                   "No recommendation: the model puts the current buckets' exposed tail at %s against %s measured, "
                   "so the allreduces did not run as it assumes, one after another at the fitted speed%s.",
-                  milliseconds(static_cast<double>(current_tail_ns)).c_str(),
-                  milliseconds(static_cast<double>(report.exposed_tail_ns)).c_str(),
+                  format_duration(static_cast<double>(current_tail_ns)).c_str(),
+                  format_duration(static_cast<double>(report.exposed_tail_ns)).c_str(),
                   mpi ? " (MPI's non-blocking collectives progress only inside MPI calls)" : "");
   } else if (saving_ns <= smallest_saving_ns) {
     report.recommended_bucket_bytes = current_cap;
     std::snprintf(sentence, sizeof sentence,
                   "Keep the current %s buckets: no size from %s to %s is predicted to save more than %s of the %s "
                   "step, the model's margin of error.",
-                  mebibytes(current_cap).c_str(), mebibytes(report.predictions.front().bucket_bytes).c_str(),
-                  mebibytes(report.predictions.back().bucket_bytes).c_str(),
-                  milliseconds(static_cast<double>(smallest_saving_ns)).c_str(),
-                  milliseconds(static_cast<double>(current_step_ns)).c_str());
+                  format_bytes(current_cap).c_str(), format_bytes(report.predictions.front().bucket_bytes).c_str(),
+                  format_bytes(report.predictions.back().bucket_bytes).c_str(),
+                  format_duration(static_cast<double>(smallest_saving_ns)).c_str(),
+                  format_duration(static_cast<double>(current_step_ns)).c_str());
   } else {
     report.recommended_bucket_bytes = best.bucket_bytes;
     const int64_t best_tail_ns = best.step_ns - step_without_tail_ns;
     std::snprintf(sentence, sizeof sentence,
                   "Buckets of %s instead of the current %s should save about %s per step (%.1f %%), the exposed tail "
                   "after backward going from %s to %s.",
-                  mebibytes(best.bucket_bytes).c_str(), mebibytes(current_cap).c_str(),
-                  milliseconds(static_cast<double>(saving_ns)).c_str(),
+                  format_bytes(best.bucket_bytes).c_str(), format_bytes(current_cap).c_str(),
+                  format_duration(static_cast<double>(saving_ns)).c_str(),
                   100.0 * static_cast<double>(saving_ns) / static_cast<double>(current_step_ns),
-                  milliseconds(static_cast<double>(current_tail_ns)).c_str(),
-                  milliseconds(static_cast<double>(best_tail_ns)).c_str());
+                  format_duration(static_cast<double>(current_tail_ns)).c_str(),
+                  format_duration(static_cast<double>(best_tail_ns)).c_str());
   }
   report.recommendation = sentence;
 }
@@ -588,21 +565,21 @@ std::string prefetch_note(const std::vector<UnitSync>& syncs, size_t units) {
                   "All-gathers overlap the previous unit's compute (prefetch works): compute hides %.0f %% of their "
                   "time in flight; %s per step stays exposed, %s of it in unit 0's first all-gather, which nothing "
                   "can hide.",
-                  100 * hidden_share, milliseconds(static_cast<double>(exposed_per_step_ns)).c_str(),
-                  milliseconds(static_cast<double>(first_exposed_ns)).c_str());
+                  100 * hidden_share, format_duration(static_cast<double>(exposed_per_step_ns)).c_str(),
+                  format_duration(static_cast<double>(first_exposed_ns)).c_str());
   } else if (hidden_share >= kPrefetchedHiddenShare) {
     std::snprintf(note, sizeof note,
                   "All-gathers are started ahead but outlast the previous unit's compute: compute hides only %.0f %% "
                   "of their time in flight and they leave %s per step exposed; they are too slow for the compute "
                   "beside them, so the all-gathers themselves must get faster: starting them earlier would not help.",
-                  100 * hidden_share, milliseconds(static_cast<double>(exposed_per_step_ns)).c_str());
+                  100 * hidden_share, format_duration(static_cast<double>(exposed_per_step_ns)).c_str());
   } else {
     std::snprintf(note, sizeof note,
                   "All-gathers do not overlap the previous unit's compute: compute hides only %.0f %% of their time "
                   "in flight and they leave %s per step exposed; starting each unit's all-gather while the previous "
                   "unit computes (FSDP's backward_prefetch=BACKWARD_PRE, forward_prefetch=True) would hide most of "
                   "it.",
-                  100 * hidden_share, milliseconds(static_cast<double>(exposed_per_step_ns)).c_str());
+                  100 * hidden_share, format_duration(static_cast<double>(exposed_per_step_ns)).c_str());
   }
   return note;
 }

@@ -2,6 +2,7 @@
 // closed the shard (docs/agent.md, "What capture costs").
 #include <algorithm>
 
+#include "rankscope/model/counters.h"
 #include "rankscope/analysis/analysis.h"
 
 namespace rankscope::analysis {
@@ -32,13 +33,13 @@ std::vector<CaptureCost> capture_cost(const Timeline& timeline) {
     cost.mpi_finalize_ns = as_ns(c.get(counter::kCostMpiFinalizeNs));
     cost.finish_ns = as_ns(c.get(counter::kCostFinishNs));
     cost.flusher_cpu_ns = as_ns(c.get(counter::kCostFlusherCpuNs));
-    uint64_t host_events = c.get("mpi_polls_timed");  // timed like a recorded call, then only counted
+    uint64_t host_events = c.get(counter::kMpiPollsTimed);  // timed like a recorded call, then only counted
     for (const EventKind kind : kHostKinds) {
       const size_t index = static_cast<size_t>(kind) - 1;
       if (index < info.events_by_kind.size()) host_events += info.events_by_kind[index];
     }
     cost.host_events = host_events;
-    cost.polls_counted = c.get("mpi_polls_unrecorded");
+    cost.polls_counted = c.get(counter::kMpiPollsUnrecorded);
     cost.events_ns = as_ns((host_events * c.get(counter::kCostEventPs) + cost.polls_counted * c.get(counter::kCostPollPs)) / 1000);
     cost.buffer_bytes = c.get(counter::kCostBufferBytes);
     costs.push_back(cost);

@@ -7,30 +7,13 @@
 #include <tuple>
 
 #include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/format.h"
+#include "rankscope/analysis/statistics.h"
 #include "rankscope/timeline/collectives.h"
 #include "rankscope/model/json.h"
 
 namespace rankscope::analysis {
 namespace {
-
-std::string milliseconds(int64_t ns) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.3f ms", static_cast<double>(ns) * 1e-6);
-  return text;
-}
-
-std::string mebibytes(uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.3g MiB", static_cast<double>(bytes) / (1 << 20));
-  return text;
-}
-
-int64_t median(std::vector<int64_t> values) {
-  if (values.empty()) return 0;
-  const size_t middle = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<long>(middle), values.end());
-  return values[middle];
-}
 
 // Each rank's step durations, over the steps it ran.
 std::vector<int64_t> step_durations(const JobProfile& job) {
@@ -41,13 +24,6 @@ std::vector<int64_t> step_durations(const JobProfile& job) {
     }
   }
   return out;
-}
-
-int64_t mean(const std::vector<int64_t>& values) {
-  if (values.empty()) return 0;
-  long double total = 0;
-  for (int64_t v : values) total += static_cast<long double>(v);
-  return static_cast<int64_t>(total / static_cast<long double>(values.size()));
 }
 
 // Collectives grouped by (source, operation, communicator).
@@ -125,8 +101,8 @@ std::string report_text(const Report& report) {
   int64_t bound = 0;
   for (const RankClock& c : job.clocks) bound = std::max(bound, c.bound_ns);
   std::snprintf(line, sizeof(line), "%s: %d ranks, %zu steps, mean step %s (median %s); %s\n", job.path.c_str(),
-                job.world_size, job.step_numbers.size(), milliseconds(mean(steps)).c_str(),
-                milliseconds(median(steps)).c_str(),
+                job.world_size, job.step_numbers.size(), format_duration(mean_ns(steps)).c_str(),
+                format_duration(median_ns(steps)).c_str(),
                 job.clock_corrected ? ("clocks aligned, largest bound " + std::to_string(bound) + " ns").c_str()
                                     : "clocks NOT aligned (ranks keep their own clocks)");
   out += line;
@@ -137,8 +113,8 @@ std::string report_text(const Report& report) {
   for (size_t i = 0; i < report.stragglers.stragglers.size() && i < 3; ++i) {
     const Straggler& s = report.stragglers.stragglers[i];
     std::snprintf(line, sizeof(line), "  rank %d: %s (score %.2f); mean step %s, %s if it were as fast as the median rank\n",
-                  s.rank, s.cause.c_str(), s.score, milliseconds(s.actual_step_ns).c_str(),
-                  milliseconds(s.what_if_step_ns).c_str());
+                  s.rank, s.cause.c_str(), s.score, format_duration(s.actual_step_ns).c_str(),
+                  format_duration(s.what_if_step_ns).c_str());
     out += line;
     out += "    " + s.evidence.substr(0, 400) + (s.evidence.size() > 400 ? "..." : "") + "\n";
   }
@@ -161,13 +137,13 @@ std::string report_text(const Report& report) {
     std::snprintf(line, sizeof(line), "  rank %-5d overlap %6s   exposed wait %12s   exposed transfer %12s   idle %5.1f %%\n",
                   o.rank,
                   std::isnan(o.comm_comp_overlap_pct) ? "-" : (std::to_string(std::lround(o.comm_comp_overlap_pct)) + " %").c_str(),
-                  milliseconds(o.exposed_wait_ns / static_cast<int64_t>(ran)).c_str(),
-                  milliseconds(o.exposed_transfer_ns / static_cast<int64_t>(ran)).c_str(), o.idle_pct);
+                  format_duration(o.exposed_wait_ns / static_cast<int64_t>(ran)).c_str(),
+                  format_duration(o.exposed_transfer_ns / static_cast<int64_t>(ran)).c_str(), o.idle_pct);
     out += line;
     if (o.hta) {
       std::snprintf(line, sizeof(line), "             HTA: overlap %.2f %%, idle %.2f %%, compute %.2f %%, non-compute %.2f %% of %s\n",
                     o.hta->comm_comp_overlap_pct, o.hta->idle_pct, o.hta->compute_pct, o.hta->non_compute_pct,
-                    milliseconds(o.hta->kernel_time_ns).c_str());
+                    format_duration(o.hta->kernel_time_ns).c_str());
       out += line;
     }
   }
@@ -179,9 +155,9 @@ std::string report_text(const Report& report) {
   const BucketReport& b = report.buckets;
   if (b.ddp) {
     std::string sizes;
-    for (const BucketStats& bucket : b.buckets) sizes += (sizes.empty() ? "" : ", ") + mebibytes(bucket.bytes);
+    for (const BucketStats& bucket : b.buckets) sizes += (sizes.empty() ? "" : ", ") + format_bytes(bucket.bytes);
     std::snprintf(line, sizeof(line), "\nDDP buckets: %zu (%s); exposed tail after backward %s per step\n",
-                  b.buckets.size(), sizes.c_str(), milliseconds(b.exposed_tail_ns).c_str());
+                  b.buckets.size(), sizes.c_str(), format_duration(b.exposed_tail_ns).c_str());
     out += line;
     std::snprintf(line, sizeof(line), "  alpha-beta fit: %.1f us + %.3f ns/byte (R^2 %.2f, %d collectives)\n",
                   b.fit.alpha_ns * 1e-3, b.fit.ns_per_byte, b.fit.r_squared, b.fit.samples);
@@ -201,8 +177,8 @@ std::string report_text(const Report& report) {
     std::snprintf(line, sizeof(line), "  %-4s %-14s x%-6llu on %u ranks, median %s, skew median %s, transfer median %s\n",
                   source_name(g.source), std::string(comm_op_name(g.op)).c_str(),
                   static_cast<unsigned long long>(g.count), g.ranks,
-                  mebibytes(static_cast<uint64_t>(median(g.bytes))).c_str(), milliseconds(median(g.skew)).c_str(),
-                  milliseconds(median(g.transfer)).c_str());
+                  format_bytes(median_ns(g.bytes)).c_str(), format_duration(median_ns(g.skew)).c_str(),
+                  format_duration(median_ns(g.transfer)).c_str());
     out += line;
   }
   if (!report.capture_cost.empty()) {
@@ -219,11 +195,11 @@ std::string report_text(const Report& report) {
       std::snprintf(line, sizeof(line),
                     "  rank %-5d %s of %s (%.2f %%): start %s, MPI_Init %s, MPI_Finalize %s, last flush %s, "
                     "writer thread %s CPU, %llu calls ~%s; buffers %s\n",
-                    c.rank, milliseconds(c.total_ns()).c_str(), milliseconds(c.capture_ns).c_str(), c.share_pct(),
-                    milliseconds(c.start_ns).c_str(), milliseconds(c.mpi_init_ns).c_str(),
-                    milliseconds(c.mpi_finalize_ns).c_str(), milliseconds(c.finish_ns).c_str(),
-                    milliseconds(c.flusher_cpu_ns).c_str(), static_cast<unsigned long long>(c.host_events),
-                    milliseconds(c.events_ns).c_str(), mebibytes(c.buffer_bytes).c_str());
+                    c.rank, format_duration(c.total_ns()).c_str(), format_duration(c.capture_ns).c_str(), c.share_pct(),
+                    format_duration(c.start_ns).c_str(), format_duration(c.mpi_init_ns).c_str(),
+                    format_duration(c.mpi_finalize_ns).c_str(), format_duration(c.finish_ns).c_str(),
+                    format_duration(c.flusher_cpu_ns).c_str(), static_cast<unsigned long long>(c.host_events),
+                    format_duration(c.events_ns).c_str(), format_bytes(c.buffer_bytes).c_str());
       out += line;
     }
   }
@@ -238,7 +214,7 @@ std::string report_json(const Report& report) {
   const std::vector<int64_t> steps = step_durations(job);
   json.key("steps").begin_object().key("numbers").begin_array();
   for (uint64_t n : job.step_numbers) json.value(n);
-  json.end_array().key("mean_step_ns").value(mean(steps)).key("median_step_ns").value(median(steps)).end_object();
+  json.end_array().key("mean_step_ns").value(mean_ns(steps)).key("median_step_ns").value(median_ns(steps)).end_object();
 
   json.key("ranks").begin_array();
   for (size_t r = 0; r < job.ranks.size(); ++r) {
@@ -327,9 +303,9 @@ std::string report_json(const Report& report) {
   for (const CollectiveGroup& g : collective_groups(job)) {
     json.begin_object().key("source").value(source_name(g.source)).key("op").value(comm_op_name(g.op));
     json.key("comm_hash").value(g.comm_hash).key("count").value(g.count).key("ranks").value(static_cast<int64_t>(g.ranks));
-    json.key("median_bytes").value(median(g.bytes)).key("median_skew_ns").value(median(g.skew));
+    json.key("median_bytes").value(median_ns(g.bytes)).key("median_skew_ns").value(median_ns(g.skew));
     json.key("max_skew_ns").value(g.skew.empty() ? 0 : *std::max_element(g.skew.begin(), g.skew.end()));
-    json.key("median_transfer_ns").value(median(g.transfer)).key("median_wait_ns").value(median(g.wait)).end_object();
+    json.key("median_transfer_ns").value(median_ns(g.transfer)).key("median_wait_ns").value(median_ns(g.wait)).end_object();
   }
   json.end_array().end_object();
 

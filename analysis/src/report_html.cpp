@@ -12,25 +12,12 @@
 #include <vector>
 
 #include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/format.h"
 
 namespace rankscope::analysis {
 namespace {
 
 // ------------------------------------------------------------ formatting ---
-
-std::string printf_string(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string printf_string(const char* format, ...) {
-  va_list args;
-  va_start(args, format);
-  va_list measure;
-  va_copy(measure, args);
-  const int length = std::vsnprintf(nullptr, 0, format, measure);
-  va_end(measure);
-  std::string out(static_cast<size_t>(std::max(length, 0)), '\0');
-  std::vsnprintf(out.data(), out.size() + 1, format, args);
-  va_end(args);
-  return out;
-}
 
 // Everything that comes from the timeline (paths, hosts, names, the analyses'
 // sentences, which quote them) goes through here. Control characters other
@@ -56,46 +43,6 @@ std::string escape_html(std::string_view text) {
   }
   return out;
 }
-
-// `decimals` digits after the point, trailing zeros dropped: 25.0 → "25".
-std::string trimmed(double value, int decimals) {
-  std::string text = printf_string("%.*f", decimals, value);
-  if (text.find('.') != std::string::npos) {
-    text.erase(text.find_last_not_of('0') + 1);
-    if (text.back() == '.') text.pop_back();
-  }
-  return text == "-0" ? "0" : text;
-}
-
-// About three significant digits, enough to compare figures at a glance.
-std::string significant(double value) {
-  const double magnitude = std::fabs(value);
-  return trimmed(value, magnitude >= 100 ? 0 : magnitude >= 10 ? 1 : 2);
-}
-
-std::string format_duration(int64_t ns) {
-  if (ns == kUnknown) return "—";
-  const double value = static_cast<double>(ns);
-  const double magnitude = std::fabs(value);
-  if (magnitude < 1e3) return significant(value) + " ns";
-  if (magnitude < 1e6) return significant(value / 1e3) + " µs";
-  if (magnitude < 1e9) return significant(value / 1e6) + " ms";
-  return significant(value / 1e9) + " s";
-}
-
-std::string format_bytes(double bytes) {
-  static constexpr std::array<const char*, 5> kUnits = {"B", "KiB", "MiB", "GiB", "TiB"};
-  size_t unit = 0;
-  while (bytes >= 1024 && unit + 1 < kUnits.size()) {
-    bytes /= 1024;
-    ++unit;
-  }
-  return significant(bytes) + " " + kUnits[unit];
-}
-
-std::string format_percent(double pct) { return std::isfinite(pct) ? trimmed(pct, 1) + " %" : "—"; }
-
-std::string format_bandwidth(double gbps) { return std::isfinite(gbps) ? significant(gbps) + " GB/s" : "—"; }
 
 // SVG coordinates: one decimal is below a pixel's tenth, and keeps big pages small.
 std::string coord(double value) { return trimmed(value, 1); }

@@ -10,6 +10,8 @@
 #include <tuple>
 
 #include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/format.h"
+#include "rankscope/analysis/statistics.h"
 
 namespace rankscope::analysis {
 namespace {
@@ -93,17 +95,6 @@ double binomial_upper_tail(double trials, double successes, double p) {
   return regularized_incomplete_beta(successes, trials - successes + 1, p);
 }
 
-template <typename T>
-double median_of(std::vector<T> values) {
-  if (values.empty()) return 0;
-  const size_t middle = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + middle, values.end());
-  const double upper = static_cast<double>(values[middle]);
-  if (values.size() % 2 == 1) return upper;
-  const double lower = static_cast<double>(*std::max_element(values.begin(), values.begin() + middle));
-  return (lower + upper) / 2;
-}
-
 // Trials counted by step. A rank behind at a step's first collective is
 // behind at its next ones too, so one step's collectives are not independent
 // trials: each step is one trial, counting the share of its collectives that
@@ -140,23 +131,8 @@ struct StepTally {
 
 // ------------------------------------------------------------ formatting ---
 
-std::string format(const char* pattern, double value) {
-  char text[64];
-  std::snprintf(text, sizeof(text), pattern, value);
-  return text;
-}
-
-std::string duration_text(double ns) {
-  const double magnitude = std::fabs(ns);
-  if (magnitude >= 1e9) return format("%.3g s", ns * 1e-9);
-  if (magnitude >= 1e6) return format("%.3g ms", ns * 1e-6);
-  if (magnitude >= 1e3) return format("%.3g µs", ns * 1e-3);
-  return format("%.0f ns", ns);
-}
-
-std::string percent_text(double share) { return format("%.1f %%", share * 100); }
-std::string p_text(double p) { return format("%.2g", p); }
-std::string score_text(double score) { return format("%.3f", score); }
+std::string p_text(double p) { return printf_string("%.2g", p); }
+std::string score_text(double score) { return printf_string("%.3f", score); }
 
 // ------------------------------------------------------------- the facts ---
 
@@ -301,11 +277,11 @@ void gather_steps(JobFacts& facts) {
     StepFacts& step = facts.steps[s];
     step.known = true;
     step.time_ns = duration_sum / static_cast<int64_t>(computes.size());
-    step.median_compute_ns = static_cast<int64_t>(median_of(computes));
+    step.median_compute_ns = static_cast<int64_t>(median(computes, 0));
     step.max_compute_ns = *std::max_element(computes.begin(), computes.end());
     step.min_compute_ns = *std::min_element(computes.begin(), computes.end());
-    step.median_idle_ns = static_cast<int64_t>(median_of(idles));
-    step.median_work_ns = static_cast<int64_t>(median_of(works));
+    step.median_idle_ns = static_cast<int64_t>(median(idles, 0));
+    step.median_work_ns = static_cast<int64_t>(median(works, 0));
     facts.total_step_ns += step.time_ns;
     ++facts.known_steps;
   }
@@ -446,20 +422,20 @@ void score_arrivals(JobFacts& facts) {
 }
 
 ExcessFacts excess_over_median(const JobFacts& facts, const RankProfile& rank, int64_t RankStep::*time,
-                               int64_t StepFacts::*median) {
+                               int64_t StepFacts::*step_median) {
   ExcessFacts found;
   StepTally above;
   std::vector<int64_t> excesses;
   for (size_t s = 0; s < facts.step_count; ++s) {
     const RankStep* step = step_of(rank, s);
     if (!step) continue;
-    excesses.push_back(step->*time - facts.steps[s].*median);
+    excesses.push_back(step->*time - facts.steps[s].*step_median);
     above.add(s, excesses.back() > 0);
   }
   found.steps = above.steps_observed();
   found.above = above.total_successes();
   found.p_value = above.p_value(0.5);
-  found.median_excess_ns = static_cast<int64_t>(median_of(excesses));
+  found.median_excess_ns = static_cast<int64_t>(median(excesses, 0));
   return found;
 }
 
@@ -472,7 +448,7 @@ void score_compute(JobFacts& facts) {
     for (size_t s = 0; s < facts.step_count; ++s)
       if (const RankStep* step = step_of(*rank.profile, s)) computes.push_back(step->compute_ns);
     if (computes.empty()) continue;
-    rank.scores.median_compute_ns = static_cast<int64_t>(median_of(computes));
+    rank.scores.median_compute_ns = static_cast<int64_t>(median(computes, 0));
     const int64_t best = *std::min_element(computes.begin(), computes.end());
     rank.scores.compute_score_individual =
         rank.scores.median_compute_ns > 0 ? static_cast<double>(best) / rank.scores.median_compute_ns : 1;
@@ -486,12 +462,6 @@ void score_compute(JobFacts& facts) {
     rank.scores.compute_score_relative =
         rank.scores.median_compute_ns > 0 ? static_cast<double>(fastest) / rank.scores.median_compute_ns : 1;
   }
-}
-
-std::string bytes_text(uint64_t bytes) {
-  if (bytes >= (1u << 20)) return format("%.3g MiB", static_cast<double>(bytes) / (1u << 20));
-  if (bytes >= (1u << 10)) return format("%.3g KiB", static_cast<double>(bytes) / (1u << 10));
-  return std::to_string(bytes) + " B";
 }
 
 // X(c) of the collectives a rank took part in, against instances of the same
@@ -527,7 +497,7 @@ void test_collective_transfer(JobFacts& facts) {
       for (const Member& member : members)
         if (!std::binary_search(member.nodes.begin(), member.nodes.end(), node))
           without.push_back(member.collective->transfer_ns);
-      reference_ns = without.size() >= kMinReferenceInstances ? median_of(without) : 0;
+      reference_ns = without.size() >= kMinReferenceInstances ? median(without, 0) : 0;
     }
     std::map<size_t, std::vector<std::pair<const CollectiveFacts*, const Participation*>>> parts_by_rank;
     for (const Member& member : members)
@@ -542,7 +512,7 @@ void test_collective_transfer(JobFacts& facts) {
       if (reference_ns <= 0) continue;
       TransferFacts found;
       found.measured = true;
-      found.what = "the " + bytes_text(bytes) + " " + std::string(comm_op_name(op)) + " over " +
+      found.what = "the " + format_bytes(bytes) + " " + std::string(comm_op_name(op)) + " over " +
                    std::to_string(participants) + " ranks on " + std::to_string(nodes) + " nodes";
       found.exposed_excess_by_step.assign(facts.step_count, 0);
       StepTally slower;
@@ -558,8 +528,8 @@ void test_collective_transfer(JobFacts& facts) {
         found.exposed_excess_ns += exposed;
       }
       found.p_value = slower.p_value(0.5);
-      found.median_inflation = median_of(inflations);
-      found.median_time_ns = median_of(times);
+      found.median_inflation = median(inflations, 0);
+      found.median_time_ns = median(times, 0);
       found.median_reference_ns = reference_ns;
       found.compared = slower.total_trials();
       found.slower = slower.total_successes();
@@ -628,9 +598,9 @@ void test_exposed_transfer(JobFacts& facts) {
     found.measured = true;
     found.what = "its exposed transfer per step";
     found.p_value = highest.p_value(chance_sum / highest.steps_observed());
-    found.median_inflation = median_of(inflations);
-    found.median_time_ns = median_of(times);
-    found.median_reference_ns = median_of(references);
+    found.median_inflation = median(inflations, 0);
+    found.median_time_ns = median(times, 0);
+    found.median_reference_ns = median(references, 0);
     found.compared = highest.total_trials();
     found.slower = highest.total_successes();
     found.steps = highest.steps_observed();
@@ -724,7 +694,7 @@ std::string hex_text(uint64_t value) {
 std::string arrival_sentence(const RankFacts& rank) {
   const LateTally& all = rank.all_collectives;
   std::string text = "arrived last at " + std::to_string(all.late) + " of its " + std::to_string(all.instances) +
-                     " collectives (" + percent_text(all.rate()) + " against " + percent_text(all.baseline()) +
+                     " collectives (" + format_percent(100 * all.rate()) + " against " + format_percent(100 * all.baseline()) +
                      " expected by chance)";
   if (rank.deciding_kind) {
     const auto& [communicator, op, position] = *rank.deciding_kind;
@@ -732,7 +702,7 @@ std::string arrival_sentence(const RankFacts& rank) {
     text += ", and at " + std::to_string(group.late) + " of its " + std::to_string(group.instances) + " " +
             std::string(comm_op_name(op)) + " number " + std::to_string(position + 1) + " of a step on its " +
             std::to_string(group.largest_group) + "-rank communicator " + hex_text(communicator) + " (" +
-            percent_text(group.rate()) + " against " + percent_text(group.baseline()) + ")";
+            format_percent(100 * group.rate()) + " against " + format_percent(100 * group.baseline()) + ")";
   }
   text += "; one-sided binomial test over " + std::to_string(rank.deciding_tally().by_step.steps_observed()) +
           " steps, p = " + p_text(rank.late_p_value);
@@ -742,7 +712,7 @@ std::string arrival_sentence(const RankFacts& rank) {
 
 std::string excess_clause(const ExcessFacts& excess) {
   return std::to_string(excess.above) + " of " + std::to_string(excess.steps) + " steps (p = " +
-         p_text(excess.p_value) + "), by " + duration_text(static_cast<double>(excess.median_excess_ns)) +
+         p_text(excess.p_value) + "), by " + format_duration(static_cast<double>(excess.median_excess_ns)) +
          " per step (median)";
 }
 
@@ -750,8 +720,8 @@ std::string compute_sentence(const JobFacts& facts, const RankFacts& rank) {
   std::vector<int64_t> peer_medians;
   for (const RankFacts& other : facts.ranks)
     if (&other != &rank && other.scores.median_compute_ns > 0) peer_medians.push_back(other.scores.median_compute_ns);
-  return "Its compute per step is " + duration_text(static_cast<double>(rank.scores.median_compute_ns)) +
-         " (median) against " + duration_text(median_of(peer_medians)) + " for its peers' median (compute score " +
+  return "Its compute per step is " + format_duration(static_cast<double>(rank.scores.median_compute_ns)) +
+         " (median) against " + format_duration(median(peer_medians, 0)) + " for its peers' median (compute score " +
          score_text(rank.scores.compute_score_relative) + " relative to the fastest rank, " +
          score_text(rank.scores.compute_score_individual) + " against its own best step); it computed more than the " +
          "step's median rank in " + excess_clause(rank.compute) + ".";
@@ -759,8 +729,8 @@ std::string compute_sentence(const JobFacts& facts, const RankFacts& rank) {
 
 std::string what_if_sentence(const Straggler& found) {
   return " Had it been as fast as the median rank, the mean step would take " +
-         duration_text(static_cast<double>(found.what_if_step_ns)) + " instead of " +
-         duration_text(static_cast<double>(found.actual_step_ns)) + ".";
+         format_duration(static_cast<double>(found.what_if_step_ns)) + " instead of " +
+         format_duration(static_cast<double>(found.actual_step_ns)) + ".";
 }
 
 std::string transfer_sentence(const JobFacts& facts, const RankFacts& rank, const TransferFacts& transfer) {
@@ -769,20 +739,20 @@ std::string transfer_sentence(const JobFacts& facts, const RankFacts& rank, cons
       transfer.tests > 1 ? " after correction for " + std::to_string(transfer.tests) + " tests" : "";
   std::string text;
   if (&transfer == &rank.collective_transfer)
-    text = transfer.what + " it took part in transferred for " + duration_text(transfer.median_time_ns) +
-           " (median X(c)) against " + duration_text(transfer.median_reference_ns) + " for the same without " + node +
-           " (×" + format("%.2f", transfer.median_inflation) + "), slower than that in " +
+    text = transfer.what + " it took part in transferred for " + format_duration(transfer.median_time_ns) +
+           " (median X(c)) against " + format_duration(transfer.median_reference_ns) + " for the same without " + node +
+           " (×" + printf_string("%.2f", transfer.median_inflation) + "), slower than that in " +
            std::to_string(transfer.slower) + " of " + std::to_string(transfer.compared) + " (one-sided test over " +
            std::to_string(transfer.steps) + " steps, p = " + p_text(transfer.p_value) + corrected + ")";
   else
-    text = transfer.what + " was " + duration_text(transfer.median_time_ns) + " (median) against " +
-           duration_text(transfer.median_reference_ns) + " for the highest of the other ranks (×" +
-           format("%.2f", transfer.median_inflation) + "), the highest of all in " + std::to_string(transfer.slower) +
+    text = transfer.what + " was " + format_duration(transfer.median_time_ns) + " (median) against " +
+           format_duration(transfer.median_reference_ns) + " for the highest of the other ranks (×" +
+           printf_string("%.2f", transfer.median_inflation) + "), the highest of all in " + std::to_string(transfer.slower) +
            " of " + std::to_string(transfer.compared) + " steps (p = " + p_text(transfer.p_value) + ")";
   return text + ". The extra transfer it did not hide behind compute cost " +
-         duration_text(static_cast<double>(transfer.exposed_excess_ns)) + ", " +
-         percent_text(facts.share_of_step_time(static_cast<double>(transfer.exposed_excess_ns))) + " of the job's " +
-         duration_text(static_cast<double>(facts.total_step_ns)) + " of step time.";
+         format_duration(static_cast<double>(transfer.exposed_excess_ns)) + ", " +
+         format_percent(100 * facts.share_of_step_time(static_cast<double>(transfer.exposed_excess_ns))) + " of the job's " +
+         format_duration(static_cast<double>(facts.total_step_ns)) + " of step time.";
 }
 
 Straggler base_entry(const JobFacts& facts, const RankFacts& rank) {
@@ -850,10 +820,10 @@ std::optional<Straggler> late_rank_verdict(const JobFacts& facts, const RankFact
   found.score = score_of(rank.late_p_value, found.blame_fraction);
   found.what_if_step_ns = what_if_mean_step(facts, [&](size_t s) { return saving_at_median_speed(facts, rank, s); });
   found.evidence = rank_name(*rank.profile) + " " + arrival_sentence(rank) + "). Others waited " +
-                   duration_text(static_cast<double>(found.blame_ns)) +
+                   format_duration(static_cast<double>(found.blame_ns)) +
                    " for it in all (blame: last minus second-last arrival where it was last), " +
-                   percent_text(found.blame_fraction) + " of the job's " +
-                   duration_text(static_cast<double>(facts.total_step_ns)) + " of step time. " +
+                   format_percent(100 * found.blame_fraction) + " of the job's " +
+                   format_duration(static_cast<double>(facts.total_step_ns)) + " of step time. " +
                    compute_sentence(facts, rank);
   if (slow_host)
     found.evidence += " That does not explain the waits it caused, but its idle time does: it idled (neither "
@@ -888,7 +858,7 @@ std::optional<Straggler> rotating_verdict(const JobFacts& facts) {
       median_over_slowest.push_back(static_cast<double>(step.median_compute_ns) / step.max_compute_ns);
     }
   }
-  const double median_cost_share = median_of(cost_shares);
+  const double median_cost_share = median(cost_shares, 0);
   if (cost_shares.empty() || median_cost_share < kRotatingCostShare) return std::nullopt;
   // No rank may have caused most of the waiting: then the waits are that
   // rank's, even if too few steps make it significant. (§6 asks for a last-
@@ -915,8 +885,8 @@ std::optional<Straggler> rotating_verdict(const JobFacts& facts) {
   found.baseline_rate = with_collectives > 0 ? baseline_sum / with_collectives : 0;
   found.blame_ns = all_blame;
   found.blame_fraction = facts.share_of_step_time(static_cast<double>(all_blame));
-  found.compute_score_relative = median_of(fastest_over_slowest);
-  found.compute_score_individual = median_of(median_over_slowest);
+  found.compute_score_relative = median(fastest_over_slowest, 0);
+  found.compute_score_individual = median(median_over_slowest, 0);
   const double mean_cost_share = facts.share_of_step_time(static_cast<double>(cost_sum));
   const double spread_share = facts.share_of_step_time(static_cast<double>(compute_spread));
   const bool imbalance = spread_share >= kImbalanceExplained * mean_cost_share;
@@ -930,22 +900,22 @@ std::optional<Straggler> rotating_verdict(const JobFacts& facts) {
   const int most = *std::max_element(late_steps.begin(), late_steps.end());
   found.evidence =
       "No single rank holds the job back, yet in half of the steps the latest rank cost the step " +
-      percent_text(median_cost_share) + " or more of its time (what it would have saved had that rank worked like " +
+      format_percent(100 * median_cost_share) + " or more of its time (what it would have saved had that rank worked like " +
       "the median rank; median over " + std::to_string(cost_shares.size()) + " steps, " +
-      percent_text(mean_cost_share) + " of all step time). The rank the others waited for most changed from step " +
+      format_percent(100 * mean_cost_share) + " of all step time). The rank the others waited for most changed from step " +
       "to step: " + std::to_string(distinct) + " different ranks, none in more than " + std::to_string(most) +
       " steps; the rank blamed most, rank " + std::to_string(most_blamed->profile->rank) + ", caused " +
-      percent_text(top_blame_share) + " of the waiting, and the highest last-arriver rate is " +
-      percent_text(found.last_arriver_rate) + " against " + percent_text(found.baseline_rate) +
+      format_percent(100 * top_blame_share) + " of the waiting, and the highest last-arriver rate is " +
+      format_percent(100 * found.last_arriver_rate) + " against " + format_percent(100 * found.baseline_rate) +
       " by chance. Each step's slowest rank computed " +
-      duration_text(static_cast<double>(compute_spread) / std::max(facts.known_steps, 1)) +
-      " more than its median rank on average, " + percent_text(spread_share) + " of the step time: ";
+      format_duration(static_cast<double>(compute_spread) / std::max(facts.known_steps, 1)) +
+      " more than its median rank on average, " + format_percent(100 * spread_share) + " of the step time: ";
   found.evidence += imbalance ? "the work per step differs between ranks, which explains the waiting (workload imbalance)."
                               : "too little to explain the waiting, so the delays come from outside the compute "
                                 "(host-side work, the operating system, data loading) and move between ranks.";
   found.evidence += " Had each step's late rank been as fast as the median rank, the mean step would take " +
-                    duration_text(static_cast<double>(found.what_if_step_ns)) + " instead of " +
-                    duration_text(static_cast<double>(found.actual_step_ns)) + ".";
+                    format_duration(static_cast<double>(found.what_if_step_ns)) + " instead of " +
+                    format_duration(static_cast<double>(found.actual_step_ns)) + ".";
   return found;
 }
 
@@ -969,8 +939,8 @@ StragglerReport find_stragglers(const JobProfile& job) {
                slow_transfer && (arrivals_comparable || slow_transfer == &rank.collective_transfer)) {
       const std::string lateness =
           arrivals_comparable
-              ? "was not late (last at " + percent_text(rank.scores.last_arriver_rate) + " of its collectives against " +
-                    percent_text(rank.scores.baseline_rate) + " expected, p = " + p_text(rank.late_p_value) + "), but"
+              ? "was not late (last at " + format_percent(100 * rank.scores.last_arriver_rate) + " of its collectives against " +
+                    format_percent(100 * rank.scores.baseline_rate) + " expected, p = " + p_text(rank.late_p_value) + "), but"
               : "cannot be judged by its arrivals (the ranks' clocks were not aligned), but";
       report.stragglers.push_back(slow_link_verdict(facts, rank, *slow_transfer, lateness));
     }

@@ -1,10 +1,11 @@
+#include "rankscope/model/counters.h"
 #include "rankscope/coordinator/info.h"
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
 
 #include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/format.h"
 #include "rankscope/model/json.h"
 #include "rankscope/model/text.h"
 
@@ -36,72 +37,14 @@ JobSummary summarize(const Timeline& timeline) {
   return job;
 }
 
-std::string seconds(int64_t ns) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.6f s", static_cast<double>(ns) * 1e-9);
-  return text;
-}
-
 }  // namespace
 
-std::string counter_description(const std::string& name) {
-  static const std::map<std::string, std::string, std::less<>> kDescriptions = {
-      {std::string(counter::kEventsDropped), "events dropped because the agent's buffers were full"},
-      {std::string(counter::kAgentErrors), "internal failures in the agent (capture was disabled on that rank)"},
-      {std::string(counter::kShardWriteErrors), "chunks the agent could not write to its shard"},
-      {std::string(counter::kChunksCorrupt), "shard chunks that failed their checksum and were skipped"},
-      {std::string(counter::kEventsLost), "events in shard chunks that were damaged or cut short"},
-      {std::string(counter::kBytesSkipped), "unreadable shard bytes skipped to reach the next whole chunk"},
-      {std::string(counter::kTruncatedBytes), "bytes of a last shard chunk cut short (process killed or disk full)"},
-      {"event_names_missing", "events whose name string was lost with a damaged chunk"},
-      {"clock_violations", "collectives this rank left before the last rank entered, beyond both clock bounds"},
-      {"clock_violations_p2p",
-       "point-to-point messages this rank received before their send began, beyond both clock bounds"},
-      {"clock_violation_worst_ns",
-       "the largest gap beyond the bounds of this rank's violations, collectives and messages alike, in ns"},
-      {"clock_check_skipped", "collective and point-to-point events not checked: beyond merge --check-memory-mb"},
-      {"p2p_unmatched",
-       "sends and receives whose other half is in no shard: a dead or missing peer, or dropped events; not checked"},
-      {std::string(counter::kEventsUnwritten), "events captured but not written: the shard could not be written"},
-      {std::string(counter::kNamesDropped), "names not recorded: the agent's string table was full"},
-      {std::string(counter::kSourcesOff), "requested capture sources that could not start (the run's stderr says why)"},
-      {std::string(counter::kNothingCaptured),
-       "1: the rank ran but captured no event: its program made none of the captured calls where rankscope sees "
-       "them (a static binary, an MPI other than the one rankscope was built with)"},
-      {"mpi_polls_unrecorded", "MPI_Test* and Iprobe calls that found nothing: counted rather than recorded"},
-      {"mpi_poll_ns_unrecorded", "the time spent in those polls, in ns, estimated from the timed ones"},
-      {"mpi_polls_timed", "polls timed (one in 256 per thread) for that estimate"},
-      {"mpi_requests_untracked",
-       "nonblocking requests posted while the agent's request table was full: their completions are not recorded"},
-      {std::string(counter::kMpiAborted), "1: the rank called MPI_Abort; the agent closed its shard first"},
-      {std::string(counter::kMpiAbortCode), "the errorcode the rank gave MPI_Abort"},
-      {std::string(counter::kTerminatedBySignal),
-       "the signal that ended the process; the agent closed the shard first (mpirun ends the other ranks this way "
-       "when one dies)"},
-      {"clock_violations_repaired",
-       "clock_violations found before merge --repair-clock shifted the clocks; clock_violations counts what is left"},
-      {std::string(counter::kKinetoMalformed),
-       "trace events that are not valid JSON objects (or whose brackets do not balance), skipped"},
-      {std::string(counter::kKinetoMissingFields), "trace events without \"ph\", \"ts\" or \"dur\", skipped"},
-      {std::string(counter::kKinetoBadTimes),
-       "trace events with a timestamp that is not a number, or a negative or absurd (over a day) duration, skipped"},
-      {std::string(counter::kKinetoIdsOutOfRange),
-       "ids (correlation, External id, sizes) outside 0..INT64_MAX: dropped from their event, which is kept"},
-      {std::string(counter::kKinetoUnsupported), "trace events of phases not imported (B/E pairs, async events)"},
-      {std::string(counter::kKinetoTruncated), "1: the trace file ends early (cut short, or damaged gzip data)"},
-      {std::string(counter::kKinetoBytesSkipped), "bytes of the trace skipped to get past damaged events"},
-      {std::string(counter::kKinetoUnmatched), "communication kernels matched to no other rank's"},
-      {std::string(counter::kKinetoUnaligned),
-       "1: no clock offset could be estimated (no communication shared with an aligned rank); the rank keeps its own "
-       "clock"},
-      {std::string(counter::kKinetoInconsistent),
-       "1: the causality bounds of the rank's collectives contradict each other (clock drift, or mismatched "
-       "kernels); its bound is the spread instead"},
-      {"clock_violations_p2p_repaired", "clock_violations_p2p found before merge --repair-clock shifted the clocks; "
-                                        "clock_violations_p2p counts what is left"},
-  };
-  const auto found = kDescriptions.find(name);
-  return found == kDescriptions.end() ? std::string() : found->second;
+std::string counters_text() {
+  std::string out;
+  for (const counter::Definition& definition : counter::registry()) {
+    out += std::string(definition.name) + "\n    " + std::string(definition.meaning) + "\n";
+  }
+  return out;
 }
 
 std::string info_text(const Timeline& timeline) {
@@ -110,7 +53,7 @@ std::string info_text(const Timeline& timeline) {
   char line[512];
   std::snprintf(line, sizeof(line), "%s: %d ranks, %llu events over %s\n", timeline.path().c_str(),
                 timeline.world_size(), static_cast<unsigned long long>(timeline.event_count()),
-                seconds(job.span_ns()).c_str());
+                analysis::format_duration(job.span_ns()).c_str());
   out += line;
   std::snprintf(line, sizeof(line), "\n%6s  %-24s %8s %12s %10s  %-9s %s\n", "rank", "host", "pid", "events", "drops",
                 "status", "last heard");
@@ -118,7 +61,7 @@ std::string info_text(const Timeline& timeline) {
   for (const RankInfo& rank : timeline.ranks()) {
     const std::string heard = rank.status == RankStatus::kMissing
                                   ? "-"
-                                  : (job.first_ns <= job.last_ns ? "+" + seconds(rank.last_heard_ns - job.first_ns)
+                                  : (job.first_ns <= job.last_ns ? "+" + analysis::format_duration(rank.last_heard_ns - job.first_ns)
                                                                  : "-");
     std::snprintf(line, sizeof(line), "%6d  %-24s %8lld %12llu %10llu  %-9s %s\n", rank.rank,
                   rank.host.empty() ? "-" : rank.host.c_str(), static_cast<long long>(rank.pid),
@@ -148,12 +91,10 @@ std::string info_text(const Timeline& timeline) {
   std::string quality;
   for (const RankInfo& rank : timeline.ranks()) {
     for (const auto& [name, value] : rank.counters.entries()) {
-      if (value == 0 || name.starts_with(counter::kCostPrefix)) continue;  // costs, shown below
-      const std::string description = counter_description(name);
-      std::snprintf(line, sizeof(line), "  rank %d: %s = %llu%s%s\n", rank.rank, name.c_str(),
-                    static_cast<unsigned long long>(value), description.empty() ? "" : "  (",
-                    description.empty() ? "" : (description + ")").c_str());
-      quality += line;
+      if (value == 0 || counter::is_cost(name)) continue;  // costs, shown below
+      const std::string_view meaning = counter::meaning(name);
+      quality += "  rank " + std::to_string(rank.rank) + ": " + name + " = " + std::to_string(value) + "  (" +
+                 std::string(meaning.empty() ? "not known to this version of rankscope" : meaning) + ")\n";
     }
   }
   out += "data quality: " + std::string(quality.empty() ? "no problems counted\n" : "\n" + quality);

@@ -15,6 +15,7 @@
 
 #include "kineto_align.h"
 #include "kineto_reader.h"
+#include "rankscope/model/counters.h"
 #include "rankscope/model/event.h"
 #include "rankscope/model/metadata.h"
 

@@ -1,3 +1,4 @@
+#include "rankscope/model/counters.h"
 #include "rankscope/merge/merge.h"
 
 #include <sys/resource.h>
@@ -33,14 +34,6 @@ using schema::Handle;
 
 constexpr const char* kMissingName = "<name lost>";
 constexpr uint32_t kMaxLocalStringId = 1u << 24;
-constexpr std::string_view kNamesMissing = "event_names_missing";
-constexpr std::string_view kClockViolations = "clock_violations";
-constexpr std::string_view kClockViolationWorst = "clock_violation_worst_ns";
-constexpr std::string_view kClockCheckSkipped = "clock_check_skipped";
-constexpr std::string_view kClockViolationsRepaired = "clock_violations_repaired";
-constexpr std::string_view kClockViolationsP2p = "clock_violations_p2p";
-constexpr std::string_view kClockViolationsP2pRepaired = "clock_violations_p2p_repaired";
-constexpr std::string_view kP2pUnmatched = "p2p_unmatched";
 // Checks before the repair gives up; each reads every shard once. One finds
 // the violations and one more confirms the shifts when the ranks that are off
 // are off by one amount (one rank, or one node's ranks); K different amounts
@@ -100,9 +93,9 @@ Counters merged_counters(const ShardScan& scan) {
   counters.set(counter::kNothingCaptured, scan.event_count == 0 && scan.damage.events_lost == 0 ? 1 : 0);
   // Set once the events are merged; present from the start so every process
   // knows each rank's number of counters before writing.
-  for (std::string_view name : {kNamesMissing, kClockViolations, kClockViolationWorst, kClockCheckSkipped,
-                                kClockViolationsRepaired, kClockViolationsP2p, kClockViolationsP2pRepaired,
-                                kP2pUnmatched}) {
+  for (std::string_view name : {counter::kNamesMissing, counter::kClockViolations, counter::kClockViolationWorstNs, counter::kClockCheckSkipped,
+                                counter::kClockViolationsRepaired, counter::kClockViolationsP2p, counter::kClockViolationsP2pRepaired,
+                                counter::kP2pUnmatched}) {
     counters.set(name, 0);
   }
   return counters;
@@ -765,14 +758,14 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
       for (size_t i = 0; error.empty() && i < shards.size(); ++i) {
         const auto r = static_cast<size_t>(shards[i].scan.rank());
         Counters rank_counters = shards[i].counters;
-        rank_counters.set(kNamesMissing, names_missing[i]);
-        rank_counters.set(kClockViolations, causality.violations[r]);
-        rank_counters.set(kClockViolationWorst, static_cast<uint64_t>(causality.worst_ns[r]));
-        rank_counters.set(kClockCheckSkipped, causality.unchecked[r]);
-        rank_counters.set(kClockViolationsRepaired, repair.violations_before[r]);
-        rank_counters.set(kClockViolationsP2p, causality.message_violations[r]);
-        rank_counters.set(kClockViolationsP2pRepaired, repair.message_violations_before[r]);
-        rank_counters.set(kP2pUnmatched, causality.unmatched[r]);
+        rank_counters.set(counter::kNamesMissing, names_missing[i]);
+        rank_counters.set(counter::kClockViolations, causality.violations[r]);
+        rank_counters.set(counter::kClockViolationWorstNs, static_cast<uint64_t>(causality.worst_ns[r]));
+        rank_counters.set(counter::kClockCheckSkipped, causality.unchecked[r]);
+        rank_counters.set(counter::kClockViolationsRepaired, repair.violations_before[r]);
+        rank_counters.set(counter::kClockViolationsP2p, causality.message_violations[r]);
+        rank_counters.set(counter::kClockViolationsP2pRepaired, repair.message_violations_before[r]);
+        rank_counters.set(counter::kP2pUnmatched, causality.unmatched[r]);
         std::vector<schema::CounterRow> counter_rows;
         for (const auto& [name, value] : rank_counters.entries()) {
           counter_rows.push_back({static_cast<int32_t>(r), string_ids.at(name), value});

@@ -26,6 +26,7 @@
 
 #include "capture_source.h"
 #include "recorder.h"
+#include "rankscope/model/counters.h"
 #include "rankscope/rank_agent/agent.h"
 #include "rankscope/clocksync/clock.h"
 #include "rankscope/model/error.h"

@@ -39,6 +39,7 @@
 #include "capture_source.h"
 #include "cuda_correlation.h"
 #include "cupti_records.h"
+#include "rankscope/model/counters.h"
 #include "rankscope/rank_agent/agent.h"
 #include "rankscope/model/text.h"
 #include "rankscope/clocksync/clock.h"
@@ -247,7 +248,7 @@ class CuptiSource final : public CaptureSource {
     }
     size_t dropped = 0;
     if (cupti_.dropped_records(context, stream, &dropped) == CUPTI_SUCCESS && dropped > 0) {
-      rankscope_agent_add_counter("cupti_records_dropped", dropped);
+      rankscope_agent_add_counter(counter::kCuptiRecordsDropped.data(), dropped);
     }
     pool_.give_back(buffer);
   }
@@ -433,7 +434,7 @@ class CuptiSource final : public CaptureSource {
     };
     const uint64_t without_timestamps =
         translator_->translate_buffer(for_each_record, [](const Event& event) { rankscope_agent_record(&event); });
-    if (without_timestamps > 0) rankscope_agent_add_counter("cupti_records_without_timestamps", without_timestamps);
+    if (without_timestamps > 0) rankscope_agent_add_counter(counter::kCuptiRecordsWithoutTimestamps.data(), without_timestamps);
   }
 
   Cupti cupti_;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "id_table.h"
+#include "rankscope/model/counters.h"
 #include "rankscope/model/shard.h"
 #include "rankscope/rank_agent/agent.h"
 #include "rankscope/clocksync/sync_mpi.h"
@@ -718,10 +719,10 @@ void start_after_init(Call call, int64_t call_began) {
 // What the wrappers counted instead of recording, into the shard's counters.
 void add_counters() {
   const PollTotals polls = poll_totals();
-  rankscope_agent_add_counter("mpi_polls_unrecorded", polls.unrecorded);
-  rankscope_agent_add_counter("mpi_poll_ns_unrecorded", polls.estimated_ns());
-  rankscope_agent_add_counter("mpi_polls_timed", polls.timed);
-  rankscope_agent_add_counter("mpi_requests_untracked", g_requests->untracked() + g_persistent->untracked());
+  rankscope_agent_add_counter(counter::kMpiPollsUnrecorded.data(), polls.unrecorded);
+  rankscope_agent_add_counter(counter::kMpiPollNsUnrecorded.data(), polls.estimated_ns());
+  rankscope_agent_add_counter(counter::kMpiPollsTimed.data(), polls.timed);
+  rankscope_agent_add_counter(counter::kMpiRequestsUntracked.data(), g_requests->untracked() + g_persistent->untracked());
 }
 
 // Every rank closes its shard; once all are complete, each leaves the mark

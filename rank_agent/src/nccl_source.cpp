@@ -41,6 +41,7 @@
 #include "capture_source.h"
 #include "cuda_correlation.h"
 #include "nccl_profiler_abi.h"
+#include "rankscope/model/counters.h"
 #include "rankscope/rank_agent/agent.h"
 
 namespace rankscope::agent {
@@ -786,14 +787,14 @@ class NcclSource final : public CaptureSource {
     const auto set = [](const char* name, const std::atomic<uint64_t>& value) {
       rankscope_agent_add_counter(name, value.load(std::memory_order_relaxed));
     };
-    set("nccl_handles_exhausted", g_counts.handles_exhausted);
-    set("nccl_events_without_context", g_counts.events_without_context);
-    set("nccl_kernel_channels_unparented", g_counts.channels_unparented);
-    set("nccl_kernel_channels_late", g_counts.channels_late);
-    set("nccl_kernel_channels_unexpected", g_counts.channels_unexpected);
-    set("nccl_gpu_windows_partial", g_counts.gpu_windows_partial);
-    set("nccl_gpu_time_after_callback", g_counts.gpu_time_after_callback);
-    rankscope_agent_add_counter("nccl_gpu_offset_raised_max_ns", static_cast<uint64_t>(largest_raise));
+    set(counter::kNcclHandlesExhausted.data(), g_counts.handles_exhausted);
+    set(counter::kNcclEventsWithoutContext.data(), g_counts.events_without_context);
+    set(counter::kNcclChannelsUnparented.data(), g_counts.channels_unparented);
+    set(counter::kNcclChannelsLate.data(), g_counts.channels_late);
+    set(counter::kNcclChannelsUnexpected.data(), g_counts.channels_unexpected);
+    set(counter::kNcclGpuWindowsPartial.data(), g_counts.gpu_windows_partial);
+    set(counter::kNcclGpuTimeAfterCallback.data(), g_counts.gpu_time_after_callback);
+    rankscope_agent_add_counter(counter::kNcclGpuOffsetRaisedMaxNs.data(), static_cast<uint64_t>(largest_raise));
   }
 };
 

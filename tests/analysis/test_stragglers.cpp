@@ -16,6 +16,7 @@
 #include <string>
 
 #include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/format.h"
 
 namespace rankscope::analysis {
 namespace {
@@ -683,8 +684,8 @@ TEST(Stragglers, EvidenceStatesTheFigures) {
     EXPECT_EQ(top.blame_ns, late * (4 * kMs - 3000));
     const std::string& evidence = top.evidence;
     for (const std::string& figure : std::vector<std::string>{
-             std::to_string(late) + " of its 20 collectives", printed("%.1f %%", 100.0 * late / 20),
-             printed("%.1f %%", 25.0), "p = " + printed("%.2g", p_value), printed("%.1f %%", 100 * top.blame_fraction),
+             std::to_string(late) + " of its 20 collectives", format_percent(100.0 * late / 20) + " against",
+             format_percent(25.0) + " expected", "p = " + printed("%.2g", p_value), format_percent(100 * top.blame_fraction),
              printed("%.3f", top.compute_score_relative), "Rank 2 (node 2, node2)"})
       EXPECT_NE(evidence.find(figure), std::string::npos) << "missing \"" << figure << "\" in: " << evidence;
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rankscope/model/counters.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/metadata.h"
 #include "rankscope/model/shard.h"

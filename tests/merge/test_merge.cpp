@@ -1,4 +1,5 @@
 // Collective tests of the merge: run as one process and under mpiexec -n 4.
+#include "rankscope/model/counters.h"
 #include "rankscope/merge/merge.h"
 
 #include <gtest/gtest.h>

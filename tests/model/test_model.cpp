@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "rankscope/model/counters.h"
 #include "rankscope/model/event.h"
 #include "rankscope/model/json.h"
 #include "rankscope/model/metadata.h"
@@ -73,6 +76,27 @@ TEST(Json, EscapesAndNests) {
   json.begin_object().key("a\"b").value("x\ny\x01").key("n").value(int64_t{-3}).key("list").begin_array();
   json.value(uint64_t{1}).value(2.5).value(true).null().end_array().end_object();
   EXPECT_EQ(json.str(), R"({"a\"b":"x\ny\u0001","n":-3,"list":[1,2.5,true,null]})");
+}
+
+}  // namespace
+}  // namespace rankscope
+
+namespace rankscope {
+namespace {
+
+TEST(CounterRegistry, EveryCounterIsNamedOnceAndDescribed) {
+  std::set<std::string_view> names;
+  for (const counter::Definition& definition : counter::registry()) {
+    EXPECT_TRUE(names.insert(definition.name).second) << definition.name << " is registered twice";
+    EXPECT_FALSE(definition.meaning.empty()) << definition.name;
+    EXPECT_EQ(definition.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_"), std::string_view::npos)
+        << definition.name;
+    EXPECT_EQ(counter::meaning(definition.name), definition.meaning);
+  }
+  EXPECT_GE(names.size(), 55u);
+  EXPECT_TRUE(counter::meaning("no_such_counter").empty());
+  EXPECT_TRUE(counter::is_cost(counter::kCostPollPs));
+  EXPECT_FALSE(counter::is_cost(counter::kEventsDropped));
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "nccl_profiler_abi.h"
+#include "rankscope/model/counters.h"
 #include "rankscope/rank_agent/agent.h"
 #include "rankscope/model/shard.h"
 #include "shard_contents.h"

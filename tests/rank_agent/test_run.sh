@@ -51,6 +51,13 @@ echo "== what capture cost each rank, in info and the report"
 grep -q "^capture cost: " info.txt || fail "info does not state the capture cost"
 ! grep -q "agent_cost_" info.txt || fail "info lists capture costs among the data-quality problems"
 grep -q "^capture cost" report.txt || fail "the text report does not state the capture cost"
+# Every counter the ranks carry is one `rankscope info --counters` explains.
+"$rankscope" info --counters >counters.txt
+python3 -c '
+import json, sys
+known = {line.strip() for line in open("counters.txt") if not line.startswith(" ")}
+unknown = {n for r in json.load(open("info.json"))["ranks"] for n in r["counters"]} - known
+sys.exit("counters not in the registry: %s" % sorted(unknown) if unknown else 0)' || fail "a rank carries an undescribed counter"
 python3 - <<'PY'
 import json
 info, report, summary = (json.load(open(f)) for f in ("info.json", "report.json", "summary.json"))

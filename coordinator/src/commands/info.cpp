@@ -11,12 +11,21 @@ Command add_info(CLI::App& parent) {
   struct Options {
     std::string path;
     bool json = false;
+    bool counters = false;
   };
   auto options = std::make_shared<Options>();
   CLI::App* app = parent.add_subcommand("info", "Summarize a timeline: ranks, events, drops, missing or dead ranks");
-  app->add_option("timeline", options->path, "The HDF5 timeline")->required();
+  app->add_option("timeline", options->path, "The HDF5 timeline");
   app->add_flag("--json", options->json, "Print JSON instead of text");
+  app->add_flag("--counters", options->counters, "List every data-quality counter and what it means");
+  app->callback([options] {
+    if (options->path.empty() && !options->counters) throw CLI::ValidationError("info", "give a timeline");
+  });
   return {app, [options] {
+            if (options->counters) {
+              std::fputs(counters_text().c_str(), stdout);
+              return 0;
+            }
             try {
               const Timeline timeline(options->path);
               std::fputs((options->json ? info_json(timeline) : info_text(timeline)).c_str(), stdout);

@@ -14,7 +14,8 @@ std::string info_text(const Timeline& timeline);
 // last_heard_ns, counters), events_by_kind, missing_ranks, dead_ranks.
 std::string info_json(const Timeline& timeline);
 
-// One line saying what a named counter means, or "" for names it does not know.
-std::string counter_description(const std::string& name);
+// Every data-quality counter rankscope knows, with what it means
+// (`rankscope info --counters`).
+std::string counters_text();
 
 }  // namespace rankscope

@@ -1,0 +1,89 @@
+// Every data-quality counter by name, with what it means: the one registry
+// the agent, the merge and the importers name their counters from and
+// `rankscope info` explains them with (`rankscope info --counters` lists it).
+// Counters whose names start with kCostPrefix are what capture cost, not
+// problems with the data.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+namespace rankscope::counter {
+
+// The capture (agent, MPI shim):
+inline constexpr std::string_view kEventsDropped = "events_dropped";
+inline constexpr std::string_view kAgentErrors = "agent_errors";
+inline constexpr std::string_view kShardWriteErrors = "shard_write_errors";
+inline constexpr std::string_view kEventsUnwritten = "events_unwritten";
+inline constexpr std::string_view kNamesDropped = "names_dropped";
+inline constexpr std::string_view kSourcesOff = "capture_sources_off";
+inline constexpr std::string_view kNothingCaptured = "nothing_captured";
+inline constexpr std::string_view kTerminatedBySignal = "terminated_by_signal";
+inline constexpr std::string_view kMpiAborted = "mpi_aborted";
+inline constexpr std::string_view kMpiAbortCode = "mpi_abort_code";
+inline constexpr std::string_view kMpiPollsUnrecorded = "mpi_polls_unrecorded";
+inline constexpr std::string_view kMpiPollNsUnrecorded = "mpi_poll_ns_unrecorded";
+inline constexpr std::string_view kMpiPollsTimed = "mpi_polls_timed";
+inline constexpr std::string_view kMpiRequestsUntracked = "mpi_requests_untracked";
+// CUDA capture (CUPTI) and NCCL's profiler plugin:
+inline constexpr std::string_view kCuptiRecordsDropped = "cupti_records_dropped";
+inline constexpr std::string_view kCuptiRecordsWithoutTimestamps = "cupti_records_without_timestamps";
+inline constexpr std::string_view kNcclHandlesExhausted = "nccl_handles_exhausted";
+inline constexpr std::string_view kNcclEventsWithoutContext = "nccl_events_without_context";
+inline constexpr std::string_view kNcclChannelsUnparented = "nccl_kernel_channels_unparented";
+inline constexpr std::string_view kNcclChannelsLate = "nccl_kernel_channels_late";
+inline constexpr std::string_view kNcclChannelsUnexpected = "nccl_kernel_channels_unexpected";
+inline constexpr std::string_view kNcclGpuWindowsPartial = "nccl_gpu_windows_partial";
+inline constexpr std::string_view kNcclGpuTimeAfterCallback = "nccl_gpu_time_after_callback";
+inline constexpr std::string_view kNcclGpuOffsetRaisedMaxNs = "nccl_gpu_offset_raised_max_ns";
+// The merge, reading shards and checking clocks:
+inline constexpr std::string_view kChunksCorrupt = "shard_chunks_corrupt";
+inline constexpr std::string_view kEventsLost = "shard_events_lost";
+inline constexpr std::string_view kBytesSkipped = "shard_bytes_skipped";
+inline constexpr std::string_view kTruncatedBytes = "shard_truncated_bytes";
+inline constexpr std::string_view kNamesMissing = "event_names_missing";
+inline constexpr std::string_view kClockViolations = "clock_violations";
+inline constexpr std::string_view kClockViolationsP2p = "clock_violations_p2p";
+inline constexpr std::string_view kClockViolationWorstNs = "clock_violation_worst_ns";
+inline constexpr std::string_view kClockCheckSkipped = "clock_check_skipped";
+inline constexpr std::string_view kP2pUnmatched = "p2p_unmatched";
+inline constexpr std::string_view kClockViolationsRepaired = "clock_violations_repaired";
+inline constexpr std::string_view kClockViolationsP2pRepaired = "clock_violations_p2p_repaired";
+// torch.profiler traces read by `rankscope import-kineto`:
+inline constexpr std::string_view kKinetoMalformed = "kineto_events_malformed";
+inline constexpr std::string_view kKinetoMissingFields = "kineto_events_missing_fields";
+inline constexpr std::string_view kKinetoBadTimes = "kineto_events_bad_times";
+inline constexpr std::string_view kKinetoIdsOutOfRange = "kineto_ids_out_of_range";
+inline constexpr std::string_view kKinetoUnsupported = "kineto_events_unsupported";
+inline constexpr std::string_view kKinetoTruncated = "kineto_file_truncated";
+inline constexpr std::string_view kKinetoBytesSkipped = "kineto_bytes_skipped";
+inline constexpr std::string_view kKinetoUnmatched = "kineto_collectives_unmatched";
+inline constexpr std::string_view kKinetoUnaligned = "kineto_clock_unaligned";
+inline constexpr std::string_view kKinetoInconsistent = "kineto_clock_inconsistent";
+// What capture cost the rank (docs/agent.md, "What capture costs"):
+inline constexpr std::string_view kCostPrefix = "agent_cost_";
+inline constexpr std::string_view kCostCaptureNs = "agent_cost_capture_ns";
+inline constexpr std::string_view kCostStartNs = "agent_cost_start_ns";
+inline constexpr std::string_view kCostMpiInitNs = "agent_cost_mpi_init_ns";
+inline constexpr std::string_view kCostMpiFinalizeNs = "agent_cost_mpi_finalize_ns";
+inline constexpr std::string_view kCostFinishNs = "agent_cost_finish_ns";
+inline constexpr std::string_view kCostFlusherCpuNs = "agent_cost_flusher_cpu_ns";
+inline constexpr std::string_view kCostEventPs = "agent_cost_event_ps";
+inline constexpr std::string_view kCostPollPs = "agent_cost_poll_ps";
+inline constexpr std::string_view kCostBufferBytes = "agent_cost_buffer_bytes";
+
+struct Definition {
+  std::string_view name;
+  std::string_view meaning;  // one line, as `rankscope info` prints it
+};
+
+// Every counter above, in that order.
+std::span<const Definition> registry();
+
+// What a counter means; "" for a name not in the registry.
+std::string_view meaning(std::string_view name);
+
+// Whether a counter states what capture cost rather than a problem.
+constexpr bool is_cost(std::string_view name) { return name.starts_with(kCostPrefix); }
+
+}  // namespace rankscope::counter

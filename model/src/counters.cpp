@@ -1,0 +1,92 @@
+#include "rankscope/model/counters.h"
+
+namespace rankscope::counter {
+namespace {
+
+constexpr Definition kRegistry[] = {
+    {kEventsDropped, "events dropped because the agent's buffers were full"},
+    {kAgentErrors, "internal failures in the agent (capture was disabled on that rank)"},
+    {kShardWriteErrors, "chunks the agent could not write to its shard"},
+    {kEventsUnwritten, "events captured but not written: the shard could not be written"},
+    {kNamesDropped, "names not recorded: the agent's string table was full"},
+    {kSourcesOff, "requested capture sources that could not start (the run's stderr says why)"},
+    {kNothingCaptured,
+     "1: the rank ran but captured no event: its program made none of the captured calls where rankscope sees them "
+     "(a static binary, an MPI other than the one rankscope was built with)"},
+    {kTerminatedBySignal,
+     "the signal that ended the process; the agent closed the shard first (mpirun ends the other ranks this way when "
+     "one dies)"},
+    {kMpiAborted, "1: the rank called MPI_Abort; the agent closed its shard first"},
+    {kMpiAbortCode, "the errorcode the rank gave MPI_Abort"},
+    {kMpiPollsUnrecorded, "MPI_Test* and Iprobe calls that found nothing: counted rather than recorded"},
+    {kMpiPollNsUnrecorded, "the time spent in those polls, in ns, estimated from the timed ones"},
+    {kMpiPollsTimed, "polls timed (one in 256 per thread) for that estimate"},
+    {kMpiRequestsUntracked,
+     "nonblocking requests posted while the agent's request table was full: their completions are not recorded"},
+    {kCuptiRecordsDropped, "CUDA activity records CUPTI dropped because it had no buffer for them"},
+    {kCuptiRecordsWithoutTimestamps,
+     "CUDA activity records without timestamps (a kernel that had not run at the final flush), not recorded"},
+    {kNcclHandlesExhausted, "NCCL tasks not recorded: every ring slot tried was still being enqueued"},
+    {kNcclEventsWithoutContext, "NCCL tasks of a communicator whose init gave no context (out of memory)"},
+    {kNcclChannelsUnparented, "NCCL KernelCh events whose parent is not a recorded task (its start had no handle)"},
+    {kNcclChannelsLate, "NCCL KernelCh starts or stops that came after their task's slot was reused"},
+    {kNcclChannelsUnexpected, "NCCL KernelCh stops beyond the task's nChannels (after its GPU event was recorded)"},
+    {kNcclGpuWindowsPartial, "NCCL GPU events recorded without the last of nChannels (at slot reuse or at the end)"},
+    {kNcclGpuTimeAfterCallback, "NCCL GPU stop stamps that mapped later than their callback; each raised the offset"},
+    {kNcclGpuOffsetRaisedMaxNs, "the largest total raise of one NCCL communicator's GPU clock offset, in ns"},
+    {kChunksCorrupt, "shard chunks that failed their checksum and were skipped"},
+    {kEventsLost, "events in shard chunks that were damaged or cut short"},
+    {kBytesSkipped, "unreadable shard bytes skipped to reach the next whole chunk"},
+    {kTruncatedBytes, "bytes of a last shard chunk cut short (process killed or disk full)"},
+    {kNamesMissing, "events whose name string was lost with a damaged chunk"},
+    {kClockViolations, "collectives this rank left before the last rank entered, beyond both clock bounds"},
+    {kClockViolationsP2p, "point-to-point messages this rank received before their send began, beyond both clock bounds"},
+    {kClockViolationWorstNs,
+     "the largest gap beyond the bounds of this rank's violations, collectives and messages alike, in ns"},
+    {kClockCheckSkipped, "collective and point-to-point events not checked: beyond merge --check-memory-mb"},
+    {kP2pUnmatched,
+     "sends and receives whose other half is in no shard: a dead or missing peer, or dropped events; not checked"},
+    {kClockViolationsRepaired,
+     "clock_violations found before merge --repair-clock shifted the clocks; clock_violations counts what is left"},
+    {kClockViolationsP2pRepaired,
+     "clock_violations_p2p found before merge --repair-clock shifted the clocks; clock_violations_p2p counts what is "
+     "left"},
+    {kKinetoMalformed, "trace events that are not valid JSON objects (or whose brackets do not balance), skipped"},
+    {kKinetoMissingFields, "trace events without \"ph\", \"ts\" or \"dur\", skipped"},
+    {kKinetoBadTimes,
+     "trace events with a timestamp that is not a number, or a negative or absurd (over a day) duration, skipped"},
+    {kKinetoIdsOutOfRange,
+     "ids (correlation, External id, sizes) outside 0..INT64_MAX: dropped from their event, which is kept"},
+    {kKinetoUnsupported, "trace events of phases not imported (B/E pairs, async events)"},
+    {kKinetoTruncated, "1: the trace file ends early (cut short, or damaged gzip data)"},
+    {kKinetoBytesSkipped, "bytes of the trace skipped to get past damaged events"},
+    {kKinetoUnmatched, "communication kernels matched to no other rank's"},
+    {kKinetoUnaligned,
+     "1: no clock offset could be estimated (no communication shared with an aligned rank); the rank keeps its own "
+     "clock"},
+    {kKinetoInconsistent,
+     "1: the causality bounds of the rank's collectives contradict each other (clock drift, or mismatched kernels); "
+     "its bound is the spread instead"},
+    {kCostCaptureNs, "capture cost: the agent's life in the process, from its start to the shard's close, in ns"},
+    {kCostStartNs, "capture cost: starting the agent in the process, in ns"},
+    {kCostMpiInitNs, "capture cost: the MPI shim's own work in MPI_Init (clock sync, communicator table), in ns"},
+    {kCostMpiFinalizeNs, "capture cost: the MPI shim's own work in MPI_Finalize, in ns"},
+    {kCostFinishNs, "capture cost: the last flush before the shard is closed, in ns"},
+    {kCostFlusherCpuNs, "capture cost: the CPU time of the agent's writer thread, in ns"},
+    {kCostEventPs, "capture cost: one recorded call, calibrated in the process, in ps"},
+    {kCostPollPs, "capture cost: one poll that is only counted, calibrated in the process, in ps"},
+    {kCostBufferBytes, "capture cost: event buffer memory the agent used, in bytes"},
+};
+
+}  // namespace
+
+std::span<const Definition> registry() { return kRegistry; }
+
+std::string_view meaning(std::string_view name) {
+  for (const Definition& definition : kRegistry) {
+    if (definition.name == name) return definition.meaning;
+  }
+  return {};
+}
+
+}  // namespace rankscope::counter
