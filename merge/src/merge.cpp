@@ -14,11 +14,13 @@
 #include <filesystem>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 #include "rankscope/clocksync/clock.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/shard.h"
+#include "rankscope/model/text.h"
 #include "rankscope/timeline/timeline.h"
 #include "rankscope/model/version.h"
 #include "clock_repair.h"
@@ -485,12 +487,6 @@ ClockRepairOutcome repair_clocks(MPI_Comm comm, const std::vector<OwnedShard>& s
   return outcome;
 }
 
-std::string rank_names(const std::vector<int32_t>& ranks) {
-  std::string out;
-  for (int32_t r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return out;
-}
-
 // What the repair did, for the merge's warnings: every process computes the
 // same lines.
 std::vector<std::string> describe_repair(const ClockRepairOutcome& outcome,
@@ -520,7 +516,7 @@ std::vector<std::string> describe_repair(const ClockRepairOutcome& outcome,
                   " broke causality before the repair, " + counts(collectives_after, messages_after, false) +
                   " after it; " + (moved.empty() ? "no rank moved" : "moved " + moved));
   if (!outcome.contradictory.empty()) {
-    lines.push_back("--repair-clock: no constant shift repairs ranks " + rank_names(outcome.contradictory) +
+    lines.push_back("--repair-clock: no constant shift repairs ranks " + format_rank_list(outcome.contradictory) +
                     ": their collectives and messages need them both earlier and later than other ranks (a clock "
                     "that stepped or drifted between measurements); their times are left as measured");
   }
@@ -531,26 +527,13 @@ std::vector<std::string> describe_repair(const ClockRepairOutcome& outcome,
   return lines;
 }
 
-}  // namespace
+// ------------------------------------------------------------- phases ---
 
-std::vector<std::string> expand_shard_inputs(const std::vector<std::string>& inputs) {
-  return expand_folders(
-      inputs, is_shard_file, ".shard files");
-}
-
-MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
-  const double started = MPI_Wtime();
+// 1. This process's share of the shards, scanned.
+std::vector<OwnedShard> scan_own_shards(MPI_Comm comm, const std::vector<std::string>& inputs) {
   int process = 0, processes = 1;
   MPI_Comm_rank(comm, &process);
   MPI_Comm_size(comm, &processes);
-  schema::silence_hdf5_errors();
-
-  // Failures before the first collective are the same on every process.
-  const std::vector<std::string> inputs = expand_shard_inputs(options.inputs);
-  if (inputs.empty()) throw Error("no shards to merge");
-  if (options.output.empty()) throw Error("no output file given");
-
-  // 1. Scan this process's shards.
   std::vector<OwnedShard> shards;
   std::string error;
   try {
@@ -568,8 +551,22 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
     error = e.what();
   }
   check_all(comm, error);
+  return shards;
+}
 
-  // 2. Agree on who is who.
+// Where each rank's rows go in the timeline's tables, and what every process
+// knows of every rank.
+struct JobLayout {
+  int32_t world_size = 0;
+  std::vector<std::optional<RankSummary>> by_rank;  // nothing for a missing rank
+  // Per rank r, its first row in each table; entry world_size is the total.
+  std::vector<uint64_t> event_offset, track_offset, counter_offset, point_offset;
+  std::vector<int64_t> clock_bounds;  // per rank; -1 without a clock model
+  bool clock_corrected = false;       // every rank measured its offset to rank 0
+};
+
+// 2. Agree on who is who: the same layout on every process, or the same Error.
+JobLayout agree_on_layout(MPI_Comm comm, const std::vector<OwnedShard>& shards, const std::vector<std::string>& inputs) {
   std::vector<RankSummary> local_summaries;
   for (const auto& shard : shards) {
     local_summaries.push_back({shard.scan.rank(), shard.scan.world_size(), shard.input_index, shard.scan.event_count,
@@ -580,39 +577,50 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
   }
   std::vector<RankSummary> summaries = allgather_rows(comm, local_summaries);
   std::sort(summaries.begin(), summaries.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
-  int32_t world_size = 0;
-  for (const auto& s : summaries) world_size = std::max({world_size, s.world_size, s.rank + 1});
+  JobLayout layout;
+  for (const auto& s : summaries) layout.world_size = std::max({layout.world_size, s.world_size, s.rank + 1});
   for (size_t i = 0; i < summaries.size(); ++i) {
     const auto& s = summaries[i];
     if (i > 0 && summaries[i - 1].rank == s.rank) {
       throw Error("two shards are from rank " + std::to_string(s.rank) + ": " + inputs[summaries[i - 1].input_index] +
                   " and " + inputs[s.input_index]);
     }
-    if (s.world_size != world_size && s.world_size != 0) {
+    if (s.world_size != layout.world_size && s.world_size != 0) {
       throw Error(inputs[s.input_index] + " is from a job of " + std::to_string(s.world_size) +
-                  " ranks, but other shards are from a job of " + std::to_string(world_size));
+                  " ranks, but other shards are from a job of " + std::to_string(layout.world_size));
     }
   }
 
-  std::vector<uint64_t> event_offset(static_cast<size_t>(world_size) + 1, 0), track_offset = event_offset,
-                                                                             counter_offset = event_offset,
-                                                                             point_offset = event_offset;
-  std::vector<const RankSummary*> by_rank(static_cast<size_t>(world_size), nullptr);
-  for (const auto& s : summaries) by_rank[static_cast<size_t>(s.rank)] = &s;
-  for (size_t r = 0; r < by_rank.size(); ++r) {
-    const RankSummary* s = by_rank[r];
-    event_offset[r + 1] = event_offset[r] + (s ? s->events : 0);
-    track_offset[r + 1] = track_offset[r] + (s ? s->tracks : 0);
-    counter_offset[r + 1] = counter_offset[r] + (s ? s->counters : 0);
-    point_offset[r + 1] = point_offset[r] + (s ? s->sync_points : 0);
+  const auto ranks = static_cast<size_t>(layout.world_size);
+  layout.by_rank.resize(ranks);
+  for (const auto& s : summaries) layout.by_rank[static_cast<size_t>(s.rank)] = s;
+  for (auto* offsets : {&layout.event_offset, &layout.track_offset, &layout.counter_offset, &layout.point_offset}) {
+    offsets->assign(ranks + 1, 0);
+  }
+  layout.clock_bounds.assign(ranks, -1);
+  for (size_t r = 0; r < ranks; ++r) {
+    const std::optional<RankSummary>& s = layout.by_rank[r];
+    layout.event_offset[r + 1] = layout.event_offset[r] + (s ? s->events : 0);
+    layout.track_offset[r + 1] = layout.track_offset[r] + (s ? s->tracks : 0);
+    layout.counter_offset[r + 1] = layout.counter_offset[r] + (s ? s->counters : 0);
+    layout.point_offset[r + 1] = layout.point_offset[r] + (s ? s->sync_points : 0);
+    if (s) layout.clock_bounds[r] = s->clock_bound;
   }
   // Times are on rank 0's clock only if every rank measured its offset to it.
-  const bool clock_corrected =
-      !summaries.empty() && std::all_of(summaries.begin(), summaries.end(), [](const RankSummary& s) { return s.sync_points > 0; });
-  std::vector<int64_t> clock_bounds(static_cast<size_t>(world_size), -1);
-  for (const auto& s : summaries) clock_bounds[static_cast<size_t>(s.rank)] = s.clock_bound;
+  layout.clock_corrected = !summaries.empty() && std::all_of(summaries.begin(), summaries.end(),
+                                                             [](const RankSummary& s) { return s.sync_points > 0; });
+  return layout;
+}
 
-  // 3. One string table for the job: the same name has the same id on every rank.
+struct JobStrings {
+  std::vector<std::string> texts;  // sorted; a text's index is its id
+  std::unordered_map<std::string_view, uint32_t> ids;
+  uint64_t bytes = 0;
+};
+
+// 3. One string table for the job: the same name has the same id on every
+// rank. Each shard learns its map from local ids to the job's.
+JobStrings build_string_table(MPI_Comm comm, std::vector<OwnedShard>& shards) {
   std::vector<std::string> local_strings = {kMissingName};
   for (const auto& shard : shards) {
     for (const auto& [id, text] : shard.scan.strings) local_strings.push_back(text);
@@ -620,13 +628,15 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
   }
   std::sort(local_strings.begin(), local_strings.end());
   local_strings.erase(std::unique(local_strings.begin(), local_strings.end()), local_strings.end());
-  std::vector<std::string> strings = allgather_strings(comm, local_strings);
-  std::sort(strings.begin(), strings.end());
-  strings.erase(std::unique(strings.begin(), strings.end()), strings.end());
-  std::unordered_map<std::string_view, uint32_t> string_ids;
-  for (size_t i = 0; i < strings.size(); ++i) string_ids.emplace(strings[i], static_cast<uint32_t>(i));
+  JobStrings strings;
+  strings.texts = allgather_strings(comm, local_strings);
+  std::sort(strings.texts.begin(), strings.texts.end());
+  strings.texts.erase(std::unique(strings.texts.begin(), strings.texts.end()), strings.texts.end());
+  for (size_t i = 0; i < strings.texts.size(); ++i) {
+    strings.ids.emplace(strings.texts[i], static_cast<uint32_t>(i));
+    strings.bytes += strings.texts[i].size();
+  }
 
-  std::vector<std::string> problems;
   for (auto& shard : shards) {
     uint32_t max_id = 0;
     for (const auto& [id, text] : shard.scan.strings) {
@@ -635,9 +645,17 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
     // The last slot holds the id that stands for a name whose string was lost.
     shard.name_map.assign(size_t{max_id} + 1, UINT32_MAX);
     for (const auto& [id, text] : shard.scan.strings) {
-      if (id < kMaxLocalStringId) shard.name_map[id] = string_ids.at(text);
+      if (id < kMaxLocalStringId) shard.name_map[id] = strings.ids.at(text);
     }
-    shard.name_map.back() = string_ids.at(kMissingName);
+    shard.name_map.back() = strings.ids.at(kMissingName);
+  }
+  return strings;
+}
+
+// What the shards of this process tell about themselves, for the warnings.
+std::vector<std::string> shard_problems(const std::vector<OwnedShard>& shards) {
+  std::vector<std::string> problems;
+  for (const auto& shard : shards) {
     for (const auto& problem : shard.scan.damage.problems) problems.push_back(problem);
     if (shard.counters.get(counter::kNothingCaptured) != 0) {
       problems.push_back("rank " + std::to_string(shard.scan.rank()) + " captured nothing (capture: " +
@@ -645,26 +663,148 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
                          "): its program made none of those calls where rankscope sees them");
     }
   }
+  return problems;
+}
 
-  // 4. With --repair-clock, the shifts are found before anything is written,
-  // so every event is written once, already moved.
-  ClockRepairOutcome repair;
-  repair.shifts.assign(static_cast<size_t>(world_size), 0);
-  repair.violations_before.assign(static_cast<size_t>(world_size), 0);
-  repair.message_violations_before.assign(static_cast<size_t>(world_size), 0);
-  if (options.repair_clock) repair = repair_clocks(comm, shards, clock_bounds, options.check_memory_bytes);
+// The timeline's datasets, created together by every process.
+struct TimelineTables {
+  Handle event_type = schema::event_type();
+  Handle rank_type = schema::rank_row_type();
+  Handle track_type = schema::track_row_type();
+  Handle counter_type = schema::counter_row_type();
+  Handle clock_type = schema::clock_row_type();
+  Handle clock_point_type = schema::clock_point_row_type();
+  hid_t events = -1, ranks = -1, counts = -1, tracks = -1, counters = -1, string_bytes = -1, string_offsets = -1,
+        clock = -1, clock_points = -1;
+};
 
-  // 5. Create the timeline together, once it is sure to fit: HDF5 cannot close
-  // a file cleanly after a failed write, so running out of room must be found first.
-  const std::string partial = options.output + ".partial";
-  uint64_t string_bytes = 0;
-  for (const auto& text : strings) string_bytes += text.size();
-  const uint64_t needed = event_offset.back() * sizeof(Event) + by_rank.size() * sizeof(schema::RankRow) +
-                          by_rank.size() * kEventKindCount * 8 + track_offset.back() * sizeof(schema::TrackRow) +
-                          counter_offset.back() * sizeof(schema::CounterRow) + string_bytes +
-                          strings.size() * 8 + by_rank.size() * sizeof(schema::ClockRow) +
-                          point_offset.back() * sizeof(schema::ClockPointRow) + (1u << 20);
-  error = check_room(partial, needed, process == 0);
+// 5. The bytes the timeline needs, to find running out of room before HDF5
+// does: it cannot close a file cleanly after a failed write.
+uint64_t timeline_bytes(const JobLayout& layout, const JobStrings& strings) {
+  const uint64_t ranks = layout.by_rank.size();
+  return layout.event_offset.back() * sizeof(Event) + ranks * sizeof(schema::RankRow) + ranks * kEventKindCount * 8 +
+         layout.track_offset.back() * sizeof(schema::TrackRow) +
+         layout.counter_offset.back() * sizeof(schema::CounterRow) + strings.bytes + strings.texts.size() * 8 +
+         ranks * sizeof(schema::ClockRow) + layout.point_offset.back() * sizeof(schema::ClockPointRow) + (1u << 20);
+}
+
+// 5. Collective: the datasets and the file's attributes.
+void create_tables(TimelineFile& out, TimelineTables& t, const JobLayout& layout, const JobStrings& strings) {
+  const auto ws = static_cast<hsize_t>(layout.world_size);
+  t.events = out.create(schema::kEvents, t.event_type, {layout.event_offset.back()});
+  t.ranks = out.create(schema::kRanks, t.rank_type, {ws});
+  t.counts = out.create(schema::kEventCounts, H5T_NATIVE_UINT64, {ws, kEventKindCount});
+  t.tracks = out.create(schema::kTracks, t.track_type, {layout.track_offset.back()});
+  t.counters = out.create(schema::kCounters, t.counter_type, {layout.counter_offset.back()});
+  t.string_bytes = out.create(schema::kStringBytes, H5T_NATIVE_CHAR, {strings.bytes});
+  t.string_offsets = out.create(schema::kStringOffsets, H5T_NATIVE_UINT64, {strings.texts.size() + 1});
+  t.clock = out.create(schema::kClock, t.clock_type, {ws});
+  t.clock_points = out.create(schema::kClockPoints, t.clock_point_type, {layout.point_offset.back()});
+  out.attribute("format", kTimelineFormatName);
+  out.attribute("format_version", int64_t{kTimelineVersion});
+  out.attribute("rankscope_version", kRankscopeVersion);
+  out.attribute("world_size", int64_t{layout.world_size});
+  out.attribute("clock_corrected", int64_t{layout.clock_corrected ? 1 : 0});
+}
+
+// 6. One rank's events (fed to the happens-before check on the way), its
+// row, event counts, tracks and clock. Returns the names it lost.
+uint64_t write_rank(TimelineFile& out, const TimelineTables& t, const OwnedShard& shard, const JobLayout& layout,
+                    int64_t repair_shift, uint64_t block_events, HappensBeforeCheck& check) {
+  const auto r = static_cast<size_t>(shard.scan.rank());
+  RankEventMerger merger(shard, out, t.events, t.event_type, layout.event_offset[r], block_events, repair_shift, check);
+  merger.run();
+
+  schema::RankRow row =
+      rank_row(shard, layout.event_offset[r], layout.track_offset[r], layout.counter_offset[r], repair_shift);
+  row.first_ns = merger.first_ns() == INT64_MAX ? 0 : merger.first_ns();
+  row.last_ns = merger.last_ns() == INT64_MIN ? 0 : merger.last_ns();
+  out.write(t.ranks, t.rank_type, {r}, {1}, &row, "rank " + std::to_string(r));
+  out.write(t.counts, H5T_NATIVE_UINT64, {r, 0}, {1, kEventKindCount}, merger.kind_counts().data() + 1,
+            "event counts of rank " + std::to_string(r));
+
+  std::vector<schema::TrackRow> track_rows;
+  for (const Track& track : shard.scan.tracks) {
+    const uint32_t name = track.name_id < shard.name_map.size() && shard.name_map[track.name_id] != UINT32_MAX
+                              ? shard.name_map[track.name_id]
+                              : shard.name_map.back();
+    track_rows.push_back(
+        {static_cast<int32_t>(r), track.id, track.os_id, name, track.device, static_cast<uint8_t>(track.type)});
+  }
+  out.write(t.tracks, t.track_type, {layout.track_offset[r]}, {track_rows.size()}, track_rows.data(),
+            "tracks of rank " + std::to_string(r));
+
+  const auto& points = shard.clock.points();
+  const schema::ClockRow clock_row{static_cast<int32_t>(r), static_cast<uint8_t>(!points.empty()),
+                                   shard.clock.offset_ns(), shard.clock.drift_ppm(), shard.clock.max_bound_ns(),
+                                   layout.point_offset[r], points.size(), repair_shift};
+  out.write(t.clock, t.clock_type, {r}, {1}, &clock_row, "the clock of rank " + std::to_string(r));
+  std::vector<schema::ClockPointRow> point_rows;
+  for (const SyncPoint& p : points) point_rows.push_back({static_cast<int32_t>(r), p.local_ns, p.offset_ns, p.bound_ns});
+  out.write(t.clock_points, t.clock_point_type, {layout.point_offset[r]}, {point_rows.size()}, point_rows.data(),
+            "the clock measurements of rank " + std::to_string(r));
+  return merger.names_missing();
+}
+
+// 6. One rank's counters: the agent's, and what the merge found.
+void write_rank_counters(TimelineFile& out, const TimelineTables& t, const OwnedShard& shard, const JobLayout& layout,
+                         const JobStrings& strings, uint64_t names_missing, const ClockRepairOutcome& repair,
+                         const HappensBeforeCheck::Result& causality) {
+  const auto r = static_cast<size_t>(shard.scan.rank());
+  Counters counters = shard.counters;
+  counters.set(counter::kNamesMissing, names_missing);
+  counters.set(counter::kClockViolations, causality.violations[r]);
+  counters.set(counter::kClockViolationWorstNs, static_cast<uint64_t>(causality.worst_ns[r]));
+  counters.set(counter::kClockCheckSkipped, causality.unchecked[r]);
+  counters.set(counter::kClockViolationsRepaired, repair.violations_before[r]);
+  counters.set(counter::kClockViolationsP2p, causality.message_violations[r]);
+  counters.set(counter::kClockViolationsP2pRepaired, repair.message_violations_before[r]);
+  counters.set(counter::kP2pUnmatched, causality.unmatched[r]);
+  std::vector<schema::CounterRow> rows;
+  for (const auto& [name, value] : counters.entries()) rows.push_back({static_cast<int32_t>(r), strings.ids.at(name), value});
+  out.write(t.counters, t.counter_type, {layout.counter_offset[r]}, {rows.size()}, rows.data(),
+            "counters of rank " + std::to_string(r));
+}
+
+// 6. Process 0: the string table, and the rows of ranks without a shard.
+void write_shared_tables(TimelineFile& out, const TimelineTables& t, const JobLayout& layout,
+                         const JobStrings& strings) {
+  std::string packed;
+  std::vector<uint64_t> string_offsets = {0};
+  for (const auto& text : strings.texts) {
+    packed += text;
+    string_offsets.push_back(packed.size());
+  }
+  out.write(t.string_bytes, H5T_NATIVE_CHAR, {0}, {packed.size()}, packed.data(), "the string table");
+  out.write(t.string_offsets, H5T_NATIVE_UINT64, {0}, {string_offsets.size()}, string_offsets.data(),
+            "the string table");
+  for (size_t r = 0; r < layout.by_rank.size(); ++r) {
+    if (layout.by_rank[r]) continue;
+    schema::RankRow row{};
+    row.rank = static_cast<int32_t>(r);
+    row.local_rank = -1;
+    row.node_id = -1;
+    row.status = static_cast<uint8_t>(RankStatus::kMissing);
+    row.event_offset = layout.event_offset[r];
+    row.track_offset = layout.track_offset[r];
+    row.counter_offset = layout.counter_offset[r];
+    const std::array<uint64_t, kEventKindCount> zeros{};
+    const schema::ClockRow clock_row{static_cast<int32_t>(r), 0, 0, 0.0, 0, layout.point_offset[r], 0, 0};
+    out.write(t.clock, t.clock_type, {r}, {1}, &clock_row, "the clock of rank " + std::to_string(r));
+    out.write(t.ranks, t.rank_type, {r}, {1}, &row, "rank " + std::to_string(r));
+    out.write(t.counts, H5T_NATIVE_UINT64, {r, 0}, {1, kEventKindCount}, zeros.data(),
+              "event counts of rank " + std::to_string(r));
+  }
+}
+
+// 5 and 6, collective: the timeline written to `partial`, or the same Error
+// on every process (an UnrecoverableError when HDF5 could not close the file).
+HappensBeforeCheck::Result write_timeline(MPI_Comm comm, const std::string& partial, const MergeOptions& options,
+                                          const std::vector<OwnedShard>& shards, const JobLayout& layout,
+                                          const JobStrings& strings, const ClockRepairOutcome& repair) {
+  int process = 0;
+  MPI_Comm_rank(comm, &process);
+  std::string error = check_room(partial, timeline_bytes(layout, strings), process == 0);
   check_all(comm, error);
 
   std::string close_error;
@@ -677,130 +817,32 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
       error = e.what();
     }
     check_all(comm, error);
-
-    const Handle event_type = schema::event_type();
-    const Handle rank_type = schema::rank_row_type();
-    const Handle track_type = schema::track_row_type();
-    const Handle counter_type = schema::counter_row_type();
-    const Handle clock_type = schema::clock_row_type();
-    const Handle clock_point_type = schema::clock_point_row_type();
-    const auto ws = static_cast<hsize_t>(world_size);
-
-    hid_t events = -1, ranks = -1, counts = -1, tracks = -1, counters = -1, bytes = -1, offsets = -1, clock = -1,
-          clock_points = -1;
+    TimelineTables tables;
     try {
-      events = out->create(schema::kEvents, event_type, {event_offset.back()});
-      ranks = out->create(schema::kRanks, rank_type, {ws});
-      counts = out->create(schema::kEventCounts, H5T_NATIVE_UINT64, {ws, kEventKindCount});
-      tracks = out->create(schema::kTracks, track_type, {track_offset.back()});
-      counters = out->create(schema::kCounters, counter_type, {counter_offset.back()});
-      bytes = out->create(schema::kStringBytes, H5T_NATIVE_CHAR, {string_bytes});
-      offsets = out->create(schema::kStringOffsets, H5T_NATIVE_UINT64, {strings.size() + 1});
-      clock = out->create(schema::kClock, clock_type, {ws});
-      clock_points = out->create(schema::kClockPoints, clock_point_type, {point_offset.back()});
-      out->attribute("format", kTimelineFormatName);
-      out->attribute("format_version", int64_t{kTimelineVersion});
-      out->attribute("rankscope_version", kRankscopeVersion);
-      out->attribute("world_size", int64_t{world_size});
-      out->attribute("clock_corrected", int64_t{clock_corrected ? 1 : 0});
+      create_tables(*out, tables, layout, strings);
     } catch (const Error& e) {
       error = e.what();
     }
     check_all(comm, error);
 
-    // 6. Each process writes its own ranks; process 0 also the shared tables.
+    // Each process writes its own ranks; process 0 also the shared tables.
     HappensBeforeCheck check(options.check_memory_bytes);
     std::vector<uint64_t> names_missing;
     try {
       for (const auto& shard : shards) {
-        const auto r = static_cast<size_t>(shard.scan.rank());
-        RankEventMerger merger(shard, *out, events, event_type, event_offset[r], options.block_events,
-                               repair.shifts[r], check);
-        merger.run();
-        names_missing.push_back(merger.names_missing());
-
-        schema::RankRow row = rank_row(shard, event_offset[r], track_offset[r], counter_offset[r], repair.shifts[r]);
-        row.first_ns = merger.first_ns() == INT64_MAX ? 0 : merger.first_ns();
-        row.last_ns = merger.last_ns() == INT64_MIN ? 0 : merger.last_ns();
-        out->write(ranks, rank_type, {r}, {1}, &row, "rank " + std::to_string(r));
-        out->write(counts, H5T_NATIVE_UINT64, {r, 0}, {1, kEventKindCount}, merger.kind_counts().data() + 1,
-                   "event counts of rank " + std::to_string(r));
-
-        std::vector<schema::TrackRow> track_rows;
-        for (const Track& t : shard.scan.tracks) {
-          const uint32_t name = t.name_id < shard.name_map.size() && shard.name_map[t.name_id] != UINT32_MAX
-                                    ? shard.name_map[t.name_id]
-                                    : shard.name_map.back();
-          track_rows.push_back({static_cast<int32_t>(r), t.id, t.os_id, name, t.device, static_cast<uint8_t>(t.type)});
-        }
-        out->write(tracks, track_type, {track_offset[r]}, {track_rows.size()}, track_rows.data(),
-                   "tracks of rank " + std::to_string(r));
-
-
-        const auto& points = shard.clock.points();
-        schema::ClockRow clock_row{static_cast<int32_t>(r), static_cast<uint8_t>(!points.empty()),
-                                   shard.clock.offset_ns(), shard.clock.drift_ppm(), shard.clock.max_bound_ns(),
-                                   point_offset[r], points.size(), repair.shifts[r]};
-        out->write(clock, clock_type, {r}, {1}, &clock_row, "the clock of rank " + std::to_string(r));
-        std::vector<schema::ClockPointRow> point_rows;
-        for (const SyncPoint& p : points) point_rows.push_back({static_cast<int32_t>(r), p.local_ns, p.offset_ns, p.bound_ns});
-        out->write(clock_points, clock_point_type, {point_offset[r]}, {point_rows.size()}, point_rows.data(),
-                   "the clock measurements of rank " + std::to_string(r));
+        const int64_t shift = repair.shifts[static_cast<size_t>(shard.scan.rank())];
+        names_missing.push_back(write_rank(*out, tables, shard, layout, shift, options.block_events, check));
       }
     } catch (const Error& e) {
       error = e.what();
     }
-
     // Every process takes part, whatever happened above, so none waits forever.
-    causality = check.finish(comm, clock_bounds);
-
+    causality = check.finish(comm, layout.clock_bounds);
     try {
       for (size_t i = 0; error.empty() && i < shards.size(); ++i) {
-        const auto r = static_cast<size_t>(shards[i].scan.rank());
-        Counters rank_counters = shards[i].counters;
-        rank_counters.set(counter::kNamesMissing, names_missing[i]);
-        rank_counters.set(counter::kClockViolations, causality.violations[r]);
-        rank_counters.set(counter::kClockViolationWorstNs, static_cast<uint64_t>(causality.worst_ns[r]));
-        rank_counters.set(counter::kClockCheckSkipped, causality.unchecked[r]);
-        rank_counters.set(counter::kClockViolationsRepaired, repair.violations_before[r]);
-        rank_counters.set(counter::kClockViolationsP2p, causality.message_violations[r]);
-        rank_counters.set(counter::kClockViolationsP2pRepaired, repair.message_violations_before[r]);
-        rank_counters.set(counter::kP2pUnmatched, causality.unmatched[r]);
-        std::vector<schema::CounterRow> counter_rows;
-        for (const auto& [name, value] : rank_counters.entries()) {
-          counter_rows.push_back({static_cast<int32_t>(r), string_ids.at(name), value});
-        }
-        out->write(counters, counter_type, {counter_offset[r]}, {counter_rows.size()}, counter_rows.data(),
-                   "counters of rank " + std::to_string(r));
+        write_rank_counters(*out, tables, shards[i], layout, strings, names_missing[i], repair, causality);
       }
-      if (process == 0) {
-        std::string packed;
-        std::vector<uint64_t> string_offsets = {0};
-        for (const auto& text : strings) {
-          packed += text;
-          string_offsets.push_back(packed.size());
-        }
-        out->write(bytes, H5T_NATIVE_CHAR, {0}, {packed.size()}, packed.data(), "the string table");
-        out->write(offsets, H5T_NATIVE_UINT64, {0}, {string_offsets.size()}, string_offsets.data(),
-                   "the string table");
-        for (size_t r = 0; r < by_rank.size(); ++r) {
-          if (by_rank[r]) continue;
-          schema::RankRow row{};
-          row.rank = static_cast<int32_t>(r);
-          row.local_rank = -1;
-          row.node_id = -1;
-          row.status = static_cast<uint8_t>(RankStatus::kMissing);
-          row.event_offset = event_offset[r];
-          row.track_offset = track_offset[r];
-          row.counter_offset = counter_offset[r];
-          const std::array<uint64_t, kEventKindCount> zeros{};
-          const schema::ClockRow clock_row{static_cast<int32_t>(r), 0, 0, 0.0, 0, point_offset[r], 0, 0};
-          out->write(clock, clock_type, {r}, {1}, &clock_row, "the clock of rank " + std::to_string(r));
-          out->write(ranks, rank_type, {r}, {1}, &row, "rank " + std::to_string(r));
-          out->write(counts, H5T_NATIVE_UINT64, {r, 0}, {1, kEventKindCount}, zeros.data(),
-                     "event counts of rank " + std::to_string(r));
-        }
-      }
+      if (process == 0) write_shared_tables(*out, tables, layout, strings);
     } catch (const Error& e) {
       error = e.what();
     }
@@ -816,19 +858,20 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
     if (any_close_failed) throw UnrecoverableError(e.what());
     throw;
   }
+  return causality;
+}
 
-  if (process == 0 && ::rename(partial.c_str(), options.output.c_str()) != 0) {
-    error = "cannot move " + partial + " to " + options.output + ": " + errno_text(errno);
-  }
-  check_all(comm, error);
-
+// 7. What the merge did, the same on every process.
+MergeResult summarize(MPI_Comm comm, const MergeOptions& options, const std::vector<OwnedShard>& shards,
+                      const JobLayout& layout, const std::vector<std::string>& problems,
+                      const ClockRepairOutcome& repair, const HappensBeforeCheck::Result& causality) {
   MergeResult result;
-  result.world_size = world_size;
-  result.events = event_offset.back();
-  for (size_t r = 0; r < by_rank.size(); ++r) {
-    if (!by_rank[r]) {
+  result.world_size = layout.world_size;
+  result.events = layout.event_offset.back();
+  for (size_t r = 0; r < layout.by_rank.size(); ++r) {
+    if (!layout.by_rank[r]) {
       result.missing_ranks.push_back(static_cast<int32_t>(r));
-    } else if (!by_rank[r]->ended) {
+    } else if (!layout.by_rank[r]->ended) {
       result.dead_ranks.push_back(static_cast<int32_t>(r));
     }
   }
@@ -844,6 +887,46 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
   if (options.repair_clock) {
     for (auto& line : describe_repair(repair, causality)) result.problems.push_back(std::move(line));
   }
+  return result;
+}
+
+}  // namespace
+
+std::vector<std::string> expand_shard_inputs(const std::vector<std::string>& inputs) {
+  return expand_folders(inputs, is_shard_file, ".shard files");
+}
+
+MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
+  const double started = MPI_Wtime();
+  int process = 0;
+  MPI_Comm_rank(comm, &process);
+  schema::silence_hdf5_errors();
+
+  // Failures before the first collective are the same on every process.
+  const std::vector<std::string> inputs = expand_shard_inputs(options.inputs);
+  if (inputs.empty()) throw Error("no shards to merge");
+  if (options.output.empty()) throw Error("no output file given");
+
+  std::vector<OwnedShard> shards = scan_own_shards(comm, inputs);
+  const JobLayout layout = agree_on_layout(comm, shards, inputs);
+  const JobStrings strings = build_string_table(comm, shards);
+
+  // 4. With --repair-clock, the shifts are found before anything is written,
+  // so every event is written once, already moved.
+  const auto ranks = static_cast<size_t>(layout.world_size);
+  ClockRepairOutcome repair{std::vector<int64_t>(ranks, 0), std::vector<uint64_t>(ranks, 0),
+                            std::vector<uint64_t>(ranks, 0), {}, false};
+  if (options.repair_clock) repair = repair_clocks(comm, shards, layout.clock_bounds, options.check_memory_bytes);
+
+  const std::string partial = options.output + ".partial";
+  const HappensBeforeCheck::Result causality = write_timeline(comm, partial, options, shards, layout, strings, repair);
+  std::string error;
+  if (process == 0 && ::rename(partial.c_str(), options.output.c_str()) != 0) {
+    error = "cannot move " + partial + " to " + options.output + ": " + errno_text(errno);
+  }
+  check_all(comm, error);
+
+  MergeResult result = summarize(comm, options, shards, layout, shard_problems(shards), repair, causality);
   result.seconds = MPI_Wtime() - started;
   return result;
 }
