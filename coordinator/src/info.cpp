@@ -143,6 +143,11 @@ std::string info_json(const Timeline& timeline) {
     json.key("pid").value(rank.pid);
     json.key("local_rank").value(rank.local_rank);
     json.key("node_id").value(rank.node_id);
+    json.key("launcher").value(rank.launcher);
+    json.key("agent_version").value(rank.agent_version);
+    json.key("capture").value(rank.capture);
+    json.key("gpu_uuids").value(rank.gpu_uuids);
+    json.key("start_wall_ns").value(rank.start_wall_ns);
     json.key("status").value(rank_status_name(rank.status));
     json.key("events").value(rank.event_count);
     json.key("drops").value(rank.counters.get(counter::kEventsDropped));

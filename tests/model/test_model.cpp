@@ -45,7 +45,11 @@ TEST(Metadata, EncodeDecodeRoundTrip) {
   EXPECT_EQ(back.rank, 5);
   EXPECT_EQ(back.world_size, 64);
   EXPECT_EQ(back.local_rank, 1);
+  EXPECT_EQ(back.local_size, 8);
+  EXPECT_EQ(back.node_id, 0);
   EXPECT_EQ(back.pid, 4242);
+  EXPECT_EQ(back.launcher, "openmpi");
+  EXPECT_EQ(back.agent_version, "0.1.0");
   EXPECT_EQ(back.host, "node-a with newline");
   EXPECT_EQ(back.gpu_uuids, "GPU-1,GPU-2");
   EXPECT_EQ(back.capture, "mpi,nvtx buffer_mb=64");

@@ -26,6 +26,15 @@ import json, os
 info, summary, truth = (json.load(open(f)) for f in ("info.json", "summary.json", "truth.json"))
 assert [r["status"] for r in info["ranks"]] == ["complete"] * 4, info["ranks"]
 assert all(r["drops"] == 0 for r in info["ranks"])
+# What each rank's agent wrote about itself, through shard, merge and timeline.
+import socket, time
+for r in info["ranks"]:
+    assert r["launcher"] == "openmpi" and r["host"] == socket.gethostname(), r
+    assert r["local_rank"] == r["rank"] and r["node_id"] == 0 and r["pid"] > 0, r
+    assert r["capture"].startswith("mpi,nvtx mode=inprocess"), r["capture"]
+    assert r["agent_version"] and r["gpu_uuids"] == "", r
+    assert 0 < time.time() - r["start_wall_ns"] * 1e-9 < 600, r["start_wall_ns"]
+assert len({r["pid"] for r in info["ranks"]}) == 4
 assert info["clock"]["corrected"] and all(r["synced"] and r["points"] >= 2 for r in info["clock"]["ranks"])
 steps = 3 + 1
 buckets = len(truth["buckets"])

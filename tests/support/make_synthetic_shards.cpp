@@ -9,6 +9,7 @@
 #include <string>
 
 #include "rankscope/model/error.h"
+#include "rankscope/model/shard.h"
 #include "synthetic_job.h"
 
 int main(int argc, char** argv) {
@@ -40,9 +41,7 @@ int main(int argc, char** argv) {
     for (int32_t r = 0; r < job.world_size; ++r) {
       rankscope::testing::SyntheticJob rank_job = job;
       rank_job.close_cleanly = r != dead;
-      char name[32];
-      std::snprintf(name, sizeof(name), "/rank-%05d.shard", r);
-      rankscope::testing::write_synthetic_rank(argv[1] + std::string(name), r, rank_job);
+      rankscope::testing::write_synthetic_rank(argv[1] + ("/" + rankscope::shard_file_name(r)), r, rank_job);
     }
   } catch (const rankscope::Error& e) {
     std::fprintf(stderr, "make_synthetic_shards: %s\n", e.what());

@@ -74,6 +74,8 @@ SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const 
   metadata.launcher = "synthetic";
   metadata.agent_version = "test";
   metadata.capture = "synthetic";
+  metadata.gpu_uuids = "GPU-synthetic-" + std::to_string(rank);
+  metadata.start_wall_ns = 1'700'000'000'000'000'000 + rank;
   metadata.start_local_ns = 1'000'000'000;
 
   ShardWriter writer;

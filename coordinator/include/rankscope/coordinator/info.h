@@ -10,8 +10,9 @@ namespace rankscope {
 std::string info_text(const Timeline& timeline);
 
 // Keys: file, format_version, world_size, events, span_ns, ranks (rank, host,
-// pid, local_rank, node_id, status, events, drops, first_ns, last_ns,
-// last_heard_ns, counters), events_by_kind, missing_ranks, dead_ranks.
+// pid, local_rank, node_id, launcher, agent_version, capture, gpu_uuids,
+// start_wall_ns, status, events, drops, first_ns, last_ns, last_heard_ns,
+// counters), events_by_kind, missing_ranks, dead_ranks.
 std::string info_json(const Timeline& timeline);
 
 // Every data-quality counter rankscope knows, with what it means
