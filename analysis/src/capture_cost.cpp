@@ -2,8 +2,8 @@
 // closed the shard (docs/agent.md, "What capture costs").
 #include <algorithm>
 
-#include "rankscope/model/counters.h"
 #include "rankscope/analysis/analysis.h"
+#include "rankscope/model/counters.h"
 
 namespace rankscope::analysis {
 

@@ -9,8 +9,8 @@
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/analysis/format.h"
 #include "rankscope/analysis/statistics.h"
-#include "rankscope/timeline/collectives.h"
 #include "rankscope/model/json.h"
+#include "rankscope/timeline/collectives.h"
 
 namespace rankscope::analysis {
 namespace {

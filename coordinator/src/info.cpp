@@ -1,4 +1,3 @@
-#include "rankscope/model/counters.h"
 #include "rankscope/coordinator/info.h"
 
 #include <algorithm>
@@ -6,6 +5,7 @@
 
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/analysis/format.h"
+#include "rankscope/model/counters.h"
 #include "rankscope/model/json.h"
 #include "rankscope/model/text.h"
 

@@ -27,12 +27,12 @@
 #include <vector>
 
 #include "commands/command.h"
-#include "rankscope/rank_agent/agent.h"
 #include "rankscope/clocksync/sync_mpi.h"
-#include "rankscope/model/error.h"
 #include "rankscope/merge/merge.h"
+#include "rankscope/model/error.h"
 #include "rankscope/model/shard.h"
 #include "rankscope/model/text.h"
+#include "rankscope/rank_agent/agent.h"
 
 namespace rankscope {
 namespace {

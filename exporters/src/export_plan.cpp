@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <unordered_map>
 
-#include "rankscope/timeline/event_stream.h"
 #include "export_arguments.h"
 #include "rankscope/model/error.h"
+#include "rankscope/timeline/event_stream.h"
 
 namespace rankscope::export_detail {
 namespace {

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "rankscope/model/event.h"
 #include "rankscope/exporters/export.h"
+#include "rankscope/model/event.h"
 #include "rankscope/timeline/timeline.h"
 
 namespace rankscope::export_detail {

@@ -30,9 +30,9 @@
 #include <utility>
 #include <vector>
 
-#include "rankscope/timeline/event_stream.h"
 #include "export_plan.h"
 #include "rankscope/exporters/export.h"
+#include "rankscope/timeline/event_stream.h"
 #include "rankscope/timeline/timeline.h"
 
 namespace rankscope::export_detail {

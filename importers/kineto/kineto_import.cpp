@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "kineto_align.h"
-#include "rankscope/model/input_files.h"
 #include "kineto_trace.h"
 #include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/input_files.h"
 
 namespace rankscope {
 namespace {

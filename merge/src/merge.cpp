@@ -1,4 +1,3 @@
-#include "rankscope/model/counters.h"
 #include "rankscope/merge/merge.h"
 
 #include <sys/resource.h>
@@ -17,17 +16,18 @@
 #include <optional>
 #include <unordered_map>
 
-#include "rankscope/clocksync/clock.h"
-#include "rankscope/model/error.h"
-#include "rankscope/model/shard.h"
-#include "rankscope/model/text.h"
-#include "rankscope/timeline/timeline.h"
-#include "rankscope/model/version.h"
 #include "clock_repair.h"
 #include "happens_before.h"
-#include "rankscope/model/input_files.h"
+#include "rankscope/clocksync/clock.h"
 #include "rankscope/merge/mpi_gather.h"
+#include "rankscope/model/counters.h"
+#include "rankscope/model/error.h"
+#include "rankscope/model/input_files.h"
+#include "rankscope/model/shard.h"
+#include "rankscope/model/text.h"
+#include "rankscope/model/version.h"
 #include "rankscope/timeline/schema.h"
+#include "rankscope/timeline/timeline.h"
 
 namespace rankscope {
 namespace {

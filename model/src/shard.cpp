@@ -1,5 +1,4 @@
 #include "rankscope/model/shard.h"
-#include "rankscope/model/text.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,6 +11,7 @@
 
 #include "rankscope/model/crc32c.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/text.h"
 
 namespace rankscope {
 namespace {

@@ -24,15 +24,15 @@
 #include <thread>
 #include <vector>
 
-#include "capture_source.h"
-#include "recorder.h"
-#include "rankscope/model/counters.h"
 #include "rankscope/rank_agent/agent.h"
+#include "capture_source.h"
 #include "rankscope/clocksync/clock.h"
+#include "rankscope/model/counters.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/shard.h"
 #include "rankscope/model/text.h"
 #include "rankscope/model/version.h"
+#include "recorder.h"
 
 namespace rankscope::agent {
 namespace {

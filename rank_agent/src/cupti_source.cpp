@@ -39,10 +39,10 @@
 #include "capture_source.h"
 #include "cuda_correlation.h"
 #include "cupti_records.h"
-#include "rankscope/model/counters.h"
-#include "rankscope/rank_agent/agent.h"
-#include "rankscope/model/text.h"
 #include "rankscope/clocksync/clock.h"
+#include "rankscope/model/counters.h"
+#include "rankscope/model/text.h"
+#include "rankscope/rank_agent/agent.h"
 
 namespace rankscope::agent {
 namespace {

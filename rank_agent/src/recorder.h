@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "id_table.h"
-#include "rankscope/rank_agent/agent.h"
 #include "rankscope/model/event.h"
+#include "rankscope/rank_agent/agent.h"
 
 namespace rankscope::agent {
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "export_fixture.h"
-#include "rankscope/model/error.h"
 #include "rankscope/merge/merge.h"
+#include "rankscope/model/error.h"
 #include "rankscope/timeline/timeline.h"
 #include "synthetic_job.h"
 // The encoder is internal to the exporter; its bytes are tested directly.

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "rankscope/model/error.h"
 #include "kineto_trace.h"
+#include "rankscope/model/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const rankscope::kineto::ImportSettings settings = [] {

@@ -1,6 +1,6 @@
 // Collective tests of the merge: run as one process and under mpiexec -n 4.
-#include "rankscope/model/counters.h"
 #include "rankscope/merge/merge.h"
+#include "rankscope/model/counters.h"
 
 #include <gtest/gtest.h>
 #include <hdf5.h>

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "rankscope/rank_agent/agent.h"
 #include "rankscope/model/shard.h"
+#include "rankscope/rank_agent/agent.h"
 #include "shard_contents.h"
 
 extern "C" void nvtx_module_ranges(int count);  // tests/rank_agent/nvtx_module.cpp

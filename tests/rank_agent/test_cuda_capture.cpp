@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "rankscope/rank_agent/agent.h"
 #include "rankscope/model/shard.h"
+#include "rankscope/rank_agent/agent.h"
 #include "shard_contents.h"
 
 namespace {

@@ -24,8 +24,8 @@
 
 #include "nccl_profiler_abi.h"
 #include "rankscope/model/counters.h"
-#include "rankscope/rank_agent/agent.h"
 #include "rankscope/model/shard.h"
+#include "rankscope/rank_agent/agent.h"
 #include "shard_contents.h"
 
 namespace {

@@ -8,8 +8,8 @@
 #include <tuple>
 #include <utility>
 
-#include "rankscope/model/counters.h"
 #include "rankscope/clocksync/clock.h"
+#include "rankscope/model/counters.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/shard.h"
 

@@ -1,8 +1,8 @@
 // rankscope export TIMELINE --perfetto FILE --chrome FILE [selection]
 #include <cstdio>
 
-#include "command.h"
 #include "rankscope/exporters/export.h"
+#include "command.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/text.h"
 #include "rankscope/timeline/timeline.h"

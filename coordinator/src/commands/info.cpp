@@ -1,8 +1,8 @@
 // rankscope info TIMELINE [--json]
 #include <cstdio>
 
-#include "command.h"
 #include "rankscope/coordinator/info.h"
+#include "command.h"
 #include "rankscope/model/error.h"
 
 namespace rankscope::cli {

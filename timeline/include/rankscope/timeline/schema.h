@@ -8,8 +8,8 @@
 #include <string>
 #include <utility>
 
-#include "rankscope/timeline/collectives.h"
 #include "rankscope/model/event.h"
+#include "rankscope/timeline/collectives.h"
 #include "rankscope/timeline/timeline.h"
 
 namespace rankscope::schema {
