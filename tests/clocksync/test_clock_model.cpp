@@ -677,7 +677,7 @@ TEST(ClockHandoff, TheSidecarHandsItsClockToTheProgram) {
 }
 
 // The MPI shim has its own copy of the clock library. It builds its clock
-// from the agent's base clock (mpi_shim.cpp, measure_clock), as this test
+// from the agent's base clock (mpi_lifecycle.cpp, measure_clock), as this test
 // does with its own copy, and must read exactly the agent's times. The agent
 // is given a clock no other copy would choose: a calibration a second off.
 TEST(AgentClock, TheShimsCopyReadsTheAgentsClock) {

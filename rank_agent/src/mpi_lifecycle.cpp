@@ -1,0 +1,132 @@
+// The shim's life inside the application's MPI: set up after MPI_Init, the
+// clocks synchronised then and at MPI_Finalize, its own costs and counts added
+// to the shard, and the shard closed at MPI_Finalize or MPI_Abort.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "mpi_shim.h"
+#include "rankscope/clocksync/sync_mpi.h"
+#include "rankscope/model/counters.h"
+#include "rankscope/model/error.h"
+#include "rankscope/model/shard.h"
+
+namespace rankscope::agent {
+
+[[gnu::tls_model("initial-exec")]] constinit thread_local bool t_in_agent = false;
+
+constexpr uint32_t kNoCaptureBits = 0;
+const uint32_t* g_capture_bits = &kNoCaptureBits;
+
+namespace {
+
+[[gnu::constructor]] void find_capture_bits() { g_capture_bits = rankscope_agent_capture_bits(); }
+
+bool g_started = false;
+MPI_Comm g_agent_comm = MPI_COMM_NULL;
+clocksync::ClockSynchronizer* g_sync = nullptr;
+
+void set_up_after_init() {
+  if (!rankscope_agent_capturing(kCaptureMpi) && rankscope_agent_shard_path()[0] == '\0') return;
+  AgentScope agent_calls;
+  intern_call_names();
+  PMPI_Comm_dup(MPI_COMM_WORLD, &g_agent_comm);
+  PMPI_Comm_set_errhandler(g_agent_comm, MPI_ERRORS_RETURN);
+  set_up_comms();
+  set_up_message_counters();
+  g_requests = new RequestTable();
+  g_persistent = new RequestTable();
+
+  const clocksync::Placement where = clocksync::placement(g_agent_comm);
+  rankscope_agent_set_placement(where.world_size, where.local_rank, where.local_size, where.node_id);
+  g_started = true;
+}
+
+void measure_clock() {
+  AgentScope agent_calls;
+  try {
+    if (!g_sync) {
+      // The agent's base clock, not one of this library's own: a calibration
+      // of the TSC made here would be another clock than the events'.
+      const auto base = clocksync::BaseClock::parse(rankscope_agent_clock_base());
+      g_sync = new clocksync::ClockSynchronizer(g_agent_comm, clocksync::Clock::for_rank(g_world_rank, base));
+    }
+    if (const auto point = g_sync->round()) rankscope_agent_add_sync_point(&*point);
+    else std::fprintf(stderr, "rankscope agent: rank %d: clock sync round failed: %s\n", g_world_rank, g_sync->error().c_str());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rankscope agent: rank %d: clock sync failed: %s\n", g_world_rank, e.what());
+  }
+}
+
+void add_cost(std::string_view counter, int64_t since) {
+  rankscope_agent_add_counter(counter.data(), static_cast<uint64_t>(now() - since));  // the names are literals
+}
+
+// What the wrappers counted instead of recording, into the shard's counters.
+void add_counters() {
+  const PollTotals polls = poll_totals();
+  rankscope_agent_add_counter(counter::kMpiPollsUnrecorded.data(), polls.unrecorded);
+  rankscope_agent_add_counter(counter::kMpiPollNsUnrecorded.data(), polls.estimated_ns());
+  rankscope_agent_add_counter(counter::kMpiPollsTimed.data(), polls.timed);
+  rankscope_agent_add_counter(counter::kMpiRequestsUntracked.data(), g_requests->untracked() + g_persistent->untracked());
+}
+
+// Every rank closes its shard; once all are complete, each leaves the mark
+// `rankscope run` merges them on (the merge runs outside the application).
+void close_shard(int64_t own_work) {
+  AgentScope agent_calls;
+  add_counters();
+  add_cost(counter::kCostMpiFinalizeNs, own_work);
+  int complete = rankscope_agent_finish() ? 1 : 0, all_complete = 0;
+  PMPI_Allreduce(&complete, &all_complete, 1, MPI_INT, MPI_MIN, g_agent_comm);
+  const char* shard_dir = std::getenv(kEnvShardDir);
+  if (!all_complete || !shard_dir) return;
+  const std::string mark = std::string(shard_dir) + "/" + shard_file_name(g_world_rank, kFinalizedSuffix);
+  if (std::FILE* file = std::fopen(mark.c_str(), "w")) std::fclose(file);
+}
+
+}  // namespace
+
+void start_after_init(Call call, int64_t call_began) {
+  const int64_t own_work = now();
+  set_up_after_init();
+  if (!g_started) return;
+  measure_clock();
+  rankscope_agent_add_counter(counter::kCostPollPs.data(), calibrate_poll_cost_ps());
+  record_call(call, call_began);
+  add_cost(counter::kCostMpiInitNs, own_work);
+}
+
+void stop_before_finalize() {
+  if (!g_started) return;
+  const int64_t begin = now();
+  {
+    AgentScope agent_calls;
+    PMPI_Barrier(g_agent_comm);  // the application's last calls end before the last measurement
+  }
+  record_call(Call::kFinalize, begin);
+  const int64_t own_work = now();
+  measure_clock();
+  close_shard(own_work);
+  AgentScope agent_calls;
+  delete g_sync;
+  g_sync = nullptr;
+  PMPI_Comm_free(&g_agent_comm);
+  tear_down_comms();
+  g_started = false;
+}
+
+// The rank shows as aborted with its code, and its shard is whole: MPI_Abort
+// does not return, and mpirun then kills every rank.
+void stop_at_abort(int errorcode) {
+  if (!g_started) return;
+  record_call(Call::kAbort, now());
+  AgentScope agent_calls;
+  add_counters();
+  rankscope_agent_add_counter(counter::kMpiAborted.data(), 1);
+  rankscope_agent_add_counter(counter::kMpiAbortCode.data(), static_cast<uint32_t>(errorcode));
+  rankscope_agent_finish();
+}
+
+}  // namespace rankscope::agent

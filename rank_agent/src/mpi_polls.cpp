@@ -1,0 +1,69 @@
+// The polls that were only counted: each thread's counts, their totals for
+// the shard, and what one such poll costs the application on this machine.
+#include <algorithm>
+
+#include "mpi_shim.h"
+
+namespace rankscope::agent {
+
+[[gnu::tls_model("initial-exec")]] constinit thread_local PollThread t_poll{};
+
+namespace {
+
+constexpr uint32_t kPollCountSlots = 256;
+PollCounts g_poll_counts[kPollCountSlots];
+std::atomic<uint32_t> g_poll_slots_taken{0};
+PollCounts g_poll_counts_shared;  // for threads beyond the slots, with locked adds
+
+}  // namespace
+
+void claim_poll_counts(PollThread& thread) {
+  const uint32_t slot = g_poll_slots_taken.fetch_add(1, std::memory_order_relaxed);
+  thread.shared = slot >= kPollCountSlots;
+  thread.counts = thread.shared ? &g_poll_counts_shared : &g_poll_counts[slot];
+}
+
+// What a poll that is only counted adds to the application's, in
+// picoseconds: the wrapper's test and count, timed here in a few batches
+// (what they count is taken back), so that the figure is this machine's; the
+// fastest batch counts, as one the scheduler interrupted says nothing of the poll.
+uint64_t calibrate_poll_cost_ps() {
+  constexpr int kBatches = 8, kRounds = 512;
+  PollThread& thread = t_poll;
+  if (!thread.counts) claim_poll_counts(thread);
+  if (thread.shared) return 0;  // its counts could not be taken back
+  PollCounts& counts = *thread.counts;
+  const uint64_t unrecorded = counts.unrecorded.load(std::memory_order_relaxed);
+  const uint64_t timed = counts.timed.load(std::memory_order_relaxed);
+  const uint64_t timed_ns = counts.timed_ns.load(std::memory_order_relaxed);
+  const uint32_t until_timed = thread.until_timed;
+  int64_t fastest = INT64_MAX;
+  for (int batch = 0; batch < kBatches; ++batch) {
+    const int64_t began = now();
+    for (int i = 0; i < kRounds; ++i) {
+      PollTimer poll;
+      poll.finish(__atomic_load_n(g_capture_bits, __ATOMIC_RELAXED) == ~0u);  // never true, unknown to the compiler
+    }
+    fastest = std::min(fastest, now() - began);
+  }
+  counts.unrecorded.store(unrecorded, std::memory_order_relaxed);
+  counts.timed.store(timed, std::memory_order_relaxed);
+  counts.timed_ns.store(timed_ns, std::memory_order_relaxed);
+  thread.until_timed = until_timed;
+  return static_cast<uint64_t>(fastest) * 1000 / kRounds;
+}
+
+PollTotals poll_totals() {
+  PollTotals totals;
+  const uint32_t taken = std::min(g_poll_slots_taken.load(std::memory_order_relaxed), kPollCountSlots);
+  const auto sum = [&](const PollCounts& counts) {
+    totals.unrecorded += counts.unrecorded.load(std::memory_order_relaxed);
+    totals.timed += counts.timed.load(std::memory_order_relaxed);
+    totals.timed_ns += counts.timed_ns.load(std::memory_order_relaxed);
+  };
+  for (uint32_t slot = 0; slot < taken; ++slot) sum(g_poll_counts[slot]);
+  sum(g_poll_counts_shared);
+  return totals;
+}
+
+}  // namespace rankscope::agent

@@ -1,0 +1,161 @@
+// The Wait and Test families' wrappers: each records the operations it
+// completes. A Test that completes nothing is a poll, counted rather than
+// recorded (mpi_shim.h, "polls").
+#include <algorithm>
+#include <vector>
+
+#include "mpi_shim.h"
+
+using namespace rankscope;
+using namespace rankscope::agent;
+
+namespace {
+
+// Request handles and statuses copied before a Wait or Test overwrites them;
+// thread-local and grown only when a call passes more than ever before.
+struct CompletionScratch {
+  std::vector<MPI_Request> requests;
+  std::vector<MPI_Status> statuses;
+  void keep(int count, const MPI_Request* array) {
+    if (requests.size() < static_cast<size_t>(count)) {
+      requests.resize(static_cast<size_t>(count));
+      statuses.resize(static_cast<size_t>(count));
+    }
+    // Polls pass one request or a few: a call to memmove would cost more than copying them here.
+    MPI_Request* kept = requests.data();
+    if (count <= 2) {
+      if (count > 0) kept[0] = array[0];
+      if (count > 1) kept[1] = array[1];
+    } else {
+      std::copy(array, array + count, kept);
+    }
+  }
+};
+// Reached through a plain pointer: a thread_local with a constructor would
+// cost every call a __tls_get_addr for its guard.
+[[gnu::tls_model("initial-exec")]] thread_local CompletionScratch* t_scratch = nullptr;
+CompletionScratch& completion_scratch() {
+  if (CompletionScratch* scratch = t_scratch) return *scratch;
+  thread_local CompletionScratch owned;  // freed when the thread exits
+  t_scratch = &owned;
+  return owned;
+}
+
+}  // namespace
+
+RANKSCOPE_EXPORT int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Wait(request, status));
+  const MPI_Request handle = *request;
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  const int64_t begin = now();
+  const int rc = PMPI_Wait(request, kept);
+  const int64_t end = now();
+  record_call(Call::kWait, begin);
+  complete(handle, kept, end);
+  return rc;
+}
+
+RANKSCOPE_EXPORT int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Test(request, flag, status));
+  const MPI_Request handle = *request;
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  PollTimer poll;
+  const int rc = PMPI_Test(request, flag, kept);
+  if (poll.finish(*flag)) record_poll(Call::kTest, poll);
+  if (*flag) complete(handle, kept, poll.end());
+  return rc;
+}
+
+namespace {
+
+// Waitall and Testall: every request completes together, when the call says so.
+template <typename Run>
+int all(Call call, int count, MPI_Request requests[], MPI_Status statuses[], Run&& run) {
+  CompletionScratch& scratch = completion_scratch();
+  scratch.keep(count, requests);
+  MPI_Status* kept = statuses == MPI_STATUSES_IGNORE ? scratch.statuses.data() : statuses;
+  PollTimer poll(call == Call::kWaitall);
+  int done = 1;
+  const int rc = run(kept, &done);
+  if (poll.finish(done)) record_poll(call, poll);
+  if (done) {
+    for (int i = 0; i < count; ++i) complete(scratch.requests[static_cast<size_t>(i)], &kept[i], poll.end());
+  }
+  return rc;
+}
+
+// Waitany, Testany, Waitsome, Testsome: the call names the completed indices.
+template <typename Run>
+int some(Call call, int count, MPI_Request requests[], int* completed, int indices[], MPI_Status statuses[], Run&& run) {
+  CompletionScratch& scratch = completion_scratch();
+  scratch.keep(count, requests);
+  MPI_Status* kept = statuses == MPI_STATUSES_IGNORE ? scratch.statuses.data() : statuses;
+  PollTimer poll(call == Call::kWaitany || call == Call::kWaitsome);
+  const int rc = run(kept);
+  const bool done = *completed > 0 && *completed != MPI_UNDEFINED;
+  if (poll.finish(done)) record_poll(call, poll);
+  if (done) {
+    for (int i = 0; i < *completed; ++i) {
+      const int index = indices ? indices[i] : *completed;
+      complete(scratch.requests[static_cast<size_t>(index)], &kept[i], poll.end());
+    }
+  }
+  return rc;
+}
+
+}  // namespace
+
+RANKSCOPE_EXPORT int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Waitall(count, requests, statuses));
+  return all(Call::kWaitall, count, requests, statuses,
+             [&](MPI_Status* kept, int*) { return PMPI_Waitall(count, requests, kept); });
+}
+
+RANKSCOPE_EXPORT int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Testall(count, requests, flag, statuses));
+  return all(Call::kTestall, count, requests, statuses, [&](MPI_Status* kept, int* done) {
+    const int rc = PMPI_Testall(count, requests, flag, kept);
+    *done = *flag;
+    return rc;
+  });
+}
+
+RANKSCOPE_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Waitany(count, requests, index, status));
+  int completed = 0;
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  return some(Call::kWaitany, count, requests, &completed, index, kept, [&](MPI_Status* s) {
+    const int rc = PMPI_Waitany(count, requests, index, s);
+    completed = *index == MPI_UNDEFINED ? 0 : 1;
+    return rc;
+  });
+}
+
+RANKSCOPE_EXPORT int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Testany(count, requests, index, flag, status));
+  int completed = 0;
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  return some(Call::kTestany, count, requests, &completed, index, kept, [&](MPI_Status* s) {
+    const int rc = PMPI_Testany(count, requests, index, flag, s);
+    completed = *flag && *index != MPI_UNDEFINED ? 1 : 0;
+    return rc;
+  });
+}
+
+RANKSCOPE_EXPORT int MPI_Waitsome(int count, MPI_Request requests[], int* outcount, int indices[],
+                                  MPI_Status statuses[]) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Waitsome(count, requests, outcount, indices, statuses));
+  return some(Call::kWaitsome, count, requests, outcount, indices, statuses,
+              [&](MPI_Status* kept) { return PMPI_Waitsome(count, requests, outcount, indices, kept); });
+}
+
+RANKSCOPE_EXPORT int MPI_Testsome(int count, MPI_Request requests[], int* outcount, int indices[],
+                                  MPI_Status statuses[]) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Testsome(count, requests, outcount, indices, statuses));
+  return some(Call::kTestsome, count, requests, outcount, indices, statuses,
+              [&](MPI_Status* kept) { return PMPI_Testsome(count, requests, outcount, indices, kept); });
+}
