@@ -312,7 +312,8 @@ class RankSweep {
 
   // Books [now_, to) by the intervals open over it.
   void account(int64_t to) {
-    const int64_t dt = to - now_;
+    // The first call only starts the clock (to - INT64_MIN would overflow).
+    const int64_t dt = now_ == INT64_MIN ? 0 : to - now_;
     now_ = to;
     if (dt <= 0 || open_[kInStep] == 0 || step_ >= rank_.steps.size()) return;
     RankStep& step = rank_.steps[step_];
