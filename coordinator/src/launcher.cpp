@@ -165,6 +165,10 @@ void set_agent_environment(const RunOptions& options, const Identity& id, const 
 
 void prepend_preload(const std::vector<fs::path>& libraries) {
   std::string preload;
+#ifdef RANKSCOPE_SANITIZER_RUNTIME
+  // A sanitizer build's libraries need the sanitizer's runtime loaded first.
+  preload += RANKSCOPE_SANITIZER_RUNTIME " ";
+#endif
   for (const fs::path& library : libraries) preload += library.string() + " ";
   if (const char* existing = std::getenv("LD_PRELOAD")) preload += existing;
   set("LD_PRELOAD", preload);
