@@ -170,6 +170,7 @@ program calls
     if (counts(i) > 0) write (unit, '(a,1x,i0)') trim(names(i)), counts(i)
   end do
   close (unit)
+  deallocate(gathered, spread, all_in, all_out)  ! what LeakSanitizer would report otherwise
   call MPI_Finalize(ierr)
 
 contains

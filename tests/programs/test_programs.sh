@@ -34,7 +34,7 @@ work=$cache/last-run
 rm -rf "$work"
 mkdir -p "$work/bin"
 
-failed=() skipped=()
+failed=() skipped=() left_out=()
 program=setup
 fail() { echo "FAIL: $program: $*" >&2; failed+=("$program"); }
 failed_now() { [ ${#failed[@]} -gt 0 ] && [ "${failed[-1]}" = "$program" ]; }
@@ -217,6 +217,14 @@ hdf5_outputs() { same_stdout "$1" unmasked; same_files "$1" "rank-*.h5"; }
 # C, linked to Debian's serial HDF5 (libhdf5_serial), whose symbols have the
 # same names as those of the parallel HDF5 the agent brings in.
 program_hdf5_serial() {
+  # With AddressSanitizer's runtime preloaded (a sanitizer build, docs/testing.md)
+  # any program on Debian's serial HDF5 that writes a file hangs in exit, rankscope
+  # or not: libp11-kit's destructor waits on glibc's locale lock.
+  if [[ ${RANKSCOPE_TEST_SANITIZER_RUNTIME:-} == *libasan* ]]; then
+    echo "left out: a program on serial HDF5 hangs in exit with AddressSanitizer's runtime preloaded"
+    left_out+=("$program")
+    return
+  fi
   pkg-config --exists hdf5-serial || { fail "no hdf5-serial.pc: install Debian's libhdf5-dev"; return; }
   mpicc -O1 -o "$work/bin/hdf5_serial" "$here/hdf5_serial.c" $(pkg-config --cflags --libs hdf5-serial) ||
     { fail "cannot build hdf5_serial.c"; return; }
@@ -330,6 +338,8 @@ for program in $selected; do
   "program_$program"
   if [[ " ${skipped[*]} " = *" $program "* ]]; then
     status=skipped
+  elif [[ " ${left_out[*]} " = *" $program "* ]]; then
+    status="left out"
   elif failed_now; then
     status="FAILED (its files: $work/$program)"
   else

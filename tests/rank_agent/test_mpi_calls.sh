@@ -22,6 +22,9 @@ for so in librankscope_mpi.so librankscope_capture.so librankscope_sidecar_guard
   for n in $needed; do
     case $n in
       libc.so.*|libm.so.*|libstdc++.so.*|libgcc_s.so.*|ld-linux*|libpthread.so.*|libdl.so.*|libmpi.so.*|librankscope_capture.so) ;;
+      # A sanitizer build's runtimes (docs/testing.md); rankscope run preloads them first.
+      libasan.so.*|libubsan.so.*|libtsan.so.*) [ -n "${RANKSCOPE_TEST_SANITIZER_RUNTIME:-}" ] ||
+        fail "$so needs $n, and this is no sanitizer build" ;;
       *) fail "$so needs $n, which would enter the application's process" ;;
     esac
   done

@@ -24,8 +24,10 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
+  // Listing the tests (gtest_discover_tests, at build time) starts no MPI.
+  if (GTEST_FLAG_GET(list_tests)) return RUN_ALL_TESTS();
+  MPI_Init(&argc, &argv);
   int process = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &process);
   if (process != 0) {
