@@ -8,7 +8,7 @@
 
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/analysis/format.h"
-#include "rankscope/analysis/statistics.h"
+#include "rankscope/model/statistics.h"
 #include "rankscope/model/json.h"
 #include "rankscope/timeline/collectives.h"
 

@@ -11,7 +11,7 @@
 
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/analysis/format.h"
-#include "rankscope/analysis/statistics.h"
+#include "rankscope/model/statistics.h"
 
 namespace rankscope::analysis {
 namespace {

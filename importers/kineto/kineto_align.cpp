@@ -6,6 +6,8 @@
 #include <tuple>
 #include <utility>
 
+#include "rankscope/model/statistics.h"
+
 namespace rankscope::kineto {
 namespace {
 
@@ -20,12 +22,6 @@ struct Pair {
   uint32_t mine;    // record of the rank being aligned
   uint32_t theirs;  // record of the anchor
 };
-
-int64_t median(std::vector<int64_t> values) {
-  const size_t middle = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<long>(middle), values.end());
-  return values[middle];
-}
 
 class UnionFind {
  public:
@@ -176,7 +172,7 @@ std::vector<Pair> pairs_by_time(const RankCollectives& mine, const RankCollectiv
       gaps.push_back(theirs.records[list[k]].end_ns - theirs.records[list[k - 1]].end_ns);
     }
   }
-  const int64_t window = std::clamp<int64_t>(gaps.empty() ? 2'000'000 : median(gaps) / 4, 20'000, 2'000'000);
+  const int64_t window = std::clamp<int64_t>(gaps.empty() ? 2'000'000 : median_ns(gaps) / 4, 20'000, 2'000'000);
 
   std::vector<Pair> pairs = pairs_around(mine, theirs, their_kinds, window, 0);
   if (2 * pairs.size() < std::min(mine.records.size(), theirs.records.size())) {
@@ -205,7 +201,7 @@ PairOffset offset_from(const RankCollectives& mine, const RankCollectives& their
     high = std::min(high, a.end_ns - b.begin_ns);
     end_differences.push_back(a.end_ns - b.end_ns);
   }
-  const int64_t estimate = median(end_differences);
+  const int64_t estimate = median_ns(end_differences);
   if (low <= high) {
     const int64_t offset = std::clamp(estimate, low, high);
     return {offset, std::max(offset - low, high - offset), true};

@@ -79,4 +79,24 @@ set -e
 [ $status -eq 1 ] || fail "merge of a bogus shard exited $status"
 grep -q "bogus.shard is not a rankscope shard" <<<"$msg" || fail "merge error: $msg"
 [ ! -e "$work/x.h5" ] || fail "a failed merge left a timeline"
+set +e
+msg=$("$rankscope" info 2>&1); status=$?
+set -e
+[ $status -eq 2 ] && grep -q "give a timeline" <<<"$msg" || fail "info without a timeline: $status $msg"
+set +e
+msg=$("$rankscope" report "$work/job.h5" -o "$work/no/such/dir/r.txt" 2>&1); status=$?
+set -e
+[ $status -eq 1 ] && grep -q "rankscope report: error: cannot write $work/no/such/dir/r.txt: No such file" <<<"$msg" ||
+  fail "report to an unwritable place: $status $msg"
+set +e
+msg=$("$rankscope" run --capture mpi,gpu -- true 2>&1); status=$?
+set -e
+[ $status -eq 2 ] && grep -q "rankscope run: error: --capture: unknown source 'gpu' (known: mpi, nvtx, cuda, nccl)" <<<"$msg" ||
+  fail "run with an unknown capture source: $status $msg"
+
+# Every counter listed once, each with its meaning on the next line.
+"$rankscope" info --counters >"$work/counters.txt"
+[ "$(grep -c '^[a-z]' "$work/counters.txt")" -ge 55 ] || fail "info --counters lists too few counters"
+grep -A1 -x "shard_chunks_corrupt" "$work/counters.txt" | grep -q "failed their checksum" ||
+  fail "info --counters does not explain shard_chunks_corrupt"
 echo "cli ok"

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "rankscope/rank_agent/agent.h"
 #include "recorder.h"
 
 namespace rankscope::agent {
@@ -241,6 +242,19 @@ TEST(TrackTable, OneIdPerTypeObjectAndDevice) {
   std::vector<Track> out;
   EXPECT_EQ(tracks.collect(0, out), 3u);
   EXPECT_EQ(out[a].name_id, 1u) << "the first name stays";
+}
+
+// The capture-source table names what --capture and RANKSCOPE_CAPTURE accept.
+TEST(CaptureSources, ListsParseByTheTable) {
+  EXPECT_EQ(parse_capture_list(kDefaultCapture), kCaptureMpi | kCaptureNvtx);
+  EXPECT_EQ(parse_capture_list("nccl,cuda,mpi"), kCaptureNccl | kCaptureCuda | kCaptureMpi);
+  std::string_view unknown;
+  EXPECT_EQ(parse_capture_list("mpi,gpu,hip", &unknown), kCaptureMpi);
+  EXPECT_EQ(unknown, "gpu") << "the first unknown name";
+  unknown = {};
+  EXPECT_EQ(parse_capture_list("mpi,,nvtx", &unknown), kCaptureMpi | kCaptureNvtx);
+  EXPECT_EQ(unknown, "(empty)");
+  EXPECT_EQ(capture_source_label(kCaptureCuda), "CUDA");
 }
 
 }  // namespace

@@ -38,6 +38,15 @@ int run_under_mpi(const char* command, const std::function<void(int process, int
   return status;
 }
 
+int run_reporting_errors(const char* command, const std::function<int()>& body, int error_status) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rankscope %s: error: %s\n", command, e.what());
+    return error_status;
+  }
+}
+
 double job_peak_mib(MPI_Comm comm) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);

@@ -33,6 +33,10 @@ Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> appl
 // by process 0, as "rankscope COMMAND: error: ...".
 int run_under_mpi(const char* command, const std::function<void(int process, int processes)>& body);
 
+// Runs `body` in one process; an Error it throws is printed as "rankscope
+// COMMAND: error: ..." and becomes `error_status`.
+int run_reporting_errors(const char* command, const std::function<int()>& body, int error_status = 1);
+
 // The largest peak resident memory of the processes, in MiB, on process 0.
 double job_peak_mib(MPI_Comm comm);
 

@@ -38,25 +38,20 @@ void print_export(const ExportResult& r) {
 }
 
 int run_export(const ExportCommand& command) {
-  try {
-    ExportOptions options;
-    if (!command.ranks.empty()) options.ranks = parse_rank_list(command.ranks);
-    if (!command.time.empty()) options.time = parse_time_selection(command.time);
-    if (!command.steps.empty()) options.steps = parse_step_selection(command.steps);
-    options.warn_bytes = command.warn_size_mb * 1'000'000;
-    options.warn = [](const std::string& text) { std::fprintf(stderr, "rankscope export: warning: %s\n", text.c_str()); };
-    const Timeline timeline(command.timeline);
-    if (!command.perfetto.empty()) {
-      print_export(export_timeline(timeline, ExportFormat::kPerfetto, command.perfetto, options));
-    }
-    if (!command.chrome.empty()) {
-      print_export(export_timeline(timeline, ExportFormat::kChromeJson, command.chrome, options));
-    }
-    return 0;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "rankscope export: error: %s\n", e.what());
-    return 1;
+  ExportOptions options;
+  if (!command.ranks.empty()) options.ranks = parse_rank_list(command.ranks);
+  if (!command.time.empty()) options.time = parse_time_selection(command.time);
+  if (!command.steps.empty()) options.steps = parse_step_selection(command.steps);
+  options.warn_bytes = command.warn_size_mb * 1'000'000;
+  options.warn = [](const std::string& text) { std::fprintf(stderr, "rankscope export: warning: %s\n", text.c_str()); };
+  const Timeline timeline(command.timeline);
+  if (!command.perfetto.empty()) {
+    print_export(export_timeline(timeline, ExportFormat::kPerfetto, command.perfetto, options));
   }
+  if (!command.chrome.empty()) {
+    print_export(export_timeline(timeline, ExportFormat::kChromeJson, command.chrome, options));
+  }
+  return 0;
 }
 
 }  // namespace
@@ -81,7 +76,7 @@ Command add_export(CLI::App& parent) {
       throw CLI::ValidationError("export", "give --perfetto FILE, --chrome FILE or both");
     }
   });
-  return {app, [command] { return run_export(*command); }};
+  return {app, [command] { return run_reporting_errors("export", [&] { return run_export(*command); }); }};
 }
 
 }  // namespace rankscope::cli

@@ -26,14 +26,11 @@ Command add_info(CLI::App& parent) {
               std::fputs(counters_text().c_str(), stdout);
               return 0;
             }
-            try {
+            return run_reporting_errors("info", [&] {
               const Timeline timeline(options->path);
               std::fputs((options->json ? info_json(timeline) : info_text(timeline)).c_str(), stdout);
               return 0;
-            } catch (const Error& e) {
-              std::fprintf(stderr, "rankscope info: error: %s\n", e.what());
-              return 1;
-            }
+            });
           }};
 }
 

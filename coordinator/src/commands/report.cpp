@@ -19,35 +19,29 @@ struct ReportOptions {
 };
 
 int run_report(const ReportOptions& options) {
-  try {
-    analysis::Report report;
-    {
-      const Timeline timeline(options.timeline);
-      report = analysis::make_report(timeline, {options.hta_compat});
-    }
-    try {
-      analysis::write_collectives_table(options.timeline, report.profile);
-    } catch (const Error& e) {
-      std::fprintf(stderr, "rankscope report: warning: the collectives table was not written: %s\n", e.what());
-    }
-    const std::string text = options.format == "json"   ? analysis::report_json(report)
-                             : options.format == "html" ? analysis::report_html(report)
-                                                        : analysis::report_text(report);
-    if (options.output.empty()) {
-      std::fputs(text.c_str(), stdout);
-      return 0;
-    }
-    std::FILE* file = std::fopen(options.output.c_str(), "w");
-    if (!file || std::fwrite(text.data(), 1, text.size(), file) != text.size() || std::fclose(file) != 0) {
-      std::fprintf(stderr, "rankscope report: error: cannot write %s: %s\n", options.output.c_str(), std::strerror(errno));
-      return 1;
-    }
-    std::fprintf(stderr, "rankscope report: wrote %s\n", options.output.c_str());
-    return 0;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "rankscope report: error: %s\n", e.what());
-    return 1;
+  analysis::Report report;
+  {
+    const Timeline timeline(options.timeline);
+    report = analysis::make_report(timeline, {options.hta_compat});
   }
+  try {
+    analysis::write_collectives_table(options.timeline, report.profile);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rankscope report: warning: the collectives table was not written: %s\n", e.what());
+  }
+  const std::string text = options.format == "json"   ? analysis::report_json(report)
+                           : options.format == "html" ? analysis::report_html(report)
+                                                      : analysis::report_text(report);
+  if (options.output.empty()) {
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  std::FILE* file = std::fopen(options.output.c_str(), "w");
+  if (!file || std::fwrite(text.data(), 1, text.size(), file) != text.size() || std::fclose(file) != 0) {
+    throw Error("cannot write " + options.output + ": " + std::strerror(errno));
+  }
+  std::fprintf(stderr, "rankscope report: wrote %s\n", options.output.c_str());
+  return 0;
 }
 
 }  // namespace
@@ -63,7 +57,7 @@ Command add_report(CLI::App& parent) {
   app->add_option("-o,--output", options->output, "Write the report to this file instead of stdout");
   app->add_flag("--hta-compat", options->hta_compat,
                 "Overlap as Holistic Trace Analysis defines it (kernel names, its window and rounding)");
-  return {app, [options] { return run_report(*options); }};
+  return {app, [options] { return run_reporting_errors("report", [&] { return run_report(*options); }); }};
 }
 
 }  // namespace rankscope::cli

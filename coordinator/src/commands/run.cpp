@@ -30,12 +30,8 @@ Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> appl
   app->footer("The application and its arguments follow --, and reach it byte for byte.");
   return {app, [options, application] {
             options->command = *application;
-            try {
-              return run_application(*options);
-            } catch (const Error& e) {
-              std::fprintf(stderr, "rankscope run: error: %s\n", e.what());
-              return 2;
-            }
+            // Status 2, as for any usage error: 1 may be the application's own.
+            return run_reporting_errors("run", [&] { return run_application(*options); }, 2);
           }};
 }
 

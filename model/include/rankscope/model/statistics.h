@@ -1,5 +1,5 @@
-// The statistics every analysis and report shares, so that a figure called
-// the median is the same figure wherever it is printed.
+// The statistics the analyses, the reports and the importers share, so that
+// a figure called the median is the same figure wherever it is computed.
 #pragma once
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-namespace rankscope::analysis {
+namespace rankscope {
 
 // The middle value; for an even count, the mean of the two middle ones.
 // `when_empty` for no values.
@@ -43,4 +43,4 @@ inline int64_t mean_ns(const std::vector<int64_t>& values) {
   return static_cast<int64_t>(total / static_cast<long double>(values.size()));
 }
 
-}  // namespace rankscope::analysis
+}  // namespace rankscope

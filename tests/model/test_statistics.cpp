@@ -1,0 +1,41 @@
+// The statistics the analyses, reports and importers share.
+#include "rankscope/model/statistics.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace rankscope {
+namespace {
+
+constexpr int64_t kNone = INT64_MIN;
+
+TEST(Statistics, MedianIsTheMiddleValueOrTheMeanOfTheTwo) {
+  EXPECT_EQ(median(std::vector<int64_t>{7}), 7);
+  EXPECT_EQ(median(std::vector<int64_t>{9, 1, 5}), 5);
+  EXPECT_EQ(median(std::vector<int64_t>{10, 1, 4, 6}), 5);  // (4 + 6) / 2, not the upper 6 nor the lower 4
+  EXPECT_EQ(median(std::vector<double>{0.5, 0.25}), 0.375);
+  EXPECT_TRUE(std::isnan(median(std::vector<double>{})));
+  EXPECT_EQ(median(std::vector<double>{}, 0), 0);
+}
+
+TEST(Statistics, MedianOfTimesRoundsDownAndDoesNotOverflow) {
+  EXPECT_EQ(median_ns({3, 4}), 3);
+  EXPECT_EQ(median_ns({-4, -3}), -4);
+  EXPECT_EQ(median_ns({}, kNone), kNone);
+  EXPECT_EQ(median_ns({INT64_MAX - 2, INT64_MAX}), INT64_MAX - 1);
+  // The integer median agrees with the general one wherever that is whole.
+  const std::vector<int64_t> steps = {12, 18, 11, 40, 13, 15};
+  EXPECT_EQ(static_cast<double>(median_ns(steps)), median(steps));
+}
+
+TEST(Statistics, MeanOfTimes) {
+  EXPECT_EQ(mean_ns({}), 0);
+  EXPECT_EQ(mean_ns({1, 2, 4}), 2);
+  EXPECT_EQ(mean_ns({INT64_MAX, INT64_MAX}), INT64_MAX);
+}
+
+}  // namespace
+}  // namespace rankscope
