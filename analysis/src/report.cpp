@@ -74,7 +74,23 @@ Report make_report(const Timeline& timeline, const ReportOptions& options) {
   report.stragglers = find_stragglers(report.profile);
   report.buckets = analyze_buckets(report.profile, report.overlap);
   report.capture_cost = capture_cost(timeline);
+  report.damage = timeline.damage();
   return report;
+}
+
+void write_damage_json(JsonWriter& json, const TimelineDamage& damage) {
+  if (damage.empty()) {
+    json.null();
+    return;
+  }
+  json.begin_object().key("rows_left_out").begin_object();
+  for (const auto& [dataset, rows] : damage.rows_left_out) json.key(dataset).value(rows);
+  json.end_object().key("findings").begin_array();
+  for (const TimelineDamage::Finding& f : damage.findings) {
+    json.begin_object().key("dataset").value(f.dataset).key("row").value(f.row).key("rows").value(f.rows);
+    json.key("field").value(f.field).key("problem").value(f.problem).end_object();
+  }
+  json.end_array().end_object();
 }
 
 void write_collectives_table(const std::string& timeline_path, const JobProfile& job) {
@@ -106,6 +122,7 @@ std::string report_text(const Report& report) {
                 job.clock_corrected ? ("clocks aligned, largest bound " + std::to_string(bound) + " ns").c_str()
                                     : "clocks NOT aligned (ranks keep their own clocks)");
   out += line;
+  if (!report.damage.empty()) out += "DAMAGED: " + report.damage.summary() + "; every figure here leaves those rows out\n";
 
   out += "\nstragglers:";
   if (report.stragglers.stragglers.empty()) out += " none found\n";
@@ -211,6 +228,8 @@ std::string report_json(const Report& report) {
   JsonWriter json;
   json.begin_object();
   json.key("file").value(job.path).key("world_size").value(job.world_size).key("gpu").value(job.gpu);
+  json.key("damage");
+  write_damage_json(json, report.damage);
   const std::vector<int64_t> steps = step_durations(job);
   json.key("steps").begin_object().key("numbers").begin_array();
   for (uint64_t n : job.step_numbers) json.value(n);

@@ -814,6 +814,10 @@ std::string report_html(const Report& report) {
   out += "<title>rankscope report: " + escape_html(report.profile.path) + "</title>\n";
   out += "<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n<main>\n";
   write_header(report, out);
+  if (!report.damage.empty()) {
+    out += "<p class=\"alert\">Damaged timeline: " + escape_html(report.damage.summary()) +
+           "; every figure here leaves those rows out.</p>\n";
+  }
   write_wait_heatmap(report, out);
   write_straggler_table(report, out);
   write_overlap_section(report, out);

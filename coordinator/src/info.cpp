@@ -47,7 +47,7 @@ std::string counters_text() {
   return out;
 }
 
-std::string info_text(const Timeline& timeline) {
+std::string info_text(const Timeline& timeline, bool events_checked) {
   const JobSummary job = summarize(timeline);
   std::string out;
   char line[512];
@@ -123,10 +123,23 @@ std::string info_text(const Timeline& timeline) {
                   static_cast<long long>(rank.clock.repair_shift_ns));
     out += line;
   }
+
+  const TimelineDamage damage = timeline.damage();
+  out += "\nintegrity: ";
+  out += timeline.checksummed() ? "checksummed (HDF5 Fletcher32 per chunk); "
+                                : "no checksums (written before rankscope added them); ";
+  if (!damage.empty()) {
+    out += "DAMAGED: " + damage.summary() + "\n";
+    for (const TimelineDamage::Finding& finding : damage.findings) out += "  " + TimelineDamage::describe(finding) + "\n";
+    if (damage.findings.size() == TimelineDamage::kFindingsKept) out += "  ...\n";
+  } else {
+    out += events_checked ? "every row read and valid\n"
+                          : "the tables are valid; events not read (`rankscope info --check` reads them all)\n";
+  }
   return out;
 }
 
-std::string info_json(const Timeline& timeline) {
+std::string info_json(const Timeline& timeline, bool events_checked) {
   const JobSummary job = summarize(timeline);
   JsonWriter json;
   json.begin_object();
@@ -192,6 +205,21 @@ std::string info_json(const Timeline& timeline) {
     json.end_object();
   }
   json.end_array();
+  json.end_object();
+  const TimelineDamage damage = timeline.damage();
+  json.key("integrity").begin_object();
+  json.key("checksummed").value(timeline.checksummed());
+  json.key("events_checked").value(events_checked);
+  json.key("sound");
+  if (!damage.empty()) {
+    json.value(false);
+  } else if (events_checked) {
+    json.value(true);
+  } else {
+    json.null();
+  }
+  json.key("damage");
+  analysis::write_damage_json(json, damage);
   json.end_object();
   json.end_object();
   return json.str() + "\n";

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -143,28 +144,55 @@ class TimelineFile {
     file_ = Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose);
     if (!file_.valid()) throw Error(with_errno("cannot create the timeline " + path, errno));
     xfer_ = Handle(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
-    H5Pset_dxpl_mpio(xfer_, H5FD_MPIO_INDEPENDENT);
+    H5Pset_dxpl_mpio(xfer_, H5FD_MPIO_COLLECTIVE);
   }
 
-  hid_t create(const char* name, hid_t type, std::vector<hsize_t> dims) {
+  // A chunked dataset with HDF5's Fletcher32 checksum on every chunk of
+  // `chunk_rows` rows (an empty one stays contiguous: nothing to check).
+  // Readers find a damaged chunk and leave out its rows (timeline.cpp).
+  hid_t create(const char* name, hid_t type, std::vector<hsize_t> dims, hsize_t chunk_rows) {
     Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
     Handle links(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
     H5Pset_create_intermediate_group(links, 1);
     // Every element is written by the merge: filling the space first would write it all twice.
     Handle creation(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_fill_time(creation, H5D_FILL_TIME_NEVER);
+    if (dims.at(0) > 0) {
+      std::vector<hsize_t> chunk = dims;
+      chunk[0] = std::min(chunk_rows, dims[0]);
+      H5Pset_chunk(creation, static_cast<int>(chunk.size()), chunk.data());
+      H5Pset_fletcher32(creation);
+    }
     Handle dataset(H5Dcreate2(file_, name, type, space, links, creation, H5P_DEFAULT), H5Dclose);
     if (!dataset.valid()) throw Error("cannot create /" + std::string(name) + " in " + path_);
     datasets_.push_back(std::move(dataset));
     return datasets_.back();
   }
 
-  void write(hid_t dataset, hid_t type, std::vector<hsize_t> start, std::vector<hsize_t> count, const void* data,
-             const std::string& what) {
-    if (std::find(count.begin(), count.end(), 0) != count.end()) return;
+  // Collective: parallel HDF5 writes checksummed (filtered) datasets only
+  // with every process in the call, so a process with nothing to write
+  // passes an empty `count`. `start` and `count` may list several runs of
+  // rows (each `dims` long), in increasing order, taken from `data` in turn.
+  void write(hid_t dataset, hid_t type, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count,
+             const void* data, const std::string& what, size_t dims = 1) {
     Handle file_space(H5Dget_space(dataset), H5Sclose);
-    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
-    Handle memory_space(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
+    if (H5Sget_simple_extent_npoints(file_space) == 0) return;  // an empty table has no storage to write to
+    hsize_t elements = 0;
+    H5Sselect_none(file_space);
+    for (size_t i = 0; i + dims <= start.size(); i += dims) {
+      hsize_t run = 1;
+      for (size_t d = 0; d < dims; ++d) run *= count[i + d];
+      if (run == 0) continue;
+      H5Sselect_hyperslab(file_space, H5S_SELECT_OR, &start[i], nullptr, &count[i], nullptr);
+      elements += run;
+    }
+    const hsize_t memory_elements = std::max<hsize_t>(elements, 1);
+    Handle memory_space(H5Screate_simple(1, &memory_elements, nullptr), H5Sclose);
+    static const Event nothing{};  // HDF5 wants a buffer even for no rows
+    if (elements == 0) {
+      H5Sselect_none(memory_space);
+      data = &nothing;
+    }
     errno = 0;
     if (H5Dwrite(dataset, type, memory_space, file_space, xfer_, data) < 0) {
       throw Error(with_errno("writing " + what + " to " + path_ + " failed", errno));
@@ -220,6 +248,32 @@ void put_on_reference_clock(clocksync::ClockMapper& clock, int64_t repair_shift,
   if (repair_shift != 0) event.flags |= kFlagClockRepaired;
 }
 
+// Writes /events in blocks, one collective write each. A process makes as
+// many writes as the busiest process: after its own blocks (or after an
+// error) it makes empty ones.
+class EventWriter {
+ public:
+  EventWriter(TimelineFile& out, hid_t dataset, hid_t type) : out_(out), dataset_(dataset), type_(type) {}
+
+  void write(uint64_t first_row, const std::vector<Event>& events, const std::string& what) {
+    ++writes_;
+    out_.write(dataset_, type_, {first_row}, {events.size()}, events.data(), what);
+  }
+
+  void write_nothing_until(uint64_t writes) {
+    while (writes_ < writes) {
+      ++writes_;
+      out_.write(dataset_, type_, {}, {}, nullptr, "events");
+    }
+  }
+
+ private:
+  TimelineFile& out_;
+  hid_t dataset_;
+  hid_t type_;
+  uint64_t writes_ = 0;
+};
+
 // Writes one rank's events in time order. Each chunk is sorted on its own, and
 // no event of a chunk begins before the chunk's first_ns; so once the chunks
 // are taken in order of first_ns, every open event that begins before the next
@@ -227,9 +281,9 @@ void put_on_reference_clock(clocksync::ClockMapper& clock, int64_t repair_shift,
 // memory at once, however long the shard.
 class RankEventMerger {
  public:
-  RankEventMerger(const OwnedShard& shard, TimelineFile& out, hid_t dataset, hid_t type, uint64_t first_row,
-                  uint64_t block, int64_t repair_shift, HappensBeforeCheck& check)
-      : shard_(shard), out_(out), dataset_(dataset), type_(type), next_row_(first_row), block_(block),
+  RankEventMerger(const OwnedShard& shard, EventWriter& out, uint64_t first_row, uint64_t block,
+                  int64_t repair_shift, HappensBeforeCheck& check)
+      : shard_(shard), out_(out), next_row_(first_row), block_(block),
         clock_(shard.clock), correct_clock_(!shard.clock.points().empty()), repair_shift_(repair_shift),
         check_(check) {
     out_block_.reserve(block);
@@ -365,16 +419,13 @@ class RankEventMerger {
 
   void flush() {
     if (out_block_.empty()) return;
-    out_.write(dataset_, type_, {next_row_}, {out_block_.size()}, out_block_.data(),
-               "events of rank " + std::to_string(shard_.scan.rank()));
+    out_.write(next_row_, out_block_, "events of rank " + std::to_string(shard_.scan.rank()));
     next_row_ += out_block_.size();
     out_block_.clear();
   }
 
   const OwnedShard& shard_;
-  TimelineFile& out_;
-  hid_t dataset_;
-  hid_t type_;
+  EventWriter& out_;
   uint64_t next_row_;
   uint64_t block_;
   std::vector<Cursor> open_;
@@ -678,28 +729,46 @@ struct TimelineTables {
         clock = -1, clock_points = -1;
 };
 
+// Rows per checksummed chunk: damage costs a reader one chunk's rows, so the
+// tables that describe ranks have a chunk per rank; /events has 1 MiB chunks.
+constexpr hsize_t kEventChunkRows = 1 << 14;
+constexpr hsize_t kRankChunkRows = 1;
+constexpr hsize_t kTableChunkRows = 1 << 10;
+constexpr hsize_t kStringChunkBytes = 1 << 16;
+
 // 5. The bytes the timeline needs, to find running out of room before HDF5
-// does: it cannot close a file cleanly after a failed write.
+// does: it cannot close a file cleanly after a failed write. Besides the
+// rows: each chunk's index entry and checksum, and the file's own structure.
 uint64_t timeline_bytes(const JobLayout& layout, const JobStrings& strings) {
   const uint64_t ranks = layout.by_rank.size();
-  return layout.event_offset.back() * sizeof(Event) + ranks * sizeof(schema::RankRow) + ranks * kEventKindCount * 8 +
-         layout.track_offset.back() * sizeof(schema::TrackRow) +
-         layout.counter_offset.back() * sizeof(schema::CounterRow) + strings.bytes + strings.texts.size() * 8 +
-         ranks * sizeof(schema::ClockRow) + layout.point_offset.back() * sizeof(schema::ClockPointRow) + (1u << 20);
+  const uint64_t events = layout.event_offset.back(), tracks = layout.track_offset.back(),
+                 counters = layout.counter_offset.back(), points = layout.point_offset.back();
+  const uint64_t rows = events * sizeof(Event) + ranks * sizeof(schema::RankRow) + ranks * kEventKindCount * 8 +
+                        tracks * sizeof(schema::TrackRow) + counters * sizeof(schema::CounterRow) + strings.bytes +
+                        strings.texts.size() * 8 + ranks * sizeof(schema::ClockRow) +
+                        points * sizeof(schema::ClockPointRow);
+  const auto chunks = [](uint64_t n, uint64_t per_chunk) { return (n + per_chunk - 1) / per_chunk; };
+  const uint64_t chunk_count = chunks(events, kEventChunkRows) + 3 * chunks(ranks, kRankChunkRows) +
+                               chunks(tracks, kTableChunkRows) + chunks(counters, kTableChunkRows) +
+                               chunks(points, kTableChunkRows) + chunks(strings.bytes, kStringChunkBytes) +
+                               chunks(strings.texts.size() + 1, kTableChunkRows);
+  constexpr uint64_t kBytesPerChunk = 64, kFileStructureBytes = 64 << 10;
+  return rows + chunk_count * kBytesPerChunk + kFileStructureBytes;
 }
 
 // 5. Collective: the datasets and the file's attributes.
 void create_tables(TimelineFile& out, TimelineTables& t, const JobLayout& layout, const JobStrings& strings) {
   const auto ws = static_cast<hsize_t>(layout.world_size);
-  t.events = out.create(schema::kEvents, t.event_type, {layout.event_offset.back()});
-  t.ranks = out.create(schema::kRanks, t.rank_type, {ws});
-  t.counts = out.create(schema::kEventCounts, H5T_NATIVE_UINT64, {ws, kEventKindCount});
-  t.tracks = out.create(schema::kTracks, t.track_type, {layout.track_offset.back()});
-  t.counters = out.create(schema::kCounters, t.counter_type, {layout.counter_offset.back()});
-  t.string_bytes = out.create(schema::kStringBytes, H5T_NATIVE_CHAR, {strings.bytes});
-  t.string_offsets = out.create(schema::kStringOffsets, H5T_NATIVE_UINT64, {strings.texts.size() + 1});
-  t.clock = out.create(schema::kClock, t.clock_type, {ws});
-  t.clock_points = out.create(schema::kClockPoints, t.clock_point_type, {layout.point_offset.back()});
+  t.events = out.create(schema::kEvents, t.event_type, {layout.event_offset.back()}, kEventChunkRows);
+  t.ranks = out.create(schema::kRanks, t.rank_type, {ws}, kRankChunkRows);
+  t.counts = out.create(schema::kEventCounts, H5T_NATIVE_UINT64, {ws, kEventKindCount}, kRankChunkRows);
+  t.tracks = out.create(schema::kTracks, t.track_type, {layout.track_offset.back()}, kTableChunkRows);
+  t.counters = out.create(schema::kCounters, t.counter_type, {layout.counter_offset.back()}, kTableChunkRows);
+  t.string_bytes = out.create(schema::kStringBytes, H5T_NATIVE_CHAR, {strings.bytes}, kStringChunkBytes);
+  t.string_offsets =
+      out.create(schema::kStringOffsets, H5T_NATIVE_UINT64, {strings.texts.size() + 1}, kTableChunkRows);
+  t.clock = out.create(schema::kClock, t.clock_type, {ws}, kRankChunkRows);
+  t.clock_points = out.create(schema::kClockPoints, t.clock_point_type, {layout.point_offset.back()}, kTableChunkRows);
   out.attribute("format", kTimelineFormatName);
   out.attribute("format_version", int64_t{kTimelineVersion});
   out.attribute("rankscope_version", kRankscopeVersion);
@@ -707,21 +776,85 @@ void create_tables(TimelineFile& out, TimelineTables& t, const JobLayout& layout
   out.attribute("clock_corrected", int64_t{layout.clock_corrected ? 1 : 0});
 }
 
-// 6. One rank's events (fed to the happens-before check on the way), its
-// row, event counts, tracks and clock. Returns the names it lost.
-uint64_t write_rank(TimelineFile& out, const TimelineTables& t, const OwnedShard& shard, const JobLayout& layout,
+// Rows of one table that this process writes, by their first row: every
+// table but /events is written in one collective call at the end. `Row` is
+// one row of a table of `columns` columns of `Row::value_type`, or one
+// element of a table of rows (columns 0).
+template <typename Row, hsize_t columns = 0>
+class TableRows {
+ public:
+  void add(hsize_t first_row, std::vector<Row> rows) {
+    if (!rows.empty()) runs_[first_row] = std::move(rows);
+  }
+
+  void write(TimelineFile& out, hid_t dataset, hid_t type, const std::string& what) const {
+    std::vector<hsize_t> start, count;
+    std::vector<Row> data;
+    for (const auto& [first, rows] : runs_) {
+      start.push_back(first);
+      count.push_back(rows.size());
+      if (columns > 0) {
+        start.push_back(0);
+        count.push_back(columns);
+      }
+      data.insert(data.end(), rows.begin(), rows.end());
+    }
+    out.write(dataset, type, start, count, data.data(), what, columns > 0 ? 2 : 1);
+  }
+
+ private:
+  std::map<hsize_t, std::vector<Row>> runs_;
+};
+
+// What this process writes to the tables besides /events.
+struct TimelineRows {
+  TableRows<schema::RankRow> ranks;
+  TableRows<std::array<uint64_t, kEventKindCount>, kEventKindCount> counts;
+  TableRows<schema::TrackRow> tracks;
+  TableRows<schema::CounterRow> counters;
+  TableRows<schema::ClockRow> clock;
+  TableRows<schema::ClockPointRow> clock_points;
+  TableRows<char> string_bytes;
+  TableRows<uint64_t> string_offsets;
+
+  // Collective; every table is written, whatever fails. Returns the first error.
+  std::string write(TimelineFile& out, const TimelineTables& t) const {
+    std::string error;
+    const auto attempt = [&](const auto& rows, hid_t dataset, hid_t type, const char* what) {
+      try {
+        rows.write(out, dataset, type, what);
+      } catch (const Error& e) {
+        if (error.empty()) error = e.what();
+      }
+    };
+    attempt(ranks, t.ranks, t.rank_type, "the rank table");
+    attempt(counts, t.counts, H5T_NATIVE_UINT64, "the event counts");
+    attempt(tracks, t.tracks, t.track_type, "the track table");
+    attempt(counters, t.counters, t.counter_type, "the counters");
+    attempt(clock, t.clock, t.clock_type, "the clock table");
+    attempt(clock_points, t.clock_points, t.clock_point_type, "the clock measurements");
+    attempt(string_bytes, t.string_bytes, H5T_NATIVE_CHAR, "the string table");
+    attempt(string_offsets, t.string_offsets, H5T_NATIVE_UINT64, "the string table");
+    return error;
+  }
+};
+
+// 6. One rank's events (fed to the happens-before check on the way); its
+// row, event counts, tracks and clock go to `rows`. Returns the names it lost.
+uint64_t write_rank(EventWriter& events, TimelineRows& rows, const OwnedShard& shard, const JobLayout& layout,
                     int64_t repair_shift, uint64_t block_events, HappensBeforeCheck& check) {
   const auto r = static_cast<size_t>(shard.scan.rank());
-  RankEventMerger merger(shard, out, t.events, t.event_type, layout.event_offset[r], block_events, repair_shift, check);
+  RankEventMerger merger(shard, events, layout.event_offset[r], block_events, repair_shift, check);
   merger.run();
 
   schema::RankRow row =
       rank_row(shard, layout.event_offset[r], layout.track_offset[r], layout.counter_offset[r], repair_shift);
   row.first_ns = merger.first_ns() == INT64_MAX ? 0 : merger.first_ns();
   row.last_ns = merger.last_ns() == INT64_MIN ? 0 : merger.last_ns();
-  out.write(t.ranks, t.rank_type, {r}, {1}, &row, "rank " + std::to_string(r));
-  out.write(t.counts, H5T_NATIVE_UINT64, {r, 0}, {1, kEventKindCount}, merger.kind_counts().data() + 1,
-            "event counts of rank " + std::to_string(r));
+  rows.ranks.add(r, {row});
+  std::array<uint64_t, kEventKindCount> counts{};
+  std::copy(merger.kind_counts().begin() + 1, merger.kind_counts().end(), counts.begin());
+  rows.counts.add(r, {counts});
 
   std::vector<schema::TrackRow> track_rows;
   for (const Track& track : shard.scan.tracks) {
@@ -731,25 +864,22 @@ uint64_t write_rank(TimelineFile& out, const TimelineTables& t, const OwnedShard
     track_rows.push_back(
         {static_cast<int32_t>(r), track.id, track.os_id, name, track.device, static_cast<uint8_t>(track.type)});
   }
-  out.write(t.tracks, t.track_type, {layout.track_offset[r]}, {track_rows.size()}, track_rows.data(),
-            "tracks of rank " + std::to_string(r));
+  rows.tracks.add(layout.track_offset[r], std::move(track_rows));
 
   const auto& points = shard.clock.points();
-  const schema::ClockRow clock_row{static_cast<int32_t>(r), static_cast<uint8_t>(!points.empty()),
-                                   shard.clock.offset_ns(), shard.clock.drift_ppm(), shard.clock.max_bound_ns(),
-                                   layout.point_offset[r], points.size(), repair_shift};
-  out.write(t.clock, t.clock_type, {r}, {1}, &clock_row, "the clock of rank " + std::to_string(r));
+  rows.clock.add(r, {{static_cast<int32_t>(r), static_cast<uint8_t>(!points.empty()), shard.clock.offset_ns(),
+                      shard.clock.drift_ppm(), shard.clock.max_bound_ns(), layout.point_offset[r], points.size(),
+                      repair_shift}});
   std::vector<schema::ClockPointRow> point_rows;
   for (const SyncPoint& p : points) point_rows.push_back({static_cast<int32_t>(r), p.local_ns, p.offset_ns, p.bound_ns});
-  out.write(t.clock_points, t.clock_point_type, {layout.point_offset[r]}, {point_rows.size()}, point_rows.data(),
-            "the clock measurements of rank " + std::to_string(r));
+  rows.clock_points.add(layout.point_offset[r], std::move(point_rows));
   return merger.names_missing();
 }
 
 // 6. One rank's counters: the agent's, and what the merge found.
-void write_rank_counters(TimelineFile& out, const TimelineTables& t, const OwnedShard& shard, const JobLayout& layout,
-                         const JobStrings& strings, uint64_t names_missing, const ClockRepairOutcome& repair,
-                         const HappensBeforeCheck::Result& causality) {
+void add_rank_counters(TimelineRows& rows, const OwnedShard& shard, const JobLayout& layout, const JobStrings& strings,
+                       uint64_t names_missing, const ClockRepairOutcome& repair,
+                       const HappensBeforeCheck::Result& causality) {
   const auto r = static_cast<size_t>(shard.scan.rank());
   Counters counters = shard.counters;
   counters.set(counter::kNamesMissing, names_missing);
@@ -760,24 +890,23 @@ void write_rank_counters(TimelineFile& out, const TimelineTables& t, const Owned
   counters.set(counter::kClockViolationsP2p, causality.message_violations[r]);
   counters.set(counter::kClockViolationsP2pRepaired, repair.message_violations_before[r]);
   counters.set(counter::kP2pUnmatched, causality.unmatched[r]);
-  std::vector<schema::CounterRow> rows;
-  for (const auto& [name, value] : counters.entries()) rows.push_back({static_cast<int32_t>(r), strings.ids.at(name), value});
-  out.write(t.counters, t.counter_type, {layout.counter_offset[r]}, {rows.size()}, rows.data(),
-            "counters of rank " + std::to_string(r));
+  std::vector<schema::CounterRow> counter_rows;
+  for (const auto& [name, value] : counters.entries()) {
+    counter_rows.push_back({static_cast<int32_t>(r), strings.ids.at(name), value});
+  }
+  rows.counters.add(layout.counter_offset[r], std::move(counter_rows));
 }
 
 // 6. Process 0: the string table, and the rows of ranks without a shard.
-void write_shared_tables(TimelineFile& out, const TimelineTables& t, const JobLayout& layout,
-                         const JobStrings& strings) {
-  std::string packed;
+void add_shared_rows(TimelineRows& rows, const JobLayout& layout, const JobStrings& strings) {
+  std::vector<char> packed;
   std::vector<uint64_t> string_offsets = {0};
   for (const auto& text : strings.texts) {
-    packed += text;
+    packed.insert(packed.end(), text.begin(), text.end());
     string_offsets.push_back(packed.size());
   }
-  out.write(t.string_bytes, H5T_NATIVE_CHAR, {0}, {packed.size()}, packed.data(), "the string table");
-  out.write(t.string_offsets, H5T_NATIVE_UINT64, {0}, {string_offsets.size()}, string_offsets.data(),
-            "the string table");
+  rows.string_bytes.add(0, std::move(packed));
+  rows.string_offsets.add(0, std::move(string_offsets));
   for (size_t r = 0; r < layout.by_rank.size(); ++r) {
     if (layout.by_rank[r]) continue;
     schema::RankRow row{};
@@ -788,12 +917,9 @@ void write_shared_tables(TimelineFile& out, const TimelineTables& t, const JobLa
     row.event_offset = layout.event_offset[r];
     row.track_offset = layout.track_offset[r];
     row.counter_offset = layout.counter_offset[r];
-    const std::array<uint64_t, kEventKindCount> zeros{};
-    const schema::ClockRow clock_row{static_cast<int32_t>(r), 0, 0, 0.0, 0, layout.point_offset[r], 0, 0};
-    out.write(t.clock, t.clock_type, {r}, {1}, &clock_row, "the clock of rank " + std::to_string(r));
-    out.write(t.ranks, t.rank_type, {r}, {1}, &row, "rank " + std::to_string(r));
-    out.write(t.counts, H5T_NATIVE_UINT64, {r, 0}, {1, kEventKindCount}, zeros.data(),
-              "event counts of rank " + std::to_string(r));
+    rows.ranks.add(r, {row});
+    rows.counts.add(r, {std::array<uint64_t, kEventKindCount>{}});
+    rows.clock.add(r, {{static_cast<int32_t>(r), 0, 0, 0.0, 0, layout.point_offset[r], 0, 0}});
   }
 }
 
@@ -825,27 +951,37 @@ HappensBeforeCheck::Result write_timeline(MPI_Comm comm, const std::string& part
     }
     check_all(comm, error);
 
-    // Each process writes its own ranks; process 0 also the shared tables.
+    // Each process writes its own ranks' events, as many writes as the
+    // busiest process (the writes are collective).
+    uint64_t own_writes = 0, job_writes = 0;
+    for (const auto& shard : shards) own_writes += (shard.scan.event_count + options.block_events - 1) / options.block_events;
+    MPI_Allreduce(&own_writes, &job_writes, 1, MPI_UINT64_T, MPI_MAX, comm);
+    EventWriter events(*out, tables.events, tables.event_type);
+    TimelineRows rows;
     HappensBeforeCheck check(options.check_memory_bytes);
     std::vector<uint64_t> names_missing;
     try {
       for (const auto& shard : shards) {
         const int64_t shift = repair.shifts[static_cast<size_t>(shard.scan.rank())];
-        names_missing.push_back(write_rank(*out, tables, shard, layout, shift, options.block_events, check));
+        names_missing.push_back(write_rank(events, rows, shard, layout, shift, options.block_events, check));
       }
     } catch (const Error& e) {
       error = e.what();
     }
-    // Every process takes part, whatever happened above, so none waits forever.
-    causality = check.finish(comm, layout.clock_bounds);
+    // Every process takes part in every collective, whatever happened above,
+    // so none waits forever.
     try {
-      for (size_t i = 0; error.empty() && i < shards.size(); ++i) {
-        write_rank_counters(*out, tables, shards[i], layout, strings, names_missing[i], repair, causality);
-      }
-      if (process == 0) write_shared_tables(*out, tables, layout, strings);
+      events.write_nothing_until(job_writes);
     } catch (const Error& e) {
-      error = e.what();
+      if (error.empty()) error = e.what();
     }
+    causality = check.finish(comm, layout.clock_bounds);
+    for (size_t i = 0; i < names_missing.size(); ++i) {
+      add_rank_counters(rows, shards[i], layout, strings, names_missing[i], repair, causality);
+    }
+    if (process == 0) add_shared_rows(rows, layout, strings);
+    const std::string table_error = rows.write(*out, tables);
+    if (error.empty()) error = table_error;
     close_error = out->close();
   }
   if (error.empty()) error = close_error;

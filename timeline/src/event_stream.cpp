@@ -72,7 +72,7 @@ void EventStream::read_loop() {
         // The slot is outside the ready blocks, so the consumer leaves it alone.
         Block& block = ring_[slot];
         const uint64_t n = skipped ? 0 : std::min(kBlockEvents, info.event_count - done);
-        timeline_.read_events(info.event_offset + done, n, block.events);
+        timeline_.read_events(reads_[read], done, n, block.events);
         done += n;
         block.last = skipped || done == info.event_count;
         {

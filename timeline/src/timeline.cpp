@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <functional>
 
 #include "rankscope/model/error.h"
 #include "rankscope/timeline/schema.h"
@@ -24,6 +27,60 @@ const char* rank_status_name(RankStatus status) {
 
 namespace {
 
+constexpr int64_t kMaxPid = int64_t{1} << 22;  // PID_MAX_LIMIT on 64-bit Linux
+constexpr double kMaxDriftPpm = 1e6;            // a clock that runs twice as fast or stopped
+constexpr const char* kDamagedName = "<damaged name>";
+
+using RowRanges = std::vector<std::pair<uint64_t, uint64_t>>;  // [first, end) of rows
+
+// The rows per chunk of a chunked dataset; 0 when it is contiguous (written
+// before the timeline had checksums).
+uint64_t chunk_rows(hid_t dataset) {
+  Handle creation(H5Dget_create_plist(dataset), H5Pclose);
+  if (H5Pget_layout(creation) != H5D_CHUNKED) return 0;
+  hsize_t chunk[2] = {0, 0};
+  return H5Pget_chunk(creation, 2, chunk) >= 1 ? chunk[0] : 0;
+}
+
+// Reads rows [first, first + count) of a dataset of `columns` values per row
+// into `out`. When HDF5 refuses (a chunk's checksum does not match, or the
+// file is cut short) it reads chunk by chunk and returns the rows of the
+// chunks it could not read; their place in `out` is left as it was.
+RowRanges read_rows(hid_t dataset, hid_t type, uint64_t first, uint64_t count, uint64_t columns, uint64_t rows_per_chunk,
+                    void* out, size_t row_bytes) {
+  const auto read = [&](uint64_t from, uint64_t n) {
+    Handle file_space(H5Dget_space(dataset), H5Sclose);
+    const hsize_t start[2] = {from, 0}, extent[2] = {n, columns};
+    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, nullptr, extent, nullptr);
+    const hsize_t elements = n * columns;
+    Handle memory_space(H5Screate_simple(1, &elements, nullptr), H5Sclose);
+    void* at = static_cast<char*>(out) + (from - first) * row_bytes;
+    return H5Dread(dataset, type, memory_space, file_space, H5P_DEFAULT, at) >= 0;
+  };
+  if (count == 0 || read(first, count)) return {};
+  if (rows_per_chunk == 0) return {{first, first + count}};
+  RowRanges unreadable;
+  for (uint64_t from = first; from < first + count;) {
+    const uint64_t end = std::min(first + count, (from / rows_per_chunk + 1) * rows_per_chunk);
+    if (!read(from, end - from)) {
+      if (!unreadable.empty() && unreadable.back().second == from) {
+        unreadable.back().second = end;
+      } else {
+        unreadable.emplace_back(from, end);
+      }
+    }
+    from = end;
+  }
+  return unreadable;
+}
+
+// A whole table, with the rows that could not be read flagged.
+template <typename Row>
+struct Table {
+  std::vector<Row> rows;
+  std::vector<bool> unreadable;
+};
+
 class Reader {
  public:
   Reader(hid_t file, const std::string& path) : file_(file), path_(path) {}
@@ -42,18 +99,29 @@ class Reader {
     return out;
   }
 
+  // Rows of `columns` values each; a row of a 1-column table is one Row.
   template <typename Row>
-  std::vector<Row> read_all(const char* name, hid_t type, size_t row_width = 1) const {
+  Table<Row> read_table(const char* name, hid_t type, const std::function<void(TimelineDamage::Finding)>& note,
+                        uint64_t columns = 1) const {
     Handle dataset = open(name);
     const std::vector<hsize_t> shape = dims(dataset);
-    hsize_t elements = 1;
-    for (hsize_t d : shape) elements *= d;
-    if (shape.empty() || elements % row_width != 0) throw Error(path_ + ": dataset /" + name + " has the wrong shape");
-    std::vector<Row> rows(elements);
-    if (elements > 0 && H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) < 0) {
-      throw Error(path_ + ": dataset /" + name + " cannot be read (is it of the right type?)");
+    if (shape.empty() || shape.size() > 2 || (shape.size() == 2 ? shape[1] : 1) != columns) {
+      throw Error(path_ + ": dataset /" + name + " has the wrong shape");
     }
-    return rows;
+    // Each row is read into memory: a row count beyond the file's size is damage, not a table.
+    if (shape[0] * columns * H5Tget_size(type) > file_bytes()) {
+      throw Error(path_ + ": dataset /" + name + " claims " + std::to_string(shape[0]) +
+                  " rows, more than the file can hold (damaged?)");
+    }
+    Table<Row> table;
+    table.rows.resize(shape[0] * columns);
+    table.unreadable.assign(shape[0], false);
+    for (const auto& [first, end] : read_rows(dataset, type, 0, shape[0], columns, chunk_rows(dataset),
+                                              table.rows.data(), sizeof(Row) * columns)) {
+      note({std::string("/") + name, first, end - first, "", "unreadable (checksum mismatch or cut short)"});
+      for (uint64_t row = first; row < end; ++row) table.unreadable[row] = true;
+    }
+    return table;
   }
 
   std::string text_attribute(const char* name) const {
@@ -77,12 +145,180 @@ class Reader {
     return value;
   }
 
+  uint64_t file_bytes() const {
+    hsize_t size = 0;
+    H5Fget_filesize(file_, &size);
+    return size;
+  }
+
  private:
   hid_t file_;
   const std::string& path_;
 };
 
+template <size_t N>
+std::string fixed_text(const char (&field)[N]) {
+  return std::string(field, ::strnlen(field, N));
+}
+
+// What is wrong with one row of /ranks, as {field, problem}; empty when sound.
+std::pair<std::string, std::string> rank_row_problem(const schema::RankRow& row, size_t r, int32_t world_size,
+                                                     uint64_t events, size_t tracks, size_t counters) {
+  const auto outside = [](int64_t value) { return "value " + std::to_string(value) + " is out of range"; };
+  if (row.rank != static_cast<int32_t>(r)) return {"rank", "holds rank " + std::to_string(row.rank)};
+  if (row.status > static_cast<uint8_t>(RankStatus::kAborted)) return {"status", outside(row.status)};
+  if (row.pid < 0 || row.pid > kMaxPid) return {"pid", outside(row.pid)};
+  if (row.local_rank < -1 || row.local_rank >= world_size) return {"local_rank", outside(row.local_rank)};
+  if (row.node_id < -1 || row.node_id >= world_size) return {"node_id", outside(row.node_id)};
+  if (row.event_offset > events || row.event_count > events - row.event_offset) {
+    return {"event_count", "rows " + std::to_string(row.event_offset) + "+" + std::to_string(row.event_count) +
+                               " lie past the end of /events"};
+  }
+  if (row.track_offset > tracks || row.track_count > tracks - row.track_offset) {
+    return {"track_count", "points past the end of /tracks"};
+  }
+  if (row.counter_offset > counters || row.counter_count > counters - row.counter_offset) {
+    return {"counter_count", "points past the end of /counters"};
+  }
+  if (row.event_count > 0 && row.first_ns > row.last_ns) return {"first_ns", "after last_ns"};
+  return {};
+}
+
+// What is wrong with one row of /tracks; empty when sound.
+std::string track_row_problem(const schema::TrackRow& t, int32_t rank, size_t strings) {
+  if (t.rank != rank) return "holds rank " + std::to_string(t.rank);
+  if (t.type < 1 || t.type > static_cast<uint8_t>(TrackType::kNvtxDomain)) {
+    return "type " + std::to_string(t.type) + " is not a track type";
+  }
+  if (t.name_id >= strings) return "name_id " + std::to_string(t.name_id) + " is not in the string table";
+  return {};
+}
+
+// What is wrong with one event of a rank, as {field, problem}; empty when sound.
+std::pair<const char*, std::string> event_problem(const Event& e, const RankInfo& rank, size_t strings) {
+  const auto not_a = [](unsigned value, const char* what) {
+    return "value " + std::to_string(value) + " is not " + what;
+  };
+  const auto kind = static_cast<unsigned>(e.kind);
+  if (kind < 1 || kind > kEventKindCount) return {"kind", not_a(kind, "an event kind")};
+  if (static_cast<unsigned>(e.op) >= kCommOpCount) return {"op", not_a(static_cast<unsigned>(e.op), "an operation")};
+  if (static_cast<unsigned>(e.datatype) >= kDataTypeCount) {
+    return {"datatype", not_a(static_cast<unsigned>(e.datatype), "a data type")};
+  }
+  if (static_cast<unsigned>(e.algorithm) >= kAlgorithmCount) {
+    return {"algorithm", not_a(static_cast<unsigned>(e.algorithm), "an algorithm")};
+  }
+  if (static_cast<unsigned>(e.protocol) >= kProtocolCount) {
+    return {"protocol", not_a(static_cast<unsigned>(e.protocol), "a protocol")};
+  }
+  if (e.flags >= kFlagExternalCorrelation << 1) return {"flags", not_a(e.flags, "a set of known flags")};
+  if (e.name_id >= strings) return {"name_id", not_a(e.name_id, "in the string table")};
+  if (e.end_ns < e.begin_ns) return {"end_ns", "before begin_ns"};
+  if (e.begin_ns < rank.first_ns || e.end_ns > rank.last_ns) {
+    return {e.begin_ns < rank.first_ns ? "begin_ns" : "end_ns",
+            "outside the rank's recorded span [" + std::to_string(rank.first_ns) + ", " + std::to_string(rank.last_ns) +
+                "] ns"};
+  }
+  return {nullptr, {}};
+}
+
+using Note = std::function<void(TimelineDamage::Finding)>;
+
+// The string table; a string whose bytes or offsets are damaged reads as
+// kDamagedName.
+std::vector<std::string> read_strings(const Reader& reader, const Note& note) {
+  const auto bytes = reader.read_table<char>(schema::kStringBytes, H5T_NATIVE_CHAR, note);
+  const auto offsets = reader.read_table<uint64_t>(schema::kStringOffsets, H5T_NATIVE_UINT64, note);
+  std::vector<std::string> strings;
+  for (size_t i = 0; i + 1 < offsets.rows.size(); ++i) {
+    const uint64_t begin = offsets.rows[i], end = offsets.rows[i + 1];
+    bool damaged = offsets.unreadable[i] || offsets.unreadable[i + 1];
+    if (!damaged && (begin > end || end > bytes.rows.size())) {
+      note({std::string("/") + schema::kStringOffsets, i + 1, 1, "", "offset " + std::to_string(end) +
+                "does not fit the string table"});
+      damaged = true;
+    }
+    for (uint64_t b = begin; !damaged && b < end; ++b) damaged = bytes.unreadable[b];
+    strings.push_back(damaged ? kDamagedName : std::string(bytes.rows.data() + begin, end - begin));
+  }
+  return strings;
+}
+
+// A rank's clock; a damaged row reads as "not synced", damaged measurements are left out.
+RankClock read_clock(int32_t rank, const schema::ClockRow& clock, bool unreadable,
+                     const Table<schema::ClockPointRow>& points, const Note& note) {
+  std::string problem;
+  if (clock.rank != rank) problem = "holds rank " + std::to_string(clock.rank);
+  else if (clock.bound_ns < 0) problem = "bound_ns is negative";
+  else if (!std::isfinite(clock.drift_ppm) || std::fabs(clock.drift_ppm) > kMaxDriftPpm) problem = "drift_ppm is impossible";
+  else if (clock.point_offset > points.rows.size() || clock.point_count > points.rows.size() - clock.point_offset) {
+    problem = "points past the end of /clock_points";
+  }
+  if (!problem.empty()) note({std::string("/") + schema::kClock, static_cast<uint64_t>(rank), 1, "", problem});
+  if (unreadable || !problem.empty()) return {};
+  RankClock out{clock.synced != 0, clock.offset_ns, clock.drift_ppm, clock.bound_ns, clock.repair_shift_ns, {}};
+  for (uint64_t i = clock.point_offset; i < clock.point_offset + clock.point_count; ++i) {
+    const schema::ClockPointRow& p = points.rows[i];
+    if (points.unreadable[i]) continue;
+    if (p.rank != rank || p.bound_ns < 0) {
+      note({std::string("/") + schema::kClockPoints, i, 1, "", p.rank != rank ? "holds rank " + std::to_string(p.rank) : "bound_ns is negative"});
+      continue;
+    }
+    out.points.push_back({p.local_ns, p.offset_ns, p.bound_ns});
+  }
+  return out;
+}
+
 }  // namespace
+
+uint64_t TimelineDamage::total_rows() const {
+  uint64_t total = 0;
+  for (const auto& [dataset, rows] : rows_left_out) total += rows;
+  return total;
+}
+
+std::string TimelineDamage::describe(const Finding& finding) {
+  std::string text = finding.dataset + " row " + std::to_string(finding.row);
+  if (finding.rows > 1) text += "-" + std::to_string(finding.row + finding.rows - 1);
+  if (!finding.field.empty()) text += " " + finding.field;
+  return text + ": " + finding.problem;
+}
+
+std::string TimelineDamage::summary() const {
+  std::string text;
+  for (const auto& [dataset, rows] : rows_left_out) {
+    text += (text.empty() ? "" : ", ") + std::to_string(rows) + " rows of " + dataset;
+  }
+  text += " damaged and left out";
+  if (!findings.empty()) text += " (first: " + describe(findings.front()) + ")";
+  return text;
+}
+
+void Timeline::note_damage(TimelineDamage::Finding finding) const {
+  std::lock_guard<std::mutex> lock(damage_mutex_);
+  // Rows are read more than once (each analysis reads them): each damaged row counts once.
+  std::map<uint64_t, uint64_t>& runs = damaged_rows_[finding.dataset];
+  const uint64_t new_first = finding.row, new_end = finding.row + finding.rows;
+  uint64_t first = new_first, end = new_end, already = 0;
+  auto next = runs.upper_bound(first);
+  if (next != runs.begin() && std::prev(next)->second >= first) --next;
+  while (next != runs.end() && next->first <= end) {
+    const uint64_t overlap_first = std::max(new_first, next->first), overlap_end = std::min(new_end, next->second);
+    if (overlap_end > overlap_first) already += overlap_end - overlap_first;
+    first = std::min(first, next->first);
+    end = std::max(end, next->second);
+    next = runs.erase(next);
+  }
+  runs.emplace(first, end);
+  if (already == finding.rows) return;
+  damage_.rows_left_out[finding.dataset] += finding.rows - already;
+  if (damage_.findings.size() < TimelineDamage::kFindingsKept) damage_.findings.push_back(std::move(finding));
+}
+
+TimelineDamage Timeline::damage() const {
+  std::lock_guard<std::mutex> lock(damage_mutex_);
+  return damage_;
+}
 
 Timeline::Timeline(const std::string& path) : path_(path) {
   schema::silence_hdf5_errors();
@@ -92,6 +328,7 @@ Timeline::Timeline(const std::string& path) : path_(path) {
   if (file_ < 0) throw Error("cannot open " + path + " as HDF5 (damaged or cut short?)");
   try {
     const Reader reader(file_, path_);
+    const auto note = [this](TimelineDamage::Finding finding) { note_damage(std::move(finding)); };
     if (reader.text_attribute("format") != kTimelineFormatName) {
       throw Error(path + " is an HDF5 file but not a rankscope timeline (no format attribute \"" +
                   kTimelineFormatName + "\")");
@@ -102,41 +339,42 @@ Timeline::Timeline(const std::string& path) : path_(path) {
                   " is not supported; this rankscope reads version " + std::to_string(kTimelineVersion));
     }
 
-    const std::vector<char> bytes = reader.read_all<char>(schema::kStringBytes, H5T_NATIVE_CHAR);
-    const std::vector<uint64_t> offsets = reader.read_all<uint64_t>(schema::kStringOffsets, H5T_NATIVE_UINT64);
-    for (size_t i = 0; i + 1 < offsets.size(); ++i) {
-      if (offsets[i] > offsets[i + 1] || offsets[i + 1] > bytes.size()) {
-        throw Error(path + ": /strings/offsets is inconsistent at entry " + std::to_string(i));
-      }
-      strings_.emplace_back(bytes.data() + offsets[i], offsets[i + 1] - offsets[i]);
-    }
-
-    const auto rows = reader.read_all<schema::RankRow>(schema::kRanks, schema::rank_row_type());
-    const auto counts = reader.read_all<uint64_t>(schema::kEventCounts, H5T_NATIVE_UINT64, kEventKindCount);
-    const auto tracks = reader.read_all<schema::TrackRow>(schema::kTracks, schema::track_row_type());
-    const auto counters = reader.read_all<schema::CounterRow>(schema::kCounters, schema::counter_row_type());
+    strings_ = read_strings(reader, note);
+    file_string_count_ = strings_.size();
+    const auto rows = reader.read_table<schema::RankRow>(schema::kRanks, schema::rank_row_type(), note);
+    const auto counts =
+        reader.read_table<uint64_t>(schema::kEventCounts, H5T_NATIVE_UINT64, note, kEventKindCount);
+    const auto tracks = reader.read_table<schema::TrackRow>(schema::kTracks, schema::track_row_type(), note);
+    const auto counters = reader.read_table<schema::CounterRow>(schema::kCounters, schema::counter_row_type(), note);
     // Timelines written before /clock had repair_shift_ns lack the member;
-    // HDF5 leaves it as read_all zeroed it: no shift.
-    const auto clocks = reader.read_all<schema::ClockRow>(schema::kClock, schema::clock_row_type());
-    const auto points = reader.read_all<schema::ClockPointRow>(schema::kClockPoints, schema::clock_point_row_type());
+    // HDF5 leaves it as the table was zeroed: no shift.
+    const auto clocks = reader.read_table<schema::ClockRow>(schema::kClock, schema::clock_row_type(), note);
+    const auto points = reader.read_table<schema::ClockPointRow>(schema::kClockPoints, schema::clock_point_row_type(), note);
     clock_corrected_ = reader.int_attribute("clock_corrected") != 0;
-    if (clocks.size() != rows.size()) throw Error(path + ": /clock does not match /ranks");
+    if (clocks.rows.size() != rows.rows.size()) throw Error(path + ": /clock does not match /ranks");
     events_ = reader.open(schema::kEvents).release();
     event_type_ = schema::event_type().release();
     event_count_ = reader.dims(events_).at(0);
-    if (counts.size() != rows.size() * kEventKindCount) throw Error(path + ": /event_counts does not match /ranks");
+    events_chunk_rows_ = chunk_rows(events_);
+    if (counts.rows.size() != rows.rows.size() * kEventKindCount) {
+      throw Error(path + ": /event_counts does not match /ranks");
+    }
 
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const schema::RankRow& row = rows[r];
-      const std::string where = path + ": /ranks row " + std::to_string(r);
-      if (row.rank != static_cast<int32_t>(r)) throw Error(where + " holds rank " + std::to_string(row.rank));
-      if (row.event_offset + row.event_count > event_count_ || row.event_offset + row.event_count < row.event_offset ||
-          row.track_offset + row.track_count > tracks.size() ||
-          row.counter_offset + row.counter_count > counters.size()) {
-        throw Error(where + " points past the end of /events, /tracks or /counters");
-      }
+    const auto world_size = static_cast<int32_t>(rows.rows.size());
+    for (size_t r = 0; r < rows.rows.size(); ++r) {
       RankInfo info;
-      info.rank = row.rank;
+      info.rank = static_cast<int32_t>(r);
+      const schema::RankRow& row = rows.rows[r];
+      const auto [field, problem] =
+          rows.unreadable[r]
+              ? std::pair<std::string, std::string>{}
+              : rank_row_problem(row, r, world_size, event_count_, tracks.rows.size(), counters.rows.size());
+      if (rows.unreadable[r] || !problem.empty()) {
+        // Nothing of the rank can be placed without its row: it reads as missing.
+        if (!problem.empty()) note({"/ranks", r, 1, field, problem + "; the rank reads as missing"});
+        ranks_.push_back(std::move(info));
+        continue;
+      }
       info.local_rank = row.local_rank;
       info.node_id = row.node_id;
       info.status = static_cast<RankStatus>(row.status);
@@ -147,29 +385,44 @@ Timeline::Timeline(const std::string& path) : path_(path) {
       info.last_ns = row.last_ns;
       info.last_heard_ns = row.last_heard_ns;
       info.start_wall_ns = row.start_wall_ns;
-      info.host = row.host;
-      info.gpu_uuids = row.gpu_uuids;
-      info.launcher = row.launcher;
-      info.agent_version = row.agent_version;
-      info.capture = row.capture;
-      info.shard = row.shard;
-      info.events_by_kind.assign(counts.begin() + static_cast<long>(r * kEventKindCount),
-                                 counts.begin() + static_cast<long>((r + 1) * kEventKindCount));
+      info.host = fixed_text(row.host);
+      info.gpu_uuids = fixed_text(row.gpu_uuids);
+      info.launcher = fixed_text(row.launcher);
+      info.agent_version = fixed_text(row.agent_version);
+      info.capture = fixed_text(row.capture);
+      info.shard = fixed_text(row.shard);
+
+      info.events_by_kind.assign(counts.rows.begin() + static_cast<long>(r * kEventKindCount),
+                                 counts.rows.begin() + static_cast<long>((r + 1) * kEventKindCount));
+      uint64_t counted = 0;
+      bool overflow = false;
+      for (uint64_t n : info.events_by_kind) overflow |= __builtin_add_overflow(counted, n, &counted);
+      if (!counts.unreadable[r] && (overflow || counted != info.event_count)) {
+        note({"/event_counts", r, 1, "", "adds up to " + std::to_string(counted) + " events, not the rank's " +
+                                              std::to_string(info.event_count) + "; read as unknown"});
+      }
+      if (counts.unreadable[r] || overflow || counted != info.event_count) info.events_by_kind.assign(kEventKindCount, 0);
+
       for (uint64_t i = row.track_offset; i < row.track_offset + row.track_count; ++i) {
-        const schema::TrackRow& t = tracks[i];
-        info.tracks.push_back({t.os_id, t.id, t.name_id, t.device, static_cast<TrackType>(t.type), 0, 0});
+        const schema::TrackRow& t = tracks.rows[i];
+        Track track{t.os_id, t.id, t.name_id, t.device, static_cast<TrackType>(t.type), 0, 0};
+        // A track keeps its place (events refer to it by position) under a name that says it is damaged.
+        const std::string problem = tracks.unreadable[i] ? "" : track_row_problem(t, info.rank, file_string_count_);
+        if (!problem.empty()) note({"/tracks", i, 1, "", problem});
+        if (tracks.unreadable[i] || !problem.empty()) track = {0, t.id, damaged_name_id(), -1, TrackType::kThread, 0, 0};
+        info.tracks.push_back(track);
       }
       for (uint64_t i = row.counter_offset; i < row.counter_offset + row.counter_count; ++i) {
-        info.counters.set(string(counters[i].name_id), counters[i].value);
+        const schema::CounterRow& c = counters.rows[i];
+        if (counters.unreadable[i]) continue;
+        if (c.rank != info.rank || c.name_id >= file_string_count_) {
+          note({"/counters", i, 1, c.rank != info.rank ? "rank" : "name_id",
+                c.rank != info.rank ? "holds rank " + std::to_string(c.rank) : "not in the string table"});
+          continue;
+        }
+        info.counters.set(strings_[c.name_id], c.value);
       }
-      const schema::ClockRow& clock = clocks[r];
-      if (clock.point_offset + clock.point_count > points.size()) {
-        throw Error(path + ": /clock row " + std::to_string(r) + " points past the end of /clock_points");
-      }
-      info.clock = {clock.synced != 0, clock.offset_ns, clock.drift_ppm, clock.bound_ns, clock.repair_shift_ns, {}};
-      for (uint64_t i = clock.point_offset; i < clock.point_offset + clock.point_count; ++i) {
-        info.clock.points.push_back({points[i].local_ns, points[i].offset_ns, points[i].bound_ns});
-      }
+      info.clock = read_clock(info.rank, clocks.rows[r], clocks.unreadable[r], points, note);
       ranks_.push_back(std::move(info));
     }
   } catch (...) {
@@ -191,20 +444,46 @@ const std::string& Timeline::string(uint32_t id) const {
   return strings_[id];
 }
 
-void Timeline::read_events(uint64_t first, uint64_t count, std::vector<Event>& out) const {
-  if (first + count > event_count_ || first + count < first) {
-    throw Error(path_ + ": events " + std::to_string(first) + "+" + std::to_string(count) + " are out of range");
+uint32_t Timeline::damaged_name_id() {
+  if (strings_.size() == file_string_count_) strings_.push_back(kDamagedName);
+  return static_cast<uint32_t>(file_string_count_);
+}
+
+void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::vector<Event>& out) const {
+  const RankInfo& info = ranks_.at(static_cast<size_t>(rank));
+  if (first > info.event_count || count > info.event_count - first) {
+    throw Error(path_ + ": events " + std::to_string(first) + "+" + std::to_string(count) + " of rank " +
+                std::to_string(rank) + " are out of range");
   }
   out.resize(count);
-  if (count == 0) return;
-  Handle file_space(H5Dget_space(events_), H5Sclose);
-  const hsize_t start = first, n = count;
-  H5Sselect_hyperslab(file_space, H5S_SELECT_SET, &start, nullptr, &n, nullptr);
-  Handle memory_space(H5Screate_simple(1, &n, nullptr), H5Sclose);
-  if (H5Dread(events_, event_type_, memory_space, file_space, H5P_DEFAULT, out.data()) < 0) {
-    throw Error(path_ + ": reading events " + std::to_string(first) + "-" + std::to_string(first + count) +
-                " failed (file damaged?)");
+  const uint64_t row0 = info.event_offset + first;
+  const RowRanges unreadable =
+      read_rows(events_, event_type_, row0, count, 1, events_chunk_rows_, out.data(), sizeof(Event));
+  const std::string dataset = std::string("/") + schema::kEvents;
+  for (const auto& [begin, end] : unreadable) {
+    note_damage({dataset, begin, end - begin, "", "unreadable (checksum mismatch or cut short)"});
   }
+  size_t kept = 0;
+  auto next_unreadable = unreadable.begin();
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t row = row0 + i;
+    if (next_unreadable != unreadable.end() && row >= next_unreadable->first) {
+      i = next_unreadable->second - row0 - 1;
+      ++next_unreadable;
+      continue;
+    }
+    const auto [field, problem] = event_problem(out[i], info, file_string_count_);
+    if (field) {
+      note_damage({dataset, row, 1, field, problem});
+      continue;
+    }
+    out[kept++] = out[i];
+  }
+  out.resize(kept);
+}
+
+void Timeline::check_events() const {
+  for (const RankInfo& rank : ranks_) for_each_event_block(rank.rank, [](const std::vector<Event>&) {});
 }
 
 }  // namespace rankscope

@@ -65,4 +65,11 @@ void print_merge_problems(const char* command, const MergeResult& result, const 
   }
 }
 
+void warn_about_damage(const char* command, const Timeline& timeline) {
+  const TimelineDamage damage = timeline.damage();
+  if (damage.empty()) return;
+  std::fprintf(stderr, "rankscope %s: warning: %s: %s; what it printed or wrote leaves them out (`rankscope info --check %s` lists them)\n",
+               command, timeline.path().c_str(), damage.summary().c_str(), timeline.path().c_str());
+}
+
 }  // namespace rankscope::cli

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "rankscope/merge/merge.h"
+#include "rankscope/timeline/timeline.h"
 
 namespace rankscope::cli {
 
@@ -36,6 +37,9 @@ int run_under_mpi(const char* command, const std::function<void(int process, int
 // Runs `body` in one process; an Error it throws is printed as "rankscope
 // COMMAND: error: ..." and becomes `error_status`.
 int run_reporting_errors(const char* command, const std::function<int()>& body, int error_status = 1);
+
+// Says on stderr, when reading `timeline` found damage, what was left out.
+void warn_about_damage(const char* command, const Timeline& timeline);
 
 // The largest peak resident memory of the processes, in MiB, on process 0.
 double job_peak_mib(MPI_Comm comm);

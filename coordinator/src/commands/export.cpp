@@ -45,12 +45,18 @@ int run_export(const ExportCommand& command) {
   options.warn_bytes = command.warn_size_mb * 1'000'000;
   options.warn = [](const std::string& text) { std::fprintf(stderr, "rankscope export: warning: %s\n", text.c_str()); };
   const Timeline timeline(command.timeline);
-  if (!command.perfetto.empty()) {
-    print_export(export_timeline(timeline, ExportFormat::kPerfetto, command.perfetto, options));
+  try {
+    if (!command.perfetto.empty()) {
+      print_export(export_timeline(timeline, ExportFormat::kPerfetto, command.perfetto, options));
+    }
+    if (!command.chrome.empty()) {
+      print_export(export_timeline(timeline, ExportFormat::kChromeJson, command.chrome, options));
+    }
+  } catch (const Error&) {
+    warn_about_damage("export", timeline);  // damage may be why: nothing left to export
+    throw;
   }
-  if (!command.chrome.empty()) {
-    print_export(export_timeline(timeline, ExportFormat::kChromeJson, command.chrome, options));
-  }
+  warn_about_damage("export", timeline);
   return 0;
 }
 

@@ -1,4 +1,4 @@
-// rankscope info TIMELINE [--json]
+// rankscope info TIMELINE [--json] [--check]
 #include <cstdio>
 
 #include "rankscope/coordinator/info.h"
@@ -12,12 +12,16 @@ Command add_info(CLI::App& parent) {
     std::string path;
     bool json = false;
     bool counters = false;
+    bool check = false;
   };
   auto options = std::make_shared<Options>();
   CLI::App* app = parent.add_subcommand("info", "Summarize a timeline: ranks, events, drops, missing or dead ranks");
   app->add_option("timeline", options->path, "The HDF5 timeline");
   app->add_flag("--json", options->json, "Print JSON instead of text");
   app->add_flag("--counters", options->counters, "List every data-quality counter and what it means");
+  app->add_flag("--check", options->check,
+                "Read and check every event too; exit status 1 when anything is damaged (named with dataset, row "
+                "and field)");
   app->callback([options] {
     if (options->path.empty() && !options->counters) throw CLI::ValidationError("info", "give a timeline");
   });
@@ -28,8 +32,11 @@ Command add_info(CLI::App& parent) {
             }
             return run_reporting_errors("info", [&] {
               const Timeline timeline(options->path);
-              std::fputs((options->json ? info_json(timeline) : info_text(timeline)).c_str(), stdout);
-              return 0;
+              if (options->check) timeline.check_events();
+              std::fputs((options->json ? info_json(timeline, options->check) : info_text(timeline, options->check)).c_str(),
+                         stdout);
+              warn_about_damage("info", timeline);
+              return options->check && !timeline.damage().empty() ? 1 : 0;
             });
           }};
 }

@@ -23,6 +23,7 @@ int run_report(const ReportOptions& options) {
   {
     const Timeline timeline(options.timeline);
     report = analysis::make_report(timeline, {options.hta_compat});
+    warn_about_damage("report", timeline);
   }
   try {
     analysis::write_collectives_table(options.timeline, report.profile);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "rankscope/model/event.h"
+#include "rankscope/model/json.h"
 #include "rankscope/timeline/timeline.h"
 
 namespace rankscope::analysis {
@@ -220,6 +221,7 @@ struct Report {
   StragglerReport stragglers;
   BucketReport buckets;
   std::vector<CaptureCost> capture_cost;
+  TimelineDamage damage;  // rows the analyses left out, found while reading
 };
 struct ReportOptions {
   bool hta_compat = false;  // overlap and the temporal breakdown by HTA's definitions (docs/report.md)
@@ -229,6 +231,9 @@ Report make_report(const Timeline& timeline, const ReportOptions& options = {});
 std::string report_text(const Report& report);   // fits one screen
 std::string report_json(const Report& report);   // docs/report.md
 std::string report_html(const Report& report);   // one self-contained page
+
+// The damage object of `report --format json` and `info --json` (docs/format.md).
+void write_damage_json(JsonWriter& json, const TimelineDamage& damage);
 
 // Writes the matched collectives into the timeline as /collectives (docs/format.md).
 void write_collectives_table(const std::string& timeline_path, const JobProfile& job);

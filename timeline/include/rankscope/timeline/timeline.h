@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,30 @@ struct RankInfo {
   RankClock clock;
 };
 
+// What a reader found damaged in a timeline and left out. The events carry
+// no checksum of their own beyond HDF5's per chunk (Fletcher32, in files
+// written since checksums were added), so every value is also checked
+// against what it can be (docs/format.md lists the checks).
+struct TimelineDamage {
+  struct Finding {
+    std::string dataset;  // "/events"
+    uint64_t row = 0;     // the first row affected
+    uint64_t rows = 1;
+    std::string field;    // empty when the whole rows are unreadable
+    std::string problem;
+  };
+  static constexpr size_t kFindingsKept = 20;
+  std::vector<Finding> findings;  // the first kFindingsKept, in the order found
+  std::map<std::string, uint64_t> rows_left_out;  // by dataset
+
+  uint64_t total_rows() const;
+  bool empty() const { return rows_left_out.empty(); }
+  // "/events row 12 op: value 65 is not an operation" and the like.
+  static std::string describe(const Finding& finding);
+  // One line: rows left out per dataset and the first finding.
+  std::string summary() const;
+};
+
 class Timeline {
  public:
   // Opens and validates a timeline; throws Error naming the file and what is wrong.
@@ -70,20 +96,27 @@ class Timeline {
   const std::vector<std::string>& strings() const { return strings_; }
   const std::string& string(uint32_t id) const;
 
-  // Reads rows [first, first + count) of /events into `out`.
-  void read_events(uint64_t first, uint64_t count, std::vector<Event>& out) const;
+  // Reads the rank's events [first, first + count) into `out`, leaving out
+  // the damaged ones (recorded in damage()): `out` may hold fewer.
+  void read_events(int32_t rank, uint64_t first, uint64_t count, std::vector<Event>& out) const;
 
-  // Streams one rank's events in time order, `block` at a time: visit(span).
+  // Streams one rank's events in time order, `block` rows at a time: visit(events).
   template <typename Visit>
   void for_each_event_block(int32_t rank, Visit&& visit, uint64_t block = 1 << 18) const {
     const RankInfo& info = ranks_.at(static_cast<size_t>(rank));
     std::vector<Event> buffer;
     for (uint64_t done = 0; done < info.event_count; done += block) {
-      const uint64_t n = std::min<uint64_t>(block, info.event_count - done);
-      read_events(info.event_offset + done, n, buffer);
+      read_events(rank, done, std::min<uint64_t>(block, info.event_count - done), buffer);
       visit(static_cast<const std::vector<Event>&>(buffer));
     }
   }
+
+  // Reads every event, so that damage() covers the whole file.
+  void check_events() const;
+  // Damage found so far: the small tables are checked on opening, events as they are read.
+  TimelineDamage damage() const;
+  // Whether /events carries HDF5's checksums (files written before them do not).
+  bool checksummed() const { return events_chunk_rows_ > 0; }
 
  private:
   std::string path_;
@@ -91,7 +124,14 @@ class Timeline {
   int64_t events_ = -1;
   int64_t event_type_ = -1;
   uint64_t event_count_ = 0;
+  uint64_t events_chunk_rows_ = 0;  // 0: contiguous, without checksums
+  size_t file_string_count_ = 0;    // strings_ may have a placeholder for damaged names after them
+  uint32_t damaged_name_id();
   bool clock_corrected_ = false;
+  void note_damage(TimelineDamage::Finding finding) const;
+  mutable std::mutex damage_mutex_;  // events may be read on another thread (EventStream)
+  mutable TimelineDamage damage_;
+  mutable std::map<std::string, std::map<uint64_t, uint64_t>> damaged_rows_;  // by dataset: runs [first, end)
   std::vector<RankInfo> ranks_;
   std::vector<std::string> strings_;
 };
