@@ -48,17 +48,19 @@ fs::path shared_temp_dir(const std::string& name) {
   return path;
 }
 
-enum class MountKind { kNone, kReadOnly, kTiny };
+enum class MountKind { kNone, kReadOnly, kTiny, kOneMiB };
 
 // Makes `folder` on the first process, as a 64 KiB tmpfs (read-only or not)
-// when asked; false on every process when the mount is not allowed here.
+// or a 1 MiB one when asked; false on every process when the mount is not
+// allowed here.
 bool make_test_folder(const fs::path& folder, MountKind kind) {
   int made = 1;
   if (process_rank() == 0) {
     fs::create_directories(folder);
     if (kind != MountKind::kNone) {
       const unsigned long flags = kind == MountKind::kReadOnly ? MS_RDONLY : 0;
-      made = ::mount("rankscope-test", folder.c_str(), "tmpfs", flags, "size=64k") == 0;
+      made = ::mount("rankscope-test", folder.c_str(), "tmpfs", flags,
+                     kind == MountKind::kOneMiB ? "size=1m" : "size=64k") == 0;
     }
   }
   MPI_Bcast(&made, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -829,6 +831,7 @@ TEST_F(MergeTest, FullOutputDiskLeavesShardsAndNoTimeline) {
   sigaction(SIGXFSZ, &previous, nullptr);
   EXPECT_NE(error.find("job.h5.partial"), std::string::npos) << error;
   EXPECT_NE(error.find("ulimit -f"), std::string::npos) << error;
+  EXPECT_NE(error.find("at most 195 KiB (ulimit -f)"), std::string::npos) << error;  // 200,000 bytes, rounded down
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_FALSE(fs::exists(output));
   EXPECT_FALSE(fs::exists(output + ".partial"));
@@ -857,6 +860,24 @@ TEST_F(MergeTest, FullFilesystemIsFoundBeforeWriting) {
   }
   EXPECT_NE(error.find("small/job.h5.partial"), std::string::npos) << error;
   EXPECT_NE(error.find("No space left on device"), std::string::npos) << error;
+}
+
+// The room asked for is the timeline's size plus what HDF5 adds, not a fixed margin.
+TEST_F(MergeTest, SmallTimelineFitsASmallFilesystem) {
+  testing::SyntheticJob job;
+  job.world_size = 2;
+  job.events_per_rank = 1500;
+  job.keep_truth = false;
+  write_job(job);
+  const fs::path small = dir_ / "small";
+  if (!make_test_folder(small, MountKind::kOneMiB)) GTEST_SKIP() << "cannot mount a small tmpfs here";
+  const MergeResult result = merge({dir_.string()}, (small / "job.h5").string());
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (process_rank() == 0) {
+    EXPECT_GT(fs::file_size(small / "job.h5"), 190000u);
+    ::umount(small.c_str());
+  }
+  EXPECT_EQ(result.events, 3000u);
 }
 
 TEST_F(MergeTest, ReadOnlyOutputIsNamed) {
