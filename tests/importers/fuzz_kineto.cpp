@@ -1,6 +1,6 @@
 // libFuzzer target for the Kineto importer: any bytes as a trace file, read
 // and translated as `rankscope import-kineto` does (without a shard). Built
-// with clang by scripts/fuzz-kineto.sh; the replay test runs the corpus of
+// with clang by scripts/fuzz.sh; the replay test runs the corpus of
 // inputs that once crashed through the normal build.
 #include <cstddef>
 #include <cstdint>

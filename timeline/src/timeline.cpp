@@ -187,6 +187,7 @@ std::pair<std::string, std::string> rank_row_problem(const schema::RankRow& row,
 // What is wrong with one row of /tracks; empty when sound.
 std::string track_row_problem(const schema::TrackRow& t, int32_t rank, size_t strings) {
   if (t.rank != rank) return "holds rank " + std::to_string(t.rank);
+  if (t.id > UINT16_MAX) return "id " + std::to_string(t.id) + " is beyond what an event can name";
   if (t.type < 1 || t.type > static_cast<uint8_t>(TrackType::kNvtxDomain)) {
     return "type " + std::to_string(t.type) + " is not a track type";
   }
@@ -340,7 +341,6 @@ Timeline::Timeline(const std::string& path) : path_(path) {
     }
 
     strings_ = read_strings(reader, note);
-    file_string_count_ = strings_.size();
     const auto rows = reader.read_table<schema::RankRow>(schema::kRanks, schema::rank_row_type(), note);
     const auto counts =
         reader.read_table<uint64_t>(schema::kEventCounts, H5T_NATIVE_UINT64, note, kEventKindCount);
@@ -405,17 +405,18 @@ Timeline::Timeline(const std::string& path) : path_(path) {
 
       for (uint64_t i = row.track_offset; i < row.track_offset + row.track_count; ++i) {
         const schema::TrackRow& t = tracks.rows[i];
-        Track track{t.os_id, t.id, t.name_id, t.device, static_cast<TrackType>(t.type), 0, 0};
-        // A track keeps its place (events refer to it by position) under a name that says it is damaged.
-        const std::string problem = tracks.unreadable[i] ? "" : track_row_problem(t, info.rank, file_string_count_);
-        if (!problem.empty()) note({"/tracks", i, 1, "", problem});
-        if (tracks.unreadable[i] || !problem.empty()) track = {0, t.id, damaged_name_id(), -1, TrackType::kThread, 0, 0};
-        info.tracks.push_back(track);
+        if (tracks.unreadable[i]) continue;
+        // Events name their track by id; those of a track left out are shown as their thread's.
+        if (const std::string problem = track_row_problem(t, info.rank, strings_.size()); !problem.empty()) {
+          note({"/tracks", i, 1, "", problem});
+          continue;
+        }
+        info.tracks.push_back({t.os_id, t.id, t.name_id, t.device, static_cast<TrackType>(t.type), 0, 0});
       }
       for (uint64_t i = row.counter_offset; i < row.counter_offset + row.counter_count; ++i) {
         const schema::CounterRow& c = counters.rows[i];
         if (counters.unreadable[i]) continue;
-        if (c.rank != info.rank || c.name_id >= file_string_count_) {
+        if (c.rank != info.rank || c.name_id >= strings_.size()) {
           note({"/counters", i, 1, c.rank != info.rank ? "rank" : "name_id",
                 c.rank != info.rank ? "holds rank " + std::to_string(c.rank) : "not in the string table"});
           continue;
@@ -444,11 +445,6 @@ const std::string& Timeline::string(uint32_t id) const {
   return strings_[id];
 }
 
-uint32_t Timeline::damaged_name_id() {
-  if (strings_.size() == file_string_count_) strings_.push_back(kDamagedName);
-  return static_cast<uint32_t>(file_string_count_);
-}
-
 void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::vector<Event>& out) const {
   const RankInfo& info = ranks_.at(static_cast<size_t>(rank));
   if (first > info.event_count || count > info.event_count - first) {
@@ -472,7 +468,7 @@ void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::ve
       ++next_unreadable;
       continue;
     }
-    const auto [field, problem] = event_problem(out[i], info, file_string_count_);
+    const auto [field, problem] = event_problem(out[i], info, strings_.size());
     if (field) {
       note_damage({dataset, row, 1, field, problem});
       continue;

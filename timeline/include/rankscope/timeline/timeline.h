@@ -125,8 +125,6 @@ class Timeline {
   int64_t event_type_ = -1;
   uint64_t event_count_ = 0;
   uint64_t events_chunk_rows_ = 0;  // 0: contiguous, without checksums
-  size_t file_string_count_ = 0;    // strings_ may have a placeholder for damaged names after them
-  uint32_t damaged_name_id();
   bool clock_corrected_ = false;
   void note_damage(TimelineDamage::Finding finding) const;
   mutable std::mutex damage_mutex_;  // events may be read on another thread (EventStream)

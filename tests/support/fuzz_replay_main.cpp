@@ -1,5 +1,5 @@
-// Runs the fuzz target over files, as libFuzzer would, in builds without
-// libFuzzer: the corpus of inputs that once crashed the importer.
+// Runs a fuzz target over files, as libFuzzer would, in builds without
+// libFuzzer: a target's corpus of seeds and of inputs that once crashed it.
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
