@@ -153,6 +153,7 @@ Timeline::Timeline(const std::string& path) : path_(path) {
       info.agent_version = row.agent_version;
       info.capture = row.capture;
       info.shard = row.shard;
+      info.job = {row.job_id, row.job_start_wall_ns};
       info.events_by_kind.assign(counts.begin() + static_cast<long>(r * kEventKindCount),
                                  counts.begin() + static_cast<long>((r + 1) * kEventKindCount));
       for (uint64_t i = row.track_offset; i < row.track_offset + row.track_count; ++i) {
