@@ -1,5 +1,7 @@
 #include "rankscope/clocksync/sync_mpi.h"
 
+#include <time.h>
+
 namespace rankscope::clocksync {
 
 Placement placement(MPI_Comm comm) {
@@ -19,6 +21,14 @@ Placement placement(MPI_Comm comm) {
   MPI_Bcast(&where.node_id, 1, MPI_INT, 0, node);
   MPI_Comm_free(&node);
   return where;
+}
+
+int64_t job_start_wall_ns(MPI_Comm comm) {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  int64_t start = int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+  MPI_Bcast(&start, 1, MPI_INT64_T, 0, comm);
+  return start;
 }
 
 }  // namespace rankscope::clocksync

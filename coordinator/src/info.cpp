@@ -18,8 +18,13 @@ struct JobSummary {
   std::vector<uint64_t> by_kind = std::vector<uint64_t>(kEventKindCount, 0);
   std::vector<int32_t> missing, dead, terminated, aborted;
 
+  JobIdentity job;  // each part as the lowest rank that knows it says (the merge let no rank contradict it)
+
   int64_t span_ns() const { return first_ns <= last_ns ? last_ns - first_ns : 0; }
 };
+
+// Whether a rank's times are on rank 0's clock within a bound that says something.
+bool synchronised(const RankClock& clock) { return clock.synced && clock.bound_ns < kUnknownClockBoundNs; }
 
 JobSummary summarize(const Timeline& timeline) {
   JobSummary job;
@@ -33,6 +38,8 @@ JobSummary summarize(const Timeline& timeline) {
       job.last_ns = std::max(job.last_ns, rank.last_ns);
     }
     for (size_t k = 0; k < rank.events_by_kind.size(); ++k) job.by_kind[k] += rank.events_by_kind[k];
+    if (job.job.id.empty()) job.job.id = rank.job.id;
+    if (job.job.start_wall_ns == 0) job.job.start_wall_ns = rank.job.start_wall_ns;
   }
   return job;
 }
@@ -55,14 +62,16 @@ std::string info_text(const Timeline& timeline, bool events_checked) {
                 timeline.world_size(), static_cast<unsigned long long>(timeline.event_count()),
                 analysis::format_duration(job.span_ns()).c_str());
   out += line;
+  out += "job: " +
+         (job.job.known() ? job.job.text() : "unknown (its shards were written before rankscope recorded it)") + "\n";
   std::snprintf(line, sizeof(line), "\n%6s  %-24s %8s %12s %10s  %-9s %s\n", "rank", "host", "pid", "events", "drops",
                 "status", "last heard");
   out += line;
   for (const RankInfo& rank : timeline.ranks()) {
-    const std::string heard = rank.status == RankStatus::kMissing
-                                  ? "-"
-                                  : (job.first_ns <= job.last_ns ? "+" + analysis::format_duration(rank.last_heard_ns - job.first_ns)
-                                                                 : "-");
+    const std::string heard = rank.status == RankStatus::kMissing || job.first_ns > job.last_ns ? "-"
+                              : rank.last_heard_ns == analysis::kUnknown
+                                  ? "unknown"
+                                  : "+" + analysis::format_duration(rank.last_heard_ns - job.first_ns);
     std::snprintf(line, sizeof(line), "%6d  %-24s %8lld %12llu %10llu  %-9s %s\n", rank.rank,
                   rank.host.empty() ? "-" : rank.host.c_str(), static_cast<long long>(rank.pid),
                   static_cast<unsigned long long>(rank.event_count),
@@ -116,7 +125,7 @@ std::string info_text(const Timeline& timeline, bool events_checked) {
                 "points", "repair ns");
   out += line;
   for (const RankInfo& rank : timeline.ranks()) {
-    if (!rank.clock.synced) continue;
+    if (!synchronised(rank.clock)) continue;
     std::snprintf(line, sizeof(line), "%6d  %16lld %12.3f %10lld %7zu %14lld\n", rank.rank,
                   static_cast<long long>(rank.clock.offset_ns), rank.clock.drift_ppm,
                   static_cast<long long>(rank.clock.bound_ns), rank.clock.points.size(),
@@ -148,6 +157,13 @@ std::string info_json(const Timeline& timeline, bool events_checked) {
   json.key("world_size").value(timeline.world_size());
   json.key("events").value(timeline.event_count());
   json.key("span_ns").value(job.span_ns());
+  json.key("job").begin_object().key("id");
+  if (job.job.id.empty()) json.null();
+  else json.value(job.job.id);
+  json.key("start_wall_ns");
+  if (job.job.start_wall_ns == 0) json.null();
+  else json.value(job.job.start_wall_ns);
+  json.end_object();
   json.key("ranks").begin_array();
   for (const RankInfo& rank : timeline.ranks()) {
     json.begin_object();
@@ -166,7 +182,9 @@ std::string info_json(const Timeline& timeline, bool events_checked) {
     json.key("drops").value(rank.counters.get(counter::kEventsDropped));
     json.key("first_ns").value(rank.first_ns);
     json.key("last_ns").value(rank.last_ns);
-    json.key("last_heard_ns").value(rank.last_heard_ns);
+    json.key("last_heard_ns");
+    if (rank.last_heard_ns == analysis::kUnknown) json.null();
+    else json.value(rank.last_heard_ns);
     json.key("counters").begin_object();
     for (const auto& [name, value] : rank.counters.entries()) json.key(name).value(value);
     json.end_object();
@@ -196,7 +214,7 @@ std::string info_json(const Timeline& timeline, bool events_checked) {
   for (const RankInfo& rank : timeline.ranks()) {
     json.begin_object();
     json.key("rank").value(rank.rank);
-    json.key("synced").value(rank.clock.synced);
+    json.key("synced").value(synchronised(rank.clock));
     json.key("offset_ns").value(rank.clock.offset_ns);
     json.key("drift_ppm").value(rank.clock.drift_ppm);
     json.key("bound_ns").value(rank.clock.bound_ns);

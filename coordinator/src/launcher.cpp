@@ -46,6 +46,7 @@ struct Identity {
   int local_rank = 0;
   int local_size = 1;
   std::string launcher = "none";
+  std::string job_id;  // the launcher's name for the job; empty when it names none
 };
 
 std::optional<int> env_number(const char* name) {
@@ -65,7 +66,27 @@ Identity launch_identity() {
       {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
       {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
   };
+  // The launcher's name for the job, the same in every rank of it: the first
+  // of these that is set (Slurm's with its step, one srun of the job).
+  struct JobName {
+    const char* prefix;
+    const char *variable, *step;
+  };
+  static constexpr JobName kJobNames[] = {
+      {"openmpi:", "OMPI_MCA_ess_base_jobid", nullptr},  // mpirun of Open MPI 3 and 4
+      {"openmpi:", "OMPI_MCA_orte_ess_jobid", nullptr},  // older Open MPI
+      {"pmix:", "PMIX_NAMESPACE", nullptr},              // prterun (Open MPI 5), srun --mpi=pmix
+      {"slurm:", "SLURM_JOB_ID", "SLURM_STEP_ID"},
+      {"torchelastic:", "TORCHELASTIC_RUN_ID", nullptr},
+  };
   Identity id;
+  for (const JobName& name : kJobNames) {
+    const char* value = std::getenv(name.variable);
+    if (!value || !*value) continue;
+    const char* step = name.step ? std::getenv(name.step) : nullptr;
+    id.job_id = name.prefix + std::string(value) + (step && *step ? "." + std::string(step) : "");
+    break;
+  }
   for (const Launcher& l : kLaunchers) {
     const auto rank = env_number(l.rank);
     if (!rank) continue;
@@ -154,6 +175,7 @@ void set_agent_environment(const RunOptions& options, const Identity& id, const 
   set(agent::kEnvLocalRank, std::to_string(id.local_rank));
   set(agent::kEnvLocalSize, std::to_string(id.local_size));
   set(agent::kEnvLauncher, id.launcher);
+  set(agent::kEnvJobId, id.job_id);
   set(agent::kEnvMode, mode);
   // Each capture source is entered through the way its library loads tools;
   // every one names the same capture library, already loaded by the preload.
@@ -355,7 +377,9 @@ class Sidecar {
     id_.local_rank = where.local_rank;
     id_.local_size = where.local_size;
     id_.launcher = launched.launcher;
+    id_.job_id = launched.job_id;
     node_id_ = where.node_id;
+    job_start_wall_ns_ = clocksync::job_start_wall_ns(MPI_COMM_WORLD);
     sync_.emplace(MPI_COMM_WORLD, clocksync::Clock::for_rank(id_.rank));
   }
 
@@ -383,6 +407,7 @@ class Sidecar {
     // calibration, not one the program would make of its own).
     set(clocksync::kClockBaseVariable, clocksync::process_base_clock().text());
     set(agent::kEnvNodeId, std::to_string(node_id_));
+    set(agent::kEnvJobStart, std::to_string(job_start_wall_ns_));
     set("RANK", std::to_string(id_.rank));
     set("WORLD_SIZE", std::to_string(id_.world_size));
     set("LOCAL_RANK", std::to_string(id_.local_rank));
@@ -473,6 +498,7 @@ class Sidecar {
   fs::path shard_dir_;
   Identity id_;
   int node_id_ = 0;
+  int64_t job_start_wall_ns_ = 0;
   std::optional<clocksync::ClockSynchronizer> sync_;
   std::vector<SyncPoint> points_;
   std::string shard_;

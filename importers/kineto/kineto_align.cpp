@@ -11,8 +11,6 @@
 namespace rankscope::kineto {
 namespace {
 
-// Matching by time needs this many kernels ending together: one could be chance.
-constexpr size_t kMinTimeMatches = 2;
 // Pairs of ends looked at per kernel when matching by time.
 constexpr size_t kMaxCandidatesPerRecord = 64;
 // Differences looked at, at most, for the coarse offset that centres them.
@@ -123,13 +121,13 @@ std::vector<Pair> pairs_around(const RankCollectives& mine, const RankCollective
     const size_t from = at > half ? at - half : 0, to = std::min(list.size(), at + half);
     for (size_t k = from; k < to; ++k) candidates.push_back({r.end_ns - theirs.records[list[k]].end_ns, i, list[k]});
   }
-  if (candidates.size() < kMinTimeMatches) return {};
+  if (candidates.size() < kMinPairs) return {};
   std::sort(candidates.begin(), candidates.end(),
             [](const Candidate& a, const Candidate& b) { return a.difference < b.difference; });
   std::vector<int64_t> differences;
   for (const Candidate& c : candidates) differences.push_back(c.difference);
   const Run densest = densest_run(differences, window, coarse);
-  if (densest.count < kMinTimeMatches) return {};
+  if (densest.count < kMinPairs) return {};
   const int64_t offset = densest.middle;
 
   std::vector<Candidate> close;
@@ -148,7 +146,7 @@ std::vector<Pair> pairs_around(const RankCollectives& mine, const RankCollective
     mine_used[c.mine] = theirs_used[c.theirs] = true;
     pairs.push_back({c.mine, c.theirs});
   }
-  if (pairs.size() < kMinTimeMatches) return {};
+  if (pairs.size() < kMinPairs) return {};
   return pairs;
 }
 
@@ -189,7 +187,10 @@ struct PairOffset {
   int64_t offset_ns;
   int64_t bound_ns;
   bool consistent;
+  int64_t scatter_ns;  // the farthest any pair's end difference lies from the offset
 };
+
+int64_t distance(int64_t a, int64_t b) { return a > b ? a - b : b - a; }
 
 PairOffset offset_from(const RankCollectives& mine, const RankCollectives& theirs, const std::vector<Pair>& pairs) {
   int64_t low = INT64_MIN, high = INT64_MAX;
@@ -202,14 +203,33 @@ PairOffset offset_from(const RankCollectives& mine, const RankCollectives& their
     end_differences.push_back(a.end_ns - b.end_ns);
   }
   const int64_t estimate = median_ns(end_differences);
-  if (low <= high) {
-    const int64_t offset = std::clamp(estimate, low, high);
-    return {offset, std::max(offset - low, high - offset), true};
+  const bool consistent = low <= high;
+  // Causality contradicting itself (the clocks drifted, or a pair is wrong)
+  // leaves the median, with the spread as its bound.
+  const int64_t offset = consistent ? std::clamp(estimate, low, high) : estimate;
+  int64_t scatter = 0;
+  for (const int64_t difference : end_differences) scatter = std::max(scatter, distance(difference, offset));
+  const int64_t bound = std::max(distance(offset, low), distance(offset, high));
+  return {offset, consistent ? bound : std::max(bound, scatter), consistent, scatter};
+}
+
+// Why `found`, from `pairs` matches, defends no bound; empty when it does.
+std::string doubt_about(const PairOffset& found, size_t pairs, int64_t total_offset_ns) {
+  if (pairs < kMinPairs) {
+    return "only " + std::to_string(pairs) + " collective" + (pairs == 1 ? "" : "s") + " matched; a bound needs " +
+           std::to_string(kMinPairs);
   }
-  // Causality contradicts itself: the clocks drifted or a pair is wrong.
-  return {estimate, std::max(estimate > low ? estimate - low : low - estimate,
-                             estimate > high ? estimate - high : high - estimate),
-          false};
+  if (found.scatter_ns > found.bound_ns) {
+    return "the ends of its " + std::to_string(pairs) + " matched collectives lie up to " +
+           std::to_string(found.scatter_ns) + " ns from the offset, beyond the " + std::to_string(found.bound_ns) +
+           " ns bound causality leaves: they did not finish together, so they are not one collective";
+  }
+  if (distance(total_offset_ns, 0) > kMaxClockApartNs) {
+    return "its matches put its clock " + std::to_string(total_offset_ns / 1'000'000'000) +
+           " s from the reference's, more than one job's clocks can be apart (" +
+           std::to_string(kMaxClockApartNs / 1'000'000'000) + " s)";
+  }
+  return {};
 }
 
 }  // namespace
@@ -254,6 +274,12 @@ Alignment align_ranks(const std::vector<RankCollectives>& ranks) {
         if (pairs.empty()) continue;
         const PairOffset found = offset_from(ranks[k], ranks[anchor], pairs);
         RankAlignment& a = out.ranks[k];
+        const std::string doubt = doubt_about(found, pairs.size(), found.offset_ns + out.ranks[anchor].offset_ns);
+        if (!doubt.empty()) {
+          a.doubt = "against rank " + std::to_string(ranks[anchor].rank) + ": " + doubt;
+          continue;
+        }
+        a.doubt.clear();
         a.aligned = true;
         a.anchor = ranks[anchor].rank;
         a.matched = pairs.size();

@@ -19,9 +19,15 @@
 // otherwise; traces with neither (older PyTorch, sampled traces) are matched
 // by time: the offset that makes the most ends of the same kind coincide
 // wins, and each kernel pairs with the nearest one at that offset.
+//
+// A bound is stated only where the matches defend it: at least kMinPairs of
+// them, every end difference within the bound of the estimate (kernels that
+// finish together do; kernels paired by chance seldom), and an offset within
+// kMaxClockApartNs. Otherwise the rank is not aligned, and `doubt` says why.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "rankscope/model/event.h"
@@ -29,6 +35,13 @@
 namespace rankscope::kineto {
 
 enum class MatchKey : uint8_t { kTime = 0, kSeq = 1, kCommsId = 2 };
+
+// Fewer matched collectives defend no bound: two can agree by chance.
+inline constexpr size_t kMinPairs = 3;
+// One job's traces are recorded together (torch.profiler records the same
+// steps on every rank) by hosts whose clocks agree far better than this:
+// traces recorded further apart, or clocks further apart, are not one job's.
+inline constexpr int64_t kMaxClockApartNs = 3600LL * 1'000'000'000;
 
 // One communication kernel of one rank, times on that rank's own clock
 // (baseTimeNanoseconds included).
@@ -54,6 +67,7 @@ struct RankAlignment {
   int32_t anchor = -1;     // the rank it was matched against (itself for the reference)
   uint64_t matched = 0;    // collectives shared with the anchor
   bool consistent = true;  // false: the causality interval was empty (drift, or mismatches)
+  std::string doubt;       // when not aligned though collectives were matched: why they defend no bound
 };
 
 struct Alignment {

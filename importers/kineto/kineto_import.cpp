@@ -11,10 +11,12 @@
 #include <thread>
 
 #include "kineto_align.h"
+#include "kineto_job.h"
 #include "kineto_trace.h"
 #include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/input_files.h"
+#include "rankscope/model/metadata.h"
 
 namespace rankscope {
 namespace {
@@ -29,14 +31,15 @@ struct FileHeader {
   int32_t rank;
   int32_t world_size;
   uint32_t problem_lines;
-  int64_t base_ns;
+  uint32_t process_groups;
+  int64_t base_ns, first_ns, last_ns;
   uint64_t events, bytes, problems, records;
 };
 
 struct SharedFile {
   FileHeader header{};
   RankCollectives collectives;
-  std::vector<std::string> problem_lines;
+  kineto::TraceSummary summary;  // all but the counts, which are in the header
 };
 
 std::string pack(const std::vector<size_t>& mine, const std::vector<std::unique_ptr<TraceImport>>& imports) {
@@ -44,18 +47,32 @@ std::string pack(const std::vector<size_t>& mine, const std::vector<std::unique_
   for (size_t k = 0; k < mine.size(); ++k) {
     const kineto::TraceSummary& s = imports[k]->summary();
     const RankCollectives& c = imports[k]->collectives();
-    const FileHeader header{static_cast<uint32_t>(mine[k]), s.rank, s.world_size,
-                            static_cast<uint32_t>(s.problem_lines.size()), s.base_ns, s.events, s.bytes, s.problems,
+    const FileHeader header{static_cast<uint32_t>(mine[k]),
+                            s.rank,
+                            s.world_size,
+                            static_cast<uint32_t>(s.problem_lines.size()),
+                            static_cast<uint32_t>(s.process_groups.size()),
+                            s.base_ns,
+                            s.first_ns,
+                            s.last_ns,
+                            s.events,
+                            s.bytes,
+                            s.problems,
                             c.records.size()};
     out.append(reinterpret_cast<const char*>(&header), sizeof(header));
     out.append(reinterpret_cast<const char*>(c.records.data()), c.records.size() * sizeof(CollectiveRecord));
     for (const std::string& line : s.problem_lines) append_record(out, line);
+    append_record(out, s.backend);
+    for (const kineto::ProcessGroup& group : s.process_groups) {
+      append_record(out, group.name);
+      append_record(out, group.members);
+    }
   }
   return out;
 }
 
-std::vector<SharedFile> unpack(const std::vector<char>& all, size_t files) {
-  std::vector<SharedFile> out(files);
+std::vector<SharedFile> unpack(const std::vector<char>& all, const std::vector<std::string>& inputs) {
+  std::vector<SharedFile> out(inputs.size());
   for (size_t pos = 0; pos + sizeof(FileHeader) <= all.size();) {
     FileHeader header;
     std::memcpy(&header, all.data() + pos, sizeof(header));
@@ -66,14 +83,43 @@ std::vector<SharedFile> unpack(const std::vector<char>& all, size_t files) {
     file.collectives.records.resize(header.records);
     std::memcpy(file.collectives.records.data(), all.data() + pos, header.records * sizeof(CollectiveRecord));
     pos += header.records * sizeof(CollectiveRecord);
-    for (uint32_t k = 0; k < header.problem_lines; ++k) {
+    const auto next_record = [&] {
       uint32_t length = 0;
       std::memcpy(&length, all.data() + pos, 4);
-      file.problem_lines.emplace_back(all.data() + pos + 4, length);
+      std::string text(all.data() + pos + 4, length);
       pos += 4 + length;
+      return text;
+    };
+    kineto::TraceSummary& summary = file.summary;
+    summary.path = inputs[header.index];
+    summary.rank = header.rank;
+    summary.world_size = header.world_size;
+    summary.base_ns = header.base_ns;
+    summary.first_ns = header.first_ns;
+    summary.last_ns = header.last_ns;
+    for (uint32_t k = 0; k < header.problem_lines; ++k) summary.problem_lines.push_back(next_record());
+    summary.backend = next_record();
+    for (uint32_t k = 0; k < header.process_groups; ++k) {
+      std::string name = next_record();
+      summary.process_groups.push_back({std::move(name), next_record()});
     }
   }
   return out;
+}
+
+// A rank and world size the job can hold: else an Error naming the trace,
+// before anything is sized by them.
+void check_size(const kineto::TraceSummary& trace) {
+  const std::string largest =
+      " is beyond the largest job rankscope takes (" + std::to_string(kMaxWorldSize) + " ranks)";
+  if (trace.world_size > kMaxWorldSize) {
+    throw Error(trace.path + ": distributedInfo.world_size " + std::to_string(trace.world_size) + largest);
+  }
+  if (trace.rank >= kMaxWorldSize) throw Error(trace.path + ": rank " + std::to_string(trace.rank) + largest);
+  if (trace.world_size > 0 && trace.rank >= trace.world_size) {
+    throw Error(trace.path + ": rank " + std::to_string(trace.rank) + " is not in its job of " +
+                std::to_string(trace.world_size) + " ranks (distributedInfo.world_size)");
+  }
 }
 
 // Reads the traces at `mine` on up to `threads` threads; the first error, if any.
@@ -170,35 +216,51 @@ KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& optio
   error = read_traces(inputs, mine, folder, imports, settings, threads);
   check_all(comm, error);
 
-  // 2. Everyone learns every trace's rank, clock base and communication kernels.
-  const std::vector<SharedFile> files = unpack(allgather_bytes(comm, pack(mine, imports)), inputs.size());
+  // 2. Everyone learns every trace's rank, clock base and communication
+  // kernels, and whether they can be one job's.
+  const std::vector<SharedFile> files = unpack(allgather_bytes(comm, pack(mine, imports)), inputs);
+  std::vector<kineto::TraceSummary> traces;
+  for (const SharedFile& f : files) traces.push_back(f.summary);
   std::map<int32_t, size_t> by_rank;
-  int32_t world_size = 0;
-  for (size_t i = 0; i < files.size(); ++i) {
-    const FileHeader& h = files[i].header;
-    if (h.rank < 0) {
+  kineto::ImportedJob job;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    const kineto::TraceSummary& t = traces[i];
+    if (t.rank < 0) {
       throw Error(inputs[i] + ": no rank: the trace has no distributedInfo.rank and the file name names none "
                               "(for example trace_rank-3.json)");
     }
-    const auto [it, inserted] = by_rank.emplace(h.rank, i);
-    if (!inserted) throw Error(inputs[it->second] + " and " + inputs[i] + " are both rank " + std::to_string(h.rank));
-    world_size = std::max({world_size, h.world_size, h.rank + 1});
+    check_size(t);
+    const auto [it, inserted] = by_rank.emplace(t.rank, i);
+    if (!inserted) throw Error(inputs[it->second] + " and " + inputs[i] + " are both rank " + std::to_string(t.rank));
+    job.world_size = std::max({job.world_size, t.world_size, t.rank + 1});
+    // torch.profiler names no job: it is known by when its traces begin.
+    const int64_t begins = t.base_ns + t.first_ns;
+    if (t.first_ns <= t.last_ns && (job.identity.start_wall_ns == 0 || begins < job.identity.start_wall_ns)) {
+      job.identity.start_wall_ns = begins;
+    }
   }
+  KinetoImportResult result;
+  const std::vector<std::string> disagreements = kineto::job_disagreements(traces);
+  if (!disagreements.empty() && !options.same_job) {
+    std::string message;
+    for (const std::string& reason : disagreements) message += reason + "\n";
+    throw Error(message + "(--same-job imports them as one job all the same)");
+  }
+  for (const std::string& reason : disagreements) result.warnings.push_back("--same-job: " + reason);
 
   // 3. Match the communication kernels and align the clocks, the same on every process.
   std::vector<RankCollectives> collectives;
   for (const SharedFile& f : files) collectives.push_back(f.collectives);
   const kineto::Alignment alignment = kineto::align_ranks(collectives);
-  int64_t reference_base = 0;
   for (const SharedFile& f : files) {
-    if (f.header.rank == alignment.reference) reference_base = f.header.base_ns;
+    if (f.header.rank == alignment.reference) job.reference_base_ns = f.header.base_ns;
   }
 
   // 4. Each process completes its shards.
   try {
     for (size_t k = 0; k < mine.size(); ++k) {
       const size_t i = mine[k];
-      imports[k]->finish(world_size, alignment.ranks[i], reference_base, alignment.instance[i], alignment.unmatched[i]);
+      imports[k]->finish(job, alignment.ranks[i], alignment.instance[i], alignment.unmatched[i]);
     }
   } catch (const Error& e) {
     error = e.what();
@@ -206,18 +268,21 @@ KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& optio
   check_all(comm, error);
   imports.clear();
 
-  KinetoImportResult result;
   result.reference_rank = alignment.reference;
   for (size_t i = 0; i < files.size(); ++i) {
     const FileHeader& h = files[i].header;
     const kineto::RankAlignment& a = alignment.ranks[i];
+    if (!a.doubt.empty()) {
+      result.warnings.push_back(inputs[i] + ": the clock of rank " + std::to_string(h.rank) + " is not aligned: " +
+                                a.doubt);
+    }
     KinetoFileResult file;
     file.path = inputs[i];
     file.rank = h.rank;
     file.events = h.events;
     file.bytes = h.bytes;
     file.problems = h.problems;
-    file.problem_lines = files[i].problem_lines;
+    file.problem_lines = files[i].summary.problem_lines;
     file.aligned = a.aligned;
     file.offset_ns = a.offset_ns;
     file.bound_ns = a.bound_ns;

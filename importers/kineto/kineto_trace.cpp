@@ -12,6 +12,7 @@
 #include "rankscope/model/error.h"
 #include "rankscope/model/hash.h"
 #include "rankscope/model/shard.h"
+#include "rankscope/model/text.h"
 
 namespace rankscope::kineto {
 namespace {
@@ -356,8 +357,8 @@ class TraceImport::Impl {
     }
   }
 
-  void finish(int32_t world_size, const RankAlignment& alignment, int64_t reference_base_ns,
-              const std::vector<uint64_t>& instances, uint64_t unmatched) {
+  void finish(const ImportedJob& job, const RankAlignment& alignment, const std::vector<uint64_t>& instances,
+              uint64_t unmatched) {
     for (size_t i = 0; i < pending_.size() && i < instances.size(); ++i) pending_[i].seq = instances[i];
     if (!pending_.empty()) write(pending_);
     for (auto& buffer : buffers_) {
@@ -376,7 +377,8 @@ class TraceImport::Impl {
 
     RankMetadata metadata;
     metadata.rank = summary_.rank;
-    metadata.world_size = world_size;
+    metadata.world_size = job.world_size;
+    metadata.job = job.identity;
     metadata.pid = pid_;
     metadata.host = host_;
     metadata.launcher = "torch.profiler";
@@ -391,15 +393,16 @@ class TraceImport::Impl {
     // A rank that could not be aligned is taken to share the reference's
     // clock, with a bound that says nothing is known; with the same base as
     // the reference (the usual case) it needs no correction at all.
-    const bool shifted = alignment.aligned || summary_.base_ns != reference_base_ns;
+    const bool shifted = alignment.aligned || summary_.base_ns != job.reference_base_ns;
     if (shifted) {
-      const int64_t offset = (alignment.aligned ? alignment.offset_ns : 0) + reference_base_ns - summary_.base_ns;
-      const int64_t bound = alignment.aligned ? alignment.bound_ns : kUnknownBoundNs;
+      const int64_t offset = (alignment.aligned ? alignment.offset_ns : 0) + job.reference_base_ns - summary_.base_ns;
+      const int64_t bound = alignment.aligned ? alignment.bound_ns : kUnknownClockBoundNs;
       const int64_t last = std::max(first, summary_.last_ns);
       const SyncPoint points[2] = {{first, offset, bound}, {last, offset, bound}};
       if (!writer_.write_sync_points({points, last > first ? 2u : 1u}, now)) throw Error(writer_.error());
     }
     if (!alignment.aligned) counters_.set(rankscope::counter::kKinetoUnaligned, 1);
+    if (!alignment.doubt.empty()) counters_.set(rankscope::counter::kKinetoDoubtful, 1);
     if (!alignment.consistent) counters_.set(rankscope::counter::kKinetoInconsistent, 1);
     counters_.set(rankscope::counter::kKinetoUnmatched, unmatched);
     if (!writer_.close(counters_, now)) throw Error(writer_.error());
@@ -419,10 +422,22 @@ class TraceImport::Impl {
         problem_line(summary_.path + ": distributedInfo is not a JSON object; the rank is taken from the file name");
         return;
       }
+      // Parsed once the object is done with: the parser holds one document at a time.
+      std::string process_groups;
       for (auto field_result : info) {
         od::field field;
         std::string_view name, text;
-        if (std::move(field_result).get(field) || field.unescaped_key().get(name) || text_of(field.value(), text)) {
+        if (std::move(field_result).get(field) || field.unescaped_key().get(name)) {
+          problem_line(summary_.path + ": distributedInfo is not valid JSON; the rank is taken from the file name");
+          return;
+        }
+        od::value field_value = field.value();
+        if (name == "pg_config") {
+          od::array groups;
+          if (!field_value.get_array().get(groups) && !groups.raw_json().get(text)) process_groups = text;
+          continue;
+        }
+        if (text_of(field_value, text)) {
           problem_line(summary_.path + ": distributedInfo is not valid JSON; the rank is taken from the file name");
           return;
         }
@@ -437,10 +452,13 @@ class TraceImport::Impl {
           if (parse_id(text, number) == IdStatus::kOk && number <= INT32_MAX) {
             summary_.world_size = static_cast<int32_t>(number);
           }
+        } else if (name == "backend") {
+          summary_.backend = std::string(text);
         } else if (name == "nccl_version") {
           nccl_version_ = std::string(text);
         }
       }
+      if (!process_groups.empty()) read_process_groups(process_groups);
     } else if (key == "baseTimeNanoseconds") {
       uint64_t base = 0;
       if (parse_id(value, base) == IdStatus::kOk && base <= static_cast<uint64_t>(kMaxTimeNs)) {
@@ -457,6 +475,47 @@ class TraceImport::Impl {
           !doc.get_string().get(text)) {
         host_ = std::string(text);
       }
+    }
+  }
+
+  // distributedInfo.pg_config: [{"pg_name": "0", "pg_size": 2, "ranks": [0, 1], ...}, ...]. A group
+  // that does not say all three is left out: it can be compared with nothing.
+  void read_process_groups(const std::string& text) {
+    const simdjson::padded_string padded(text);
+    od::document doc;
+    od::array groups;
+    if (parser_.iterate(padded).get(doc) || doc.get_array().get(groups)) return;
+    for (auto group_result : groups) {
+      od::object group;
+      if (std::move(group_result).get_object().get(group)) return;
+      std::string_view name;
+      int64_t size = -1;
+      std::vector<int32_t> ranks;
+      bool ranks_given = false;
+      for (auto field_result : group) {
+        od::field field;
+        std::string_view key;
+        if (std::move(field_result).get(field) || field.unescaped_key().get(key)) return;
+        od::value value = field.value();
+        if (key == "pg_name") {
+          if (value.get_string().get(name)) return;
+        } else if (key == "pg_size") {
+          if (value.get_int64().get(size)) return;
+        } else if (key == "ranks") {
+          od::array list;
+          if (value.get_array().get(list)) return;
+          for (auto rank_result : list) {
+            int64_t rank = 0;
+            if (rank_result.get_int64().get(rank) || rank < 0 || rank > INT32_MAX) return;
+            ranks.push_back(static_cast<int32_t>(rank));
+          }
+          ranks_given = true;
+        }
+      }
+      if (name.empty() || size < 0 || !ranks_given) continue;
+      std::sort(ranks.begin(), ranks.end());
+      summary_.process_groups.push_back(
+          {std::string(name), "size " + std::to_string(size) + ", ranks " + format_rank_list(ranks)});
     }
   }
 
@@ -872,9 +931,9 @@ const TraceSummary& TraceImport::summary() const { return impl_->summary_; }
 const RankCollectives& TraceImport::collectives() const { return impl_->collectives_; }
 const Counters& TraceImport::counters() const { return impl_->counters_; }
 
-void TraceImport::finish(int32_t world_size, const RankAlignment& alignment, int64_t reference_base_ns,
-                         const std::vector<uint64_t>& instances, uint64_t unmatched) {
-  impl_->finish(world_size, alignment, reference_base_ns, instances, unmatched);
+void TraceImport::finish(const ImportedJob& job, const RankAlignment& alignment, const std::vector<uint64_t>& instances,
+                         uint64_t unmatched) {
+  impl_->finish(job, alignment, instances, unmatched);
 }
 
 int32_t rank_from_file_name(const std::string& path) {

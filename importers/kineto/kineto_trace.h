@@ -29,8 +29,6 @@ inline constexpr int64_t kMaxDurationNs = 24LL * 3600 * 1'000'000'000;
 // Timestamps and bases beyond ±2^62 ns are damage too; within it, sums and
 // differences of two never overflow.
 inline constexpr int64_t kMaxTimeNs = int64_t{1} << 62;
-// The clock bound of a rank that could not be aligned: nothing is known.
-inline constexpr int64_t kUnknownBoundNs = int64_t{1} << 61;
 
 struct ImportSettings {
   // Kernels that communicate though nothing in the trace says so (DeepEP,
@@ -39,16 +37,31 @@ struct ImportSettings {
   size_t max_problems_kept = 20;  // per file; the rest are only counted
 };
 
+// A process group as distributedInfo.pg_config describes it.
+struct ProcessGroup {
+  std::string name;     // pg_name
+  std::string members;  // "size 2, ranks 0-1": equal text, equal groups
+};
+
 struct TraceSummary {
   std::string path;
   int32_t rank = -1;          // from distributedInfo, else the file name; -1: neither says
   int32_t world_size = 0;     // 0 when the trace does not say
+  std::string backend;        // distributedInfo.backend; empty when the trace does not say
+  std::vector<ProcessGroup> process_groups;  // distributedInfo.pg_config, where given
   int64_t base_ns = 0;        // baseTimeNanoseconds (0 for traces stamped in absolute µs)
   int64_t first_ns = INT64_MAX, last_ns = INT64_MIN;  // on the file's clock
   uint64_t events = 0;        // written to the shard
   uint64_t bytes = 0;         // uncompressed JSON read
   uint64_t problems = 0;
   std::vector<std::string> problem_lines;  // the first max_problems_kept
+};
+
+// What the import settled for the job as a whole, the same for every trace.
+struct ImportedJob {
+  int32_t world_size = 0;
+  int64_t reference_base_ns = 0;  // baseTimeNanoseconds of the reference rank's trace
+  JobIdentity identity;           // recorded in every rank's shard
 };
 
 class TraceImport {
@@ -73,10 +86,10 @@ class TraceImport {
 
   // Writes the held-back kernels with their instance numbers, the clock
   // offset to the reference rank (nothing when `alignment.aligned` is false),
-  // names, tracks, metadata and counters, and closes the shard. `world_size`
-  // is the job's. Throws Error when the shard cannot be written.
-  void finish(int32_t world_size, const RankAlignment& alignment, int64_t reference_base_ns,
-              const std::vector<uint64_t>& instances, uint64_t unmatched);
+  // names, tracks, metadata and counters, and closes the shard. Throws Error
+  // when the shard cannot be written.
+  void finish(const ImportedJob& job, const RankAlignment& alignment, const std::vector<uint64_t>& instances,
+              uint64_t unmatched);
 
  private:
   class Impl;

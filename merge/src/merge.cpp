@@ -19,6 +19,7 @@
 
 #include "clock_repair.h"
 #include "happens_before.h"
+#include "one_job.h"
 #include "rankscope/clocksync/clock.h"
 #include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/counters.h"
@@ -64,6 +65,7 @@ struct RankSummary {
   uint64_t counters;
   uint64_t sync_points;
   int64_t clock_bound;  // the largest bound of its clock model; -1 without one
+  int64_t job_start_wall_ns;
   uint8_t ended;
 };
 
@@ -476,6 +478,8 @@ schema::RankRow rank_row(const OwnedShard& shard, uint64_t event_offset, uint64_
   schema::set_text(row.agent_version, metadata.agent_version);
   schema::set_text(row.capture, metadata.capture);
   schema::set_text(row.shard, std::filesystem::absolute(scan.path).string());
+  schema::set_text(row.job_id, metadata.job.id);
+  row.job_start_wall_ns = metadata.job.start_wall_ns;
   return row;
 }
 
@@ -626,15 +630,42 @@ struct JobLayout {
 // 2. Agree on who is who: the same layout on every process, or the same Error.
 JobLayout agree_on_layout(MPI_Comm comm, const std::vector<OwnedShard>& shards, const std::vector<std::string>& inputs) {
   std::vector<RankSummary> local_summaries;
+  std::vector<std::string> local_job_ids;
   for (const auto& shard : shards) {
+    const JobIdentity job = shard.scan.metadata.value_or(RankMetadata{}).job;
     local_summaries.push_back({shard.scan.rank(), shard.scan.world_size(), shard.input_index, shard.scan.event_count,
                                shard.scan.tracks.size(), shard.counters.entries().size(),
                                shard.scan.sync_points.size(),
-                               shard.clock.points().empty() ? -1 : shard.clock.max_bound_ns(),
+                               shard.clock.points().empty() ? -1 : shard.clock.max_bound_ns(), job.start_wall_ns,
                                static_cast<uint8_t>(shard.scan.ended)});
+    local_job_ids.push_back(job.id);
   }
   std::vector<RankSummary> summaries = allgather_rows(comm, local_summaries);
+  // Gathered in the same order as the summaries.
+  const std::vector<std::string> job_ids = allgather_strings(comm, local_job_ids);
+  std::vector<JobIdentity> jobs(inputs.size());
+  for (size_t i = 0; i < summaries.size(); ++i) {
+    jobs[summaries[i].input_index] = {job_ids[i], summaries[i].job_start_wall_ns};
+  }
   std::sort(summaries.begin(), summaries.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
+
+  // Sizes from the shards are checked before anything is sized by them.
+  for (const auto& s : summaries) {
+    const std::string& path = inputs[s.input_index];
+    if (s.rank >= kMaxWorldSize || s.world_size < 0 || s.world_size > kMaxWorldSize) {
+      throw Error(path + " says it is rank " + std::to_string(s.rank) + " of a job of " + std::to_string(s.world_size) +
+                  " ranks; rankscope takes jobs of at most " + std::to_string(kMaxWorldSize) +
+                  " ranks (is the shard damaged?)");
+    }
+    if (s.world_size != 0 && s.rank >= s.world_size) {
+      throw Error(path + " says it is rank " + std::to_string(s.rank) + " of a job of only " +
+                  std::to_string(s.world_size) + " ranks");
+    }
+  }
+  std::vector<std::pair<std::string, JobIdentity>> jobs_by_rank;
+  for (const auto& s : summaries) jobs_by_rank.emplace_back(inputs[s.input_index], jobs[s.input_index]);
+  check_one_job(jobs_by_rank);
+
   JobLayout layout;
   for (const auto& s : summaries) layout.world_size = std::max({layout.world_size, s.world_size, s.rank + 1});
   for (size_t i = 0; i < summaries.size(); ++i) {
@@ -664,9 +695,10 @@ JobLayout agree_on_layout(MPI_Comm comm, const std::vector<OwnedShard>& shards, 
     layout.point_offset[r + 1] = layout.point_offset[r] + (s ? s->sync_points : 0);
     if (s) layout.clock_bounds[r] = s->clock_bound;
   }
-  // Times are on rank 0's clock only if every rank measured its offset to it.
-  layout.clock_corrected = !summaries.empty() && std::all_of(summaries.begin(), summaries.end(),
-                                                             [](const RankSummary& s) { return s.sync_points > 0; });
+  // Times are on rank 0's clock only if every rank measured its offset to it
+  // (an offset of unknown bound is a conversion, not a measurement).
+  const auto measured = [](const RankSummary& s) { return s.sync_points > 0 && s.clock_bound < kUnknownClockBoundNs; };
+  layout.clock_corrected = !summaries.empty() && std::all_of(summaries.begin(), summaries.end(), measured);
   return layout;
 }
 
@@ -715,6 +747,10 @@ std::vector<std::string> shard_problems(const std::vector<OwnedShard>& shards) {
   std::vector<std::string> problems;
   for (const auto& shard : shards) {
     for (const auto& problem : shard.scan.damage.problems) problems.push_back(problem);
+    if (!shard.scan.metadata.value_or(RankMetadata{}).job.known()) {
+      problems.push_back(shard.scan.path + " records no job identity (written by an older rankscope, or its metadata "
+                         "was lost): it is merged without checking that it is of this job");
+    }
     if (shard.counters.get(counter::kNothingCaptured) != 0) {
       problems.push_back("rank " + std::to_string(shard.scan.rank()) + " captured nothing (capture: " +
                          shard.scan.metadata.value_or(RankMetadata{}).capture +
@@ -876,7 +912,9 @@ uint64_t write_rank(EventWriter& events, TimelineRows& rows, const OwnedShard& s
   rows.tracks.add(layout.track_offset[r], std::move(track_rows));
 
   const auto& points = shard.clock.points();
-  rows.clock.add(r, {{static_cast<int32_t>(r), static_cast<uint8_t>(!points.empty()), shard.clock.offset_ns(),
+  // A rank moved only by its trace's base time (an unknown bound) is not on the reference clock.
+  const bool synced = !points.empty() && shard.clock.max_bound_ns() < kUnknownClockBoundNs;
+  rows.clock.add(r, {{static_cast<int32_t>(r), static_cast<uint8_t>(synced), shard.clock.offset_ns(),
                       shard.clock.drift_ppm(), shard.clock.max_bound_ns(), layout.point_offset[r], points.size(),
                       repair_shift}});
   std::vector<schema::ClockPointRow> point_rows;

@@ -62,11 +62,14 @@ constexpr Definition kRegistry[] = {
     {kKinetoBytesSkipped, "bytes of the trace skipped to get past damaged events"},
     {kKinetoUnmatched, "communication kernels matched to no other rank's"},
     {kKinetoUnaligned,
-     "1: no clock offset could be estimated (no communication shared with an aligned rank); the rank keeps its own "
-     "clock"},
+     "1: no clock offset could be estimated that the import could defend (no communication shared with an aligned "
+     "rank, or see kineto_clock_doubtful): the rank's times are not on the reference rank's clock"},
     {kKinetoInconsistent,
      "1: the causality bounds of the rank's collectives contradict each other (clock drift, or mismatched kernels); "
      "its bound is the spread instead"},
+    {kKinetoDoubtful,
+     "1: collectives matched with an aligned rank did not support a bound (too few, ends scattered beyond the bound "
+     "causality leaves, or an offset of over an hour), so the rank was not aligned; import-kineto said why"},
     {kCostCaptureNs, "capture cost: the agent's life in the process, from its start to the shard's close, in ns"},
     {kCostStartNs, "capture cost: starting the agent in the process, in ns"},
     {kCostMpiInitNs, "capture cost: the MPI shim's own work in MPI_Init (clock sync, communicator table), in ns"},

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "rankscope/model/error.h"
+#include "rankscope/model/text.h"
 
 namespace rankscope {
 namespace {
@@ -42,6 +43,16 @@ void for_each_line(std::string_view text, Visit&& visit) {
 
 std::string errno_text(int error_number) { return std::strerror(error_number); }
 
+bool JobIdentity::contradicts(const JobIdentity& other) const {
+  return (!id.empty() && !other.id.empty() && id != other.id) ||
+         (start_wall_ns != 0 && other.start_wall_ns != 0 && start_wall_ns != other.start_wall_ns);
+}
+
+std::string JobIdentity::text() const {
+  return (id.empty() ? "unnamed job" : id) + ", started " +
+         (start_wall_ns != 0 ? format_utc_time(start_wall_ns) : "at an unknown time");
+}
+
 std::string RankMetadata::encode() const {
   std::string out;
   put_number(out, "rank", rank);
@@ -57,6 +68,8 @@ std::string RankMetadata::encode() const {
   put_line(out, "capture", capture);
   put_number(out, "start_wall_ns", start_wall_ns);
   put_number(out, "start_local_ns", start_local_ns);
+  put_line(out, "job_id", job.id);
+  put_number(out, "job_start_wall_ns", job.start_wall_ns);
   return out;
 }
 
@@ -76,6 +89,8 @@ RankMetadata RankMetadata::decode(std::string_view text) {
     else if (key == "capture") m.capture = value;
     else if (key == "start_wall_ns") parse_int(value, m.start_wall_ns);
     else if (key == "start_local_ns") parse_int(value, m.start_local_ns);
+    else if (key == "job_id") m.job.id = value;
+    else if (key == "job_start_wall_ns") parse_int(value, m.job.start_wall_ns);
   });
   return m;
 }

@@ -1,6 +1,9 @@
 #include "rankscope/model/text.h"
 
+#include <time.h>
+
 #include <algorithm>
+#include <cstdio>
 
 #include "rankscope/model/error.h"
 
@@ -46,6 +49,22 @@ std::string format_rank_list(const std::vector<int32_t>& ranks) {
       ++i;
     }
   }
+  return text;
+}
+
+std::string format_utc_time(int64_t ns_since_epoch) {
+  // Floored, so that a time before the epoch keeps a fraction in 0..1 s.
+  int64_t seconds = ns_since_epoch / 1'000'000'000, fraction = ns_since_epoch % 1'000'000'000;
+  if (fraction < 0) {
+    seconds -= 1;
+    fraction += 1'000'000'000;
+  }
+  const time_t whole = static_cast<time_t>(seconds);
+  tm utc{};
+  gmtime_r(&whole, &utc);
+  char text[64];
+  std::snprintf(text, sizeof(text), "%04d-%02d-%02dT%02d:%02d:%02d.%09lldZ", utc.tm_year + 1900, utc.tm_mon + 1,
+                utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<long long>(fraction));
   return text;
 }
 

@@ -114,6 +114,7 @@ class Agent {
 
   void disable(const std::string& reason);
   void set_placement(int32_t world_size, int32_t local_rank, int32_t local_size, int32_t node_id);
+  void set_job_start(int64_t wall_ns);
   void add_sync_point(const SyncPoint& point);
   bool finish();
   void stop_after_fork() { capture_.store(0, std::memory_order_relaxed); }
@@ -255,6 +256,8 @@ bool Agent::open(std::string& why_not) {
               " buffer_mb=" + std::to_string(buffer_bytes_ >> 20);
   m.start_wall_ns = wall_now_ns();
   m.start_local_ns = clock_.now_ns();
+  const char* job_id = std::getenv(kEnvJobId);
+  m.job = {job_id ? job_id : "", env_integer<int64_t>(kEnvJobStart, 0)};
   if (!writer_.open(shard_path_, m, m.start_local_ns)) {
     why_not = writer_.error();
     return false;
@@ -302,6 +305,12 @@ void Agent::set_placement(int32_t world_size, int32_t local_rank, int32_t local_
   metadata_.local_rank = local_rank;
   metadata_.local_size = local_size;
   metadata_.node_id = node_id;
+  metadata_changed_ = true;
+}
+
+void Agent::set_job_start(int64_t wall_ns) {
+  std::lock_guard lock(metadata_mutex_);
+  metadata_.job.start_wall_ns = wall_ns;
   metadata_changed_ = true;
 }
 
@@ -545,6 +554,10 @@ uint32_t rankscope_agent_track(rankscope::TrackType type, uint64_t os_id, int16_
 
 void rankscope_agent_set_placement(int32_t world_size, int32_t local_rank, int32_t local_size, int32_t node_id) {
   if (auto* a = agent()) a->set_placement(world_size, local_rank, local_size, node_id);
+}
+
+void rankscope_agent_set_job_start(int64_t wall_ns) {
+  if (auto* a = agent()) a->set_job_start(wall_ns);
 }
 
 void rankscope_agent_add_sync_point(const rankscope::SyncPoint* point) {

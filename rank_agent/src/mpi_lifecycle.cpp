@@ -40,6 +40,7 @@ void set_up_after_init() {
 
   const clocksync::Placement where = clocksync::placement(g_agent_comm);
   rankscope_agent_set_placement(where.world_size, where.local_rank, where.local_size, where.node_id);
+  rankscope_agent_set_job_start(clocksync::job_start_wall_ns(g_agent_comm));
   g_started = true;
 }
 

@@ -18,6 +18,7 @@ grep -q "dead ranks (shard without its end record): 1" <<<"$out" || fail "dead r
 text=$("$rankscope" info "$work/job.h5")
 echo "$text"
 grep -qE '^ +1 +node-0 .* dead ' <<<"$text" || fail "info does not show rank 1 as dead"
+grep -qx "job: synthetic:1, started 2023-11-14T22:13:20.000000000Z" <<<"$text" || fail "info does not show the job"
 grep -q "nvtx_range" <<<"$text" || fail "info lacks events by kind"
 
 "$rankscope" info --json "$work/job.h5" >"$work/info.json"
@@ -35,6 +36,7 @@ assert [r["status"] for r in info["ranks"]] == ["complete", "dead", "complete"]
 assert sum(info["events_by_kind"].values()) == 6000 == info["events"]
 assert info["missing_ranks"] == [] and info["dead_ranks"] == [1]
 assert info["span_ns"] > 0
+assert info["job"] == {"id": "synthetic:1", "start_wall_ns": 1700000000000000000}, info["job"]
 assert info["clock"]["corrected"] is False and not any(r["synced"] for r in info["clock"]["ranks"])
 print("json ok")
 PY
@@ -65,6 +67,29 @@ assert clock["ranks"][1]["offset_ns"] > 1e9
 rm "$work/shards/rank-00002.shard"
 "$rankscope" merge "$work/shards" -o "$work/job2.h5" >/dev/null
 "$rankscope" info --json "$work/job2.h5" | python3 -c 'import json,sys; i=json.load(sys.stdin); assert i["missing_ranks"]==[2], i["missing_ranks"]'
+
+# A shard cut before its first whole chunk: when it was last heard from is unknown, not a number.
+mkdir "$work/cut"
+cp "$work/shards/rank-00000.shard" "$work/shards/rank-00001.shard" "$work/cut/"
+truncate -s 100 "$work/cut/rank-00001.shard"
+"$rankscope" merge "$work/cut" -o "$work/cut.h5" >/dev/null 2>&1 || fail "merge of a shard cut at 100 bytes failed"
+"$rankscope" info "$work/cut.h5" | grep -qE '^ +1 +- .* dead +unknown$' || fail "info shows a time for a rank never heard from"
+"$rankscope" info --json "$work/cut.h5" | python3 -c '
+import json, sys
+ranks = json.load(sys.stdin)["ranks"]
+assert ranks[1]["last_heard_ns"] is None and ranks[0]["last_heard_ns"] > 0, ranks'
+
+# A shard of another job of the same size among the job's: refused, naming both.
+"$make_shards" "$work/other" 3 100 --job-id synthetic:2
+mkdir "$work/mixed"
+cp "$work/shards/rank-00000.shard" "$work/shards/rank-00001.shard" "$work/other/rank-00002.shard" "$work/mixed/"
+set +e
+msg=$("$rankscope" merge "$work/mixed" -o "$work/mixed.h5" 2>&1); status=$?
+set -e
+[ $status -eq 1 ] || fail "merge of shards of two jobs exited $status: $msg"
+grep -qF "$work/mixed/rank-00000.shard and $work/mixed/rank-00002.shard are shards of different jobs: synthetic:1, started 2023-11-14T22:13:20.000000000Z; and synthetic:2, started 2023-11-14T22:13:20.000000000Z" <<<"$msg" ||
+  fail "merge of shards of two jobs: $msg"
+[ ! -e "$work/mixed.h5" ] || fail "a merge of two jobs left a timeline"
 
 # Bad input: a clear message naming the file, exit status 1.
 set +e

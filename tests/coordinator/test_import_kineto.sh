@@ -199,6 +199,7 @@ refused() {
   if "$rankscope" import-kineto "$@" -o "$work/refused.h5" >"$work/refused.out" 2>&1; then fail "$why: imported"; fi
   grep -q -e "$pattern" "$work/refused.out" || { cat "$work/refused.out" >&2; fail "$why: no clear message"; }
   [ ! -e "$work/refused.h5" ] || fail "$why: a timeline was left behind"
+  [ ! -e "$work/refused.h5.import" ] || fail "$why: the shards were left behind"
 }
 "$python" -c 'import json, sys; t = json.load(open(sys.argv[1])); del t["distributedInfo"]; json.dump(t, open(sys.argv[2], "w"))' \
   "$work/job/rank-3.json" "$work/trace.json"
@@ -223,6 +224,45 @@ assert comm["events"] * 4 == job["events"], "the pattern changes what kernels ar
 print(f"--comm-kernel: {with_pattern} communication kernels instead of {per_rank}")
 EOF
 refused "no file" "nothere.json: cannot open" "$work/nothere.json"
+
+# Sizes from distributedInfo are checked before anything is sized by them.
+edit_info() {  # edit_info TRACE OUT PYTHON-STATEMENT-ON-t
+  "$python" -c "import json, sys; t = json.load(open(sys.argv[1])); $3; json.dump(t, open(sys.argv[2], 'w'))" "$1" "$2"
+}
+edit_info "$work/job/rank-1.json" "$work/huge_rank-1.json" 't["distributedInfo"]["world_size"] = 2000000000'
+refused "a huge world size" "huge_rank-1.json: distributedInfo.world_size 2000000000 is beyond the largest job" \
+  "$work/huge_rank-1.json"
+edit_info "$work/job/rank-1.json" "$work/far_rank-1.json" 't["distributedInfo"]["rank"] = 2000000000'
+refused "a huge rank" "far_rank-1.json: rank 2000000000 is beyond the largest job" "$work/far_rank-1.json"
+edit_info "$work/job/rank-1.json" "$work/outside_rank-1.json" 't["distributedInfo"]["rank"] = 4'
+refused "a rank outside its job" "outside_rank-1.json: rank 4 is not in its job of 4 ranks" "$work/outside_rank-1.json"
+
+# Traces of different jobs are refused, naming both and why; --same-job imports them with a warning.
+"$python" "$generator" "$work/pair" --ranks 2 --events-per-rank 4000 --seed 9 >/dev/null
+refused "two jobs' sizes" "rank-0.json and .*pair/rank-1.json are traces of different jobs: distributedInfo.world_size is 4 in the first and 2 in the second" \
+  "$work/job/rank-0.json" "$work/pair/rank-1.json"
+# The same job's rank 1, as if recorded 8.5 days later: its Seq numbers match rank 0's all the same.
+edit_info "$work/job/rank-1.json" "$work/later_rank-1.json" 't["baseTimeNanoseconds"] += 734400 * 10**9'
+refused "traces days apart" "rank-0.json and .*later_rank-1.json are traces of different jobs: the first was recorded from .* 204.0 hours later" \
+  "$work/job/rank-0.json" "$work/later_rank-1.json"
+"$rankscope" import-kineto --same-job "$work/job/rank-0.json" "$work/later_rank-1.json" -o "$work/later.h5" \
+  >"$work/later.out" 2>&1 || { cat "$work/later.out" >&2; fail "--same-job: import failed"; }
+grep -q "warning: --same-job: .*are traces of different jobs: the first was recorded" "$work/later.out" ||
+  { cat "$work/later.out" >&2; fail "--same-job: no warning"; }
+# Its clock cannot be put on rank 0's with any bound: it is not, and nothing says it is.
+grep -q "later_rank-1.json: the clock of rank 1 is not aligned: against rank 0: its matches put its clock 7344[0-9]* s" \
+  "$work/later.out" || { cat "$work/later.out" >&2; fail "--same-job: the doubtful clock is not named"; }
+"$rankscope" info --json "$work/later.h5" >"$work/later.info.json"
+"$python" - "$work/later.info.json" <<'EOF'
+import json, sys
+info = json.load(open(sys.argv[1]))
+clock = {r["rank"]: r for r in info["clock"]["ranks"]}
+assert not info["clock"]["corrected"] and not clock[1]["synced"], info["clock"]
+counters = info["ranks"][1]["counters"]
+assert counters["kineto_clock_unaligned"] == 1 and counters["kineto_clock_doubtful"] == 1, counters
+print("--same-job: imported, rank 1 not aligned:", clock[1])
+EOF
+"$rankscope" report "$work/later.h5" | head -1 | grep -q "clocks NOT aligned" || fail "--same-job: the report calls the clocks aligned"
 if "$rankscope" import-kineto "$work/job" -o "$work/no/such/folder/job.h5" >"$work/refused.out" 2>&1; then
   fail "a timeline in a missing folder: imported"
 fi

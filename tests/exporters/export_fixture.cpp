@@ -134,6 +134,7 @@ void write_export_fixture(const std::string& dir) {
     metadata.agent_version = "test";
     metadata.capture = "fixture";
     metadata.start_local_ns = kFixtureStart;
+    metadata.job = {"fixture:7", 1'700'000'000'000'000'000};
     char name[32];
     std::snprintf(name, sizeof(name), "/rank-%05d.shard", rank);
     ShardWriter writer;

@@ -14,6 +14,7 @@
 #include "shard_contents.h"
 // Internal to the merge library; tested directly.
 #include "kineto_align.h"
+#include "kineto_job.h"
 #include "kineto_reader.h"
 #include "kineto_trace.h"
 
@@ -233,6 +234,25 @@ TEST_F(KinetoTrace, TakesRankBaseAndCommunicationFromTheirSources) {
   EXPECT_EQ(t.summary().problems, 0u);
 }
 
+// What distributedInfo says of the job, for telling jobs apart: the backend
+// and each process group's members, whatever order the ranks are listed in.
+TEST_F(KinetoTrace, TakesTheJobFromDistributedInfo) {
+  const std::string text = R"json({"distributedInfo": {"backend": "nccl", "rank": 1, "world_size": 4,
+   "pg_count": 2, "pg_config": [
+    {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": 4, "ranks": [3, 0, 1, 2]},
+    {"pg_name": "1", "pg_size": 2, "ranks": [1, 3]},
+    {"pg_name": "no ranks", "pg_size": 2}]},
+ "traceEvents": []})json";
+  const TraceSummary& s = import("trace.json", text).summary();
+  EXPECT_EQ(s.backend, "nccl");
+  ASSERT_EQ(s.process_groups.size(), 2u);
+  EXPECT_EQ(s.process_groups[0].name, "0");
+  EXPECT_EQ(s.process_groups[0].members, "size 4, ranks 0-3");
+  EXPECT_EQ(s.process_groups[1].name, "1");
+  EXPECT_EQ(s.process_groups[1].members, "size 2, ranks 1,3");
+  EXPECT_EQ(s.problems, 0u);
+}
+
 TEST_F(KinetoTrace, CountsAndNamesEveryKindOfDamageAndKeepsTheRest) {
   const std::string text = R"({"traceEvents": [
   {"ph": "X", "cat": "cpu_op", "name": "good", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
@@ -283,7 +303,7 @@ testing::ShardContents import_as_reference(const std::string& text, const std::s
   trace.read_text(text);
   RankAlignment reference;
   reference.aligned = true;
-  trace.finish(1, reference, 0, {}, 0);
+  trace.finish({1, 0, {}}, reference, {}, 0);
   if (counters) *counters = trace.counters();
   testing::ShardContents contents = testing::read_shard(path);
   std::sort(contents.events.begin(), contents.events.end(), event_time_order);
@@ -351,13 +371,13 @@ TEST(KinetoShard, UnalignedRanksStillTakeTheirBaseIntoAccount) {
   trace.read_text(text);
   RankAlignment none;
   none.rank = 1;
-  trace.finish(2, none, 1'000'000'000, {}, 0);
+  trace.finish({2, 1'000'000'000, {}}, none, {}, 0);
   const ShardScan scan = testing::read_shard(path).scan;
   ASSERT_EQ(scan.sync_points.size(), 2u);  // at the first and last event
   for (const SyncPoint& point : scan.sync_points) {
     // local - reference: this rank's timestamps are 2 s later than the reference's would be.
     EXPECT_EQ(point.offset_ns, -2'000'000'000);
-    EXPECT_EQ(point.bound_ns, kUnknownBoundNs);
+    EXPECT_EQ(point.bound_ns, kUnknownClockBoundNs);
   }
   EXPECT_EQ(trace.counters().get(counter::kKinetoUnaligned), 1u);
 }
@@ -465,6 +485,126 @@ TEST(KinetoAlignment, ContradictingCausalityIsFlaggedNotHidden) {
   ASSERT_TRUE(a.ranks[1].aligned);
   EXPECT_FALSE(a.ranks[1].consistent);
   EXPECT_GT(a.ranks[1].bound_ns, 0);
+}
+
+// A rank whose matches defend no bound is not aligned, and its shard says why in a counter.
+TEST(KinetoShard, ADoubtfulRankIsCountedAndKeepsNoBound) {
+  const std::string text = R"({"traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 100, "dur": 2}]})";
+  const std::string path = ::testing::TempDir() + "/kineto-doubt.shard";
+  TraceImport trace("rank-1.json", path, ImportSettings{});
+  trace.read_text(text);
+  RankAlignment doubted;
+  doubted.rank = 1;
+  doubted.doubt = "against rank 0: only 2 collectives matched; a bound needs 3";
+  trace.finish({2, 0, {"", 1'000}}, doubted, {}, 0);
+  const ShardScan scan = testing::read_shard(path).scan;
+  EXPECT_TRUE(scan.sync_points.empty());  // same base as the reference: nothing to move
+  ASSERT_TRUE(scan.metadata.has_value());
+  EXPECT_EQ(scan.metadata->job.start_wall_ns, 1'000);
+  EXPECT_EQ(trace.counters().get(counter::kKinetoUnaligned), 1u);
+  EXPECT_EQ(trace.counters().get(counter::kKinetoDoubtful), 1u);
+}
+
+// --------------------------------------------------------------- one job ---
+
+TraceSummary trace_of(const std::string& path, int32_t rank, int32_t world_size, int64_t first_ns, int64_t last_ns) {
+  TraceSummary t;
+  t.path = path;
+  t.rank = rank;
+  t.world_size = world_size;
+  t.backend = "nccl";
+  t.base_ns = 1'700'000'000'000'000'000;
+  t.first_ns = first_ns;
+  t.last_ns = last_ns;
+  t.process_groups = {{"0", "size " + std::to_string(world_size) + ", ranks 0-" + std::to_string(world_size - 1)}};
+  return t;
+}
+
+TEST(KinetoJob, OneJobsTracesAgree) {
+  std::vector<TraceSummary> traces = {trace_of("a.json", 0, 4, 0, 2'000'000'000),
+                                      trace_of("b.json", 1, 4, 500'000'000, 2'500'000'000)};
+  // A subgroup only one rank belongs to, a trace that says less, and clocks seconds apart: one job still.
+  traces[1].process_groups.push_back({"1", "size 2, ranks 1,3"});
+  TraceSummary terse = trace_of("c.json", 2, 0, -3'000'000'000, -1'000'000'000);
+  terse.backend.clear();
+  terse.process_groups.clear();
+  traces.push_back(terse);
+  EXPECT_TRUE(job_disagreements(traces).empty());
+}
+
+TEST(KinetoJob, TracesOfDifferentJobsAreNamedWithWhy) {
+  TraceSummary other = trace_of("other.json", 1, 2, 0, 1'000'000'000);
+  other.backend = "gloo";
+  const std::vector<std::string> reasons = job_disagreements({trace_of("a.json", 0, 8, 0, 1'000'000'000), other});
+  ASSERT_EQ(reasons.size(), 3u);
+  EXPECT_EQ(reasons[0], "a.json and other.json are traces of different jobs: distributedInfo.world_size is 8 in the "
+                        "first and 2 in the second");
+  EXPECT_EQ(reasons[1], "a.json and other.json are traces of different jobs: distributedInfo.backend is nccl in the "
+                        "first and gloo in the second");
+  EXPECT_EQ(reasons[2], "a.json and other.json are traces of different jobs: process group \"0\" has size 8, ranks "
+                        "0-7 in the first and size 2, ranks 0-1 in the second");
+}
+
+TEST(KinetoJob, TracesRecordedHoursApartAreOfDifferentJobs) {
+  constexpr int64_t kDay = 86'400'000'000'000;
+  const std::vector<TraceSummary> traces = {trace_of("late.json", 1, 2, 8 * kDay + kDay / 2, 8 * kDay + kDay / 2 + 1),
+                                            trace_of("early.json", 0, 2, 0, 2'000'000'000),
+                                            trace_of("between.json", 1, 2, kDay, kDay + 1)};
+  const std::vector<std::string> reasons = job_disagreements(traces);
+  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_EQ(reasons[0], "early.json and late.json are traces of different jobs: the first was recorded from "
+                        "2023-11-14T22:13:20.000000000Z to 2023-11-14T22:13:22.000000000Z, the second from "
+                        "2023-11-23T10:13:20.000000000Z, 204.0 hours later (one job's traces are recorded within 1 "
+                        "hour)");
+  // Within the hour: one job.
+  EXPECT_TRUE(job_disagreements({trace_of("a.json", 0, 2, 0, 1), trace_of("b.json", 1, 2, kDay / 25, kDay / 25 + 1)})
+                  .empty());
+}
+
+// ----------------------------------------------------- defended bounds ---
+
+// Two ranks whose three matched collectives satisfy causality within a
+// narrow interval, but whose ends lie far apart: they did not finish together.
+TEST(KinetoAlignment, EndsScatteredBeyondTheBoundAreDoubted) {
+  std::vector<RankCollectives> ranks(2);
+  ranks[0].rank = 0;
+  ranks[1].rank = 1;
+  const auto add = [](RankCollectives& rank, uint64_t seq, int64_t begin, int64_t end) {
+    rank.records.push_back({7, seq, begin, end, CommOp::kAllReduce, MatchKey::kSeq});
+  };
+  add(ranks[0], 0, 0, 100);
+  add(ranks[1], 0, 0, 100);
+  add(ranks[0], 1, 1000, 1100);
+  add(ranks[1], 1, 1090, 1190);
+  add(ranks[0], 2, 2090, 2190);
+  add(ranks[1], 2, 2000, 2100);
+  const Alignment a = align_ranks(ranks);
+  EXPECT_FALSE(a.ranks[1].aligned);
+  EXPECT_EQ(a.ranks[1].doubt, "against rank 0: the ends of its 3 matched collectives lie up to 90 ns from the offset, "
+                              "beyond the 10 ns bound causality leaves: they did not finish together, so they are "
+                              "not one collective");
+  // The same collectives finishing together are believed.
+  ranks[1].records[1] = {7, 1, 1000, 1100, CommOp::kAllReduce, MatchKey::kSeq};
+  ranks[1].records[2] = {7, 2, 2090, 2190, CommOp::kAllReduce, MatchKey::kSeq};
+  EXPECT_TRUE(align_ranks(ranks).ranks[1].aligned);
+}
+
+TEST(KinetoAlignment, TooFewMatchesAreDoubted) {
+  std::vector<RankCollectives> ranks = job({0, 5'000}, 2, MatchKey::kSeq, 6);
+  const Alignment a = align_ranks(ranks);
+  EXPECT_FALSE(a.ranks[1].aligned);
+  EXPECT_EQ(a.ranks[1].doubt, "against rank 0: only 2 collectives matched; a bound needs 3");
+  EXPECT_TRUE(align_ranks(job({0, 5'000}, 3, MatchKey::kSeq, 6)).ranks[1].aligned);
+}
+
+// The same Seq numbers in a trace of another job recorded a day later.
+TEST(KinetoAlignment, ClocksFurtherApartThanOneJobsCanBeAreDoubted) {
+  const Alignment a = align_ranks(job({0, 86'400'000'000'000}, 20, MatchKey::kSeq, 7));
+  EXPECT_FALSE(a.ranks[1].aligned);
+  EXPECT_EQ(a.ranks[1].doubt, "against rank 0: its matches put its clock 86400 s from the reference's, more than one "
+                              "job's clocks can be apart (3600 s)");
+  EXPECT_TRUE(align_ranks(job({0, 3'000'000'000'000}, 20, MatchKey::kSeq, 7)).ranks[1].aligned);
 }
 
 }  // namespace

@@ -14,11 +14,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <tuple>
 
 #include "rankscope/model/error.h"
 #include "rankscope/model/shard.h"
+#include "rankscope/timeline/schema.h"
 #include "rankscope/timeline/timeline.h"
 #include "synthetic_job.h"
 // The repair's solver is internal to the merge; its cases are tested directly.
@@ -203,6 +205,7 @@ void write_allreduce_rank(const fs::path& dir, int32_t r, int32_t world, int64_t
   RankMetadata metadata;
   metadata.rank = r;
   metadata.world_size = world;
+  metadata.job = testing::SyntheticJob{}.job;
   ShardWriter writer;
   ASSERT_TRUE(writer.open((dir / ("rank-" + std::to_string(r) + ".shard")).string(), metadata, 0));
   const std::pair<uint32_t, std::string_view> name{0, "MPI_Allreduce"};
@@ -782,6 +785,158 @@ TEST_F(MergeTest, TwoShardsOfOneRankAreRefused) {
     FAIL() << "duplicate rank accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("two shards are from rank 1"), std::string::npos) << e.what();
+  }
+}
+
+// The error a merge of the shards in the test's folder throws; "" when it merges.
+std::string merge_error(const std::function<MergeResult()>& merge) {
+  try {
+    merge();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A rank of another job of the same size put among a job's shards.
+TEST_F(MergeTest, AShardOfAnotherJobIsRefusedNamingBothJobs) {
+  testing::SyntheticJob job;
+  job.world_size = 3;
+  job.events_per_rank = 100;
+  testing::SyntheticJob other = job;
+  other.job.id = "synthetic:2";
+  if (process_rank() == 0) {
+    testing::write_synthetic_job(dir_.string(), job);
+    testing::write_synthetic_rank((dir_ / "rank-00002.shard").string(), 2, other);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string output = (dir_ / "job.h5").string();
+  const std::string error = merge_error([&] { return merge({dir_.string()}, output); });
+  EXPECT_NE(error.find("rank-00000.shard and " + (dir_ / "rank-00002.shard").string() +
+                       " are shards of different jobs: synthetic:1, started 2023-11-14T22:13:20.000000000Z; and "
+                       "synthetic:2, started 2023-11-14T22:13:20.000000000Z"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(fs::exists(output));
+}
+
+// Open MPI's job ids come back when mpirun's pid does: the start tells the jobs apart.
+TEST_F(MergeTest, AJobIdUsedAgainIsToldApartByTheStart) {
+  testing::SyntheticJob job;
+  job.world_size = 2;
+  job.events_per_rank = 100;
+  testing::SyntheticJob later = job;
+  later.job.start_wall_ns += 3'600'000'000'000;
+  if (process_rank() == 0) {
+    testing::write_synthetic_job(dir_.string(), job);
+    testing::write_synthetic_rank((dir_ / "rank-00001.shard").string(), 1, later);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string error = merge_error([&] { return merge({dir_.string()}, (dir_ / "job.h5").string()); });
+  EXPECT_NE(error.find("are shards of different jobs"), std::string::npos) << error;
+  EXPECT_NE(error.find("synthetic:1, started 2023-11-14T23:13:20.000000000Z"), std::string::npos) << error;
+}
+
+// What a rank does not know of its job (a launcher that names none, a rank
+// that died before MPI_Init) contradicts nothing; a shard that knows nothing
+// of it (an older rankscope's) is merged with a warning.
+TEST_F(MergeTest, ShardsThatKnowLessOfTheirJobAreMerged) {
+  testing::SyntheticJob job;
+  job.world_size = 4;
+  job.events_per_rank = 100;
+  testing::SyntheticJob unnamed = job, unstarted = job, older = job;
+  unnamed.job.id.clear();
+  unstarted.job.start_wall_ns = 0;
+  older.job = {};
+  if (process_rank() == 0) {
+    testing::write_synthetic_job(dir_.string(), job);
+    testing::write_synthetic_rank((dir_ / "rank-00000.shard").string(), 0, unnamed);
+    testing::write_synthetic_rank((dir_ / "rank-00001.shard").string(), 1, unstarted);
+    testing::write_synthetic_rank((dir_ / "rank-00002.shard").string(), 2, older);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string output = (dir_ / "job.h5").string();
+  const MergeResult result = merge({dir_.string()}, output);
+  ASSERT_EQ(result.problems.size(), 1u);
+  EXPECT_NE(result.problems[0].find("rank-00002.shard records no job identity"), std::string::npos)
+      << result.problems[0];
+  const Timeline timeline(output);
+  EXPECT_EQ(timeline.ranks()[0].job.id, "");
+  EXPECT_EQ(timeline.ranks()[0].job.start_wall_ns, job.job.start_wall_ns);
+  EXPECT_EQ(timeline.ranks()[1].job.id, "synthetic:1");
+  EXPECT_EQ(timeline.ranks()[1].job.start_wall_ns, 0);
+  EXPECT_FALSE(timeline.ranks()[2].job.known());
+  EXPECT_EQ(timeline.ranks()[3].job.id, "synthetic:1");
+  EXPECT_EQ(timeline.ranks()[3].job.start_wall_ns, job.job.start_wall_ns);
+}
+
+// A rank or world size no job of these shards can have is refused before
+// anything is sized by it.
+TEST_F(MergeTest, RanksBeyondTheirJobAreRefusedNamingTheShard) {
+  const std::vector<std::tuple<int32_t, int32_t, std::string>> cases = {
+      {5, 4, "says it is rank 5 of a job of only 4 ranks"},
+      {3, 2'000'000'000, "says it is rank 3 of a job of 2000000000 ranks; rankscope takes jobs of at most 1048576"},
+      {2'000'000'000, 0, "says it is rank 2000000000 of a job of 0 ranks; rankscope takes jobs of at most"},
+  };
+  for (const auto& [rank, world_size, message] : cases) {
+    const fs::path path = dir_ / ("rank-" + std::to_string(rank) + ".shard");
+    if (process_rank() == 0) {
+      RankMetadata metadata;
+      metadata.rank = rank;
+      metadata.world_size = world_size;
+      ShardWriter writer;
+      ASSERT_TRUE(writer.open(path.string(), metadata, 1) && writer.close({}, 2)) << writer.error();
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const std::string error = merge_error([&] { return merge({path.string()}, (dir_ / "job.h5").string()); });
+    EXPECT_NE(error.find(path.string() + " " + message), std::string::npos) << error;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (process_rank() == 0) fs::remove(path);
+  }
+}
+
+// A timeline written before /ranks had the job's identity reads as of an unknown job.
+TEST_F(MergeTest, RanksTableWithoutTheJobReadsAsAnUnknownJob) {
+  testing::SyntheticJob job;
+  job.world_size = 2;
+  job.events_per_rank = 100;
+  write_job(job);
+  const std::string output = (dir_ / "job.h5").string();
+  merge({dir_.string()}, output);
+  if (process_rank() == 0) {
+    // The current row type without its job members, as older versions wrote /ranks.
+    const hid_t current = schema::rank_row_type().release();
+    const hid_t older = H5Tcreate(H5T_COMPOUND, sizeof(schema::RankRow));
+    for (int i = 0; i < H5Tget_nmembers(current); ++i) {
+      char* name = H5Tget_member_name(current, static_cast<unsigned>(i));
+      const hid_t member = H5Tget_member_type(current, static_cast<unsigned>(i));
+      if (std::string(name).rfind("job_", 0) != 0) {
+        H5Tinsert(older, name, H5Tget_member_offset(current, static_cast<unsigned>(i)), member);
+      }
+      H5Tclose(member);
+      H5free_memory(name);
+    }
+    const hid_t file = H5Fopen(output.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hid_t ranks = H5Dopen2(file, "ranks", H5P_DEFAULT);
+    std::vector<schema::RankRow> rows(2);
+    ASSERT_GE(H5Dread(ranks, older, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), 0);
+    H5Dclose(ranks);
+    H5Ldelete(file, "ranks", H5P_DEFAULT);
+    const hsize_t n = rows.size();
+    const hid_t space = H5Screate_simple(1, &n, nullptr);
+    const hid_t older_ranks = H5Dcreate2(file, "ranks", older, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(H5Dwrite(older_ranks, older, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), 0);
+    H5Dclose(older_ranks);
+    H5Sclose(space);
+    H5Fclose(file);
+    H5Tclose(older);
+    H5Tclose(current);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const Timeline timeline(output);
+  for (const RankInfo& info : timeline.ranks()) {
+    EXPECT_FALSE(info.job.known()) << "rank " << info.rank;
+    EXPECT_EQ(info.host, "node-0") << "rank " << info.rank;
   }
 }
 

@@ -41,6 +41,7 @@ TEST(Metadata, EncodeDecodeRoundTrip) {
   m.capture = "mpi,nvtx buffer_mb=64";
   m.start_wall_ns = 1700000000123456789;
   m.start_local_ns = -5;
+  m.job = {"openmpi:1399717889", 1700000000000000001};
   const RankMetadata back = RankMetadata::decode(m.encode());
   EXPECT_EQ(back.rank, 5);
   EXPECT_EQ(back.world_size, 64);
@@ -55,6 +56,28 @@ TEST(Metadata, EncodeDecodeRoundTrip) {
   EXPECT_EQ(back.capture, "mpi,nvtx buffer_mb=64");
   EXPECT_EQ(back.start_wall_ns, 1700000000123456789);
   EXPECT_EQ(back.start_local_ns, -5);
+  EXPECT_EQ(back.job.id, "openmpi:1399717889");
+  EXPECT_EQ(back.job.start_wall_ns, 1700000000000000001);
+}
+
+// Metadata written before the job identity was recorded decodes without one.
+TEST(Metadata, OlderMetadataHasNoJobIdentity) {
+  const RankMetadata m = RankMetadata::decode("rank=3\nworld_size=4\nstart_wall_ns=17\n");
+  EXPECT_FALSE(m.job.known());
+  EXPECT_EQ(m.job.text(), "unnamed job, started at an unknown time");
+}
+
+// Two jobs differ when a part both know differs; an unknown part matches anything.
+TEST(Metadata, JobIdentitiesContradictOnlyInWhatBothKnow) {
+  const JobIdentity job{"openmpi:1", 5'000'000'000};
+  EXPECT_FALSE(job.contradicts(job));
+  EXPECT_TRUE(job.contradicts({"openmpi:2", 5'000'000'000}));
+  EXPECT_TRUE(job.contradicts({"openmpi:1", 6'000'000'000}));
+  EXPECT_TRUE(job.contradicts({"", 6'000'000'000}));
+  EXPECT_FALSE(job.contradicts({"openmpi:1", 0}));
+  EXPECT_FALSE(job.contradicts({"", 5'000'000'000}));
+  EXPECT_FALSE(job.contradicts({}));
+  EXPECT_EQ(job.text(), "openmpi:1, started 1970-01-01T00:00:05.000000000Z");
 }
 
 TEST(Metadata, DecodeIgnoresUnknownKeysAndBadNumbers) {

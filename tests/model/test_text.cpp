@@ -55,6 +55,12 @@ TEST(Text, RankListsPrintAsTheyParse) {
   }
 }
 
+TEST(Text, UtcTimesToTheNanosecond) {
+  EXPECT_EQ(format_utc_time(0), "1970-01-01T00:00:00.000000000Z");
+  EXPECT_EQ(format_utc_time(1'716'398'122'123'456'789), "2024-05-22T17:15:22.123456789Z");
+  EXPECT_EQ(format_utc_time(-1), "1969-12-31T23:59:59.999999999Z");
+}
+
 TEST(Text, ShardFileNames) {
   EXPECT_EQ(shard_file_name(7), "rank-00007.shard");
   EXPECT_EQ(shard_file_name(123456, ".finalized"), "rank-123456.finalized");

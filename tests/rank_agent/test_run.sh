@@ -21,13 +21,14 @@ grep -q "in-process mode" run.log || fail "auto mode did not pick in-process for
 [ ! -e job.h5.shards ] || fail "the shards are still there after the timeline was written"
 "$rankscope" info --json job.h5 >info.json
 "$summary" job.h5 >summary.json
+! grep -q "records no job identity" run.log || fail "a rank's shard lacks the job's identity"
 expect_nvtx=$([ "$nvtx_app" = none ] && echo 0 || echo 1) python3 - <<'PY'
 import json, os
 info, summary, truth = (json.load(open(f)) for f in ("info.json", "summary.json", "truth.json"))
 assert [r["status"] for r in info["ranks"]] == ["complete"] * 4, info["ranks"]
 assert all(r["drops"] == 0 for r in info["ranks"])
 # What each rank's agent wrote about itself, through shard, merge and timeline.
-import socket, time
+import re, socket, time
 for r in info["ranks"]:
     assert r["launcher"] == "openmpi" and r["host"] == socket.gethostname(), r
     assert r["local_rank"] == r["rank"] and r["node_id"] == 0 and r["pid"] > 0, r
@@ -35,6 +36,9 @@ for r in info["ranks"]:
     assert r["agent_version"] and r["gpu_uuids"] == "", r
     assert 0 < time.time() - r["start_wall_ns"] * 1e-9 < 600, r["start_wall_ns"]
 assert len({r["pid"] for r in info["ranks"]}) == 4
+# The job as Open MPI names it, and when it started as the ranks agreed at MPI_Init.
+job = info["job"]
+assert re.fullmatch(r"openmpi:[0-9]+", job["id"]) and 0 < time.time() - job["start_wall_ns"] * 1e-9 < 600, job
 assert info["clock"]["corrected"] and all(r["synced"] and r["points"] >= 2 for r in info["clock"]["ranks"])
 steps = 3 + 1
 buckets = len(truth["buckets"])
@@ -115,6 +119,7 @@ echo "== sidecar: a program without MPI on 2 ranks"
 "$mpiexec" -n 2 "$rankscope" run -o "$work/side.h5" --sync-interval 0.1 -- "$nvtx_app" 400 1000 >side.log 2>&1 ||
   { cat side.log; fail "sidecar run failed"; }
 cat side.log
+! grep -q "records no job identity" side.log || fail "a sidecar rank's shard lacks the job's identity"
 grep -q "sidecar mode" side.log || fail "auto mode did not pick sidecar for a program without MPI"
 for expected in RANK=0 RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2; do
   grep -qx "$expected" side.log || fail "the application did not get $expected"
@@ -128,6 +133,10 @@ info, summary = json.load(open("side-info.json")), json.load(open("side-summary.
 assert [r["status"] for r in info["ranks"]] == ["complete"] * 2, info["ranks"]
 # Measured at start, at the end, and periodically while the application ran.
 assert all(r["synced"] and r["points"] >= 3 for r in info["clock"]["ranks"]), info["clock"]
+# The sidecars agreed on when the job started, and told the application's agents.
+import re, time
+assert re.fullmatch(r"openmpi:[0-9]+", info["job"]["id"]), info["job"]
+assert 0 < time.time() - info["job"]["start_wall_ns"] * 1e-9 < 600, info["job"]
 for rank in summary["ranks"]:
     assert rank["counts"].get("nvtx_range app step") == 800, rank["counts"]
     assert rank["counts"].get("nvtx_range app work") == 800, rank["counts"]

@@ -77,6 +77,7 @@ SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const 
   metadata.gpu_uuids = "GPU-synthetic-" + std::to_string(rank);
   metadata.start_wall_ns = 1'700'000'000'000'000'000 + rank;
   metadata.start_local_ns = 1'000'000'000;
+  metadata.job = job.job;
 
   ShardWriter writer;
   if (!writer.open(path, metadata, metadata.start_local_ns)) throw Error(writer.error());

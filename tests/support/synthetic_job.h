@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "rankscope/model/event.h"
+#include "rankscope/model/metadata.h"
 
 namespace rankscope::testing {
 
@@ -45,6 +46,8 @@ struct SyntheticJob {
   // shared_collectives. Messages go on communicator kSyntheticCommHash with
   // tag b, numbered per (sender, receiver, tag) as the agent numbers them.
   bool messages = false;
+  // Every rank's shard says it is of this job.
+  JobIdentity job{"synthetic:1", 1'700'000'000'000'000'000};
 };
 
 inline constexpr int64_t kSyntheticSyncBoundNs = 25;

@@ -78,6 +78,8 @@ Handle rank_row_type() {
   H5Tinsert(type, "agent_version", offsetof(RankRow, agent_version), text_type(sizeof(RankRow::agent_version)));
   H5Tinsert(type, "capture", offsetof(RankRow, capture), text_type(sizeof(RankRow::capture)));
   H5Tinsert(type, "shard", offsetof(RankRow, shard), text_type(sizeof(RankRow::shard)));
+  H5Tinsert(type, "job_id", offsetof(RankRow, job_id), text_type(sizeof(RankRow::job_id)));
+  H5Tinsert(type, "job_start_wall_ns", offsetof(RankRow, job_start_wall_ns), H5T_NATIVE_INT64);
   return type;
 }
 

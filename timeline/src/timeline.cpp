@@ -391,6 +391,7 @@ Timeline::Timeline(const std::string& path) : path_(path) {
       info.agent_version = fixed_text(row.agent_version);
       info.capture = fixed_text(row.capture);
       info.shard = fixed_text(row.shard);
+      info.job = {fixed_text(row.job_id), row.job_start_wall_ns};
 
       info.events_by_kind.assign(counts.rows.begin() + static_cast<long>(r * kEventKindCount),
                                  counts.rows.begin() + static_cast<long>((r + 1) * kEventKindCount));

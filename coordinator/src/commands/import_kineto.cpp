@@ -17,6 +17,7 @@ void print_import(const KinetoImportResult& result, const std::string& output, d
                    file.path.c_str(), static_cast<unsigned long long>(file.problems - file.problem_lines.size()));
     }
   }
+  for (const auto& line : result.warnings) std::fprintf(stderr, "rankscope import-kineto: warning: %s\n", line.c_str());
   print_merge_problems("import-kineto", result.merge, "trace", stdout);
   std::printf("%-6s %12s %9s %16s %12s %8s %10s  %s\n", "rank", "events", "problems", "clock offset ns", "bound ns",
               "matched", "unmatched", "trace");
@@ -53,6 +54,9 @@ Command add_import_kineto(CLI::App& parent) {
       ->allow_extra_args(false);
   app->add_option("--threads", options->threads, "Traces read at once per process (0: one per core)")
       ->capture_default_str();
+  app->add_flag("--same-job", options->same_job,
+                "Import traces as one job even where their distributedInfo disagrees or they were recorded hours "
+                "apart (with a warning)");
   return {app, [options] {
             return run_under_mpi("import-kineto", [&](int process, int processes) {
               const auto started = std::chrono::steady_clock::now();

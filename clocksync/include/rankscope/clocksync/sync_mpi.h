@@ -21,6 +21,11 @@ struct Placement {
 // Collective over `comm`.
 Placement placement(MPI_Comm comm);
 
+// Collective over `comm`: rank 0's wall clock (CLOCK_REALTIME, ns since the
+// epoch) now, the same on every rank. Taken at MPI_Init, it is when the job
+// started as all its ranks agree, part of the job's identity.
+int64_t job_start_wall_ns(MPI_Comm comm);
+
 struct SyncOptions {
   int warmup_exchanges = 4;    // cold paths: discarded
   int max_exchanges = 32;

@@ -11,7 +11,8 @@ namespace rankscope {
 // integrity verdict covers the events too.
 std::string info_text(const Timeline& timeline, bool events_checked);
 
-// Keys: file, format_version, world_size, events, span_ns, ranks (rank, host,
+// Keys: file, format_version, world_size, events, span_ns, job (id,
+// start_wall_ns; null where unknown), ranks (rank, host,
 // pid, local_rank, node_id, launcher, agent_version, capture, gpu_uuids,
 // start_wall_ns, status, events, drops, first_ns, last_ns, last_heard_ns,
 // counters), events_by_kind, missing_ranks, dead_ranks, terminated_ranks,

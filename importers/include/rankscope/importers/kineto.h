@@ -22,6 +22,9 @@ struct KinetoImportOptions {
   // searched in kernel names.
   std::vector<std::string> comm_kernel_patterns;
   unsigned threads = 0;  // traces read at once per process; 0: one per core
+  // Imports traces that do not look like one job's (distributedInfo
+  // disagrees, recorded hours apart) as one all the same, with a warning.
+  bool same_job = false;
 };
 
 struct KinetoFileResult {
@@ -45,13 +48,17 @@ struct KinetoImportResult {
   int32_t reference_rank = -1;
   uint64_t json_bytes = 0;
   double read_seconds = 0;              // parsing, matching and writing the shards
+  // What --same-job overrode, and ranks whose matched collectives defended no clock bound.
+  std::vector<std::string> warnings;
   MergeResult merge;
 };
 
 // Collective over `comm`: the traces are shared among the processes (and read
 // on threads within each). Throws Error, the same on every process, when a
-// trace cannot be read at all, when no rank can be told for one, or when two
-// traces are of the same rank. Damage inside a trace is counted, not thrown.
+// trace cannot be read at all, when no rank can be told for one, when a rank
+// or world size is beyond the job (or kMaxWorldSize), when two traces are of
+// the same rank, or (without same_job) when the traces cannot be one job's.
+// Damage inside a trace is counted, not thrown.
 KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& options);
 
 // Expands folders to the trace files inside them, sorted by name.

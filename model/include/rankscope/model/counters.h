@@ -60,6 +60,7 @@ inline constexpr std::string_view kKinetoBytesSkipped = "kineto_bytes_skipped";
 inline constexpr std::string_view kKinetoUnmatched = "kineto_collectives_unmatched";
 inline constexpr std::string_view kKinetoUnaligned = "kineto_clock_unaligned";
 inline constexpr std::string_view kKinetoInconsistent = "kineto_clock_inconsistent";
+inline constexpr std::string_view kKinetoDoubtful = "kineto_clock_doubtful";
 // What capture cost the rank (docs/agent.md, "What capture costs"):
 inline constexpr std::string_view kCostPrefix = "agent_cost_";
 inline constexpr std::string_view kCostCaptureNs = "agent_cost_capture_ns";

@@ -43,4 +43,8 @@ std::vector<int32_t> parse_rank_list(std::string_view text, std::string_view wha
 // parse_rank_list reads.
 std::string format_rank_list(const std::vector<int32_t>& ranks);
 
+// A wall-clock time (ns since the epoch) as ISO 8601 in UTC, to the ns:
+// "2024-05-22T17:15:22.123456789Z".
+std::string format_utc_time(int64_t ns_since_epoch);
+
 }  // namespace rankscope

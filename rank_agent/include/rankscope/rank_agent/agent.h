@@ -31,6 +31,10 @@ inline constexpr const char* kEnvLocalSize = "RANKSCOPE_LOCAL_SIZE";
 inline constexpr const char* kEnvNodeId = "RANKSCOPE_NODE_ID";
 inline constexpr const char* kEnvLauncher = "RANKSCOPE_LAUNCHER";
 inline constexpr const char* kEnvMode = "RANKSCOPE_MODE";            // inprocess or sidecar
+inline constexpr const char* kEnvJobId = "RANKSCOPE_JOB_ID";         // the launcher's name for the job
+// Sidecar mode: when the job started (ns since the epoch), as the sidecars
+// agreed on it; in-process mode learns it at MPI_Init.
+inline constexpr const char* kEnvJobStart = "RANKSCOPE_JOB_START_NS";
 // In-process mode: the MPI shim leaves SHARD_DIR/rank-NNNNN.finalized in
 // MPI_Finalize once every rank's shard is complete, for `rankscope run` to merge them.
 inline constexpr const char* kFinalizedSuffix = ".finalized";
@@ -104,6 +108,8 @@ RANKSCOPE_AGENT_API uint32_t rankscope_agent_track(rankscope::TrackType type, ui
 // Off the hot path: what MPI learns after MPI_Init (node id, world size).
 RANKSCOPE_AGENT_API void rankscope_agent_set_placement(int32_t world_size, int32_t local_rank, int32_t local_size,
                                                        int32_t node_id);
+// Off the hot path: when the job started, the same on every rank (clocksync::job_start_wall_ns).
+RANKSCOPE_AGENT_API void rankscope_agent_set_job_start(int64_t wall_ns);
 // A clock measurement of this rank against rank 0, written to the shard.
 RANKSCOPE_AGENT_API void rankscope_agent_add_sync_point(const rankscope::SyncPoint* point);
 // Stops capture, writes everything held, closes the shard with its end

@@ -48,6 +48,9 @@ struct RankRow {
   char agent_version[32];
   char capture[128];
   char shard[256];
+  // Added without a version change; older timelines read as an unknown job.
+  char job_id[128];
+  int64_t job_start_wall_ns;
 };
 
 struct TrackRow {

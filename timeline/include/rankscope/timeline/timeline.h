@@ -46,9 +46,10 @@ struct RankInfo {
   uint64_t event_count = 0;
   int64_t first_ns = 0;       // earliest begin
   int64_t last_ns = 0;        // latest end
-  int64_t last_heard_ns = 0;  // latest time any chunk of the shard was written
+  int64_t last_heard_ns = 0;  // latest time any chunk of the shard was written; INT64_MIN: never
   int64_t start_wall_ns = 0;
   std::string host, gpu_uuids, launcher, agent_version, capture, shard;
+  JobIdentity job;
   std::vector<uint64_t> events_by_kind;  // indexed by EventKind value - 1
   std::vector<Track> tracks;             // name_id refers to the job's string table
   Counters counters;
