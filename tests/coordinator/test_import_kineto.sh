@@ -12,7 +12,8 @@
 # - two processes under mpiexec import the same job as one does;
 # - HTA's figures of a rank do not move with its clock offset;
 # - gzip padding and several gzip members are not damage;
-# - --comm-kernel makes kernels communication (and a bad pattern is refused);
+# - --comm-kernel makes kernels communication (a bad pattern is refused, one
+#   that matches no kernel is warned about);
 # - the imported timeline exports to Perfetto that the independent checker passes.
 # Usage: test_import_kineto.sh RANKSCOPE PYTHON KINETO_DATA GENERATOR MPIEXEC [CHECK_PERFETTO]
 set -euo pipefail
@@ -209,9 +210,13 @@ echo "not json" >"$work/junk_rank-5.json"
 refused "not JSON" "junk_rank-5.json is not a JSON object" "$work/junk_rank-5.json"
 refused "a bad pattern" '--comm-kernel "(" is not a regular expression' --comm-kernel "(" "$work/job/rank-0.json"
 # A kernel the trace does not call communication becomes so by --comm-kernel
-# (repeatable, traces after it): the GEMMs of rank 0, here.
-"$rankscope" import-kineto --comm-kernel "^void at::" --comm-kernel "gemm" "$work/job/rank-0.json" -o "$work/comm.h5" \
-  >/dev/null 2>&1 || fail "--comm-kernel: import failed"
+# (repeatable, traces after it): the GEMMs of rank 0, here. A pattern that
+# matches no kernel is named in a warning.
+"$rankscope" import-kineto --comm-kernel "^void at::" --comm-kernel "gemm" --comm-kernel "^deep_ep::" \
+  "$work/job/rank-0.json" -o "$work/comm.h5" >/dev/null 2>"$work/comm.err" || fail "--comm-kernel: import failed"
+grep -qF 'warning: --comm-kernel "^deep_ep::" matches no kernel name in the traces' "$work/comm.err" ||
+  { cat "$work/comm.err" >&2; fail "--comm-kernel: the pattern that matches nothing is not named"; }
+[ "$(grep -c -- "--comm-kernel" "$work/comm.err")" -eq 1 ] || { cat "$work/comm.err" >&2; fail "--comm-kernel: warned about a pattern that matches"; }
 "$rankscope" info "$work/comm.h5" --json >"$work/comm.info.json"
 "$python" - "$work/job.info.json" "$work/comm.info.json" <<'EOF'
 import json, sys
