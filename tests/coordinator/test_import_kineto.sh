@@ -24,12 +24,13 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 [ -d "$data" ] || fail "the Kineto traces are not at $data"
 
 # ------------------------------------------------------- parity with HTA ---
-# HTA 0.6.1's figures on these files (shared/data/kineto/README.md):
-# rank idle% compute% non-compute% kernel_time_us overlap%
+# HTA's figures on a folder of traces: rank idle% compute% non-compute%
+# kernel_time_us overlap%, equal to HTA's 2-decimal percentages and whole µs.
 expect() {
-  local set=$1
+  local folder=$1 set
+  set=$(basename "$folder")
   shift
-  "$rankscope" import-kineto "$data/$set" -o "$work/$set.h5" >"$work/$set.import" 2>&1 ||
+  "$rankscope" import-kineto "$folder" -o "$work/$set.h5" >"$work/$set.import" 2>&1 ||
     { cat "$work/$set.import" >&2; fail "$set: import failed"; }
   "$rankscope" report "$work/$set.h5" --hta-compat --format json -o "$work/$set.json" >/dev/null
   "$python" - "$work/$set.json" "$set" "$@" <<'EOF'
@@ -42,17 +43,23 @@ for spec in sys.argv[3:]:
     got = rows[int(rank)]
     for key, want in (("idle_pct", idle), ("compute_pct", compute), ("non_compute_pct", non_compute),
                       ("comm_comp_overlap_pct", overlap)):
-        value = got[key] if got[key] is not None else 0.0
-        if abs(value - float(want)) > 0.5:
-            sys.exit(f"{name} rank {rank}: {key} {value} differs from HTA's {want} by more than 0.5 pp")
-    if abs(got["kernel_time_ns"] / 1000 - float(kernel_us)) > 1:
+        if abs(got[key] - float(want)) > 0.001:
+            sys.exit(f"{name} rank {rank}: {key} {got[key]} differs from HTA's {want}")
+    if got["kernel_time_ns"] != int(kernel_us) * 1000:
         sys.exit(f"{name} rank {rank}: kernel time {got['kernel_time_ns'] / 1000} µs, HTA says {kernel_us}")
     print(f"{name} rank {rank}: {got}")
 EOF
 }
-expect trace_filter 0:53.56:17.71:28.74:600058:11.81 1:54.72:22.57:22.72:600674:20.05
-expect nccl_parser_config 0:77.78:17.26:4.97:435586:14.31
-expect df_index_resolver 1:46.08:35.55:18.37:1396669:0.0
+# HTA 0.6.1 on the real traces (shared/data/kineto/README.md).
+expect "$data/trace_filter" 0:53.56:17.71:28.74:600058:11.81 1:54.72:22.57:22.72:600674:20.05
+expect "$data/nccl_parser_config" 0:77.78:17.26:4.97:435586:14.31
+expect "$data/df_index_resolver" 1:46.08:35.55:18.37:1396669:0.0
+# Timestamps in epoch µs (about 1.7e15), which HTA reads as float64 that
+# step by 0.25 µs: HTA 0.5.0 (bench/hta_measure.py) on these files. Rounding
+# the exact ns instead gives overlaps 0.23 and 0.24 pp lower.
+"$python" "$generator" "$work/epoch_us" --ranks 2 --events-per-rank 6000 --edge-cases --epoch-us \
+  --manifest "$work/epoch_us.manifest.json" >/dev/null
+expect "$work/epoch_us" 0:13.29:80.19:6.52:67531:64.38 1:14.08:73.73:12.2:67525:65.32
 
 # The two ranks of trace_filter share all-to-all kernels but no Seq: they
 # are matched by time, and rank 1's clock gets an offset and a bound.

@@ -120,6 +120,10 @@ struct RankOverlap {
 };
 std::vector<RankOverlap> overlap_by_rank(const JobProfile& job);
 
+// A trace timestamp of `ns` nanoseconds as HTA reads it: the µs the trace
+// writes, parsed to the nearest float64 (correctly rounded, as Python does).
+double hta_microseconds(int64_t ns);
+
 // HTA's overlap and temporal breakdown per rank, streamed from the timeline.
 std::vector<std::optional<HtaFigures>> hta_figures(const Timeline& timeline);  // nothing for missing ranks
 
