@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # `rankscope import-kineto` end to end:
-# - the real torch.profiler traces in shared/data/kineto: `report --hta-compat`
-#   gives HTA's own figures (that folder's README) within 0.5 percentage points;
+# - the real torch.profiler traces in shared/data/kineto, and a synthetic job
+#   stamped in epoch µs: `report --hta-compat` gives HTA's own figures (that
+#   folder's README; HTA 0.5.0 run on the synthetic job) to the 0.01
+#   percentage point and the µs;
+# - one rank of two: the report says which figures cannot be measured (n/a in
+#   text, null beside a reason in JSON), lists the missing rank as missing,
+#   and info names the rank whose clock the timeline is on;
 # - a synthetic 4-rank job with known clock offsets: each offset is found
 #   within the bound `rankscope info` states;
 # - damaged traces (cut gzip, invalid JSON, negative and absurd durations,
@@ -70,6 +75,48 @@ grep -Eq '^1 +[0-9]+ +0 +-?[0-9]+ +[0-9]+ +[1-9]' "$work/trace_filter.import" ||
 "$rankscope" report "$work/trace_filter.h5" >"$work/trace_filter.report"
 grep -q "(126 ranks missing: no data)" "$work/trace_filter.report" ||
   { cat "$work/trace_filter.report" >&2; fail "trace_filter: the report should count the missing ranks once"; }
+
+# ------------------------------------------- what one rank cannot measure ---
+# df_index_resolver is rank 1 of 2: nothing to compare it with, no wait to
+# tell from transfer, and rank 0 is missing.
+"$rankscope" report "$work/df_index_resolver.h5" --hta-compat >"$work/alone.report"
+for line in "one rank with data: no clocks to align" \
+  "stragglers: n/a: only rank 1 has data: there is no other rank to compare it with" \
+  "wait        n/a, transfer        n/a" \
+  "wait and transfer n/a (rank 1): no other rank has data" \
+  "the HTA lines use HTA's"; do
+  grep -qF "$line" "$work/alone.report" || { cat "$work/alone.report" >&2; fail "one rank: the report lacks \"$line\""; }
+done
+grep -q "none found\|clocks aligned" "$work/alone.report" && { cat "$work/alone.report" >&2; fail "one rank: claims a comparison"; }
+"$python" - "$work/df_index_resolver.json" <<'EOF'
+import json, sys
+report = json.load(open(sys.argv[1]))
+assert report["stragglers"] is None and "no other rank" in report["stragglers_reason"], report["stragglers_reason"]
+missing, present = report["overlap"]
+assert missing["rank"] == 0 and missing["status"] == "missing", missing
+for key in ("comm_comp_overlap_pct", "compute_ns", "exposed_wait_ns", "idle_pct"):
+    assert missing[key] is None and missing[key + "_reason"].startswith("missing"), (key, missing)
+assert present["status"] == "complete" and present["exposed_comm_ns"] > 0, present
+for key in ("exposed_wait_ns", "exposed_transfer_ns"):
+    assert present[key] is None and present[key + "_reason"] == "no other rank has data", (key, present)
+ranks = {r["rank"]: r for r in report["ranks"]}
+assert ranks[0]["scores"] is None and ranks[0]["scores_reason"].startswith("missing"), ranks[0]
+scores = ranks[1]["scores"]
+assert scores["last_arriver_rate"] is None and scores["compute_score_relative"] is None, scores
+assert all(s["exposed_wait_ns"] is None for s in ranks[1]["steps"]), ranks[1]["steps"][0]
+clock = report["clock"]
+assert clock["reference_rank"] == 1, clock
+assert clock["ranks"][0]["status"] == "missing" and clock["ranks"][0]["offset_ns"] is None, clock["ranks"][0]
+print("one rank of two: n/a where nothing can be compared, rank 0 missing")
+EOF
+# With --hta-compat, rankscope's own overlap stays beside HTA's: each by its own definition.
+"$python" - "$work/trace_filter.json" <<'EOF'
+import json, sys
+rank0 = json.load(open(sys.argv[1]))["overlap"][0]
+assert rank0["comm_comp_overlap_pct"] != rank0["hta"]["comm_comp_overlap_pct"], rank0
+EOF
+"$rankscope" info "$work/df_index_resolver.h5" | grep -q "clock: every rank on rank 1's clock" ||
+  fail "one rank: info does not name rank 1's clock"
 
 # -------------------------------------------------- known clock offsets ---
 "$python" "$generator" "$work/job" --ranks 4 --events-per-rank 4000 --clock-offset-us "0,2500000,-730.5,0.042" \
