@@ -466,7 +466,7 @@ void mark_unmeasured_arrivals(JobProfile& job) {
     } else if (!shares_a_collective[r]) {
       rank.arrivals_unmeasured = "none of its collectives was matched with another rank's";
     } else if (!job.clock_corrected) {
-      rank.arrivals_unmeasured = "the ranks' clocks were not aligned, so their arrival times cannot be compared";
+      rank.arrivals_unmeasured = kClocksNotAlignedReason;
     }
   }
 }

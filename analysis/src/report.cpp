@@ -59,6 +59,22 @@ std::vector<CollectiveGroup> collective_groups(const JobProfile& job) {
 
 const char* source_name(CollectiveSource source) { return source == CollectiveSource::kNccl ? "NCCL" : "MPI"; }
 
+// Why a group's arrival skew and waits are not measured; empty when they are.
+std::string arrivals_unmeasured(const JobProfile& job, const CollectiveGroup& g) {
+  if (g.ranks < 2) return "its instances were matched with no other rank";
+  return job.clock_corrected ? "" : kClocksNotAlignedReason;
+}
+
+// Why a group's transfer is not measured; empty when it is.
+std::string transfer_unmeasured(const CollectiveGroup& g) {
+  return g.transfer.empty() ? "no instance's execution time is known" : "";
+}
+
+// A median duration, or n/a where it was not measured.
+std::string median_text(const std::vector<int64_t>& values, const std::string& unmeasured) {
+  return unmeasured.empty() ? format_duration(median_ns(values)) : "n/a";
+}
+
 // The header's word on clocks: aligned onto which rank's, and how well.
 std::string clock_summary(const JobProfile& job) {
   const std::vector<int32_t> present = job.ranks_with_data();
@@ -222,8 +238,8 @@ std::string report_text(const Report& report) {
     std::snprintf(line, sizeof(line), "  %-4s %-14s x%-6llu on %u ranks, median %s, skew median %s, transfer median %s\n",
                   source_name(g.source), std::string(comm_op_name(g.op)).c_str(),
                   static_cast<unsigned long long>(g.count), g.ranks,
-                  format_bytes(median_ns(g.bytes)).c_str(), format_duration(median_ns(g.skew)).c_str(),
-                  format_duration(median_ns(g.transfer)).c_str());
+                  format_bytes(median_ns(g.bytes)).c_str(), median_text(g.skew, arrivals_unmeasured(job, g)).c_str(),
+                  median_text(g.transfer, transfer_unmeasured(g)).c_str());
     out += line;
   }
   if (!report.capture_cost.empty()) {
@@ -341,12 +357,15 @@ std::string report_json(const Report& report) {
   for (const BucketStats& bucket : b.buckets) {
     json.begin_object().key("index").value(bucket.index).key("bytes").value(bucket.bytes);
     json.key("transfer_ns").value(bucket.transfer_ns).key("bus_bandwidth_gbps").value(bucket.bus_bandwidth_gbps);
-    json.key("algorithm").value(algorithm_name(bucket.algorithm)).key("overlap_pct").value(bucket.overlap_pct);
+    json.key("algorithm").value(algorithm_name(bucket.algorithm));
+    json.figure("overlap_pct", bucket.overlap_pct, std::isnan(bucket.overlap_pct) ? "no time in flight is known" : "");
     json.key("exposed_ns").value(bucket.exposed_ns).end_object();
   }
   json.end_array().key("exposed_tail_ns").value(b.exposed_tail_ns);
   json.key("fit").begin_object().key("alpha_ns").value(b.fit.alpha_ns).key("ns_per_byte").value(b.fit.ns_per_byte);
-  json.key("r_squared").value(b.fit.r_squared).key("samples").value(static_cast<int64_t>(b.fit.samples)).end_object();
+  json.figure("r_squared", b.fit.r_squared,
+              std::isnan(b.fit.r_squared) ? "fewer than two distinct sizes: latency and bandwidth cannot be told apart" : "");
+  json.key("samples").value(static_cast<int64_t>(b.fit.samples)).end_object();
   json.key("predictions").begin_array();
   for (const BucketPrediction& p : b.predictions) {
     json.begin_object().key("bucket_bytes").value(p.bucket_bytes).key("step_ns").value(p.step_ns).end_object();
@@ -366,9 +385,11 @@ std::string report_json(const Report& report) {
   for (const CollectiveGroup& g : collective_groups(job)) {
     json.begin_object().key("source").value(source_name(g.source)).key("op").value(comm_op_name(g.op));
     json.key("comm_hash").value(g.comm_hash).key("count").value(g.count).key("ranks").value(static_cast<int64_t>(g.ranks));
-    json.key("median_bytes").value(median_ns(g.bytes)).key("median_skew_ns").value(median_ns(g.skew));
-    json.key("max_skew_ns").value(g.skew.empty() ? 0 : *std::max_element(g.skew.begin(), g.skew.end()));
-    json.key("median_transfer_ns").value(median_ns(g.transfer)).key("median_wait_ns").value(median_ns(g.wait)).end_object();
+    const std::string arrivals = arrivals_unmeasured(job, g);
+    json.key("median_bytes").value(median_ns(g.bytes)).figure("median_skew_ns", median_ns(g.skew), arrivals);
+    json.figure("max_skew_ns", g.skew.empty() ? 0 : *std::max_element(g.skew.begin(), g.skew.end()), arrivals);
+    json.figure("median_transfer_ns", median_ns(g.transfer), transfer_unmeasured(g));
+    json.figure("median_wait_ns", median_ns(g.wait), arrivals).end_object();
   }
   json.end_array().end_object();
 

@@ -115,6 +115,14 @@ import json, sys
 rank0 = json.load(open(sys.argv[1]))["overlap"][0]
 assert rank0["comm_comp_overlap_pct"] != rank0["hta"]["comm_comp_overlap_pct"], rank0
 EOF
+# nccl_parser_config is rank 0 of 2: its collectives have no other rank to skew or wait against.
+"$python" - "$work/nccl_parser_config.json" <<'EOF'
+import json, sys
+for group in json.load(open(sys.argv[1]))["collectives_summary"]["groups"]:
+    assert group["ranks"] == 1 and group["median_transfer_ns"] > 0, group
+    for key in ("median_skew_ns", "max_skew_ns", "median_wait_ns"):
+        assert group[key] is None and group[key + "_reason"] == "its instances were matched with no other rank", group
+EOF
 "$rankscope" info "$work/df_index_resolver.h5" | grep -q "clock: every rank on rank 1's clock" ||
   fail "one rank: info does not name rank 1's clock"
 

@@ -119,6 +119,9 @@ std::string clock_reference_text(std::optional<int32_t> reference);
 
 // Why a figure of a missing rank is null.
 inline constexpr const char* kNoDataReason = "missing: the rank has no shard or trace";
+// Why arrivals of different ranks cannot be compared on a timeline whose clocks were not aligned.
+inline constexpr const char* kClocksNotAlignedReason =
+    "the ranks' clocks were not aligned, so their arrival times cannot be compared";
 
 // Reads the timeline twice, rank by rank. Throws Error naming the file.
 JobProfile build_profile(const Timeline& timeline);
