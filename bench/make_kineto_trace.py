@@ -8,7 +8,10 @@ DDP training job (see shared/data/kineto beside the project for real ones):
     rank, world_size, pg_config, nccl_version), displayTimeUnit,
     baseTimeNanoseconds, then traceEvents;
   * timestamps are microseconds relative to baseTimeNanoseconds, written with
-    three decimals ("4458676522690.655"), as recent Kineto does;
+    three decimals ("4458676522690.655"), as recent Kineto does; with
+    --epoch-us, microseconds since the epoch ("1716422222416431.397") and no
+    baseTimeNanoseconds, as older Kineto did (a float64 holds those only to
+    0.25 µs);
   * per step: a ProfilerStep#N user_annotation; the input copy (aten::to ...
     cudaMemcpyAsync -> gpu_memcpy), zero_grad (cudaMemsetAsync -> gpu_memset),
     forward ops on the main thread, backward ops on the autograd thread, DDP
@@ -37,7 +40,7 @@ Deterministic: the same arguments give byte-identical files.
 
 usage: make_kineto_trace.py OUT_DIR [--ranks N] [--events-per-rank N]
          [--steps N] [--kernels-per-step N] [--buckets N] [--seed N] [--clock-offset-us SPEC] [--gzip]
-         [--edge-cases] [--manifest PATH]
+         [--edge-cases] [--epoch-us] [--manifest PATH]
 SPEC: "0" (default), a comma list of per-rank offsets ("0,12.5,-40"; the list
 is repeated when shorter than the rank count), "linear:X" (rank r gets r*X)
 or "random:X" (uniform in [-X, X], seeded).
@@ -252,7 +255,7 @@ class RankWriter:
             self._raw.close()
 
 
-def header(rank, world) -> str:
+def header(rank, world, epoch_us) -> str:
     pg_ranks = list(range(world))
     doc = {
         "schemaVersion": 1,
@@ -273,8 +276,9 @@ def header(rank, world) -> str:
         "with_stack": 0,
         "traceName": f"/tmp/trace_rank_{rank}.json",
         "displayTimeUnit": "ms",
-        "baseTimeNanoseconds": BASE_TIME_NS,
     }
+    if not epoch_us:
+        doc["baseTimeNanoseconds"] = BASE_TIME_NS
     body = json.dumps(doc, indent=2)
     assert body.endswith("\n}")
     return body[:-2] + ',\n  "traceEvents": [\n'
@@ -315,6 +319,8 @@ def main(argv=None) -> int:
     ap.add_argument("--gzip", action="store_true", help="write rank-N.json.gz instead of rank-N.json")
     ap.add_argument("--edge-cases", action="store_true",
                     help="add kernels HTA classifies OTHER and sub-microsecond kernels")
+    ap.add_argument("--epoch-us", action="store_true",
+                    help="timestamps in µs since the epoch, without baseTimeNanoseconds (older Kineto)")
     ap.add_argument("--manifest", default=None,
                     help="where to write the manifest (default OUT_DIR.manifest.json, beside the folder)")
     a = ap.parse_args(argv)
@@ -345,9 +351,11 @@ def main(argv=None) -> int:
     if R > 1:
         speeds[straggler] *= 1.12
 
-    writers = [RankWriter(a.out_dir, r, R, a.seed, offsets[r], a.gzip, speeds[r]) for r in range(R)]
+    # Epoch timestamps: the base moves into every time written.
+    zero_ns = BASE_TIME_NS if a.epoch_us else 0
+    writers = [RankWriter(a.out_dir, r, R, a.seed, offsets[r] + zero_ns, a.gzip, speeds[r]) for r in range(R)]
     for w in writers:
-        w.write_raw(header(w.rank, R))
+        w.write_raw(header(w.rank, R, a.epoch_us))
         w.cpu = REL_START_NS + srng.randint(0, 40_000)
     trace_start = min(w.cpu for w in writers)
 
@@ -510,6 +518,7 @@ def main(argv=None) -> int:
         "straggler_rank": straggler if R > 1 else None,
         "base_time_ns": BASE_TIME_NS,
         "edge_cases": a.edge_cases,
+        "epoch_us": a.epoch_us,
         "gzip": a.gzip,
         "files": [os.path.basename(w.path) for w in writers],
         "events_per_rank": [w.n_events for w in writers],

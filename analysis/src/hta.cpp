@@ -1,14 +1,16 @@
 // Holistic Trace Analysis' overlap and temporal breakdown, by its own
 // definitions, for `rankscope report --hta-compat`: GPU events classified by
 // kernel name (first match wins), HTA's window (complete steps but the last),
-// timestamps in whole µs (begin rounded up, end rounded down). Definitions and
-// the figures they reproduce: docs/report.md.
+// timestamps in whole µs (begin rounded up, end rounded down, on the float64
+// values HTA reads from the trace). Definitions and the figures they
+// reproduce: docs/report.md.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <string_view>
 #include <unordered_set>
+#include <utility>
 
 #include "rankscope/analysis/analysis.h"
 
@@ -50,9 +52,14 @@ bool gpu_work(EventKind kind) {
          kind == EventKind::kGpuSync || kind == EventKind::kNcclCollectiveGpu || kind == EventKind::kNcclP2pGpu;
 }
 
-// Whole µs as HTA keeps them: a begin rounded up, an end rounded down.
-int64_t ceil_us(int64_t ns) { return ns >= 0 ? (ns + 999) / 1000 : -((-ns) / 1000); }
-int64_t floor_us(int64_t ns) { return ns >= 0 ? ns / 1000 : -((-ns + 999) / 1000); }
+// HTA's whole µs of an event: the trace's "ts" and "dur" read as float64,
+// end = ts + dur in float64, the begin rounded up and the end rounded down.
+// At epoch magnitudes a float64 resolves only 0.25 µs, so rounding the exact
+// ns instead would move ends by up to a µs.
+std::pair<int64_t, int64_t> hta_whole_us(int64_t begin_ns, int64_t end_ns) {
+  const double ts = hta_microseconds(begin_ns), dur = hta_microseconds(end_ns - begin_ns);
+  return {static_cast<int64_t>(std::ceil(ts)), static_cast<int64_t>(std::floor(ts + dur))};
+}
 
 // A union of intervals fed in order of their begins.
 class Union {
@@ -93,6 +100,26 @@ double rounded_pct(double ratio) { return std::round(ratio * 100.0 * 100.0) / 10
 
 }  // namespace
 
+double hta_microseconds(int64_t ns) {
+  // Below 2^53 both operands are exact and IEEE division rounds correctly.
+  constexpr int64_t kExactDouble = int64_t{1} << 53;
+  if (ns > -kExactDouble && ns < kExactDouble) return static_cast<double>(ns) / 1000.0;
+  if (ns < 0) return -hta_microseconds(-ns);  // round-half-even is symmetric; |INT64_MIN| is past any trace
+  // ns = µs·1000 + rest: µs < 2^53 is exact, and its float64 neighbours are
+  // `step` apart (a power of two ≤ 1; the value stays in µs's binade). The
+  // rest, in steps, is rounded half to even.
+  const int64_t us = ns / 1000, rest = ns % 1000;
+  const double whole = static_cast<double>(us);
+  const double step = std::nextafter(whole, std::numeric_limits<double>::infinity()) - whole;
+  const int step_bits = -std::ilogb(step);
+  const int64_t scaled = rest << step_bits;
+  int64_t steps = scaled / 1000;
+  const int64_t remainder = scaled % 1000;
+  const bool odd = (((us << step_bits) + steps) & 1) != 0;
+  if (2 * remainder > 1000 || (2 * remainder == 1000 && odd)) ++steps;
+  return whole + static_cast<double>(steps) * step;
+}
+
 std::vector<std::optional<HtaFigures>> hta_figures(const Timeline& timeline) {
   std::vector<std::optional<HtaFigures>> out;
   for (const RankInfo& rank : timeline.ranks()) {
@@ -132,7 +159,7 @@ std::vector<std::optional<HtaFigures>> hta_figures(const Timeline& timeline) {
         }
         if (!gpu_work(e.kind) || e.track >= on_stream.size() || !on_stream[e.track]) continue;
         if (windowed && !launched_in_window.count(e.correlation_id)) continue;
-        const int64_t begin = ceil_us(e.begin_ns + to_local), end = floor_us(e.end_ns + to_local);
+        const auto [begin, end] = hta_whole_us(e.begin_ns + to_local, e.end_ns + to_local);
         first = std::min(first, begin);
         last = std::max(last, end);
         everything.add(begin, end);

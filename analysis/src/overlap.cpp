@@ -10,6 +10,7 @@ std::vector<RankOverlap> overlap_by_rank(const JobProfile& job) {
   for (const RankProfile& rank : job.ranks) {
     RankOverlap o;
     o.rank = rank.rank;
+    o.status = rank.status;
     int64_t step_time = 0;
     for (const RankStep& s : rank.steps) {
       if (s.times.begin_ns == kUnknown) continue;
@@ -24,6 +25,7 @@ std::vector<RankOverlap> overlap_by_rank(const JobProfile& job) {
     // As HTA defines it: the share of communication time that compute hides.
     o.comm_comp_overlap_pct = o.comm_ns > 0 ? 100.0 * static_cast<double>(o.overlap_ns) / static_cast<double>(o.comm_ns)
                                             : std::numeric_limits<double>::quiet_NaN();
+    if (o.comm_ns > 0) o.wait_unmeasured = rank.arrivals_unmeasured;
     o.idle_pct = step_time > 0 ? 100.0 * static_cast<double>(o.idle_ns) / static_cast<double>(step_time) : 0;
     out.push_back(o);
   }

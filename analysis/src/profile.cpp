@@ -448,13 +448,60 @@ void second_pass(const Timeline& timeline, JobProfile& job) {
   }
 }
 
+// Why each rank's arrivals cannot be compared with other ranks'.
+void mark_unmeasured_arrivals(JobProfile& job) {
+  const bool others_have_data = job.ranks_with_data().size() > 1;
+  std::vector<bool> shares_a_collective(job.ranks.size(), false);
+  for (const CollectiveInstance& c : job.collectives) {
+    for (const Participation& p : c.ranks) {
+      if (c.ranks.size() > 1) shares_a_collective[static_cast<size_t>(p.rank)] = true;
+    }
+  }
+  for (size_t r = 0; r < job.ranks.size(); ++r) {
+    RankProfile& rank = job.ranks[r];
+    if (rank.status == RankStatus::kMissing) {
+      rank.arrivals_unmeasured = kNoDataReason;
+    } else if (!others_have_data) {
+      rank.arrivals_unmeasured = "no other rank has data";
+    } else if (!shares_a_collective[r]) {
+      rank.arrivals_unmeasured = "none of its collectives was matched with another rank's";
+    } else if (!job.clock_corrected) {
+      rank.arrivals_unmeasured = kClocksNotAlignedReason;
+    }
+  }
+}
+
 }  // namespace
+
+std::vector<int32_t> JobProfile::ranks_with_data() const {
+  std::vector<int32_t> out;
+  for (const RankProfile& rank : ranks) {
+    if (rank.status != RankStatus::kMissing) out.push_back(rank.rank);
+  }
+  return out;
+}
+
+std::optional<int32_t> clock_reference(const Timeline& timeline) {
+  for (const RankInfo& rank : timeline.ranks()) {
+    if (rank.status != RankStatus::kMissing && rank.clock.synced && rank.clock.offset_ns == 0 &&
+        rank.clock.drift_ppm == 0) {
+      return rank.rank;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string clock_reference_text(std::optional<int32_t> reference) {
+  return reference ? "rank " + std::to_string(*reference) + "'s clock"
+                   : "the reference clock (rank 0's in a captured job), which no rank with data reads";
+}
 
 JobProfile build_profile(const Timeline& timeline) {
   JobProfile job;
   job.path = timeline.path();
   job.world_size = timeline.world_size();
   job.clock_corrected = timeline.clock_corrected();
+  job.clock_reference = clock_reference(timeline);
   job.strings = timeline.strings();
   for (const RankInfo& info : timeline.ranks()) {
     RankProfile rank;
@@ -466,6 +513,7 @@ JobProfile build_profile(const Timeline& timeline) {
     job.clocks.push_back(info.clock);
   }
   FirstPass(timeline, job).run();
+  mark_unmeasured_arrivals(job);
   second_pass(timeline, job);
   return job;
 }

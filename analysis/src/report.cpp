@@ -8,8 +8,9 @@
 
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/analysis/format.h"
-#include "rankscope/model/statistics.h"
 #include "rankscope/model/json.h"
+#include "rankscope/model/statistics.h"
+#include "rankscope/model/text.h"
 #include "rankscope/timeline/collectives.h"
 
 namespace rankscope::analysis {
@@ -58,7 +59,66 @@ std::vector<CollectiveGroup> collective_groups(const JobProfile& job) {
 
 const char* source_name(CollectiveSource source) { return source == CollectiveSource::kNccl ? "NCCL" : "MPI"; }
 
+// Why a group's arrival skew and waits are not measured; empty when they are.
+std::string arrivals_unmeasured(const JobProfile& job, const CollectiveGroup& g) {
+  if (g.ranks < 2) return "its instances were matched with no other rank";
+  return job.clock_corrected ? "" : kClocksNotAlignedReason;
+}
+
+// Why a group's transfer is not measured; empty when it is.
+std::string transfer_unmeasured(const CollectiveGroup& g) {
+  return g.transfer.empty() ? "no instance's execution time is known" : "";
+}
+
+// A median duration, or n/a where it was not measured.
+std::string median_text(const std::vector<int64_t>& values, const std::string& unmeasured) {
+  return unmeasured.empty() ? format_duration(median_ns(values)) : "n/a";
+}
+
+// The header's word on clocks: aligned onto which rank's, and how well.
+std::string clock_summary(const JobProfile& job) {
+  const std::vector<int32_t> present = job.ranks_with_data();
+  if (present.size() < 2) return present.empty() ? "no rank has data" : "one rank with data: no clocks to align";
+  if (!job.clock_corrected) return "clocks NOT aligned (ranks keep their own clocks)";
+  int64_t bound = 0;
+  for (int32_t r : present) bound = std::max(bound, job.clocks[static_cast<size_t>(r)].bound_ns);
+  return "clocks aligned to " + clock_reference_text(job.clock_reference) + ", largest bound " +
+         std::to_string(bound) + " ns";
+}
+
+// A rank's total as a mean per step, or n/a where it was not measured.
+std::string per_step(int64_t total_ns, size_t steps, const std::string& unmeasured) {
+  return unmeasured.empty() ? format_duration(total_ns / static_cast<int64_t>(steps)) : "n/a";
+}
+
+std::string hta_line(const HtaFigures& hta) {
+  const std::string overlap = std::isnan(hta.comm_comp_overlap_pct)
+                                  ? "n/a (no communication kernel by its name rules)"
+                                  : printf_string("%.2f %%", hta.comm_comp_overlap_pct);
+  if (hta.kernel_time_ns == 0) return "             HTA: overlap " + overlap + "; no GPU event in its window\n";
+  return printf_string("             HTA: overlap %s, idle %.2f %%, compute %.2f %%, non-compute %.2f %% of %s\n",
+                       overlap.c_str(), hta.idle_pct, hta.compute_pct, hta.non_compute_pct,
+                       format_duration(hta.kernel_time_ns).c_str());
+}
+
 }  // namespace
+
+void write_clock_json(JsonWriter& json, int32_t rank, RankStatus status, const RankClock& clock) {
+  const std::string unmeasured = status == RankStatus::kMissing ? kNoDataReason
+                                 : clock.synced                ? ""
+                                                               : "not synchronised: the rank keeps its own clock";
+  json.key("rank").value(rank).key("status").value(rank_status_name(status)).key("synced").value(clock.synced);
+  json.figure("offset_ns", clock.offset_ns, unmeasured).figure("drift_ppm", clock.drift_ppm, unmeasured);
+  json.figure("bound_ns", clock.bound_ns, unmeasured);
+}
+
+void write_clock_reference_json(JsonWriter& json, bool corrected, std::optional<int32_t> reference) {
+  json.key("corrected").value(corrected);
+  const std::string unmeasured = !corrected  ? "clocks not corrected: each rank keeps its own"
+                                 : reference ? ""
+                                             : "the times are on " + clock_reference_text(reference);
+  json.figure("reference_rank", reference.value_or(-1), unmeasured);
+}
 
 Report make_report(const Timeline& timeline, const ReportOptions& options) {
   Report report;
@@ -66,10 +126,7 @@ Report make_report(const Timeline& timeline, const ReportOptions& options) {
   report.overlap = overlap_by_rank(report.profile);
   if (options.hta_compat) {
     const std::vector<std::optional<HtaFigures>> hta = hta_figures(timeline);
-    for (size_t r = 0; r < report.overlap.size(); ++r) {
-      report.overlap[r].hta = hta[r];
-      if (hta[r]) report.overlap[r].comm_comp_overlap_pct = hta[r]->comm_comp_overlap_pct;
-    }
+    for (size_t r = 0; r < report.overlap.size(); ++r) report.overlap[r].hta = hta[r];
   }
   report.stragglers = find_stragglers(report.profile);
   report.buckets = analyze_buckets(report.profile, report.overlap);
@@ -114,18 +171,15 @@ std::string report_text(const Report& report) {
   std::string out;
   char line[1024];
   const std::vector<int64_t> steps = step_durations(job);
-  int64_t bound = 0;
-  for (const RankClock& c : job.clocks) bound = std::max(bound, c.bound_ns);
   std::snprintf(line, sizeof(line), "%s: %d ranks, %zu steps, mean step %s (median %s); %s\n", job.path.c_str(),
                 job.world_size, job.step_numbers.size(), format_duration(mean_ns(steps)).c_str(),
-                format_duration(median_ns(steps)).c_str(),
-                job.clock_corrected ? ("clocks aligned, largest bound " + std::to_string(bound) + " ns").c_str()
-                                    : "clocks NOT aligned (ranks keep their own clocks)");
+                format_duration(median_ns(steps)).c_str(), clock_summary(job).c_str());
   out += line;
   if (!report.damage.empty()) out += "DAMAGED: " + report.damage.summary() + "; every figure here leaves those rows out\n";
 
   out += "\nstragglers:";
-  if (report.stragglers.stragglers.empty()) out += " none found\n";
+  if (!report.stragglers.unmeasured.empty()) out += " n/a: " + report.stragglers.unmeasured + "\n";
+  else if (report.stragglers.stragglers.empty()) out += " none found\n";
   else out += "\n";
   for (size_t i = 0; i < report.stragglers.stragglers.size() && i < 3; ++i) {
     const Straggler& s = report.stragglers.stragglers[i];
@@ -136,7 +190,13 @@ std::string report_text(const Report& report) {
     out += "    " + s.evidence.substr(0, 400) + (s.evidence.size() > 400 ? "..." : "") + "\n";
   }
 
-  out += "\noverlap (share of communication hidden by compute) and exposed time per step:\n";
+  out += "\noverlap (share of communication hidden by compute) and exposed communication per step, of it waiting "
+         "for the last rank and transfer:\n";
+  if (std::any_of(report.overlap.begin(), report.overlap.end(), [](const RankOverlap& o) { return o.hta; })) {
+    out += "  (rankscope's definitions: communication by its source, ranks on aligned clocks, ns; the HTA lines "
+           "use HTA's: kernels classified by name, its window, whole µs)\n";
+  }
+  std::map<std::string, std::vector<int32_t>> unmeasured_waits;  // reason -> ranks
   // Ranks without a shard or trace have nothing to show: they are counted once.
   size_t shown = 0, missing = 0, present = 0;
   for (const RankProfile& r : job.ranks) (r.status == RankStatus::kMissing ? missing : present) += 1;
@@ -151,18 +211,19 @@ std::string report_text(const Report& report) {
       break;
     }
     ++shown;
-    std::snprintf(line, sizeof(line), "  rank %-5d overlap %6s   exposed wait %12s   exposed transfer %12s   idle %5.1f %%\n",
+    if (!o.wait_unmeasured.empty()) unmeasured_waits[o.wait_unmeasured].push_back(o.rank);
+    std::snprintf(line, sizeof(line), "  rank %-5d overlap %6s   exposed %10s: wait %10s, transfer %10s   idle %5.1f %%\n",
                   o.rank,
                   std::isnan(o.comm_comp_overlap_pct) ? "-" : (std::to_string(std::lround(o.comm_comp_overlap_pct)) + " %").c_str(),
-                  format_duration(o.exposed_wait_ns / static_cast<int64_t>(ran)).c_str(),
-                  format_duration(o.exposed_transfer_ns / static_cast<int64_t>(ran)).c_str(), o.idle_pct);
+                  format_duration((o.comm_ns - o.overlap_ns) / static_cast<int64_t>(ran)).c_str(),
+                  per_step(o.exposed_wait_ns, ran, o.wait_unmeasured).c_str(),
+                  per_step(o.exposed_transfer_ns, ran, o.wait_unmeasured).c_str(), o.idle_pct);
     out += line;
-    if (o.hta) {
-      std::snprintf(line, sizeof(line), "             HTA: overlap %.2f %%, idle %.2f %%, compute %.2f %%, non-compute %.2f %% of %s\n",
-                    o.hta->comm_comp_overlap_pct, o.hta->idle_pct, o.hta->compute_pct, o.hta->non_compute_pct,
-                    format_duration(o.hta->kernel_time_ns).c_str());
-      out += line;
-    }
+    if (o.hta) out += hta_line(*o.hta);
+  }
+  for (const auto& [reason, ranks] : unmeasured_waits) {
+    out += "  wait and transfer n/a (rank" + std::string(ranks.size() > 1 ? "s " : " ") + format_rank_list(ranks) +
+           "): " + reason + ", so waiting for the last rank cannot be told from transfer\n";
   }
   if (missing > 0) {
     std::snprintf(line, sizeof(line), "  (%zu rank%s missing: no data)\n", missing, missing == 1 ? "" : "s");
@@ -194,8 +255,8 @@ std::string report_text(const Report& report) {
     std::snprintf(line, sizeof(line), "  %-4s %-14s x%-6llu on %u ranks, median %s, skew median %s, transfer median %s\n",
                   source_name(g.source), std::string(comm_op_name(g.op)).c_str(),
                   static_cast<unsigned long long>(g.count), g.ranks,
-                  format_bytes(median_ns(g.bytes)).c_str(), format_duration(median_ns(g.skew)).c_str(),
-                  format_duration(median_ns(g.transfer)).c_str());
+                  format_bytes(median_ns(g.bytes)).c_str(), median_text(g.skew, arrivals_unmeasured(job, g)).c_str(),
+                  median_text(g.transfer, transfer_unmeasured(g)).c_str());
     out += line;
   }
   if (!report.capture_cost.empty()) {
@@ -240,15 +301,19 @@ std::string report_json(const Report& report) {
     const RankProfile& rank = job.ranks[r];
     json.begin_object().key("rank").value(rank.rank).key("host").value(rank.host).key("node_id").value(rank.node_id);
     json.key("status").value(rank_status_name(rank.status));
-    if (r < report.stragglers.ranks.size()) {
+    if (rank.status == RankStatus::kMissing) {
+      json.key("scores").null().key("scores_reason").value(kNoDataReason);
+    } else if (r < report.stragglers.ranks.size()) {
       const RankScores& s = report.stragglers.ranks[r];
+      const std::string& arrivals = rank.arrivals_unmeasured;
       json.key("scores").begin_object();
-      json.key("last_arriver_rate").value(s.last_arriver_rate).key("baseline_rate").value(s.baseline_rate);
-      json.key("blame_ns").value(s.blame_ns).key("mean_wait_ns").value(s.mean_wait_ns);
-      json.key("compute_score_relative").value(s.compute_score_relative);
+      json.figure("last_arriver_rate", s.last_arriver_rate, arrivals).figure("baseline_rate", s.baseline_rate, arrivals);
+      json.figure("blame_ns", s.blame_ns, arrivals).figure("mean_wait_ns", s.mean_wait_ns, arrivals);
+      json.figure("compute_score_relative", s.compute_score_relative, report.stragglers.unmeasured);
       json.key("compute_score_individual").value(s.compute_score_individual);
       json.key("median_compute_ns").value(s.median_compute_ns).end_object();
     }
+    const std::string& wait_unmeasured = report.overlap.at(r).wait_unmeasured;
     json.key("steps").begin_array();
     for (size_t i = 0; i < rank.steps.size(); ++i) {
       const RankStep& s = rank.steps[i];
@@ -256,36 +321,50 @@ std::string report_json(const Report& report) {
       json.begin_object().key("step").value(job.step_numbers[i]).key("begin_ns").value(s.times.begin_ns);
       json.key("duration_ns").value(s.times.duration()).key("compute_ns").value(s.compute_ns);
       json.key("comm_ns").value(s.comm_ns).key("overlap_ns").value(s.overlap_ns);
-      json.key("exposed_wait_ns").value(s.exposed_wait_ns).key("exposed_transfer_ns").value(s.exposed_transfer_ns);
+      json.figure("exposed_wait_ns", s.exposed_wait_ns, wait_unmeasured);
+      json.figure("exposed_transfer_ns", s.exposed_transfer_ns, wait_unmeasured);
       json.key("idle_ns").value(s.idle_ns).end_object();
     }
     json.end_array().end_object();
   }
   json.end_array();
 
-  json.key("stragglers").begin_array();
-  for (const Straggler& s : report.stragglers.stragglers) {
-    json.begin_object().key("rank").value(s.rank).key("score").value(s.score).key("cause").value(s.cause);
-    json.key("evidence").value(s.evidence).key("last_arriver_rate").value(s.last_arriver_rate);
-    json.key("baseline_rate").value(s.baseline_rate).key("blame_ns").value(s.blame_ns);
-    json.key("blame_fraction").value(s.blame_fraction);
-    json.key("compute_score_relative").value(s.compute_score_relative);
-    json.key("compute_score_individual").value(s.compute_score_individual);
-    json.key("what_if_step_ns").value(s.what_if_step_ns).key("actual_step_ns").value(s.actual_step_ns).end_object();
+  if (!report.stragglers.unmeasured.empty()) {
+    json.key("stragglers").null().key("stragglers_reason").value(report.stragglers.unmeasured);
+  } else {
+    json.key("stragglers").begin_array();
+    for (const Straggler& s : report.stragglers.stragglers) {
+      json.begin_object().key("rank").value(s.rank).key("score").value(s.score).key("cause").value(s.cause);
+      json.key("evidence").value(s.evidence).key("last_arriver_rate").value(s.last_arriver_rate);
+      json.key("baseline_rate").value(s.baseline_rate).key("blame_ns").value(s.blame_ns);
+      json.key("blame_fraction").value(s.blame_fraction);
+      json.key("compute_score_relative").value(s.compute_score_relative);
+      json.key("compute_score_individual").value(s.compute_score_individual);
+      json.key("what_if_step_ns").value(s.what_if_step_ns).key("actual_step_ns").value(s.actual_step_ns).end_object();
+    }
+    json.end_array();
   }
-  json.end_array();
 
   json.key("overlap").begin_array();
   for (const RankOverlap& o : report.overlap) {
-    json.begin_object().key("rank").value(o.rank).key("comm_comp_overlap_pct").value(o.comm_comp_overlap_pct);
-    json.key("compute_ns").value(o.compute_ns).key("comm_ns").value(o.comm_ns).key("overlap_ns").value(o.overlap_ns);
-    json.key("exposed_wait_ns").value(o.exposed_wait_ns).key("exposed_transfer_ns").value(o.exposed_transfer_ns);
-    json.key("idle_ns").value(o.idle_ns).key("idle_pct").value(o.idle_pct);
+    const std::string no_data = o.status == RankStatus::kMissing ? kNoDataReason : "";
+    const auto unless_missing = [&](const std::string& reason) { return no_data.empty() ? reason : no_data; };
+    json.begin_object().key("rank").value(o.rank).key("status").value(rank_status_name(o.status));
+    json.figure("comm_comp_overlap_pct", o.comm_comp_overlap_pct,
+                unless_missing(std::isnan(o.comm_comp_overlap_pct) ? "no communication" : ""));
+    json.figure("compute_ns", o.compute_ns, no_data).figure("comm_ns", o.comm_ns, no_data);
+    json.figure("overlap_ns", o.overlap_ns, no_data).figure("exposed_comm_ns", o.comm_ns - o.overlap_ns, no_data);
+    json.figure("exposed_wait_ns", o.exposed_wait_ns, unless_missing(o.wait_unmeasured));
+    json.figure("exposed_transfer_ns", o.exposed_transfer_ns, unless_missing(o.wait_unmeasured));
+    json.figure("idle_ns", o.idle_ns, no_data).figure("idle_pct", o.idle_pct, no_data);
     if (o.hta) {
-      json.key("hta").begin_object().key("comm_comp_overlap_pct").value(o.hta->comm_comp_overlap_pct);
-      json.key("kernel_time_ns").value(o.hta->kernel_time_ns).key("idle_pct").value(o.hta->idle_pct);
-      json.key("compute_pct").value(o.hta->compute_pct).key("non_compute_pct").value(o.hta->non_compute_pct);
-      json.end_object();
+      const std::string no_gpu_events = o.hta->kernel_time_ns == 0 ? "no GPU event in HTA's window" : "";
+      json.key("hta").begin_object();
+      json.figure("comm_comp_overlap_pct", o.hta->comm_comp_overlap_pct,
+                  std::isnan(o.hta->comm_comp_overlap_pct) ? "no communication kernel by HTA's name rules" : "");
+      json.figure("kernel_time_ns", o.hta->kernel_time_ns, no_gpu_events);
+      json.figure("idle_pct", o.hta->idle_pct, no_gpu_events).figure("compute_pct", o.hta->compute_pct, no_gpu_events);
+      json.figure("non_compute_pct", o.hta->non_compute_pct, no_gpu_events).end_object();
     }
     json.end_object();
   }
@@ -297,12 +376,15 @@ std::string report_json(const Report& report) {
   for (const BucketStats& bucket : b.buckets) {
     json.begin_object().key("index").value(bucket.index).key("bytes").value(bucket.bytes);
     json.key("transfer_ns").value(bucket.transfer_ns).key("bus_bandwidth_gbps").value(bucket.bus_bandwidth_gbps);
-    json.key("algorithm").value(algorithm_name(bucket.algorithm)).key("overlap_pct").value(bucket.overlap_pct);
+    json.key("algorithm").value(algorithm_name(bucket.algorithm));
+    json.figure("overlap_pct", bucket.overlap_pct, std::isnan(bucket.overlap_pct) ? "no time in flight is known" : "");
     json.key("exposed_ns").value(bucket.exposed_ns).end_object();
   }
   json.end_array().key("exposed_tail_ns").value(b.exposed_tail_ns);
   json.key("fit").begin_object().key("alpha_ns").value(b.fit.alpha_ns).key("ns_per_byte").value(b.fit.ns_per_byte);
-  json.key("r_squared").value(b.fit.r_squared).key("samples").value(static_cast<int64_t>(b.fit.samples)).end_object();
+  json.figure("r_squared", b.fit.r_squared,
+              std::isnan(b.fit.r_squared) ? "fewer than two distinct sizes: latency and bandwidth cannot be told apart" : "");
+  json.key("samples").value(static_cast<int64_t>(b.fit.samples)).end_object();
   json.key("predictions").begin_array();
   for (const BucketPrediction& p : b.predictions) {
     json.begin_object().key("bucket_bytes").value(p.bucket_bytes).key("step_ns").value(p.step_ns).end_object();
@@ -322,9 +404,11 @@ std::string report_json(const Report& report) {
   for (const CollectiveGroup& g : collective_groups(job)) {
     json.begin_object().key("source").value(source_name(g.source)).key("op").value(comm_op_name(g.op));
     json.key("comm_hash").value(g.comm_hash).key("count").value(g.count).key("ranks").value(static_cast<int64_t>(g.ranks));
-    json.key("median_bytes").value(median_ns(g.bytes)).key("median_skew_ns").value(median_ns(g.skew));
-    json.key("max_skew_ns").value(g.skew.empty() ? 0 : *std::max_element(g.skew.begin(), g.skew.end()));
-    json.key("median_transfer_ns").value(median_ns(g.transfer)).key("median_wait_ns").value(median_ns(g.wait)).end_object();
+    const std::string arrivals = arrivals_unmeasured(job, g);
+    json.key("median_bytes").value(median_ns(g.bytes)).figure("median_skew_ns", median_ns(g.skew), arrivals);
+    json.figure("max_skew_ns", g.skew.empty() ? 0 : *std::max_element(g.skew.begin(), g.skew.end()), arrivals);
+    json.figure("median_transfer_ns", median_ns(g.transfer), transfer_unmeasured(g));
+    json.figure("median_wait_ns", median_ns(g.wait), arrivals).end_object();
   }
   json.end_array().end_object();
 
@@ -339,11 +423,12 @@ std::string report_json(const Report& report) {
   }
   json.end_array();
 
-  json.key("clock").begin_object().key("corrected").value(job.clock_corrected).key("ranks").begin_array();
+  json.key("clock").begin_object();
+  write_clock_reference_json(json, job.clock_corrected, job.clock_reference);
+  json.key("ranks").begin_array();
   for (size_t r = 0; r < job.clocks.size(); ++r) {
-    const RankClock& c = job.clocks[r];
-    json.begin_object().key("rank").value(static_cast<int64_t>(r)).key("synced").value(c.synced);
-    json.key("offset_ns").value(c.offset_ns).key("drift_ppm").value(c.drift_ppm).key("bound_ns").value(c.bound_ns);
+    json.begin_object();
+    write_clock_json(json, job.ranks[r].rank, job.ranks[r].status, job.clocks[r]);
     json.end_object();
   }
   json.end_array().end_object();

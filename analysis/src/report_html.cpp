@@ -263,8 +263,10 @@ void write_header(const Report& report, std::string& out) {
     }
   }
   std::string clocks;
-  if (job.clock_corrected) {
-    clocks = "<span class=\"good\">corrected</span> onto rank 0's clock";
+  if (job.ranks_with_data().size() < 2) {
+    clocks = "one rank with data: no clocks to align";
+  } else if (job.clock_corrected) {
+    clocks = "<span class=\"good\">corrected</span> onto " + clock_reference_text(job.clock_reference);
     if (job.clocks.size() > unsynced) clocks += ", largest error bound ±" + format_duration(largest_bound);
   } else {
     clocks = "<span class=\"alert\">not corrected</span>: each rank's times are on its own clock, so waits "
@@ -276,7 +278,9 @@ void write_header(const Report& report, std::string& out) {
   out += "<dt>Clocks</dt><dd>" + clocks + "</dd>\n";
 
   out += "<dt>Top straggler</dt><dd>";
-  if (report.stragglers.stragglers.empty()) {
+  if (!report.stragglers.unmeasured.empty()) {
+    out += "n/a: " + escape_html(report.stragglers.unmeasured);
+  } else if (report.stragglers.stragglers.empty()) {
     out += "no straggler found";
   } else {
     const Straggler& top = report.stragglers.stragglers.front();
@@ -299,8 +303,8 @@ int wait_bin(int64_t wait_ns, int64_t max_wait_ns) {
 // One <g> per rank (its <title> names the rank when hovered) holding one path
 // per colour, adjacent cells of a colour merged: a cell per <rect> would make
 // a 1024-rank page several megabytes.
-void write_heatmap_row(const JobProfile& job, const RankProfile& rank, size_t steps, int64_t max_wait, double x0,
-                       double y, int cell_width, int cell_height, std::string& out) {
+void write_heatmap_row(const JobProfile& job, const RankProfile& rank, const std::string& wait_unmeasured, size_t steps,
+                       int64_t max_wait, double x0, double y, int cell_width, int cell_height, std::string& out) {
   std::array<std::string, kWaitBins + 1> paths;  // the last one: steps this rank lacks
   int64_t total_wait = 0, worst_wait = 0;
   size_t known_steps = 0, worst_step = 0;
@@ -309,7 +313,7 @@ void write_heatmap_row(const JobProfile& job, const RankProfile& rank, size_t st
   for (size_t s = 0; s <= steps; ++s) {
     int bin = -1;  // -1 ends the last run
     if (s < steps) {
-      const bool known = s < rank.steps.size() && has_times(rank.steps[s]);
+      const bool known = s < rank.steps.size() && has_times(rank.steps[s]) && wait_unmeasured.empty();
       const int64_t wait = known ? rank.steps[s].exposed_wait_ns : 0;
       bin = known ? wait_bin(wait, max_wait) : kWaitBins;
       if (known) {
@@ -331,7 +335,9 @@ void write_heatmap_row(const JobProfile& job, const RankProfile& rank, size_t st
     run_bin = bin;
   }
   out += "<g><title>" + rank_with_host(job, rank.rank);
-  if (known_steps == 0) {
+  if (!wait_unmeasured.empty()) {
+    out += ": exposed wait n/a: " + escape_html(wait_unmeasured);
+  } else if (known_steps == 0) {
     out += ": no steps";
   } else {
     out += ": exposed wait " + format_duration(total_wait / static_cast<int64_t>(known_steps)) +
@@ -355,10 +361,15 @@ void write_wait_heatmap(const Report& report, std::string& out) {
     out += "</section>\n";
     return;
   }
+  // Ranks whose wait cannot be told from transfer are grey, as steps without data.
+  std::vector<std::string> wait_unmeasured(job.ranks.size());
+  for (size_t i = 0; i < job.ranks.size() && i < report.overlap.size(); ++i) {
+    wait_unmeasured[i] = report.overlap[i].wait_unmeasured;
+  }
   int64_t max_wait = 0;
-  for (const RankProfile& rank : job.ranks) {
-    for (const RankStep& step : rank.steps) {
-      if (has_times(step)) max_wait = std::max(max_wait, step.exposed_wait_ns);
+  for (size_t i = 0; i < job.ranks.size(); ++i) {
+    for (const RankStep& step : job.ranks[i].steps) {
+      if (has_times(step) && wait_unmeasured[i].empty()) max_wait = std::max(max_wait, step.exposed_wait_ns);
     }
   }
 
@@ -386,12 +397,12 @@ void write_wait_heatmap(const Report& report, std::string& out) {
   }
   const double missing_x = left + (kWaitBins + 1) * legend_swatch;
   write_rect(out, missing_x, 22, legend_swatch, 12, "w-none");
-  write_text(out, missing_x + legend_swatch + 4, 32, "no data for the step");
+  write_text(out, missing_x + legend_swatch + 4, 32, "no data, or wait n/a");
 
   out += "<g shape-rendering=\"crispEdges\">\n";
   for (size_t i = 0; i < job.ranks.size(); ++i) {
-    write_heatmap_row(job, job.ranks[i], steps, max_wait, left, top + static_cast<double>(i) * cell_height,
-                      cell_width, cell_height, out);
+    write_heatmap_row(job, job.ranks[i], wait_unmeasured[i], steps, max_wait, left,
+                      top + static_cast<double>(i) * cell_height, cell_width, cell_height, out);
   }
   out += "</g>\n";
 
@@ -434,7 +445,9 @@ void write_wait_heatmap(const Report& report, std::string& out) {
   write_svg_close(out);
   out += "<p class=\"caption\">Each cell is the time a rank spent, in one step, waiting for the last rank to "
          "reach a collective while it was not computing. The rank everyone waits for shows as a light row among "
-         "dark ones; grey cells are steps the rank did not record (it died, or its events were lost).</p>\n";
+         "dark ones; grey cells are steps the rank did not record (it died, or its events were lost), or ranks whose "
+         "waiting cannot be told from transfer (no other rank to compare with, no collective matched with another "
+         "rank's, or clocks not aligned).</p>\n";
   out += "</section>\n";
 }
 
@@ -443,6 +456,11 @@ void write_wait_heatmap(const Report& report, std::string& out) {
 void write_straggler_table(const Report& report, std::string& out) {
   const JobProfile& job = report.profile;
   out += "<section id=\"straggler-section\">\n<h2>Stragglers</h2>\n";
+  if (!report.stragglers.unmeasured.empty()) {
+    write_note(out, "Stragglers n/a: " + report.stragglers.unmeasured + ".", "straggler-note");
+    out += "</section>\n";
+    return;
+  }
   if (report.stragglers.stragglers.empty()) {
     write_note(out, "No straggler found: no rank was last to arrive often enough, or cost the others enough "
                     "waiting, to stand out.", "straggler-note");
@@ -486,6 +504,8 @@ void write_overlap_bars(const Report& report, std::string& out) {
   write_text(out, left + 16, 18, "communication overlapped by compute");
   write_rect(out, left + 250, 8, 12, 12, "no-comm");
   write_text(out, left + 266, 18, "no communication");
+  write_rect(out, left + 400, 8, 12, 12, "w-none");
+  write_text(out, left + 416, 18, "missing: no data");
 
   const Scale y{0, 100, top + plot_height, top};
   for (const double tick : {0.0, 25.0, 50.0, 75.0, 100.0}) {
@@ -497,7 +517,9 @@ void write_overlap_bars(const Report& report, std::string& out) {
   for (size_t i = 0; i < ranks; ++i) {
     const RankOverlap& rank = report.overlap[i];
     const double x = left + static_cast<double>(i) * pitch + gap / 2.0;
-    if (std::isfinite(rank.comm_comp_overlap_pct)) {
+    if (rank.status == RankStatus::kMissing) {
+      write_rect(out, x, top, pitch - gap, plot_height, "w-none", "rank " + std::to_string(rank.rank) + ": missing, no data");
+    } else if (std::isfinite(rank.comm_comp_overlap_pct)) {
       const double pct = std::clamp(rank.comm_comp_overlap_pct, 0.0, 100.0);
       sum += pct;
       ++communicating;
@@ -538,6 +560,15 @@ void write_rank_table(const Report& report, std::string& out) {
          "<th class=\"num\">idle share</th></tr></thead>\n<tbody>\n";
   for (const RankOverlap& rank : report.overlap) {
     const RankProfile* profile = find_rank(job, rank.rank);
+    if (rank.status == RankStatus::kMissing) {
+      out += "<tr><td class=\"num\">" + std::to_string(rank.rank) +
+             "</td><td></td><td class=\"num\">—</td><td>missing</td><td colspan=\"8\">no data</td></tr>\n";
+      continue;
+    }
+    const auto wait_figure = [&](int64_t ns) {
+      return rank.wait_unmeasured.empty() ? format_duration(ns)
+                                          : "<span title=\"" + escape_html(rank.wait_unmeasured) + "\">n/a</span>";
+    };
     out += "<tr><td class=\"num\">" + std::to_string(rank.rank) + "</td><td>" +
            (profile ? escape_html(profile->host) : std::string()) + "</td><td class=\"num\">" +
            (profile && profile->node_id >= 0 ? std::to_string(profile->node_id) : std::string("—")) + "</td><td>" +
@@ -546,8 +577,8 @@ void write_rank_table(const Report& report, std::string& out) {
                                                       : std::string("no communication")) +
            "</td><td class=\"num\">" + format_duration(rank.compute_ns) + "</td><td class=\"num\">" +
            format_duration(rank.comm_ns) + "</td><td class=\"num\">" + format_duration(rank.overlap_ns) +
-           "</td><td class=\"num\">" + format_duration(rank.exposed_wait_ns) + "</td><td class=\"num\">" +
-           format_duration(rank.exposed_transfer_ns) + "</td><td class=\"num\">" + format_duration(rank.idle_ns) +
+           "</td><td class=\"num\">" + wait_figure(rank.exposed_wait_ns) + "</td><td class=\"num\">" +
+           wait_figure(rank.exposed_transfer_ns) + "</td><td class=\"num\">" + format_duration(rank.idle_ns) +
            "</td><td class=\"num\">" + format_percent(rank.idle_pct) + "</td></tr>\n";
   }
   out += "</tbody></table></div>\n</details>\n";

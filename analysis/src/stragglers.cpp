@@ -925,6 +925,12 @@ StragglerReport find_stragglers(const JobProfile& job) {
   const JobFacts facts = gather(job);
   StragglerReport report;
   for (const RankFacts& rank : facts.ranks) report.ranks.push_back(rank.scores);
+  if (const std::vector<int32_t> present = job.ranks_with_data(); present.size() < 2) {
+    report.unmeasured = present.empty() ? "no rank has data"
+                                        : "only rank " + std::to_string(present.front()) +
+                                              " has data: there is no other rank to compare it with";
+    return report;
+  }
 
   // Arrival order, waits and exposed transfer compare times across ranks:
   // on clocks that were not aligned they measure the clocks' offsets. X(c)

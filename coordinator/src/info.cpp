@@ -23,9 +23,6 @@ struct JobSummary {
   int64_t span_ns() const { return first_ns <= last_ns ? last_ns - first_ns : 0; }
 };
 
-// Whether a rank's times are on rank 0's clock within a bound that says something.
-bool synchronised(const RankClock& clock) { return clock.synced && clock.bound_ns < kUnknownClockBoundNs; }
-
 JobSummary summarize(const Timeline& timeline) {
   JobSummary job;
   for (const RankInfo& rank : timeline.ranks()) {
@@ -119,13 +116,14 @@ std::string info_text(const Timeline& timeline, bool events_checked) {
     out += line;
   }
 
-  out += timeline.clock_corrected() ? "\nclock: every rank on rank 0's clock\n"
-                                    : "\nclock: not corrected (ranks without measurements keep their local clock)\n";
+  out += timeline.clock_corrected()
+             ? "\nclock: every rank on " + analysis::clock_reference_text(analysis::clock_reference(timeline)) + "\n"
+             : "\nclock: not corrected (ranks without measurements keep their local clock)\n";
   std::snprintf(line, sizeof(line), "%6s  %16s %12s %10s %7s %14s\n", "rank", "offset ns", "drift ppm", "bound ns",
                 "points", "repair ns");
   out += line;
   for (const RankInfo& rank : timeline.ranks()) {
-    if (!synchronised(rank.clock)) continue;
+    if (!rank.clock.synced) continue;
     std::snprintf(line, sizeof(line), "%6d  %16lld %12.3f %10lld %7zu %14lld\n", rank.rank,
                   static_cast<long long>(rank.clock.offset_ns), rank.clock.drift_ppm,
                   static_cast<long long>(rank.clock.bound_ns), rank.clock.points.size(),
@@ -209,15 +207,11 @@ std::string info_json(const Timeline& timeline, bool events_checked) {
   for (int32_t r : job.aborted) json.value(r);
   json.end_array();
   json.key("clock").begin_object();
-  json.key("corrected").value(timeline.clock_corrected());
+  analysis::write_clock_reference_json(json, timeline.clock_corrected(), analysis::clock_reference(timeline));
   json.key("ranks").begin_array();
   for (const RankInfo& rank : timeline.ranks()) {
     json.begin_object();
-    json.key("rank").value(rank.rank);
-    json.key("synced").value(synchronised(rank.clock));
-    json.key("offset_ns").value(rank.clock.offset_ns);
-    json.key("drift_ppm").value(rank.clock.drift_ppm);
-    json.key("bound_ns").value(rank.clock.bound_ns);
+    analysis::write_clock_json(json, rank.rank, rank.status, rank.clock);
     json.key("points").value(uint64_t{rank.clock.points.size()});
     json.key("repair_shift_ns").value(rank.clock.repair_shift_ns);
     json.end_object();

@@ -266,9 +266,18 @@ KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& optio
     error = e.what();
   }
   check_all(comm, error);
+  // A --comm-kernel pattern that no trace's kernel names match is likely a mistake.
+  std::vector<int> matched(settings.comm_kernel_patterns.size(), 0);
+  for (const auto& trace : imports) {
+    for (size_t p = 0; p < matched.size(); ++p) matched[p] |= trace->patterns_matched()[p] ? 1 : 0;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, matched.data(), static_cast<int>(matched.size()), MPI_INT, MPI_LOR, comm);
   imports.clear();
 
   result.reference_rank = alignment.reference;
+  for (size_t p = 0; p < matched.size(); ++p) {
+    if (!matched[p]) result.unmatched_patterns.push_back(settings.comm_kernel_patterns[p]);
+  }
   for (size_t i = 0; i < files.size(); ++i) {
     const FileHeader& h = files[i].header;
     const kineto::RankAlignment& a = alignment.ranks[i];

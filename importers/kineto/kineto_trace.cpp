@@ -330,6 +330,7 @@ class TraceImport::Impl {
     for (const std::string& pattern : settings_.comm_kernel_patterns) {
       patterns_.emplace_back(pattern, std::regex::ECMAScript | std::regex::optimize);
     }
+    patterns_matched_.assign(patterns_.size(), false);
     collectives_.rank = -1;
   }
 
@@ -411,6 +412,7 @@ class TraceImport::Impl {
   TraceSummary summary_;
   RankCollectives collectives_;
   Counters counters_;
+  std::vector<bool> patterns_matched_;  // per pattern: some kernel's name matched it
 
  private:
   void header(std::string_view key, std::string_view value) {
@@ -655,7 +657,9 @@ class TraceImport::Impl {
       }
     }
     const bool by_name = nccl_named(f.name);
-    if (!known && !by_name && !matches_pattern(e.name_id)) return false;
+    // Every kernel's name meets the patterns, so that one matching nothing can be told.
+    const bool by_pattern = matches_pattern(e.name_id);
+    if (!known && !by_name && !by_pattern) return false;
     const KernelName parsed = by_name ? parse_nccl_kernel_name(f.name) : KernelName{};
     if (info.op == CommOp::kNone) info.op = parsed.op;
     if (info.datatype == DataType::kNone) info.datatype = parsed.datatype;
@@ -717,8 +721,8 @@ class TraceImport::Impl {
     int8_t& cached = pattern_match_[name_id];
     if (cached < 0) {
       cached = 0;
-      for (const std::regex& pattern : patterns_) {
-        if (std::regex_search(names_[name_id], pattern)) cached = 1;
+      for (size_t p = 0; p < patterns_.size(); ++p) {
+        if (std::regex_search(names_[name_id], patterns_[p])) cached = 1, patterns_matched_[p] = true;
       }
     }
     return cached == 1;
@@ -930,6 +934,7 @@ void TraceImport::read_text(std::string_view text) { impl_->read(false, text); }
 const TraceSummary& TraceImport::summary() const { return impl_->summary_; }
 const RankCollectives& TraceImport::collectives() const { return impl_->collectives_; }
 const Counters& TraceImport::counters() const { return impl_->counters_; }
+const std::vector<bool>& TraceImport::patterns_matched() const { return impl_->patterns_matched_; }
 
 void TraceImport::finish(const ImportedJob& job, const RankAlignment& alignment, const std::vector<uint64_t>& instances,
                          uint64_t unmatched) {

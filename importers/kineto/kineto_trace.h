@@ -83,6 +83,8 @@ class TraceImport {
   const RankCollectives& collectives() const;
   // Counters so far (the shard gets them at finish).
   const Counters& counters() const;
+  // Per --comm-kernel pattern: whether some kernel's name in the trace matched it.
+  const std::vector<bool>& patterns_matched() const;
 
   // Writes the held-back kernels with their instance numbers, the clock
   // offset to the reference rank (nothing when `alignment.aligned` is false),

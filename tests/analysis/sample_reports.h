@@ -23,6 +23,7 @@ inline analysis::Report sample_report(int ranks, int steps, int slow_rank = 2) {
   job.world_size = ranks;
   job.gpu = true;
   job.clock_corrected = true;
+  job.clock_reference = 0;
   for (int s = 0; s < steps; ++s) job.step_numbers.push_back(static_cast<uint64_t>(s + 3));
   for (int r = 0; r < ranks; ++r) {
     RankProfile rank;

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -77,13 +78,39 @@ class ProfileTest : public ::testing::Test {
     ASSERT_TRUE(writer.close(Counters{}, 10'000));
   }
 
-  JobProfile profile() {
+  // The shards written so far, merged; the timeline's path.
+  std::string merged() {
     MergeOptions options;
     options.inputs = {dir_.string()};
     options.output = (dir_ / "job.h5").string();
     merge_shards(MPI_COMM_WORLD, options);
-    const Timeline timeline(options.output);
-    return build_profile(timeline);
+    return options.output;
+  }
+
+  JobProfile profile() { return build_profile(Timeline(merged())); }
+
+  // No steps: rank 0 enters allreduce 0 at 100, rank 1 allreduce `rank_1_seq` at 150; both leave at 300.
+  JobProfile one_allreduce_each(uint64_t rank_1_seq) {
+    if (process_ == 0) {
+      write_rank(0, {collective(kAllreduce, 0, 100, 300, kThreadTrack)});
+      write_rank(1, {collective(kAllreduce, rank_1_seq, 150, 300, kThreadTrack)});
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return profile();
+  }
+
+  // One rank's GPU events, for the --hta-compat tests.
+  void write_gpu_rank(std::span<const std::pair<uint32_t, std::string_view>> names, std::span<const Track> tracks,
+                      std::vector<Event> events, int64_t end_ns) {
+    RankMetadata metadata;
+    metadata.rank = 0;
+    metadata.world_size = 1;
+    ShardWriter writer;
+    ASSERT_TRUE(writer.open((dir_ / "rank-0.shard").string(), metadata, 0));
+    ASSERT_TRUE(writer.write_strings(names, 0));
+    ASSERT_TRUE(writer.write_tracks(tracks, 0));
+    ASSERT_TRUE(writer.write_events(events));
+    ASSERT_TRUE(writer.close(Counters{}, end_ns));
   }
 
   int process_ = 0;
@@ -153,15 +180,23 @@ TEST_F(ProfileTest, SplitsEachStepIntoComputeCommunicationWaitTransferAndIdle) {
   ASSERT_EQ(overlap.size(), 2u);
   EXPECT_NEAR(overlap[0].comm_comp_overlap_pct, 100.0 * 390 / 700, 1e-9);
   EXPECT_EQ(overlap[0].exposed_wait_ns, 110);
+  // The shards carry no clock measurements: the split is booked, but the
+  // arrivals it rests on are on clocks nobody aligned.
+  EXPECT_FALSE(job.clock_corrected);
+  EXPECT_EQ(overlap[0].wait_unmeasured, "the ranks' clocks were not aligned, so their arrival times cannot be compared");
+}
+
+// Rank 1 enters a collective rank 0 never does: neither instance is shared.
+TEST_F(ProfileTest, WaitsOfCollectivesMatchedWithNoOtherRankCannotBeMeasured) {
+  const std::vector<RankOverlap> overlap = overlap_by_rank(one_allreduce_each(1));
+  for (const RankOverlap& o : overlap) {
+    EXPECT_GT(o.comm_ns, 0);
+    EXPECT_EQ(o.wait_unmeasured, "none of its collectives was matched with another rank's") << o.rank;
+  }
 }
 
 TEST_F(ProfileTest, AJobWithoutStepsIsOneStepPerRank) {
-  if (process_ == 0) {
-    write_rank(0, {collective(kAllreduce, 0, 100, 300, kThreadTrack)});
-    write_rank(1, {collective(kAllreduce, 0, 150, 300, kThreadTrack)});
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  const JobProfile job = profile();
+  const JobProfile job = one_allreduce_each(0);
   ASSERT_EQ(job.step_numbers.size(), 1u);
   EXPECT_EQ(job.ranks[0].steps[0].times.duration(), 200);
   EXPECT_EQ(job.ranks[0].steps[0].comm_ns, 200);
@@ -172,19 +207,12 @@ TEST_F(ProfileTest, AJobWithoutStepsIsOneStepPerRank) {
 // launched before the second starts (at 10 µs); names decide the classes.
 TEST_F(ProfileTest, HtaCompatFollowsHtasDefinitions) {
   if (process_ == 0) {
-    RankMetadata metadata;
-    metadata.rank = 0;
-    metadata.world_size = 1;
-    ShardWriter writer;
-    ASSERT_TRUE(writer.open((dir_ / "rank-0.shard").string(), metadata, 0));
     const std::pair<uint32_t, std::string_view> names[] = {
         {0, "ProfilerStep#0"}, {1, "ProfilerStep#1"}, {2, "cudaLaunchKernel"}, {3, "ampere_sgemm_128x64"},
         {4, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"}, {5, "Memcpy HtoD (Pageable -> Device)"},
         {6, "cudaStreamSynchronize"}};
-    ASSERT_TRUE(writer.write_strings(names, 0));
     // HTA looks at what runs on CUDA streams.
     const Track tracks[] = {{1, 0, 0, -1, TrackType::kThread, 0, 0}, {7, 1, 0, 0, TrackType::kCudaStream, 0, 0}};
-    ASSERT_TRUE(writer.write_tracks(tracks, 0));
     auto gpu = [](EventKind kind, uint32_t name, uint64_t correlation, int64_t begin_ns, int64_t end_ns) {
       Event e = range(name, begin_ns, end_ns);
       e.kind = kind;
@@ -201,16 +229,10 @@ TEST_F(ProfileTest, HtaCompatFollowsHtasDefinitions) {
         gpu(EventKind::kGpuMemcpy, 5, 3, 9'000, 9'900),
         // launched in the last step: outside HTA's window
         gpu(EventKind::kGpuKernel, 3, 4, 12'000, 15'000)};
-    ASSERT_TRUE(writer.write_events(events));
-    ASSERT_TRUE(writer.close(Counters{}, 30'000));
+    write_gpu_rank(names, tracks, events, 30'000);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  MergeOptions options;
-  options.inputs = {dir_.string()};
-  options.output = (dir_ / "job.h5").string();
-  merge_shards(MPI_COMM_WORLD, options);
-  const Timeline timeline(options.output);
-  const std::vector<std::optional<HtaFigures>> hta = hta_figures(timeline);
+  const std::vector<std::optional<HtaFigures>> hta = hta_figures(Timeline(merged()));
   ASSERT_EQ(hta.size(), 1u);
   ASSERT_TRUE(hta[0].has_value());
   // Compute [1, 5) µs, communication [4, 8) µs: 1 µs of 4 overlapped.
@@ -220,6 +242,33 @@ TEST_F(ProfileTest, HtaCompatFollowsHtasDefinitions) {
   EXPECT_DOUBLE_EQ(hta[0]->idle_pct, 12.5);
   EXPECT_DOUBLE_EQ(hta[0]->compute_pct, 50.0);
   EXPECT_DOUBLE_EQ(hta[0]->non_compute_pct, 37.5);
+}
+
+// A trace stamped in epoch µs (about 1.7e15): HTA reads each time as a
+// float64, which steps by 0.25 µs there, and rounds those. Compute written
+// as [T+0.9, T+10.9) µs reads as ts T+1, end T+11; communication
+// [T+9.9, T+20.9) as ts T+10, end T+21. Rounding the exact times instead
+// gives [T+1, T+10) and [T+10, T+20), which do not overlap at all.
+TEST_F(ProfileTest, HtaCompatRoundsEpochTimestampsAsFloat64LikeHta) {
+  constexpr int64_t kEpochUs = 1'712'345'678'901'234;
+  if (process_ == 0) {
+    const std::pair<uint32_t, std::string_view> names[] = {{0, "ampere_sgemm_128x64"},
+                                                           {1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"}};
+    const Track tracks[] = {{7, 0, 0, 0, TrackType::kCudaStream, 0, 0}};
+    auto kernel = [](uint32_t name, int64_t begin_ns, int64_t end_ns) {
+      Event e = range(name, kEpochUs * 1000 + begin_ns, kEpochUs * 1000 + end_ns);
+      e.kind = EventKind::kGpuKernel;
+      return e;
+    };
+    write_gpu_rank(names, tracks, {kernel(0, 900, 10'900), kernel(1, 9'900, 20'900)}, kEpochUs * 1000 + 30'000);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::vector<std::optional<HtaFigures>> hta = hta_figures(Timeline(merged()));
+  ASSERT_EQ(hta.size(), 1u);
+  ASSERT_TRUE(hta[0].has_value());
+  // Compute [1, 11), communication [10, 21): 1 µs of 11 overlapped.
+  EXPECT_DOUBLE_EQ(hta[0]->comm_comp_overlap_pct, 9.09);
+  EXPECT_EQ(hta[0]->kernel_time_ns, 20'000);
 }
 
 }  // namespace

@@ -51,6 +51,32 @@ TEST(ReportHtml, SmallJobIsWellFormedAndSelfContained) {
   expect_well_formed_and_self_contained(report_html(test::sample_report(4, 10)));
 }
 
+TEST(ReportHtml, MissingRanksAndWaitsThatCannotBeMeasuredAreSaidSo) {
+  Report report = test::sample_report(4, 10);
+  report.profile.ranks[1].status = RankStatus::kMissing;
+  report.overlap[1].status = RankStatus::kMissing;
+  report.overlap[2].wait_unmeasured = "none of its collectives was matched with another rank's";
+  const std::string html = report_html(report);
+  expect_well_formed_and_self_contained(html);
+  EXPECT_NE(html.find("<title>rank 1: missing, no data</title>"), std::string::npos);
+  EXPECT_NE(html.find("<td>missing</td><td colspan=\"8\">no data</td>"), std::string::npos);
+  EXPECT_NE(html.find(": exposed wait n/a: none of its collectives was matched with another rank&#39;s</title>"),
+            std::string::npos);
+  EXPECT_EQ(count(html, ">n/a</span>"), 2u) << "rank 2's exposed wait and transfer";
+  EXPECT_NE(html.find("onto rank 0's clock"), std::string::npos);
+}
+
+TEST(ReportHtml, OneRankWithDataHasNoStragglerVerdict) {
+  Report report = test::sample_report(1, 10);
+  report.stragglers.unmeasured = "only rank 0 has data: there is no other rank to compare it with";
+  const std::string html = report_html(report);
+  expect_well_formed_and_self_contained(html);
+  EXPECT_NE(html.find("<dt>Top straggler</dt><dd>n/a: only rank 0 has data"), std::string::npos);
+  EXPECT_NE(html.find("Stragglers n/a: only rank 0 has data"), std::string::npos);
+  EXPECT_NE(html.find("one rank with data: no clocks to align"), std::string::npos);
+  EXPECT_EQ(html.find("no straggler found"), std::string::npos);
+}
+
 TEST(ReportHtml, SmallJobHasEveryPlotAndTable) {
   const std::string html = report_html(test::sample_report(4, 10));
   for (const char* id : {"summary", "wait-heatmap", "overlap-bars", "bucket-plot", "bucket-prediction-plot",

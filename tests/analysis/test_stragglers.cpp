@@ -329,6 +329,21 @@ TEST(Stragglers, HealthyNoisyJobsHaveNone) {
     }
 }
 
+TEST(Stragglers, OneRankWithDataHasNothingToCompare) {
+  // A slow rank among four, but only it has data: no comparison can be made.
+  DdpJob spec{.ranks = 4, .steps = 30, .seed = 3};
+  spec.slow_rank = 2;
+  spec.slowdown = 1.3;
+  JobProfile job = make_ddp_job(spec);
+  for (RankProfile& rank : job.ranks) {
+    if (rank.rank != 2) rank.status = RankStatus::kMissing;
+  }
+  const StragglerReport report = find_stragglers(job);
+  EXPECT_TRUE(report.stragglers.empty());
+  EXPECT_EQ(report.unmeasured, "only rank 2 has data: there is no other rank to compare it with");
+  EXPECT_TRUE(find_stragglers(make_ddp_job(spec)).unmeasured.empty()) << "four ranks with data are compared";
+}
+
 TEST(Stragglers, HealthyNoisyJobsWithLongerStallsHaveNone) {
   // Rarer but longer losses of the core: one rank late by several ms in a step, never the same for long.
   for (int ranks : {4, 16})

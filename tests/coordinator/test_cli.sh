@@ -61,6 +61,26 @@ for r in clock["ranks"]:
 # Over this short job (a few ms), one nanosecond of rounding is a few tenths of a ppm.
 assert abs(clock["ranks"][1]["drift_ppm"] - (-163 - 20)) < 1, clock["ranks"][1]
 assert clock["ranks"][1]["offset_ns"] > 1e9
+assert clock["reference_rank"] == 0, clock
+'
+# Without rank 0's shard, no rank with data reads the clock the others were
+# measured against: info and the report say so, and name no other rank's.
+mkdir "$work/skewed-no-0"
+cp "$work/skewed/"*.shard "$work/skewed-no-0/"
+rm "$work/skewed-no-0/rank-00000.shard"
+"$rankscope" merge "$work/skewed-no-0" -o "$work/skewed-no-0.h5" >/dev/null
+"$rankscope" info "$work/skewed-no-0.h5" |
+  grep -qF "clock: every rank on the reference clock (rank 0's in a captured job), which no rank with data reads" ||
+  fail "info names a clock rank 0's absence leaves unread"
+"$rankscope" report --format json "$work/skewed-no-0.h5" | python3 -c '
+import json, sys
+report = json.load(sys.stdin)
+clock = report["clock"]
+assert clock["corrected"] and clock["reference_rank"] is None and "no rank with data" in clock["reference_rank_reason"], clock
+missing = clock["ranks"][0]
+assert missing["status"] == "missing" and missing["offset_ns"] is None and missing["offset_ns_reason"], missing
+overlap = report["overlap"][0]
+assert overlap["status"] == "missing" and overlap["compute_ns"] is None and overlap["compute_ns_reason"], overlap
 '
 
 # A missing rank shows up too.

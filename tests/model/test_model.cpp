@@ -105,6 +105,12 @@ TEST(Json, EscapesAndNests) {
   EXPECT_EQ(json.str(), R"({"a\"b":"x\ny\u0001","n":-3,"list":[1,2.5,true,null]})");
 }
 
+TEST(Json, AFigureNotMeasuredIsNullBesideItsReason) {
+  JsonWriter json;
+  json.begin_object().figure("wait_ns", int64_t{0}, "no other rank").figure("pct", 12.5, "").end_object();
+  EXPECT_EQ(json.str(), R"({"wait_ns":null,"wait_ns_reason":"no other rank","pct":12.5})");
+}
+
 }  // namespace
 }  // namespace rankscope
 

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "rankscope/model/error.h"
+#include "rankscope/model/metadata.h"
 #include "rankscope/timeline/schema.h"
 
 namespace rankscope {
@@ -257,7 +258,9 @@ RankClock read_clock(int32_t rank, const schema::ClockRow& clock, bool unreadabl
   }
   if (!problem.empty()) note({std::string("/") + schema::kClock, static_cast<uint64_t>(rank), 1, "", problem});
   if (unreadable || !problem.empty()) return {};
-  RankClock out{clock.synced != 0, clock.offset_ns, clock.drift_ppm, clock.bound_ns, clock.repair_shift_ns, {}};
+  // A bound of kUnknownClockBoundNs says nothing is known: an imported rank moved only by its base time.
+  RankClock out{clock.synced != 0 && clock.bound_ns < kUnknownClockBoundNs, clock.offset_ns, clock.drift_ppm,
+                clock.bound_ns, clock.repair_shift_ns, {}};
   for (uint64_t i = clock.point_offset; i < clock.point_offset + clock.point_count; ++i) {
     const schema::ClockPointRow& p = points.rows[i];
     if (points.unreadable[i]) continue;

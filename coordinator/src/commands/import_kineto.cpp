@@ -18,6 +18,10 @@ void print_import(const KinetoImportResult& result, const std::string& output, d
     }
   }
   for (const auto& line : result.warnings) std::fprintf(stderr, "rankscope import-kineto: warning: %s\n", line.c_str());
+  for (const auto& pattern : result.unmatched_patterns) {
+    std::fprintf(stderr, "rankscope import-kineto: warning: --comm-kernel \"%s\" matches no kernel name in the traces\n",
+                 pattern.c_str());
+  }
   print_merge_problems("import-kineto", result.merge, "trace", stdout);
   std::printf("%-6s %12s %9s %16s %12s %8s %10s  %s\n", "rank", "events", "problems", "clock offset ns", "bound ns",
               "matched", "unmatched", "trace");

@@ -13,6 +13,10 @@
 #include "rankscope/model/json.h"
 #include "rankscope/timeline/timeline.h"
 
+namespace rankscope {
+class JsonWriter;
+}
+
 namespace rankscope::analysis {
 
 inline constexpr int64_t kUnknown = INT64_MIN;
@@ -82,6 +86,11 @@ struct RankProfile {
   int32_t node_id = -1;
   RankStatus status = RankStatus::kComplete;
   std::vector<RankStep> steps;  // index = JobProfile::steps index; a step this rank lacks has kUnknown times
+  // Why its arrivals cannot be compared with other ranks' (no other rank has
+  // data, none of its collectives was matched with another rank's, or the
+  // clocks were not aligned); empty when they can. Waiting for the last rank
+  // then cannot be told from transfer.
+  std::string arrivals_unmeasured;
 };
 
 struct JobProfile {
@@ -94,9 +103,26 @@ struct JobProfile {
   std::vector<RankProfile> ranks;
   std::vector<CollectiveInstance> collectives;  // sorted by (first arrival)
   std::vector<RankClock> clocks;               // per rank, from the timeline
+  std::optional<int32_t> clock_reference;      // clock_reference(timeline)
 
   const std::string& name(uint32_t id) const { return strings.at(id); }
+  std::vector<int32_t> ranks_with_data() const;  // every rank but the missing ones
 };
+
+// The rank whose clock a timeline's times are on: the lowest rank with data
+// that is synchronised at offset 0 and drift 0. `rankscope run` measures
+// every clock against rank 0's, `import-kineto` against its reference rank's;
+// ranks reading that very clock have offset 0 too. Nothing when no rank with
+// data is on it (rank 0 of a captured job missing).
+std::optional<int32_t> clock_reference(const Timeline& timeline);
+// "rank 3's clock", or what is known of a reference no rank with data is on.
+std::string clock_reference_text(std::optional<int32_t> reference);
+
+// Why a figure of a missing rank is null.
+inline constexpr const char* kNoDataReason = "missing: the rank has no shard or trace";
+// Why arrivals of different ranks cannot be compared on a timeline whose clocks were not aligned.
+inline constexpr const char* kClocksNotAlignedReason =
+    "the ranks' clocks were not aligned, so their arrival times cannot be compared";
 
 // Reads the timeline twice, rank by rank. Throws Error naming the file.
 JobProfile build_profile(const Timeline& timeline);
@@ -108,18 +134,26 @@ JobProfile build_profile(const Timeline& timeline);
 // HTA's window and its whole-µs rounding.
 struct HtaFigures {
   double comm_comp_overlap_pct = 0;  // NaN without communication kernels
-  int64_t kernel_time_ns = 0;        // first GPU event's start to last one's end
+  int64_t kernel_time_ns = 0;        // first GPU event's start to last one's end; 0: no GPU event, no breakdown
   double idle_pct = 0, compute_pct = 0, non_compute_pct = 0;
 };
 
 struct RankOverlap {
   int32_t rank = -1;
+  RankStatus status = RankStatus::kComplete;
   double comm_comp_overlap_pct = 0;  // 100 · |compute ∩ comm| / |comm|; NaN without communication
   int64_t compute_ns = 0, comm_ns = 0, overlap_ns = 0, exposed_wait_ns = 0, exposed_transfer_ns = 0, idle_ns = 0;
+  // Why exposed wait and exposed transfer cannot be told apart (the rank
+  // communicated, but its arrivals cannot be compared); empty when they can.
+  std::string wait_unmeasured;
   double idle_pct = 0;  // of the steps' time
   std::optional<HtaFigures> hta;  // with --hta-compat
 };
 std::vector<RankOverlap> overlap_by_rank(const JobProfile& job);
+
+// A trace timestamp of `ns` nanoseconds as HTA reads it: the µs the trace
+// writes, parsed to the nearest float64 (correctly rounded, as Python does).
+double hta_microseconds(int64_t ns);
 
 // HTA's overlap and temporal breakdown per rank, streamed from the timeline.
 std::vector<std::optional<HtaFigures>> hta_figures(const Timeline& timeline);  // nothing for missing ranks
@@ -151,6 +185,7 @@ struct RankScores {
 struct StragglerReport {
   std::vector<RankScores> ranks;
   std::vector<Straggler> stragglers;  // most likely first; empty when none
+  std::string unmeasured;  // why no rank could be compared with another (fewer than two have data); else empty
 };
 StragglerReport find_stragglers(const JobProfile& job);
 
@@ -234,6 +269,13 @@ std::string report_html(const Report& report);   // one self-contained page
 
 // The damage object of `report --format json` and `info --json` (docs/format.md).
 void write_damage_json(JsonWriter& json, const TimelineDamage& damage);
+
+// The JSON of clocks, the same in report and info: inside an open object,
+// `corrected` and `reference_rank`; and one rank's `rank`, `status`,
+// `synced`, `offset_ns`, `drift_ppm`, `bound_ns` (null with a reason where
+// nothing was measured).
+void write_clock_reference_json(JsonWriter& json, bool corrected, std::optional<int32_t> reference);
+void write_clock_json(JsonWriter& json, int32_t rank, RankStatus status, const RankClock& clock);
 
 // Writes the matched collectives into the timeline as /collectives (docs/format.md).
 void write_collectives_table(const std::string& timeline_path, const JobProfile& job);

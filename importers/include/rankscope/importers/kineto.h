@@ -46,6 +46,7 @@ struct KinetoFileResult {
 struct KinetoImportResult {
   std::vector<KinetoFileResult> files;  // every process's, by rank
   int32_t reference_rank = -1;
+  std::vector<std::string> unmatched_patterns;  // --comm-kernel patterns no kernel name of any trace matched
   uint64_t json_bytes = 0;
   double read_seconds = 0;              // parsing, matching and writing the shards
   // What --same-job overrode, and ranks whose matched collectives defended no clock bound.

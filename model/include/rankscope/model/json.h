@@ -23,6 +23,15 @@ class JsonWriter {
   JsonWriter& value(double number);
   JsonWriter& value(bool flag);
   JsonWriter& null();
+  // `name`: the figure; or, where `unmeasured` says why it is not known,
+  // `name`: null and `name_reason`: why. Never a 0 that was not measured.
+  template <typename Number>
+  JsonWriter& figure(std::string_view name, Number number, std::string_view unmeasured) {
+    key(name);
+    if (unmeasured.empty()) return value(number);
+    null();
+    return key(std::string(name) + "_reason").value(unmeasured);
+  }
 
   const std::string& str() const { return out_; }
 
