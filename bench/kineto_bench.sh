@@ -139,13 +139,13 @@ if [ "${KINETO_BENCH_HTA_ONLY:-0}" != 1 ]; then
   if [ ! -x "$rankscope" ]; then
     rs_note="rankscope binary not found or not executable: $rankscope"
   else
-    /usr/bin/time -v -o "$out/import.time" "$rankscope" import-kineto "${files[@]}" -o "$out/out.h5" \
+    /usr/bin/time -v -o "$out/import.time" "$rankscope" import-kineto --overwrite "${files[@]}" -o "$out/out.h5" \
       >"$out/import.log" 2>&1
     rc=$?
     if [ $rc -ne 0 ]; then
       rs_note="'rankscope import-kineto' failed (exit $rc): $(tail -n 3 "$out/import.log" | tr '\n' ' ')"
     else
-      /usr/bin/time -v -o "$out/report.time" "$rankscope" report "$out/out.h5" --hta-compat --format json \
+      /usr/bin/time -v -o "$out/report.time" "$rankscope" report --overwrite "$out/out.h5" --hta-compat --format json \
         -o "$out/rankscope.json" >"$out/report.log" 2>&1
       rc=$?
       if [ $rc -ne 0 ]; then

@@ -22,7 +22,7 @@ for job in "${jobs[@]}"; do
   "$make_shards" "$work/shards" "$ranks" "$per_rank" --shared-collectives 1 >/dev/null
   mpirun -n 2 "$rankscope" merge "$work/shards" -o "$work/job.h5" >/dev/null
   rm -rf "$work/shards"
-  /usr/bin/time -f "%e %M" -o "$work/time" "$rankscope" report "$work/job.h5" --format json -o "$work/report.json" 2>/dev/null
+  /usr/bin/time -f "%e %M" -o "$work/time" "$rankscope" report --overwrite "$work/job.h5" --format json -o "$work/report.json" 2>/dev/null
   read -r seconds peak_kib <"$work/time"
   events=$(( ranks * per_rank ))
   collectives=$(python3 -c "import json; print(json.load(open('$work/report.json'))['collectives_summary']['instances'])")

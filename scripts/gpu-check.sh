@@ -95,27 +95,27 @@ gpu_train_nccl() {  # TIMING OUTPUT TRUTH [gpu_train arguments...]: two ranks, o
   local timing=$1 output=$2 truth=$3
   shift 3
   RANKSCOPE_NCCL_GPU_TIME=$timing mpirun -n 2 bash -c "$per_rank_host" _ \
-    rankscope run -o "$output" --capture mpi,nvtx,cuda,nccl -- "$examples/gpu_train" --truth "$truth" "$@"
+    rankscope run --overwrite -o "$output" --capture mpi,nvtx,cuda,nccl -- "$examples/gpu_train" --truth "$truth" "$@"
 }
 
 step nccl-kernelch gpu_train_nccl kernelch "$out/nccl-kernelch.h5" "$out/truth-nccl-kernelch-%r.json" --steps "$steps"
 step nccl-both gpu_train_nccl both "$out/nccl-both.h5" "$out/truth-nccl-both-%r.json" --steps "$steps"
 step nccl-cupti gpu_train_nccl cupti "$out/nccl-cupti.h5" "$out/truth-nccl-cupti-%r.json" --steps "$steps"
-step mpi-shared-gpu mpirun -n 4 rankscope run -o "$out/mpi-shared-gpu.h5" --capture mpi,nvtx,cuda -- \
+step mpi-shared-gpu mpirun -n 4 rankscope run --overwrite -o "$out/mpi-shared-gpu.h5" --capture mpi,nvtx,cuda -- \
   "$examples/gpu_train" --comm mpi --dim 1024 --batch 4096 --layers 6 --steps 10 --truth "$out/truth-mpi-%r.json"
 
 torch_env() { env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29400 + RANDOM % 500)) "$@"; }
 ddp_torch="$examples/ddp_torch.py"
-step torch-nccl1 mpirun -n 1 rankscope run --mode sidecar -o "$out/torch-nccl1.h5" --capture nvtx,cuda,nccl -- \
+step torch-nccl1 mpirun -n 1 rankscope run --overwrite --mode sidecar -o "$out/torch-nccl1.h5" --capture nvtx,cuda,nccl -- \
   "$python" "$ddp_torch" --steps 10 --truth "$out/truth-torch-nccl1-%r.json"
 step torch-profiler torch_env "$python" "$ddp_torch" --steps 10 --torch-profile "$out/kineto" --profile-step 5
-step torch-profiler-import rankscope import-kineto "$out/kineto" -o "$out/torch-profiler.h5"
-step torch-nccl2 mpirun -n 2 bash -c "$per_rank_host" _ rankscope run --mode sidecar -o "$out/torch-nccl2.h5" \
+step torch-profiler-import rankscope import-kineto --overwrite "$out/kineto" -o "$out/torch-profiler.h5"
+step torch-nccl2 mpirun -n 2 bash -c "$per_rank_host" _ rankscope run --overwrite --mode sidecar -o "$out/torch-nccl2.h5" \
   --capture nvtx,cuda,nccl -- "$python" "$ddp_torch" --steps 10 --truth "$out/truth-torch-nccl2-%r.json"
-step torch-nccl2-report rankscope report "$out/torch-nccl2.h5" --format json -o "$out/torch-nccl2-report.json"
-step torch-gloo2 mpirun -n 2 rankscope run --mode sidecar -o "$out/torch-gloo2.h5" --capture nvtx,cuda -- \
+step torch-nccl2-report rankscope report --overwrite "$out/torch-nccl2.h5" --format json -o "$out/torch-nccl2-report.json"
+step torch-gloo2 mpirun -n 2 rankscope run --overwrite --mode sidecar -o "$out/torch-gloo2.h5" --capture nvtx,cuda -- \
   "$python" "$ddp_torch" --backend gloo --steps 6
-step coexistence mpirun -n 1 rankscope run --mode sidecar -o "$out/coexistence.h5" --capture nvtx,cuda,nccl -- \
+step coexistence mpirun -n 1 rankscope run --overwrite --mode sidecar -o "$out/coexistence.h5" --capture nvtx,cuda,nccl -- \
   "$python" "$ddp_torch" --steps 10 --torch-profile "$out/coexistence-kineto" --profile-step 5
 "$python" - "$out" <<'EOF'
 import glob, json, os, sys
@@ -143,12 +143,12 @@ for pair in $(seq 1 "$pairs"); do
   done
   step "overhead-torch-bare-$pair" torch_env "$python" "$ddp_torch" --steps 40 \
     --truth "$out/overhead/torch-bare-p$pair-r%r.json"
-  step "overhead-torch-rankscope-$pair" mpirun -n 1 rankscope run --mode sidecar -o "$out/overhead/torch.h5" \
+  step "overhead-torch-rankscope-$pair" mpirun -n 1 rankscope run --overwrite --mode sidecar -o "$out/overhead/torch.h5" \
     --capture nvtx,cuda,nccl -- "$python" "$ddp_torch" --steps 40 --truth "$out/overhead/torch-rankscope-p$pair-r%r.json"
 done
 
 for timeline in "$out"/*.h5; do
   rankscope info "$timeline" --json >"$out/info-$(basename "$timeline" .h5).json" 2>>"$out/logs/info.log"
 done
-step export rankscope export "$out/nccl-kernelch.h5" --perfetto "$out/nccl-kernelch.pftrace"
+step export rankscope export --overwrite "$out/nccl-kernelch.h5" --perfetto "$out/nccl-kernelch.pftrace"
 "$python" "$here/gpu_check.py" "$out"

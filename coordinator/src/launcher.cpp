@@ -267,10 +267,31 @@ int pass_status_on(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+// The `rankscope merge` that makes the timeline of the shards.
+std::vector<std::string> merge_command(const fs::path& shard_dir, const RunOptions& options) {
+  std::vector<std::string> command = {this_executable().string(), "merge", shard_dir.string(), "-o", options.output};
+  if (options.overwrite) command.emplace_back("--overwrite");
+  return command;
+}
+
+std::string command_line(const std::vector<std::string>& command) {
+  std::string line;
+  for (const std::string& arg : command) line += (line.empty() ? "" : " ") + arg;
+  return line;
+}
+
+bool holds_shards(const fs::path& shard_dir) {
+  std::error_code ignored;
+  for (const auto& entry : fs::directory_iterator(shard_dir, ignored)) {
+    if (is_shard_file(entry.path().filename().string())) return true;
+  }
+  return false;
+}
+
 // The timeline is written by `rankscope merge` in a process of its own, a
 // lone MPI process, not a member of the job: everything mpirun told this
 // process about the job is left out of its environment.
-int merge_in_own_process(const fs::path& shard_dir, const std::string& output) {
+int merge_in_own_process(std::vector<std::string> command) {
   std::vector<std::string> environment;
   for (char** variable = environ; *variable; ++variable) {
     const std::string_view text(*variable);
@@ -280,17 +301,15 @@ int merge_in_own_process(const fs::path& shard_dir, const std::string& output) {
   std::vector<char*> envp;
   for (std::string& variable : environment) envp.push_back(variable.data());
   envp.push_back(nullptr);
-  const std::string self = this_executable().string();
-  std::vector<std::string> args = {self, "merge", shard_dir.string(), "-o", output};
   std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
+  for (std::string& arg : command) argv.push_back(arg.data());
   argv.push_back(nullptr);
   const pid_t merger = ::fork();
   if (merger < 0) return -1;
   if (merger == 0) {
     // What the merge says is rankscope's, not the application's output.
     ::dup2(STDERR_FILENO, STDOUT_FILENO);
-    ::execve(self.c_str(), argv.data(), envp.data());
+    ::execve(argv[0], argv.data(), envp.data());
     std::_Exit(127);
   }
   const int status = wait_for(merger);
@@ -316,23 +335,26 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
   const bool all_complete = fs::exists(finalized, ignored);
   fs::remove(finalized, ignored);
   if (id.rank == 0) {
-    const std::string merge_command =
-        this_executable().string() + " merge " + shard_dir.string() + " -o " + options.output;
-    if (!all_complete) {
+    const std::vector<std::string> merge = merge_command(shard_dir, options);
+    const int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (!all_complete && !holds_shards(shard_dir)) {
+      std::fprintf(stderr, "rankscope run: the application ended (exit status %d) before any rank wrote a shard\n",
+                   exit_status);
+    } else if (!all_complete) {
       std::fprintf(stderr,
                    "rankscope run: the application ended without calling MPI_Finalize on every rank (exit status %d): "
                    "its shards are kept in %s; merge them with: %s\n",
-                   WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), shard_dir.c_str(),
-                   merge_command.c_str());
-    } else if (merge_in_own_process(shard_dir, options.output) != 0) {
+                   exit_status, shard_dir.c_str(), command_line(merge).c_str());
+    } else if (merge_in_own_process(merge) != 0) {
       std::fprintf(stderr, "rankscope run: writing the timeline failed; the shards stay in %s for: %s\n",
-                   shard_dir.c_str(), merge_command.c_str());
+                   shard_dir.c_str(), command_line(merge).c_str());
     } else {
       for (int rank = 0; rank < id.world_size; ++rank) fs::remove(shard_dir / shard_file_name(rank), ignored);
     }
   }
-  // The last rank to get here finds the folder empty.
-  if (all_complete) fs::remove(shard_dir, ignored);
+  // The last rank to get here finds the folder empty, as does every rank of
+  // a job whose application wrote no shard (it could not start, say).
+  fs::remove(shard_dir, ignored);
   return pass_status_on(status);
 }
 
@@ -488,8 +510,15 @@ class Sidecar {
       }
     } catch (const Error& e) {
       if (id_.rank == 0) {
-        std::fprintf(stderr, "rankscope run: writing the timeline failed: %s; the shards stay in %s for `rankscope merge`\n",
-                     e.what(), shard_dir_.c_str());
+        // A folder with no shard (the application could not start, say) is no result to keep.
+        if (holds_shards(shard_dir_)) {
+          std::fprintf(stderr, "rankscope run: writing the timeline failed: %s; the shards stay in %s for `rankscope merge`\n",
+                       e.what(), shard_dir_.c_str());
+        } else {
+          std::error_code ignored;
+          fs::remove(shard_dir_, ignored);
+          std::fprintf(stderr, "rankscope run: writing the timeline failed: %s\n", e.what());
+        }
       }
     }
   }
@@ -520,20 +549,6 @@ int run_sidecar(const RunOptions& options, const Identity& id, const fs::path& s
 }
 
 }  // namespace
-
-void validate(const RunOptions& options) {
-  if (options.command.empty()) throw Error("no application given: rankscope run [OPTIONS] -- APP [ARGS...]");
-  if (options.mode != "auto" && options.mode != "inprocess" && options.mode != "sidecar") {
-    throw Error("--mode must be auto, inprocess or sidecar (got '" + options.mode + "')");
-  }
-  std::string_view unknown;
-  agent::parse_capture_list(options.capture, &unknown);
-  if (!unknown.empty()) {
-    throw Error("--capture: unknown source '" + std::string(unknown) + "' (known: " +
-                std::string(agent::kKnownCaptureSources) + ")");
-  }
-  if (!(options.sync_interval_s > 0)) throw Error("--sync-interval must be positive");
-}
 
 constexpr std::string_view kMpiLibraries[] = {"libmpi.so", "libmpi_mpifh.so", "libmpi_usempif08.so"};
 
@@ -649,7 +664,6 @@ bool program_uses_mpi(const std::vector<std::string>& command, std::string& evid
 }
 
 int run_application(const RunOptions& options) {
-  validate(options);
   const Identity id = launch_identity();
   const fs::path shard_dir = fs::absolute(options.output + ".shards");
   // Found now, with a clear message, rather than by every rank's agent later.

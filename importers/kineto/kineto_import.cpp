@@ -1,13 +1,16 @@
 #include "rankscope/importers/kineto.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <string_view>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "kineto_align.h"
@@ -17,6 +20,7 @@
 #include "rankscope/model/error.h"
 #include "rankscope/model/input_files.h"
 #include "rankscope/model/metadata.h"
+#include "rankscope/model/temporary_paths.h"
 
 namespace rankscope {
 namespace {
@@ -188,25 +192,20 @@ KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& optio
     }
   }
 
-  // The shards go beside the timeline, where every process can see them.
-  const std::string folder = options.output + ".import";
+  // The shards go beside the timeline, where every process can see them, in
+  // a folder of a name no other folder has, so nothing there is replaced.
+  std::optional<TemporaryPath> shard_folder;
   if (process == 0) {
-    std::error_code fs_error;
-    std::filesystem::remove_all(folder, fs_error);
+    std::string name = options.output + ".import-XXXXXX";
     // One level only: a missing folder for the timeline is the user's to make.
-    if (!std::filesystem::create_directory(folder, fs_error)) {
-      error = "cannot create " + folder + ": " + (fs_error ? fs_error.message() : "it exists");
+    if (::mkdtemp(name.data())) {
+      shard_folder.emplace(name);
+    } else {
+      error = "cannot create " + name + ": " + errno_text(errno);
     }
   }
   check_all(comm, error);
-  struct RemoveFolder {
-    std::string path;
-    bool owner;
-    ~RemoveFolder() {
-      std::error_code ignored;
-      if (owner) std::filesystem::remove_all(path, ignored);
-    }
-  } remove_folder{folder, process == 0};
+  const std::string folder = allgather_strings(comm, {shard_folder ? shard_folder->path() : std::string()}).front();
 
   // 1. Each process reads its share of the traces.
   std::vector<size_t> mine;

@@ -131,12 +131,12 @@ set -e
 set +e
 msg=$("$rankscope" report "$work/job.h5" -o "$work/no/such/dir/r.txt" 2>&1); status=$?
 set -e
-[ $status -eq 1 ] && grep -q "rankscope report: error: cannot write $work/no/such/dir/r.txt: No such file" <<<"$msg" ||
+[ $status -eq 1 ] && grep -q "rankscope report: error: cannot write $work/no/such/dir/r.txt.partial: No such file" <<<"$msg" ||
   fail "report to an unwritable place: $status $msg"
 set +e
 msg=$("$rankscope" run --capture mpi,gpu -- true 2>&1); status=$?
 set -e
-[ $status -eq 2 ] && grep -q "rankscope run: error: --capture: unknown source 'gpu' (known: mpi, nvtx, cuda, nccl)" <<<"$msg" ||
+[ $status -eq 2 ] && grep -q "rankscope run: --capture: unknown source 'gpu' (known: mpi, nvtx, cuda, nccl)" <<<"$msg" ||
   fail "run with an unknown capture source: $status $msg"
 
 # Every counter listed once, each with its meaning on the next line.

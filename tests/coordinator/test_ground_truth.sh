@@ -23,15 +23,16 @@ skew() {
 }
 
 # A small model whose compute dominates: ranks sleep through their compute
-# (--compute sleep), so 16 ranks on 2 cores keep their configured times.
+# (--compute sleep), so 16 ranks on 2 cores keep their configured times. A
+# retry replaces the first run's timeline and report.
 profile() {  # NAME RANKS [ddp_sim flags...]
   local name=$1 ranks=$2
   shift 2
   RANKSCOPE_FAKE_CLOCK=$(skew "$ranks") "$mpiexec" -x RANKSCOPE_FAKE_CLOCK --bind-to none -n "$ranks" \
-    "$rankscope" run -o "$work/$name.h5" -- "$ddp_sim" --compute sleep --layers 8 --layer-mb 0.25 \
+    "$rankscope" run --overwrite -o "$work/$name.h5" -- "$ddp_sim" --compute sleep --layers 8 --layer-mb 0.25 \
     --forward-us 1500 --optimizer-us 2000 --steps 20 --warmup-steps 2 "$@" >"$name.log" 2>&1 ||
     { cat "$name.log"; fail "$name: the run failed"; }
-  "$rankscope" report "$work/$name.h5" --format json -o "$work/$name.json" 2>>"$name.log" ||
+  "$rankscope" report --overwrite "$work/$name.h5" --format json -o "$work/$name.json" 2>>"$name.log" ||
     { cat "$name.log"; fail "$name: report failed"; }
 }
 

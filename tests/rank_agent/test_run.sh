@@ -95,6 +95,17 @@ for c, rank in zip(costs, info["ranks"]):
     assert 0 < c["buffer_bytes"] < 16 << 20, c
 PY
 
+echo "== an earlier timeline is replaced only with --overwrite, by the merge at the end too"
+small_job=("$ddp_sim" --steps 1 --warmup-steps 1 --layers 2 --layer-mb 1 --forward-us 100)
+status=0
+"$mpiexec" -n 2 "$rankscope" run -o "$work/job.h5" -- "${small_job[@]}" >again.log 2>&1 || status=$?
+[ "$status" -eq 2 ] && grep -q "job.h5 (-o) exists and is a rankscope timeline: give --overwrite" again.log ||
+  { cat again.log; fail "run without --overwrite over an earlier timeline: status $status"; }
+"$mpiexec" -n 2 "$rankscope" run --overwrite -o "$work/job.h5" -- "${small_job[@]}" >again.log 2>&1 ||
+  { cat again.log; fail "run --overwrite failed"; }
+"$rankscope" info --json job.h5 | python3 -c 'import json, sys; assert json.load(sys.stdin)["world_size"] == 2' ||
+  fail "run --overwrite did not replace the timeline"
+
 echo "== exit status passes through"
 status=0
 "$mpiexec" -n 2 "$rankscope" run -o "$work/bad.h5" -- "$ddp_sim" --layers 0 >bad.log 2>&1 || status=$?

@@ -2,13 +2,32 @@
 
 #include <sys/resource.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
+#include "rankscope/analysis/format.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/temporary_paths.h"
 #include "rankscope/model/text.h"
 
 namespace rankscope::cli {
+
+const CLI::Validator kNonEmptyPath(
+    [](const std::string& path) { return path.empty() ? std::string("an empty path names no file") : std::string(); },
+    "PATH");
+
+CLI::Validator finite_range(double min, double max) {
+  const std::string range = "[" + analysis::significant(min) + " - " + analysis::significant(max) + "]";
+  return CLI::Validator(
+      [min, max, range](const std::string& text) {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        const bool number = !text.empty() && *end == '\0' && std::isfinite(value);
+        return number && value >= min && value <= max ? std::string() : "Value " + text + " not in range " + range;
+      },
+      "FLOAT in " + range);
+}
 
 int run_under_mpi(const char* command, const std::function<void(int process, int processes)>& body) {
   // A lone process, not started by mpirun, needs no network: Open MPI's UCX
@@ -19,6 +38,8 @@ int run_under_mpi(const char* command, const std::function<void(int process, int
     setenv("OMPI_MCA_btl", "self", 0);
     setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
   }
+  // Before MPI_Init starts its threads.
+  remove_temporary_paths_on_signals();
   MPI_Init(nullptr, nullptr);
   int process = 0, processes = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &process);

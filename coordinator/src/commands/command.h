@@ -30,8 +30,15 @@ Command add_export(CLI::App& parent);
 // `--`, unparsed: its arguments are its own.
 Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> application);
 
+// A path given on the command line: "" names no file.
+extern const CLI::Validator kNonEmptyPath;
+
+// A finite number from `min` to `max` (CLI::Range lets NaN through).
+CLI::Validator finite_range(double min, double max);
+
 // Runs `body` on every process of MPI_COMM_WORLD; errors are printed once,
-// by process 0, as "rankscope COMMAND: error: ...".
+// by process 0, as "rankscope COMMAND: error: ...". Temporary files are
+// removed when a signal ends the process (remove_temporary_paths_on_signals).
 int run_under_mpi(const char* command, const std::function<void(int process, int processes)>& body);
 
 // Runs `body` in one process; an Error it throws is printed as "rankscope

@@ -1,8 +1,10 @@
 // rankscope export TIMELINE --perfetto FILE --chrome FILE [selection]
 #include <cstdio>
+#include <deque>
 
 #include "rankscope/exporters/export.h"
 #include "command.h"
+#include "outputs.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/text.h"
 #include "rankscope/timeline/timeline.h"
@@ -13,6 +15,7 @@ namespace {
 struct ExportCommand {
   std::string timeline, perfetto, chrome, ranks, time, steps;
   uint64_t warn_size_mb = 1000;
+  bool overwrite = false;
 };
 
 // Prints what one export wrote, with the counts a checker can compare (docs/export.md).
@@ -38,6 +41,12 @@ void print_export(const ExportResult& r) {
 }
 
 int run_export(const ExportCommand& command) {
+  std::vector<Output> outputs;
+  if (!command.perfetto.empty()) outputs.push_back({"--perfetto", command.perfetto, OutputKind::kPerfetto});
+  if (!command.chrome.empty()) outputs.push_back({"--chrome", command.chrome, OutputKind::kChromeJson});
+  check_files({command.timeline}, outputs, command.overwrite);
+  std::deque<TemporaryPath> partials;
+  for (const Output& output : outputs) partials.emplace_back(partial_path(output.path));
   ExportOptions options;
   if (!command.ranks.empty()) options.ranks = parse_rank_list(command.ranks);
   if (!command.time.empty()) options.time = parse_time_selection(command.time);
@@ -62,13 +71,18 @@ int run_export(const ExportCommand& command) {
 
 }  // namespace
 
+// A petabyte: beyond any trace a viewer opens, and far from overflowing as bytes.
+constexpr uint64_t kMaxWarnSizeMb = 1'000'000'000;
+
 Command add_export(CLI::App& parent) {
   auto command = std::make_shared<ExportCommand>();
   CLI::App* app = parent.add_subcommand(
       "export", "Write a timeline for trace viewers: native Perfetto protobuf and/or Chrome JSON (docs/export.md)");
-  app->add_option("timeline", command->timeline, "The HDF5 timeline")->required();
-  app->add_option("--perfetto", command->perfetto, "Write native Perfetto protobuf here (.pftrace)");
-  app->add_option("--chrome", command->chrome, "Write Chrome trace-event JSON here (.json)");
+  app->add_option("timeline", command->timeline, "The HDF5 timeline")->required()->check(kNonEmptyPath);
+  app->add_option("--perfetto", command->perfetto, "Write native Perfetto protobuf here (.pftrace)")
+      ->check(kNonEmptyPath);
+  app->add_option("--chrome", command->chrome, "Write Chrome trace-event JSON here (.json)")->check(kNonEmptyPath);
+  add_overwrite_flag(*app, command->overwrite);
   app->add_option("--ranks", command->ranks, "Only these ranks, e.g. 0-3,8");
   app->add_option("--time", command->time,
                   "Only events overlapping START:END: ns on the timeline, or +N[ns|us|ms|s] from the job's first event; "
@@ -76,13 +90,17 @@ Command add_export(CLI::App& parent) {
   app->add_option("--steps", command->steps, "Only the time of ProfilerStep#A to #B, both included: A:B, A, A: or :B");
   app->add_option("--warn-size-mb", command->warn_size_mb,
                   "Warn, with a smaller selection, when the output is estimated beyond this many MB")
+      ->check(CLI::Range(uint64_t{0}, kMaxWarnSizeMb))
       ->capture_default_str();
   app->callback([command] {
     if (command->perfetto.empty() && command->chrome.empty()) {
-      throw CLI::ValidationError("export", "give --perfetto FILE, --chrome FILE or both");
+      throw CLI::ValidationError("give --perfetto FILE, --chrome FILE or both");
     }
   });
-  return {app, [command] { return run_reporting_errors("export", [&] { return run_export(*command); }); }};
+  return {app, [command] {
+            remove_temporary_paths_on_signals();
+            return run_reporting_errors("export", [&] { return run_export(*command); });
+          }};
 }
 
 }  // namespace rankscope::cli

@@ -4,6 +4,7 @@
 #include "rankscope/coordinator/info.h"
 #include "command.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/input_files.h"
 
 namespace rankscope::cli {
 
@@ -16,14 +17,14 @@ Command add_info(CLI::App& parent) {
   };
   auto options = std::make_shared<Options>();
   CLI::App* app = parent.add_subcommand("info", "Summarize a timeline: ranks, events, drops, missing or dead ranks");
-  app->add_option("timeline", options->path, "The HDF5 timeline");
+  app->add_option("timeline", options->path, "The HDF5 timeline")->check(kNonEmptyPath);
   app->add_flag("--json", options->json, "Print JSON instead of text");
   app->add_flag("--counters", options->counters, "List every data-quality counter and what it means");
   app->add_flag("--check", options->check,
                 "Read and check every event too; exit status 1 when anything is damaged (named with dataset, row "
                 "and field)");
   app->callback([options] {
-    if (options->path.empty() && !options->counters) throw CLI::ValidationError("info", "give a timeline");
+    if (options->path.empty() && !options->counters) throw CLI::ValidationError("give a timeline, or --counters");
   });
   return {app, [options] {
             if (options->counters) {
@@ -31,6 +32,7 @@ Command add_info(CLI::App& parent) {
               return 0;
             }
             return run_reporting_errors("info", [&] {
+              require_regular_file(options->path);
               const Timeline timeline(options->path);
               if (options->check) timeline.check_events();
               std::fputs((options->json ? info_json(timeline, options->check) : info_text(timeline, options->check)).c_str(),

@@ -1,9 +1,9 @@
 // rankscope report TIMELINE [--format text|json|html] [-o FILE]
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 
 #include "command.h"
+#include "outputs.h"
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/model/error.h"
 #include "rankscope/timeline/timeline.h"
@@ -15,10 +15,31 @@ struct ReportOptions {
   std::string timeline;
   std::string format = "text";
   std::string output;  // stdout when empty
+  bool overwrite = false;
   bool hta_compat = false;
 };
 
+OutputKind report_kind(const std::string& format) {
+  return format == "json" ? OutputKind::kReportJson : format == "html" ? OutputKind::kReportHtml : OutputKind::kReportText;
+}
+
+// Written as OUTPUT.partial and renamed, so an earlier report is replaced
+// only by a whole one.
+void write_report(const std::string& output, const std::string& text) {
+  const TemporaryPath partial(partial_path(output));
+  std::FILE* file = std::fopen(partial.path().c_str(), "w");
+  if (!file) throw Error("cannot write " + partial.path() + ": " + errno_text(errno));
+  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  if (std::fclose(file) != 0 || !written) throw Error("cannot write " + partial.path() + ": " + errno_text(errno));
+  if (std::rename(partial.path().c_str(), output.c_str()) != 0) {
+    throw Error("cannot rename " + partial.path() + " to " + output + ": " + errno_text(errno));
+  }
+}
+
 int run_report(const ReportOptions& options) {
+  std::vector<Output> outputs;
+  if (!options.output.empty()) outputs.push_back({"-o", options.output, report_kind(options.format)});
+  check_files({options.timeline}, outputs, options.overwrite);
   analysis::Report report;
   {
     const Timeline timeline(options.timeline);
@@ -37,10 +58,7 @@ int run_report(const ReportOptions& options) {
     std::fputs(text.c_str(), stdout);
     return 0;
   }
-  std::FILE* file = std::fopen(options.output.c_str(), "w");
-  if (!file || std::fwrite(text.data(), 1, text.size(), file) != text.size() || std::fclose(file) != 0) {
-    throw Error("cannot write " + options.output + ": " + std::strerror(errno));
-  }
+  write_report(options.output, text);
   std::fprintf(stderr, "rankscope report: wrote %s\n", options.output.c_str());
   return 0;
 }
@@ -51,14 +69,19 @@ Command add_report(CLI::App& parent) {
   auto options = std::make_shared<ReportOptions>();
   CLI::App* app = parent.add_subcommand(
       "report", "Analyze a timeline: stragglers and why, overlap, exposed communication, DDP buckets, FSDP units");
-  app->add_option("timeline", options->timeline, "The HDF5 timeline")->required();
+  app->add_option("timeline", options->timeline, "The HDF5 timeline")->required()->check(kNonEmptyPath);
   app->add_option("--format", options->format, "text (one screen), json or html (one self-contained page)")
       ->check(CLI::IsMember({"text", "json", "html"}))
       ->capture_default_str();
-  app->add_option("-o,--output", options->output, "Write the report to this file instead of stdout");
+  app->add_option("-o,--output", options->output, "Write the report to this file instead of stdout")
+      ->check(kNonEmptyPath);
+  add_overwrite_flag(*app, options->overwrite);
   app->add_flag("--hta-compat", options->hta_compat,
                 "Overlap as Holistic Trace Analysis defines it (kernel names, its window and rounding)");
-  return {app, [options] { return run_reporting_errors("report", [&] { return run_report(*options); }); }};
+  return {app, [options] {
+            remove_temporary_paths_on_signals();
+            return run_reporting_errors("report", [&] { return run_report(*options); });
+          }};
 }
 
 }  // namespace rankscope::cli

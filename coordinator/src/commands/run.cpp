@@ -2,21 +2,39 @@
 #include <cstdio>
 
 #include "command.h"
+#include "outputs.h"
 #include "rankscope/coordinator/launcher.h"
 #include "rankscope/model/error.h"
+#include "rankscope/rank_agent/agent.h"
 
 namespace rankscope::cli {
+namespace {
+
+const CLI::Validator kCaptureList(
+    [](const std::string& list) {
+      std::string_view unknown;
+      agent::parse_capture_list(list, &unknown);
+      if (unknown.empty()) return std::string();
+      return "unknown source '" + std::string(unknown) + "' (known: " + std::string(agent::kKnownCaptureSources) + ")";
+    },
+    "");
+
+}  // namespace
 
 Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> application) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* app =
       parent.add_subcommand("run", "Profile one rank of a job: mpirun -n N rankscope run [OPTIONS] -- APP [ARGS...]");
   app->add_option("-o,--output", options->output, "The job's timeline (HDF5); shards go to OUTPUT.shards/ meanwhile")
+      ->check(kNonEmptyPath)
       ->capture_default_str();
+  add_overwrite_flag(*app, options->overwrite);
   app->add_option("--capture", options->capture, "Capture sources, comma-separated: mpi, nvtx, cuda, nccl")
+      ->check(kCaptureList)
       ->capture_default_str();
   app->add_option("--mode", options->mode,
                   "inprocess (MPI applications), sidecar (others: rankscope is the MPI process), or auto")
+      ->check(CLI::IsMember({"auto", "inprocess", "sidecar"}))
       ->capture_default_str();
   app->add_option("--buffer-mb", options->buffer_mb, "Event buffer memory per rank; full buffers drop events, counted")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 16))
@@ -26,12 +44,22 @@ Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> appl
       ->capture_default_str();
   app->add_option("--sync-interval", options->sync_interval_s,
                   "Sidecar mode: seconds between clock sync rounds while the application runs")
+      ->check(finite_range(kMinSyncIntervalS, kMaxSyncIntervalS))
       ->capture_default_str();
   app->footer("The application and its arguments follow --, and reach it byte for byte.");
+  app->callback([application] {
+    if (application->empty()) throw CLI::ValidationError("no application given: rankscope run [OPTIONS] -- APP [ARGS...]");
+  });
   return {app, [options, application] {
             options->command = *application;
-            // Status 2, as for any usage error: 1 may be the application's own.
-            return run_reporting_errors("run", [&] { return run_application(*options); }, 2);
+            // Status 2: 1 may be the application's own.
+            return run_reporting_errors(
+                "run",
+                [&] {
+                  check_files({}, {{"-o", options->output, OutputKind::kTimeline}}, options->overwrite);
+                  return run_application(*options);
+                },
+                2);
           }};
 }
 

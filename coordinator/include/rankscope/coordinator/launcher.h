@@ -7,8 +7,15 @@
 
 namespace rankscope {
 
+// Sidecar mode looks at its application ten times a second, so sync rounds
+// come no oftener; a day apart they are as good as none.
+inline constexpr double kMinSyncIntervalS = 0.1;
+inline constexpr double kMaxSyncIntervalS = 86400;
+
+// Checked on the command line (commands/run.cpp).
 struct RunOptions {
   std::string output = "rankscope.h5";  // the job's timeline; shards go to OUTPUT.shards/ meanwhile
+  bool overwrite = false;               // an earlier timeline at `output` may be replaced
   std::string capture = "mpi,nvtx";     // capture sources
   std::string mode = "auto";            // auto, inprocess or sidecar
   uint64_t buffer_mb = 64;              // event buffers per rank
@@ -16,9 +23,6 @@ struct RunOptions {
   double sync_interval_s = 10;          // sidecar mode: clock sync rounds while the application runs
   std::vector<std::string> command;     // the application and its arguments
 };
-
-// Checks the options; throws Error with what is wrong.
-void validate(const RunOptions& options);
 
 // In-process mode replaces this process with the application and does not
 // return unless that fails. Sidecar mode returns the application's exit

@@ -1,0 +1,193 @@
+#include "outputs.h"
+
+#include <hdf5.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <regex>
+#include <string_view>
+
+#include "rankscope/merge/mpi_gather.h"
+#include "rankscope/model/error.h"
+#include "rankscope/model/input_files.h"
+#include "rankscope/timeline/schema.h"
+#include "rankscope/timeline/timeline.h"
+
+namespace rankscope::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Enough of a file's start to know what wrote it (a report's first line
+// holds the timeline's path).
+constexpr size_t kHeadBytes = 8192;
+
+std::string read_head(const std::string& path) {
+  std::string head(kHeadBytes, '\0');
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) return {};
+  head.resize(std::fread(head.data(), 1, head.size(), file));
+  std::fclose(file);
+  return head;
+}
+
+std::string_view first_line(std::string_view text) { return text.substr(0, text.find('\n')); }
+
+// An HDF5 file whose root carries rankscope's format attribute, as the merge writes it.
+bool is_timeline(const std::string& path) {
+  schema::silence_hdf5_errors();
+  const schema::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.valid() || H5Aexists(file, "format") <= 0) return false;
+  const schema::Handle attribute(H5Aopen(file, "format", H5P_DEFAULT), H5Aclose);
+  const schema::Handle type(attribute.valid() ? H5Aget_type(attribute) : -1, H5Tclose);
+  if (!type.valid() || H5Tget_class(type) != H5T_STRING || H5Tis_variable_str(type) != 0) return false;
+  std::string text(H5Tget_size(type), '\0');
+  if (H5Aread(attribute, type, text.data()) < 0) return false;
+  return std::string_view(text.c_str()) == kTimelineFormatName;
+}
+
+// Protobuf varints, as the Perfetto exporter writes them.
+bool skip_varint(std::string_view& bytes) {
+  for (size_t i = 0; i < bytes.size() && i < 10; ++i) {
+    if ((static_cast<unsigned char>(bytes[i]) & 0x80) == 0) {
+      bytes.remove_prefix(i + 1);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool take_byte(std::string_view& bytes, unsigned char expected) {
+  if (bytes.empty() || static_cast<unsigned char>(bytes[0]) != expected) return false;
+  bytes.remove_prefix(1);
+  return true;
+}
+
+// The exporter's first packet: Trace.packet (field 1, length-delimited), its
+// timestamp (field 8), its sequence (field 10), then the sequence flags (field 13).
+bool is_perfetto(const std::string& path) {
+  const std::string head = read_head(path);
+  std::string_view bytes = head;
+  return take_byte(bytes, 0x0a) && skip_varint(bytes) && take_byte(bytes, 0x40) && skip_varint(bytes) &&
+         take_byte(bytes, 0x50) && skip_varint(bytes) && take_byte(bytes, 0x68);
+}
+
+bool is_chrome_json(const std::string& path) {
+  return read_head(path).starts_with(R"({"displayTimeUnit":"ns","otherData":{"timeline":")");
+}
+
+bool is_report_text(const std::string& path) {
+  static const std::regex summary(": [0-9]+ ranks, [0-9]+ steps, mean step ");
+  const std::string head = read_head(path);
+  const std::string_view line = first_line(head);
+  return std::regex_search(line.begin(), line.end(), summary);
+}
+
+bool is_report_json(const std::string& path) {
+  const std::string head = read_head(path);
+  return head.starts_with(R"({"file":")") && first_line(head).find(R"(","world_size":)") != std::string_view::npos;
+}
+
+bool is_report_html(const std::string& path) {
+  const std::string head = read_head(path);
+  return head.starts_with("<!DOCTYPE html>\n") && head.find("<title>rankscope report: ") != std::string::npos;
+}
+
+struct KindTraits {
+  const char* name;
+  bool (*recognise)(const std::string& path);
+};
+
+KindTraits traits(OutputKind kind) {
+  switch (kind) {
+    case OutputKind::kTimeline: return {"a rankscope timeline", is_timeline};
+    case OutputKind::kPerfetto: return {"a Perfetto trace written by rankscope", is_perfetto};
+    case OutputKind::kChromeJson: return {"a Chrome JSON trace written by rankscope", is_chrome_json};
+    case OutputKind::kReportText: return {"a rankscope text report", is_report_text};
+    case OutputKind::kReportJson: return {"a rankscope JSON report", is_report_json};
+    case OutputKind::kReportHtml: return {"a rankscope HTML report", is_report_html};
+  }
+  return {"", nullptr};
+}
+
+std::optional<struct stat> stat_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return st;
+}
+
+bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+
+// Whether two outputs would land in one file, whether or not it exists yet.
+bool same_path(const std::string& a, const std::string& b) {
+  const auto a_stat = stat_of(a), b_stat = stat_of(b);
+  if (a_stat && b_stat) return same_file(*a_stat, *b_stat);
+  std::error_code ignored;
+  return fs::weakly_canonical(fs::absolute(a), ignored) == fs::weakly_canonical(fs::absolute(b), ignored);
+}
+
+void check_output(const Output& output, const std::vector<std::string>& inputs, bool overwrite) {
+  const auto existing = stat_of(output.path);
+  if (!existing) return;
+  for (const std::string& input : inputs) {
+    const auto input_stat = stat_of(input);
+    if (input_stat && same_file(*existing, *input_stat)) {
+      throw Error(output.path + " (" + output.option + ") is " +
+                  (input == output.path ? "an input" : "the input " + input) +
+                  " of this command: it is not written over; choose another file");
+    }
+  }
+  const KindTraits kind = traits(output.kind);
+  const std::string what = output.path + " (" + output.option + ") exists and is ";
+  if (!S_ISREG(existing->st_mode)) {
+    throw Error(what + file_type_name(existing->st_mode) + ", not " + kind.name + ": it is not replaced");
+  }
+  // An empty file holds nothing to lose (a name made by mktemp, say).
+  if (existing->st_size > 0 && !kind.recognise(output.path)) {
+    throw Error(what + "not " + kind.name + ": it is not replaced; remove it or choose another file");
+  }
+  if (!overwrite) {
+    throw Error(what + (existing->st_size == 0 ? "empty" : kind.name) + ": give --overwrite (-f) to replace it");
+  }
+}
+
+}  // namespace
+
+void check_files(const std::vector<std::string>& inputs, const std::vector<Output>& outputs, bool overwrite) {
+  for (const std::string& input : inputs) require_regular_file(input);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (same_path(outputs[i].path, outputs[j].path)) {
+        throw Error(outputs[j].option + " and " + outputs[i].option + " both name " + outputs[i].path +
+                    ": each output needs a file of its own");
+      }
+    }
+    check_output(outputs[i], inputs, overwrite);
+  }
+}
+
+std::unique_ptr<TemporaryPath> prepare_timeline_output(MPI_Comm comm, const std::vector<std::string>& inputs,
+                                                       const std::string& output, bool overwrite) {
+  int process = 0;
+  MPI_Comm_rank(comm, &process);
+  // Process 0 decides for all: one answer, said once.
+  std::string error;
+  try {
+    if (process == 0) check_files(inputs, {{"-o", output, OutputKind::kTimeline}}, overwrite);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  check_all(comm, error);
+  return process == 0 ? std::make_unique<TemporaryPath>(partial_path(output)) : nullptr;
+}
+
+void add_overwrite_flag(CLI::App& app, bool& overwrite) {
+  app.add_flag("-f,--overwrite", overwrite,
+               "Replace an existing output, if it is an earlier output of the same kind (never an input)");
+}
+
+std::string partial_path(const std::string& output) { return output + ".partial"; }
+
+}  // namespace rankscope::cli

@@ -1,0 +1,32 @@
+// Files and folders a command makes only while it runs (an output's .partial
+// file, the shards of an import): whoever makes one removes it when done or
+// failing, and a signal that ends the process removes it too, so that nothing
+// abnormal leaves them behind.
+#pragma once
+
+#include <string>
+
+namespace rankscope {
+
+// Removes `path` (a file, or a folder with all it holds) when destroyed, and
+// when a signal ends the process meanwhile (see remove_temporary_paths_on_signals).
+class TemporaryPath {
+ public:
+  explicit TemporaryPath(std::string path);
+  TemporaryPath(const TemporaryPath&) = delete;
+  TemporaryPath& operator=(const TemporaryPath&) = delete;
+  ~TemporaryPath();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// From now on SIGINT, SIGTERM and SIGHUP (those not ignored) remove every
+// TemporaryPath, then end the process as the signal would have. Call it
+// before the process starts any thread: a thread watches for the signals,
+// which every other thread must inherit blocked. Not for a process that
+// starts other programs, which would inherit them blocked too.
+void remove_temporary_paths_on_signals();
+
+}  // namespace rankscope

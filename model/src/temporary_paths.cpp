@@ -1,0 +1,73 @@
+#include "rankscope/model/temporary_paths.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace rankscope {
+namespace {
+
+// A signal handler may not take a lock or free memory; the watching thread
+// may, so removal happens there, with the full filesystem library.
+std::mutex g_mutex;
+
+std::vector<std::string>& registered_paths() {
+  static std::vector<std::string> paths;
+  return paths;
+}
+
+void remove_quietly(const std::string& path) {
+  std::error_code ignored;
+  std::filesystem::remove_all(path, ignored);
+}
+
+}  // namespace
+
+TemporaryPath::TemporaryPath(std::string path) : path_(std::move(path)) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  registered_paths().push_back(path_);
+}
+
+TemporaryPath::~TemporaryPath() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  remove_quietly(path_);
+  auto& paths = registered_paths();
+  paths.erase(std::find(paths.begin(), paths.end(), path_));
+}
+
+void remove_temporary_paths_on_signals() {
+  static std::once_flag started;
+  std::call_once(started, [] {
+    sigset_t watched;
+    sigemptyset(&watched);
+    for (const int signal_number : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction current {};
+      // A signal ignored on purpose (nohup, a background job) stays ignored.
+      if (::sigaction(signal_number, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
+      sigaddset(&watched, signal_number);
+    }
+    ::pthread_sigmask(SIG_BLOCK, &watched, nullptr);
+    std::thread([watched] {
+      int signal_number = 0;
+      if (::sigwait(&watched, &signal_number) != 0) return;
+      {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        for (const std::string& path : registered_paths()) remove_quietly(path);
+      }
+      std::signal(signal_number, SIG_DFL);
+      sigset_t this_one;
+      sigemptyset(&this_one);
+      sigaddset(&this_one, signal_number);
+      ::pthread_sigmask(SIG_UNBLOCK, &this_one, nullptr);
+      ::raise(signal_number);
+    }).detach();
+  });
+}
+
+}  // namespace rankscope

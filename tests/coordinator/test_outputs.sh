@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# No mistake on the command line destroys data: no command writes over one
+# of its inputs, over a file that is not its own kind of output, or over an
+# earlier output without --overwrite; two outputs never share a file; FIFOs
+# are refused, not waited on; usage errors exit 2 naming the command; and
+# nothing a command makes for itself (.partial files, the shards of an
+# import, a run's shard folder) is left behind, a signal that ends it
+# included.
+# Usage: test_outputs.sh RANKSCOPE MAKE_SYNTHETIC_SHARDS MPIEXEC PYTHON MAKE_KINETO_TRACE
+set -euo pipefail
+rankscope=$1 make_shards=$2 mpiexec=$3 python=$4 make_trace=$5
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# expect STATUS TEXT COMMAND...: COMMAND exits with STATUS, saying TEXT (a
+# grep pattern) on stderr; within 20 s, so a command that waits forever fails.
+expect() {
+  local status=$1 text=$2
+  shift 2
+  local actual=0
+  timeout 20 "$@" >out.txt 2>err.txt || actual=$?
+  [ "$actual" -eq "$status" ] || { cat out.txt err.txt >&2; fail "$* exited $actual, not $status"; }
+  grep -q -- "$text" err.txt || { cat err.txt >&2; fail "$*: no message like: $text"; }
+}
+# kept FILE remembers FILE as it is; unchanged FILE checks that it still is.
+kept() { cp -a "$1" "$1.kept"; }
+unchanged() { cmp -s "$1" "$1.kept" || fail "$1 was changed"; }
+
+"$make_shards" shards 2 500 >/dev/null
+"$rankscope" merge shards -o job.h5 >/dev/null
+kept job.h5
+kept shards/rank-00000.shard
+
+echo "== an existing timeline is replaced only with --overwrite"
+expect 1 "job.h5 (-o) exists and is a rankscope timeline: give --overwrite (-f) to replace it" \
+  "$rankscope" merge shards -o job.h5
+unchanged job.h5
+# Under mpiexec every process refuses alike: one message, none left waiting.
+expect 1 "job.h5 (-o) exists" "$mpiexec" -n 2 "$rankscope" merge shards -o job.h5
+[ "$(grep -c "exists" err.txt)" -eq 1 ] || fail "the refusal was printed $(grep -c exists err.txt) times"
+unchanged job.h5
+"$rankscope" merge shards -o job.h5 --overwrite >/dev/null
+"$rankscope" merge shards -o job.h5 -f >/dev/null
+"$rankscope" info job.h5 >/dev/null
+kept job.h5
+
+echo "== inputs are never outputs"
+expect 1 "shards/rank-00000.shard (-o) is an input of this command: it is not written over" \
+  "$rankscope" merge shards -o shards/rank-00000.shard --overwrite
+unchanged shards/rank-00000.shard
+ln -s shards/rank-00000.shard link.h5
+expect 1 "link.h5 (-o) is the input shards/rank-00000.shard of this command" "$rankscope" merge shards -o link.h5 -f
+unchanged shards/rank-00000.shard
+expect 1 "job.h5 (-o) is an input of this command" "$rankscope" report job.h5 -o job.h5 --overwrite
+unchanged job.h5
+expect 1 "job.h5 (--perfetto) is an input of this command" "$rankscope" export job.h5 --perfetto job.h5 -f
+unchanged job.h5
+expect 1 "./job.h5 (--chrome) is the input job.h5 of this command" "$rankscope" export job.h5 --chrome ./job.h5 -f
+unchanged job.h5
+
+echo "== files that are not rankscope's own kind of output are never replaced"
+echo "my notes" >notes.txt
+kept notes.txt
+expect 1 "notes.txt (-o) exists and is not a rankscope timeline: it is not replaced" \
+  "$rankscope" merge shards -o notes.txt --overwrite
+expect 1 "notes.txt (-o) exists and is not a rankscope text report" "$rankscope" report job.h5 -o notes.txt -f
+expect 1 "notes.txt (--chrome) exists and is not a Chrome JSON trace" "$rankscope" export job.h5 --chrome notes.txt -f
+expect 2 "rankscope run: error: notes.txt (-o) exists and is not a rankscope timeline" \
+  "$rankscope" run -o notes.txt -f -- true
+unchanged notes.txt
+mkdir folder
+expect 1 "folder (-o) exists and is a folder, not a rankscope timeline" "$rankscope" merge shards -o folder -f
+# An empty file holds nothing to lose.
+: >empty.json
+expect 1 "empty.json (-o) exists and is empty: give --overwrite" "$rankscope" report job.h5 --format json -o empty.json
+"$rankscope" report job.h5 --format json -o empty.json -f 2>/dev/null
+"$python" -c 'import json, sys; json.load(open("empty.json"))'
+
+echo "== each output of rankscope is recognised, and only as its own kind"
+for format in text:text json:JSON html:HTML; do
+  name=${format#*:} format=${format%:*}
+  "$rankscope" report job.h5 --format "$format" -o "report.$format" 2>/dev/null
+  expect 1 "report.$format (-o) exists and is a rankscope $name report" \
+    "$rankscope" report job.h5 --format "$format" -o "report.$format"
+  "$rankscope" report job.h5 --format "$format" -o "report.$format" -f 2>/dev/null
+done
+expect 1 "report.text (-o) exists and is not a rankscope JSON report" \
+  "$rankscope" report job.h5 --format json -o report.text -f
+"$rankscope" export job.h5 --perfetto job.pftrace --chrome job.json >/dev/null
+kept job.pftrace
+expect 1 "job.pftrace (--perfetto) exists and is a Perfetto trace written by rankscope: give --overwrite" \
+  "$rankscope" export job.h5 --perfetto job.pftrace
+expect 1 "job.json (--perfetto) exists and is not a Perfetto trace" "$rankscope" export job.h5 --perfetto job.json -f
+expect 1 "job.pftrace (--chrome) exists and is not a Chrome JSON trace" "$rankscope" export job.h5 --chrome job.pftrace -f
+expect 1 "job.pftrace (-o) exists and is not a rankscope timeline" "$rankscope" merge shards -o job.pftrace -f
+unchanged job.pftrace
+"$rankscope" export job.h5 --perfetto job.pftrace --chrome job.json -f >/dev/null
+
+echo "== two outputs never share a file"
+expect 1 "\-\-perfetto and --chrome both name ./both: each output needs a file of its own" \
+  "$rankscope" export job.h5 --perfetto both --chrome ./both
+[ ! -e both ] || fail "export wrote one output over the other"
+
+echo "== imports: traces are inputs, side folders are the import's own"
+"$python" "$make_trace" traces --ranks 2 --events-per-rank 2000 >/dev/null
+kept traces/rank-0.json
+expect 1 "traces/rank-0.json (-o) is an input of this command" \
+  "$rankscope" import-kineto traces -o traces/rank-0.json --overwrite
+unchanged traces/rank-0.json
+mkdir job2.h5.import job2.h5.import-keep
+echo "someone's" >job2.h5.import/data
+"$rankscope" import-kineto traces -o job2.h5 >/dev/null
+expect 1 "job2.h5 (-o) exists and is a rankscope timeline" "$rankscope" import-kineto traces -o job2.h5
+"$rankscope" import-kineto traces -o job2.h5 -f >/dev/null
+[ -f job2.h5.import/data ] && [ -d job2.h5.import-keep ] || fail "the import removed a folder it did not make"
+[ "$(ls -d job2.h5.import* | wc -l)" -eq 2 ] || fail "the import left a folder: $(ls -d job2.h5.import*)"
+
+echo "== FIFOs, devices and folders are refused as inputs, not waited on"
+mkfifo fifo.h5 fifo.shard fifo.json
+expect 1 "cannot read fifo.h5: it is a FIFO (named pipe), not a regular file" "$rankscope" info fifo.h5
+expect 1 "cannot read fifo.h5: it is a FIFO" "$rankscope" report fifo.h5
+expect 1 "cannot read fifo.h5: it is a FIFO" "$rankscope" export fifo.h5 --chrome x.json
+expect 1 "cannot read fifo.shard: it is a FIFO" "$rankscope" merge fifo.shard -o x.h5
+expect 1 "cannot read fifo.json: it is a FIFO" "$rankscope" import-kineto fifo.json -o x.h5
+expect 1 "cannot read /dev/zero: it is a character device" "$rankscope" merge /dev/zero -o x.h5
+expect 1 "cannot read folder: it is a folder" "$rankscope" info folder
+[ ! -e x.h5 ] && [ ! -e x.json ] || fail "a refused command wrote its output"
+
+echo "== usage errors: status 2, named after their command"
+expect 2 "rankscope: unknown command 'bogus' (commands: merge, import-kineto, info, report, export, run)" \
+  "$rankscope" bogus
+expect 2 "rankscope report: --format: bogus not in {text,json,html}" "$rankscope" report job.h5 --format bogus
+expect 2 "rankscope run: no application given" "$rankscope" run -o x.h5 --
+expect 2 "rankscope run: no application given" "$rankscope" run -o x.h5
+expect 2 "rankscope run: --output: an empty path names no file" "$rankscope" run -o '' -- true
+[ ! -e .shards ] || fail "run -o '' made a shard folder"
+expect 2 "rankscope report: --output: an empty path names no file" "$rankscope" report job.h5 -o ''
+expect 2 "rankscope merge: shards: an empty path names no file" "$rankscope" merge '' -o x.h5
+for interval in inf nan -1 0 0.01 1e9 ten; do
+  expect 2 "rankscope run: --sync-interval: Value $interval not in range \[0.1 - 86400\]" \
+    "$rankscope" run --sync-interval "$interval" -- true
+done
+for size in -1 0 nan inf 65537; do
+  expect 2 "rankscope run: --buffer-mb" "$rankscope" run --buffer-mb "$size" -- true
+done
+for blocks in -1 0 nan 1e3; do
+  expect 2 "rankscope merge: --block-events" "$rankscope" merge shards -o x.h5 --block-events "$blocks"
+done
+expect 2 "rankscope merge: --check-memory-mb" "$rankscope" merge shards -o x.h5 --check-memory-mb -1
+expect 2 "rankscope import-kineto: --threads" "$rankscope" import-kineto traces -o x.h5 --threads -1
+expect 2 "rankscope import-kineto: --threads" "$rankscope" import-kineto traces -o x.h5 --threads 100000
+expect 2 "rankscope export: --warn-size-mb" "$rankscope" export job.h5 --chrome x.json --warn-size-mb -1
+expect 2 "rankscope export: --warn-size-mb" "$rankscope" export job.h5 --chrome x.json --warn-size-mb 1e300
+[ ! -e x.h5 ] && [ ! -e x.json ] && [ ! -e x.h5.shards ] || fail "a usage error left an output"
+"$rankscope" --version >/dev/null || fail "--version failed"
+"$rankscope" run --help >/dev/null || fail "run --help failed"
+
+echo "== a run whose application cannot start leaves no shard folder"
+for mode in sidecar inprocess; do
+  expect 127 "cannot run ./no-such-program" "$rankscope" run --mode "$mode" -o never.h5 -- ./no-such-program
+  [ ! -e never.h5.shards ] || fail "$mode: the empty shard folder was left behind"
+done
+
+echo "== a signal leaves no temporary file or folder behind"
+# interrupted PATTERN COMMAND...: COMMAND is stopped once a path matching
+# PATTERN exists, sent SIGTERM, and must end by it leaving no such path.
+interrupted() {
+  local pattern=$1
+  shift
+  "$@" >/dev/null 2>&1 &
+  local pid=$! status=0
+  until compgen -G "$pattern" >/dev/null; do
+    kill -0 "$pid" 2>/dev/null || fail "$*: ended before $pattern existed"
+    sleep 0.002
+  done
+  kill -STOP "$pid"
+  compgen -G "$pattern" >/dev/null || fail "$*: ended before it could be stopped (too little work)"
+  kill -TERM "$pid"
+  kill -CONT "$pid"
+  wait "$pid" || status=$?
+  [ "$status" -eq $((128 + 15)) ] || fail "$*: exited $status, not by SIGTERM"
+  ! compgen -G "$pattern" >/dev/null || fail "$*: left $(compgen -G "$pattern")"
+}
+"$make_shards" big 2 500000 >/dev/null
+interrupted "big.h5.partial" "$rankscope" merge big -o big.h5
+"$rankscope" merge big -o big.h5 >/dev/null
+rm -r big
+interrupted "big.pftrace.partial" "$rankscope" export big.h5 --perfetto big.pftrace --warn-size-mb 100000
+"$python" "$make_trace" bigtraces --ranks 2 --events-per-rank 100000 >/dev/null
+interrupted "bigtraces.h5.import-*" "$rankscope" import-kineto bigtraces -o bigtraces.h5
+[ ! -e bigtraces.h5.partial ] || fail "the interrupted import left its timeline's partial file"
+echo "outputs ok"

@@ -1,0 +1,81 @@
+// Input files and folders as commands take them, and the temporary paths
+// commands make for themselves.
+#include "rankscope/model/input_files.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "rankscope/model/error.h"
+#include "rankscope/model/shard.h"
+#include "rankscope/model/temporary_paths.h"
+
+namespace rankscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+class InputFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("rankscope-input-files-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const char* name) const { return (dir_ / name).string(); }
+  void write(const char* name) const { std::ofstream(path(name)) << "x"; }
+  std::string error_of(const std::vector<std::string>& inputs) const {
+    try {
+      expand_folders(inputs, is_shard_file, ".shard files");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(InputFiles, FifosAreRefusedByName) {
+  ASSERT_EQ(::mkfifo(path("rank-00000.shard").c_str(), 0600), 0);
+  EXPECT_EQ(error_of({path("rank-00000.shard")}),
+            "cannot read " + path("rank-00000.shard") + ": it is a FIFO (named pipe), not a regular file");
+  EXPECT_THROW(require_regular_file("/dev/null"), Error);
+  // In a folder, only regular files count.
+  write("rank-00001.shard");
+  EXPECT_EQ(expand_folders({dir_.string()}, is_shard_file, ".shard files"),
+            std::vector<std::string>{path("rank-00001.shard")});
+}
+
+TEST_F(InputFiles, RegularFilesAndMissingOnesPass) {
+  write("rank-00000.shard");
+  EXPECT_NO_THROW(require_regular_file(path("rank-00000.shard")));
+  // The reader names a missing file in its own words.
+  EXPECT_NO_THROW(require_regular_file(path("absent.shard")));
+  EXPECT_EQ(expand_folders({path("absent.shard")}, is_shard_file, ".shard files"),
+            std::vector<std::string>{path("absent.shard")});
+}
+
+TEST_F(InputFiles, FileTypesInWords) {
+  EXPECT_STREQ(file_type_name(S_IFDIR), "a folder");
+  EXPECT_STREQ(file_type_name(S_IFREG), "a regular file");
+  EXPECT_STREQ(file_type_name(S_IFCHR), "a character device");
+  EXPECT_STREQ(file_type_name(S_IFSOCK), "a socket");
+}
+
+TEST_F(InputFiles, TemporaryPathsGoWithTheirOwner) {
+  {
+    const TemporaryPath folder(path("job.h5.import-1"));
+    fs::create_directories(folder.path() + "/inside");
+    std::ofstream(folder.path() + "/inside/trace-0.shard") << "x";
+    const TemporaryPath never_made(path("job.h5.partial"));
+  }
+  EXPECT_FALSE(fs::exists(path("job.h5.import-1")));
+}
+
+}  // namespace
+}  // namespace rankscope
