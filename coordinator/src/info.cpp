@@ -133,7 +133,7 @@ std::string info_text(const Timeline& timeline, bool events_checked) {
 
   const TimelineDamage damage = timeline.damage();
   out += "\nintegrity: ";
-  out += timeline.checksummed() ? "checksummed (HDF5 Fletcher32 per chunk); "
+  out += timeline.checksummed() ? "checksummed (CRC-32C per 16,384 events of a rank, Fletcher32 per chunk elsewhere); "
                                 : "no checksums (written before rankscope added them); ";
   if (!damage.empty()) {
     out += "DAMAGED: " + damage.summary() + "\n";

@@ -23,6 +23,7 @@
 #include "rankscope/clocksync/clock.h"
 #include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/counters.h"
+#include "rankscope/model/crc32c.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/input_files.h"
 #include "rankscope/model/shard.h"
@@ -152,12 +153,14 @@ class TimelineFile {
     errno = 0;
     file_ = Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose);
     if (!file_.valid()) throw Error(with_errno("cannot create the timeline " + path, errno));
-    xfer_ = Handle(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
-    H5Pset_dxpl_mpio(xfer_, H5FD_MPIO_COLLECTIVE);
+    collective_ = Handle(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+    H5Pset_dxpl_mpio(collective_, H5FD_MPIO_COLLECTIVE);
+    independent_ = Handle(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+    H5Pset_dxpl_mpio(independent_, H5FD_MPIO_INDEPENDENT);
   }
 
   // A chunked dataset with HDF5's Fletcher32 checksum on every chunk of
-  // `chunk_rows` rows (an empty one stays contiguous: nothing to check).
+  // `chunk_rows` rows, or a contiguous one (chunk_rows 0, or no rows).
   // Readers find a damaged chunk and leave out its rows (timeline.cpp).
   hid_t create(const char* name, hid_t type, std::vector<hsize_t> dims, hsize_t chunk_rows) {
     Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
@@ -166,7 +169,7 @@ class TimelineFile {
     // Every element is written by the merge: filling the space first would write it all twice.
     Handle creation(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_fill_time(creation, H5D_FILL_TIME_NEVER);
-    if (dims.at(0) > 0) {
+    if (dims.at(0) > 0 && chunk_rows > 0) {
       std::vector<hsize_t> chunk = dims;
       chunk[0] = std::min(chunk_rows, dims[0]);
       H5Pset_chunk(creation, static_cast<int>(chunk.size()), chunk.data());
@@ -184,28 +187,13 @@ class TimelineFile {
   // rows (each `dims` long), in increasing order, taken from `data` in turn.
   void write(hid_t dataset, hid_t type, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count,
              const void* data, const std::string& what, size_t dims = 1) {
-    Handle file_space(H5Dget_space(dataset), H5Sclose);
-    if (H5Sget_simple_extent_npoints(file_space) == 0) return;  // an empty table has no storage to write to
-    hsize_t elements = 0;
-    H5Sselect_none(file_space);
-    for (size_t i = 0; i + dims <= start.size(); i += dims) {
-      hsize_t run = 1;
-      for (size_t d = 0; d < dims; ++d) run *= count[i + d];
-      if (run == 0) continue;
-      H5Sselect_hyperslab(file_space, H5S_SELECT_OR, &start[i], nullptr, &count[i], nullptr);
-      elements += run;
-    }
-    const hsize_t memory_elements = std::max<hsize_t>(elements, 1);
-    Handle memory_space(H5Screate_simple(1, &memory_elements, nullptr), H5Sclose);
-    static const Event nothing{};  // HDF5 wants a buffer even for no rows
-    if (elements == 0) {
-      H5Sselect_none(memory_space);
-      data = &nothing;
-    }
-    errno = 0;
-    if (H5Dwrite(dataset, type, memory_space, file_space, xfer_, data) < 0) {
-      throw Error(with_errno("writing " + what + " to " + path_ + " failed", errno));
-    }
+    write(dataset, type, start, count, data, what, dims, collective_);
+  }
+
+  // One process alone, into a contiguous dataset (/events).
+  void write_independently(hid_t dataset, hid_t type, hsize_t start, hsize_t count, const void* data,
+                           const std::string& what) {
+    if (count > 0) write(dataset, type, {start}, {count}, data, what, 1, independent_);
   }
 
   void attribute(const char* name, const std::string& value) {
@@ -238,9 +226,35 @@ class TimelineFile {
   const std::string& path() const { return path_; }
 
  private:
+  void write(hid_t dataset, hid_t type, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count,
+             const void* data, const std::string& what, size_t dims, hid_t transfer) {
+    Handle file_space(H5Dget_space(dataset), H5Sclose);
+    if (H5Sget_simple_extent_npoints(file_space) == 0) return;  // an empty table has no storage to write to
+    hsize_t elements = 0;
+    H5Sselect_none(file_space);
+    for (size_t i = 0; i + dims <= start.size(); i += dims) {
+      hsize_t run = 1;
+      for (size_t d = 0; d < dims; ++d) run *= count[i + d];
+      if (run == 0) continue;
+      H5Sselect_hyperslab(file_space, H5S_SELECT_OR, &start[i], nullptr, &count[i], nullptr);
+      elements += run;
+    }
+    const hsize_t memory_elements = std::max<hsize_t>(elements, 1);
+    Handle memory_space(H5Screate_simple(1, &memory_elements, nullptr), H5Sclose);
+    static const Event nothing{};  // HDF5 wants a buffer even for no rows
+    if (elements == 0) {
+      H5Sselect_none(memory_space);
+      data = &nothing;
+    }
+    errno = 0;
+    if (H5Dwrite(dataset, type, memory_space, file_space, transfer, data) < 0) {
+      throw Error(with_errno("writing " + what + " to " + path_ + " failed", errno));
+    }
+  }
+
   std::string path_;
   Handle file_;
-  Handle xfer_;
+  Handle collective_, independent_;
   std::vector<Handle> datasets_;
 };
 
@@ -257,30 +271,46 @@ void put_on_reference_clock(clocksync::ClockMapper& clock, int64_t repair_shift,
   if (repair_shift != 0) event.flags |= kFlagClockRepaired;
 }
 
-// Writes /events in blocks, one collective write each. A process makes as
-// many writes as the busiest process: after its own blocks (or after an
-// error) it makes empty ones.
+// Writes one rank's events to /events, each process its own ranks' alone
+// (the dataset is contiguous), and checksums them as they go: a CRC-32C of
+// every kEventChecksumRows rows, counted from the rank's first.
 class EventWriter {
  public:
-  EventWriter(TimelineFile& out, hid_t dataset, hid_t type) : out_(out), dataset_(dataset), type_(type) {}
+  EventWriter(TimelineFile& out, hid_t dataset, hid_t type, uint64_t first_row)
+      : out_(out), dataset_(dataset), type_(type), next_row_(first_row) {}
 
-  void write(uint64_t first_row, const std::vector<Event>& events, const std::string& what) {
-    ++writes_;
-    out_.write(dataset_, type_, {first_row}, {events.size()}, events.data(), what);
-  }
-
-  void write_nothing_until(uint64_t writes) {
-    while (writes_ < writes) {
-      ++writes_;
-      out_.write(dataset_, type_, {}, {}, nullptr, "events");
+  void write(const std::vector<Event>& events, const std::string& what) {
+    out_.write_independently(dataset_, type_, next_row_, events.size(), events.data(), what);
+    next_row_ += events.size();
+    for (size_t done = 0; done < events.size();) {
+      const size_t n = std::min<size_t>(events.size() - done, schema::kEventChecksumRows - rows_in_block_);
+      crc_ = crc32c(events.data() + done, n * sizeof(Event), crc_);
+      rows_in_block_ += n;
+      done += n;
+      if (rows_in_block_ == schema::kEventChecksumRows) end_block();
     }
   }
 
+  // The rank's checksums, its last block included.
+  std::vector<uint32_t> checksums() {
+    if (rows_in_block_ > 0) end_block();
+    return std::move(checksums_);
+  }
+
  private:
+  void end_block() {
+    checksums_.push_back(crc_);
+    crc_ = 0;
+    rows_in_block_ = 0;
+  }
+
   TimelineFile& out_;
   hid_t dataset_;
   hid_t type_;
-  uint64_t writes_ = 0;
+  uint64_t next_row_;
+  uint32_t crc_ = 0;
+  uint64_t rows_in_block_ = 0;
+  std::vector<uint32_t> checksums_;
 };
 
 // Writes one rank's events in time order. Each chunk is sorted on its own, and
@@ -290,9 +320,9 @@ class EventWriter {
 // memory at once, however long the shard.
 class RankEventMerger {
  public:
-  RankEventMerger(const OwnedShard& shard, EventWriter& out, uint64_t first_row, uint64_t block,
-                  int64_t repair_shift, HappensBeforeCheck& check)
-      : shard_(shard), out_(out), next_row_(first_row), block_(block),
+  RankEventMerger(const OwnedShard& shard, EventWriter& out, uint64_t block, int64_t repair_shift,
+                  HappensBeforeCheck& check)
+      : shard_(shard), out_(out), block_(block),
         clock_(shard.clock), correct_clock_(!shard.clock.points().empty()), repair_shift_(repair_shift),
         check_(check) {
     out_block_.reserve(block);
@@ -428,14 +458,12 @@ class RankEventMerger {
 
   void flush() {
     if (out_block_.empty()) return;
-    out_.write(next_row_, out_block_, "events of rank " + std::to_string(shard_.scan.rank()));
-    next_row_ += out_block_.size();
+    out_.write(out_block_, "events of rank " + std::to_string(shard_.scan.rank()));
     out_block_.clear();
   }
 
   const OwnedShard& shard_;
   EventWriter& out_;
-  uint64_t next_row_;
   uint64_t block_;
   std::vector<Cursor> open_;
   std::vector<std::vector<Event>> spare_;
@@ -622,7 +650,7 @@ struct JobLayout {
   int32_t world_size = 0;
   std::vector<std::optional<RankSummary>> by_rank;  // nothing for a missing rank
   // Per rank r, its first row in each table; entry world_size is the total.
-  std::vector<uint64_t> event_offset, track_offset, counter_offset, point_offset;
+  std::vector<uint64_t> event_offset, track_offset, counter_offset, point_offset, checksum_offset;
   std::vector<int64_t> clock_bounds;  // per rank; -1 without a clock model
   bool clock_corrected = false;       // every rank measured its offset to rank 0
 };
@@ -683,7 +711,8 @@ JobLayout agree_on_layout(MPI_Comm comm, const std::vector<OwnedShard>& shards, 
   const auto ranks = static_cast<size_t>(layout.world_size);
   layout.by_rank.resize(ranks);
   for (const auto& s : summaries) layout.by_rank[static_cast<size_t>(s.rank)] = s;
-  for (auto* offsets : {&layout.event_offset, &layout.track_offset, &layout.counter_offset, &layout.point_offset}) {
+  for (auto* offsets : {&layout.event_offset, &layout.track_offset, &layout.counter_offset, &layout.point_offset,
+                        &layout.checksum_offset}) {
     offsets->assign(ranks + 1, 0);
   }
   layout.clock_bounds.assign(ranks, -1);
@@ -693,6 +722,8 @@ JobLayout agree_on_layout(MPI_Comm comm, const std::vector<OwnedShard>& shards, 
     layout.track_offset[r + 1] = layout.track_offset[r] + (s ? s->tracks : 0);
     layout.counter_offset[r + 1] = layout.counter_offset[r] + (s ? s->counters : 0);
     layout.point_offset[r + 1] = layout.point_offset[r] + (s ? s->sync_points : 0);
+    layout.checksum_offset[r + 1] =
+        layout.checksum_offset[r] + (s ? (s->events + schema::kEventChecksumRows - 1) / schema::kEventChecksumRows : 0);
     if (s) layout.clock_bounds[r] = s->clock_bound;
   }
   // Times are on rank 0's clock only if every rank measured its offset to it
@@ -769,12 +800,13 @@ struct TimelineTables {
   Handle clock_type = schema::clock_row_type();
   Handle clock_point_type = schema::clock_point_row_type();
   hid_t events = -1, ranks = -1, counts = -1, tracks = -1, counters = -1, string_bytes = -1, string_offsets = -1,
-        clock = -1, clock_points = -1;
+        clock = -1, clock_points = -1, event_checksums = -1;
 };
 
 // Rows per checksummed chunk: damage costs a reader one chunk's rows, so the
-// tables that describe ranks have a chunk per rank; /events has 1 MiB chunks.
-constexpr hsize_t kEventChunkRows = 1 << 14;
+// tables that describe ranks have a chunk per rank. /events is contiguous,
+// checked by /event_checksums: parallel HDF5 (1.10) writes every chunk of a
+// filtered dataset twice, first as checksummed fill (bench/RESULTS.md).
 constexpr hsize_t kRankChunkRows = 1;
 constexpr hsize_t kTableChunkRows = 1 << 10;
 constexpr hsize_t kStringChunkBytes = 1 << 16;
@@ -789,9 +821,9 @@ uint64_t timeline_bytes(const JobLayout& layout, const JobStrings& strings) {
   const uint64_t rows = events * sizeof(Event) + ranks * sizeof(schema::RankRow) + ranks * kEventKindCount * 8 +
                         tracks * sizeof(schema::TrackRow) + counters * sizeof(schema::CounterRow) + strings.bytes +
                         strings.texts.size() * 8 + ranks * sizeof(schema::ClockRow) +
-                        points * sizeof(schema::ClockPointRow);
+                        points * sizeof(schema::ClockPointRow) + layout.checksum_offset.back() * 4;
   const auto chunks = [](uint64_t n, uint64_t per_chunk) { return (n + per_chunk - 1) / per_chunk; };
-  const uint64_t chunk_count = chunks(events, kEventChunkRows) + 3 * chunks(ranks, kRankChunkRows) +
+  const uint64_t chunk_count = chunks(layout.checksum_offset.back(), kTableChunkRows) + 3 * chunks(ranks, kRankChunkRows) +
                                chunks(tracks, kTableChunkRows) + chunks(counters, kTableChunkRows) +
                                chunks(points, kTableChunkRows) + chunks(strings.bytes, kStringChunkBytes) +
                                chunks(strings.texts.size() + 1, kTableChunkRows);
@@ -804,7 +836,9 @@ uint64_t timeline_bytes(const JobLayout& layout, const JobStrings& strings) {
 // 5. Collective: the datasets and the file's attributes.
 void create_tables(TimelineFile& out, TimelineTables& t, const JobLayout& layout, const JobStrings& strings) {
   const auto ws = static_cast<hsize_t>(layout.world_size);
-  t.events = out.create(schema::kEvents, t.event_type, {layout.event_offset.back()}, kEventChunkRows);
+  t.events = out.create(schema::kEvents, t.event_type, {layout.event_offset.back()}, 0);
+  t.event_checksums =
+      out.create(schema::kEventChecksums, H5T_NATIVE_UINT32, {layout.checksum_offset.back()}, kTableChunkRows);
   t.ranks = out.create(schema::kRanks, t.rank_type, {ws}, kRankChunkRows);
   t.counts = out.create(schema::kEventCounts, H5T_NATIVE_UINT64, {ws, kEventKindCount}, kRankChunkRows);
   t.tracks = out.create(schema::kTracks, t.track_type, {layout.track_offset.back()}, kTableChunkRows);
@@ -861,6 +895,7 @@ struct TimelineRows {
   TableRows<schema::ClockPointRow> clock_points;
   TableRows<char> string_bytes;
   TableRows<uint64_t> string_offsets;
+  TableRows<uint32_t> event_checksums;
 
   // Collective; every table is written, whatever fails. Returns the first error.
   std::string write(TimelineFile& out, const TimelineTables& t) const {
@@ -880,22 +915,26 @@ struct TimelineRows {
     attempt(clock_points, t.clock_points, t.clock_point_type, "the clock measurements");
     attempt(string_bytes, t.string_bytes, H5T_NATIVE_CHAR, "the string table");
     attempt(string_offsets, t.string_offsets, H5T_NATIVE_UINT64, "the string table");
+    attempt(event_checksums, t.event_checksums, H5T_NATIVE_UINT32, "the event checksums");
     return error;
   }
 };
 
 // 6. One rank's events (fed to the happens-before check on the way); its
 // row, event counts, tracks and clock go to `rows`. Returns the names it lost.
-uint64_t write_rank(EventWriter& events, TimelineRows& rows, const OwnedShard& shard, const JobLayout& layout,
-                    int64_t repair_shift, uint64_t block_events, HappensBeforeCheck& check) {
+uint64_t write_rank(TimelineFile& out, const TimelineTables& t, TimelineRows& rows, const OwnedShard& shard,
+                    const JobLayout& layout, int64_t repair_shift, uint64_t block_events, HappensBeforeCheck& check) {
   const auto r = static_cast<size_t>(shard.scan.rank());
-  RankEventMerger merger(shard, events, layout.event_offset[r], block_events, repair_shift, check);
+  EventWriter events(out, t.events, t.event_type, layout.event_offset[r]);
+  RankEventMerger merger(shard, events, block_events, repair_shift, check);
   merger.run();
+  rows.event_checksums.add(layout.checksum_offset[r], events.checksums());
 
   schema::RankRow row =
       rank_row(shard, layout.event_offset[r], layout.track_offset[r], layout.counter_offset[r], repair_shift);
   row.first_ns = merger.first_ns() == INT64_MAX ? 0 : merger.first_ns();
   row.last_ns = merger.last_ns() == INT64_MIN ? 0 : merger.last_ns();
+  row.checksum_offset = layout.checksum_offset[r];
   rows.ranks.add(r, {row});
   std::array<uint64_t, kEventKindCount> counts{};
   std::copy(merger.kind_counts().begin() + 1, merger.kind_counts().end(), counts.begin());
@@ -964,6 +1003,7 @@ void add_shared_rows(TimelineRows& rows, const JobLayout& layout, const JobStrin
     row.event_offset = layout.event_offset[r];
     row.track_offset = layout.track_offset[r];
     row.counter_offset = layout.counter_offset[r];
+    row.checksum_offset = layout.checksum_offset[r];
     rows.ranks.add(r, {row});
     rows.counts.add(r, {std::array<uint64_t, kEventKindCount>{}});
     rows.clock.add(r, {{static_cast<int32_t>(r), 0, 0, 0.0, 0, layout.point_offset[r], 0, 0}});
@@ -998,30 +1038,21 @@ HappensBeforeCheck::Result write_timeline(MPI_Comm comm, const std::string& part
     }
     check_all(comm, error);
 
-    // Each process writes its own ranks' events, as many writes as the
-    // busiest process (the writes are collective).
-    uint64_t own_writes = 0, job_writes = 0;
-    for (const auto& shard : shards) own_writes += (shard.scan.event_count + options.block_events - 1) / options.block_events;
-    MPI_Allreduce(&own_writes, &job_writes, 1, MPI_UINT64_T, MPI_MAX, comm);
-    EventWriter events(*out, tables.events, tables.event_type);
+    // Each process writes its own ranks' events alone, then every table
+    // with the others.
     TimelineRows rows;
     HappensBeforeCheck check(options.check_memory_bytes);
     std::vector<uint64_t> names_missing;
     try {
       for (const auto& shard : shards) {
         const int64_t shift = repair.shifts[static_cast<size_t>(shard.scan.rank())];
-        names_missing.push_back(write_rank(events, rows, shard, layout, shift, options.block_events, check));
+        names_missing.push_back(write_rank(*out, tables, rows, shard, layout, shift, options.block_events, check));
       }
     } catch (const Error& e) {
       error = e.what();
     }
     // Every process takes part in every collective, whatever happened above,
     // so none waits forever.
-    try {
-      events.write_nothing_until(job_writes);
-    } catch (const Error& e) {
-      if (error.empty()) error = e.what();
-    }
     causality = check.finish(comm, layout.clock_bounds);
     for (size_t i = 0; i < names_missing.size(); ++i) {
       add_rank_counters(rows, shards[i], layout, strings, names_missing[i], repair, causality);

@@ -1,5 +1,5 @@
 // damage_timeline FILE set DATASET ROW FIELD VALUE | get DATASET ROW FIELD | find DATASET FIELD VALUE |
-//                 flip DATASET CHUNK BYTE
+//                 unlink DATASET | flip DATASET ROW BYTE
 // For the command-line tests of damaged timelines (timeline_damage.h).
 #include <cstdio>
 #include <string>
@@ -23,12 +23,14 @@ int main(int argc, char** argv) {
           break;
         }
       }
+    } else if (verb == "unlink" && argc == 4) {  // as a timeline written before DATASET existed
+      t::unlink_timeline_dataset(argv[1], argv[3]);
     } else if (verb == "flip" && argc == 6) {
-      t::flip_timeline_chunk_byte(argv[1], argv[3], std::stoull(argv[4]), std::stoull(argv[5]));
+      t::flip_timeline_byte(argv[1], argv[3], std::stoull(argv[4]), std::stoull(argv[5]));
     } else {
       std::fprintf(stderr,
                    "usage: damage_timeline FILE set DATASET ROW FIELD VALUE | get DATASET ROW FIELD | "
-                   "find DATASET FIELD VALUE | flip DATASET CHUNK BYTE\n");
+                   "find DATASET FIELD VALUE | unlink DATASET | flip DATASET ROW BYTE\n");
       return 2;
     }
   } catch (const std::exception& e) {

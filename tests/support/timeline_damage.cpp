@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "rankscope/model/crc32c.h"
 #include "rankscope/model/error.h"
 #include "rankscope/timeline/schema.h"
 
@@ -57,6 +58,34 @@ Value select_value(const std::string& path, const std::string& name, uint64_t ro
   return v;
 }
 
+// After an edit of /events: the checksum of the edited row's block made to
+// match again, as a writer with a bug (or an editor that knows the format) would.
+void rechecksum_event_row(const std::string& path, uint64_t row) {
+  for (uint64_t r = 0;; ++r) {
+    const auto offset = static_cast<uint64_t>(get_timeline_value(path, "/ranks", r, "event_offset"));
+    const auto count = static_cast<uint64_t>(get_timeline_value(path, "/ranks", r, "event_count"));
+    if (row < offset || row >= offset + count) continue;
+    const uint64_t first = offset + (row - offset) / schema::kEventChecksumRows * schema::kEventChecksumRows;
+    const uint64_t n = std::min(schema::kEventChecksumRows, offset + count - first);
+    std::vector<Event> events(n);
+    {
+      const Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+      const Handle data(H5Dopen2(file, "/events", H5P_DEFAULT), H5Dclose);
+      const Handle space(H5Dget_space(data), H5Sclose);
+      const hsize_t start = first, extent = n;
+      H5Sselect_hyperslab(space, H5S_SELECT_SET, &start, nullptr, &extent, nullptr);
+      const Handle memory(H5Screate_simple(1, &extent, nullptr), H5Sclose);
+      if (H5Dread(data, schema::event_type(), memory, space, H5P_DEFAULT, events.data()) < 0) {
+        throw Error(path + ": cannot read /events");
+      }
+    }
+    const uint64_t index = static_cast<uint64_t>(get_timeline_value(path, "/ranks", r, "checksum_offset")) +
+                           (first - offset) / schema::kEventChecksumRows;
+    set_timeline_value(path, "/event_checksums", index, "0", crc32c(events.data(), n * sizeof(Event)));
+    return;
+  }
+}
+
 }  // namespace
 
 void set_timeline_value(const std::string& path, const std::string& dataset, uint64_t row, const std::string& field,
@@ -67,6 +96,9 @@ void set_timeline_value(const std::string& path, const std::string& dataset, uin
   if (H5Dwrite(v.dataset, v.memory_type, v.memory_space, v.file_space, H5P_DEFAULT, bytes) < 0) {
     throw Error(path + ": cannot write " + dataset + " " + field);
   }
+  const bool checksummed = H5Lexists(v.file, "/event_checksums", H5P_DEFAULT) > 0;
+  v = Value{};  // closes the file before the checksum is rewritten
+  if (dataset == "/events" && checksummed) rechecksum_event_row(path, row);
 }
 
 int64_t get_timeline_value(const std::string& path, const std::string& dataset, uint64_t row,
@@ -82,24 +114,44 @@ int64_t get_timeline_value(const std::string& path, const std::string& dataset, 
   return shift == 0 ? value : static_cast<int64_t>(static_cast<uint64_t>(value) << shift) >> shift;
 }
 
-void flip_timeline_chunk_byte(const std::string& path, const std::string& dataset, uint64_t chunk, uint64_t byte) {
+void unlink_timeline_dataset(const std::string& path, const std::string& dataset) {
+  schema::silence_hdf5_errors();
+  const Handle file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  if (!file.valid() || H5Ldelete(file, dataset.c_str(), H5P_DEFAULT) < 0) {
+    throw Error(path + ": cannot remove " + dataset);
+  }
+}
+
+void flip_timeline_byte(const std::string& path, const std::string& dataset, uint64_t row, uint64_t byte) {
   haddr_t address = HADDR_UNDEF;
-  hsize_t size = 0;
   {
     schema::silence_hdf5_errors();
     const Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     const Handle data(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT), H5Dclose);
+    if (!data.valid()) throw Error(path + ": no dataset " + dataset);
     const Handle space(H5Dget_space(data), H5Sclose);
-    hsize_t offset[2] = {0, 0};
-    unsigned filters = 0;
-    if (!data.valid() || H5Dget_chunk_info(data, space, chunk, offset, &filters, &address, &size) < 0) {
-      throw Error(path + ": " + dataset + " has no stored chunk " + std::to_string(chunk));
+    const Handle type(H5Dget_type(data), H5Tclose);
+    hsize_t dims[2] = {0, 1};
+    H5Sget_simple_extent_dims(space, dims, nullptr);
+    const uint64_t row_bytes = H5Tget_size(type) * dims[1];
+    if (row >= dims[0] || byte >= row_bytes) throw Error(path + ": " + dataset + " has no such byte");
+    const Handle creation(H5Dget_create_plist(data), H5Pclose);
+    if (H5Pget_layout(creation) == H5D_CHUNKED) {
+      hsize_t chunk[2] = {0, 0}, offset[2] = {0, 0};
+      H5Pget_chunk(creation, 2, chunk);
+      unsigned filters = 0;
+      hsize_t size = 0;
+      if (H5Dget_chunk_info(data, space, row / chunk[0], offset, &filters, &address, &size) < 0) {
+        throw Error(path + ": " + dataset + " has no stored chunk for row " + std::to_string(row));
+      }
+      address += (row % chunk[0]) * row_bytes + byte;
+    } else {
+      address = H5Dget_offset(data) + row * row_bytes + byte;
     }
   }
-  if (byte >= size) throw Error(path + ": chunk " + std::to_string(chunk) + " of " + dataset + " is smaller");
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   unsigned char b = 0;
-  const auto at = static_cast<off_t>(address + byte);
+  const auto at = static_cast<off_t>(address);
   const bool done = fd >= 0 && ::pread(fd, &b, 1, at) == 1 && (b ^= 0xff, ::pwrite(fd, &b, 1, at) == 1);
   if (fd >= 0) ::close(fd);
   if (!done) throw Error("cannot flip a byte of " + path);

@@ -7,8 +7,9 @@
 
 namespace rankscope::testing {
 
-// Sets one value through HDF5, so the chunk's checksum is rewritten and only
-// the reader's own checks can find it: `field` of row `row` of a table of
+// Sets one value through HDF5, so the chunk's checksum is rewritten (and an
+// event's checksum in /event_checksums too) and only the reader's value
+// checks can find it: `field` of row `row` of a table of
 // rows (compound), or column `field` (a number) of a table of plain values.
 // The value's low bytes are stored in the field's width. Throws Error.
 void set_timeline_value(const std::string& path, const std::string& dataset, uint64_t row, const std::string& field,
@@ -17,8 +18,12 @@ void set_timeline_value(const std::string& path, const std::string& dataset, uin
 // Reads the same value back (sign-extended from the field's width).
 int64_t get_timeline_value(const std::string& path, const std::string& dataset, uint64_t row, const std::string& field);
 
-// Flips the bits of one byte inside the stored chunk `chunk` of a dataset, as
-// a disk would: HDF5's checksum of the chunk no longer matches. Throws Error.
-void flip_timeline_chunk_byte(const std::string& path, const std::string& dataset, uint64_t chunk, uint64_t byte);
+// Removes a dataset, as from a timeline written before it existed. Throws Error.
+void unlink_timeline_dataset(const std::string& path, const std::string& dataset);
+
+// Flips the bits of byte `byte` of row `row` of a dataset where it is stored,
+// as a disk would: behind HDF5's back, so only a checksum can find it.
+// Throws Error.
+void flip_timeline_byte(const std::string& path, const std::string& dataset, uint64_t row, uint64_t byte);
 
 }  // namespace rankscope::testing

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "rankscope/merge/merge.h"
+#include "rankscope/timeline/schema.h"
 #include "rankscope/timeline/timeline.h"
 #include "synthetic_job.h"
 #include "timeline_damage.h"
@@ -17,8 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Rows per checksummed chunk of /events (merge.cpp); the job spans several.
-constexpr uint64_t kEventChunkRows = 1 << 14;
+// Rows of a rank per checksum of /events; the job's ranks span several.
+constexpr uint64_t kEventChunkRows = schema::kEventChecksumRows;
 
 class TimelineDamageTest : public ::testing::Test {
  protected:
@@ -109,7 +110,7 @@ TEST_F(TimelineDamageTest, EndBeforeBeginIsLeftOut) {
 }
 
 TEST_F(TimelineDamageTest, UnreadableEventChunkCostsOnlyItsRows) {
-  testing::flip_timeline_chunk_byte(path_, "/events", 1, 100);
+  testing::flip_timeline_byte(path_, "/events", kEventChunkRows + 100, 3);
   const Timeline timeline(path_);
   EXPECT_EQ(events_read(timeline), timeline.event_count() - kEventChunkRows);
   const TimelineDamage damage = timeline.damage();
@@ -120,7 +121,7 @@ TEST_F(TimelineDamageTest, UnreadableEventChunkCostsOnlyItsRows) {
 }
 
 TEST_F(TimelineDamageTest, UnreadableRankRowMakesTheRankMissing) {
-  testing::flip_timeline_chunk_byte(path_, "/ranks", 1, 20);
+  testing::flip_timeline_byte(path_, "/ranks", 1, 20);
   const Timeline timeline(path_);
   ASSERT_EQ(timeline.world_size(), 2);
   EXPECT_EQ(timeline.ranks()[0].status, RankStatus::kComplete);
@@ -154,7 +155,7 @@ TEST_F(TimelineDamageTest, EventCountsThatDoNotAddUpReadAsUnknown) {
 }
 
 TEST_F(TimelineDamageTest, UnreadableStringsReadAsDamagedNames) {
-  testing::flip_timeline_chunk_byte(path_, "/strings/bytes", 0, 0);
+  testing::flip_timeline_byte(path_, "/strings/bytes", 0, 0);
   const Timeline timeline(path_);
   EXPECT_EQ(timeline.damage().rows_left_out.count("/strings/bytes"), 1u);
   for (const std::string& s : timeline.strings()) EXPECT_EQ(s, "<damaged name>");

@@ -80,6 +80,7 @@ Handle rank_row_type() {
   H5Tinsert(type, "shard", offsetof(RankRow, shard), text_type(sizeof(RankRow::shard)));
   H5Tinsert(type, "job_id", offsetof(RankRow, job_id), text_type(sizeof(RankRow::job_id)));
   H5Tinsert(type, "job_start_wall_ns", offsetof(RankRow, job_start_wall_ns), H5T_NATIVE_INT64);
+  H5Tinsert(type, "checksum_offset", offsetof(RankRow, checksum_offset), H5T_NATIVE_UINT64);
   return type;
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 
+#include "rankscope/model/crc32c.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/metadata.h"
 #include "rankscope/timeline/schema.h"
@@ -196,32 +197,34 @@ std::string track_row_problem(const schema::TrackRow& t, int32_t rank, size_t st
   return {};
 }
 
-// What is wrong with one event of a rank, as {field, problem}; empty when sound.
-std::pair<const char*, std::string> event_problem(const Event& e, const RankInfo& rank, size_t strings) {
-  const auto not_a = [](unsigned value, const char* what) {
-    return "value " + std::to_string(value) + " is not " + what;
+// The field of one event of a rank that is damaged, with what is wrong in
+// `problem`; nullptr when the event is sound (then nothing is allocated:
+// every event read passes here).
+const char* damaged_field(const Event& e, const RankInfo& rank, size_t strings, std::string& problem) {
+  const auto not_a = [&](unsigned value, const char* what) {
+    problem = "value " + std::to_string(value) + " is not " + what;
   };
   const auto kind = static_cast<unsigned>(e.kind);
-  if (kind < 1 || kind > kEventKindCount) return {"kind", not_a(kind, "an event kind")};
-  if (static_cast<unsigned>(e.op) >= kCommOpCount) return {"op", not_a(static_cast<unsigned>(e.op), "an operation")};
+  if (kind < 1 || kind > kEventKindCount) return not_a(kind, "an event kind"), "kind";
+  if (static_cast<unsigned>(e.op) >= kCommOpCount) return not_a(static_cast<unsigned>(e.op), "an operation"), "op";
   if (static_cast<unsigned>(e.datatype) >= kDataTypeCount) {
-    return {"datatype", not_a(static_cast<unsigned>(e.datatype), "a data type")};
+    return not_a(static_cast<unsigned>(e.datatype), "a data type"), "datatype";
   }
   if (static_cast<unsigned>(e.algorithm) >= kAlgorithmCount) {
-    return {"algorithm", not_a(static_cast<unsigned>(e.algorithm), "an algorithm")};
+    return not_a(static_cast<unsigned>(e.algorithm), "an algorithm"), "algorithm";
   }
   if (static_cast<unsigned>(e.protocol) >= kProtocolCount) {
-    return {"protocol", not_a(static_cast<unsigned>(e.protocol), "a protocol")};
+    return not_a(static_cast<unsigned>(e.protocol), "a protocol"), "protocol";
   }
-  if (e.flags >= kFlagExternalCorrelation << 1) return {"flags", not_a(e.flags, "a set of known flags")};
-  if (e.name_id >= strings) return {"name_id", not_a(e.name_id, "in the string table")};
-  if (e.end_ns < e.begin_ns) return {"end_ns", "before begin_ns"};
+  if (e.flags >= kFlagExternalCorrelation << 1) return not_a(e.flags, "a set of known flags"), "flags";
+  if (e.name_id >= strings) return not_a(e.name_id, "in the string table"), "name_id";
+  if (e.end_ns < e.begin_ns) return problem = "before begin_ns", "end_ns";
   if (e.begin_ns < rank.first_ns || e.end_ns > rank.last_ns) {
-    return {e.begin_ns < rank.first_ns ? "begin_ns" : "end_ns",
-            "outside the rank's recorded span [" + std::to_string(rank.first_ns) + ", " + std::to_string(rank.last_ns) +
-                "] ns"};
+    problem = "outside the rank's recorded span [" + std::to_string(rank.first_ns) + ", " +
+              std::to_string(rank.last_ns) + "] ns";
+    return e.begin_ns < rank.first_ns ? "begin_ns" : "end_ns";
   }
-  return {nullptr, {}};
+  return nullptr;
 }
 
 using Note = std::function<void(TimelineDamage::Finding)>;
@@ -237,7 +240,7 @@ std::vector<std::string> read_strings(const Reader& reader, const Note& note) {
     bool damaged = offsets.unreadable[i] || offsets.unreadable[i + 1];
     if (!damaged && (begin > end || end > bytes.rows.size())) {
       note({std::string("/") + schema::kStringOffsets, i + 1, 1, "", "offset " + std::to_string(end) +
-                "does not fit the string table"});
+                " does not fit the string table"});
       damaged = true;
     }
     for (uint64_t b = begin; !damaged && b < end; ++b) damaged = bytes.unreadable[b];
@@ -359,6 +362,12 @@ Timeline::Timeline(const std::string& path) : path_(path) {
     event_type_ = schema::event_type().release();
     event_count_ = reader.dims(events_).at(0);
     events_chunk_rows_ = chunk_rows(events_);
+    if (H5Lexists(file_, schema::kEventChecksums, H5P_DEFAULT) > 0) {
+      auto checksums = reader.read_table<uint32_t>(schema::kEventChecksums, H5T_NATIVE_UINT32, note);
+      event_checksums_ = std::move(checksums.rows);
+      event_checksum_unreadable_ = std::move(checksums.unreadable);
+      checksummed_ = true;
+    }
     if (counts.rows.size() != rows.rows.size() * kEventKindCount) {
       throw Error(path + ": /event_counts does not match /ranks");
     }
@@ -372,6 +381,15 @@ Timeline::Timeline(const std::string& path) : path_(path) {
           rows.unreadable[r]
               ? std::pair<std::string, std::string>{}
               : rank_row_problem(row, r, world_size, event_count_, tracks.rows.size(), counters.rows.size());
+      const uint64_t blocks = (row.event_count + schema::kEventChecksumRows - 1) / schema::kEventChecksumRows;
+      if (!rows.unreadable[r] && problem.empty() && checksummed_ &&
+          (row.checksum_offset > event_checksums_.size() || blocks > event_checksums_.size() - row.checksum_offset)) {
+        note({"/ranks", r, 1, "checksum_offset", "points past the end of /event_checksums; the rank reads as missing"});
+        checksum_offsets_.push_back(0);
+        ranks_.push_back(std::move(info));
+        continue;
+      }
+      checksum_offsets_.push_back(rows.unreadable[r] || !problem.empty() ? 0 : row.checksum_offset);
       if (rows.unreadable[r] || !problem.empty()) {
         // Nothing of the rank can be placed without its row: it reads as missing.
         if (!problem.empty()) note({"/ranks", r, 1, field, problem + "; the rank reads as missing"});
@@ -455,29 +473,54 @@ void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::ve
     throw Error(path_ + ": events " + std::to_string(first) + "+" + std::to_string(count) + " of rank " +
                 std::to_string(rank) + " are out of range");
   }
-  out.resize(count);
-  const uint64_t row0 = info.event_offset + first;
-  const RowRanges unreadable =
-      read_rows(events_, event_type_, row0, count, 1, events_chunk_rows_, out.data(), sizeof(Event));
+  // A block at a time, so that reading, checking its checksum and checking
+  // its values find it in the CPU's cache. With checksums, whole blocks are
+  // read and checked, then cut to the rows asked for.
+  const uint64_t block = schema::kEventChecksumRows;
+  const uint64_t from = checksummed_ ? first / block * block : first;
+  const uint64_t to = checksummed_ ? std::min(info.event_count, (first + count + block - 1) / block * block) : first + count;
+  out.resize(to - from);
   const std::string dataset = std::string("/") + schema::kEvents;
-  for (const auto& [begin, end] : unreadable) {
-    note_damage({dataset, begin, end - begin, "", "unreadable (checksum mismatch or cut short)"});
-  }
+  std::string problem;
   size_t kept = 0;
-  auto next_unreadable = unreadable.begin();
-  for (uint64_t i = 0; i < count; ++i) {
-    const uint64_t row = row0 + i;
-    if (next_unreadable != unreadable.end() && row >= next_unreadable->first) {
-      i = next_unreadable->second - row0 - 1;
-      ++next_unreadable;
-      continue;
+  for (uint64_t begin = from; begin < to;) {
+    const uint64_t end = std::min(to, (begin / block + 1) * block);
+    const uint64_t begin_row = info.event_offset + begin, end_row = info.event_offset + end;
+    Event* rows = out.data() + (begin - from);
+    const RowRanges unreadable =
+        read_rows(events_, event_type_, begin_row, end - begin, 1, events_chunk_rows_, rows, sizeof(Event));
+    for (const auto& [bad_begin, bad_end] : unreadable) {
+      note_damage({dataset, bad_begin, bad_end - bad_begin, "", "unreadable (the file is damaged or cut short there)"});
     }
-    const auto [field, problem] = event_problem(out[i], info, strings_.size());
-    if (field) {
-      note_damage({dataset, row, 1, field, problem});
-      continue;
+    if (checksummed_) {
+      const uint64_t index = checksum_offsets_[static_cast<size_t>(rank)] + begin / block;
+      const char* broken = !unreadable.empty()                        ? "its checksum cannot be checked"
+                           : event_checksum_unreadable_[index]         ? "its checksum is unreadable"
+                           : crc32c(rows, (end - begin) * sizeof(Event)) != event_checksums_[index] ? "checksum mismatch"
+                                                                                                 : nullptr;
+      if (broken) {
+        note_damage({dataset, begin_row, end_row - begin_row, "", broken});
+        begin = end;
+        continue;
+      }
     }
-    out[kept++] = out[i];
+    auto next_unreadable = unreadable.begin();
+    for (uint64_t row = std::max(begin, first) + info.event_offset; row < std::min(end, first + count) + info.event_offset;
+         ++row) {
+      while (next_unreadable != unreadable.end() && next_unreadable->second <= row) ++next_unreadable;
+      if (next_unreadable != unreadable.end() && next_unreadable->first <= row) {
+        row = next_unreadable->second - 1;
+        continue;
+      }
+      const size_t at = row - info.event_offset - from;
+      if (const char* field = damaged_field(out[at], info, strings_.size(), problem)) {
+        note_damage({dataset, row, 1, field, problem});
+        continue;
+      }
+      if (kept != at) out[kept] = out[at];
+      ++kept;
+    }
+    begin = end;
   }
   out.resize(kept);
 }

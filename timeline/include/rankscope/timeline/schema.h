@@ -25,6 +25,12 @@ inline constexpr const char* kClock = "clock";
 inline constexpr const char* kClockPoints = "clock_points";
 inline constexpr const char* kStringBytes = "strings/bytes";
 inline constexpr const char* kStringOffsets = "strings/offsets";
+inline constexpr const char* kEventChecksums = "event_checksums";
+
+// /events carries a CRC-32C of every kEventChecksumRows rows of a rank (the
+// last block of a rank may be shorter), in /event_checksums from the rank's
+// checksum_offset: each merge process computes its own ranks' as it writes them.
+inline constexpr uint64_t kEventChecksumRows = 1 << 14;
 
 struct RankRow {
   int32_t rank;
@@ -51,6 +57,7 @@ struct RankRow {
   // Added without a version change; older timelines read as an unknown job.
   char job_id[128];
   int64_t job_start_wall_ns;
+  uint64_t checksum_offset;  // the rank's first row in /event_checksums
 };
 
 struct TrackRow {

@@ -116,8 +116,9 @@ class Timeline {
   void check_events() const;
   // Damage found so far: the small tables are checked on opening, events as they are read.
   TimelineDamage damage() const;
-  // Whether /events carries HDF5's checksums (files written before them do not).
-  bool checksummed() const { return events_chunk_rows_ > 0; }
+  // Whether the timeline carries checksums of its events (/event_checksums;
+  // files written before them do not).
+  bool checksummed() const { return checksummed_; }
 
  private:
   std::string path_;
@@ -125,7 +126,11 @@ class Timeline {
   int64_t events_ = -1;
   int64_t event_type_ = -1;
   uint64_t event_count_ = 0;
-  uint64_t events_chunk_rows_ = 0;  // 0: contiguous, without checksums
+  uint64_t events_chunk_rows_ = 0;  // 0: contiguous
+  bool checksummed_ = false;        // /event_checksums is there
+  std::vector<uint32_t> event_checksums_;
+  std::vector<bool> event_checksum_unreadable_;
+  std::vector<uint64_t> checksum_offsets_;  // per rank, into event_checksums_
   bool clock_corrected_ = false;
   void note_damage(TimelineDamage::Finding finding) const;
   mutable std::mutex damage_mutex_;  // events may be read on another thread (EventStream)
