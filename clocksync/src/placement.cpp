@@ -1,6 +1,10 @@
 #include "rankscope/clocksync/sync_mpi.h"
 
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 namespace rankscope::clocksync {
 
@@ -29,6 +33,31 @@ int64_t job_start_wall_ns(MPI_Comm comm) {
   int64_t start = int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
   MPI_Bcast(&start, 1, MPI_INT64_T, 0, comm);
   return start;
+}
+
+
+int ranks_not_sharing_folder(MPI_Comm comm, const std::string& folder) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  char name[96] = {};
+  std::string probe;
+  if (rank == 0) {
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    std::snprintf(name, sizeof(name), ".rankscope-shared-%d-%lld-%ld", static_cast<int>(::getpid()),
+                  static_cast<long long>(now.tv_sec), now.tv_nsec);
+    probe = folder + "/" + name;
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) name[0] = '\0';
+    else ::close(fd);
+  }
+  MPI_Bcast(name, sizeof(name), MPI_CHAR, 0, comm);
+  int not_sharing = 0;
+  if (rank != 0 && name[0] != '\0') not_sharing = ::access((folder + "/" + name).c_str(), F_OK) == 0 ? 0 : 1;
+  int total = 0;
+  MPI_Allreduce(&not_sharing, &total, 1, MPI_INT, MPI_SUM, comm);
+  if (rank == 0 && name[0] != '\0') ::unlink(probe.c_str());
+  return total;
 }
 
 }  // namespace rankscope::clocksync

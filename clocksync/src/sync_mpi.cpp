@@ -1,4 +1,7 @@
+#include <time.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 
 #include "rankscope/clocksync/sync_mpi.h"
@@ -42,6 +45,21 @@ std::string mpi_error_text(int code) {
 
 }  // namespace
 
+bool wait_idle(MPI_Request& request, double deadline) {
+  constexpr long kLongestSleepNs = 200'000;
+  long sleep_ns = 10'000;
+  for (;;) {
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return true;
+    if (MPI_Wtime() > deadline) return false;
+    timespec pause{0, sleep_ns};
+    while (::nanosleep(&pause, &pause) != 0 && errno == EINTR) {
+    }
+    sleep_ns = std::min(sleep_ns * 2, kLongestSleepNs);
+  }
+}
+
 ClockSynchronizer::ClockSynchronizer(MPI_Comm comm, const Clock& clock, const SyncOptions& options)
     : clock_(clock), options_(options) {
   int rank = 0;
@@ -75,7 +93,7 @@ void ClockSynchronizer::fail(std::string message) {
 }
 
 template <typename Message>
-bool ClockSynchronizer::receive(int source, int tag, Message& message, double deadline) {
+bool ClockSynchronizer::receive(int source, int tag, Message& message, double deadline, Wait wait) {
   while (true) {
     MPI_Request request;
     const int status = MPI_Irecv(&message, sizeof(Message), MPI_BYTE, source, tag, tree_, &request);
@@ -83,7 +101,7 @@ bool ClockSynchronizer::receive(int source, int tag, Message& message, double de
       fail("receiving from rank " + std::to_string(source) + " failed: " + mpi_error_text(status));
       return false;
     }
-    int done = 0;
+    int done = wait == Wait::idle && wait_idle(request, deadline) ? 1 : 0;
     while (!done) {
       MPI_Test(&request, &done, MPI_STATUS_IGNORE);
       if (!done && MPI_Wtime() > deadline) {
@@ -116,7 +134,8 @@ void ClockSynchronizer::teach(int child, const std::optional<SyncPoint>& own) {
   for (int i = 0; measured && i < options_.warmup_exchanges + options_.max_exchanges; ++i) {
     Pong pong{};
     const int64_t sent = clock_.now_ns();
-    if (send(Ping{round_, 1}, child, kTagPing, tree_) != MPI_SUCCESS || !receive(child, kTagPong, pong, deadline)) {
+    if (send(Ping{round_, 1}, child, kTagPing, tree_) != MPI_SUCCESS ||
+        !receive(child, kTagPong, pong, deadline, Wait::spin)) {
       measured = false;
       break;
     }
@@ -145,9 +164,12 @@ void ClockSynchronizer::teach(int child, const std::optional<SyncPoint>& own) {
 std::optional<SyncPoint> ClockSynchronizer::learn(int parent, int levels_above) {
   // The parent first teaches the children farther away: allow for them.
   double deadline = MPI_Wtime() + options_.timeout_ms * 1e-3 * (levels_above + 1);
+  // Idle until the parent turns to this rank; then every answer is timed.
+  Wait wait = Wait::idle;
   while (true) {
     Ping ping{};
-    if (!receive(parent, kTagPing, ping, deadline)) return std::nullopt;
+    if (!receive(parent, kTagPing, ping, deadline, wait)) return std::nullopt;
+    wait = Wait::spin;
     if (!ping.go) break;
     if (send(Pong{round_, clock_.now_ns()}, parent, kTagPong, tree_) != MPI_SUCCESS) {
       fail("answering rank " + std::to_string(parent) + " failed");
@@ -156,7 +178,7 @@ std::optional<SyncPoint> ClockSynchronizer::learn(int parent, int levels_above) 
     deadline = MPI_Wtime() + options_.timeout_ms * 1e-3;
   }
   Result result{};
-  if (!receive(parent, kTagResult, result, MPI_Wtime() + options_.timeout_ms * 1e-3)) return std::nullopt;
+  if (!receive(parent, kTagResult, result, MPI_Wtime() + options_.timeout_ms * 1e-3, Wait::spin)) return std::nullopt;
   if (!result.measured) {
     fail("rank " + std::to_string(parent) + " had no measurement to pass on");
     return std::nullopt;
@@ -194,7 +216,10 @@ std::optional<SyncPoint> ClockSynchronizer::round() {
   if (shares_leader_clock_) {
     int64_t shared[4] = {point.has_value(), point ? point->local_ns : 0, point ? point->offset_ns : 0,
                          point ? point->bound_ns : 0};
-    MPI_Bcast(shared, 4, MPI_INT64_T, 0, node_);
+    // The node's other ranks wait out the whole tree here, idle.
+    MPI_Request request;
+    MPI_Ibcast(shared, 4, MPI_INT64_T, 0, node_, &request);
+    wait_idle(request);
     point = shared[0] ? std::optional<SyncPoint>(SyncPoint{shared[1], shared[2], shared[3]}) : std::nullopt;
     if (!point) fail("the node leader has no measurement");
   }

@@ -2,8 +2,12 @@
 
 #include <dirent.h>
 #include <elf.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <mpi.h>
+#include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -288,6 +292,18 @@ bool holds_shards(const fs::path& shard_dir) {
   return false;
 }
 
+// Nodes without a shared file system: each node's ranks wrote their shards
+// into a folder of that name on its own disk. Merging what rank 0 sees would
+// make a timeline of its node alone; the shards stay for the user to gather.
+void report_unshared_folder(const fs::path& shard_dir, const RunOptions& options, int ranks_elsewhere, int world_size) {
+  std::fprintf(stderr,
+               "rankscope run: %s is not one folder shared by every node: %d of %d ranks wrote their shards into a "
+               "folder of that name on their own node. No timeline was written; every shard is kept where it was "
+               "written. Copy the shard folders of every node into one place and merge them: rankscope merge "
+               "FOLDER... -o %s (docs/agent.md, \"Nodes without a shared file system\")\n",
+               shard_dir.c_str(), ranks_elsewhere, world_size, options.output.c_str());
+}
+
 // The timeline is written by `rankscope merge` in a process of its own, a
 // lone MPI process, not a member of the job: everything mpirun told this
 // process about the job is left out of its environment.
@@ -333,6 +349,11 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
   const fs::path finalized = shard_dir / shard_file_name(id.rank, agent::kFinalizedSuffix);
   std::error_code ignored;
   const bool all_complete = fs::exists(finalized, ignored);
+  int ranks_elsewhere = 0;
+  if (std::FILE* mark = std::fopen(finalized.c_str(), "r")) {
+    if (std::fscanf(mark, "%d", &ranks_elsewhere) != 1) ranks_elsewhere = 0;
+    std::fclose(mark);
+  }
   fs::remove(finalized, ignored);
   if (id.rank == 0) {
     const std::vector<std::string> merge = merge_command(shard_dir, options);
@@ -345,6 +366,8 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
                    "rankscope run: the application ended without calling MPI_Finalize on every rank (exit status %d): "
                    "its shards are kept in %s; merge them with: %s\n",
                    exit_status, shard_dir.c_str(), command_line(merge).c_str());
+    } else if (ranks_elsewhere > 0) {
+      report_unshared_folder(shard_dir, options, ranks_elsewhere, id.world_size);
     } else if (merge_in_own_process(merge) != 0) {
       std::fprintf(stderr, "rankscope run: writing the timeline failed; the shards stay in %s for: %s\n",
                    shard_dir.c_str(), command_line(merge).c_str());
@@ -366,8 +389,55 @@ std::string host_name() {
   return host;
 }
 
-// A port free on rank 0's host now, for torch.distributed's rendezvous.
-int free_port() {
+bool is_loopback(const sockaddr* address) {
+  if (address->sa_family == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(address)->sin_addr.s_addr) >> 24) == 127;
+  }
+  return address->sa_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr);
+}
+
+// Where the other hosts reach rank 0's host, for torch.distributed's
+// rendezvous: its host name, unless that names only a loopback address (as
+// Debian's installer writes into /etc/hosts: 127.0.1.1), when no other host
+// could reach it by that name; then the first IPv4 address of an interface
+// that is up and not loopback. A MASTER_ADDR the user set wins.
+std::string master_address() {
+  if (const char* given = std::getenv("MASTER_ADDR"); given && *given) return given;
+  const std::string name = host_name();
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  bool reachable_by_name = false;
+  if (::getaddrinfo(name.c_str(), nullptr, &hints, &found) == 0) {
+    for (const addrinfo* a = found; a; a = a->ai_next) reachable_by_name = reachable_by_name || !is_loopback(a->ai_addr);
+    ::freeaddrinfo(found);
+  }
+  if (reachable_by_name) return name;
+  ifaddrs* interfaces = nullptr;
+  std::string address = name;
+  if (::getifaddrs(&interfaces) == 0) {
+    for (const ifaddrs* i = interfaces; i; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) || is_loopback(i->ifa_addr)) continue;
+      char text[INET_ADDRSTRLEN] = {};
+      ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof(text));
+      address = text;
+      break;
+    }
+    ::freeifaddrs(interfaces);
+  }
+  return address;
+}
+
+// A port free on rank 0's host now, for torch.distributed's rendezvous,
+// unless the user set MASTER_PORT.
+int given_or_free_port() {
+  if (const char* given = std::getenv("MASTER_PORT"); given && *given) {
+    const std::optional<int> port = parse_integer<int>(given);
+    if (!port || *port < 1 || *port > 65535) {
+      throw Error(std::string("MASTER_PORT='") + given + "' is not a port number (1-65535)");
+    }
+    return *port;
+  }
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -407,8 +477,8 @@ class Sidecar {
 
   int run() {
     measure();
-    const std::string master_addr = broadcast_string(id_.rank == 0 ? host_name() : "", 0);
-    int master_port = id_.rank == 0 ? free_port() : 0;
+    const std::string master_addr = broadcast_string(id_.rank == 0 ? master_address() : "", 0);
+    int master_port = id_.rank == 0 ? given_or_free_port() : 0;
     MPI_Bcast(&master_port, 1, MPI_INT, 0, MPI_COMM_WORLD);
     remove_stale_shards(shard_dir_, id_);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -461,12 +531,14 @@ class Sidecar {
         const pid_t done = ::waitpid(child, &status, WNOHANG);
         if (done == child) running = false;
       }
-      int mine = running ? 1 : 0, any = 0;
-      int round_due = Clock::now() >= next_round ? 1 : 0, all_due = 0;
-      MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-      MPI_Allreduce(&round_due, &all_due, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-      if (!any) return;
-      if (all_due) {
+      // {still running, round due} here; anywhere, after. Idle: the
+      // sidecars' cores are the application's.
+      int mine[2] = {running ? 1 : 0, Clock::now() >= next_round ? 1 : 0}, anywhere[2] = {0, 0};
+      MPI_Request request;
+      MPI_Iallreduce(mine, anywhere, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &request);
+      clocksync::wait_idle(request);
+      if (!anywhere[0]) return;
+      if (anywhere[1]) {
         measure();
         next_round = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(options_.sync_interval_s));
@@ -478,6 +550,11 @@ class Sidecar {
   void measure() {
     if (const auto point = sync_->round()) points_.push_back(*point);
     else std::fprintf(stderr, "rankscope run: rank %d: %s\n", id_.rank, sync_->error().c_str());
+    // Every sidecar leaves the round once all have measured, and none spins
+    // meanwhile beside pairs still measuring.
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    clocksync::wait_idle(request);
   }
 
   // The measurements go into the application's shard, after what it wrote.
@@ -491,6 +568,10 @@ class Sidecar {
   }
 
   void write_timeline() {
+    if (const int elsewhere = clocksync::ranks_not_sharing_folder(MPI_COMM_WORLD, shard_dir_.string()); elsewhere > 0) {
+      if (id_.rank == 0) report_unshared_folder(shard_dir_, options_, elsewhere, id_.world_size);
+      return;
+    }
     try {
       MergeOptions merge;
       merge.inputs = {shard_dir_.string()};

@@ -75,16 +75,27 @@ void add_counters() {
 
 // Every rank closes its shard; once all are complete, each leaves the mark
 // `rankscope run` merges them on (the merge runs outside the application).
+// The mark holds how many ranks wrote their shards into a folder rank 0
+// cannot see (nodes without a shared file system): rank 0 then leaves the
+// shards where they are instead of merging only its own node's.
 void close_shard(int64_t own_work) {
   AgentScope agent_calls;
   add_counters();
   add_cost(counter::kCostMpiFinalizeNs, own_work);
   int complete = rankscope_agent_finish() ? 1 : 0, all_complete = 0;
-  PMPI_Allreduce(&complete, &all_complete, 1, MPI_INT, MPI_MIN, g_agent_comm);
+  // Idle: other ranks may still be measuring their clocks.
+  MPI_Request request;
+  PMPI_Iallreduce(&complete, &all_complete, 1, MPI_INT, MPI_MIN, g_agent_comm, &request);
+  clocksync::wait_idle(request);
   const char* shard_dir = std::getenv(kEnvShardDir);
-  if (!all_complete || !shard_dir) return;
+  if (!all_complete) return;
+  const int elsewhere = clocksync::ranks_not_sharing_folder(g_agent_comm, shard_dir ? shard_dir : "");
+  if (!shard_dir) return;
   const std::string mark = std::string(shard_dir) + "/" + shard_file_name(g_world_rank, kFinalizedSuffix);
-  if (std::FILE* file = std::fopen(mark.c_str(), "w")) std::fclose(file);
+  if (std::FILE* file = std::fopen(mark.c_str(), "w")) {
+    std::fprintf(file, "%d\n", elsewhere);
+    std::fclose(file);
+  }
 }
 
 }  // namespace
@@ -94,6 +105,14 @@ void start_after_init(Call call, int64_t call_began) {
   set_up_after_init();
   if (!g_started) return;
   measure_clock();
+  {
+    // The application's first calls begin after the last measurement: a
+    // rank done early would spin in them, beside pairs still measuring.
+    AgentScope agent_calls;
+    MPI_Request request;
+    PMPI_Ibarrier(g_agent_comm, &request);
+    clocksync::wait_idle(request);
+  }
   rankscope_agent_add_counter(counter::kCostPollPs.data(), calibrate_poll_cost_ps());
   record_call(call, call_began);
   add_cost(counter::kCostMpiInitNs, own_work);

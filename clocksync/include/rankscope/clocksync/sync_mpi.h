@@ -3,6 +3,8 @@
 
 #include <mpi.h>
 
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -25,6 +27,23 @@ Placement placement(MPI_Comm comm);
 // epoch) now, the same on every rank. Taken at MPI_Init, it is when the job
 // started as all its ranks agree, part of the job's identity.
 int64_t job_start_wall_ns(MPI_Comm comm);
+
+// Collective over `comm`: how many ranks do not see rank 0's `folder` as
+// theirs (0 when it is on a file system every node shares; the ranks of other
+// nodes otherwise, each of which has a folder of that name on its own disk).
+// Rank 0 puts a file of a name no one has looked up before into it, so no
+// client's cache of a shared file system can hide it. 0 too when rank 0
+// cannot write there: then nothing is known to differ.
+int ranks_not_sharing_folder(MPI_Comm comm, const std::string& folder);
+
+// Completes `request` by `deadline` (MPI_Wtime), or returns false, sleeping
+// between polls instead of spinning. Every wait of a rank that is not half of
+// a timed exchange, during a round and right after it, must be of this kind:
+// on a node with fewer cores than ranks (and on the test hosts, which share
+// one machine's cores), a rank that spins takes the core a timed pair needs,
+// and round trips grow from tens of microseconds to the scheduler's
+// milliseconds. A poll costs microseconds; the sleep grows to 0.2 ms.
+bool wait_idle(MPI_Request& request, double deadline = std::numeric_limits<double>::infinity());
 
 struct SyncOptions {
   int warmup_exchanges = 4;    // cold paths: discarded
@@ -62,8 +81,10 @@ class ClockSynchronizer {
   std::optional<SyncPoint> tree_round();
   std::optional<SyncPoint> learn(int parent, int levels_above);
   void teach(int child, const std::optional<SyncPoint>& own);
+  // spin: half of a timed exchange, answering at once; idle: sleeps between polls.
+  enum class Wait { spin, idle };
   template <typename Message>
-  bool receive(int source, int tag, Message& message, double deadline);
+  bool receive(int source, int tag, Message& message, double deadline, Wait wait);
   void fail(std::string message);
 
   Clock clock_;
