@@ -16,9 +16,10 @@ elif [ "${1:-}" = --bench ]; then
   packages+=(hpcc lammps meep-openmpi)
 elif [ "${1:-}" = --tests ]; then
   # Real MPI programs profiled unchanged, the browser that renders the HTML
-  # report, and the bundle's test (tests/scripts/test_bundle.sh).
+  # report, the bundle's test (tests/scripts/test_bundle.sh), and the test
+  # hosts' network (ip, tc).
   packages+=(python3-mpi4py netpipe-openmpi chromium "${bundle_packages[@]}"
-             gfortran libhdf5-dev python3-venv lammps meep-openmpi)
+             gfortran libhdf5-dev python3-venv lammps meep-openmpi iproute2)
 fi
 missing=()
 for p in "${packages[@]}"; do
