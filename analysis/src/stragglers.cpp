@@ -219,6 +219,7 @@ struct RankFacts {
   ExcessFacts compute, idle;
   TransferFacts collective_transfer;         // X(c) of its collectives against those off its node
   TransferFacts exposed_transfer;            // its exposed transfer per step against the other ranks'
+  TransferFacts node_transfer;               // its node's exposed transfer per step against the other nodes'
 
   explicit RankFacts(size_t steps)
       : blame_by_step(steps, 0), largest_lag_by_step(steps, 0) {}
@@ -545,6 +546,47 @@ void test_collective_transfer(JobFacts& facts) {
     rank.collective_transfer.p_value = std::min(1.0, rank.collective_transfer.p_value * rank.collective_transfer.tests);
 }
 
+// One rank's (or node's) exposed transfer per step against its peers': how
+// often it is the highest of all, against chance (one in the number of
+// peers), and by how much it exceeds the reference and the runner-up.
+class HighestOfAll {
+ public:
+  explicit HighestOfAll(TransferFacts& found, size_t steps) : found_(found) {
+    found_.exposed_excess_by_step.assign(steps, 0);
+  }
+  void add(size_t step, int64_t mine, int64_t runner_up, double reference, size_t peers) {
+    highest_.add(step, mine > runner_up);
+    chance_sum_ += 1.0 / static_cast<double>(peers);
+    if (reference > 0) inflations_.push_back(static_cast<double>(mine) / reference);
+    times_.push_back(static_cast<double>(mine));
+    references_.push_back(reference);
+    const int64_t excess = std::max<int64_t>(mine - runner_up, 0);
+    found_.exposed_excess_by_step[step] = excess;
+    found_.exposed_excess_ns += excess;
+  }
+  // Fills in the rest, the p-value corrected for `tests`; false when nothing was compared.
+  bool finish(std::string what, int tests) {
+    if (inflations_.empty()) return false;
+    found_.measured = true;
+    found_.what = std::move(what);
+    found_.tests = tests;
+    found_.p_value = std::min(1.0, highest_.p_value(chance_sum_ / highest_.steps_observed()) * tests);
+    found_.median_inflation = median(inflations_, 0);
+    found_.median_time_ns = median(times_, 0);
+    found_.median_reference_ns = median(references_, 0);
+    found_.compared = highest_.total_trials();
+    found_.slower = highest_.total_successes();
+    found_.steps = highest_.steps_observed();
+    return true;
+  }
+
+ private:
+  TransferFacts& found_;
+  StepTally highest_;
+  double chance_sum_ = 0;
+  std::vector<double> inflations_, times_, references_;
+};
+
 // A rank's exposed transfer per step against the highest of the other ranks'
 // in that step: the test that remains when every collective spans the whole
 // job, so that no instance without the rank's node exists to compare with.
@@ -576,34 +618,64 @@ void test_exposed_transfer(JobFacts& facts) {
       }
     }
   for (RankFacts& rank : facts.ranks) {
-    TransferFacts& found = rank.exposed_transfer;
-    found.exposed_excess_by_step.assign(facts.step_count, 0);
-    StepTally highest;
-    double chance_sum = 0;
-    std::vector<double> inflations, times, references;
+    HighestOfAll tally(rank.exposed_transfer, facts.step_count);
     for (size_t s = 0; s < facts.step_count; ++s) {
       const RankStep* step = step_of(*rank.profile, s);
       if (!step || top[s].ranks < 2) continue;
       const int64_t runner_up = top[s].holder == &rank ? top[s].second : top[s].first;
-      highest.add(s, step->exposed_transfer_ns > runner_up);
-      chance_sum += 1.0 / top[s].ranks;
-      if (runner_up > 0) inflations.push_back(static_cast<double>(step->exposed_transfer_ns) / runner_up);
-      times.push_back(static_cast<double>(step->exposed_transfer_ns));
-      references.push_back(static_cast<double>(runner_up));
-      const int64_t excess = std::max<int64_t>(step->exposed_transfer_ns - runner_up, 0);
-      found.exposed_excess_by_step[s] = excess;
-      found.exposed_excess_ns += excess;
+      tally.add(s, step->exposed_transfer_ns, runner_up, static_cast<double>(runner_up), static_cast<size_t>(top[s].ranks));
     }
-    if (inflations.empty()) continue;
-    found.measured = true;
-    found.what = "its exposed transfer per step";
-    found.p_value = highest.p_value(chance_sum / highest.steps_observed());
-    found.median_inflation = median(inflations, 0);
-    found.median_time_ns = median(times, 0);
-    found.median_reference_ns = median(references, 0);
-    found.compared = highest.total_trials();
-    found.slower = highest.total_successes();
-    found.steps = highest.steps_observed();
+    tally.finish("its exposed transfer per step", 1);
+  }
+}
+
+// A node's exposed transfer per step, the lowest of its ranks', against the
+// other nodes'. A slow NIC or link slows every rank of its node alike; in a
+// job whose collectives all span every node (one DDP group), the ring or tree
+// carries the slowness on to the node's partners, so that no single rank
+// stands 1.2 × above the highest other rank (test_exposed_transfer), yet the
+// node stands above every other node in every step. The lowest of a node's
+// ranks is high only when all of them are: the ranks a collective's
+// algorithm serves last are single ranks, not whole nodes. Nodes of one rank
+// are left to the per-rank test. Inflation is against the other nodes'
+// median; the node must also be the highest of all in more steps than chance
+// gives it (one in the number of nodes), tested once per node (Bonferroni).
+void test_node_exposed_transfer(JobFacts& facts) {
+  std::map<int32_t, std::vector<size_t>> ranks_of_node;
+  for (size_t i = 0; i < facts.ranks.size(); ++i) ranks_of_node[node_of(*facts.ranks[i].profile)].push_back(i);
+  int tested_nodes = 0;
+  for (const auto& [node, members] : ranks_of_node) tested_nodes += members.size() >= 2 ? 1 : 0;
+  if (tested_nodes == 0 || ranks_of_node.size() < 2) return;
+  // Per step, each node's lowest exposed transfer, where all its ranks have the step.
+  std::vector<std::map<int32_t, int64_t>> lowest(facts.step_count);
+  for (size_t s = 0; s < facts.step_count; ++s)
+    for (const auto& [node, members] : ranks_of_node) {
+      int64_t value = INT64_MAX;
+      for (size_t index : members) {
+        const RankStep* step = step_of(*facts.ranks[index].profile, s);
+        value = step ? std::min(value, step->exposed_transfer_ns) : kUnknown;
+        if (!step) break;
+      }
+      if (value != kUnknown) lowest[s][node] = value;
+    }
+  for (const auto& [node, members] : ranks_of_node) {
+    if (members.size() < 2) continue;
+    TransferFacts found;
+    HighestOfAll tally(found, facts.step_count);
+    for (size_t s = 0; s < facts.step_count; ++s) {
+      const auto mine = lowest[s].find(node);
+      if (mine == lowest[s].end() || lowest[s].size() < 2) continue;
+      int64_t runner_up = INT64_MIN;
+      std::vector<int64_t> others;
+      for (const auto& [other, value] : lowest[s])
+        if (other != node) runner_up = std::max(runner_up, value), others.push_back(value);
+      tally.add(s, mine->second, runner_up, median(others, 0), lowest[s].size());
+    }
+    if (!tally.finish("the exposed transfer per step of every rank of node " + std::to_string(node) + " (its " +
+                          std::to_string(members.size()) + " ranks' lowest)",
+                      tested_nodes))
+      continue;
+    for (size_t index : members) facts.ranks[index].node_transfer = found;
   }
 }
 
@@ -626,6 +698,7 @@ JobFacts gather(const JobProfile& job) {
   score_compute(facts);
   test_collective_transfer(facts);
   test_exposed_transfer(facts);
+  test_node_exposed_transfer(facts);
   return facts;
 }
 
@@ -744,6 +817,13 @@ std::string transfer_sentence(const JobFacts& facts, const RankFacts& rank, cons
            " (×" + printf_string("%.2f", transfer.median_inflation) + "), slower than that in " +
            std::to_string(transfer.slower) + " of " + std::to_string(transfer.compared) + " (one-sided test over " +
            std::to_string(transfer.steps) + " steps, p = " + p_text(transfer.p_value) + corrected + ")";
+  else if (&transfer == &rank.node_transfer)
+    text = transfer.what + " was " + format_duration(transfer.median_time_ns) + " (median) against " +
+           format_duration(transfer.median_reference_ns) + " for the other nodes' median (×" +
+           printf_string("%.2f", transfer.median_inflation) + "), above every other node's in " +
+           std::to_string(transfer.slower) + " of " + std::to_string(transfer.compared) + " steps (p = " +
+           p_text(transfer.p_value) + corrected + "): a slowness of the whole node, which its partners in each " +
+           "collective share in part";
   else
     text = transfer.what + " was " + format_duration(transfer.median_time_ns) + " (median) against " +
            format_duration(transfer.median_reference_ns) + " for the highest of the other ranks (×" +
@@ -769,7 +849,7 @@ Straggler base_entry(const JobFacts& facts, const RankFacts& rank) {
 }
 
 const TransferFacts* slow_transfer_of(const JobFacts& facts, const RankFacts& rank, double alpha) {
-  for (const TransferFacts* transfer : {&rank.collective_transfer, &rank.exposed_transfer})
+  for (const TransferFacts* transfer : {&rank.collective_transfer, &rank.exposed_transfer, &rank.node_transfer})
     if (transfer->measured && transfer->p_value < alpha && transfer->median_inflation >= kTransferInflation &&
         facts.share_of_step_time(static_cast<double>(transfer->exposed_excess_ns)) >= kCostFloor)
       return transfer;

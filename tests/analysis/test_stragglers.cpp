@@ -500,6 +500,35 @@ TEST(Stragglers, LateCompletionIsASlowLink) {
     }
 }
 
+TEST(Stragglers, ANodeWhoseRanksAllCompleteLateHasASlowNetwork) {
+  // One DDP group spans every node, two ranks per node: node 1's ranks (2 and 3) see every
+  // collective complete 2 ms after the others, as behind a slow NIC. Neither stands above the other
+  // (each is the other's highest peer), but the node stands above every other node in every step.
+  for (int ranks : {6, 8})
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      const StragglerReport report = find_stragglers(make_ddp_job(
+          {.ranks = ranks, .seed = seed, .late_completion_ranks = {2, 3}, .late_completion_ns = 2 * kMs}));
+      SCOPED_TRACE("ranks " + std::to_string(ranks) + ", seed " + std::to_string(seed) + "\n" + describe(report));
+      std::set<int32_t> flagged;
+      for (const Straggler& s : report.stragglers) {
+        EXPECT_EQ(s.cause, "slow link or node network");
+        EXPECT_NE(s.evidence.find("every rank of node 1"), std::string::npos);
+        EXPECT_LT(s.what_if_step_ns, s.actual_step_ns);
+        flagged.insert(s.rank);
+      }
+      EXPECT_EQ(flagged, (std::set<int32_t>{2, 3}));
+    }
+}
+
+TEST(Stragglers, ANodeSlightlyLateIsNotReported) {
+  // The same node 0.2 ms late: under the 1.2 × rule against the other nodes.
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    const StragglerReport report = find_stragglers(
+        make_ddp_job({.ranks = 8, .seed = seed, .late_completion_ranks = {2, 3}, .late_completion_ns = 200'000}));
+    EXPECT_TRUE(report.stragglers.empty()) << "seed " << seed << "\n" << describe(report);
+  }
+}
+
 TEST(Stragglers, LateRankWithNormalComputeIsASlowHost) {
   for (uint64_t seed = 1; seed <= 5; ++seed) {
     const StragglerReport report = find_stragglers(make_ddp_job(

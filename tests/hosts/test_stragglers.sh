@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The straggler report on test hosts with a fault switched on: one host's CPU
-# throttled (cgroup quota) names that host's rank, "slow compute", and no
-# healthy host.
+# The straggler report on test hosts: healthy hosts name no one; one host's
+# link slowed (tc tbf, both ways) names that host's ranks, "slow link or node
+# network"; one host's CPU throttled (cgroup quota) names that host's rank,
+# "slow compute". No healthy host is named.
 # Usage: test_stragglers.sh RANKSCOPE DDP_SIM
 . "$(dirname "$0")/common.sh" 203
 rankscope=$1 ddp_sim=$2
 
-# Checks that the report of TIMELINE names exactly the ranks on HOST, each
-# for CAUSE.
+# Checks that the report of TIMELINE names exactly the ranks on HOST (none
+# for "-"), each for CAUSE.
 expect_stragglers() {
   local timeline=$1 host=$2 cause=$3
   "$rankscope" report "$timeline" | sed -n '/^stragglers/,/^$/p'
@@ -24,9 +25,24 @@ assert named == want, f"named {named}, expected {want} (ranks by host: {hosts})"
 PY
 }
 
+# Compute sleeps: every host shares this machine's two cores, and the link is
+# what differs. Every collective spans every host, as in one DDP group.
+ddp_sleeping=("$ddp_sim" --steps 12 --layers 8 --layer-mb 1 --forward-us 2000 --compute sleep)
+hosts up 3 --slots 2 >/dev/null
+echo "== healthy hosts"
+hosts mpirun -n 6 "$rankscope" run -o healthy.h5 -- "${ddp_sleeping[@]}" >healthy.log 2>&1 ||
+  { cat healthy.log; fail "the run failed"; }
+expect_stragglers healthy.h5 - -
+
+echo "== host3's link slowed"
+hosts slow host3 400mbit
+hosts mpirun -n 6 "$rankscope" run -o slow-link.h5 -- "${ddp_sleeping[@]}" >slow-link.log 2>&1 ||
+  { cat slow-link.log; fail "the run failed"; }
+expect_stragglers slow-link.h5 host3 "slow link or node network"
+
 echo "== host2's CPU throttled"
 hosts up 3 --slots 1 >/dev/null
-hosts throttle host2 30
+hosts throttle host2 25
 # Compute spins: the quota slows what runs on a core.
 hosts mpirun -n 3 "$rankscope" run -o slow-cpu.h5 -- "$ddp_sim" --steps 16 --layers 8 --layer-mb 1 \
   --forward-us 2000 --compute spin >slow-cpu.log 2>&1 || { cat slow-cpu.log; fail "the run failed"; }
