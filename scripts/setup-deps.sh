@@ -6,7 +6,7 @@
 # is missing.
 set -euo pipefail
 packages=(build-essential cmake pkg-config python3 openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
-          libcli11-dev libgtest-dev libbenchmark-dev libsimdjson-dev zlib1g-dev)
+          libcli11-dev libgtest-dev libbenchmark-dev libsimdjson-dev zlib1g-dev libopenblas-dev)
 bundle_packages=(patchelf binutils xz-utils python3-h5py python3-numpy)
 if [ "${1:-}" = --bundle ]; then
   # scripts/make-bundle.sh: RUNPATHs rewritten, binaries stripped, the archive

@@ -1,0 +1,100 @@
+// Cluster acceptance: what `rankscope accept` measured on each node and
+// link, and the verdicts drawn from it. judge() and the renderers are pure
+// functions of the measurements; measuring them is measure.h's. Checks,
+// rules and outputs: docs/accept.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rankscope::acceptance {
+
+// What a node is and runs. Every field is compared across the fleet.
+struct Inventory {
+  std::string host;
+  std::string cpu_model;
+  int cpus = 0;                // usable by the process (its affinity)
+  int64_t memory_bytes = 0;    // MemTotal
+  std::string kernel;          // uname -r
+  std::string mpi_library;     // MPI_Get_library_version, first line
+  std::string rankscope_version;
+};
+
+// Every repeat of every measurement, so that the verdicts can be robust.
+struct NodeMeasurements {
+  Inventory inventory;
+  std::vector<double> gemm_gflops;  // double-precision GEMM through the BLAS, all the process's CPUs
+  std::vector<double> triad_gbps;   // STREAM triad, all the process's CPUs
+};
+
+// A link between two nodes (indexes into Measurements::nodes, a < b).
+struct LinkMeasurements {
+  int a = 0, b = 0;
+  std::vector<double> bandwidth_gbps;  // the slower direction of each repeat
+  std::vector<double> latency_us;      // half the shortest round trip of each repeat
+};
+
+struct Measurements {
+  std::vector<NodeMeasurements> nodes;
+  std::vector<LinkMeasurements> links;
+};
+
+enum class Verdict { pass, retest, fail };
+const char* verdict_name(Verdict verdict);
+
+// A figure against its reference, as a ratio where lower is worse, and the
+// rule that judged it.
+struct Check {
+  std::string name;      // "compute", "memory", "network", "inventory.kernel", ...
+  std::string value;     // as measured, with its unit
+  std::string reference; // what it was compared with
+  double ratio = 1;      // value / reference (for latency: reference / value); 1 for inventory
+  std::string rule;
+  Verdict verdict = Verdict::pass;
+};
+
+struct NodeVerdict {
+  std::string host;
+  Verdict verdict = Verdict::pass;
+  std::vector<Check> checks;
+};
+
+struct LinkVerdict {
+  std::pair<std::string, std::string> hosts;
+  Verdict verdict = Verdict::pass;
+  double bandwidth_gbps = 0, latency_us = 0;
+  double bandwidth_ratio = 1, latency_ratio = 1;  // to the median link; latency: median / this
+  std::string cause;  // for a link that is not passed: "this link", or the node whose every link is slow
+};
+
+// A figure fails below `fail_below` of its reference where it also lies
+// beyond `robust_z` median absolute deviations (scaled to a standard
+// deviation, and no less than 5 % of the median) of the fleet, and is to be
+// retested where it does not (on a noisy fleet a low figure may be noise);
+// between `fail_below` and `retest_below` it is to be retested only where it
+// lies beyond them.
+struct Rules {
+  double fail_below = 0.8;
+  double retest_below = 0.9;
+  double robust_z = 3;
+};
+
+struct Acceptance {
+  Verdict verdict = Verdict::pass;  // fail when any node or link fails
+  std::vector<NodeVerdict> nodes;
+  std::vector<LinkVerdict> links;
+};
+
+Acceptance judge(const Measurements& measurements, const Rules& rules = {});
+
+// The rounds in which every pair of `nodes` meets once, no node in two pairs
+// of one round (the circle method: nodes − 1 rounds, nodes rounds when odd).
+std::vector<std::vector<std::pair<int, int>>> pairing_rounds(int nodes);
+
+// One screen, failed items first.
+std::string summary_text(const Acceptance& acceptance);
+std::string summary_json(const Acceptance& acceptance, const Measurements& measurements);
+
+}  // namespace rankscope::acceptance

@@ -1,0 +1,98 @@
+// The acceptance run's outputs: one screen of text (failed items first) and JSON.
+#include <algorithm>
+#include <cstdio>
+
+#include "printed.h"
+#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/model/json.h"
+
+namespace rankscope::acceptance {
+namespace {
+
+// Worst first, then in the order they came.
+template <typename Item>
+std::vector<const Item*> worst_first(const std::vector<Item>& items) {
+  std::vector<const Item*> order;
+  for (const Item& item : items) order.push_back(&item);
+  std::stable_sort(order.begin(), order.end(), [](const Item* a, const Item* b) {
+    return static_cast<int>(a->verdict) > static_cast<int>(b->verdict);
+  });
+  return order;
+}
+
+}  // namespace
+
+std::string summary_text(const Acceptance& acceptance) {
+  int failed_nodes = 0, failed_links = 0;
+  for (const NodeVerdict& node : acceptance.nodes) failed_nodes += node.verdict == Verdict::fail ? 1 : 0;
+  for (const LinkVerdict& link : acceptance.links) failed_links += link.verdict == Verdict::fail ? 1 : 0;
+  std::string text = std::string("acceptance: ") + (acceptance.verdict == Verdict::pass ? "PASS" : "FAIL") + " (" +
+                     std::to_string(acceptance.nodes.size() - static_cast<size_t>(failed_nodes)) + " of " +
+                     std::to_string(acceptance.nodes.size()) + " nodes and " +
+                     std::to_string(acceptance.links.size() - static_cast<size_t>(failed_links)) + " of " +
+                     std::to_string(acceptance.links.size()) + " links accepted)\n\nnodes:\n";
+  for (const NodeVerdict* node : worst_first(acceptance.nodes)) {
+    text += "  " + std::string(verdict_name(node->verdict)) + "  " + node->host;
+    std::string figures;
+    for (const Check& check : node->checks) {
+      if (check.name == "compute" || check.name == "memory") figures += "  " + check.name + " " + check.value + " (" + printed("%.2f", check.ratio) + ")";
+    }
+    text += figures + "\n";
+    for (const Check& check : node->checks)
+      if (check.verdict != Verdict::pass)
+        text += "      " + std::string(verdict_name(check.verdict)) + " " + check.name + ": " + check.value + " against " +
+                check.reference + "; " + check.rule + "\n";
+  }
+  if (!acceptance.links.empty()) text += "\nlinks (bandwidth, latency; ratio to the median link):\n";
+  for (const LinkVerdict* link : worst_first(acceptance.links)) {
+    text += "  " + std::string(verdict_name(link->verdict)) + "  " + link->hosts.first + " - " + link->hosts.second +
+            printed("  %.2f GB/s", link->bandwidth_gbps) + printed(" (%.2f)", link->bandwidth_ratio) +
+            printed("  %.1f us", link->latency_us) + printed(" (%.2f)", link->latency_ratio) +
+            (link->cause.empty() ? "" : "  " + link->cause) + "\n";
+  }
+  return text;
+}
+
+std::string summary_json(const Acceptance& acceptance, const Measurements& measurements) {
+  JsonWriter json;
+  json.begin_object().key("verdict").value(acceptance.verdict == Verdict::pass ? "pass" : "fail");
+  json.key("nodes").begin_array();
+  for (size_t i = 0; i < acceptance.nodes.size(); ++i) {
+    const NodeVerdict& node = acceptance.nodes[i];
+    const NodeMeasurements& measured = measurements.nodes[i];
+    json.begin_object().key("host").value(node.host).key("verdict").value(verdict_name(node.verdict));
+    const Inventory& inventory = measured.inventory;
+    json.key("inventory").begin_object().key("cpu_model").value(inventory.cpu_model).key("cpus").value(inventory.cpus)
+        .key("memory_bytes").value(inventory.memory_bytes).key("kernel").value(inventory.kernel)
+        .key("mpi_library").value(inventory.mpi_library).key("rankscope_version").value(inventory.rankscope_version)
+        .end_object();
+    json.key("checks").begin_array();
+    for (const Check& check : node.checks)
+      json.begin_object().key("name").value(check.name).key("verdict").value(verdict_name(check.verdict))
+          .key("value").value(check.value).key("reference").value(check.reference).key("ratio").value(check.ratio)
+          .key("rule").value(check.rule).end_object();
+    json.end_array();
+    json.key("gemm_gflops").begin_array();
+    for (double v : measured.gemm_gflops) json.value(v);
+    json.end_array().key("triad_gbps").begin_array();
+    for (double v : measured.triad_gbps) json.value(v);
+    json.end_array().end_object();
+  }
+  json.end_array().key("links").begin_array();
+  for (size_t l = 0; l < acceptance.links.size(); ++l) {
+    const LinkVerdict& link = acceptance.links[l];
+    json.begin_object().key("hosts").begin_array().value(link.hosts.first).value(link.hosts.second).end_array()
+        .key("verdict").value(verdict_name(link.verdict)).key("bandwidth_gbps").value(link.bandwidth_gbps)
+        .key("latency_us").value(link.latency_us).key("bandwidth_ratio").value(link.bandwidth_ratio)
+        .key("latency_ratio").value(link.latency_ratio).key("cause").value(link.cause);
+    json.key("bandwidth_gbps_repeats").begin_array();
+    for (double v : measurements.links[l].bandwidth_gbps) json.value(v);
+    json.end_array().key("latency_us_repeats").begin_array();
+    for (double v : measurements.links[l].latency_us) json.value(v);
+    json.end_array().end_object();
+  }
+  json.end_array().end_object();
+  return json.str() + "\n";
+}
+
+}  // namespace rankscope::acceptance

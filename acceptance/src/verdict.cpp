@@ -1,0 +1,197 @@
+// judge(): the verdicts of an acceptance run, from its measurements alone.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "printed.h"
+#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/model/statistics.h"
+
+namespace rankscope::acceptance {
+namespace {
+
+Verdict worse(Verdict a, Verdict b) { return static_cast<int>(a) > static_cast<int>(b) ? a : b; }
+
+// Figures within this share of each other are the same figure: below it,
+// differences between like nodes are the measurement's own (a microsecond
+// of latency on a virtual network, a burst of a shared core).
+constexpr double kResolution = 0.05;
+
+// A fleet's figures (one per node or link, higher is better): their median,
+// and the median absolute deviation scaled to a standard deviation, no less
+// than kResolution of the median.
+struct Fleet {
+  double median = 0, spread = 0;
+  explicit Fleet(const std::vector<double>& values) {
+    median = rankscope::median(values, 0);
+    std::vector<double> deviations;
+    for (double v : values) deviations.push_back(std::fabs(v - median));
+    spread = std::max(1.4826 * rankscope::median(deviations, 0), kResolution * median);
+  }
+  // The verdict on `value`, and its ratio to the median.
+  std::pair<Verdict, double> judge(double value, const Rules& rules) const {
+    const double ratio = median > 0 ? value / median : 1;
+    const bool beyond_noise = (median - value) > rules.robust_z * spread;
+    if (ratio < rules.fail_below) return {beyond_noise ? Verdict::fail : Verdict::retest, ratio};
+    if (ratio < rules.retest_below && beyond_noise) return {Verdict::retest, ratio};
+    return {Verdict::pass, ratio};
+  }
+};
+
+std::string rule_text(const Rules& rules, const char* of) {
+  return printed("fail below %.2f", rules.fail_below) + " of " + of + " and beyond " +
+         printed("%.0f", rules.robust_z) + " robust deviations of the fleet (retest when within them), retest below " +
+         printed("%.2f", rules.retest_below) + " and beyond them";
+}
+
+double best(const std::vector<double>& repeats) {
+  return repeats.empty() ? 0 : *std::max_element(repeats.begin(), repeats.end());
+}
+double least(const std::vector<double>& repeats) {
+  return repeats.empty() ? 0 : *std::min_element(repeats.begin(), repeats.end());
+}
+
+// A node's figure of one kind (its best repeat) against the fleet's median.
+void judge_metric(Acceptance& out, const Measurements& in, const Rules& rules, const char* name, const char* unit,
+                  std::vector<double> NodeMeasurements::*repeats) {
+  std::vector<double> values;
+  for (const NodeMeasurements& node : in.nodes) values.push_back(best(node.*repeats));
+  const Fleet fleet(values);
+  for (size_t i = 0; i < in.nodes.size(); ++i) {
+    const auto [verdict, ratio] = fleet.judge(values[i], rules);
+    out.nodes[i].checks.push_back({name, printed("%.2f ", values[i]) + unit, printed("%.2f ", fleet.median) + unit +
+                                   " (fleet median of each node's best of " + std::to_string((in.nodes[i].*repeats).size()) +
+                                   " repeats)", ratio, rule_text(rules, "the fleet median"), verdict});
+  }
+}
+
+// Each inventory field against the value most nodes have.
+template <typename Field>
+void judge_inventory(Acceptance& out, const Measurements& in, const char* name, Field field) {
+  std::map<std::string, int> counts;
+  for (const NodeMeasurements& node : in.nodes) ++counts[field(node.inventory)];
+  const auto majority = std::max_element(counts.begin(), counts.end(),
+                                         [](const auto& a, const auto& b) { return a.second < b.second; });
+  for (size_t i = 0; i < in.nodes.size(); ++i) {
+    const std::string mine = field(in.nodes[i].inventory);
+    const bool differs = counts.size() > 1 && mine != majority->first;
+    out.nodes[i].checks.push_back({std::string("inventory.") + name, mine, majority->first + " (most nodes)", 1,
+                                   "the same on every node", differs ? Verdict::fail : Verdict::pass});
+  }
+}
+
+// Links: each against the median link, in bandwidth and in latency. Row and
+// column: a node whose links are slow as a rule (their median ratio fails)
+// while the links among the other nodes are sound has a bad NIC or cable, and
+// its links are its; a slow link between two sound nodes is the link's own.
+void judge_links(Acceptance& out, const Measurements& in, const Rules& rules) {
+  if (in.links.empty()) return;
+  std::vector<double> bandwidths, speeds;  // speed: 1 / latency, so that higher is better
+  for (const LinkMeasurements& link : in.links) {
+    bandwidths.push_back(best(link.bandwidth_gbps));
+    const double latency = least(link.latency_us);
+    speeds.push_back(latency > 0 ? 1 / latency : 0);
+  }
+  const Fleet bandwidth_fleet(bandwidths), speed_fleet(speeds);
+  std::vector<Verdict> link_verdicts;
+  for (size_t l = 0; l < in.links.size(); ++l) {
+    const auto [bandwidth_verdict, bandwidth_ratio] = bandwidth_fleet.judge(bandwidths[l], rules);
+    const auto [latency_verdict, latency_ratio] = speed_fleet.judge(speeds[l], rules);
+    LinkVerdict link;
+    link.hosts = {in.nodes[static_cast<size_t>(in.links[l].a)].inventory.host,
+                  in.nodes[static_cast<size_t>(in.links[l].b)].inventory.host};
+    link.bandwidth_gbps = bandwidths[l];
+    link.latency_us = least(in.links[l].latency_us);
+    link.bandwidth_ratio = bandwidth_ratio;
+    link.latency_ratio = latency_ratio;
+    link.verdict = worse(bandwidth_verdict, latency_verdict);
+    out.links.push_back(link);
+  }
+  // Row analysis: each node's links' median ratio (the worse of bandwidth and latency), and the same of
+  // the links that avoid it.
+  const auto ratio_of = [&](size_t l) { return std::min(out.links[l].bandwidth_ratio, out.links[l].latency_ratio); };
+  const size_t nodes = in.nodes.size();
+  std::vector<bool> bad_node(nodes, false);
+  for (size_t n = 0; n < nodes && nodes >= 3; ++n) {
+    std::vector<double> mine, others;
+    for (size_t l = 0; l < in.links.size(); ++l) {
+      const bool touches = static_cast<size_t>(in.links[l].a) == n || static_cast<size_t>(in.links[l].b) == n;
+      (touches ? mine : others).push_back(ratio_of(l));
+    }
+    const double my_median = median(mine, 1), others_median = median(others, 1);
+    // Its links are slow against the others' (not only the fleet median, which a bad node drags).
+    if (my_median < rules.fail_below * others_median && others_median >= rules.retest_below) bad_node[n] = true;
+    Check check{"network", printed("%.2f", my_median) + " (median ratio of its links to the median link)",
+                printed("%.2f", others_median) + " (the same for the links between the other nodes)",
+                others_median > 0 ? my_median / others_median : 1,
+                printed("fail below %.2f", rules.fail_below) + " of the links between the other nodes: every link of "
+                "the node slow means its NIC, cable or switch port",
+                bad_node[n] ? Verdict::fail : Verdict::pass};
+    out.nodes[n].checks.push_back(check);
+  }
+  for (size_t l = 0; l < in.links.size(); ++l) {
+    LinkVerdict& link = out.links[l];
+    const size_t a = static_cast<size_t>(in.links[l].a), b = static_cast<size_t>(in.links[l].b);
+    if (bad_node[a] || bad_node[b]) {
+      link.verdict = Verdict::fail;
+      link.cause = "node " + (bad_node[a] ? link.hosts.first : link.hosts.second) + ": every link of it is slow";
+    } else if (link.verdict != Verdict::pass) {
+      link.cause = "this link";
+    }
+  }
+}
+
+}  // namespace
+
+const char* verdict_name(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::pass: return "pass";
+    case Verdict::retest: return "retest";
+    case Verdict::fail: return "fail";
+  }
+  return "fail";
+}
+
+Acceptance judge(const Measurements& in, const Rules& rules) {
+  Acceptance out;
+  for (const NodeMeasurements& node : in.nodes) out.nodes.push_back({node.inventory.host, Verdict::pass, {}});
+  judge_inventory(out, in, "cpu_model", [](const Inventory& i) { return i.cpu_model; });
+  judge_inventory(out, in, "cpus", [](const Inventory& i) { return std::to_string(i.cpus); });
+  // Memory in whole GiB: firmware and kernel reservations move MemTotal by megabytes between like nodes.
+  judge_inventory(out, in, "memory_gib", [](const Inventory& i) { return std::to_string((i.memory_bytes + (1 << 29)) >> 30); });
+  judge_inventory(out, in, "kernel", [](const Inventory& i) { return i.kernel; });
+  judge_inventory(out, in, "mpi_library", [](const Inventory& i) { return i.mpi_library; });
+  judge_inventory(out, in, "rankscope_version", [](const Inventory& i) { return i.rankscope_version; });
+  judge_metric(out, in, rules, "compute", "GFLOP/s", &NodeMeasurements::gemm_gflops);
+  judge_metric(out, in, rules, "memory", "GB/s", &NodeMeasurements::triad_gbps);
+  judge_links(out, in, rules);
+  for (NodeVerdict& node : out.nodes) {
+    for (const Check& check : node.checks) node.verdict = worse(node.verdict, check.verdict);
+    if (node.verdict == Verdict::fail) out.verdict = Verdict::fail;
+  }
+  for (const LinkVerdict& link : out.links)
+    if (link.verdict == Verdict::fail) out.verdict = Verdict::fail;
+  return out;
+}
+
+std::vector<std::vector<std::pair<int, int>>> pairing_rounds(int nodes) {
+  std::vector<std::vector<std::pair<int, int>>> rounds;
+  if (nodes < 2) return rounds;
+  // The circle method: one seat fixed, the others rotating; an odd count gets a bye seat (-1).
+  const int seats = nodes % 2 == 0 ? nodes : nodes + 1;
+  std::vector<int> circle(static_cast<size_t>(seats));
+  for (int i = 0; i < seats; ++i) circle[static_cast<size_t>(i)] = i < nodes ? i : -1;
+  for (int round = 0; round < seats - 1; ++round) {
+    std::vector<std::pair<int, int>> pairs;
+    for (int i = 0; i < seats / 2; ++i) {
+      const int a = circle[static_cast<size_t>(i)], b = circle[static_cast<size_t>(seats - 1 - i)];
+      if (a >= 0 && b >= 0) pairs.emplace_back(std::min(a, b), std::max(a, b));
+    }
+    rounds.push_back(pairs);
+    std::rotate(circle.begin() + 1, circle.end() - 1, circle.end());
+  }
+  return rounds;
+}
+
+}  // namespace rankscope::acceptance
