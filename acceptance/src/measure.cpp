@@ -123,9 +123,10 @@ void idle_barrier(MPI_Comm comm) {
 }  // namespace
 
 Level level_named(std::string_view name) {
-  if (name == "quick") return {.gemm_n = 768, .triad_bytes = 96u << 20, .link_bytes = 4u << 20,
-                               .latency_exchanges = 100, .repeats = 5};
-  if (name == "full") return {};
+  if (name == "quick") return {.gemm_n = 1024, .triad_bytes = 96u << 20, .link_bytes = 4u << 20,
+                               .latency_exchanges = 100, .repeats = 9};
+  if (name == "full") return {.gemm_n = 2048, .triad_bytes = 768u << 20, .link_bytes = 64u << 20,
+                              .latency_exchanges = 1000, .repeats = 15};
   throw Error("level '" + std::string(name) + "' is neither quick nor full");
 }
 
