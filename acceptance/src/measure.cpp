@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "rankscope/clocksync/sync_mpi.h"
+#include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/version.h"
 
@@ -43,34 +44,6 @@ int usable_cpus() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
   return std::max(CPU_COUNT(&set), 1);
-}
-
-// Every rank's `mine`, on rank 0, in rank order (empty elsewhere).
-template <typename T>
-std::vector<std::vector<T>> gather_all(MPI_Comm comm, const std::vector<T>& mine, MPI_Datatype type) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  int length = static_cast<int>(mine.size());
-  std::vector<int> lengths(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
-  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm);
-  int total = 0;
-  for (int i = 0; i < size; ++i) offsets[static_cast<size_t>(i)] = total, total += lengths[static_cast<size_t>(i)];
-  std::vector<T> all(static_cast<size_t>(rank == 0 ? total : 0));
-  MPI_Gatherv(mine.data(), length, type, all.data(), lengths.data(), offsets.data(), type, 0, comm);
-  std::vector<std::vector<T>> out;
-  if (rank == 0)
-    for (int i = 0; i < size; ++i)
-      out.emplace_back(all.begin() + offsets[static_cast<size_t>(i)],
-                       all.begin() + offsets[static_cast<size_t>(i)] + lengths[static_cast<size_t>(i)]);
-  return out;
-}
-
-std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine) {
-  std::vector<std::string> out;
-  for (const std::vector<char>& text : gather_all(comm, std::vector<char>(mine.begin(), mine.end()), MPI_CHAR))
-    out.emplace_back(text.begin(), text.end());
-  return out;
 }
 
 // One repeat between `peer` and this rank: the slower direction's bandwidth
@@ -110,14 +83,6 @@ std::pair<double, double> measure_link(MPI_Comm comm, int peer, bool lower, cons
   if (lower) MPI_Send(figures, 2, MPI_DOUBLE, peer, kTag, comm);
   else MPI_Recv(figures, 2, MPI_DOUBLE, peer, kTag, comm, MPI_STATUS_IGNORE);
   return {figures[0], figures[1]};
-}
-
-// Ranks that wait for others sleep: a spinning waiter takes the cores the
-// measuring ranks need wherever nodes share them.
-void idle_barrier(MPI_Comm comm) {
-  MPI_Request request;
-  MPI_Ibarrier(comm, &request);
-  clocksync::wait_idle(request);
 }
 
 }  // namespace
@@ -236,15 +201,15 @@ Measurements measure(MPI_Comm comm, const Level& level, const std::function<void
   const std::vector<std::string> fields = {mine.host, mine.cpu_model, std::to_string(mine.cpus),
                                            std::to_string(mine.memory_bytes), mine.kernel, mine.mpi_library,
                                            mine.rankscope_version};
-  std::vector<std::vector<std::string>> gathered;
-  for (const std::string& field : fields) gathered.push_back(gather_strings(comm, field));
+  // Every node's fields, node by node.
+  const std::vector<std::string> gathered = allgather_strings(comm, fields);
 
   const int threads = mine.cpus;
   // Node by node (one at a time), or all together; every other rank waits idle.
   const auto on_each_node = [&](const std::function<void()>& body) {
     for (int turn = 0; turn < (level.one_at_a_time ? size : 1); ++turn) {
       if (!level.one_at_a_time || turn == rank) body();
-      idle_barrier(comm);
+      clocksync::idle_barrier(comm);
     }
   };
   std::vector<double> gemm, triad;
@@ -258,15 +223,17 @@ Measurements measure(MPI_Comm comm, const Level& level, const std::function<void
         " of " + std::to_string(level.repeats));
     on_each_node([&] { triad.push_back(triad_gbps(level.triad_bytes, threads)); });
   }
-  const auto gemm_all = gather_all(comm, gemm, MPI_DOUBLE), triad_all = gather_all(comm, triad, MPI_DOUBLE);
+  // Every node has as many repeats: node n's are at n * repeats.
+  const std::vector<double> gemm_all = allgather_rows(comm, gemm), triad_all = allgather_rows(comm, triad);
+  const size_t repeats = static_cast<size_t>(level.repeats);
   if (rank == 0)
-    for (int i = 0; i < size; ++i) {
-      const size_t n = static_cast<size_t>(i);
+    for (size_t n = 0; n < static_cast<size_t>(size); ++n) {
+      const std::string* field = &gathered[n * fields.size()];
       NodeMeasurements node;
-      node.inventory = {gathered[0][n], gathered[1][n], std::atoi(gathered[2][n].c_str()),
-                        std::atoll(gathered[3][n].c_str()), gathered[4][n], gathered[5][n], gathered[6][n]};
-      node.gemm_gflops = gemm_all[n];
-      node.triad_gbps = triad_all[n];
+      node.inventory = {field[0], field[1], std::atoi(field[2].c_str()), std::atoll(field[3].c_str()), field[4],
+                        field[5], field[6]};
+      node.gemm_gflops.assign(gemm_all.begin() + n * repeats, gemm_all.begin() + (n + 1) * repeats);
+      node.triad_gbps.assign(triad_all.begin() + n * repeats, triad_all.begin() + (n + 1) * repeats);
       out.nodes.push_back(node);
     }
 
@@ -289,30 +256,29 @@ Measurements measure(MPI_Comm comm, const Level& level, const std::function<void
             measured_links[b].second.push_back(latency);
           }
         }
-        idle_barrier(comm);
+        clocksync::idle_barrier(comm);
       }
     }
   }
-  std::vector<double> my_links;  // per link: peer, bandwidths..., latencies...
+  std::vector<double> my_links;  // per link: this rank, its peer, bandwidths..., latencies...
   for (const auto& [peer, figures] : measured_links) {
+    my_links.push_back(rank);
     my_links.push_back(peer);
     my_links.insert(my_links.end(), figures.first.begin(), figures.first.end());
     my_links.insert(my_links.end(), figures.second.begin(), figures.second.end());
   }
-  // Every rank's list to rank 0 (lists differ in length: the last rank has none).
-  const auto lists = gather_all(comm, my_links, MPI_DOUBLE);
+  const std::vector<double> all_links = allgather_rows(comm, my_links);
   if (rank == 0) {
-    const size_t record = 1 + 2 * static_cast<size_t>(level.repeats);
-    for (size_t i = 0; i < lists.size(); ++i)
-      for (size_t k = 0; k + record <= lists[i].size(); k += record) {
-        const double* at = lists[i].data() + k;
-        LinkMeasurements link;
-        link.a = static_cast<int>(i);
-        link.b = static_cast<int>(at[0]);
-        link.bandwidth_gbps.assign(at + 1, at + 1 + level.repeats);
-        link.latency_us.assign(at + 1 + level.repeats, at + record);
-        out.links.push_back(link);
-      }
+    const size_t record = 2 + 2 * repeats;
+    for (size_t k = 0; k + record <= all_links.size(); k += record) {
+      const double* at = all_links.data() + k;
+      LinkMeasurements link;
+      link.a = static_cast<int>(at[0]);
+      link.b = static_cast<int>(at[1]);
+      link.bandwidth_gbps.assign(at + 2, at + 2 + repeats);
+      link.latency_us.assign(at + 2 + repeats, at + record);
+      out.links.push_back(link);
+    }
     std::sort(out.links.begin(), out.links.end(),
               [](const LinkMeasurements& x, const LinkMeasurements& y) { return std::tie(x.a, x.b) < std::tie(y.a, y.b); });
   }

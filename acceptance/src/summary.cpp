@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "printed.h"
 #include "rankscope/acceptance/acceptance.h"
+#include "rankscope/model/text.h"
 #include "rankscope/model/json.h"
 
 namespace rankscope::acceptance {
@@ -35,7 +35,7 @@ std::string summary_text(const Acceptance& acceptance) {
     text += "  " + std::string(verdict_name(node->verdict)) + "  " + node->host;
     std::string figures;
     for (const Check& check : node->checks) {
-      if (check.name == "compute" || check.name == "memory") figures += "  " + check.name + " " + check.value + " (" + printed("%.2f", check.ratio) + ")";
+      if (check.name == "compute" || check.name == "memory") figures += "  " + check.name + " " + check.value + " (" + printf_string("%.2f", check.ratio) + ")";
     }
     text += figures + "\n";
     for (const Check& check : node->checks)
@@ -46,8 +46,8 @@ std::string summary_text(const Acceptance& acceptance) {
   if (!acceptance.links.empty()) text += "\nlinks (bandwidth, latency; ratio to the median link):\n";
   for (const LinkVerdict* link : worst_first(acceptance.links)) {
     text += "  " + std::string(verdict_name(link->verdict)) + "  " + link->hosts.first + " - " + link->hosts.second +
-            printed("  %.2f GB/s", link->bandwidth_gbps) + printed(" (%.2f)", link->bandwidth_ratio) +
-            printed("  %.1f us", link->latency_us) + printed(" (%.2f)", link->latency_ratio) +
+            printf_string("  %.2f GB/s", link->bandwidth_gbps) + printf_string(" (%.2f)", link->bandwidth_ratio) +
+            printf_string("  %.1f us", link->latency_us) + printf_string(" (%.2f)", link->latency_ratio) +
             (link->cause.empty() ? "" : "  " + link->cause) + "\n";
   }
   return text;

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <map>
 
-#include "printed.h"
 #include "rankscope/acceptance/acceptance.h"
+#include "rankscope/model/text.h"
 #include "rankscope/model/statistics.h"
 
 namespace rankscope::acceptance {
@@ -40,9 +40,9 @@ struct Fleet {
 };
 
 std::string rule_text(const Rules& rules, const char* of) {
-  return printed("fail below %.2f", rules.fail_below) + " of " + of + " and beyond " +
-         printed("%.0f", rules.robust_z) + " robust deviations of the fleet (retest when within them), retest below " +
-         printed("%.2f", rules.retest_below) + " and beyond them";
+  return printf_string("fail below %.2f", rules.fail_below) + " of " + of + " and beyond " +
+         printf_string("%.0f", rules.robust_z) + " robust deviations of the fleet (retest when within them), retest below " +
+         printf_string("%.2f", rules.retest_below) + " and beyond them";
 }
 
 double best(const std::vector<double>& repeats) {
@@ -60,7 +60,7 @@ void judge_metric(Acceptance& out, const Measurements& in, const Rules& rules, c
   const Fleet fleet(values);
   for (size_t i = 0; i < in.nodes.size(); ++i) {
     const auto [verdict, ratio] = fleet.judge(values[i], rules);
-    out.nodes[i].checks.push_back({name, printed("%.2f ", values[i]) + unit, printed("%.2f ", fleet.median) + unit +
+    out.nodes[i].checks.push_back({name, printf_string("%.2f ", values[i]) + unit, printf_string("%.2f ", fleet.median) + unit +
                                    " (fleet median of each node's best of " + std::to_string((in.nodes[i].*repeats).size()) +
                                    " repeats)", ratio, rule_text(rules, "the fleet median"), verdict});
   }
@@ -122,10 +122,10 @@ void judge_links(Acceptance& out, const Measurements& in, const Rules& rules) {
     const double my_median = median(mine, 1), others_median = median(others, 1);
     // Its links are slow against the others' (not only the fleet median, which a bad node drags).
     if (my_median < rules.fail_below * others_median && others_median >= rules.retest_below) bad_node[n] = true;
-    Check check{"network", printed("%.2f", my_median) + " (median ratio of its links to the median link)",
-                printed("%.2f", others_median) + " (the same for the links between the other nodes)",
+    Check check{"network", printf_string("%.2f", my_median) + " (median ratio of its links to the median link)",
+                printf_string("%.2f", others_median) + " (the same for the links between the other nodes)",
                 others_median > 0 ? my_median / others_median : 1,
-                printed("fail below %.2f", rules.fail_below) + " of the links between the other nodes: every link of "
+                printf_string("fail below %.2f", rules.fail_below) + " of the links between the other nodes: every link of "
                 "the node slow means its NIC, cable or switch port",
                 bad_node[n] ? Verdict::fail : Verdict::pass};
     out.nodes[n].checks.push_back(check);

@@ -3,24 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 
 namespace rankscope::analysis {
-
-std::string printf_string(const char* format, ...) {
-  va_list args;
-  va_start(args, format);
-  va_list measure;
-  va_copy(measure, args);
-  const int length = std::vsnprintf(nullptr, 0, format, measure);
-  va_end(measure);
-  std::string out(static_cast<size_t>(std::max(length, 0)), '\0');
-  std::vsnprintf(out.data(), out.size() + 1, format, args);
-  va_end(args);
-  return out;
-}
 
 std::string trimmed(double value, int decimals) {
   std::string text = printf_string("%.*f", decimals, value);

@@ -60,6 +60,12 @@ bool wait_idle(MPI_Request& request, double deadline) {
   }
 }
 
+void idle_barrier(MPI_Comm comm) {
+  MPI_Request request;
+  MPI_Ibarrier(comm, &request);
+  wait_idle(request);
+}
+
 ClockSynchronizer::ClockSynchronizer(MPI_Comm comm, const Clock& clock, const SyncOptions& options)
     : clock_(clock), options_(options) {
   int rank = 0;

@@ -552,9 +552,7 @@ class Sidecar {
     else std::fprintf(stderr, "rankscope run: rank %d: %s\n", id_.rank, sync_->error().c_str());
     // Every sidecar leaves the round once all have measured, and none spins
     // meanwhile beside pairs still measuring.
-    MPI_Request request;
-    MPI_Ibarrier(MPI_COMM_WORLD, &request);
-    clocksync::wait_idle(request);
+    clocksync::idle_barrier(MPI_COMM_WORLD);
   }
 
   // The measurements go into the application's shard, after what it wrote.

@@ -3,11 +3,25 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstdarg>
 #include <cstdio>
 
 #include "rankscope/model/error.h"
 
 namespace rankscope {
+
+std::string printf_string(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list measure;
+  va_copy(measure, args);
+  const int length = std::vsnprintf(nullptr, 0, format, measure);
+  va_end(measure);
+  std::string out(static_cast<size_t>(std::max(length, 0)), '\0');
+  std::vsnprintf(out.data(), out.size() + 1, format, args);
+  va_end(args);
+  return out;
+}
 
 std::vector<int32_t> parse_rank_list(std::string_view text, std::string_view what) {
   const auto bad = [&] {

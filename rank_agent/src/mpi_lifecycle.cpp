@@ -109,9 +109,7 @@ void start_after_init(Call call, int64_t call_began) {
     // The application's first calls begin after the last measurement: a
     // rank done early would spin in them, beside pairs still measuring.
     AgentScope agent_calls;
-    MPI_Request request;
-    PMPI_Ibarrier(g_agent_comm, &request);
-    clocksync::wait_idle(request);
+    clocksync::idle_barrier(g_agent_comm);
   }
   rankscope_agent_add_counter(counter::kCostPollPs.data(), calibrate_poll_cost_ps());
   record_call(call, call_began);

@@ -5,10 +5,9 @@
 
 #include <string>
 
-namespace rankscope::analysis {
+#include "rankscope/model/text.h"
 
-// printf into a std::string.
-std::string printf_string(const char* format, ...) __attribute__((format(printf, 1, 2)));
+namespace rankscope::analysis {
 
 // `decimals` digits after the point, trailing zeros dropped: 25.0 -> "25".
 std::string trimmed(double value, int decimals);

@@ -45,6 +45,9 @@ int ranks_not_sharing_folder(MPI_Comm comm, const std::string& folder);
 // milliseconds. A poll costs microseconds; the sleep grows to 0.2 ms.
 bool wait_idle(MPI_Request& request, double deadline = std::numeric_limits<double>::infinity());
 
+// Collective over `comm`: a barrier that its ranks wait out with wait_idle.
+void idle_barrier(MPI_Comm comm);
+
 struct SyncOptions {
   int warmup_exchanges = 4;    // cold paths: discarded
   int max_exchanges = 32;

@@ -43,6 +43,9 @@ std::vector<int32_t> parse_rank_list(std::string_view text, std::string_view wha
 // parse_rank_list reads.
 std::string format_rank_list(const std::vector<int32_t>& ranks);
 
+// printf into a std::string.
+std::string printf_string(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
 // A wall-clock time (ns since the epoch) as ISO 8601 in UTC, to the ns:
 // "2024-05-22T17:15:22.123456789Z".
 std::string format_utc_time(int64_t ns_since_epoch);
