@@ -154,6 +154,17 @@ for rank in summary["ranks"]:
 print("sidecar timeline ok")
 PY
 
+echo "== sidecar: MASTER_ADDR and MASTER_PORT the user set are kept; a bad MASTER_PORT is refused"
+MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 "$mpiexec" -x MASTER_ADDR -x MASTER_PORT -n 2 "$rankscope" run \
+  -o "$work/given.h5" -- "$nvtx_app" 10 0 >given.log 2>&1 || { cat given.log; fail "sidecar run with MASTER_ADDR failed"; }
+[ "$(grep -cx 'MASTER_ADDR=127.0.0.1' given.log)" -eq 2 ] && [ "$(grep -cx 'MASTER_PORT=29555' given.log)" -eq 2 ] ||
+  { cat given.log; fail "the user's MASTER_ADDR and MASTER_PORT were not handed on"; }
+status=0
+MASTER_PORT=notaport "$mpiexec" -x MASTER_PORT -n 2 "$rankscope" run -o "$work/badport.h5" -- "$nvtx_app" 10 0 \
+  >badport.log 2>&1 || status=$?
+[ "$status" -ne 0 ] || fail "a MASTER_PORT that is no port number was accepted"
+grep -q "MASTER_PORT='notaport' is not a port number (1-65535)" badport.log || { cat badport.log; fail "no message naming MASTER_PORT"; }
+
 echo "== sidecar: the application's exit status and its signal pass through"
 status=0
 "$mpiexec" -n 2 "$rankscope" run -o "$work/exit.h5" -- "$nvtx_app" 10 0 exit 3 >exit.log 2>&1 || status=$?
