@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -36,10 +37,39 @@ struct LinkMeasurements {
   std::vector<double> latency_us;      // half the shortest round trip of each repeat
 };
 
+// One size of a collective's sweep: S as nccl-tests counts it (the buffer
+// for allreduce and alltoall, the whole gathered or scattered buffer for
+// allgather and reduce-scatter) and each timed iteration, as long as its
+// slowest rank took.
+struct CollectivePoint {
+  size_t bytes = 0;
+  std::vector<double> iteration_us;
+};
+
+// A collective over one group of nodes, swept over sizes.
+struct CollectiveSweep {
+  std::string collective;   // allreduce, allgather, reduce_scatter or alltoall
+  std::vector<int> nodes;   // indexes into Measurements::nodes; every node at full scale
+  std::vector<CollectivePoint> points;  // by size, smallest first
+};
+
 struct Measurements {
   std::vector<NodeMeasurements> nodes;
   std::vector<LinkMeasurements> links;
+  std::vector<CollectiveSweep> collectives;
 };
+
+// nccl-tests' figures of one size over `ranks` ranks (GB = 1e9 B): algbw is
+// S over the median iteration, busbw algbw times the collective's factor
+// (allreduce 2(n-1)/n; allgather, reduce_scatter and alltoall (n-1)/n), so
+// that it reflects the hardware's bottleneck whatever the collective.
+struct CollectiveFigures {
+  double median_us = 0, p99_us = 0;
+  double cv = 0;  // standard deviation over mean of the iterations
+  double algbw_gbps = 0, busbw_gbps = 0;
+};
+double busbw_factor(std::string_view collective, int ranks);
+CollectiveFigures collective_figures(const CollectivePoint& point, std::string_view collective, int ranks);
 
 enum class Verdict { pass, retest, fail };
 const char* verdict_name(Verdict verdict);
