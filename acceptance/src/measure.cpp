@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -85,7 +87,140 @@ std::pair<double, double> measure_link(MPI_Comm comm, int peer, bool lower, cons
   return {figures[0], figures[1]};
 }
 
+// A barrier through rank 0, so that rank 0 knows who has reached it: were
+// the run cut short here, those who never answered are the lost. Each rank
+// does `work` first; rank 0 does its own on a thread while it takes the
+// answers, so that it knows who is silent even while it measures itself.
+// Waiting ranks sleep (clocksync::wait_idle) instead of spinning.
+void roll_call(MPI_Comm comm, RunRecord& record, const std::function<void()>& work) {
+  constexpr int kTag = 32002;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  if (rank != 0) {
+    if (work) work();
+    MPI_Send(nullptr, 0, MPI_CHAR, 0, kTag, comm);
+    MPI_Request release;
+    MPI_Irecv(nullptr, 0, MPI_CHAR, 0, kTag, comm, &release);
+    clocksync::wait_idle(release);
+    return;
+  }
+  record.call_roll(size);
+  std::vector<MPI_Request> calls(static_cast<size_t>(size - 1));
+  for (int r = 1; r < size; ++r) MPI_Irecv(nullptr, 0, MPI_CHAR, r, kTag, comm, &calls[static_cast<size_t>(r - 1)]);
+  std::atomic<bool> working{static_cast<bool>(work)};
+  std::exception_ptr failure;
+  std::thread worker;
+  if (work)
+    worker = std::thread([&] {
+      try {
+        work();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      working = false;
+    });
+  std::vector<int> done(calls.size());
+  for (int waiting = size - 1; waiting > 0 || working;) {
+    int count = 0;
+    if (waiting > 0) MPI_Testsome(static_cast<int>(calls.size()), calls.data(), &count, done.data(), MPI_STATUSES_IGNORE);
+    for (int i = 0; i < count; ++i) record.answered(done[static_cast<size_t>(i)] + 1);
+    waiting -= count;
+    if (count > 0) continue;
+    if (working) {
+      // Rarely enough not to disturb the measurement beside it.
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } else if (waiting > 0) {
+      // Asleep on the first call still open, looking at the others now and then.
+      const auto open = std::find_if(calls.begin(), calls.end(), [](MPI_Request r) { return r != MPI_REQUEST_NULL; });
+      if (clocksync::wait_idle(*open, MPI_Wtime() + 0.01)) {
+        record.answered(static_cast<int>(open - calls.begin()) + 1);
+        --waiting;
+      }
+    }
+  }
+  if (worker.joinable()) worker.join();
+  if (failure) std::rethrow_exception(failure);
+  for (int r = 1; r < size; ++r) MPI_Send(nullptr, 0, MPI_CHAR, r, kTag, comm);
+}
+
 }  // namespace
+
+void RunRecord::begin_stage(const std::string& line) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stage_ = line;
+    changed_ = std::chrono::steady_clock::now();
+    peer_ = -1;
+    pairs_.clear();
+  }
+  progress_(line);
+}
+
+void RunRecord::measured(const Measurements& so_far) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  changed_ = std::chrono::steady_clock::now();
+  so_far_ = so_far;
+}
+
+void RunRecord::call_roll(int nodes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  changed_ = std::chrono::steady_clock::now();
+  answered_.assign(static_cast<size_t>(nodes), false);
+  answered_[0] = true;
+}
+
+void RunRecord::answered(int node) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  changed_ = std::chrono::steady_clock::now();
+  answered_[static_cast<size_t>(node)] = true;
+  if (std::find(answered_.begin(), answered_.end(), false) == answered_.end()) answered_.clear();
+}
+
+void RunRecord::waiting_on(int peer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  changed_ = std::chrono::steady_clock::now();
+  peer_ = peer;
+}
+
+void RunRecord::measuring_pairs(const std::vector<std::pair<int, int>>& pairs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pairs_ = pairs;
+}
+
+void RunRecord::finish() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  finished_ = true;
+}
+
+std::optional<Measurements> RunRecord::cut_short(const std::string& why) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (finished_) return std::nullopt;
+  Measurements out = so_far_;
+  CutShort cut{stage_, why, {}, {}};
+  for (size_t n = 0; n < answered_.size(); ++n)
+    if (!answered_[n]) cut.silent_nodes.push_back(static_cast<int>(n));
+  if (peer_ >= 0) cut.silent_nodes.push_back(peer_);
+  const auto silent = [&](int n) { return std::find(cut.silent_nodes.begin(), cut.silent_nodes.end(), n) != cut.silent_nodes.end(); };
+  for (const auto& [a, b] : pairs_)
+    if (silent(a) && silent(b)) cut.silent_pairs.emplace_back(a, b);
+  out.cut_short = cut;
+  return out;
+}
+
+std::optional<Measurements> RunRecord::cut_short_when_still(const std::string& why, std::chrono::milliseconds still,
+                                                            std::chrono::milliseconds at_most) const {
+  const auto give_up = std::chrono::steady_clock::now() + at_most;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= give_up || (!answered_.empty() && now - changed_ >= still)) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return cut_short(why);
+}
 
 Level level_named(std::string_view name) {
   if (name == "quick") return {.gemm_n = 1024, .triad_bytes = 96u << 20, .link_bytes = 4u << 20,
@@ -188,12 +323,12 @@ double triad_gbps(size_t bytes, int threads) {
   return 3.0 * sizeof(double) * static_cast<double>(count) / seconds_since(start) / 1e9;
 }
 
-Measurements measure(MPI_Comm comm, const Level& level, const std::function<void(const std::string&)>& progress) {
+Measurements measure(MPI_Comm comm, const Level& level, RunRecord& record) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   const auto say = [&](const std::string& line) {
-    if (rank == 0) progress(line);
+    if (rank == 0) record.begin_stage(line);
   };
   Measurements out;
   say("inventory");
@@ -207,80 +342,97 @@ Measurements measure(MPI_Comm comm, const Level& level, const std::function<void
   const int threads = mine.cpus;
   // Node by node (one at a time), or all together; every other rank waits idle.
   const auto on_each_node = [&](const std::function<void()>& body) {
-    for (int turn = 0; turn < (level.one_at_a_time ? size : 1); ++turn) {
-      if (!level.one_at_a_time || turn == rank) body();
-      clocksync::idle_barrier(comm);
+    for (int turn = 0; turn < (level.one_at_a_time ? size : 1); ++turn)
+      roll_call(comm, record, !level.one_at_a_time || turn == rank ? body : std::function<void()>());
+  };
+  if (rank == 0) {
+    for (size_t n = 0; n < static_cast<size_t>(size); ++n) {
+      const std::string* field = &gathered[n * fields.size()];
+      NodeMeasurements node;
+      node.inventory = {field[0], field[1], std::atoi(field[2].c_str()), std::atoll(field[3].c_str()), field[4],
+                        field[5], field[6]};
+      out.nodes.push_back(node);
     }
+    record.measured(out);
+  }
+  // Every node's repeats of a figure so far, to rank 0 after each repeat:
+  // every node has as many, node n's at n * their number.
+  const auto gather_repeats = [&](const std::vector<double>& mine, std::vector<double> NodeMeasurements::*figure) {
+    const std::vector<double> all = allgather_rows(comm, mine);
+    if (rank != 0) return;
+    const auto done = static_cast<ptrdiff_t>(mine.size());
+    for (size_t n = 0; n < out.nodes.size(); ++n)
+      (out.nodes[n].*figure).assign(all.begin() + static_cast<ptrdiff_t>(n) * done, all.begin() + static_cast<ptrdiff_t>(n + 1) * done);
+    record.measured(out);
   };
   std::vector<double> gemm, triad;
   for (int r = 0; r < level.repeats; ++r) {
     say("compute: GEMM " + std::to_string(level.gemm_n) + "^3, repeat " + std::to_string(r + 1) + " of " +
         std::to_string(level.repeats));
     on_each_node([&] { gemm.push_back(gemm_gflops(level.gemm_n, threads)); });
+    gather_repeats(gemm, &NodeMeasurements::gemm_gflops);
   }
   for (int r = 0; r < level.repeats; ++r) {
     say("memory: triad over " + std::to_string(level.triad_bytes >> 20) + " MiB, repeat " + std::to_string(r + 1) +
         " of " + std::to_string(level.repeats));
     on_each_node([&] { triad.push_back(triad_gbps(level.triad_bytes, threads)); });
+    gather_repeats(triad, &NodeMeasurements::triad_gbps);
   }
-  // Every node has as many repeats: node n's are at n * repeats.
-  const std::vector<double> gemm_all = allgather_rows(comm, gemm), triad_all = allgather_rows(comm, triad);
-  const size_t repeats = static_cast<size_t>(level.repeats);
-  if (rank == 0)
-    for (size_t n = 0; n < static_cast<size_t>(size); ++n) {
-      const std::string* field = &gathered[n * fields.size()];
-      NodeMeasurements node;
-      node.inventory = {field[0], field[1], std::atoi(field[2].c_str()), std::atoll(field[3].c_str()), field[4],
-                        field[5], field[6]};
-      node.gemm_gflops.assign(gemm_all.begin() + n * repeats, gemm_all.begin() + (n + 1) * repeats);
-      node.triad_gbps.assign(triad_all.begin() + n * repeats, triad_all.begin() + (n + 1) * repeats);
-      out.nodes.push_back(node);
-    }
 
   const auto rounds = pairing_rounds(size);
   std::vector<char> buffer(level.link_bytes, 1);
   // The links this rank is the lower end of: peer → (bandwidths, latencies).
   std::map<int, std::pair<std::vector<double>, std::vector<double>>> measured_links;
+  // Every link's repeats so far, to rank 0 after each repeat.
+  const auto gather_links = [&](size_t repeats_done) {
+    std::vector<double> mine;  // per link: this rank, its peer, bandwidths..., latencies...
+    for (const auto& [peer, figures] : measured_links) {
+      mine.push_back(rank);
+      mine.push_back(peer);
+      mine.insert(mine.end(), figures.first.begin(), figures.first.end());
+      mine.insert(mine.end(), figures.second.begin(), figures.second.end());
+    }
+    const std::vector<double> all = allgather_rows(comm, mine);
+    if (rank != 0) return;
+    out.links.clear();
+    const size_t width = 2 + 2 * repeats_done;
+    for (size_t k = 0; k + width <= all.size(); k += width) {
+      const double* at = all.data() + k;
+      LinkMeasurements link;
+      link.a = static_cast<int>(at[0]);
+      link.b = static_cast<int>(at[1]);
+      link.bandwidth_gbps.assign(at + 2, at + 2 + repeats_done);
+      link.latency_us.assign(at + 2 + repeats_done, at + width);
+      out.links.push_back(link);
+    }
+    std::sort(out.links.begin(), out.links.end(),
+              [](const LinkMeasurements& x, const LinkMeasurements& y) { return std::tie(x.a, x.b) < std::tie(y.a, y.b); });
+    record.measured(out);
+  };
   for (int r = 0; r < level.repeats; ++r) {
     say("links: repeat " + std::to_string(r + 1) + " of " + std::to_string(level.repeats) + " (" +
         std::to_string(rounds.size()) + " rounds" + (level.one_at_a_time ? ", one link at a time)" : ")"));
     for (const auto& round : rounds) {
       const size_t at_once = level.one_at_a_time ? 1 : std::max<size_t>(round.size(), 1);
       for (size_t first = 0; first < round.size(); first += at_once) {
-        for (size_t p = first; p < std::min(first + at_once, round.size()); ++p) {
-          const auto [a, b] = round[p];
+        const std::vector<std::pair<int, int>> pairs(round.begin() + static_cast<ptrdiff_t>(first),
+                                                     round.begin() + static_cast<ptrdiff_t>(std::min(first + at_once, round.size())));
+        if (rank == 0) record.measuring_pairs(pairs);
+        for (const auto& [a, b] : pairs) {
           if (rank != a && rank != b) continue;
-          const auto [bandwidth, latency] = measure_link(comm, rank == a ? b : a, rank == a, level, buffer);
+          const int peer = rank == a ? b : a;
+          if (rank == 0) record.waiting_on(peer);
+          const auto [bandwidth, latency] = measure_link(comm, peer, rank == a, level, buffer);
+          if (rank == 0) record.waiting_on(-1);
           if (rank == a) {
             measured_links[b].first.push_back(bandwidth);
             measured_links[b].second.push_back(latency);
           }
         }
-        clocksync::idle_barrier(comm);
+        roll_call(comm, record, {});
       }
     }
-  }
-  std::vector<double> my_links;  // per link: this rank, its peer, bandwidths..., latencies...
-  for (const auto& [peer, figures] : measured_links) {
-    my_links.push_back(rank);
-    my_links.push_back(peer);
-    my_links.insert(my_links.end(), figures.first.begin(), figures.first.end());
-    my_links.insert(my_links.end(), figures.second.begin(), figures.second.end());
-  }
-  const std::vector<double> all_links = allgather_rows(comm, my_links);
-  if (rank == 0) {
-    const size_t record = 2 + 2 * repeats;
-    for (size_t k = 0; k + record <= all_links.size(); k += record) {
-      const double* at = all_links.data() + k;
-      LinkMeasurements link;
-      link.a = static_cast<int>(at[0]);
-      link.b = static_cast<int>(at[1]);
-      link.bandwidth_gbps.assign(at + 2, at + 2 + repeats);
-      link.latency_us.assign(at + 2 + repeats, at + record);
-      out.links.push_back(link);
-    }
-    std::sort(out.links.begin(), out.links.end(),
-              [](const LinkMeasurements& x, const LinkMeasurements& y) { return std::tie(x.a, x.b) < std::tie(y.a, y.b); });
+    gather_links(static_cast<size_t>(r) + 1);
   }
   return out;
 }

@@ -30,7 +30,15 @@ std::string summary_text(const Acceptance& acceptance) {
                      std::to_string(acceptance.nodes.size() - static_cast<size_t>(failed_nodes)) + " of " +
                      std::to_string(acceptance.nodes.size()) + " nodes and " +
                      std::to_string(acceptance.links.size() - static_cast<size_t>(failed_links)) + " of " +
-                     std::to_string(acceptance.links.size()) + " links accepted)\n\nnodes:\n";
+                     std::to_string(acceptance.links.size()) + " links accepted)\n";
+  if (const auto& cut = acceptance.cut_short) {
+    std::string silent;
+    for (const int n : cut->silent_nodes) silent += (silent.empty() ? "" : ", ") + acceptance.nodes[static_cast<size_t>(n)].host;
+    text += "run cut short in stage " + cut->stage + " (" + cut->why + "): " +
+            (silent.empty() ? std::string("no node was known to be silent") : "no answer from " + silent) +
+            "; judged on what was measured before\n";
+  }
+  text += "\nnodes:\n";
   for (const NodeVerdict* node : worst_first(acceptance.nodes)) {
     text += "  " + std::string(verdict_name(node->verdict)) + "  " + node->host;
     std::string figures;
@@ -56,6 +64,14 @@ std::string summary_text(const Acceptance& acceptance) {
 std::string summary_json(const Acceptance& acceptance, const Measurements& measurements) {
   JsonWriter json;
   json.begin_object().key("verdict").value(acceptance.verdict == Verdict::pass ? "pass" : "fail");
+  json.key("cut_short");
+  if (const auto& cut = acceptance.cut_short) {
+    json.begin_object().key("stage").value(cut->stage).key("why").value(cut->why).key("silent_hosts").begin_array();
+    for (const int n : cut->silent_nodes) json.value(acceptance.nodes[static_cast<size_t>(n)].host);
+    json.end_array().end_object();
+  } else {
+    json.null();
+  }
   json.key("nodes").begin_array();
   for (size_t i = 0; i < acceptance.nodes.size(); ++i) {
     const NodeVerdict& node = acceptance.nodes[i];

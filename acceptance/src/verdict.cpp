@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "figures.h"
 #include "rankscope/acceptance/acceptance.h"
 #include "rankscope/model/text.h"
 #include "rankscope/model/statistics.h"
@@ -43,13 +44,6 @@ std::string rule_text(const Rules& rules, const char* of) {
   return printf_string("fail below %.2f", rules.fail_below) + " of " + of + " and beyond " +
          printf_string("%.0f", rules.robust_z) + " robust deviations of the fleet (retest when within them), retest below " +
          printf_string("%.2f", rules.retest_below) + " and beyond them";
-}
-
-double best(const std::vector<double>& repeats) {
-  return repeats.empty() ? 0 : *std::max_element(repeats.begin(), repeats.end());
-}
-double least(const std::vector<double>& repeats) {
-  return repeats.empty() ? 0 : *std::min_element(repeats.begin(), repeats.end());
 }
 
 // A node's figure of one kind (its best repeat) against the fleet's median.
@@ -142,6 +136,26 @@ void judge_links(Acceptance& out, const Measurements& in, const Rules& rules) {
   }
 }
 
+// Every node answers every stage; one that went silent where the run ended
+// is lost, unless its silent partner over a link may be the lost one instead.
+void judge_silent_nodes(Acceptance& out, const CutShort& cut) {
+  out.cut_short = cut;
+  out.verdict = Verdict::fail;
+  // Cut short before the inventory, the run knows no node to name.
+  std::erase_if(out.cut_short->silent_nodes, [&](int n) { return n < 0 || static_cast<size_t>(n) >= out.nodes.size(); });
+  for (const int n : out.cut_short->silent_nodes) {
+    std::string partner;
+    for (const auto& [a, b] : cut.silent_pairs)
+      if (a == n || b == n) partner = out.nodes[static_cast<size_t>(a == n ? b : a)].host;
+    out.nodes[static_cast<size_t>(n)].checks.push_back(
+        {"answered", "no answer", "stage " + cut.stage + " (" + cut.why + ")",
+         0, partner.empty() ? "every node answers every stage"
+                            : "every node answers every stage; it and " + partner +
+                                  " went silent measuring their link, and either may be the one lost",
+         partner.empty() ? Verdict::fail : Verdict::retest});
+  }
+}
+
 }  // namespace
 
 const char* verdict_name(Verdict verdict) {
@@ -166,6 +180,7 @@ Acceptance judge(const Measurements& in, const Rules& rules) {
   judge_metric(out, in, rules, "compute", "GFLOP/s", &NodeMeasurements::gemm_gflops);
   judge_metric(out, in, rules, "memory", "GB/s", &NodeMeasurements::triad_gbps);
   judge_links(out, in, rules);
+  if (in.cut_short) judge_silent_nodes(out, *in.cut_short);
   for (NodeVerdict& node : out.nodes) {
     for (const Check& check : node.checks) node.verdict = worse(node.verdict, check.verdict);
     if (node.verdict == Verdict::fail) out.verdict = Verdict::fail;

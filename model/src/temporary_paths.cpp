@@ -22,6 +22,11 @@ std::vector<std::string>& registered_paths() {
   return paths;
 }
 
+std::function<void(int)>& registered_last_words() {
+  static std::function<void(int)> last_words;
+  return last_words;
+}
+
 void remove_quietly(const std::string& path) {
   std::error_code ignored;
   std::filesystem::remove_all(path, ignored);
@@ -41,6 +46,16 @@ TemporaryPath::~TemporaryPath() {
   paths.erase(std::find(paths.begin(), paths.end(), path_));
 }
 
+LastWords::LastWords(std::function<void(int)> words) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  registered_last_words() = std::move(words);
+}
+
+LastWords::~LastWords() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  registered_last_words() = nullptr;
+}
+
 void remove_temporary_paths_on_signals() {
   static std::once_flag started;
   std::call_once(started, [] {
@@ -56,6 +71,12 @@ void remove_temporary_paths_on_signals() {
     std::thread([watched] {
       int signal_number = 0;
       if (::sigwait(&watched, &signal_number) != 0) return;
+      std::function<void(int)> last_words;
+      {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        last_words = registered_last_words();
+      }
+      if (last_words) last_words(signal_number);
       {
         std::lock_guard<std::mutex> lock(g_mutex);
         for (const std::string& path : registered_paths()) remove_quietly(path);

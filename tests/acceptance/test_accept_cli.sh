@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `rankscope accept` on this one machine: alone it measures its node and
 # passes (no links to measure), in text and JSON; two ranks on one node are
-# refused with how to ask for one per node; a bad level is a usage error.
+# refused with how to ask for one per node; a bad level is a usage error;
+# a baseline saved, then judging the node by it and by a rule file; mistakes
+# in those files named with their place, before anything is measured.
 # The fleet's verdicts are tested on test hosts (tests/hosts/test_accept.sh).
 # Usage: test_accept_cli.sh RANKSCOPE MPIEXEC
 set -euo pipefail
@@ -42,4 +44,44 @@ echo "== a bad level"
 status=0
 "$rankscope" accept --level slow >bad.txt 2>bad.log || status=$?
 [ "$status" -eq 2 ] && grep -q "rankscope accept: --level" bad.log || { cat bad.log; fail "bad level: exit status $status"; }
+echo "== rules and baselines"
+"$rankscope" accept --level quick --save-baseline base.txt >/dev/null 2>save.log || { cat save.log; fail "saving a baseline"; }
+grep -q "baseline base.txt written" save.log || { cat save.log; fail "no word of the baseline"; }
+grep -q "^rankscope-accept-baseline 1$" base.txt && grep -q "^level quick$" base.txt && grep -q "^nodes 1$" base.txt &&
+  grep -Eq "^compute_gflops [0-9.e+]+$" base.txt && grep -Eq "^memory_gbps [0-9.e+]+$" base.txt || { cat base.txt; fail "baseline"; }
+status=0
+"$rankscope" accept --level quick --save-baseline base.txt >/dev/null 2>again.log || status=$?
+[ "$status" -eq 1 ] && grep -q "error: the baseline base.txt exists" again.log || { cat again.log; fail "a baseline written over"; }
+# This machine against its own baseline, with room for a shared machine's noise.
+printf 'compute_gflops >= 0.5 baseline\nmemory_gbps >= 0.5 baseline  # noisy neighbours\n' >loose.rules
+"$rankscope" accept --level quick --baseline base.txt --rules loose.rules --format json >self.json 2>self.log ||
+  { cat self.log self.json; fail "a node failed its own baseline"; }
+python3 - <<'PY'
+import json
+[node] = json.load(open("self.json"))["nodes"]
+rules = {c["name"]: c for c in node["checks"] if c["name"].startswith("rule ")}
+assert set(rules) == {"rule compute_gflops", "rule memory_gbps"}, rules
+assert all(c["verdict"] == "pass" and c["rule"].endswith("(loose.rules:%d)" % (i + 1)) for i, c in enumerate(rules.values())), rules
+PY
+# A baseline from a node ten times faster: this one fails on compute, by the baseline's default 5 % rule.
+awk '$1 == "compute_gflops" { $2 = $2 * 10 } { print }' base.txt >fast.txt
+status=0
+"$rankscope" accept --level quick --baseline fast.txt >fast.out 2>fast.log || status=$?
+[ "$status" -eq 1 ] && head -1 fast.out | grep -q "^acceptance: FAIL" &&
+  grep -q "fail rule compute_gflops: .* against .* (baseline fast.txt); compute_gflops >= 0.95 baseline (default)" fast.out ||
+  { cat fast.out fast.log; fail "a node ten times below its baseline"; }
+# Mistakes in the files are named, with the place, before anything is measured.
+expect_error() {  # MESSAGE ARGS...
+  local message=$1 status=0
+  shift
+  "$rankscope" accept "$@" >err.out 2>err.log || status=$?
+  [ "$status" -eq 1 ] && grep -qF "rankscope accept: error: $message" err.log && ! grep -q "compute:" err.log ||
+    { cat err.log; fail "expected '$message' (exit status $status)"; }
+}
+printf '# thresholds\ncompute_gflops => 3\n' >typo.rules
+expect_error "typo.rules:2: a rule is METRIC >= VALUE or METRIC <= VALUE" --rules typo.rules
+expect_error "loose.rules:1: 'compute_gflops >= 0.5 baseline' needs a baseline (--baseline FILE)" --level quick --rules loose.rules
+expect_error "base.txt: a baseline of level quick cannot judge a run of level full" --baseline base.txt --level full
+expect_error "cannot read the baseline absent.txt" --level quick --baseline absent.txt
+
 echo "accept command ok"

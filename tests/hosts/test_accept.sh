@@ -3,7 +3,8 @@
 # hosts pass with nothing failed (twice: no false alarm); one host's CPU
 # throttled fails that host on compute (its memory figure may go too: the
 # triad runs on that CPU) and no other host; one host's link slowed fails
-# that host on network and exactly its links. Each run well under a minute.
+# that host on network and exactly its links; a host lost mid-run fails,
+# and the rest are judged on what was measured. Each run well under a minute.
 # Usage: test_accept.sh RANKSCOPE DDP_SIM
 . "$(dirname "$0")/common.sh" 206
 rankscope=$1
@@ -61,4 +62,40 @@ accept throttled 1 host2 compute only:host2
 hosts heal host2
 hosts slow host3 200mbit
 accept slow-link 1 host3 network exactly:host3
+hosts heal host3
+
+# host4 lost while it measures its compute: mpirun ends the job, and rank 0
+# gives the verdict on what was measured: host4 fails, having gone silent;
+# the others are judged on the repeats they finished.
+hosts mpirun -n 4 "$rankscope" accept --level quick --one-at-a-time --format json >lost.json 2>lost.log &
+job=$!
+for _ in $(seq 600); do
+  grep -q "compute: GEMM 1024^3, repeat 3 of" lost.log && break
+  sleep 0.1
+done
+grep -q "compute: GEMM 1024^3, repeat 3 of" lost.log || { kill -9 $job; cat lost.log; fail "accept never reached its third compute repeat"; }
+lost_at=$(date +%s)
+hosts kill 4
+timeout 60 tail --pid=$job -f /dev/null || { kill -9 $job; fail "the run was still going 60 s after host4 was lost"; }
+status=0
+wait $job || status=$?
+echo "lost-host: exit status $status, $(($(date +%s) - lost_at)) s after host4 was lost"
+[ "$status" -ne 0 ] || fail "a run that lost a node succeeded"
+/usr/bin/python3 - lost.json <<'PY' || { cat lost.log; fail "lost host"; }
+import json, sys
+result = json.load(open(sys.argv[1]))
+assert result["verdict"] == "fail", result["verdict"]
+cut = result["cut_short"]
+print("  cut short:", cut)
+assert cut["silent_hosts"] == ["host4"], cut
+assert cut["stage"].startswith("compute: GEMM 1024^3, repeat 3 of"), cut
+verdicts = {n["host"]: n for n in result["nodes"]}
+assert set(verdicts) == {"host1", "host2", "host3", "host4"}, verdicts.keys()
+answered = [c for c in verdicts["host4"]["checks"] if c["name"] == "answered"]
+assert verdicts["host4"]["verdict"] == "fail" and answered and answered[0]["verdict"] == "fail", verdicts["host4"]
+for host in ("host1", "host2", "host3"):
+    node = verdicts[host]
+    assert node["verdict"] != "fail", node
+    assert len(node["gemm_gflops"]) >= 2 and not node["triad_gbps"], (host, node["gemm_gflops"], node["triad_gbps"])
+PY
 echo "accept on test hosts ok"

@@ -1,18 +1,79 @@
-// mpirun -n NODES rankscope accept [--level quick|full] [--format text|json]
+// mpirun -n NODES rankscope accept [--level quick|full] [--format text|json] [--rules FILE]
+//   [--baseline FILE] [--save-baseline FILE]
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <thread>
 
 #include "command.h"
 #include "rankscope/acceptance/acceptance.h"
 #include "rankscope/acceptance/measure.h"
+#include "rankscope/acceptance/rules.h"
+#include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/temporary_paths.h"
 
 namespace rankscope::cli {
+namespace {
+
+// What judges the run besides the fleet: the rule file, the baseline, and the
+// baseline's default rules for metrics no rule names.
+struct Judgement {
+  acceptance::RuleFile rule_file;
+  std::optional<acceptance::Baseline> baseline;
+};
+
+Judgement read_judgement(const std::string& rules_path, const std::string& baseline_path, const std::string& level) {
+  Judgement judgement;
+  if (!rules_path.empty()) judgement.rule_file = acceptance::read_rule_file(rules_path);
+  if (!baseline_path.empty()) {
+    judgement.baseline = acceptance::read_baseline(baseline_path);
+    for (acceptance::Rule& rule : acceptance::default_baseline_rules(*judgement.baseline)) {
+      const auto named = [&](const acceptance::Rule& r) { return r.metric == rule.metric; };
+      if (std::none_of(judgement.rule_file.rules.begin(), judgement.rule_file.rules.end(), named))
+        judgement.rule_file.rules.push_back(std::move(rule));
+    }
+  }
+  acceptance::check_rules(judgement.rule_file.rules, judgement.baseline ? &*judgement.baseline : nullptr, level);
+  return judgement;
+}
+
+acceptance::Acceptance judged_by(const acceptance::Measurements& measured, const Judgement& judgement) {
+  acceptance::Acceptance judged = acceptance::judge(measured, judgement.rule_file.fleet);
+  acceptance::apply_rules(judged, measured, judgement.rule_file.rules, judgement.baseline ? &*judgement.baseline : nullptr);
+  return judged;
+}
+
+void print_summary(const acceptance::Acceptance& judged, const acceptance::Measurements& measured,
+                   const std::string& format) {
+  std::fputs(format == "json" ? acceptance::summary_json(judged, measured).c_str() : acceptance::summary_text(judged).c_str(),
+             stdout);
+  std::fflush(stdout);
+}
+
+void write_baseline(const std::string& path, const std::string& text) {
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream file(partial, std::ios::trunc);
+    if (!(file << text) || !file.flush()) throw Error("cannot write the baseline " + partial);
+  }
+  std::error_code error;
+  std::filesystem::rename(partial, path, error);
+  if (error) throw Error("cannot write the baseline " + path + ": " + error.message());
+}
+
+}  // namespace
 
 Command add_accept(CLI::App& parent) {
   struct Options {
     std::string level = "quick";
     std::string format = "text";
     bool one_at_a_time = false;
+    std::string rules, baseline, save_baseline;
   };
   auto options = std::make_shared<Options>();
   CLI::App* app = parent.add_subcommand(
@@ -24,6 +85,14 @@ Command add_accept(CLI::App& parent) {
                "Measure one node and one link at a time (slower): for nodes that share cores, memory or an uplink, "
                "such as virtual machines on one host or test hosts");
   app->add_option("--format", options->format, "What is printed: text or json")->check(CLI::IsMember({"text", "json"}));
+  app->add_option("--rules", options->rules,
+                  "Rule file: thresholds on metrics, absolute or against the baseline, and the fleet comparison's "
+                  "settings (docs/accept.md)");
+  app->add_option("--baseline", options->baseline,
+                  "Baseline from --save-baseline: every metric must lie within 5 % of it unless the rule file "
+                  "says otherwise");
+  app->add_option("--save-baseline", options->save_baseline,
+                  "Write the fleet's median of each metric as a baseline for later runs (from a healthy run)");
   return {app, [options] {
             int verdict = 0;
             const int status = run_under_mpi("accept", [&](int process, int processes) {
@@ -40,16 +109,47 @@ Command add_accept(CLI::App& parent) {
               }
               acceptance::Level level = acceptance::level_named(options->level);
               level.one_at_a_time = options->one_at_a_time;
-              const acceptance::Measurements measured =
-                  acceptance::measure(MPI_COMM_WORLD, level, [&](const std::string& line) {
-                    std::fprintf(stderr, "rankscope accept: %d nodes: %s\n", processes, line.c_str());
-                  });
+              // Rank 0 judges; its files are read before anything is measured, so a mistake in them costs no run.
+              Judgement judgement;
+              std::string error;
+              try {
+                if (process == 0) {
+                  judgement = read_judgement(options->rules, options->baseline, options->level);
+                  if (!options->save_baseline.empty() && std::filesystem::exists(options->save_baseline))
+                    throw Error("the baseline " + options->save_baseline + " exists: name another, or remove it");
+                }
+              } catch (const Error& e) {
+                error = e.what();
+              }
+              check_all(MPI_COMM_WORLD, error);
+              acceptance::RunRecord record([&](const std::string& line) {
+                std::fprintf(stderr, "rankscope accept: %d nodes: %s\n", processes, line.c_str());
+              });
+              // A node lost ends the job: mpirun signals every rank, and kills them a second later
+              // (odls_base_sigkill_timeout). Meanwhile the ranks alive go on answering rank 0's roll calls,
+              // which tells rank 0 the silent ones; it then judges what was measured.
+              constexpr auto kStill = std::chrono::milliseconds(200), kAtMost = std::chrono::milliseconds(600);
+              const LastWords cut_short([&](int signal_number) {
+                if (process != 0) {
+                  std::this_thread::sleep_for(kAtMost);
+                  return;
+                }
+                const auto measured = record.cut_short_when_still(
+                    std::string("the job was ended by SIG") + sigabbrev_np(signal_number) + ", as mpirun does when a node is lost",
+                    kStill, kAtMost);
+                if (measured) print_summary(judged_by(*measured, judgement), *measured, options->format);
+              });
+              const acceptance::Measurements measured = acceptance::measure(MPI_COMM_WORLD, level, record);
               if (process == 0) {
-                const acceptance::Acceptance judged = acceptance::judge(measured);
-                std::fputs(options->format == "json" ? acceptance::summary_json(judged, measured).c_str()
-                                                     : acceptance::summary_text(judged).c_str(),
-                           stdout);
-                std::fflush(stdout);
+                record.finish();
+                const acceptance::Acceptance judged = judged_by(measured, judgement);
+                if (!options->save_baseline.empty() && judged.verdict == acceptance::Verdict::pass) {
+                  write_baseline(options->save_baseline, acceptance::baseline_text(measured, options->level));
+                  std::fprintf(stderr, "rankscope accept: baseline %s written\n", options->save_baseline.c_str());
+                } else if (!options->save_baseline.empty()) {
+                  std::fprintf(stderr, "rankscope accept: no baseline written: a run that fails is no baseline\n");
+                }
+                print_summary(judged, measured, options->format);
                 verdict = judged.verdict == acceptance::Verdict::fail ? 1 : 0;
               }
               MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD);

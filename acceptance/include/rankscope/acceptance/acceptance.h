@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -53,10 +54,22 @@ struct CollectiveSweep {
   std::vector<CollectivePoint> points;  // by size, smallest first
 };
 
+// A run that ended before its end (a node lost, the job ended by a signal):
+// where it was, and the nodes it was waiting for there. Those fail; where two
+// went silent while measuring the link between them, either may be the lost
+// one, and both are to be retested. The rest is judged on what was measured.
+struct CutShort {
+  std::string stage;
+  std::string why;
+  std::vector<int> silent_nodes;
+  std::vector<std::pair<int, int>> silent_pairs;  // among silent_nodes
+};
+
 struct Measurements {
   std::vector<NodeMeasurements> nodes;
   std::vector<LinkMeasurements> links;
   std::vector<CollectiveSweep> collectives;
+  std::optional<CutShort> cut_short;
 };
 
 // nccl-tests' figures of one size over `ranks` ranks (GB = 1e9 B): algbw is
@@ -112,7 +125,8 @@ struct Rules {
 };
 
 struct Acceptance {
-  Verdict verdict = Verdict::pass;  // fail when any node or link fails
+  Verdict verdict = Verdict::pass;  // fail when any node or link fails, or the run was cut short
+  std::optional<CutShort> cut_short;
   std::vector<NodeVerdict> nodes;
   std::vector<LinkVerdict> links;
 };

@@ -3,9 +3,13 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "rankscope/acceptance/acceptance.h"
 
@@ -35,12 +39,55 @@ Inventory take_inventory();
 double gemm_gflops(int n, int threads);
 double triad_gbps(size_t bytes, int threads);
 
+// What rank 0 knows of a run while it goes on: the stage, what has been
+// measured, and whom it waits for. Should the run be cut short (a node lost,
+// and the job ended by mpirun), another thread draws the verdict from it
+// while the measuring thread is stuck wherever the loss left it.
+class RunRecord {
+ public:
+  // `progress` is called with each stage's line, on rank 0.
+  explicit RunRecord(std::function<void(const std::string&)> progress) : progress_(std::move(progress)) {}
+
+  void begin_stage(const std::string& line);
+  void measured(const Measurements& so_far);
+  // A roll call of `nodes` begins (rank 0 answers at once); node answers it.
+  void call_roll(int nodes);
+  void answered(int node);
+  // Rank 0 waits for `peer` over their link (-1: for no one); the pairs
+  // measured at once by everyone.
+  void waiting_on(int peer);
+  void measuring_pairs(const std::vector<std::pair<int, int>>& pairs);
+  // The verdict is being given: the run is no longer to be cut short.
+  void finish();
+
+  // What was measured, and where the run stands as if it ended now, for
+  // `why`; nothing once finished.
+  std::optional<Measurements> cut_short(const std::string& why) const;
+  // The same, once the run has stood still for `still` (a roll call waiting
+  // for the same nodes), or after `at_most`: mpirun signals every rank at
+  // once, and those still alive answer the roll call open at that moment,
+  // or the next, within milliseconds, while the lost never do.
+  std::optional<Measurements> cut_short_when_still(const std::string& why, std::chrono::milliseconds still,
+                                                   std::chrono::milliseconds at_most) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::function<void(const std::string&)> progress_;
+  std::string stage_;
+  Measurements so_far_;
+  std::vector<bool> answered_;  // empty between roll calls
+  int peer_ = -1;
+  std::vector<std::pair<int, int>> pairs_;
+  bool finished_ = false;
+  std::chrono::steady_clock::time_point changed_ = std::chrono::steady_clock::now();
+};
+
 // Collective over `comm` (one rank per node): every measurement of every
 // node, and of every pair of nodes in rounds in which no node is in two
 // pairs. Repeats go round the whole fleet (repeat 1 of everything, then
 // repeat 2), so that a passing disturbance spoils one repeat of several
-// figures, not every repeat of one. The result is complete on rank 0. `progress` is called on rank 0
-// with a line to show.
-Measurements measure(MPI_Comm comm, const Level& level, const std::function<void(const std::string&)>& progress);
+// figures, not every repeat of one. The result is complete on rank 0, which
+// keeps `record` up to date as it goes.
+Measurements measure(MPI_Comm comm, const Level& level, RunRecord& record);
 
 }  // namespace rankscope::acceptance

@@ -4,6 +4,7 @@
 // abnormal leaves them behind.
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace rankscope {
@@ -28,5 +29,17 @@ class TemporaryPath {
 // which every other thread must inherit blocked. Not for a process that
 // starts other programs, which would inherit them blocked too.
 void remove_temporary_paths_on_signals();
+
+// While it lives, what the process says when such a signal ends it, before
+// the paths are removed: called on the watching thread, so it may lock and
+// allocate, but must not wait on what the signal interrupted (MPI above all).
+// One at a time.
+class LastWords {
+ public:
+  explicit LastWords(std::function<void(int signal_number)> words);
+  LastWords(const LastWords&) = delete;
+  LastWords& operator=(const LastWords&) = delete;
+  ~LastWords();
+};
 
 }  // namespace rankscope
