@@ -2,7 +2,8 @@
 # bench/accept_detection.sh RANKSCOPE RUNS: how often `rankscope accept
 # --level quick --one-at-a-time` on four test hosts (scripts/testhosts.sh,
 # as root) finds a subtle fault, and how often it flags a healthy host.
-# Faults on host2: none; its CPUs at 80 % (a quota of 1.6 of its 2 cores);
+# Faults on host2: none; its CPUs at 80 % (a quota of 1.6 of its 2 cores,
+# granted per 10 ms so that it slows a GEMM of tens of ms too);
 # its link at 70 % of the healthy links' median bandwidth (tc tbf, both ways).
 # Prints one table row per fault.
 set -euo pipefail
@@ -26,7 +27,7 @@ echo "|---|---|---|---|---|---|"
 for fault in none cpu80 link70; do
   "$testhosts" heal host2
   case $fault in
-    cpu80) "$testhosts" throttle host2 160 ;;
+    cpu80) "$testhosts" throttle host2 160 10 ;;
     link70) "$testhosts" slow host2 "$link_rate" ;;
   esac
   for run in $(seq "$runs"); do accept "$work/$fault-$run.json"; done

@@ -16,7 +16,9 @@
 #   testhosts.sh agent HOST COMMAND...        Open MPI's launch agent (ssh's place)
 #   testhosts.sh slow HOST RATE               HOST's link limited to RATE (tc rate, e.g. 200mbit), both ways
 #   testhosts.sh delay HOST DELAY [LOSS]      HOST's link delayed (e.g. 2ms) and lossy (e.g. 1%), both ways
-#   testhosts.sh throttle HOST PERCENT        HOST's processes get PERCENT of one core together
+#   testhosts.sh throttle HOST PERCENT [PERIOD_MS]
+#                                             HOST's processes get PERCENT of one core together, granted
+#                                             per PERIOD_MS (default 100); a short period slows short work too
 #   testhosts.sh cut HOST                     HOST's link down
 #   testhosts.sh kill HOST [SIGNAL]           every process of HOST killed (SIGKILL by default)
 #   testhosts.sh heal HOST                    every fault of HOST removed
@@ -71,14 +73,16 @@ cgroup_root() {
   fi
 }
 
-# Sets a CPU quota (PERCENT of one core, or "max") on a host's cgroup, v1 or v2.
+# Sets a CPU quota (PERCENT of one core, or "max") on a host's cgroup, v1 or
+# v2, granted per PERIOD_MS (default 100, the kernel's own).
 set_quota() {
-  local group=$1 percent=$2
+  local group=$1 percent=$2 period=$((${3:-100} * 1000))
   if [ -f "$group/cpu.cfs_quota_us" ]; then
-    echo 100000 >"$group/cpu.cfs_period_us"
-    if [ "$percent" = max ]; then echo -1 >"$group/cpu.cfs_quota_us"; else echo $((percent * 1000)) >"$group/cpu.cfs_quota_us"; fi
+    # The quota first when the period shrinks: the kernel refuses a quota above what the period allows.
+    if [ "$percent" = max ]; then echo -1 >"$group/cpu.cfs_quota_us"; else echo $((percent * period / 100)) >"$group/cpu.cfs_quota_us"; fi
+    echo "$period" >"$group/cpu.cfs_period_us"
   else
-    if [ "$percent" = max ]; then echo "max 100000" >"$group/cpu.max"; else echo "$((percent * 1000)) 100000" >"$group/cpu.max"; fi
+    if [ "$percent" = max ]; then echo "max $period" >"$group/cpu.max"; else echo "$((percent * period / 100)) $period" >"$group/cpu.max"; fi
   fi
 }
 
@@ -272,7 +276,8 @@ cmd_fault() {
       tc_both_ends "$k" netem delay "$3" ${4:+loss "$4"} ;;
     throttle)
       [[ ${3:-} =~ ^[0-9]+$ ]] && (($3 >= 1)) || die "throttle: give a percentage of one core (1 or more)"
-      set_quota "$group" "$3" ;;
+      [[ ${4:-100} =~ ^[0-9]+$ ]] && ((${4:-100} >= 1 && ${4:-100} <= 1000)) || die "throttle: the period is 1-1000 ms"
+      set_quota "$group" "$3" "${4:-100}" ;;
     cut) ip link set "$(veth_of "$k")" down ;;
     kill)
       local pids
