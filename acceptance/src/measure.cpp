@@ -138,35 +138,36 @@ const Blas& blas() {
   return loaded;
 }
 
-// Each thread multiplies matrices of its own with the BLAS on one thread, all
-// at once: the node's throughput, without the BLAS's own thread pool, whose
-// threads spin for a while after each call and would take the cores of the
-// next node to be measured where nodes share them.
-double gemm_gflops(int n, int threads) {
-  const Blas& library = blas();
-  library.set_threads(1);
+GemmWorkers::GemmWorkers(int n, int threads) : n_(n), operands_(static_cast<size_t>(threads)) {
+  blas().set_threads(1);
   const size_t elements = static_cast<size_t>(n) * static_cast<size_t>(n);
-  struct Operands {
-    std::vector<double> a, b, c;
-  };
-  std::vector<Operands> operands(static_cast<size_t>(threads));
-  for (Operands& o : operands) {
+  for (Operands& o : operands_) {
     o.a.resize(elements), o.b.resize(elements), o.c.assign(elements, 0);
     for (size_t i = 0; i < elements; ++i) o.a[i] = static_cast<double>(i % 7) * 0.25, o.b[i] = static_cast<double>(i % 5) * 0.5;
   }
-  const auto run = [&] {
-    std::vector<std::thread> workers;
-    for (Operands& o : operands)
-      workers.emplace_back([&o, &library, n] {
-        library.dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, o.a.data(), n, o.b.data(), n, 0.0,
+}
+
+void GemmWorkers::run() {
+  const Blas& library = blas();
+  std::vector<std::thread> workers;
+  for (Operands& o : operands_)
+    workers.emplace_back([&o, &library, n = n_] {
+      library.dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, o.a.data(), n, o.b.data(), n, 0.0,
                     o.c.data(), n);
-      });
-    for (std::thread& worker : workers) worker.join();
-  };
-  run();  // pages touched
+    });
+  for (std::thread& worker : workers) worker.join();
+}
+
+double GemmWorkers::flops() const {
+  return 2.0 * static_cast<double>(operands_.size()) * n_ * static_cast<double>(n_) * n_;
+}
+
+double gemm_gflops(int n, int threads) {
+  GemmWorkers workers(n, threads);
+  workers.run();  // pages touched
   const auto start = std::chrono::steady_clock::now();
-  run();
-  return 2.0 * threads * n * static_cast<double>(n) * n / seconds_since(start) / 1e9;
+  workers.run();
+  return workers.flops() / seconds_since(start) / 1e9;
 }
 
 double triad_gbps(size_t bytes, int threads) {

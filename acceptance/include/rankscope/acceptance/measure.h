@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "rankscope/acceptance/acceptance.h"
 
@@ -30,8 +31,26 @@ Level level_named(std::string_view name);
 // This process's node, as the inventory compares it.
 Inventory take_inventory();
 
-// One run each, on `threads` threads at once (for GEMM, each its own
-// multiplication with the BLAS on one thread).
+// One multiplication of n × n doubles per thread, each through the BLAS on
+// one thread, all at once: the compute check's work, and each layer's of
+// the reference job. Not through the BLAS's own thread pool, whose threads
+// spin for a while after each call and would take the cores of the next node
+// to be measured where nodes share them.
+class GemmWorkers {
+ public:
+  GemmWorkers(int n, int threads);
+  void run();  // every thread's multiplication once
+  double flops() const;  // of one run
+
+ private:
+  struct Operands {
+    std::vector<double> a, b, c;
+  };
+  int n_;
+  std::vector<Operands> operands_;
+};
+
+// One run each, on `threads` threads at once (GemmWorkers for GEMM).
 double gemm_gflops(int n, int threads);
 double triad_gbps(size_t bytes, int threads);
 
