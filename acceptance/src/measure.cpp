@@ -49,7 +49,7 @@ int usable_cpus() {
 // One repeat between `peer` and this rank: the slower direction's bandwidth
 // and half the shortest round trip of 8 bytes.
 std::pair<double, double> measure_link(MPI_Comm comm, int peer, bool lower, const Level& level,
-                                       std::vector<char>& buffer) {
+                                       std::vector<char>& buffer, RunTimeline& timeline) {
   constexpr int kTag = 32001;
   char small[8] = {};
   double shortest = 1e30;
@@ -69,12 +69,15 @@ std::pair<double, double> measure_link(MPI_Comm comm, int peer, bool lower, cons
   for (int direction = 0; direction < 2; ++direction) {
     const bool sending = (direction == 0) == lower;
     const auto start = std::chrono::steady_clock::now();
+    const int64_t began = timeline.now();
     if (sending) {
       MPI_Send(buffer.data(), static_cast<int>(buffer.size()), MPI_CHAR, peer, kTag, comm);
+      timeline.message(CommOp::kSend, peer, kTag, buffer.size(), began, timeline.now());
       MPI_Recv(small, 1, MPI_CHAR, peer, kTag, comm, MPI_STATUS_IGNORE);
       slowest = std::max(slowest, seconds_since(start));
     } else {
       MPI_Recv(buffer.data(), static_cast<int>(buffer.size()), MPI_CHAR, peer, kTag, comm, MPI_STATUS_IGNORE);
+      timeline.message(CommOp::kRecv, peer, kTag, buffer.size(), began, timeline.now());
       MPI_Send(small, 1, MPI_CHAR, peer, kTag, comm);
     }
   }
@@ -189,7 +192,8 @@ double triad_gbps(size_t bytes, int threads) {
   return 3.0 * sizeof(double) * static_cast<double>(count) / seconds_since(start) / 1e9;
 }
 
-Measurements measure(MPI_Comm comm, const Level& level, const std::function<void(const std::string&)>& progress) {
+Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline,
+                     const std::function<void(const std::string&)>& progress) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -214,16 +218,26 @@ Measurements measure(MPI_Comm comm, const Level& level, const std::function<void
     }
   };
   std::vector<double> gemm, triad;
+  const int64_t compute_began = timeline.now();
   for (int r = 0; r < level.repeats; ++r) {
     say("compute: GEMM " + std::to_string(level.gemm_n) + "^3, repeat " + std::to_string(r + 1) + " of " +
         std::to_string(level.repeats));
-    on_each_node([&] { gemm.push_back(gemm_gflops(level.gemm_n, threads)); });
+    on_each_node([&] {
+      const RunTimeline::Range repeat(timeline, "accept: compute repeat " + std::to_string(r + 1));
+      gemm.push_back(gemm_gflops(level.gemm_n, threads));
+    });
   }
+  timeline.range("accept: compute", compute_began, timeline.now());
+  const int64_t memory_began = timeline.now();
   for (int r = 0; r < level.repeats; ++r) {
     say("memory: triad over " + std::to_string(level.triad_bytes >> 20) + " MiB, repeat " + std::to_string(r + 1) +
         " of " + std::to_string(level.repeats));
-    on_each_node([&] { triad.push_back(triad_gbps(level.triad_bytes, threads)); });
+    on_each_node([&] {
+      const RunTimeline::Range repeat(timeline, "accept: memory repeat " + std::to_string(r + 1));
+      triad.push_back(triad_gbps(level.triad_bytes, threads));
+    });
   }
+  timeline.range("accept: memory", memory_began, timeline.now());
   // Every node has as many repeats: node n's are at n * repeats.
   const std::vector<double> gemm_all = allgather_rows(comm, gemm), triad_all = allgather_rows(comm, triad);
   const size_t repeats = static_cast<size_t>(level.repeats);
@@ -242,7 +256,9 @@ Measurements measure(MPI_Comm comm, const Level& level, const std::function<void
   std::vector<char> buffer(level.link_bytes, 1);
   // The links this rank is the lower end of: peer → (bandwidths, latencies).
   std::map<int, std::pair<std::vector<double>, std::vector<double>>> measured_links;
+  const int64_t links_began = timeline.now();
   for (int r = 0; r < level.repeats; ++r) {
+    const RunTimeline::Range repeat(timeline, "accept: links repeat " + std::to_string(r + 1));
     say("links: repeat " + std::to_string(r + 1) + " of " + std::to_string(level.repeats) + " (" +
         std::to_string(rounds.size()) + " rounds" + (level.one_at_a_time ? ", one link at a time)" : ")"));
     for (const auto& round : rounds) {
@@ -251,7 +267,7 @@ Measurements measure(MPI_Comm comm, const Level& level, const std::function<void
         for (size_t p = first; p < std::min(first + at_once, round.size()); ++p) {
           const auto [a, b] = round[p];
           if (rank != a && rank != b) continue;
-          const auto [bandwidth, latency] = measure_link(comm, rank == a ? b : a, rank == a, level, buffer);
+          const auto [bandwidth, latency] = measure_link(comm, rank == a ? b : a, rank == a, level, buffer, timeline);
           if (rank == a) {
             measured_links[b].first.push_back(bandwidth);
             measured_links[b].second.push_back(latency);
@@ -261,6 +277,7 @@ Measurements measure(MPI_Comm comm, const Level& level, const std::function<void
       }
     }
   }
+  timeline.range("accept: links", links_began, timeline.now());
   std::vector<double> my_links;  // per link: this rank, its peer, bandwidths..., latencies...
   for (const auto& [peer, figures] : measured_links) {
     my_links.push_back(rank);

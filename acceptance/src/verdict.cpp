@@ -133,6 +133,10 @@ Acceptance judge(const Measurements& in, const Rules& rules) {
   judge_metric(out, in, rules, "compute", "GFLOP/s", &NodeMeasurements::gemm_gflops);
   judge_metric(out, in, rules, "memory", "GB/s", &NodeMeasurements::triad_gbps);
   judge_links(out, in, rules);
+  for (size_t i = 0; i < in.nodes.size(); ++i) out.nodes[i].checks.push_back(clock_check(in.nodes[i].clock, rules));
+  const std::vector<Check> reference_job = reference_job_checks(in, rules);
+  for (size_t i = 0; i < reference_job.size(); ++i) out.nodes[i].checks.push_back(reference_job[i]);
+  out.reference_job = in.reference_job;
   for (NodeVerdict& node : out.nodes) {
     for (const Check& check : node.checks) node.verdict = worse(node.verdict, check.verdict);
     if (node.verdict == Verdict::fail) out.verdict = Verdict::fail;

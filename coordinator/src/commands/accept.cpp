@@ -1,10 +1,15 @@
-// mpirun -n NODES rankscope accept [--level quick|full] [--format text|json]
+// mpirun -n NODES rankscope accept [--level quick|full] [--format text|json] [--timeline FILE]
 #include <cstdio>
 
 #include "command.h"
+#include "outputs.h"
 #include "rankscope/acceptance/acceptance.h"
 #include "rankscope/acceptance/measure.h"
+#include "rankscope/acceptance/reference_job.h"
+#include "rankscope/acceptance/run_timeline.h"
+#include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/temporary_paths.h"
 
 namespace rankscope::cli {
 
@@ -13,6 +18,7 @@ Command add_accept(CLI::App& parent) {
     std::string level = "quick";
     std::string format = "text";
     bool one_at_a_time = false;
+    std::string timeline;  // a temporary file when not given
   };
   auto options = std::make_shared<Options>();
   CLI::App* app = parent.add_subcommand(
@@ -24,6 +30,10 @@ Command add_accept(CLI::App& parent) {
                "Measure one node and one link at a time (slower): for nodes that share cores, memory or an uplink, "
                "such as virtual machines on one host or test hosts");
   app->add_option("--format", options->format, "What is printed: text or json")->check(CLI::IsMember({"text", "json"}));
+  app->add_option("--timeline", options->timeline,
+                  "Also write the run as an HDF5 timeline (every stage, transfer and the reference job's steps) for "
+                  "`rankscope report` and `export`")
+      ->check(kNonEmptyPath);
   return {app, [options] {
             int verdict = 0;
             const int status = run_under_mpi("accept", [&](int process, int processes) {
@@ -40,18 +50,37 @@ Command add_accept(CLI::App& parent) {
               }
               acceptance::Level level = acceptance::level_named(options->level);
               level.one_at_a_time = options->one_at_a_time;
-              const acceptance::Measurements measured =
-                  acceptance::measure(MPI_COMM_WORLD, level, [&](const std::string& line) {
-                    std::fprintf(stderr, "rankscope accept: %d nodes: %s\n", processes, line.c_str());
-                  });
-              if (process == 0) {
-                const acceptance::Acceptance judged = acceptance::judge(measured);
-                std::fputs(options->format == "json" ? acceptance::summary_json(judged, measured).c_str()
-                                                     : acceptance::summary_text(judged).c_str(),
-                           stdout);
-                std::fflush(stdout);
-                verdict = judged.verdict == acceptance::Verdict::fail ? 1 : 0;
+              std::unique_ptr<TemporaryPath> partial;
+              if (!options->timeline.empty()) {
+                partial = prepare_timeline_output(MPI_COMM_WORLD, {}, options->timeline, false);
               }
+              const auto progress = [&](const std::string& line) {
+                std::fprintf(stderr, "rankscope accept: %d nodes: %s\n", processes, line.c_str());
+              };
+              // The reference job is analysed on the timeline, so there is always one (a temporary file
+              // when none was asked for).
+              acceptance::RunTimeline timeline(MPI_COMM_WORLD, options->timeline);
+              acceptance::Measurements measured = acceptance::measure(MPI_COMM_WORLD, level, timeline, progress);
+              timeline.sync_clock();
+              acceptance::run_reference_job(MPI_COMM_WORLD, acceptance::reference_job_size(options->level),
+                                            acceptance::take_inventory().cpus, timeline, progress);
+              const MergeResult merged = timeline.write(measured);
+              std::string error;
+              if (process == 0) {
+                print_merge_problems("accept", merged, "shard", stderr);
+                try {
+                  acceptance::analyse_reference_job(timeline.path(), measured);
+                  const acceptance::Acceptance judged = acceptance::judge(measured);
+                  std::fputs(options->format == "json" ? acceptance::summary_json(judged, measured).c_str()
+                                                       : acceptance::summary_text(judged).c_str(),
+                             stdout);
+                  std::fflush(stdout);
+                  verdict = judged.verdict == acceptance::Verdict::fail ? 1 : 0;
+                } catch (const Error& e) {
+                  error = e.what();
+                }
+              }
+              check_all(MPI_COMM_WORLD, error);
               MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD);
             });
             return status != 0 ? status : verdict;

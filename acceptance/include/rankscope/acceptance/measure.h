@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/run_timeline.h"
 
 namespace rankscope::acceptance {
 
@@ -60,6 +61,8 @@ double triad_gbps(size_t bytes, int threads);
 // repeat 2), so that a passing disturbance spoils one repeat of several
 // figures, not every repeat of one. The result is complete on rank 0. `progress` is called on rank 0
 // with a line to show.
-Measurements measure(MPI_Comm comm, const Level& level, const std::function<void(const std::string&)>& progress);
+// Every measurement goes into `timeline` too.
+Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline,
+                     const std::function<void(const std::string&)>& progress);
 
 }  // namespace rankscope::acceptance
