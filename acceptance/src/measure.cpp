@@ -51,7 +51,7 @@ int usable_cpus() {
 // One repeat between `peer` and this rank: the slower direction's bandwidth
 // and half the shortest round trip of 8 bytes.
 std::pair<double, double> measure_link(MPI_Comm comm, int peer, bool lower, const Level& level,
-                                       std::vector<char>& buffer) {
+                                       std::vector<char>& buffer, RunTimeline& timeline) {
   constexpr int kTag = 32001;
   char small[8] = {};
   double shortest = 1e30;
@@ -71,12 +71,15 @@ std::pair<double, double> measure_link(MPI_Comm comm, int peer, bool lower, cons
   for (int direction = 0; direction < 2; ++direction) {
     const bool sending = (direction == 0) == lower;
     const auto start = std::chrono::steady_clock::now();
+    const int64_t began = timeline.now();
     if (sending) {
       MPI_Send(buffer.data(), static_cast<int>(buffer.size()), MPI_CHAR, peer, kTag, comm);
+      timeline.message(CommOp::kSend, peer, kTag, buffer.size(), began, timeline.now());
       MPI_Recv(small, 1, MPI_CHAR, peer, kTag, comm, MPI_STATUS_IGNORE);
       slowest = std::max(slowest, seconds_since(start));
     } else {
       MPI_Recv(buffer.data(), static_cast<int>(buffer.size()), MPI_CHAR, peer, kTag, comm, MPI_STATUS_IGNORE);
+      timeline.message(CommOp::kRecv, peer, kTag, buffer.size(), began, timeline.now());
       MPI_Send(small, 1, MPI_CHAR, peer, kTag, comm);
     }
   }
@@ -273,35 +276,36 @@ const Blas& blas() {
   return loaded;
 }
 
-// Each thread multiplies matrices of its own with the BLAS on one thread, all
-// at once: the node's throughput, without the BLAS's own thread pool, whose
-// threads spin for a while after each call and would take the cores of the
-// next node to be measured where nodes share them.
-double gemm_gflops(int n, int threads) {
-  const Blas& library = blas();
-  library.set_threads(1);
+GemmWorkers::GemmWorkers(int n, int threads) : n_(n), operands_(static_cast<size_t>(threads)) {
+  blas().set_threads(1);
   const size_t elements = static_cast<size_t>(n) * static_cast<size_t>(n);
-  struct Operands {
-    std::vector<double> a, b, c;
-  };
-  std::vector<Operands> operands(static_cast<size_t>(threads));
-  for (Operands& o : operands) {
+  for (Operands& o : operands_) {
     o.a.resize(elements), o.b.resize(elements), o.c.assign(elements, 0);
     for (size_t i = 0; i < elements; ++i) o.a[i] = static_cast<double>(i % 7) * 0.25, o.b[i] = static_cast<double>(i % 5) * 0.5;
   }
-  const auto run = [&] {
-    std::vector<std::thread> workers;
-    for (Operands& o : operands)
-      workers.emplace_back([&o, &library, n] {
-        library.dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, o.a.data(), n, o.b.data(), n, 0.0,
+}
+
+void GemmWorkers::run() {
+  const Blas& library = blas();
+  std::vector<std::thread> workers;
+  for (Operands& o : operands_)
+    workers.emplace_back([&o, &library, n = n_] {
+      library.dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, o.a.data(), n, o.b.data(), n, 0.0,
                     o.c.data(), n);
-      });
-    for (std::thread& worker : workers) worker.join();
-  };
-  run();  // pages touched
+    });
+  for (std::thread& worker : workers) worker.join();
+}
+
+double GemmWorkers::flops() const {
+  return 2.0 * static_cast<double>(operands_.size()) * n_ * static_cast<double>(n_) * n_;
+}
+
+double gemm_gflops(int n, int threads) {
+  GemmWorkers workers(n, threads);
+  workers.run();  // pages touched
   const auto start = std::chrono::steady_clock::now();
-  run();
-  return 2.0 * threads * n * static_cast<double>(n) * n / seconds_since(start) / 1e9;
+  workers.run();
+  return workers.flops() / seconds_since(start) / 1e9;
 }
 
 double triad_gbps(size_t bytes, int threads) {
@@ -323,7 +327,7 @@ double triad_gbps(size_t bytes, int threads) {
   return 3.0 * sizeof(double) * static_cast<double>(count) / seconds_since(start) / 1e9;
 }
 
-Measurements measure(MPI_Comm comm, const Level& level, RunRecord& record) {
+Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, RunRecord& record) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -366,18 +370,28 @@ Measurements measure(MPI_Comm comm, const Level& level, RunRecord& record) {
     record.measured(out);
   };
   std::vector<double> gemm, triad;
+  const int64_t compute_began = timeline.now();
   for (int r = 0; r < level.repeats; ++r) {
     say("compute: GEMM " + std::to_string(level.gemm_n) + "^3, repeat " + std::to_string(r + 1) + " of " +
         std::to_string(level.repeats));
-    on_each_node([&] { gemm.push_back(gemm_gflops(level.gemm_n, threads)); });
+    on_each_node([&] {
+      const RunTimeline::Range repeat(timeline, "accept: compute repeat " + std::to_string(r + 1));
+      gemm.push_back(gemm_gflops(level.gemm_n, threads));
+    });
     gather_repeats(gemm, &NodeMeasurements::gemm_gflops);
   }
+  timeline.range("accept: compute", compute_began, timeline.now());
+  const int64_t memory_began = timeline.now();
   for (int r = 0; r < level.repeats; ++r) {
     say("memory: triad over " + std::to_string(level.triad_bytes >> 20) + " MiB, repeat " + std::to_string(r + 1) +
         " of " + std::to_string(level.repeats));
-    on_each_node([&] { triad.push_back(triad_gbps(level.triad_bytes, threads)); });
+    on_each_node([&] {
+      const RunTimeline::Range repeat(timeline, "accept: memory repeat " + std::to_string(r + 1));
+      triad.push_back(triad_gbps(level.triad_bytes, threads));
+    });
     gather_repeats(triad, &NodeMeasurements::triad_gbps);
   }
+  timeline.range("accept: memory", memory_began, timeline.now());
 
   const auto rounds = pairing_rounds(size);
   std::vector<char> buffer(level.link_bytes, 1);
@@ -409,7 +423,9 @@ Measurements measure(MPI_Comm comm, const Level& level, RunRecord& record) {
               [](const LinkMeasurements& x, const LinkMeasurements& y) { return std::tie(x.a, x.b) < std::tie(y.a, y.b); });
     record.measured(out);
   };
+  const int64_t links_began = timeline.now();
   for (int r = 0; r < level.repeats; ++r) {
+    const RunTimeline::Range repeat(timeline, "accept: links repeat " + std::to_string(r + 1));
     say("links: repeat " + std::to_string(r + 1) + " of " + std::to_string(level.repeats) + " (" +
         std::to_string(rounds.size()) + " rounds" + (level.one_at_a_time ? ", one link at a time)" : ")"));
     for (const auto& round : rounds) {
@@ -422,7 +438,7 @@ Measurements measure(MPI_Comm comm, const Level& level, RunRecord& record) {
           if (rank != a && rank != b) continue;
           const int peer = rank == a ? b : a;
           if (rank == 0) record.waiting_on(peer);
-          const auto [bandwidth, latency] = measure_link(comm, peer, rank == a, level, buffer);
+          const auto [bandwidth, latency] = measure_link(comm, peer, rank == a, level, buffer, timeline);
           if (rank == 0) record.waiting_on(-1);
           if (rank == a) {
             measured_links[b].first.push_back(bandwidth);
@@ -434,6 +450,7 @@ Measurements measure(MPI_Comm comm, const Level& level, RunRecord& record) {
     }
     gather_links(static_cast<size_t>(r) + 1);
   }
+  timeline.range("accept: links", links_began, timeline.now());
   return out;
 }
 

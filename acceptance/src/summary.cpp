@@ -58,7 +58,7 @@ std::string summary_text(const Acceptance& acceptance) {
             printf_string("  %.1f us", link->latency_us) + printf_string(" (%.2f)", link->latency_ratio) +
             (link->cause.empty() ? "" : "  " + link->cause) + "\n";
   }
-  return text;
+  return text + reference_job_text(acceptance.reference_job, acceptance.nodes);
 }
 
 std::string summary_json(const Acceptance& acceptance, const Measurements& measurements) {
@@ -92,7 +92,9 @@ std::string summary_json(const Acceptance& acceptance, const Measurements& measu
     for (double v : measured.gemm_gflops) json.value(v);
     json.end_array().key("triad_gbps").begin_array();
     for (double v : measured.triad_gbps) json.value(v);
-    json.end_array().end_object();
+    json.end_array().key("clock").begin_object().key("offset_ns").value(measured.clock.offset_ns)
+        .key("bound_ns").value(measured.clock.bound_ns).key("error").value(measured.clock.error).end_object();
+    json.end_object();
   }
   json.end_array().key("links").begin_array();
   for (size_t l = 0; l < acceptance.links.size(); ++l) {
@@ -107,7 +109,9 @@ std::string summary_json(const Acceptance& acceptance, const Measurements& measu
     for (double v : measurements.links[l].latency_us) json.value(v);
     json.end_array().end_object();
   }
-  json.end_array().end_object();
+  json.end_array().key("reference_job");
+  write_reference_job_json(json, acceptance.reference_job, acceptance.nodes);
+  json.end_object();
   return json.str() + "\n";
 }
 

@@ -5,46 +5,13 @@
 #include <map>
 
 #include "figures.h"
+#include "fleet.h"
 #include "rankscope/acceptance/acceptance.h"
 #include "rankscope/model/text.h"
 #include "rankscope/model/statistics.h"
 
 namespace rankscope::acceptance {
 namespace {
-
-Verdict worse(Verdict a, Verdict b) { return static_cast<int>(a) > static_cast<int>(b) ? a : b; }
-
-// Figures within this share of each other are the same figure: below it,
-// differences between like nodes are the measurement's own (a microsecond
-// of latency on a virtual network, a burst of a shared core).
-constexpr double kResolution = 0.05;
-
-// A fleet's figures (one per node or link, higher is better): their median,
-// and the median absolute deviation scaled to a standard deviation, no less
-// than kResolution of the median.
-struct Fleet {
-  double median = 0, spread = 0;
-  explicit Fleet(const std::vector<double>& values) {
-    median = rankscope::median(values, 0);
-    std::vector<double> deviations;
-    for (double v : values) deviations.push_back(std::fabs(v - median));
-    spread = std::max(1.4826 * rankscope::median(deviations, 0), kResolution * median);
-  }
-  // The verdict on `value`, and its ratio to the median.
-  std::pair<Verdict, double> judge(double value, const Rules& rules) const {
-    const double ratio = median > 0 ? value / median : 1;
-    const bool beyond_noise = (median - value) > rules.robust_z * spread;
-    if (ratio < rules.fail_below) return {beyond_noise ? Verdict::fail : Verdict::retest, ratio};
-    if (ratio < rules.retest_below && beyond_noise) return {Verdict::retest, ratio};
-    return {Verdict::pass, ratio};
-  }
-};
-
-std::string rule_text(const Rules& rules, const char* of) {
-  return printf_string("fail below %.2f", rules.fail_below) + " of " + of + " and beyond " +
-         printf_string("%.0f", rules.robust_z) + " robust deviations of the fleet (retest when within them), retest below " +
-         printf_string("%.2f", rules.retest_below) + " and beyond them";
-}
 
 // A node's figure of one kind (its best repeat) against the fleet's median.
 void judge_metric(Acceptance& out, const Measurements& in, const Rules& rules, const char* name, const char* unit,
@@ -180,6 +147,10 @@ Acceptance judge(const Measurements& in, const Rules& rules) {
   judge_metric(out, in, rules, "compute", "GFLOP/s", &NodeMeasurements::gemm_gflops);
   judge_metric(out, in, rules, "memory", "GB/s", &NodeMeasurements::triad_gbps);
   judge_links(out, in, rules);
+  for (size_t i = 0; i < in.nodes.size(); ++i) out.nodes[i].checks.push_back(clock_check(in.nodes[i].clock, rules));
+  const std::vector<Check> reference_job = reference_job_checks(in, rules);
+  for (size_t i = 0; i < reference_job.size(); ++i) out.nodes[i].checks.push_back(reference_job[i]);
+  out.reference_job = in.reference_job;
   if (in.cut_short) judge_silent_nodes(out, *in.cut_short);
   for (NodeVerdict& node : out.nodes) {
     for (const Check& check : node.checks) node.verdict = worse(node.verdict, check.verdict);

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # `rankscope accept` on this one machine: alone it measures its node and
-# passes (no links to measure), in text and JSON; two ranks on one node are
-# refused with how to ask for one per node; a bad level is a usage error;
-# a baseline saved, then judging the node by it and by a rule file; mistakes
-# in those files named with their place, before anything is measured.
-# The fleet's verdicts are tested on test hosts (tests/hosts/test_accept.sh).
+# passes (no links to measure), in text and JSON, with its clock check and
+# the reference job; `--timeline` writes the run as a timeline that `info
+# --check` accepts and `report` shows with the reference job's steps, and an
+# existing one is refused; two ranks on one node are refused with how to ask
+# for one per node; a bad level is a usage error; a baseline saved, then
+# judging the node by it and by a rule file; mistakes in those files named
+# with their place, before anything is measured. The fleet's verdicts, and
+# the timeline of several nodes (links, causality), are tested on test hosts
+# (tests/hosts/test_accept.sh): accept runs one rank per node.
 # Usage: test_accept_cli.sh RANKSCOPE MPIEXEC
 set -euo pipefail
 rankscope=$1 mpiexec=$2
@@ -14,7 +18,7 @@ cd "$work"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 echo "== one node alone"
-"$rankscope" accept --level quick --format json >one.json 2>one.log || { cat one.log; fail "accept on one node failed"; }
+"$rankscope" accept --level quick --format json --timeline one.h5 >one.json 2>one.log || { cat one.log; fail "accept on one node failed"; }
 grep -q "rankscope accept: 1 nodes: compute" one.log || { cat one.log; fail "no progress on stderr"; }
 python3 - "$(hostname)" <<'PY'
 import json, sys
@@ -27,10 +31,28 @@ checks = {c["name"]: c for c in node["checks"]}
 assert {"compute", "memory", "inventory.kernel", "inventory.mpi_library"} <= checks.keys(), checks.keys()
 assert len(node["gemm_gflops"]) == 9 and min(node["gemm_gflops"]) > 0, node["gemm_gflops"]
 assert len(node["triad_gbps"]) == 9 and min(node["triad_gbps"]) > 0, node["triad_gbps"]
-print("one node:", checks["compute"]["value"], checks["memory"]["value"])
+assert checks["clock"]["verdict"] == "pass" and node["clock"] == {"offset_ns": 0, "bound_ns": 0, "error": ""}, node["clock"]
+assert checks["reference_job"]["verdict"] == "pass", checks["reference_job"]
+job = result["reference_job"]
+assert job["steps"] == 12 and job["median_step_ms"] > 0 and job["step_cv"] >= 0, job
+assert job["straggler"] is None and "only rank 0 has data" in job["straggler_reason"], job
+print("one node:", checks["compute"]["value"], checks["memory"]["value"], checks["reference_job"]["value"])
 PY
+"$rankscope" info --check one.h5 >info.txt || { cat info.txt; fail "info --check refused the timeline"; }
+"$rankscope" report --format json one.h5 >report.json || fail "report on the timeline failed"
+python3 - <<'PY'
+import json
+report = json.load(open("report.json"))
+[rank] = report["ranks"]
+assert len(rank["steps"]) == 12, len(rank["steps"])
+PY
+status=0
+"$rankscope" accept --level quick --timeline one.h5 >again.txt 2>again.log || status=$?
+[ "$status" -eq 1 ] && grep -q "one.h5" again.log && [ ! -s again.txt ] || { cat again.log; fail "an existing timeline was not refused"; }
 "$rankscope" accept --level quick >one.txt 2>/dev/null || fail "accept in text failed"
 head -1 one.txt | grep -q "^acceptance: PASS (1 of 1 nodes and 0 of 0 links accepted)" || { cat one.txt; fail "text summary"; }
+grep -q "^reference job: 12 steps, median step .* ms, CV .*, straggler: n/a (only rank 0 has data" one.txt ||
+  { cat one.txt; fail "no reference job in the text"; }
 
 echo "== two ranks on one node"
 status=0

@@ -2,9 +2,15 @@
 # `rankscope accept --level quick` on four test hosts, one rank each: healthy
 # hosts pass with nothing failed (twice: no false alarm); one host's CPU
 # throttled fails that host on compute (its memory figure may go too: the
-# triad runs on that CPU) and no other host; one host's link slowed fails
-# that host on network and exactly its links; a host lost mid-run fails,
-# and the rest are judged on what was measured. Each run well under a minute.
+# triad runs on that CPU) and no other host, nor does the reference job
+# fail another (it names the throttled host only where the machine's cores
+# are not busier than the throttle: docs/accept.md); one host's link slowed
+# fails that host on network and exactly its links; a host lost mid-run
+# fails, and the rest are judged on what was measured. Every node's clock
+# passes. The healthy run's timeline (--timeline) passes `info --check`,
+# with every link's transfers as messages matched and no causality
+# violation, and `report` shows the reference job's steps. Each run well
+# under a minute.
 # Usage: test_accept.sh RANKSCOPE DDP_SIM
 . "$(dirname "$0")/common.sh" 206
 rankscope=$1
@@ -22,7 +28,8 @@ hosts up 4 --slots 1 >/dev/null
 accept() {
   local name=$1 want_status=$2 failed_hosts=$3 check=$4 links=$5 status=0 started
   started=$(date +%s)
-  hosts mpirun -n 4 "$rankscope" accept --level quick --one-at-a-time --format json >"$name.json" 2>"$name.log" || status=$?
+  hosts mpirun -n 4 "$rankscope" accept --level quick --one-at-a-time --format json --timeline "$PWD/$name.h5" \
+    >"$name.json" 2>"$name.log" || status=$?
   echo "$name: exit status $status in $(($(date +%s) - started)) s"
   [ "$status" -eq "$want_status" ] || { cat "$name.log"; fail "$name: exit status $status, expected $want_status"; }
   [ $(($(date +%s) - started)) -lt 60 ] || fail "$name: quick took a minute or more"
@@ -34,6 +41,11 @@ check, links = sys.argv[3], sys.argv[4]
 for node in result["nodes"]:
     figures = {c["name"]: (c["verdict"], c["value"], round(c["ratio"], 2)) for c in node["checks"] if not c["name"].startswith("inventory")}
     print(" ", node["host"], node["verdict"], figures)
+    assert figures["clock"][0] == "pass", (node["host"], figures["clock"])
+print("  reference job:", {k: v for k, v in result["reference_job"].items() if k != "straggler"},
+      "straggler:", result["reference_job"]["straggler"] if result["reference_job"]["straggler"] == "none" else
+      (result["reference_job"]["straggler"]["host"], result["reference_job"]["straggler"]["cause"]))
+assert result["reference_job"]["steps"] == 12, result["reference_job"]
 for link in result["links"]:
     print(" ", "-".join(link["hosts"]), link["verdict"], round(link["bandwidth_gbps"], 3), "GB/s", round(link["latency_us"], 1), "us", link["cause"])
 assert result["verdict"] == ("fail" if failed_hosts else "pass"), result["verdict"]
@@ -41,10 +53,11 @@ assert {n["host"] for n in result["nodes"]} == {"host1", "host2", "host3", "host
 assert {n["host"] for n in result["nodes"] if n["verdict"] == "fail"} == failed_hosts, "nodes failed"
 # The check named must fail. A throttled CPU may slow the node's memory
 # figure too (the triad runs on it); a slowed link, nothing but the network.
+# Either may hold back the reference job.
 for node in result["nodes"]:
     if node["host"] in failed_hosts:
         failing = {c["name"] for c in node["checks"] if c["verdict"] == "fail"}
-        assert check in failing and failing <= {check, "memory" if check == "compute" else check}, (node["host"], failing)
+        assert check in failing and failing <= {check, "memory" if check == "compute" else check, "reference_job"}, (node["host"], failing)
 link_host = links.split(":")[-1]
 failed = {tuple(l["hosts"]) for l in result["links"] if l["verdict"] == "fail"}
 its_links = {tuple(l["hosts"]) for l in result["links"] if link_host in l["hosts"]}
@@ -56,6 +69,22 @@ PY
 }
 
 accept healthy 0 - - -
+"$rankscope" info --check --json healthy.h5 >healthy-info.json || fail "info --check refused the timeline of the run"
+"$rankscope" report --format json healthy.h5 >healthy-report.json || fail "report on the timeline of the run failed"
+/usr/bin/python3 - <<'PY'
+import json
+info = json.load(open("healthy-info.json"))
+assert info["world_size"] == 4 and {r["host"] for r in info["ranks"]} == {"host1", "host2", "host3", "host4"}
+# Each of the 6 links, each of 9 repeats: a transfer each way, recorded by its sender and its receiver.
+assert info["events_by_kind"]["mpi_p2p"] == 6 * 9 * 4, info["events_by_kind"]
+for rank in info["ranks"]:
+    counters = rank["counters"]
+    for counter in ("clock_violations", "clock_violations_p2p", "p2p_unmatched"):
+        assert counters[counter] == 0, (rank["rank"], counter, counters[counter])
+report = json.load(open("healthy-report.json"))
+assert all(len(rank["steps"]) == 12 for rank in report["ranks"]), [len(rank["steps"]) for rank in report["ranks"]]
+print("  timeline:", info["events"], "events,", info["events_by_kind"])
+PY
 accept healthy-again 0 - - -
 hosts throttle host2 25
 accept throttled 1 host2 compute only:host2

@@ -1,5 +1,5 @@
 // mpirun -n NODES rankscope accept [--level quick|full] [--format text|json] [--rules FILE]
-//   [--baseline FILE] [--save-baseline FILE]
+//   [--baseline FILE] [--save-baseline FILE] [--timeline FILE]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,9 +10,12 @@
 #include <thread>
 
 #include "command.h"
+#include "outputs.h"
 #include "rankscope/acceptance/acceptance.h"
 #include "rankscope/acceptance/measure.h"
 #include "rankscope/acceptance/rules.h"
+#include "rankscope/acceptance/reference_job.h"
+#include "rankscope/acceptance/run_timeline.h"
 #include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/temporary_paths.h"
@@ -74,6 +77,7 @@ Command add_accept(CLI::App& parent) {
     std::string format = "text";
     bool one_at_a_time = false;
     std::string rules, baseline, save_baseline;
+    std::string timeline;  // a temporary file when not given
   };
   auto options = std::make_shared<Options>();
   CLI::App* app = parent.add_subcommand(
@@ -93,6 +97,10 @@ Command add_accept(CLI::App& parent) {
                   "says otherwise");
   app->add_option("--save-baseline", options->save_baseline,
                   "Write the fleet's median of each metric as a baseline for later runs (from a healthy run)");
+  app->add_option("--timeline", options->timeline,
+                  "Also write the run as an HDF5 timeline (every stage, transfer and the reference job's steps) for "
+                  "`rankscope report` and `export`")
+      ->check(kNonEmptyPath);
   return {app, [options] {
             int verdict = 0;
             const int status = run_under_mpi("accept", [&](int process, int processes) {
@@ -122,6 +130,10 @@ Command add_accept(CLI::App& parent) {
                 error = e.what();
               }
               check_all(MPI_COMM_WORLD, error);
+              std::unique_ptr<TemporaryPath> partial;
+              if (!options->timeline.empty()) {
+                partial = prepare_timeline_output(MPI_COMM_WORLD, {}, options->timeline, false);
+              }
               acceptance::RunRecord record([&](const std::string& line) {
                 std::fprintf(stderr, "rankscope accept: %d nodes: %s\n", processes, line.c_str());
               });
@@ -139,19 +151,35 @@ Command add_accept(CLI::App& parent) {
                     kStill, kAtMost);
                 if (measured) print_summary(judged_by(*measured, judgement), *measured, options->format);
               });
-              const acceptance::Measurements measured = acceptance::measure(MPI_COMM_WORLD, level, record);
+              // The reference job is analysed on the timeline, so there is always one (a temporary file
+              // when none was asked for).
+              acceptance::RunTimeline timeline(MPI_COMM_WORLD, options->timeline);
+              acceptance::Measurements measured = acceptance::measure(MPI_COMM_WORLD, level, timeline, record);
+              timeline.sync_clock();
+              acceptance::run_reference_job(MPI_COMM_WORLD, acceptance::reference_job_size(options->level),
+                                            acceptance::take_inventory().cpus, timeline, [&](const std::string& line) {
+                                              if (process == 0) record.begin_stage(line);
+                                            });
+              const MergeResult merged = timeline.write(measured);
               if (process == 0) {
                 record.finish();
-                const acceptance::Acceptance judged = judged_by(measured, judgement);
-                if (!options->save_baseline.empty() && judged.verdict == acceptance::Verdict::pass) {
-                  write_baseline(options->save_baseline, acceptance::baseline_text(measured, options->level));
-                  std::fprintf(stderr, "rankscope accept: baseline %s written\n", options->save_baseline.c_str());
-                } else if (!options->save_baseline.empty()) {
-                  std::fprintf(stderr, "rankscope accept: no baseline written: a run that fails is no baseline\n");
+                print_merge_problems("accept", merged, "shard", stderr);
+                try {
+                  acceptance::analyse_reference_job(timeline.path(), measured);
+                  const acceptance::Acceptance judged = judged_by(measured, judgement);
+                  if (!options->save_baseline.empty() && judged.verdict == acceptance::Verdict::pass) {
+                    write_baseline(options->save_baseline, acceptance::baseline_text(measured, options->level));
+                    std::fprintf(stderr, "rankscope accept: baseline %s written\n", options->save_baseline.c_str());
+                  } else if (!options->save_baseline.empty()) {
+                    std::fprintf(stderr, "rankscope accept: no baseline written: a run that fails is no baseline\n");
+                  }
+                  print_summary(judged, measured, options->format);
+                  verdict = judged.verdict == acceptance::Verdict::fail ? 1 : 0;
+                } catch (const Error& e) {
+                  error = e.what();
                 }
-                print_summary(judged, measured, options->format);
-                verdict = judged.verdict == acceptance::Verdict::fail ? 1 : 0;
               }
+              check_all(MPI_COMM_WORLD, error);
               MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD);
             });
             return status != 0 ? status : verdict;

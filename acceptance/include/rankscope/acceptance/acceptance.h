@@ -11,6 +11,10 @@
 #include <utility>
 #include <vector>
 
+namespace rankscope {
+class JsonWriter;
+}
+
 namespace rankscope::acceptance {
 
 // What a node is and runs. Every field is compared across the fleet.
@@ -24,11 +28,48 @@ struct Inventory {
   std::string rankscope_version;
 };
 
+// The node's event clock against rank 0's, from the run's clock sync rounds
+// (clocksync's ClockSynchronizer: at the start, between stages, at the end).
+struct NodeClock {
+  int64_t offset_ns = 0;  // its clock minus rank 0's, at the first round
+  int64_t bound_ns = 0;   // the median error bound of the rounds
+  std::string error;      // why a round measured nothing; empty when every round measured
+};
+
+// The node in the reference training job (reference_job.h), as the
+// straggler analysis saw it.
+struct ReferenceJobNode {
+  bool measured = false;        // the rank had steps in the timeline
+  int64_t own_step_ns = 0;      // median over steps of its step time less its exposed wait for others
+  int64_t blame_ns = 0;         // time the others waited for it, over the job
+  double last_arriver_rate = 0; // share of the gradient allreduces it posted last
+};
+
 // Every repeat of every measurement, so that the verdicts can be robust.
 struct NodeMeasurements {
   Inventory inventory;
   std::vector<double> gemm_gflops;  // double-precision GEMM through the BLAS, all the process's CPUs
   std::vector<double> triad_gbps;   // STREAM triad, all the process's CPUs
+  NodeClock clock;
+  ReferenceJobNode reference_job;
+};
+
+// A node the straggler analysis names (analysis.h, find_stragglers).
+struct NamedStraggler {
+  int node = -1;  // index into Measurements::nodes
+  std::string cause;
+  double score = 0;
+  std::string evidence;
+};
+
+// The reference training job as the job profile and the straggler analysis
+// found it in the run's timeline.
+struct ReferenceJob {
+  int steps = 0;
+  int64_t median_step_ns = 0;  // a step's time: the mean over the ranks of their step's duration
+  double step_cv = 0;          // standard deviation over mean of the steps' times
+  std::vector<NamedStraggler> stragglers;  // most likely first; empty when none
+  std::string unmeasured;  // why the ranks could not be compared (a single node); empty when they were
 };
 
 // A link between two nodes (indexes into Measurements::nodes, a < b).
@@ -70,6 +111,7 @@ struct Measurements {
   std::vector<LinkMeasurements> links;
   std::vector<CollectiveSweep> collectives;
   std::optional<CutShort> cut_short;
+  ReferenceJob reference_job;
 };
 
 // nccl-tests' figures of one size over `ranks` ranks (GB = 1e9 B): algbw is
@@ -122,6 +164,13 @@ struct Rules {
   double fail_below = 0.8;
   double retest_below = 0.9;
   double robust_z = 3;
+  // A node whose clock sync bound is wider than this fails `clock`: its
+  // events cannot be ordered against other nodes' at the scale of a
+  // collective. Test hosts sharing two cores measure bounds of 13-36 µs
+  // (median) and at most 0.5 ms since ranks wait idle (bench/RESULTS.md,
+  // "Clock sync across test hosts"); InfiniBand's round trips bound it to a
+  // few µs (docs/clocksync.md).
+  int64_t clock_bound_limit_ns = 1'000'000;
 };
 
 struct Acceptance {
@@ -129,9 +178,21 @@ struct Acceptance {
   std::optional<CutShort> cut_short;
   std::vector<NodeVerdict> nodes;
   std::vector<LinkVerdict> links;
+  ReferenceJob reference_job;
 };
 
 Acceptance judge(const Measurements& measurements, const Rules& rules = {});
+
+// The check `clock` of one node: its sync bound against the limit; a node
+// whose sync failed fails with the reason.
+Check clock_check(const NodeClock& clock, const Rules& rules = {});
+
+// The check `reference_job` of every node (in node order): its own time per
+// step (its step time less its exposed wait for others) against the
+// fleet's, by the rules of compute. A node the straggler analysis names
+// fails where that figure is beyond noise and is to be retested where it is
+// not; a node it does not name is at worst to be retested.
+std::vector<Check> reference_job_checks(const Measurements& measurements, const Rules& rules = {});
 
 // The rounds in which every pair of `nodes` meets once, no node in two pairs
 // of one round (the circle method: nodes − 1 rounds, nodes rounds when odd).
@@ -140,5 +201,10 @@ std::vector<std::vector<std::pair<int, int>>> pairing_rounds(int nodes);
 // One screen, failed items first.
 std::string summary_text(const Acceptance& acceptance);
 std::string summary_json(const Acceptance& acceptance, const Measurements& measurements);
+
+// The run-level section of the reference job: text lines, and the value of
+// the JSON key `reference_job`.
+std::string reference_job_text(const ReferenceJob& job, const std::vector<NodeVerdict>& nodes);
+void write_reference_job_json(JsonWriter& json, const ReferenceJob& job, const std::vector<NodeVerdict>& nodes);
 
 }  // namespace rankscope::acceptance

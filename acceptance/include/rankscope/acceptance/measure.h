@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/run_timeline.h"
 
 namespace rankscope::acceptance {
 
@@ -34,8 +35,26 @@ Level level_named(std::string_view name);
 // This process's node, as the inventory compares it.
 Inventory take_inventory();
 
-// One run each, on `threads` threads at once (for GEMM, each its own
-// multiplication with the BLAS on one thread).
+// One multiplication of n × n doubles per thread, each through the BLAS on
+// one thread, all at once: the compute check's work, and each layer's of
+// the reference job. Not through the BLAS's own thread pool, whose threads
+// spin for a while after each call and would take the cores of the next node
+// to be measured where nodes share them.
+class GemmWorkers {
+ public:
+  GemmWorkers(int n, int threads);
+  void run();  // every thread's multiplication once
+  double flops() const;  // of one run
+
+ private:
+  struct Operands {
+    std::vector<double> a, b, c;
+  };
+  int n_;
+  std::vector<Operands> operands_;
+};
+
+// One run each, on `threads` threads at once (GemmWorkers for GEMM).
 double gemm_gflops(int n, int threads);
 double triad_gbps(size_t bytes, int threads);
 
@@ -87,7 +106,7 @@ class RunRecord {
 // pairs. Repeats go round the whole fleet (repeat 1 of everything, then
 // repeat 2), so that a passing disturbance spoils one repeat of several
 // figures, not every repeat of one. The result is complete on rank 0, which
-// keeps `record` up to date as it goes.
-Measurements measure(MPI_Comm comm, const Level& level, RunRecord& record);
+// keeps `record` up to date as it goes. Every measurement goes into `timeline` too.
+Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, RunRecord& record);
 
 }  // namespace rankscope::acceptance

@@ -1,0 +1,53 @@
+// The robust statistics every figure of the fleet is judged by (docs/accept.md,
+// "Verdicts"): verdict.cpp's checks, the clock's and the reference job's.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/model/statistics.h"
+#include "rankscope/model/text.h"
+
+namespace rankscope::acceptance {
+
+inline Verdict worse(Verdict a, Verdict b) { return static_cast<int>(a) > static_cast<int>(b) ? a : b; }
+
+// Figures within this share of each other are the same figure: below it,
+// differences between like nodes are the measurement's own (a microsecond
+// of latency on a virtual network, a burst of a shared core).
+inline constexpr double kResolution = 0.05;
+
+// A fleet's figures (one per node or link, higher is better): their median,
+// and the median absolute deviation scaled to a standard deviation, no less
+// than kResolution of the median.
+struct Fleet {
+  double median = 0, spread = 0;
+  explicit Fleet(const std::vector<double>& values) {
+    median = rankscope::median(values, 0);
+    std::vector<double> deviations;
+    for (double v : values) deviations.push_back(std::fabs(v - median));
+    spread = std::max(1.4826 * rankscope::median(deviations, 0), kResolution * median);
+  }
+  bool beyond_noise(double value, const Rules& rules) const { return (median - value) > rules.robust_z * spread; }
+  // The verdict on `value`, and its ratio to the median.
+  std::pair<Verdict, double> judge(double value, const Rules& rules) const {
+    const double ratio = median > 0 ? value / median : 1;
+    const bool beyond = beyond_noise(value, rules);
+    if (ratio < rules.fail_below) return {beyond ? Verdict::fail : Verdict::retest, ratio};
+    if (ratio < rules.retest_below && beyond) return {Verdict::retest, ratio};
+    return {Verdict::pass, ratio};
+  }
+};
+
+// The rule of Fleet::judge in words, `of` naming the reference.
+inline std::string rule_text(const Rules& rules, const char* of) {
+  return printf_string("fail below %.2f", rules.fail_below) + " of " + of + " and beyond " +
+         printf_string("%.0f", rules.robust_z) + " robust deviations of the fleet (retest when within them), retest below " +
+         printf_string("%.2f", rules.retest_below) + " and beyond them";
+}
+
+}  // namespace rankscope::acceptance
