@@ -1,5 +1,5 @@
 // report_html(): the page's structure, on Reports built by hand. How a browser
-// renders it: check_report_render.py.
+// renders it: tests/support/check_html_render.py.
 #include <gtest/gtest.h>
 
 #include <string>

@@ -1,0 +1,48 @@
+// Measurements built by hand for the acceptance tests and the page the
+// browser test renders: a fleet of like nodes, to be spoiled by each test,
+// and collective sweeps.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "rankscope/acceptance/acceptance.h"
+
+namespace rankscope::test {
+
+// `nodes` alike (compute 100 GFLOP/s, memory 10 GB/s, links 1 GB/s and 50 µs, three repeats each with a
+// little noise).
+inline acceptance::Measurements healthy_fleet(int nodes) {
+  acceptance::Measurements m;
+  for (int n = 0; n < nodes; ++n) {
+    acceptance::NodeMeasurements node;
+    node.inventory = {"node" + std::to_string(n), "Some CPU", 16, int64_t{64} << 30, "6.1.0", "Open MPI v4.1.4", "0.1.0"};
+    const double wobble = 1 + 0.01 * (n % 3);
+    node.gemm_gflops = {95 * wobble, 100 * wobble, 97 * wobble};
+    node.triad_gbps = {9.5 * wobble, 10 * wobble, 9.8 * wobble};
+    m.nodes.push_back(node);
+  }
+  for (const auto& round : acceptance::pairing_rounds(nodes))
+    for (const auto& [a, b] : round) m.links.push_back({a, b, {0.97, 1.0, 0.99}, {52, 50, 51}});
+  return m;
+}
+
+// allreduce and allgather over every node, 4 B to 64 MiB by powers of 4:
+// latency-bound at small sizes, levelling off towards 10 GB/s of bus bandwidth.
+inline std::vector<acceptance::CollectiveSweep> sample_sweeps(int nodes) {
+  std::vector<acceptance::CollectiveSweep> sweeps;
+  for (const char* collective : {"allreduce", "allgather"}) {
+    acceptance::CollectiveSweep sweep{collective, {}, {}};
+    for (int n = 0; n < nodes; ++n) sweep.nodes.push_back(n);
+    const double factor = acceptance::busbw_factor(collective, nodes);
+    for (size_t bytes = 4; bytes <= (size_t{64} << 20); bytes *= 4) {
+      // 20 µs of latency, then the bytes at 10 GB/s of bus bandwidth.
+      const double us = 20 + static_cast<double>(bytes) * factor / 10e9 * 1e6;
+      sweep.points.push_back({bytes, {us, us * 1.02, us * 0.99, us * 1.1}});
+    }
+    sweeps.push_back(sweep);
+  }
+  return sweeps;
+}
+
+}  // namespace rankscope::test
