@@ -1,17 +1,35 @@
-// mpirun -n NODES rankscope accept [--level quick|full] [--format text|json]
+// mpirun -n NODES rankscope accept [--level quick|full] [--format text|json|html] [-o FILE]
 #include <cstdio>
+#include <optional>
 
 #include "command.h"
+#include "outputs.h"
 #include "rankscope/acceptance/acceptance.h"
 #include "rankscope/acceptance/measure.h"
 #include "rankscope/model/error.h"
 
 namespace rankscope::cli {
+namespace {
+
+OutputKind accept_kind(const std::string& format) {
+  return format == "json" ? OutputKind::kAcceptJson : format == "html" ? OutputKind::kAcceptHtml : OutputKind::kAcceptText;
+}
+
+std::string summary(const std::string& format, const acceptance::Acceptance& judged,
+                    const acceptance::Measurements& measured) {
+  return format == "json"   ? acceptance::summary_json(judged, measured)
+         : format == "html" ? acceptance::summary_html(judged, measured)
+                            : acceptance::summary_text(judged);
+}
+
+}  // namespace
 
 Command add_accept(CLI::App& parent) {
   struct Options {
     std::string level = "quick";
     std::string format = "text";
+    std::string output;  // stdout when empty
+    bool overwrite = false;
     bool one_at_a_time = false;
   };
   auto options = std::make_shared<Options>();
@@ -23,10 +41,17 @@ Command add_accept(CLI::App& parent) {
   app->add_flag("--one-at-a-time", options->one_at_a_time,
                "Measure one node and one link at a time (slower): for nodes that share cores, memory or an uplink, "
                "such as virtual machines on one host or test hosts");
-  app->add_option("--format", options->format, "What is printed: text or json")->check(CLI::IsMember({"text", "json"}));
+  add_document_options(*app, "summary", options->format, options->output, options->overwrite);
   return {app, [options] {
             int verdict = 0;
             const int status = run_under_mpi("accept", [&](int process, int processes) {
+              // Before anything is measured, so that a wrong -o costs no measurement.
+              std::optional<TextOutput> output;
+              run_on_process_0(MPI_COMM_WORLD, [&] {
+                if (options->output.empty()) return;
+                check_files({}, {{"-o", options->output, accept_kind(options->format)}}, options->overwrite);
+                output.emplace(options->output);
+              });
               int local_size = 1;
               MPI_Comm node;
               MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, process, MPI_INFO_NULL, &node);
@@ -44,14 +69,18 @@ Command add_accept(CLI::App& parent) {
                   acceptance::measure(MPI_COMM_WORLD, level, [&](const std::string& line) {
                     std::fprintf(stderr, "rankscope accept: %d nodes: %s\n", processes, line.c_str());
                   });
-              if (process == 0) {
+              run_on_process_0(MPI_COMM_WORLD, [&] {
                 const acceptance::Acceptance judged = acceptance::judge(measured);
-                std::fputs(options->format == "json" ? acceptance::summary_json(judged, measured).c_str()
-                                                     : acceptance::summary_text(judged).c_str(),
-                           stdout);
-                std::fflush(stdout);
+                const std::string text = summary(options->format, judged, measured);
+                if (output) {
+                  output->write(text);
+                  std::fprintf(stderr, "rankscope accept: wrote %s\n", options->output.c_str());
+                } else {
+                  std::fputs(text.c_str(), stdout);
+                  std::fflush(stdout);
+                }
                 verdict = judged.verdict == acceptance::Verdict::fail ? 1 : 0;
-              }
+              });
               MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD);
             });
             return status != 0 ? status : verdict;

@@ -105,6 +105,18 @@ bool is_html_titled(const std::string& path, std::string_view title_start) {
 
 bool is_report_html(const std::string& path) { return is_html_titled(path, "rankscope report: "); }
 
+bool is_accept_text(const std::string& path) {
+  static const std::regex summary("^acceptance: (PASS|FAIL) \\([0-9]+ of [0-9]+ nodes and [0-9]+ of [0-9]+ links accepted\\)$");
+  return first_line_has(path, summary);
+}
+
+bool is_accept_json(const std::string& path) {
+  const std::string head = read_head(path);
+  return head.starts_with(R"({"verdict":"pass","nodes":[)") || head.starts_with(R"({"verdict":"fail","nodes":[)");
+}
+
+bool is_accept_html(const std::string& path) { return is_html_titled(path, "rankscope acceptance: "); }
+
 struct KindTraits {
   const char* name;
   bool (*recognise)(const std::string& path);
@@ -118,6 +130,9 @@ KindTraits traits(OutputKind kind) {
     case OutputKind::kReportText: return {"a rankscope text report", is_report_text};
     case OutputKind::kReportJson: return {"a rankscope JSON report", is_report_json};
     case OutputKind::kReportHtml: return {"a rankscope HTML report", is_report_html};
+    case OutputKind::kAcceptText: return {"a rankscope accept text summary", is_accept_text};
+    case OutputKind::kAcceptJson: return {"a rankscope accept JSON summary", is_accept_json};
+    case OutputKind::kAcceptHtml: return {"a rankscope accept HTML page", is_accept_html};
   }
   return {"", nullptr};
 }

@@ -18,7 +18,17 @@ namespace rankscope::cli {
 
 // The kinds of file rankscope writes; an existing file is replaced only by
 // a file of its own kind.
-enum class OutputKind { kTimeline, kPerfetto, kChromeJson, kReportText, kReportJson, kReportHtml };
+enum class OutputKind {
+  kTimeline,
+  kPerfetto,
+  kChromeJson,
+  kReportText,
+  kReportJson,
+  kReportHtml,
+  kAcceptText,
+  kAcceptJson,
+  kAcceptHtml
+};
 
 struct Output {
   std::string option;  // as on the command line: "-o", "--perfetto"
@@ -45,7 +55,7 @@ void run_on_process_0(MPI_Comm comm, const std::function<void()>& body);
 std::unique_ptr<TemporaryPath> prepare_timeline_output(MPI_Comm comm, const std::vector<std::string>& inputs,
                                                        const std::string& output, bool overwrite);
 
-// A text output (a report) replaced all or nothing.
+// A text output (a report, an acceptance summary) replaced all or nothing.
 // Made before the work that fills it: OUTPUT.partial is created at once, so
 // that a folder that is missing or cannot be written stops the command
 // before it computes anything; it is removed if the command ends (an error,
@@ -65,7 +75,7 @@ class TextOutput {
 void add_overwrite_flag(CLI::App& app, bool& overwrite);
 
 // `--format text|json|html`, `-o/--output` and `-f/--overwrite`, for
-// commands that print one document, their `what` ("report"), or
+// commands that print one document, their `what` ("report", "summary"), or
 // write it to a file.
 void add_document_options(CLI::App& app, const std::string& what, std::string& format, std::string& output,
                           bool& overwrite);
