@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "rankscope/analysis/analysis.h"
-#include "rankscope/analysis/format.h"
+#include "rankscope/model/format.h"
 #include "rankscope/model/statistics.h"
 
 namespace rankscope::analysis {

@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "rankscope/analysis/analysis.h"
-#include "rankscope/analysis/format.h"
+#include "rankscope/model/format.h"
 #include "rankscope/model/json.h"
 #include "rankscope/model/statistics.h"
 #include "rankscope/model/text.h"

@@ -1,7 +1,5 @@
-// The HTML report (docs/report.md, "HTML report"): one self-contained page.
-// Styles are inline and the plots are SVG drawn here; there are no scripts and
-// nothing is fetched, so the page opens the same from disk, as a mail
-// attachment or on a cluster's login node without internet.
+// The HTML report (docs/report.md, "HTML report"): one self-contained page,
+// its plots SVG drawn with model/html.h's pieces.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -12,40 +10,13 @@
 #include <vector>
 
 #include "rankscope/analysis/analysis.h"
-#include "rankscope/analysis/format.h"
+#include "rankscope/model/format.h"
+#include "rankscope/model/html.h"
 
 namespace rankscope::analysis {
 namespace {
 
-// ------------------------------------------------------------ formatting ---
-
-// Everything that comes from the timeline (paths, hosts, names, the analyses'
-// sentences, which quote them) goes through here. Control characters other
-// than tab and newline are not allowed in HTML text; they become U+FFFD.
-std::string escape_html(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      case '\t': case '\n': out += c; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-          out += "\xEF\xBF\xBD";
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
-
-// SVG coordinates: one decimal is below a pixel's tenth, and keeps big pages small.
-std::string coord(double value) { return trimmed(value, 1); }
+using namespace html;
 
 // ---------------------------------------------------------- job figures ---
 
@@ -86,7 +57,7 @@ const RankProfile* find_rank(const JobProfile& job, int32_t rank) {
 std::string rank_with_host(const JobProfile& job, int32_t rank) {
   const RankProfile* profile = find_rank(job, rank);
   std::string text = "rank " + std::to_string(rank);
-  if (profile != nullptr && !profile->host.empty()) text += " on " + escape_html(profile->host);
+  if (profile != nullptr && !profile->host.empty()) text += " on " + escape(profile->host);
   return text;
 }
 
@@ -99,74 +70,10 @@ std::string step_label(const JobProfile& job, size_t step) {
   return std::to_string(step < job.step_numbers.size() ? job.step_numbers[step] : step);
 }
 
-// The smallest of 1, 2, 5, 10, 20, 50, … at least `minimum`: label every k-th
-// row or column so labels keep their distance however many there are.
-int label_stride(double minimum) {
-  for (int magnitude = 1;; magnitude *= 10) {
-    for (const int factor : {1, 2, 5}) {
-      if (factor * magnitude >= minimum) return factor * magnitude;
-    }
-  }
-}
-
-// About `count` round steps from at or below `low` to at or above `high`: the
-// first and last ticks are the axis's ends, so that every value is inside.
-std::vector<double> nice_ticks(double low, double high, int count) {
-  if (!(high > low)) return {low};
-  const double raw_step = (high - low) / count;
-  const double magnitude = std::pow(10.0, std::floor(std::log10(raw_step)));
-  double step = magnitude * 10;
-  for (const double factor : {1.0, 2.0, 5.0}) {
-    if (factor * magnitude >= raw_step) {
-      step = factor * magnitude;
-      break;
-    }
-  }
-  std::vector<double> ticks;
-  const double last = std::ceil(high / step - 1e-9);
-  for (double i = std::floor(low / step + 1e-9); i <= last; ++i) ticks.push_back(i * step);
-  return ticks;
-}
-
-// Maps a value's interval onto pixels; log2 for byte sizes, which span decades.
-struct Scale {
-  double domain_low, domain_high, pixel_low, pixel_high;
-  bool log2 = false;
-
-  double operator()(double value) const {
-    const double low = log2 ? std::log2(domain_low) : domain_low;
-    const double high = log2 ? std::log2(domain_high) : domain_high;
-    const double at = log2 ? std::log2(std::max(value, domain_low)) : value;
-    if (!(high > low)) return (pixel_low + pixel_high) / 2;
-    return pixel_low + (at - low) / (high - low) * (pixel_high - pixel_low);
-  }
-};
-
 // -------------------------------------------------------------- page parts ---
 
+// The report's own plots; model/html.h has the rest.
 constexpr const char* kStyle = R"(
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#222;
-background:#f6f6f4;margin:0}
-main{max-width:1180px;margin:0 auto;padding:12px 24px 48px}
-h1{font-size:22px;margin:10px 0 2px}
-h2{font-size:17px;margin:30px 0 8px;padding-bottom:4px;border-bottom:1px solid #d8d8d8}
-h3{font-size:14px;margin:16px 0 4px}
-code{font-family:"DejaVu Sans Mono",monospace;font-size:13px;word-break:break-all}
-.facts{display:grid;grid-template-columns:max-content 1fr;gap:3px 18px;margin:10px 0;background:#fff;
-border:1px solid #e2e2e2;border-radius:4px;padding:10px 14px}
-.facts dt{color:#666}
-.facts dd{margin:0}
-.alert{color:#b00020;font-weight:600}
-.good{color:#2a7a2a;font-weight:600}
-.note{color:#666;font-style:italic}
-.caption{color:#555;font-size:13px;max-width:920px;margin:4px 0 10px}
-.plot{overflow-x:auto;background:#fff;border:1px solid #e2e2e2;border-radius:4px;padding:6px;margin:8px 0}
-.plot svg{display:block}
-svg text{font-size:11px;fill:#333}
-svg .axis-title{font-size:12px;fill:#555}
-svg .marker{fill:#b00020;font-weight:600}
-svg .grid{stroke:#e6e6e6;stroke-width:1}
-svg .axis{stroke:#999;stroke-width:1}
 .w0{fill:#ffffcc}.w1{fill:#ffeda0}.w2{fill:#fed976}.w3{fill:#feb24c}.w4{fill:#fd8d3c}
 .w5{fill:#fc4e2a}.w6{fill:#e31a1c}.w7{fill:#bd0026}.w8{fill:#800026}.w-none{fill:#cfcfcf}
 .bar{fill:#4c78a8}.no-comm{fill:#e4e4e4}
@@ -174,63 +81,14 @@ svg .axis{stroke:#999;stroke-width:1}
 .prediction{fill:none;stroke:#555;stroke-width:1.5}.prediction-point{fill:#555}
 .recommended{stroke:#2a7a2a;stroke-width:1.5;stroke-dasharray:5 3}.recommended-label{fill:#2a7a2a;font-weight:600}
 .mean{stroke:#222;stroke-width:1;stroke-dasharray:4 3}
-.table-wrap{overflow-x:auto}
-table{border-collapse:collapse;background:#fff;font-size:13px;margin:8px 0;border:1px solid #e2e2e2}
-th,td{padding:3px 9px;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
-th{background:#efefed;font-weight:600}
-td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-tbody tr:nth-child(even) td{background:#fafafa}
-td.evidence{color:#444;padding-bottom:10px}
 #straggler-table td{background:#fff}
 #straggler-table tbody tr:first-child td{border-bottom:none}
-summary{cursor:pointer;color:#444;margin:6px 0}
 )";
-
-void write_note(std::string& out, std::string_view html, std::string_view id = {}) {
-  out += "<p class=\"note\"";
-  if (!id.empty()) out += " id=\"" + std::string(id) + "\"";
-  out += ">";
-  out += html;
-  out += "</p>\n";
-}
-
-void write_svg_open(std::string& out, std::string_view id, double width, double height, std::string_view label) {
-  out += "<div class=\"plot\"><svg id=\"" + std::string(id) + "\" width=\"" + coord(width) + "\" height=\"" +
-         coord(height) + "\" viewBox=\"0 0 " + coord(width) + " " + coord(height) + "\" role=\"img\" aria-label=\"" +
-         std::string(label) + "\">\n";
-}
-
-void write_svg_close(std::string& out) { out += "</svg></div>\n"; }
-
-// `html` is already escaped or made here.
-void write_text(std::string& out, double x, double y, std::string_view html, std::string_view attributes = {}) {
-  out += "<text x=\"" + coord(x) + "\" y=\"" + coord(y) + "\"";
-  if (!attributes.empty()) out += " " + std::string(attributes);
-  out += ">";
-  out += html;
-  out += "</text>\n";
-}
-
-void write_line(std::string& out, double x1, double y1, double x2, double y2, std::string_view css_class) {
-  out += "<line x1=\"" + coord(x1) + "\" y1=\"" + coord(y1) + "\" x2=\"" + coord(x2) + "\" y2=\"" + coord(y2) +
-         "\" class=\"" + std::string(css_class) + "\"/>\n";
-}
-
-void write_rect(std::string& out, double x, double y, double width, double height, std::string_view css_class,
-                std::string_view title_html = {}) {
-  out += "<rect x=\"" + coord(x) + "\" y=\"" + coord(y) + "\" width=\"" + coord(width) + "\" height=\"" +
-         coord(height) + "\" class=\"" + std::string(css_class) + "\"";
-  if (title_html.empty()) {
-    out += "/>\n";
-  } else {
-    out += "><title>" + std::string(title_html) + "</title></rect>\n";
-  }
-}
 
 void write_header(const Report& report, std::string& out) {
   const JobProfile& job = report.profile;
   out += "<header id=\"summary\">\n<h1>rankscope report</h1>\n<dl class=\"facts\">\n";
-  out += "<dt>Job file</dt><dd><code>" + escape_html(job.path) + "</code></dd>\n";
+  out += "<dt>Job file</dt><dd><code>" + escape(job.path) + "</code></dd>\n";
 
   std::string ranks = std::to_string(job.world_size);
   std::vector<std::string> unusual;
@@ -279,12 +137,12 @@ void write_header(const Report& report, std::string& out) {
 
   out += "<dt>Top straggler</dt><dd>";
   if (!report.stragglers.unmeasured.empty()) {
-    out += "n/a: " + escape_html(report.stragglers.unmeasured);
+    out += "n/a: " + escape(report.stragglers.unmeasured);
   } else if (report.stragglers.stragglers.empty()) {
     out += "no straggler found";
   } else {
     const Straggler& top = report.stragglers.stragglers.front();
-    out += "<span class=\"alert\">" + straggler_name(job, top) + "</span>: " + escape_html(top.cause) +
+    out += "<span class=\"alert\">" + straggler_name(job, top) + "</span>: " + escape(top.cause) +
            ", score " + trimmed(top.score, 2);
   }
   out += "</dd>\n</dl>\n</header>\n";
@@ -336,7 +194,7 @@ void write_heatmap_row(const JobProfile& job, const RankProfile& rank, const std
   }
   out += "<g><title>" + rank_with_host(job, rank.rank);
   if (!wait_unmeasured.empty()) {
-    out += ": exposed wait n/a: " + escape_html(wait_unmeasured);
+    out += ": exposed wait n/a: " + escape(wait_unmeasured);
   } else if (known_steps == 0) {
     out += ": no steps";
   } else {
@@ -439,7 +297,7 @@ void write_wait_heatmap(const Report& report, std::string& out) {
     const double y = std::max(row_y, last_label_y + 13);
     last_label_y = y;
     write_text(out, left + grid_width + 6, y + 4,
-               "◀ straggler " + std::to_string(straggler->rank) + ": " + escape_html(straggler->cause),
+               "◀ straggler " + std::to_string(straggler->rank) + ": " + escape(straggler->cause),
                "class=\"marker\"");
   }
   write_svg_close(out);
@@ -475,14 +333,14 @@ void write_straggler_table(const Report& report, std::string& out) {
   for (const Straggler& straggler : report.stragglers.stragglers) {
     const RankProfile* profile = find_rank(job, straggler.rank);
     out += "<tbody><tr><td class=\"num\">" + (straggler.rank >= 0 ? std::to_string(straggler.rank) : "—") +
-           "</td><td>" + (profile ? escape_html(profile->host) : std::string()) + "</td><td class=\"num\">" +
-           trimmed(straggler.score, 2) + "</td><td>" + escape_html(straggler.cause) + "</td><td class=\"num\">" +
+           "</td><td>" + (profile ? escape(profile->host) : std::string()) + "</td><td class=\"num\">" +
+           trimmed(straggler.score, 2) + "</td><td>" + escape(straggler.cause) + "</td><td class=\"num\">" +
            format_percent(100 * straggler.last_arriver_rate) + " (chance " +
            format_percent(100 * straggler.baseline_rate) + ")</td><td class=\"num\">" +
            format_duration(straggler.blame_ns) + " (" + format_percent(100 * straggler.blame_fraction) +
            ")</td><td class=\"num\">" + trimmed(straggler.compute_score_relative, 2) + "×</td><td class=\"num\">" +
            format_duration(straggler.actual_step_ns) + " / " + format_duration(straggler.what_if_step_ns) +
-           "</td></tr>\n<tr><td></td><td colspan=\"7\" class=\"evidence\">" + escape_html(straggler.evidence) +
+           "</td></tr>\n<tr><td></td><td colspan=\"7\" class=\"evidence\">" + escape(straggler.evidence) +
            "</td></tr></tbody>\n";
   }
   out += "</table></div>\n</section>\n";
@@ -567,10 +425,10 @@ void write_rank_table(const Report& report, std::string& out) {
     }
     const auto wait_figure = [&](int64_t ns) {
       return rank.wait_unmeasured.empty() ? format_duration(ns)
-                                          : "<span title=\"" + escape_html(rank.wait_unmeasured) + "\">n/a</span>";
+                                          : "<span title=\"" + escape(rank.wait_unmeasured) + "\">n/a</span>";
     };
     out += "<tr><td class=\"num\">" + std::to_string(rank.rank) + "</td><td>" +
-           (profile ? escape_html(profile->host) : std::string()) + "</td><td class=\"num\">" +
+           (profile ? escape(profile->host) : std::string()) + "</td><td class=\"num\">" +
            (profile && profile->node_id >= 0 ? std::to_string(profile->node_id) : std::string("—")) + "</td><td>" +
            (profile ? rank_status_name(profile->status) : "—") + "</td><td class=\"num\">" +
            (std::isfinite(rank.comm_comp_overlap_pct) ? format_percent(rank.comm_comp_overlap_pct)
@@ -620,21 +478,6 @@ Scale bucket_size_scale(const BucketReport& buckets, double pixel_low, double pi
   return {low, high, pixel_low, pixel_high, true};
 }
 
-void write_size_axis(const Scale& x, double y, std::string& out) {
-  const int low_exponent = static_cast<int>(std::ceil(std::log2(x.domain_low)));
-  const int high_exponent = static_cast<int>(std::floor(std::log2(x.domain_high)));
-  const int stride = std::max(1, (high_exponent - low_exponent + 7) / 7);
-  write_line(out, x.pixel_low, y, x.pixel_high, y, "axis");
-  for (int exponent = low_exponent; exponent <= high_exponent; ++exponent) {
-    if (exponent % stride != 0) continue;
-    const double bytes = std::ldexp(1.0, exponent);
-    write_line(out, x(bytes), y, x(bytes), y + 4, "axis");
-    write_text(out, x(bytes), y + 16, format_bytes(bytes), "text-anchor=\"middle\"");
-  }
-  write_text(out, (x.pixel_low + x.pixel_high) / 2, y + 34, "bucket size",
-             "class=\"axis-title\" text-anchor=\"middle\"");
-}
-
 // Bus bandwidth (left axis) and exposed time (right axis) of every bucket.
 void write_bucket_plot(const BucketReport& buckets, std::string& out) {
   const double left = 64, top = 40, plot_width = 640, plot_height = 220, right = 80, bottom = 46;
@@ -670,7 +513,7 @@ void write_bucket_plot(const BucketReport& buckets, std::string& out) {
   write_text(out, 14, top + plot_height / 2, "GB/s",
              "class=\"axis-title\" text-anchor=\"middle\" transform=\"rotate(-90 14 " +
                  coord(top + plot_height / 2) + ")\"");
-  write_size_axis(x, top + plot_height, out);
+  write_size_axis(out, x, top + plot_height, "bucket size");
 
   for (const BucketStats& bucket : buckets.buckets) {
     const std::string title = "bucket " + std::to_string(bucket.index) + ": " +
@@ -715,7 +558,7 @@ void write_prediction_plot(const BucketReport& buckets, std::string& out) {
                "text-anchor=\"end\"");
   }
   write_line(out, left, top, left, top + plot_height, "axis");
-  write_size_axis(x, top + plot_height, out);
+  write_size_axis(out, x, top + plot_height, "bucket size");
 
   std::string path;
   for (const BucketPrediction& prediction : predictions) {
@@ -769,7 +612,7 @@ void write_fsdp_units(const BucketReport& buckets, std::string& out) {
            format_duration(unit.reduce_scatter_exposed_ns) + "</td></tr>\n";
   }
   out += "</tbody></table></div>\n";
-  if (!buckets.prefetch_note.empty()) out += "<p>" + escape_html(buckets.prefetch_note) + "</p>\n";
+  if (!buckets.prefetch_note.empty()) out += "<p>" + escape(buckets.prefetch_note) + "</p>\n";
 }
 
 void write_bucket_section(const Report& report, std::string& out) {
@@ -781,7 +624,7 @@ void write_bucket_section(const Report& report, std::string& out) {
     out += "</section>\n";
     return;
   }
-  if (!buckets.recommendation.empty()) out += "<p><strong>" + escape_html(buckets.recommendation) + "</strong></p>\n";
+  if (!buckets.recommendation.empty()) out += "<p><strong>" + escape(buckets.recommendation) + "</strong></p>\n";
   if (!buckets.buckets.empty()) {
     write_bucket_plot(buckets, out);
     out += "<p class=\"caption\">Each bucket's allreduce: the bus bandwidth it reached (as nccl-tests counts it), "
@@ -839,14 +682,10 @@ void write_capture_cost_section(const Report& report, std::string& out) {
 }  // namespace
 
 std::string report_html(const Report& report) {
-  std::string out;
-  out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  out += "<title>rankscope report: " + escape_html(report.profile.path) + "</title>\n";
-  out += "<style>" + std::string(kStyle) + "</style>\n</head>\n<body>\n<main>\n";
+  std::string out = page_start("rankscope report: " + escape(report.profile.path), kStyle);
   write_header(report, out);
   if (!report.damage.empty()) {
-    out += "<p class=\"alert\">Damaged timeline: " + escape_html(report.damage.summary()) +
+    out += "<p class=\"alert\">Damaged timeline: " + escape(report.damage.summary()) +
            "; every figure here leaves those rows out.</p>\n";
   }
   write_wait_heatmap(report, out);
@@ -854,7 +693,7 @@ std::string report_html(const Report& report) {
   write_overlap_section(report, out);
   write_bucket_section(report, out);
   write_capture_cost_section(report, out);
-  out += "</main>\n</body>\n</html>\n";
+  out += page_end();
   return out;
 }
 

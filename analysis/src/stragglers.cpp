@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "rankscope/analysis/analysis.h"
-#include "rankscope/analysis/format.h"
+#include "rankscope/model/format.h"
 #include "rankscope/model/statistics.h"
 
 namespace rankscope::analysis {

@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "rankscope/analysis/analysis.h"
-#include "rankscope/analysis/format.h"
 #include "rankscope/model/counters.h"
+#include "rankscope/model/format.h"
 #include "rankscope/model/json.h"
 #include "rankscope/model/text.h"
 
@@ -57,7 +57,7 @@ std::string info_text(const Timeline& timeline, bool events_checked) {
   char line[512];
   std::snprintf(line, sizeof(line), "%s: %d ranks, %llu events over %s\n", timeline.path().c_str(),
                 timeline.world_size(), static_cast<unsigned long long>(timeline.event_count()),
-                analysis::format_duration(job.span_ns()).c_str());
+                format_duration(job.span_ns()).c_str());
   out += line;
   out += "job: " +
          (job.job.known() ? job.job.text() : "unknown (its shards were written before rankscope recorded it)") + "\n";
@@ -68,7 +68,7 @@ std::string info_text(const Timeline& timeline, bool events_checked) {
     const std::string heard = rank.status == RankStatus::kMissing || job.first_ns > job.last_ns ? "-"
                               : rank.last_heard_ns == analysis::kUnknown
                                   ? "unknown"
-                                  : "+" + analysis::format_duration(rank.last_heard_ns - job.first_ns);
+                                  : "+" + format_duration(rank.last_heard_ns - job.first_ns);
     std::snprintf(line, sizeof(line), "%6d  %-24s %8lld %12llu %10llu  %-9s %s\n", rank.rank,
                   rank.host.empty() ? "-" : rank.host.c_str(), static_cast<long long>(rank.pid),
                   static_cast<unsigned long long>(rank.event_count),

@@ -1,9 +1,12 @@
-// A fleet of like nodes for the acceptance tests to spoil, and what they ask of its verdicts.
+// Measurements built by hand for the acceptance tests and the page the
+// browser test renders: a fleet of like nodes, to be spoiled by each test,
+// collective sweeps, and what the tests ask of the verdicts.
 #pragma once
 
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "rankscope/acceptance/acceptance.h"
 
@@ -37,6 +40,24 @@ inline const Check& check_named(const NodeVerdict& node, const std::string& name
   for (const Check& c : node.checks)
     if (c.name == name) return c;
   throw std::runtime_error("no check " + name);
+}
+
+// allreduce and allgather over every node, 4 B to 64 MiB by powers of 4:
+// latency-bound at small sizes, levelling off towards 10 GB/s of bus bandwidth.
+inline std::vector<CollectiveSweep> sample_sweeps(int nodes) {
+  std::vector<CollectiveSweep> sweeps;
+  for (const char* collective : {"allreduce", "allgather"}) {
+    CollectiveSweep sweep{collective, {}, {}};
+    for (int n = 0; n < nodes; ++n) sweep.nodes.push_back(n);
+    const double factor = busbw_factor(collective, nodes);
+    for (size_t bytes = 4; bytes <= (size_t{64} << 20); bytes *= 4) {
+      // 20 µs of latency, then the bytes at 10 GB/s of bus bandwidth.
+      const double us = 20 + static_cast<double>(bytes) * factor / 10e9 * 1e6;
+      sweep.points.push_back({bytes, {us, us * 1.02, us * 0.99, us * 1.1}});
+    }
+    sweeps.push_back(sweep);
+  }
+  return sweeps;
 }
 
 }  // namespace rankscope::acceptance

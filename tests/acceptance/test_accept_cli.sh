@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # `rankscope accept` on this one machine: alone it measures its node and
-# passes (no links to measure), in text and JSON, with its clock check and
-# the reference job; `--timeline` writes the run as a timeline that `info
-# --check` accepts and `report` shows with the reference job's steps, and an
-# existing one is refused; two ranks on one node are refused with how to ask
-# for one per node; a bad level is a usage error; a baseline saved, then
-# judging the node by it and by a rule file; mistakes in those files named
-# with their place, before anything is measured. The fleet's verdicts, and
-# the timeline of several nodes (links, causality), are tested on test hosts
-# (tests/hosts/test_accept.sh): accept runs one rank per node.
+# passes (no links to measure), in text, JSON and HTML, with its clock
+# check and the reference job; `--timeline` writes the run as a timeline
+# that `info --check` accepts and `report` shows with the reference job's
+# steps, and an existing one is refused; -o writes the summary to a file,
+# replaced only with -f and only when it is an earlier summary of the same
+# format, and a wrong -o stops it before it measures anything; two ranks on
+# one node are refused with how to ask for one per node; a bad level is a
+# usage error; a baseline saved, then judging the node by it and by a rule
+# file; mistakes in those files named with their place, before anything is
+# measured. The fleet's verdicts, and the timeline of several nodes (links,
+# causality), are tested on test hosts (tests/hosts/test_accept.sh): accept
+# runs one rank per node.
 # Usage: test_accept_cli.sh RANKSCOPE MPIEXEC
 set -euo pipefail
 rankscope=$1 mpiexec=$2
@@ -54,6 +57,55 @@ head -1 one.txt | grep -q "^acceptance: PASS (1 of 1 nodes and 0 of 0 links acce
 grep -q "^reference job: 12 steps, median step .* ms, CV .*, straggler: n/a (only rank 0 has data" one.txt ||
   { cat one.txt; fail "no reference job in the text"; }
 
+echo "== -o: the summary to a file"
+"$rankscope" accept --level quick --format html -o page.html >page.out 2>page.log ||
+  { cat page.log; fail "accept --format html -o page.html failed"; }
+[ ! -s page.out ] || fail "with -o, something was printed on stdout"
+grep -q "rankscope accept: wrote page.html" page.log || { cat page.log; fail "no word of the file written"; }
+python3 - "$(hostname)" <<'PY'
+import html, sys
+page = open("page.html", encoding="utf-8").read()
+assert page.startswith("<!DOCTYPE html>\n"), page[:100]
+assert "<title>rankscope acceptance: PASS, 1 nodes</title>" in page, page[:600]
+for part in ('id="verdict">PASS', 'id="compute-bars"', 'id="memory-bars"', 'id="inventory-table"',
+             "No links: one node has no link to measure.", "No collectives measured."):
+    assert part in page, part
+assert "<td>" + html.escape(sys.argv[1]) + "</td>" in page, "the host is not in the inventory"
+PY
+[ ! -e page.html.partial ] || fail "page.html.partial was left behind"
+cp page.html page.kept
+
+# expect STATUS TEXT COMMAND...: COMMAND exits with STATUS, saying TEXT on
+# stderr, having measured nothing (no progress line).
+expect() {
+  local status=$1 text=$2
+  shift 2
+  local actual=0
+  "$@" >out.txt 2>err.txt || actual=$?
+  [ "$actual" -eq "$status" ] || { cat out.txt err.txt >&2; fail "$* exited $actual, not $status"; }
+  grep -qF -- "$text" err.txt || { cat err.txt >&2; fail "$*: no message like: $text"; }
+  ! grep -q "rankscope accept: 1 nodes:" err.txt || { cat err.txt >&2; fail "$*: measured before refusing"; }
+}
+expect 1 "page.html (-o) exists and is a rankscope accept HTML page: give --overwrite (-f) to replace it" \
+  "$rankscope" accept --format html -o page.html
+cmp -s page.html page.kept || fail "a refused run changed page.html"
+expect 1 "page.html (-o) exists and is not a rankscope accept JSON summary" \
+  "$rankscope" accept --format json -o page.html -f
+echo "notes, not a summary" >notes.txt
+cp notes.txt notes.kept
+expect 1 "notes.txt (-o) exists and is not a rankscope accept text summary: it is not replaced" \
+  "$rankscope" accept -o notes.txt -f
+cmp -s notes.txt notes.kept || fail "notes.txt was changed"
+expect 1 "cannot write no/such/folder/page.html.partial: No such file or directory" \
+  "$rankscope" accept --format html -o no/such/folder/page.html
+expect 2 "rankscope accept: --output: an empty path names no file" "$rankscope" accept -o ""
+"$rankscope" accept --level quick --format html -o page.html -f 2>page.log ||
+  { cat page.log; fail "accept -f over its own page failed"; }
+grep -q "<title>rankscope acceptance: PASS" page.html || fail "page.html is not a new page"
+"$rankscope" accept --level quick -o one.txt -f 2>/dev/null || fail "accept -f over its own text summary failed"
+head -1 one.txt | grep -q "^acceptance: PASS (1 of 1 nodes" || { cat one.txt; fail "text summary in one.txt"; }
+[ -z "$(ls ./*.partial 2>/dev/null)" ] || fail "a .partial file was left behind: $(ls ./*.partial)"
+
 echo "== two ranks on one node"
 status=0
 "$mpiexec" -n 2 "$rankscope" accept >two.txt 2>two.log || status=$?
@@ -73,7 +125,8 @@ grep -q "^rankscope-accept-baseline 1$" base.txt && grep -q "^level quick$" base
   grep -Eq "^compute_gflops [0-9.e+]+$" base.txt && grep -Eq "^memory_gbps [0-9.e+]+$" base.txt || { cat base.txt; fail "baseline"; }
 status=0
 "$rankscope" accept --level quick --save-baseline base.txt >/dev/null 2>again.log || status=$?
-[ "$status" -eq 1 ] && grep -q "error: the baseline base.txt exists" again.log || { cat again.log; fail "a baseline written over"; }
+[ "$status" -eq 1 ] && grep -q "error: base.txt (--save-baseline) exists and is a rankscope accept baseline: give --overwrite (-f)" again.log ||
+  { cat again.log; fail "a baseline written over"; }
 # This machine against its own baseline, with room for a shared machine's noise.
 printf 'compute_gflops >= 0.5 baseline\nmemory_gbps >= 0.5 baseline  # noisy neighbours\n' >loose.rules
 "$rankscope" accept --level quick --baseline base.txt --rules loose.rules --format json >self.json 2>self.log ||

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "rankscope/analysis/analysis.h"
-#include "rankscope/analysis/format.h"
+#include "rankscope/model/format.h"
 
 namespace rankscope::analysis {
 namespace {

@@ -1,11 +1,10 @@
 // report_html(): the page's structure, on Reports built by hand. How a browser
-// renders it: check_report_render.py.
+// renders it: tests/support/check_html_render.py.
 #include <gtest/gtest.h>
 
-#include <regex>
-#include <set>
 #include <string>
 
+#include "html_page_checks.h"
 #include "rankscope/analysis/analysis.h"
 #include "sample_reports.h"
 
@@ -14,38 +13,8 @@ namespace {
 
 using analysis::Report;
 using analysis::report_html;
-
-size_t count(const std::string& text, const std::string& needle) {
-  size_t found = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++found;
-  return found;
-}
-
-// Opening tags ("<g>" or "<g ...") against closing ones.
-void expect_balanced(const std::string& html, const std::string& tag) {
-  const size_t opened = count(html, "<" + tag + ">") + count(html, "<" + tag + " ");
-  EXPECT_EQ(opened, count(html, "</" + tag + ">")) << "<" << tag << "> opened and closed unequally";
-}
-
-void expect_well_formed_and_self_contained(const std::string& html) {
-  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
-  for (const char* tag : {"html", "head", "body", "main", "header", "section", "svg", "g", "text", "table", "thead",
-                          "tbody", "tr", "td", "th", "dl", "details", "p", "title", "style", "div"}) {
-    expect_balanced(html, tag);
-  }
-  for (const char* external : {"<script", "<link", "<img", "<iframe", "http://", "https://", "src=", "href=", "url(",
-                               "@import"}) {
-    EXPECT_EQ(html.find(external), std::string::npos) << "the page refers outside itself: " << external;
-  }
-  // Ids are how the browser test and readers' bookmarks find parts.
-  std::set<std::string> ids;
-  const std::regex id_attribute("id=\"([^\"]*)\"");
-  for (auto it = std::sregex_iterator(html.begin(), html.end(), id_attribute); it != std::sregex_iterator(); ++it) {
-    EXPECT_TRUE(ids.insert((*it)[1]).second) << "duplicate id " << (*it)[1];
-  }
-  // Not-a-number and infinities must never reach the reader.
-  EXPECT_FALSE(std::regex_search(html, std::regex(R"(\b(nan|inf|NaN|Infinity)\b)")));
-}
+using test::count;
+using test::expect_well_formed_and_self_contained;
 
 TEST(ReportHtml, SmallJobIsWellFormedAndSelfContained) {
   expect_well_formed_and_self_contained(report_html(test::sample_report(4, 10)));

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "rankscope/analysis/analysis.h"
-#include "rankscope/analysis/format.h"
+#include "rankscope/model/format.h"
 
 namespace rankscope::analysis {
 namespace {

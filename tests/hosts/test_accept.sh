@@ -96,7 +96,7 @@ hosts heal host3
 # host4 lost while it measures its compute: mpirun ends the job, and rank 0
 # gives the verdict on what was measured: host4 fails, having gone silent;
 # the others are judged on the repeats they finished.
-hosts mpirun -n 4 "$rankscope" accept --level quick --one-at-a-time --format json >lost.json 2>lost.log &
+hosts mpirun -n 4 "$rankscope" accept --level quick --one-at-a-time --format json -o lost.json 2>lost.log &
 job=$!
 for _ in $(seq 600); do
   grep -q "compute: GEMM 1024^3, repeat 3 of" lost.log && break

@@ -1,11 +1,9 @@
-// mpirun -n NODES rankscope accept [--level quick|full] [--format text|json] [--rules FILE]
+// mpirun -n NODES rankscope accept [--level quick|full] [--format text|json|html] [-o FILE] [--rules FILE]
 //   [--baseline FILE] [--save-baseline FILE] [--timeline FILE]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 #include <thread>
 
@@ -51,22 +49,15 @@ acceptance::Acceptance judged_by(const acceptance::Measurements& measured, const
   return judged;
 }
 
-void print_summary(const acceptance::Acceptance& judged, const acceptance::Measurements& measured,
-                   const std::string& format) {
-  std::fputs(format == "json" ? acceptance::summary_json(judged, measured).c_str() : acceptance::summary_text(judged).c_str(),
-             stdout);
-  std::fflush(stdout);
+OutputKind accept_kind(const std::string& format) {
+  return format == "json" ? OutputKind::kAcceptJson : format == "html" ? OutputKind::kAcceptHtml : OutputKind::kAcceptText;
 }
 
-void write_baseline(const std::string& path, const std::string& text) {
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream file(partial, std::ios::trunc);
-    if (!(file << text) || !file.flush()) throw Error("cannot write the baseline " + partial);
-  }
-  std::error_code error;
-  std::filesystem::rename(partial, path, error);
-  if (error) throw Error("cannot write the baseline " + path + ": " + error.message());
+std::string summary(const std::string& format, const acceptance::Acceptance& judged,
+                    const acceptance::Measurements& measured) {
+  return format == "json"   ? acceptance::summary_json(judged, measured)
+         : format == "html" ? acceptance::summary_html(judged, measured)
+                            : acceptance::summary_text(judged);
 }
 
 }  // namespace
@@ -75,6 +66,8 @@ Command add_accept(CLI::App& parent) {
   struct Options {
     std::string level = "quick";
     std::string format = "text";
+    std::string output;  // stdout when empty
+    bool overwrite = false;
     bool one_at_a_time = false;
     std::string rules, baseline, save_baseline;
     std::string timeline;  // a temporary file when not given
@@ -88,7 +81,7 @@ Command add_accept(CLI::App& parent) {
   app->add_flag("--one-at-a-time", options->one_at_a_time,
                "Measure one node and one link at a time (slower): for nodes that share cores, memory or an uplink, "
                "such as virtual machines on one host or test hosts");
-  app->add_option("--format", options->format, "What is printed: text or json")->check(CLI::IsMember({"text", "json"}));
+  add_document_options(*app, "summary", options->format, options->output, options->overwrite);
   app->add_option("--rules", options->rules,
                   "Rule file: thresholds on metrics, absolute or against the baseline, and the fleet comparison's "
                   "settings (docs/accept.md)");
@@ -104,6 +97,13 @@ Command add_accept(CLI::App& parent) {
   return {app, [options] {
             int verdict = 0;
             const int status = run_under_mpi("accept", [&](int process, int processes) {
+              // Before anything is measured, so that a wrong -o costs no measurement.
+              std::optional<TextOutput> output;
+              run_on_process_0(MPI_COMM_WORLD, [&] {
+                if (options->output.empty()) return;
+                check_files({}, {{"-o", options->output, accept_kind(options->format)}}, options->overwrite);
+                output.emplace(options->output);
+              });
               int local_size = 1;
               MPI_Comm node;
               MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, process, MPI_INFO_NULL, &node);
@@ -119,21 +119,27 @@ Command add_accept(CLI::App& parent) {
               level.one_at_a_time = options->one_at_a_time;
               // Rank 0 judges; its files are read before anything is measured, so a mistake in them costs no run.
               Judgement judgement;
-              std::string error;
-              try {
-                if (process == 0) {
-                  judgement = read_judgement(options->rules, options->baseline, options->level);
-                  if (!options->save_baseline.empty() && std::filesystem::exists(options->save_baseline))
-                    throw Error("the baseline " + options->save_baseline + " exists: name another, or remove it");
-                }
-              } catch (const Error& e) {
-                error = e.what();
-              }
-              check_all(MPI_COMM_WORLD, error);
+              run_on_process_0(MPI_COMM_WORLD, [&] {
+                judgement = read_judgement(options->rules, options->baseline, options->level);
+                if (!options->save_baseline.empty())
+                  check_files({}, {{"--save-baseline", options->save_baseline, OutputKind::kAcceptBaseline}},
+                              options->overwrite);
+              });
               std::unique_ptr<TemporaryPath> partial;
               if (!options->timeline.empty()) {
-                partial = prepare_timeline_output(MPI_COMM_WORLD, {}, options->timeline, false);
+                partial = prepare_timeline_output(MPI_COMM_WORLD, {}, options->timeline, options->overwrite);
               }
+              // The summary, to -o or stdout.
+              const auto give = [&](const acceptance::Acceptance& judged, const acceptance::Measurements& measured) {
+                const std::string text = summary(options->format, judged, measured);
+                if (output) {
+                  output->write(text);
+                  std::fprintf(stderr, "rankscope accept: wrote %s\n", options->output.c_str());
+                } else {
+                  std::fputs(text.c_str(), stdout);
+                  std::fflush(stdout);
+                }
+              };
               acceptance::RunRecord record([&](const std::string& line) {
                 std::fprintf(stderr, "rankscope accept: %d nodes: %s\n", processes, line.c_str());
               });
@@ -149,7 +155,12 @@ Command add_accept(CLI::App& parent) {
                 const auto measured = record.cut_short_when_still(
                     std::string("the job was ended by SIG") + sigabbrev_np(signal_number) + ", as mpirun does when a node is lost",
                     kStill, kAtMost);
-                if (measured) print_summary(judged_by(*measured, judgement), *measured, options->format);
+                if (!measured) return;
+                try {
+                  give(judged_by(*measured, judgement), *measured);
+                } catch (const Error& e) {
+                  std::fprintf(stderr, "rankscope accept: error: %s\n", e.what());
+                }
               });
               // The reference job is analysed on the timeline, so there is always one (a temporary file
               // when none was asked for).
@@ -161,25 +172,20 @@ Command add_accept(CLI::App& parent) {
                                               if (process == 0) record.begin_stage(line);
                                             });
               const MergeResult merged = timeline.write(measured);
-              if (process == 0) {
+              run_on_process_0(MPI_COMM_WORLD, [&] {
                 record.finish();
                 print_merge_problems("accept", merged, "shard", stderr);
-                try {
-                  acceptance::analyse_reference_job(timeline.path(), measured);
-                  const acceptance::Acceptance judged = judged_by(measured, judgement);
-                  if (!options->save_baseline.empty() && judged.verdict == acceptance::Verdict::pass) {
-                    write_baseline(options->save_baseline, acceptance::baseline_text(measured, options->level));
-                    std::fprintf(stderr, "rankscope accept: baseline %s written\n", options->save_baseline.c_str());
-                  } else if (!options->save_baseline.empty()) {
-                    std::fprintf(stderr, "rankscope accept: no baseline written: a run that fails is no baseline\n");
-                  }
-                  print_summary(judged, measured, options->format);
-                  verdict = judged.verdict == acceptance::Verdict::fail ? 1 : 0;
-                } catch (const Error& e) {
-                  error = e.what();
+                acceptance::analyse_reference_job(timeline.path(), measured);
+                const acceptance::Acceptance judged = judged_by(measured, judgement);
+                if (!options->save_baseline.empty() && judged.verdict == acceptance::Verdict::pass) {
+                  TextOutput(options->save_baseline).write(acceptance::baseline_text(measured, options->level));
+                  std::fprintf(stderr, "rankscope accept: baseline %s written\n", options->save_baseline.c_str());
+                } else if (!options->save_baseline.empty()) {
+                  std::fprintf(stderr, "rankscope accept: no baseline written: a run that fails is no baseline\n");
                 }
-              }
-              check_all(MPI_COMM_WORLD, error);
+                give(judged, measured);
+                verdict = judged.verdict == acceptance::Verdict::fail ? 1 : 0;
+              });
               MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD);
             });
             return status != 0 ? status : verdict;

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "rankscope/analysis/format.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/format.h"
 #include "rankscope/model/temporary_paths.h"
 #include "rankscope/model/text.h"
 
@@ -18,7 +18,7 @@ const CLI::Validator kNonEmptyPath(
     "PATH");
 
 CLI::Validator finite_range(double min, double max) {
-  const std::string range = "[" + analysis::significant(min) + " - " + analysis::significant(max) + "]";
+  const std::string range = "[" + significant(min) + " - " + significant(max) + "]";
   return CLI::Validator(
       [min, max, range](const std::string& text) {
         char* end = nullptr;

@@ -3,12 +3,14 @@
 #include <hdf5.h>
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <regex>
 #include <string_view>
 
+#include "command.h"
 #include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/input_files.h"
@@ -78,11 +80,16 @@ bool is_chrome_json(const std::string& path) {
   return read_head(path).starts_with(R"({"displayTimeUnit":"ns","otherData":{"timeline":")");
 }
 
-bool is_report_text(const std::string& path) {
-  static const std::regex summary(": [0-9]+ ranks, [0-9]+ steps, mean step ");
+// A text output, known by its first line.
+bool first_line_has(const std::string& path, const std::regex& pattern) {
   const std::string head = read_head(path);
   const std::string_view line = first_line(head);
-  return std::regex_search(line.begin(), line.end(), summary);
+  return std::regex_search(line.begin(), line.end(), pattern);
+}
+
+bool is_report_text(const std::string& path) {
+  static const std::regex summary(": [0-9]+ ranks, [0-9]+ steps, mean step ");
+  return first_line_has(path, summary);
 }
 
 bool is_report_json(const std::string& path) {
@@ -90,9 +97,29 @@ bool is_report_json(const std::string& path) {
   return head.starts_with(R"({"file":")") && first_line(head).find(R"(","world_size":)") != std::string_view::npos;
 }
 
-bool is_report_html(const std::string& path) {
+// A page of model/html.h, known by the start of its title.
+bool is_html_titled(const std::string& path, std::string_view title_start) {
   const std::string head = read_head(path);
-  return head.starts_with("<!DOCTYPE html>\n") && head.find("<title>rankscope report: ") != std::string::npos;
+  return head.starts_with("<!DOCTYPE html>\n") && head.find("<title>" + std::string(title_start)) != std::string::npos;
+}
+
+bool is_report_html(const std::string& path) { return is_html_titled(path, "rankscope report: "); }
+
+bool is_accept_text(const std::string& path) {
+  static const std::regex summary("^acceptance: (PASS|FAIL) \\([0-9]+ of [0-9]+ nodes and [0-9]+ of [0-9]+ links accepted\\)$");
+  return first_line_has(path, summary);
+}
+
+bool is_accept_json(const std::string& path) {
+  const std::string head = read_head(path);
+  return head.starts_with(R"({"verdict":"pass","cut_short":)") || head.starts_with(R"({"verdict":"fail","cut_short":)");
+}
+
+bool is_accept_html(const std::string& path) { return is_html_titled(path, "rankscope acceptance: "); }
+
+// acceptance::baseline_text's: its header is the second line, after a comment.
+bool is_accept_baseline(const std::string& path) {
+  return read_head(path).find("\nrankscope-accept-baseline ") != std::string::npos;
 }
 
 struct KindTraits {
@@ -108,6 +135,10 @@ KindTraits traits(OutputKind kind) {
     case OutputKind::kReportText: return {"a rankscope text report", is_report_text};
     case OutputKind::kReportJson: return {"a rankscope JSON report", is_report_json};
     case OutputKind::kReportHtml: return {"a rankscope HTML report", is_report_html};
+    case OutputKind::kAcceptText: return {"a rankscope accept text summary", is_accept_text};
+    case OutputKind::kAcceptJson: return {"a rankscope accept JSON summary", is_accept_json};
+    case OutputKind::kAcceptHtml: return {"a rankscope accept HTML page", is_accept_html};
+    case OutputKind::kAcceptBaseline: return {"a rankscope accept baseline", is_accept_baseline};
   }
   return {"", nullptr};
 }
@@ -168,24 +199,54 @@ void check_files(const std::vector<std::string>& inputs, const std::vector<Outpu
   }
 }
 
-std::unique_ptr<TemporaryPath> prepare_timeline_output(MPI_Comm comm, const std::vector<std::string>& inputs,
-                                                       const std::string& output, bool overwrite) {
+void run_on_process_0(MPI_Comm comm, const std::function<void()>& body) {
   int process = 0;
   MPI_Comm_rank(comm, &process);
-  // Process 0 decides for all: one answer, said once.
   std::string error;
   try {
-    if (process == 0) check_files(inputs, {{"-o", output, OutputKind::kTimeline}}, overwrite);
+    if (process == 0) body();
   } catch (const Error& e) {
     error = e.what();
   }
   check_all(comm, error);
+}
+
+std::unique_ptr<TemporaryPath> prepare_timeline_output(MPI_Comm comm, const std::vector<std::string>& inputs,
+                                                       const std::string& output, bool overwrite) {
+  run_on_process_0(comm, [&] { check_files(inputs, {{"-o", output, OutputKind::kTimeline}}, overwrite); });
+  int process = 0;
+  MPI_Comm_rank(comm, &process);
   return process == 0 ? std::make_unique<TemporaryPath>(partial_path(output)) : nullptr;
+}
+
+TextOutput::TextOutput(std::string output) : output_(std::move(output)), partial_(partial_path(output_)) {
+  std::FILE* file = std::fopen(partial_.path().c_str(), "w");
+  if (!file) throw Error("cannot write " + partial_.path() + ": " + errno_text(errno));
+  std::fclose(file);
+}
+
+void TextOutput::write(std::string_view text) {
+  std::FILE* file = std::fopen(partial_.path().c_str(), "w");
+  if (!file) throw Error("cannot write " + partial_.path() + ": " + errno_text(errno));
+  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  if (std::fclose(file) != 0 || !written) throw Error("cannot write " + partial_.path() + ": " + errno_text(errno));
+  if (std::rename(partial_.path().c_str(), output_.c_str()) != 0) {
+    throw Error("cannot rename " + partial_.path() + " to " + output_ + ": " + errno_text(errno));
+  }
 }
 
 void add_overwrite_flag(CLI::App& app, bool& overwrite) {
   app.add_flag("-f,--overwrite", overwrite,
                "Replace an existing output, if it is an earlier output of the same kind (never an input)");
+}
+
+void add_document_options(CLI::App& app, const std::string& what, std::string& format, std::string& output,
+                          bool& overwrite) {
+  app.add_option("--format", format, "text (one screen), json or html (one self-contained page)")
+      ->check(CLI::IsMember({"text", "json", "html"}))
+      ->capture_default_str();
+  app.add_option("-o,--output", output, "Write the " + what + " to this file instead of stdout")->check(kNonEmptyPath);
+  add_overwrite_flag(app, overwrite);
 }
 
 std::string partial_path(const std::string& output) { return output + ".partial"; }

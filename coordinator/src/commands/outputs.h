@@ -6,8 +6,10 @@
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rankscope/model/temporary_paths.h"
@@ -16,7 +18,18 @@ namespace rankscope::cli {
 
 // The kinds of file rankscope writes; an existing file is replaced only by
 // a file of its own kind.
-enum class OutputKind { kTimeline, kPerfetto, kChromeJson, kReportText, kReportJson, kReportHtml };
+enum class OutputKind {
+  kTimeline,
+  kPerfetto,
+  kChromeJson,
+  kReportText,
+  kReportJson,
+  kReportHtml,
+  kAcceptText,
+  kAcceptJson,
+  kAcceptHtml,
+  kAcceptBaseline
+};
 
 struct Output {
   std::string option;  // as on the command line: "-o", "--perfetto"
@@ -31,15 +44,42 @@ struct Output {
 // is an earlier output of its kind (or empty).
 void check_files(const std::vector<std::string>& inputs, const std::vector<Output>& outputs, bool overwrite);
 
+// Runs `body` on process 0 of `comm` alone (a check of files: one answer,
+// said once; a file only it writes). The Error it throws is thrown on every
+// process, so that none goes on alone or waits for it forever.
+void run_on_process_0(MPI_Comm comm, const std::function<void()>& body);
+
 // Before the processes of `comm` write the timeline `output` from `inputs`:
-// check_files by process 0, whose Error every process throws, so none goes
-// on alone; then, on process 0, what removes OUTPUT.partial should the
-// process end before the timeline is complete.
+// check_files on process 0 (run_on_process_0); then, on process 0, what
+// removes OUTPUT.partial should the process end before the timeline is
+// complete.
 std::unique_ptr<TemporaryPath> prepare_timeline_output(MPI_Comm comm, const std::vector<std::string>& inputs,
                                                        const std::string& output, bool overwrite);
 
+// A text output (a report, an acceptance summary) replaced all or nothing.
+// Made before the work that fills it: OUTPUT.partial is created at once, so
+// that a folder that is missing or cannot be written stops the command
+// before it computes anything; it is removed if the command ends (an error,
+// a signal) before write().
+class TextOutput {
+ public:
+  explicit TextOutput(std::string output);  // throws Error naming OUTPUT.partial
+  // Writes `text` to OUTPUT.partial and renames it OUTPUT; throws Error naming the file.
+  void write(std::string_view text);
+
+ private:
+  std::string output_;
+  TemporaryPath partial_;
+};
+
 // `--overwrite`/`-f`, for commands that write files.
 void add_overwrite_flag(CLI::App& app, bool& overwrite);
+
+// `--format text|json|html`, `-o/--output` and `-f/--overwrite`, for
+// commands that print one document, their `what` ("report", "summary"), or
+// write it to a file.
+void add_document_options(CLI::App& app, const std::string& what, std::string& format, std::string& output,
+                          bool& overwrite);
 
 // Where the merge and the exporters write OUTPUT until it is complete.
 std::string partial_path(const std::string& output);

@@ -1,6 +1,6 @@
 // rankscope report TIMELINE [--format text|json|html] [-o FILE]
-#include <cerrno>
 #include <cstdio>
+#include <optional>
 
 #include "command.h"
 #include "outputs.h"
@@ -23,23 +23,12 @@ OutputKind report_kind(const std::string& format) {
   return format == "json" ? OutputKind::kReportJson : format == "html" ? OutputKind::kReportHtml : OutputKind::kReportText;
 }
 
-// Written as OUTPUT.partial and renamed, so an earlier report is replaced
-// only by a whole one.
-void write_report(const std::string& output, const std::string& text) {
-  const TemporaryPath partial(partial_path(output));
-  std::FILE* file = std::fopen(partial.path().c_str(), "w");
-  if (!file) throw Error("cannot write " + partial.path() + ": " + errno_text(errno));
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  if (std::fclose(file) != 0 || !written) throw Error("cannot write " + partial.path() + ": " + errno_text(errno));
-  if (std::rename(partial.path().c_str(), output.c_str()) != 0) {
-    throw Error("cannot rename " + partial.path() + " to " + output + ": " + errno_text(errno));
-  }
-}
-
 int run_report(const ReportOptions& options) {
   std::vector<Output> outputs;
   if (!options.output.empty()) outputs.push_back({"-o", options.output, report_kind(options.format)});
   check_files({options.timeline}, outputs, options.overwrite);
+  std::optional<TextOutput> output;
+  if (!options.output.empty()) output.emplace(options.output);
   analysis::Report report;
   {
     const Timeline timeline(options.timeline);
@@ -54,11 +43,11 @@ int run_report(const ReportOptions& options) {
   const std::string text = options.format == "json"   ? analysis::report_json(report)
                            : options.format == "html" ? analysis::report_html(report)
                                                       : analysis::report_text(report);
-  if (options.output.empty()) {
+  if (!output) {
     std::fputs(text.c_str(), stdout);
     return 0;
   }
-  write_report(options.output, text);
+  output->write(text);
   std::fprintf(stderr, "rankscope report: wrote %s\n", options.output.c_str());
   return 0;
 }
@@ -70,12 +59,7 @@ Command add_report(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "report", "Analyze a timeline: stragglers and why, overlap, exposed communication, DDP buckets, FSDP units");
   app->add_option("timeline", options->timeline, "The HDF5 timeline")->required()->check(kNonEmptyPath);
-  app->add_option("--format", options->format, "text (one screen), json or html (one self-contained page)")
-      ->check(CLI::IsMember({"text", "json", "html"}))
-      ->capture_default_str();
-  app->add_option("-o,--output", options->output, "Write the report to this file instead of stdout")
-      ->check(kNonEmptyPath);
-  add_overwrite_flag(*app, options->overwrite);
+  add_document_options(*app, "report", options->format, options->output, options->overwrite);
   app->add_flag("--hta-compat", options->hta_compat,
                 "Overlap as Holistic Trace Analysis defines it (kernel names, its window and rounding)");
   return {app, [options] {

@@ -201,6 +201,11 @@ std::vector<std::vector<std::pair<int, int>>> pairing_rounds(int nodes);
 // One screen, failed items first.
 std::string summary_text(const Acceptance& acceptance);
 std::string summary_json(const Acceptance& acceptance, const Measurements& measurements);
+// One self-contained page (docs/accept.md, "The HTML page"): the verdict,
+// what failed with its evidence, the links as a heatmap, compute and memory
+// as bars against `rules`' fail line, the collectives' bus bandwidth by size,
+// the inventory.
+std::string summary_html(const Acceptance& acceptance, const Measurements& measurements, const Rules& rules = {});
 
 // The run-level section of the reference job: text lines, and the value of
 // the JSON key `reference_job`.

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""The HTML report as headless Chromium renders it: after rendering, the DOM
-holds the plots with their shapes, and the screenshot shows the heatmap's and
-the bars' colours, not a blank page.
+"""rankscope's HTML pages as headless Chromium renders them: after rendering,
+the DOM holds the plots with their shapes, and the screenshot shows the
+heatmap's and the bars' colours, not a blank page.
 
-Usage: check_report_render.py WRITE_REPORT_PAGE WORK_DIR
-Exits 77 (the test's skip code) when no Chromium is installed. Python's
-standard library only, so that the test needs nothing beyond Chromium.
+Usage: check_html_render.py report|accept WRITE_PAGE WORK_DIR
+WRITE_PAGE writes a page of hand-built data: `WRITE_PAGE OUT.html ARGS...`,
+with each case's ARGS below. Exits 77 (the test's skip code) when no
+Chromium is installed. Python's standard library only, so that the test
+needs nothing beyond Chromium.
 """
 import collections
 import html.parser
@@ -17,13 +19,35 @@ import sys
 import zlib
 
 SKIP = 77
-WINDOW = (1280, 1600)
-# The page's colours (report_html.cpp's style): heatmap scale and overlap bars.
-WAIT_PALETTE = ["ffffcc", "ffeda0", "fed976", "feb24c", "fd8d3c", "fc4e2a", "e31a1c", "bd0026", "800026"]
-BAR_COLOUR = "4c78a8"
-# (name, ranks, steps, whether the overlap bars fit in the window): a job that
-# fits the page, and one whose heatmap has one-pixel rows and fills the window.
-CASES = [("small", 8, 24, True), ("large", 1024, 50, False)]
+Case = collections.namedtuple("Case", "name arguments shapes palette least_of_palette bar_colours window")
+# Each page's cases: `shapes`, (plot, shape, at least) after rendering;
+# `palette`, its heatmap's colours (the page's style), of which the screenshot
+# of a `window` (width, height) shows `least_of_palette`; `bar_colours`,
+# colours that must be on screen.
+PAGES = {
+    # A job that fits the page, and one whose heatmap has one-pixel rows and
+    # fills the window: a path per heatmap row, a bar per rank, a point per
+    # bucket and prediction (report_html.cpp).
+    "report": [
+        Case(f"{ranks} ranks × {steps} steps", [str(ranks), str(steps)],
+             [("wait-heatmap", "path", ranks), ("overlap-bars", "rect", ranks),
+              ("bucket-plot", "circle", 6), ("bucket-prediction-plot", "circle", 7)],
+             ["ffffcc", "ffeda0", "fed976", "feb24c", "fd8d3c", "fc4e2a", "e31a1c", "bd0026", "800026"], 5,
+             bars_on_screen, (1280, 1600))
+        for ranks, steps, bars_on_screen in [(8, 24, ["4c78a8"]), (1024, 50, [])]
+    ],
+    # A few nodes and a large fleet (write_accept_page.cpp): a cell for every
+    # pair of nodes, a bar per node, a point per collective and size; the
+    # typical link's colour and the failed one's, the passed and failed bars'
+    # (acceptance/src/html.cpp), which at 64 nodes lie below the heatmap.
+    "accept": [
+        Case(f"{nodes} nodes", [str(nodes)],
+             [("link-heatmap", "rect", nodes * nodes), ("compute-bars", "rect", nodes),
+              ("memory-bars", "rect", nodes), ("busbw-curves", "circle", 26)],
+             ["d1e5f0", "67001f"], 2, ["4c78a8", "d7301f"], (1280, 2200))
+        for nodes in (4, 64)
+    ],
+}
 
 
 def fail(message):
@@ -40,11 +64,16 @@ def find_chromium():
 
 def run_chromium(chromium, profile_dir, *arguments):
     # --no-sandbox: tests run as root in CI, where Chromium's sandbox refuses to start.
+    # The page's console goes to stderr, where anything it says fails the test.
     command = [chromium, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
-               "--disable-dev-shm-usage", "--hide-scrollbars", f"--user-data-dir={profile_dir}", *arguments]
+               "--disable-dev-shm-usage", "--hide-scrollbars", "--enable-logging=stderr", "--v=0",
+               f"--user-data-dir={profile_dir}", *arguments]
     result = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
     if result.returncode != 0:
         fail(f"{' '.join(command)} exited {result.returncode}:\n{result.stderr[-2000:]}")
+    console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
+    if console:
+        fail("the page wrote to the console:\n" + "\n".join(console[:20]))
     return result.stdout
 
 
@@ -68,13 +97,10 @@ class PlotShapes(html.parser.HTMLParser):
             self.current = None
 
 
-def check_dom(dom, ranks):
+def check_dom(dom, case):
     parser = PlotShapes()
     parser.feed(dom)
-    # (plot, shape, at least): a path per heatmap row, a bar per rank, a point per bucket and prediction.
-    expected = [("wait-heatmap", "path", ranks), ("overlap-bars", "rect", ranks),
-                ("bucket-plot", "circle", 6), ("bucket-prediction-plot", "circle", 7)]
-    for plot, shape, least in expected:
+    for plot, shape, least in case.shapes:
         if plot not in parser.shapes:
             fail(f"no <svg id={plot}> in the rendered DOM")
         found = parser.shapes[plot][shape]
@@ -143,45 +169,46 @@ def unfilter(kind, row, previous, bpp):
             fail(f"PNG filter type {kind} does not exist")
 
 
-def check_screenshot(path, bars_on_screen):
+def check_screenshot(path, case):
     width, height, colours = png_pixels(path)
-    if (width, height) != WINDOW:
-        fail(f"screenshot is {width}×{height}, the window {WINDOW[0]}×{WINDOW[1]}")
-    shown = [c for c in WAIT_PALETTE if c in colours]
-    print(f"  screenshot: {len(colours)} colours, {len(shown)} of the heatmap's 9")
+    if (width, height) != case.window:
+        fail(f"screenshot is {width}×{height}, the window {case.window[0]}×{case.window[1]}")
+    shown = [c for c in case.palette if c in colours]
+    print(f"  screenshot: {len(colours)} colours, {len(shown)} of the heatmap's {len(case.palette)}")
     if len(colours) < 20:
         fail(f"the screenshot is (nearly) blank: {len(colours)} colours")
-    if len(shown) < 5:
+    if len(shown) < case.least_of_palette:
         fail(f"the heatmap's colours are not on screen: found {shown}")
-    if bars_on_screen and BAR_COLOUR not in colours:
-        fail("the overlap bars' colour is not on screen")
+    for colour in case.bar_colours:
+        if colour not in colours:
+            fail(f"the bars' colour #{colour} is not on screen")
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) != 4 or sys.argv[1] not in PAGES:
         print(__doc__, file=sys.stderr)
         return 2
-    write_page, work = sys.argv[1], sys.argv[2]
+    kind, write_page, work = sys.argv[1:]
     chromium = find_chromium()
     if chromium is None:
         print("SKIP: no Chromium found (Debian: apt-get install chromium, or scripts/setup-deps.sh as root; "
               "or set RANKSCOPE_CHROMIUM)")
         return SKIP
     os.makedirs(work, exist_ok=True)
-    for name, ranks, steps, bars_on_screen in CASES:
-        page = os.path.join(work, f"report_{name}.html")
-        screenshot = os.path.join(work, f"report_{name}.png")
-        subprocess.run([write_page, page, str(ranks), str(steps)], check=True)
+    for number, case in enumerate(PAGES[kind]):
+        page = os.path.join(work, f"{kind}_{number}.html")
+        screenshot = os.path.join(work, f"{kind}_{number}.png")
+        subprocess.run([write_page, page, *case.arguments], check=True)
         if os.path.exists(screenshot):
             os.remove(screenshot)
-        print(f"{name}: {ranks} ranks × {steps} steps, {os.path.getsize(page)} bytes: {page}")
+        print(f"{kind}, {case.name}: {os.path.getsize(page)} bytes: {page}")
         url = "file://" + os.path.abspath(page)
         profile = os.path.join(work, "chromium-profile")
-        check_dom(run_chromium(chromium, profile, "--dump-dom", url), ranks)
-        run_chromium(chromium, profile, f"--screenshot={screenshot}", f"--window-size={WINDOW[0]},{WINDOW[1]}", url)
+        check_dom(run_chromium(chromium, profile, "--dump-dom", url), case)
+        run_chromium(chromium, profile, f"--screenshot={screenshot}", f"--window-size={case.window[0]},{case.window[1]}", url)
         if not os.path.exists(screenshot):
             fail(f"Chromium wrote no screenshot {screenshot}")
-        check_screenshot(screenshot, bars_on_screen)
+        check_screenshot(screenshot, case)
         print(f"  screenshot: {screenshot}")
     print("PASS")
     return 0

@@ -1,4 +1,4 @@
-#include "rankscope/analysis/format.h"
+#include "rankscope/model/format.h"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 
-namespace rankscope::analysis {
+namespace rankscope {
 
 std::string trimmed(double value, int decimals) {
   std::string text = printf_string("%.*f", decimals, value);
@@ -47,4 +47,4 @@ std::string format_bandwidth(double gigabytes_per_second) {
   return std::isfinite(gigabytes_per_second) ? significant(gigabytes_per_second) + " GB/s" : "—";
 }
 
-}  // namespace rankscope::analysis
+}  // namespace rankscope
