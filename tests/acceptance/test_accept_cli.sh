@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `rankscope accept` on this one machine: alone it measures its node and
-# passes (no links to measure), in text and JSON; two ranks on one node are
+# passes (no links, and no collectives, to measure), in text and JSON; two ranks on one node are
 # refused with how to ask for one per node; a bad level is a usage error.
-# The fleet's verdicts are tested on test hosts (tests/hosts/test_accept.sh).
+# The fleet's verdicts are tested on test hosts (tests/hosts/test_accept.sh);
+# the collectives over several ranks, by accept.collectives.np5.
 # Usage: test_accept_cli.sh RANKSCOPE MPIEXEC
 set -euo pipefail
 rankscope=$1 mpiexec=$2
@@ -19,6 +20,7 @@ import json, sys
 result = json.load(open("one.json"))
 assert result["verdict"] == "pass", result["verdict"]
 assert result["links"] == [], result["links"]
+assert result["collectives"] == [], result["collectives"]
 [node] = result["nodes"]
 assert node["host"] == sys.argv[1] and node["verdict"] == "pass", node
 checks = {c["name"]: c for c in node["checks"]}

@@ -4,6 +4,8 @@
 #include <set>
 
 #include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/measure.h"
+#include "rankscope/model/error.h"
 
 namespace rankscope::acceptance {
 namespace {
@@ -238,6 +240,25 @@ TEST(Collectives, GroupsOfTheSquareRootConsecutiveNodes) {
     }
     EXPECT_GE(next, nodes - 1) << nodes << ": every node but a last one alone is in a group";
   }
+}
+
+TEST(Collectives, SizesGrowByTheStepInWholeFloatsPerRank) {
+  const Level quick = level_named("quick"), full = level_named("full");
+  EXPECT_EQ(collective_sizes("allreduce", 4, quick),
+            (std::vector<size_t>{8, 64, 512, 4096, 32768, 262144, 1048576})) << "the largest is the last size";
+  // 8 B is less than a float from each of 4 ranks; 1 MiB is no whole number of floats from each of 3.
+  EXPECT_EQ(collective_sizes("allgather", 4, quick).front(), 16u);
+  EXPECT_EQ(collective_sizes("alltoall", 3, quick).back(), 1048576u / 12 * 12);
+  const std::vector<size_t> wide = collective_sizes("reduce_scatter", 64, quick);
+  EXPECT_EQ(wide.front(), 256u);
+  EXPECT_TRUE(std::is_sorted(wide.begin(), wide.end()) && std::adjacent_find(wide.begin(), wide.end()) == wide.end());
+  const std::vector<size_t> sizes = collective_sizes("allreduce", 16, full);
+  EXPECT_EQ(sizes.front(), 8u);
+  EXPECT_EQ(sizes.back(), size_t{64} << 20);
+  EXPECT_EQ(sizes.size(), 13u);
+  Level flat = quick;
+  flat.collective_step = 1;
+  EXPECT_THROW(collective_sizes("allreduce", 4, flat), Error);
 }
 
 TEST(Collectives, ASlowGroupFailsItsNodesAndOnlyThem) {
