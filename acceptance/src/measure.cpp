@@ -109,10 +109,10 @@ std::vector<CollectivePoint> sweep_collective(MPI_Comm group, std::string_view c
   std::vector<double> mine(iterations), slowest(iterations);
   std::vector<CollectivePoint> points;
   for (size_t bytes : sizes) {
+    // Back to back, as nccl-tests runs them (and as a training loop does):
+    // a rank late out of one iteration makes the others wait in the next,
+    // and the slowest rank's time holds that wait.
     for (int i = 0; i < level.collective_warmup + level.collective_iterations; ++i) {
-      // Every rank starts the iteration together: it times the collective,
-      // not the wait for a rank still finishing the last one.
-      MPI_Barrier(group);
       const auto start = std::chrono::steady_clock::now();
       run_collective(collective, bytes, ranks, send, receive, group);
       if (i >= level.collective_warmup) mine[static_cast<size_t>(i - level.collective_warmup)] = seconds_since(start) * 1e6;
