@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "rankscope/model/format.h"
 #include "rankscope/clocksync/sync_mpi.h"
 #include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/error.h"
@@ -147,6 +148,43 @@ void roll_call(MPI_Comm comm, RunRecord& record, const std::function<void()>& wo
   for (int r = 1; r < size; ++r) MPI_Send(nullptr, 0, MPI_CHAR, r, kTag, comm);
 }
 
+// One `collective` on S = `bytes` of floats over the `ranks` ranks of `comm`.
+void run_collective(std::string_view collective, size_t bytes, int ranks, std::vector<float>& send,
+                    std::vector<float>& receive, MPI_Comm comm) {
+  const int floats = static_cast<int>(bytes / sizeof(float)), share = floats / ranks;
+  if (collective == "allreduce") MPI_Allreduce(send.data(), receive.data(), floats, MPI_FLOAT, MPI_SUM, comm);
+  else if (collective == "allgather") MPI_Allgather(send.data(), share, MPI_FLOAT, receive.data(), share, MPI_FLOAT, comm);
+  else if (collective == "reduce_scatter") MPI_Reduce_scatter_block(send.data(), receive.data(), share, MPI_FLOAT, MPI_SUM, comm);
+  else if (collective == "alltoall") MPI_Alltoall(send.data(), share, MPI_FLOAT, receive.data(), share, MPI_FLOAT, comm);
+  else throw Error("no collective named '" + std::string(collective) + "'");
+}
+
+// `collective` over every rank of `group`, at each size of its sweep: each
+// timed iteration as long as the group's slowest rank took, complete on the
+// group's rank 0.
+std::vector<CollectivePoint> sweep_collective(MPI_Comm group, std::string_view collective, const Level& level) {
+  int ranks = 1;
+  MPI_Comm_size(group, &ranks);
+  const std::vector<size_t> sizes = collective_sizes(collective, ranks, level);
+  std::vector<float> send(sizes.back() / sizeof(float), 1.0f), receive(send.size());
+  const size_t iterations = static_cast<size_t>(level.collective_iterations);
+  std::vector<double> mine(iterations), slowest(iterations);
+  std::vector<CollectivePoint> points;
+  for (size_t bytes : sizes) {
+    // Back to back, as nccl-tests runs them (and as a training loop does):
+    // a rank late out of one iteration makes the others wait in the next,
+    // and the slowest rank's time holds that wait.
+    for (int i = 0; i < level.collective_warmup + level.collective_iterations; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      run_collective(collective, bytes, ranks, send, receive, group);
+      if (i >= level.collective_warmup) mine[static_cast<size_t>(i - level.collective_warmup)] = seconds_since(start) * 1e6;
+    }
+    MPI_Reduce(mine.data(), slowest.data(), level.collective_iterations, MPI_DOUBLE, MPI_MAX, 0, group);
+    points.push_back({bytes, slowest});
+  }
+  return points;
+}
+
 }  // namespace
 
 void RunRecord::begin_stage(const std::string& line) {
@@ -225,11 +263,112 @@ std::optional<Measurements> RunRecord::cut_short_when_still(const std::string& w
   return cut_short(why);
 }
 
+std::vector<size_t> collective_sizes(std::string_view collective, int ranks, const Level& level) {
+  if (level.collective_step < 2) throw Error("collective sizes grow by a step of 2 or more, not " + std::to_string(level.collective_step));
+  // Allreduce's S is its buffer of floats; the others' is as many floats from each rank.
+  const size_t granule = sizeof(float) * (collective == "allreduce" ? 1 : static_cast<size_t>(std::max(ranks, 1)));
+  std::vector<size_t> sizes;
+  for (size_t wanted = 8;; wanted *= static_cast<size_t>(level.collective_step)) {
+    const size_t bytes = std::max(granule, std::min(wanted, level.collective_max_bytes) / granule * granule);
+    if (sizes.empty() || bytes > sizes.back()) sizes.push_back(bytes);
+    if (wanted >= level.collective_max_bytes) break;
+  }
+  return sizes;
+}
+
+std::vector<CollectiveSweep> measure_collectives(MPI_Comm comm, const Level& level,
+                                                 const std::function<void(const std::string&)>& progress) {
+  if (level.collective_iterations < 1 || level.collective_warmup < 0) {
+    throw Error("collectives need 1 or more timed iterations and no fewer than 0 warm-up ones, not " +
+                std::to_string(level.collective_iterations) + " and " + std::to_string(level.collective_warmup));
+  }
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  // One node alone has no network for a collective to cross.
+  if (size < 2) return {};
+  const auto say = [&](const std::string& line) {
+    if (rank == 0) progress("collectives: " + line);
+  };
+  const std::string sizes_text = format_bytes(8) + " to " +
+                                 format_bytes(static_cast<double>(level.collective_max_bytes));
+  // Gathered to rank 0, a row per size: the collective's index in
+  // kCollectives, the group's in node_groups() (-1: every node), the size,
+  // then each iteration. Each group's rank 0 keeps its group's.
+  std::vector<double> rows;
+  const auto keep = [&](size_t collective, int group, const std::vector<CollectivePoint>& points) {
+    for (const CollectivePoint& point : points) {
+      rows.insert(rows.end(), {static_cast<double>(collective), static_cast<double>(group), static_cast<double>(point.bytes)});
+      rows.insert(rows.end(), point.iteration_us.begin(), point.iteration_us.end());
+    }
+  };
+  for (size_t c = 0; c < std::size(kCollectives); ++c) {
+    say(std::string(kCollectives[c]) + " over all " + std::to_string(size) + " nodes, " + sizes_text);
+    const std::vector<CollectivePoint> points = sweep_collective(comm, kCollectives[c], level);
+    if (rank == 0) keep(c, -1, points);
+  }
+  const std::vector<std::vector<int>> groups = node_groups(size);
+  if (!groups.empty()) {
+    int my_group = MPI_UNDEFINED;
+    for (size_t g = 0; g < groups.size(); ++g)
+      if (std::find(groups[g].begin(), groups[g].end(), rank) != groups[g].end()) my_group = static_cast<int>(g);
+    MPI_Comm group = MPI_COMM_NULL;
+    MPI_Comm_split(comm, my_group, rank, &group);
+    const auto measure_group = [&] {
+      int group_rank = 0;
+      MPI_Comm_rank(group, &group_rank);
+      for (size_t c = 0; c < std::size(kCollectives); ++c) {
+        const std::vector<CollectivePoint> points = sweep_collective(group, kCollectives[c], level);
+        if (group_rank == 0) keep(c, my_group, points);
+      }
+    };
+    std::string nodes_text = std::to_string(groups.size()) + " groups of " + std::to_string(groups.front().size()) + " nodes";
+    if (groups.back().size() != groups.front().size()) nodes_text += " (the last of " + std::to_string(groups.back().size()) + ")";
+    if (level.one_at_a_time) {
+      for (size_t g = 0; g < groups.size(); ++g) {
+        say("every collective over group " + std::to_string(g + 1) + " of " + nodes_text + " (one at a time)");
+        if (my_group == static_cast<int>(g)) measure_group();
+        clocksync::idle_barrier(comm);
+      }
+    } else {
+      say("every collective over " + nodes_text + " at once");
+      if (group != MPI_COMM_NULL) measure_group();
+      clocksync::idle_barrier(comm);
+    }
+    if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
+  }
+  const std::vector<double> all = allgather_rows(comm, rows);
+  std::vector<CollectiveSweep> sweeps;
+  if (rank != 0) return sweeps;
+  // Rows come in rank order, each rank's in the order it kept them: full
+  // scale first, then the groups in order, each collective's sizes together.
+  const size_t record = 3 + static_cast<size_t>(level.collective_iterations);
+  int last_collective = -1, last_group = -2;
+  for (size_t k = 0; k + record <= all.size(); k += record) {
+    const double* at = all.data() + k;
+    const int collective = static_cast<int>(at[0]), group = static_cast<int>(at[1]);
+    if (collective != last_collective || group != last_group) {
+      CollectiveSweep sweep{std::string(kCollectives[static_cast<size_t>(collective)]), {}, {}};
+      if (group < 0) {
+        for (int n = 0; n < size; ++n) sweep.nodes.push_back(n);
+      } else {
+        sweep.nodes = groups[static_cast<size_t>(group)];
+      }
+      sweeps.push_back(sweep);
+      last_collective = collective, last_group = group;
+    }
+    sweeps.back().points.push_back({static_cast<size_t>(at[2]), std::vector<double>(at + 3, at + record)});
+  }
+  return sweeps;
+}
+
 Level level_named(std::string_view name) {
   if (name == "quick") return {.gemm_n = 1024, .triad_bytes = 96u << 20, .link_bytes = 4u << 20,
-                               .latency_exchanges = 100, .repeats = 9};
+                               .latency_exchanges = 100, .repeats = 9, .collective_max_bytes = 1u << 20,
+                               .collective_step = 8, .collective_warmup = 2, .collective_iterations = 20};
   if (name == "full") return {.gemm_n = 2048, .triad_bytes = 768u << 20, .link_bytes = 64u << 20,
-                              .latency_exchanges = 1000, .repeats = 15};
+                              .latency_exchanges = 1000, .repeats = 15, .collective_max_bytes = 64u << 20,
+                              .collective_step = 4, .collective_warmup = 5, .collective_iterations = 100};
   throw Error("level '" + std::string(name) + "' is neither quick nor full");
 }
 
@@ -451,6 +590,8 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
     gather_links(static_cast<size_t>(r) + 1);
   }
   timeline.range("accept: links", links_began, timeline.now());
+  out.collectives = measure_collectives(comm, level, [&](const std::string& line) { record.begin_stage(line); });
+  if (rank == 0) record.measured(out);
   return out;
 }
 

@@ -1,8 +1,10 @@
 // The acceptance run's outputs: one screen of text (failed items first) and JSON.
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "rankscope/acceptance/acceptance.h"
+#include "rankscope/model/format.h"
 #include "rankscope/model/text.h"
 #include "rankscope/model/json.h"
 
@@ -58,6 +60,24 @@ std::string summary_text(const Acceptance& acceptance) {
             printf_string("  %.1f us", link->latency_us) + printf_string(" (%.2f)", link->latency_ratio) +
             (link->cause.empty() ? "" : "  " + link->cause) + "\n";
   }
+  if (!acceptance.collectives.empty()) {
+    text += "\ncollectives (peak busbw, at its size, and its ratio to the median group; median time at the smallest size):\n";
+  }
+  std::set<std::string> not_judged;  // why, once each
+  for (const CollectiveVerdict* collective : worst_first(acceptance.collectives)) {
+    const std::string scope = collective->full_scale
+                                  ? "all " + std::to_string(collective->hosts.size()) + " nodes"
+                                  : "group " + collective->hosts.front() + "-" + collective->hosts.back() + " (" +
+                                        std::to_string(collective->hosts.size()) + " nodes)";
+    text += "  " + std::string(verdict_name(collective->verdict)) + "  " + printf_string("%-15s", collective->collective.c_str()) +
+            scope + printf_string("  %.2f GB/s", collective->peak_busbw_gbps) + " at " +
+            format_bytes(static_cast<double>(collective->peak_bytes)) +
+            (collective->ratio ? printf_string(" (%.2f)", *collective->ratio) : "") +
+            printf_string("  %.1f us (p99 %.1f us)", collective->small_message_us, collective->small_message_p99_us) +
+            (collective->verdict == Verdict::pass ? "" : "  " + collective->cause) + "\n";
+    if (!collective->ratio) not_judged.insert(collective->cause);
+  }
+  for (const std::string& why : not_judged) text += "  not judged against peers: " + why + "\n";
   return text + reference_job_text(acceptance.reference_job, acceptance.nodes);
 }
 
@@ -108,6 +128,30 @@ std::string summary_json(const Acceptance& acceptance, const Measurements& measu
     json.end_array().key("latency_us_repeats").begin_array();
     for (double v : measurements.links[l].latency_us) json.value(v);
     json.end_array().end_object();
+  }
+  json.end_array().key("collectives").begin_array();
+  for (size_t c = 0; c < acceptance.collectives.size(); ++c) {
+    const CollectiveVerdict& collective = acceptance.collectives[c];
+    const CollectiveSweep& sweep = measurements.collectives[c];
+    json.begin_object().key("collective").value(collective.collective)
+        .key("scope").value(collective.full_scale ? "full" : "group").key("hosts").begin_array();
+    for (const std::string& host : collective.hosts) json.value(host);
+    json.end_array().key("verdict").value(verdict_name(collective.verdict))
+        .key("peak_busbw_gbps").value(collective.peak_busbw_gbps).key("peak_bytes").value(collective.peak_bytes)
+        .figure("ratio", collective.ratio.value_or(0), collective.ratio ? "" : collective.cause)
+        .key("small_message_us").value(collective.small_message_us)
+        .key("small_message_p99_us").value(collective.small_message_p99_us)
+        .key("largest_cv").value(collective.largest_cv).key("cause").value(collective.cause);
+    json.key("points").begin_array();
+    for (const CollectivePoint& point : sweep.points) {
+      const CollectiveFigures figures = collective_figures(point, sweep.collective, static_cast<int>(sweep.nodes.size()));
+      json.begin_object().key("bytes").value(point.bytes).key("time_us").value(figures.median_us)
+          .key("algbw_gbps").value(figures.algbw_gbps).key("busbw_gbps").value(figures.busbw_gbps)
+          .key("p99_us").value(figures.p99_us).key("cv").value(figures.cv).end_object();
+    }
+    json.end_array().key("reference_job");
+  write_reference_job_json(json, acceptance.reference_job, acceptance.nodes);
+  json.end_object();
   }
   json.end_array().key("reference_job");
   write_reference_job_json(json, acceptance.reference_job, acceptance.nodes);

@@ -123,6 +123,65 @@ void judge_silent_nodes(Acceptance& out, const CutShort& cut) {
   }
 }
 
+// Collectives: each group's peak busbw (the most over the sizes, as NVCRE
+// ADR-021 judges) against the median of the groups' peaks for that
+// collective, where 3 groups or more make a median worth comparing with. A
+// group's figure is its nodes' (a slow node or link among them slows the
+// group), so each of its nodes carries the check. Full scale has no peers:
+// only a baseline or a threshold could judge it, and it is reported.
+void judge_collectives(Acceptance& out, const Measurements& in, const Rules& rules) {
+  std::map<std::string, std::vector<size_t>> groups_of;  // collective → its groups' indexes into out.collectives
+  for (const CollectiveSweep& sweep : in.collectives) {
+    CollectiveVerdict verdict;
+    verdict.collective = sweep.collective;
+    for (int n : sweep.nodes) verdict.hosts.push_back(in.nodes[static_cast<size_t>(n)].inventory.host);
+    verdict.full_scale = sweep.nodes.size() == in.nodes.size();
+    const int ranks = static_cast<int>(sweep.nodes.size());
+    for (const CollectivePoint& point : sweep.points) {
+      const CollectiveFigures figures = collective_figures(point, sweep.collective, ranks);
+      if (figures.busbw_gbps > verdict.peak_busbw_gbps) {
+        verdict.peak_busbw_gbps = figures.busbw_gbps;
+        verdict.peak_bytes = point.bytes;
+      }
+      verdict.largest_cv = std::max(verdict.largest_cv, figures.cv);
+    }
+    if (!sweep.points.empty()) {
+      const CollectiveFigures smallest = collective_figures(sweep.points.front(), sweep.collective, ranks);
+      verdict.small_message_us = smallest.median_us;
+      verdict.small_message_p99_us = smallest.p99_us;
+    }
+    if (verdict.full_scale) verdict.cause = "full scale has no peers to be judged against; its figures are reported";
+    else groups_of[sweep.collective].push_back(out.collectives.size());
+    out.collectives.push_back(verdict);
+  }
+  for (const auto& [collective, groups] : groups_of) {
+    if (groups.size() < 3) {
+      for (size_t g : groups)
+        out.collectives[g].cause = std::to_string(groups.size()) + (groups.size() == 1 ? " group" : " groups") +
+                                   ": a group is judged against the median of 3 groups or more";
+      continue;
+    }
+    std::vector<double> peaks;
+    for (size_t g : groups) peaks.push_back(out.collectives[g].peak_busbw_gbps);
+    const Fleet fleet(peaks);
+    for (size_t i = 0; i < groups.size(); ++i) {
+      CollectiveVerdict& group = out.collectives[groups[i]];
+      const auto [verdict, ratio] = fleet.judge(peaks[i], rules);
+      group.verdict = verdict;
+      group.ratio = ratio;
+      if (verdict != Verdict::pass) group.cause = "a node or link among the group's nodes";
+      const Check check{"collectives." + collective,
+                        printf_string("%.2f GB/s", peaks[i]) + " (peak busbw of its group of " +
+                            std::to_string(group.hosts.size()) + " nodes, " + group.hosts.front() + " to " +
+                            group.hosts.back() + ")",
+                        printf_string("%.2f GB/s", fleet.median) + " (median of the " + std::to_string(groups.size()) +
+                            " groups' peaks)",
+                        ratio, rule_text(rules, "the median group"), verdict};
+      for (int n : in.collectives[groups[i]].nodes) out.nodes[static_cast<size_t>(n)].checks.push_back(check);
+    }
+  }
+}
+
 }  // namespace
 
 const char* verdict_name(Verdict verdict) {
@@ -147,6 +206,7 @@ Acceptance judge(const Measurements& in, const Rules& rules) {
   judge_metric(out, in, rules, "compute", "GFLOP/s", &NodeMeasurements::gemm_gflops);
   judge_metric(out, in, rules, "memory", "GB/s", &NodeMeasurements::triad_gbps);
   judge_links(out, in, rules);
+  judge_collectives(out, in, rules);
   for (size_t i = 0; i < in.nodes.size(); ++i) out.nodes[i].checks.push_back(clock_check(in.nodes[i].clock, rules));
   const std::vector<Check> reference_job = reference_job_checks(in, rules);
   for (size_t i = 0; i < reference_job.size(); ++i) out.nodes[i].checks.push_back(reference_job[i]);
@@ -158,6 +218,8 @@ Acceptance judge(const Measurements& in, const Rules& rules) {
   }
   for (const LinkVerdict& link : out.links)
     if (link.verdict == Verdict::fail) out.verdict = Verdict::fail;
+  for (const CollectiveVerdict& collective : out.collectives)
+    if (collective.verdict == Verdict::fail) out.verdict = Verdict::fail;
   return out;
 }
 
@@ -178,6 +240,19 @@ std::vector<std::vector<std::pair<int, int>>> pairing_rounds(int nodes) {
     std::rotate(circle.begin() + 1, circle.end() - 1, circle.end());
   }
   return rounds;
+}
+
+std::vector<std::vector<int>> node_groups(int nodes) {
+  int width = 1;
+  while (width * width < nodes) ++width;
+  std::vector<std::vector<int>> groups;
+  if (width >= nodes) return groups;
+  for (int first = 0; first + 1 < nodes; first += width) {
+    std::vector<int> group;
+    for (int n = first; n < std::min(first + width, nodes); ++n) group.push_back(n);
+    groups.push_back(group);
+  }
+  return groups;
 }
 
 }  // namespace rankscope::acceptance

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `rankscope accept` on this one machine: alone it measures its node and
-# passes (no links to measure), in text, JSON and HTML, with its clock
+# passes (no links, and no collectives, to measure), in text, JSON and HTML, with its clock
 # check and the reference job; `--timeline` writes the run as a timeline
 # that `info --check` accepts and `report` shows with the reference job's
 # steps, and an existing one is refused; -o writes the summary to a file,
@@ -11,7 +11,8 @@
 # file; mistakes in those files named with their place, before anything is
 # measured. The fleet's verdicts, and the timeline of several nodes (links,
 # causality), are tested on test hosts (tests/hosts/test_accept.sh): accept
-# runs one rank per node.
+# runs one rank per node; the collectives over several ranks, by
+# accept.collectives.np5.
 # Usage: test_accept_cli.sh RANKSCOPE MPIEXEC
 set -euo pipefail
 rankscope=$1 mpiexec=$2
@@ -28,6 +29,7 @@ import json, sys
 result = json.load(open("one.json"))
 assert result["verdict"] == "pass", result["verdict"]
 assert result["links"] == [], result["links"]
+assert result["collectives"] == [], result["collectives"]
 [node] = result["nodes"]
 assert node["host"] == sys.argv[1] and node["verdict"] == "pass", node
 checks = {c["name"]: c for c in node["checks"]}

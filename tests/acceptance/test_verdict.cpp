@@ -1,12 +1,42 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
 #include "fleet_fixtures.h"
 #include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/measure.h"
+#include "rankscope/model/error.h"
 
 namespace rankscope::acceptance {
 namespace {
+
+// A sweep of `collective` over `nodes` from 8 B to 16 MiB, ×8: 20 µs of latency, then as fast as
+// `busbw_gbps` (bus bandwidth, as nccl-tests counts it) allows; three iterations, a little apart.
+CollectiveSweep sweep_of(const std::string& collective, std::vector<int> nodes, double busbw_gbps) {
+  CollectiveSweep sweep{collective, nodes, {}};
+  const double algbw_gbps = busbw_gbps / busbw_factor(collective, static_cast<int>(nodes.size()));
+  for (size_t bytes = 8; bytes <= (16u << 20); bytes *= 8) {
+    const double us = 20 + static_cast<double>(bytes) / (algbw_gbps * 1e3);
+    sweep.points.push_back({bytes, {us * 1.02, us, us * 0.99}});
+  }
+  return sweep;
+}
+
+// Every collective at full scale and over each group of node_groups(), at `busbw_gbps`.
+void add_collectives(Measurements& m, double busbw_gbps) {
+  std::vector<int> every;
+  for (size_t n = 0; n < m.nodes.size(); ++n) every.push_back(static_cast<int>(n));
+  for (std::string_view collective : kCollectives) m.collectives.push_back(sweep_of(std::string(collective), every, busbw_gbps));
+  for (const std::vector<int>& group : node_groups(static_cast<int>(m.nodes.size())))
+    for (std::string_view collective : kCollectives) m.collectives.push_back(sweep_of(std::string(collective), group, busbw_gbps));
+}
+
+bool has_check(const NodeVerdict& node, const std::string& name) {
+  for (const Check& c : node.checks)
+    if (c.name == name) return true;
+  return false;
+}
 
 TEST(PairingRounds, EveryPairOnceNoNodeTwiceInARound) {
   for (int nodes = 2; nodes <= 17; ++nodes) {
@@ -134,6 +164,149 @@ TEST(Summary, JsonHasTheVerdictNodesAndLinks) {
   const std::string text = summary_text(judge(m));
   EXPECT_EQ(text.find("acceptance: FAIL"), 0u) << text;
   EXPECT_LT(text.find("fail  node0"), text.find("pass  node1")) << "failed items first\n" << text;
+}
+
+TEST(Collectives, BusbwFactorsAreNcclTests) {
+  // nccl-tests' doc/PERFORMANCE.md: allreduce 2(n-1)/n, the others (n-1)/n.
+  EXPECT_DOUBLE_EQ(busbw_factor("allreduce", 8), 1.75);
+  EXPECT_DOUBLE_EQ(busbw_factor("allreduce", 2), 1.0);
+  EXPECT_DOUBLE_EQ(busbw_factor("allreduce", 16), 1.875);
+  for (const char* collective : {"allgather", "reduce_scatter", "alltoall"}) {
+    EXPECT_DOUBLE_EQ(busbw_factor(collective, 8), 0.875) << collective;
+    EXPECT_DOUBLE_EQ(busbw_factor(collective, 2), 0.5) << collective;
+  }
+  EXPECT_DOUBLE_EQ(busbw_factor("allreduce", 1), 0);
+}
+
+TEST(Collectives, FiguresOfOneSize) {
+  // 1 MB in a median of 30 µs: algbw 33.3 GB/s (GB = 1e9 B); allgather over 4 ranks: busbw 0.75 of it.
+  const CollectivePoint point{1000000, {40, 10, 100, 30, 20}};
+  const CollectiveFigures figures = collective_figures(point, "allgather", 4);
+  EXPECT_DOUBLE_EQ(figures.median_us, 30);
+  EXPECT_DOUBLE_EQ(figures.p99_us, 100);  // the nearest rank: the 5th of 5
+  EXPECT_NEAR(figures.cv, std::sqrt(1000.0) / 40, 1e-12);  // mean 40, variance 5000 / 5
+  EXPECT_NEAR(figures.algbw_gbps, 1e6 / 30e-6 / 1e9, 1e-9);
+  EXPECT_NEAR(figures.busbw_gbps, figures.algbw_gbps * 0.75, 1e-9);
+  CollectivePoint hundred{8, {}};
+  for (int i = 100; i >= 1; --i) hundred.iteration_us.push_back(i);
+  EXPECT_DOUBLE_EQ(collective_figures(hundred, "allreduce", 2).p99_us, 99);  // the 99th of 100
+  EXPECT_DOUBLE_EQ(collective_figures({8, {}}, "allreduce", 2).busbw_gbps, 0);
+}
+
+TEST(Collectives, GroupsOfTheSquareRootConsecutiveNodes) {
+  using Groups = std::vector<std::vector<int>>;
+  EXPECT_TRUE(node_groups(1).empty());
+  EXPECT_TRUE(node_groups(2).empty()) << "one group of every node is full scale";
+  EXPECT_EQ(node_groups(3), (Groups{{0, 1}})) << "a group of one node is left out";
+  EXPECT_EQ(node_groups(4), (Groups{{0, 1}, {2, 3}}));
+  EXPECT_EQ(node_groups(5), (Groups{{0, 1, 2}, {3, 4}}));
+  EXPECT_EQ(node_groups(10), (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}}));
+  for (int nodes = 3; nodes <= 200; ++nodes) {
+    const int width = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(nodes))));
+    int next = 0;
+    for (const std::vector<int>& group : node_groups(nodes)) {
+      EXPECT_GE(group.size(), 2u) << nodes;
+      EXPECT_LE(group.size(), static_cast<size_t>(width)) << nodes;
+      for (int n : group) EXPECT_EQ(n, next++) << nodes;
+    }
+    EXPECT_GE(next, nodes - 1) << nodes << ": every node but a last one alone is in a group";
+  }
+}
+
+TEST(Collectives, SizesGrowByTheStepInWholeFloatsPerRank) {
+  const Level quick = level_named("quick"), full = level_named("full");
+  EXPECT_EQ(collective_sizes("allreduce", 4, quick),
+            (std::vector<size_t>{8, 64, 512, 4096, 32768, 262144, 1048576})) << "the largest is the last size";
+  // 8 B is less than a float from each of 4 ranks; 1 MiB is no whole number of floats from each of 3.
+  EXPECT_EQ(collective_sizes("allgather", 4, quick).front(), 16u);
+  EXPECT_EQ(collective_sizes("alltoall", 3, quick).back(), 1048576u / 12 * 12);
+  const std::vector<size_t> wide = collective_sizes("reduce_scatter", 64, quick);
+  EXPECT_EQ(wide.front(), 256u);
+  EXPECT_TRUE(std::is_sorted(wide.begin(), wide.end()) && std::adjacent_find(wide.begin(), wide.end()) == wide.end());
+  const std::vector<size_t> sizes = collective_sizes("allreduce", 16, full);
+  EXPECT_EQ(sizes.front(), 8u);
+  EXPECT_EQ(sizes.back(), size_t{64} << 20);
+  EXPECT_EQ(sizes.size(), 13u);
+  Level flat = quick;
+  flat.collective_step = 1;
+  EXPECT_THROW(collective_sizes("allreduce", 4, flat), Error);
+}
+
+TEST(Collectives, ASlowGroupFailsItsNodesAndOnlyThem) {
+  Measurements m = healthy_fleet(9);
+  add_collectives(m, 2.0);
+  // Group 2 (node3-node5): allreduce at 0.4 of the others.
+  for (CollectiveSweep& sweep : m.collectives)
+    if (sweep.collective == "allreduce" && sweep.nodes == std::vector<int>{3, 4, 5}) sweep = sweep_of("allreduce", {3, 4, 5}, 0.8);
+  const Acceptance a = judge(m);
+  EXPECT_EQ(a.verdict, Verdict::fail);
+  EXPECT_EQ(failed_nodes(a), (std::set<std::string>{"node3", "node4", "node5"})) << summary_text(a);
+  for (size_t n = 0; n < 9; ++n) {
+    const Check& check = check_named(a.nodes[n], "collectives.allreduce");
+    EXPECT_EQ(check.verdict, n >= 3 && n <= 5 ? Verdict::fail : Verdict::pass) << n;
+    EXPECT_EQ(check_named(a.nodes[n], "collectives.alltoall").verdict, Verdict::pass) << n;
+  }
+  EXPECT_NEAR(check_named(a.nodes[4], "collectives.allreduce").ratio, 0.4, 0.01);
+  ASSERT_EQ(a.collectives.size(), m.collectives.size());
+  int failed = 0;
+  for (const CollectiveVerdict& c : a.collectives) {
+    if (c.full_scale) {
+      EXPECT_EQ(c.verdict, Verdict::pass);
+      EXPECT_FALSE(c.ratio.has_value()) << "full scale has no peers";
+      EXPECT_EQ(c.hosts.size(), 9u);
+      EXPECT_NEAR(c.peak_busbw_gbps, 2.0, 0.1) << c.collective;
+      EXPECT_EQ(c.peak_bytes, 16u << 20) << "the largest size, where latency weighs least";
+      EXPECT_NEAR(c.small_message_us, 20, 0.1);
+      EXPECT_NEAR(c.small_message_p99_us, 20 * 1.02, 0.1);
+    } else {
+      EXPECT_TRUE(c.ratio.has_value());
+      failed += c.verdict == Verdict::fail ? 1 : 0;
+    }
+    if (c.verdict == Verdict::fail) {
+      EXPECT_EQ(c.collective, "allreduce");
+      EXPECT_EQ(c.hosts, (std::vector<std::string>{"node3", "node4", "node5"}));
+      EXPECT_FALSE(c.cause.empty());
+    }
+  }
+  EXPECT_EQ(failed, 1);
+  const std::string text = summary_text(a);
+  EXPECT_NE(text.find("fail  allreduce      group node3-node5 (3 nodes)"), std::string::npos) << text;
+  EXPECT_LT(text.find("fail  allreduce"), text.find("pass  allreduce")) << "failed first\n" << text;
+}
+
+TEST(Collectives, TwoGroupsAreNotJudgedAgainstPeers) {
+  Measurements m = healthy_fleet(4);
+  add_collectives(m, 2.0);
+  for (CollectiveSweep& sweep : m.collectives)
+    if (sweep.nodes == std::vector<int>{2, 3}) sweep = sweep_of(sweep.collective, {2, 3}, 0.2);
+  const Acceptance a = judge(m);
+  EXPECT_EQ(a.verdict, Verdict::pass) << summary_text(a);
+  for (const NodeVerdict& node : a.nodes) EXPECT_FALSE(has_check(node, "collectives.allreduce")) << node.host;
+  ASSERT_EQ(a.collectives.size(), 12u);  // 4 collectives, at full scale and over 2 groups
+  for (const CollectiveVerdict& c : a.collectives) {
+    EXPECT_EQ(c.verdict, Verdict::pass);
+    EXPECT_FALSE(c.ratio.has_value());
+    if (!c.full_scale) {
+      EXPECT_NE(c.cause.find("2 groups"), std::string::npos) << c.cause;
+    }
+  }
+  EXPECT_NE(summary_text(a).find("not judged against peers: 2 groups"), std::string::npos) << summary_text(a);
+}
+
+TEST(Collectives, JsonHasEverySweepWithItsFigures) {
+  Measurements m = healthy_fleet(9);
+  add_collectives(m, 2.0);
+  const std::string json = summary_json(judge(m), m);
+  EXPECT_NE(json.find("\"collectives\":[{\"collective\":\"allreduce\",\"scope\":\"full\",\"hosts\":[\"node0\",\"node1\","),
+            std::string::npos) << json;
+  EXPECT_NE(json.find("\"scope\":\"group\",\"hosts\":[\"node0\",\"node1\",\"node2\"],\"verdict\":\"pass\",\"peak_busbw_gbps\":"),
+            std::string::npos) << json;
+  EXPECT_NE(json.find("\"ratio\":null,\"ratio_reason\":\"full scale"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"points\":[{\"bytes\":8,\"time_us\":20"), std::string::npos) << json;
+  for (const char* key : {"\"algbw_gbps\":", "\"busbw_gbps\":", "\"p99_us\":", "\"cv\":", "\"small_message_us\":",
+                          "\"peak_bytes\":", "\"cause\":"})
+    EXPECT_NE(json.find(key), std::string::npos) << key;
+  EXPECT_NE(summary_json(judge(healthy_fleet(1)), healthy_fleet(1)).find("\"collectives\":[]"), std::string::npos);
 }
 
 }  // namespace

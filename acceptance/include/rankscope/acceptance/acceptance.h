@@ -89,8 +89,9 @@ struct CollectivePoint {
 };
 
 // A collective over one group of nodes, swept over sizes.
+inline constexpr std::string_view kCollectives[] = {"allreduce", "allgather", "reduce_scatter", "alltoall"};
 struct CollectiveSweep {
-  std::string collective;   // allreduce, allgather, reduce_scatter or alltoall
+  std::string collective;   // one of kCollectives
   std::vector<int> nodes;   // indexes into Measurements::nodes; every node at full scale
   std::vector<CollectivePoint> points;  // by size, smallest first
 };
@@ -173,11 +174,30 @@ struct Rules {
   int64_t clock_bound_limit_ns = 1'000'000;
 };
 
+// A collective over all nodes (full scale) or over one group of them, one
+// per CollectiveSweep, in the same order. A group's peak busbw is judged
+// against the median of the groups' peaks, where there are 3 groups or more;
+// full scale has no peers, and is reported.
+struct CollectiveVerdict {
+  std::string collective;
+  std::vector<std::string> hosts;
+  bool full_scale = false;
+  Verdict verdict = Verdict::pass;
+  double peak_busbw_gbps = 0;       // the most over the sizes (as NVCRE judges a group)
+  size_t peak_bytes = 0;            // the size it was reached at
+  double small_message_us = 0;      // the median iteration at the smallest size
+  double small_message_p99_us = 0;
+  double largest_cv = 0;            // of the iterations of a size, the most over the sizes
+  std::optional<double> ratio;      // peak / median of the groups' peaks; unset when not judged against peers
+  std::string cause;  // why it is not judged against peers, or, for a group not passed, where the fault lies
+};
+
 struct Acceptance {
-  Verdict verdict = Verdict::pass;  // fail when any node or link fails, or the run was cut short
+  Verdict verdict = Verdict::pass;  // fail when any node, link or collective fails, or the run was cut short
   std::optional<CutShort> cut_short;
   std::vector<NodeVerdict> nodes;
   std::vector<LinkVerdict> links;
+  std::vector<CollectiveVerdict> collectives;
   ReferenceJob reference_job;
 };
 
@@ -197,6 +217,13 @@ std::vector<Check> reference_job_checks(const Measurements& measurements, const 
 // The rounds in which every pair of `nodes` meets once, no node in two pairs
 // of one round (the circle method: nodes − 1 rounds, nodes rounds when odd).
 std::vector<std::vector<std::pair<int, int>>> pairing_rounds(int nodes);
+
+// The groups whose collectives are measured besides full scale: ⌈√nodes⌉
+// consecutive nodes each (NVCRE's screen where nodes carry no topology
+// labels), the last one smaller where they do not divide evenly. A group of
+// one node is left out (no network to measure), and so is a single group of
+// every node (full scale already measures it).
+std::vector<std::vector<int>> node_groups(int nodes);
 
 // One screen, failed items first.
 std::string summary_text(const Acceptance& acceptance);
