@@ -145,7 +145,12 @@ void roll_call(MPI_Comm comm, RunRecord& record, const std::function<void()>& wo
   }
   if (worker.joinable()) worker.join();
   if (failure) std::rethrow_exception(failure);
-  for (int r = 1; r < size; ++r) MPI_Send(nullptr, 0, MPI_CHAR, r, kTag, comm);
+  // A node that answered, then died, holds up the send to it.
+  for (int r = 1; r < size; ++r) {
+    record.waiting_on(r);
+    MPI_Send(nullptr, 0, MPI_CHAR, r, kTag, comm);
+  }
+  record.waiting_on(-1);
 }
 
 // One `collective` on S = `bytes` of floats over the `ranks` ranks of `comm`.

@@ -91,8 +91,8 @@ class RunRecord {
   // A roll call of `nodes` begins (rank 0 answers at once); node answers it.
   void call_roll(int nodes);
   void answered(int node);
-  // Rank 0 waits for `peer` over their link (-1: for no one); the pairs
-  // measured at once by everyone.
+  // Rank 0 waits for `peer`, over their link or to hear rank 0 (-1: for no
+  // one); the pairs measured at once by everyone.
   void waiting_on(int peer);
   void measuring_pairs(const std::vector<std::pair<int, int>>& pairs);
   // The verdict is being given: the run is no longer to be cut short.
