@@ -230,6 +230,15 @@ void pass_signal_on(int signal_number) {
   if (g_application_pid > 0) ::kill(static_cast<pid_t>(g_application_pid), signal_number);
 }
 
+void pass_signals_to(pid_t child, std::initializer_list<int> signals) {
+  g_application_pid = child;
+  struct sigaction forward {};
+  forward.sa_handler = pass_signal_on;
+  sigemptyset(&forward.sa_mask);
+  forward.sa_flags = SA_RESTART;
+  for (const int signal_number : signals) ::sigaction(signal_number, &forward, nullptr);
+}
+
 pid_t start_application(const std::vector<std::string>& command, const std::vector<fs::path>& preload) {
   const pid_t parent = ::getpid();
   const pid_t child = ::fork();
@@ -242,14 +251,7 @@ pid_t start_application(const std::vector<std::string>& command, const std::vect
     prepend_preload(preload);
     exec_command(command);
   }
-  g_application_pid = child;
-  struct sigaction forward {};
-  forward.sa_handler = pass_signal_on;
-  sigemptyset(&forward.sa_mask);
-  forward.sa_flags = SA_RESTART;
-  for (const int signal_number : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGALRM}) {
-    ::sigaction(signal_number, &forward, nullptr);
-  }
+  pass_signals_to(child, {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGALRM});
   return child;
 }
 
@@ -515,6 +517,10 @@ class Sidecar {
       prepend_preload(preload);
       exec_command(options_.command);
     }
+    // mpirun passes SIGUSR1 and SIGUSR2 on to the processes it started: they
+    // are the program's (a checkpoint, a profiler's trigger), not the end of
+    // this sidecar, which they would be by default.
+    pass_signals_to(child, {SIGUSR1, SIGUSR2});
     return child;
   }
 

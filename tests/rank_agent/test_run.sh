@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `rankscope run` end to end: an MPI program in-process with skewed clocks, a
-# program without MPI in sidecar mode, exit statuses and signals passed on,
+# program without MPI in sidecar mode, exit statuses and signals passed on
+# (SIGUSR2 on mpirun too),
 # and the guard that stops an MPI program started in sidecar mode.
 # Usage: test_run.sh RANKSCOPE DDP_SIM NVTX_APP|none TIMELINE_SUMMARY MPIEXEC
 set -euo pipefail
@@ -173,4 +174,22 @@ status=0
 "$mpiexec" -n 2 "$rankscope" run -o "$work/signal.h5" -- "$nvtx_app" 10 0 signal 9 >signal.log 2>&1 || status=$?
 [ "$status" -eq 137 ] || { cat signal.log; fail "death by signal 9 came back as status $status"; }
 "$rankscope" info signal.h5 | grep -q "dead ranks: 0,1" || fail "ranks killed by a signal are not shown dead"
+
+echo "== sidecar: SIGUSR2 on mpirun reaches the program, not the end of the sidecars"
+# The program (no MPI: sidecar mode) says it is ready, then ends well on SIGUSR2.
+cat >usr2.sh <<'SH'
+trap 'echo "rank $RANK got SIGUSR2" >"usr2.$RANK"; exit 0' USR2
+touch "ready.$RANK"
+for _ in $(seq 600); do sleep 0.1; done
+exit 9
+SH
+"$mpiexec" -n 2 "$rankscope" run -o "$work/usr2.h5" --mode sidecar -- bash usr2.sh >usr2.log 2>&1 &
+job=$!
+for _ in $(seq 300); do [ -e ready.0 ] && [ -e ready.1 ] && break; sleep 0.1; done
+[ -e ready.0 ] && [ -e ready.1 ] || { kill -9 $job; cat usr2.log; fail "the program never started on both ranks"; }
+kill -USR2 $job
+status=0
+wait $job || status=$?
+[ "$status" -eq 0 ] && [ -s usr2.0 ] && [ -s usr2.1 ] && [ -f usr2.h5 ] ||
+  { cat usr2.log; fail "SIGUSR2 on mpirun: exit status $status, the program's signal files and the timeline"; }
 echo "all rankscope run checks passed"
