@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "rankscope/acceptance/measure.h"
 #include "rankscope/clocksync/sync_mpi.h"
 #include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/error.h"
@@ -29,12 +30,6 @@ int64_t wall_now_ns() {
   timespec now{};
   clock_gettime(CLOCK_REALTIME, &now);
   return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
-}
-
-std::string host_name() {
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  return host;
 }
 
 // A folder of this process's own, removed when done.
@@ -181,7 +176,7 @@ MergeResult RunTimeline::write(Measurements& measurements) {
     metadata.local_size = 1;
     metadata.node_id = rank_;
     metadata.pid = ::getpid();
-    metadata.host = host_name();
+    metadata.host = take_inventory().host;
     metadata.launcher = "rankscope accept";
     metadata.agent_version = kRankscopeVersion;
     metadata.capture = "accept";

@@ -2,7 +2,8 @@
 # The straggler report on test hosts: healthy hosts name no one; one host's
 # link slowed (tc tbf, both ways) names that host's ranks, "slow link or node
 # network"; one host's CPU throttled (cgroup quota) names that host's rank,
-# "slow compute". No healthy host is named.
+# "slow compute". No healthy host is named. testhosts.sh throttle grants its
+# quota per the period asked for, and refuses a period out of range.
 # Usage: test_stragglers.sh RANKSCOPE DDP_SIM
 . "$(dirname "$0")/common.sh" 203
 rankscope=$1 ddp_sim=$2
@@ -47,4 +48,17 @@ hosts throttle host2 25
 hosts mpirun -n 3 "$rankscope" run -o slow-cpu.h5 -- "$ddp_sim" --steps 16 --layers 8 --layer-mb 1 \
   --forward-us 2000 --compute spin >slow-cpu.log 2>&1 || { cat slow-cpu.log; fail "the run failed"; }
 expect_stragglers slow-cpu.h5 host2 "slow compute"
+
+echo "== a quota granted per 10 ms, and a period out of range refused"
+hosts throttle host2 80 10
+group=$(hosts exec host2 cat /proc/self/cgroup | awk -F: '$2 ~ /(^|,)cpu(,|$)/ || $2 == "" { print $3; exit }')
+if [ -f "/sys/fs/cgroup/cpu$group/cpu.cfs_quota_us" ]; then
+  quota="$(cat "/sys/fs/cgroup/cpu$group/cpu.cfs_quota_us") $(cat "/sys/fs/cgroup/cpu$group/cpu.cfs_period_us")"
+else
+  quota=$(cat "/sys/fs/cgroup$group/cpu.max")
+fi
+[ "$quota" = "8000 10000" ] || fail "throttle host2 80 10 set quota and period '$quota', expected '8000 10000'"
+status=0
+hosts throttle host2 80 2000 2>period.log || status=$?
+[ "$status" -ne 0 ] && grep -q "throttle: the period is 1-1000 ms" period.log || { cat period.log; fail "a period of 2000 ms"; }
 echo "stragglers across hosts ok"
