@@ -4,10 +4,13 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <csignal>
 #include <fstream>
+#include <iterator>
 
 #include "rankscope/model/error.h"
 #include "rankscope/model/shard.h"
@@ -75,6 +78,35 @@ TEST_F(InputFiles, TemporaryPathsGoWithTheirOwner) {
     const TemporaryPath never_made(path("job.h5.partial"));
   }
   EXPECT_FALSE(fs::exists(path("job.h5.import-1")));
+}
+
+// A process ended by SIGTERM says its last words (with its temporary paths
+// still there, so that what it says can be written beside them), then the
+// paths go and the process dies by the signal.
+TEST_F(InputFiles, LastWordsComeBeforeTheTemporaryPathsGo) {
+  const std::string partial = path("page.html.partial"), words = path("words"), ready = path("ready");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    remove_temporary_paths_on_signals();
+    const TemporaryPath temporary(partial);
+    std::ofstream(partial) << "x";
+    const LastWords last_words([&](int signal_number) {
+      std::ofstream(words) << signal_number << (fs::exists(partial) ? " with" : " without") << " the partial file";
+    });
+    std::ofstream(ready) << "x";
+    for (;;) ::pause();
+  }
+  for (int i = 0; i < 500 && !fs::exists(ready); ++i) ::usleep(10'000);
+  ASSERT_TRUE(fs::exists(ready));
+  ::kill(child, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  std::ifstream said(words);
+  std::string text((std::istreambuf_iterator<char>(said)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, std::to_string(SIGTERM) + " with the partial file");
+  EXPECT_FALSE(fs::exists(partial));
 }
 
 }  // namespace
