@@ -280,10 +280,39 @@ void write_link_heatmap(const Acceptance& acceptance, const Measurements& measur
   write_svg_close(out);
 }
 
+// Group testing's rings, worst first, then by round.
+void write_ring_table(const Acceptance& acceptance, std::string& out) {
+  std::vector<const RingVerdict*> rings;
+  for (const RingVerdict& ring : acceptance.ring_tests) rings.push_back(&ring);
+  std::stable_sort(rings.begin(), rings.end(), [](const RingVerdict* a, const RingVerdict* b) {
+    return static_cast<int>(a->verdict) > static_cast<int>(b->verdict);
+  });
+  out += "<div class=\"table-wrap\"><table id=\"ring-table\">\n<thead><tr><th class=\"num\">round</th><th>nodes, "
+         "in ring order</th><th>verdict</th><th class=\"num\">slowest node</th><th class=\"num\">ratio</th></tr>"
+         "</thead>\n<tbody>\n";
+  for (const RingVerdict* ring : rings) {
+    std::string hosts;
+    for (const std::string& host : ring->hosts) hosts += (hosts.empty() ? "" : " → ") + escape(host);
+    out += "<tr><td class=\"num\">" + std::to_string(ring->round + 1) + (ring->pair ? " (pair)" : "") + "</td><td>" +
+           hosts + "</td><td>" +
+           verdict_span(ring->verdict) + "</td><td class=\"num\">" + format_bandwidth(ring->gbps) +
+           "</td><td class=\"num\">" + ratio_text(ring->ratio) + "</td></tr>\n";
+  }
+  out += "</tbody></table></div>\n<p class=\"caption\">Group testing: in each ring every node sends to the next "
+         "and receives from the one before, at once. A ring is as fast as its slowest node, against the first "
+         "round's median node; a failed ring is split in two and each half tested in the next round, down to "
+         "single nodes. Then pairs: each such node with a node known sound, the two ends of a link that joined "
+         "the halves of a failed ring whose halves passed, and pairs of sound nodes, each judged as a ring and "
+         "measured as a link.</p>\n";
+}
+
 void write_link_section(const Acceptance& acceptance, const Measurements& measurements, std::string& out) {
   out += "<section id=\"link-section\">\n<h2>Links</h2>\n";
+  if (!acceptance.ring_tests.empty()) write_ring_table(acceptance, out);
   if (measurements.links.empty()) {
-    write_note(out, "No links: one node has no link to measure.", "link-note");
+    write_note(out, acceptance.ring_tests.empty() ? "No links: one node has no link to measure."
+                                                  : "No link measured: no two nodes were known sound.",
+               "link-note");
   } else {
     write_link_heatmap(acceptance, measurements, out);
     out += "<p class=\"caption\">Each cell is the link between its row's node and its column's, coloured by its "

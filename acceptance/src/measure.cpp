@@ -91,6 +91,45 @@ std::pair<double, double> measure_link(MPI_Comm comm, int peer, bool lower, cons
   return {figures[0], figures[1]};
 }
 
+// One repeat of a ring test: this node sends `buffer` to the next node of
+// `ring` and receives as much from the one before, at once, once every node
+// of the ring is ready; its figure is the bytes over the time both took.
+double measure_ring(MPI_Comm ring, const std::vector<int>& nodes, std::vector<char>& buffer,
+                    std::vector<char>& received, RunTimeline& timeline) {
+  constexpr int kTag = 32003;
+  int position = 0, size = 1;
+  MPI_Comm_rank(ring, &position);
+  MPI_Comm_size(ring, &size);
+  const int next = (position + 1) % size, before = (position + size - 1) % size;
+  clocksync::idle_barrier(ring);
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t began = timeline.now();
+  MPI_Sendrecv(buffer.data(), static_cast<int>(buffer.size()), MPI_CHAR, next, kTag, received.data(),
+               static_cast<int>(received.size()), MPI_CHAR, before, kTag, ring, MPI_STATUS_IGNORE);
+  const int64_t ended = timeline.now();
+  const double seconds = seconds_since(start);
+  timeline.message(CommOp::kSend, nodes[static_cast<size_t>(next)], kTag, buffer.size(), began, ended);
+  timeline.message(CommOp::kRecv, nodes[static_cast<size_t>(before)], kTag, received.size(), began, ended);
+  return static_cast<double>(buffer.size()) / seconds / 1e9;
+}
+
+// Rounds of `pairs` in which no node is in two pairs, in the order given.
+std::vector<std::vector<std::pair<int, int>>> rounds_of(std::vector<std::pair<int, int>> pairs) {
+  std::vector<std::vector<std::pair<int, int>>> rounds;
+  while (!pairs.empty()) {
+    std::vector<std::pair<int, int>> round, later;
+    for (const auto& [a, b] : pairs) {
+      const bool busy = std::any_of(round.begin(), round.end(), [a = a, b = b](const std::pair<int, int>& p) {
+        return p.first == a || p.second == a || p.first == b || p.second == b;
+      });
+      (busy ? later : round).emplace_back(a, b);
+    }
+    rounds.push_back(round);
+    pairs = later;
+  }
+  return rounds;
+}
+
 // A barrier through rank 0, so that rank 0 knows who has reached it: were
 // the run cut short here, those who never answered are the lost. Each rank
 // does `work` first; rank 0 does its own on a thread while it takes the
@@ -471,7 +510,7 @@ double triad_gbps(size_t bytes, int threads) {
   return 3.0 * sizeof(double) * static_cast<double>(count) / seconds_since(start) / 1e9;
 }
 
-Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, RunRecord& record) {
+Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, RunRecord& record, const Rules& rules) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -537,7 +576,6 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
   }
   timeline.range("accept: memory", memory_began, timeline.now());
 
-  const auto rounds = pairing_rounds(size);
   std::vector<char> buffer(level.link_bytes, 1);
   // The links this rank is the lower end of: peer → (bandwidths, latencies).
   std::map<int, std::pair<std::vector<double>, std::vector<double>>> measured_links;
@@ -567,32 +605,122 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
               [](const LinkMeasurements& x, const LinkMeasurements& y) { return std::tie(x.a, x.b) < std::tie(y.a, y.b); });
     record.measured(out);
   };
-  const int64_t links_began = timeline.now();
-  for (int r = 0; r < level.repeats; ++r) {
-    const RunTimeline::Range repeat(timeline, "accept: links repeat " + std::to_string(r + 1));
-    say("links: repeat " + std::to_string(r + 1) + " of " + std::to_string(level.repeats) + " (" +
-        std::to_string(rounds.size()) + " rounds" + (level.one_at_a_time ? ", one link at a time)" : ")"));
-    for (const auto& round : rounds) {
-      const size_t at_once = level.one_at_a_time ? 1 : std::max<size_t>(round.size(), 1);
-      for (size_t first = 0; first < round.size(); first += at_once) {
-        const std::vector<std::pair<int, int>> pairs(round.begin() + static_cast<ptrdiff_t>(first),
-                                                     round.begin() + static_cast<ptrdiff_t>(std::min(first + at_once, round.size())));
-        if (rank == 0) record.measuring_pairs(pairs);
-        for (const auto& [a, b] : pairs) {
-          if (rank != a && rank != b) continue;
-          const int peer = rank == a ? b : a;
-          if (rank == 0) record.waiting_on(peer);
-          const auto [bandwidth, latency] = measure_link(comm, peer, rank == a, level, buffer, timeline);
-          if (rank == 0) record.waiting_on(-1);
-          if (rank == a) {
-            measured_links[b].first.push_back(bandwidth);
-            measured_links[b].second.push_back(latency);
+  // Every pair of `rounds` (a < b in each), round by round, repeat by repeat.
+  const auto measure_links = [&](const std::vector<std::vector<std::pair<int, int>>>& rounds, const std::string& what) {
+    for (int r = 0; r < level.repeats; ++r) {
+      const RunTimeline::Range repeat(timeline, "accept: links repeat " + std::to_string(r + 1));
+      say("links: " + what + "repeat " + std::to_string(r + 1) + " of " + std::to_string(level.repeats) + " (" +
+          std::to_string(rounds.size()) + (rounds.size() == 1 ? " round" : " rounds") +
+          (level.one_at_a_time ? ", one link at a time)" : ")"));
+      for (const auto& round : rounds) {
+        const size_t at_once = level.one_at_a_time ? 1 : std::max<size_t>(round.size(), 1);
+        for (size_t first = 0; first < round.size(); first += at_once) {
+          const std::vector<std::pair<int, int>> pairs(round.begin() + static_cast<ptrdiff_t>(first),
+                                                       round.begin() + static_cast<ptrdiff_t>(std::min(first + at_once, round.size())));
+          if (rank == 0) record.measuring_pairs(pairs);
+          for (const auto& [a, b] : pairs) {
+            if (rank != a && rank != b) continue;
+            const int peer = rank == a ? b : a;
+            if (rank == 0) record.waiting_on(peer);
+            const auto [bandwidth, latency] = measure_link(comm, peer, rank == a, level, buffer, timeline);
+            if (rank == 0) record.waiting_on(-1);
+            if (rank == a) {
+              measured_links[b].first.push_back(bandwidth);
+              measured_links[b].second.push_back(latency);
+            }
           }
+          roll_call(comm, record, {});
+        }
+      }
+      gather_links(static_cast<size_t>(r) + 1);
+    }
+  };
+  const int64_t links_began = timeline.now();
+  if (level.link_screen == LinkScreen::all_pairs) {
+    measure_links(pairing_rounds(size), "every pair, ");
+  } else {
+    out.link_screen = LinkScreen::group_testing;
+    std::vector<char> received(level.link_bytes);
+    // One round of ring tests, no node in two rings: the rings at once (or one at a time), each its
+    // repeats; every node's best to rank 0, which files them as tests of `round`.
+    const auto measure_rings = [&](const std::vector<std::vector<int>>& rings, int round, bool confirming) {
+      const RunTimeline::Range stage(timeline, "accept: group tests round " + std::to_string(round + 1));
+      int mine = MPI_UNDEFINED;
+      for (size_t t = 0; t < rings.size(); ++t)
+        if (std::find(rings[t].begin(), rings[t].end(), rank) != rings[t].end()) mine = static_cast<int>(t);
+      const std::vector<int> ring_nodes = mine == MPI_UNDEFINED ? std::vector<int>() : rings[static_cast<size_t>(mine)];
+      // Ranked in ring order, so that the next node in the ring is the next rank.
+      const auto position = std::find(ring_nodes.begin(), ring_nodes.end(), rank) - ring_nodes.begin();
+      MPI_Comm ring = MPI_COMM_NULL;
+      MPI_Comm_split(comm, mine, static_cast<int>(position), &ring);
+      double best = 0;
+      std::string sizes;
+      for (const std::vector<int>& r : rings) sizes += (sizes.empty() ? "" : ", ") + std::to_string(r.size());
+      say("links: group tests, round " + std::to_string(round + 1) + (confirming ? " (suspects with sound nodes)" : "") +
+          ": " + std::to_string(rings.size()) + (rings.size() == 1 ? " ring of " : " rings of ") + sizes + " nodes, " +
+          std::to_string(level.repeats) + " repeats" + (level.one_at_a_time ? ", one ring at a time" : ", at once"));
+      for (size_t t = 0; t < (level.one_at_a_time ? rings.size() : 1); ++t) {
+        if (rank == 0) {
+          std::vector<std::pair<int, int>> edges;
+          for (size_t r = 0; r < rings.size(); ++r) {
+            if (level.one_at_a_time && r != t) continue;
+            for (size_t i = 0; i < rings[r].size(); ++i) edges.emplace_back(rings[r][i], rings[r][(i + 1) % rings[r].size()]);
+          }
+          record.measuring_pairs(edges);
+        }
+        if (mine != MPI_UNDEFINED && (!level.one_at_a_time || t == static_cast<size_t>(mine))) {
+          // Rank 0, in a ring, waits on its neighbour there.
+          if (rank == 0) record.waiting_on(ring_nodes[1 % ring_nodes.size()]);
+          for (int r = 0; r < level.repeats; ++r) best = std::max(best, measure_ring(ring, ring_nodes, buffer, received, timeline));
+          if (rank == 0) record.waiting_on(-1);
         }
         roll_call(comm, record, {});
       }
+      if (ring != MPI_COMM_NULL) MPI_Comm_free(&ring);
+      const std::vector<double> figures = allgather_rows(comm, std::vector<double>{mine == MPI_UNDEFINED ? -1.0 : best});
+      if (rank != 0) return;
+      for (const std::vector<int>& r : rings) {
+        RingTest test{round, r, {}, confirming};
+        for (int n : r) test.gbps.push_back(figures[static_cast<size_t>(n)]);
+        out.ring_tests.push_back(test);
+      }
+      record.measured(out);
+    };
+    for (int round = 0;; ++round) {
+      // Rank 0 plans; everyone learns the plan as rows of [size, nodes...] for each ring, then a -1 and
+      // the pairs' ends.
+      std::vector<int> plan;
+      if (rank == 0) {
+        const GroupTestingStep step = next_group_tests(size, out.ring_tests, rules);
+        for (const std::vector<int>& ring : step.rings) {
+          plan.push_back(static_cast<int>(ring.size()));
+          plan.insert(plan.end(), ring.begin(), ring.end());
+        }
+        plan.push_back(-1);
+        for (const auto& [a, b] : step.links) plan.insert(plan.end(), {a, b});
+      }
+      plan = allgather_rows(comm, plan);
+      std::vector<std::vector<int>> rings;
+      size_t k = 0;
+      for (; plan[k] >= 0; k += static_cast<size_t>(plan[k]) + 1)
+        rings.emplace_back(plan.begin() + static_cast<ptrdiff_t>(k) + 1, plan.begin() + static_cast<ptrdiff_t>(k) + 1 + plan[k]);
+      if (!rings.empty()) {
+        measure_rings(rings, round, false);
+        continue;
+      }
+      // Bisection is over: each pair as a ring of two, judged as every ring is, and as a link, for its
+      // bandwidth each way and its latency.
+      std::vector<std::pair<int, int>> pairs;
+      for (++k; k + 1 < plan.size(); k += 2) pairs.emplace_back(plan[k], plan[k + 1]);
+      const auto pair_rounds = rounds_of(pairs);
+      for (const auto& pair_round : pair_rounds) {
+        std::vector<std::vector<int>> pair_rings;
+        for (const auto& [a, b] : pair_round) pair_rings.push_back({a, b});
+        measure_rings(pair_rings, round, true);
+      }
+      if (!pairs.empty()) measure_links(pair_rounds, std::to_string(pairs.size()) + " pairs of group testing, ");
+      break;
     }
-    gather_links(static_cast<size_t>(r) + 1);
   }
   timeline.range("accept: links", links_began, timeline.now());
   out.collectives = measure_collectives(comm, level, [&](const std::string& line) { record.begin_stage(line); });

@@ -53,6 +53,24 @@ std::string summary_text(const Acceptance& acceptance) {
         text += "      " + std::string(verdict_name(check.verdict)) + " " + check.name + ": " + check.value + " against " +
                 check.reference + "; " + check.rule + "\n";
   }
+  if (acceptance.link_screen == LinkScreen::group_testing) {
+    int rounds = 0, suspects = 0;
+    for (const RingVerdict& ring : acceptance.ring_tests) rounds = std::max(rounds, ring.round + 1);
+    for (const NodeVerdict& node : acceptance.nodes)
+      for (const Check& check : node.checks)
+        if (check.name == "network" && check.value.find("slow in its rings") != std::string::npos) ++suspects;
+    text += "\ngroup testing (" + std::to_string(acceptance.ring_tests.size()) + " ring tests in " +
+            std::to_string(rounds) + (rounds == 1 ? " round, " : " rounds, ") + std::to_string(suspects) +
+            (suspects == 1 ? " suspect" : " suspects") + "; the slowest node of each ring, and its ratio to the first round's median ring):\n";
+    for (const RingVerdict* ring : worst_first(acceptance.ring_tests)) {
+      if (ring->verdict == Verdict::pass && acceptance.ring_tests.size() > 8) continue;
+      std::string hosts;
+      for (const std::string& host : ring->hosts) hosts += (hosts.empty() ? "" : " ") + host;
+      text += "  " + std::string(verdict_name(ring->verdict)) + "  round " + std::to_string(ring->round + 1) +
+              (ring->pair ? " pair  " : "  ") + hosts + printf_string("  %.2f GB/s (%.2f)", ring->gbps, ring->ratio) + "\n";
+    }
+    if (acceptance.ring_tests.size() > 8) text += "  (passed rings not shown: --format json lists every ring)\n";
+  }
   if (!acceptance.links.empty()) text += "\nlinks (bandwidth, latency; ratio to the median link):\n";
   for (const LinkVerdict* link : worst_first(acceptance.links)) {
     text += "  " + std::string(verdict_name(link->verdict)) + "  " + link->hosts.first + " - " + link->hosts.second +
@@ -116,6 +134,16 @@ std::string summary_json(const Acceptance& acceptance, const Measurements& measu
         .key("bound_ns").value(measured.clock.bound_ns).key("error").value(measured.clock.error).end_object();
     json.end_object();
   }
+  json.end_array().key("link_screen").value(link_screen_name(acceptance.link_screen)).key("ring_tests").begin_array();
+  for (size_t t = 0; t < acceptance.ring_tests.size(); ++t) {
+    const RingVerdict& ring = acceptance.ring_tests[t];
+    json.begin_object().key("round").value(ring.round + 1).key("pair").value(ring.pair).key("hosts").begin_array();
+    for (const std::string& host : ring.hosts) json.value(host);
+    json.end_array().key("verdict").value(verdict_name(ring.verdict)).key("gbps").value(ring.gbps)
+        .key("ratio").value(ring.ratio).key("node_gbps").begin_array();
+    for (double v : measurements.ring_tests[t].gbps) json.value(v);
+    json.end_array().end_object();
+  }
   json.end_array().key("links").begin_array();
   for (size_t l = 0; l < acceptance.links.size(); ++l) {
     const LinkVerdict& link = acceptance.links[l];
@@ -149,9 +177,7 @@ std::string summary_json(const Acceptance& acceptance, const Measurements& measu
           .key("algbw_gbps").value(figures.algbw_gbps).key("busbw_gbps").value(figures.busbw_gbps)
           .key("p99_us").value(figures.p99_us).key("cv").value(figures.cv).end_object();
     }
-    json.end_array().key("reference_job");
-  write_reference_job_json(json, acceptance.reference_job, acceptance.nodes);
-  json.end_object();
+    json.end_array().end_object();
   }
   json.end_array().key("reference_job");
   write_reference_job_json(json, acceptance.reference_job, acceptance.nodes);

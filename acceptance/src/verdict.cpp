@@ -6,6 +6,7 @@
 
 #include "figures.h"
 #include "fleet.h"
+#include "group_testing.h"
 #include "rankscope/acceptance/acceptance.h"
 #include "rankscope/model/text.h"
 #include "rankscope/model/statistics.h"
@@ -42,12 +43,8 @@ void judge_inventory(Acceptance& out, const Measurements& in, const char* name, 
   }
 }
 
-// Links: each against the median link, in bandwidth and in latency. Row and
-// column: a node whose links are slow as a rule (their median ratio fails)
-// while the links among the other nodes are sound has a bad NIC or cable, and
-// its links are its; a slow link between two sound nodes is the link's own.
-void judge_links(Acceptance& out, const Measurements& in, const Rules& rules) {
-  if (in.links.empty()) return;
+// Links: each against the median link, in bandwidth and in latency.
+void judge_each_link(Acceptance& out, const Measurements& in, const Rules& rules) {
   std::vector<double> bandwidths, speeds;  // speed: 1 / latency, so that higher is better
   for (const LinkMeasurements& link : in.links) {
     bandwidths.push_back(best(link.bandwidth_gbps));
@@ -55,7 +52,6 @@ void judge_links(Acceptance& out, const Measurements& in, const Rules& rules) {
     speeds.push_back(latency > 0 ? 1 / latency : 0);
   }
   const Fleet bandwidth_fleet(bandwidths), speed_fleet(speeds);
-  std::vector<Verdict> link_verdicts;
   for (size_t l = 0; l < in.links.size(); ++l) {
     const auto [bandwidth_verdict, bandwidth_ratio] = bandwidth_fleet.judge(bandwidths[l], rules);
     const auto [latency_verdict, latency_ratio] = speed_fleet.judge(speeds[l], rules);
@@ -69,8 +65,15 @@ void judge_links(Acceptance& out, const Measurements& in, const Rules& rules) {
     link.verdict = worse(bandwidth_verdict, latency_verdict);
     out.links.push_back(link);
   }
-  // Row analysis: each node's links' median ratio (the worse of bandwidth and latency), and the same of
-  // the links that avoid it.
+}
+
+// All pairs, row and column: a node whose links are slow as a rule (their
+// median ratio fails) while the links among the other nodes are sound has a
+// bad NIC or cable, and its links are its; a slow link between two sound
+// nodes is the link's own.
+void judge_rows(Acceptance& out, const Measurements& in, const Rules& rules) {
+  if (in.links.empty()) return;
+  // Each node's links' median ratio (the worse of bandwidth and latency), and the same of the links that avoid it.
   const auto ratio_of = [&](size_t l) { return std::min(out.links[l].bandwidth_ratio, out.links[l].latency_ratio); };
   const size_t nodes = in.nodes.size();
   std::vector<bool> bad_node(nodes, false);
@@ -100,6 +103,123 @@ void judge_links(Acceptance& out, const Measurements& in, const Rules& rules) {
     } else if (link.verdict != Verdict::pass) {
       link.cause = "this link";
     }
+  }
+}
+
+// Group testing: each ring against the first round's median ring; each
+// node by the last ring it was in, and a suspect (a node bisection left
+// alone) by its link with a node known to be sound. Slow there too, the
+// fault is the suspect's. Sound there, its slow rings are explained by a
+// node that failed in them, or by a slow link of it measured across a ring's
+// halves; where nothing explains them, they may have been noise, and the
+// suspect is to be retested.
+void judge_group_tests(Acceptance& out, const Measurements& in, const Rules& rules) {
+  const Fleet fleet = first_round_fleet(in.ring_tests);
+  const Bisection bisection = bisect(in.ring_tests, rules);
+  const size_t nodes = in.nodes.size();
+  std::vector<const RingTest*> last(nodes);
+  std::vector<Verdict> last_verdict(nodes, Verdict::pass);
+  for (const RingTest& test : in.ring_tests) {
+    const auto [verdict, ratio] = judge_ring(test, fleet, rules);
+    RingVerdict ring{test.round, test.pair, {}, verdict, ring_figure(test), ratio};
+    for (int n : test.nodes) {
+      ring.hosts.push_back(in.nodes[static_cast<size_t>(n)].inventory.host);
+      if (test.pair) continue;
+      last[static_cast<size_t>(n)] = &test;
+      last_verdict[static_cast<size_t>(n)] = verdict;
+    }
+    out.ring_tests.push_back(ring);
+    // A pair is judged as a ring, against the first round's: the links measured are too few to be
+    // judged against each other.
+    if (!test.pair || test.nodes.size() != 2) continue;
+    for (size_t l = 0; l < in.links.size(); ++l)
+      if (std::minmax(in.links[l].a, in.links[l].b) == std::minmax(test.nodes[0], test.nodes[1]))
+        out.links[l].verdict = verdict;
+  }
+  const auto is = [](const std::vector<int>& set, size_t n) {
+    return std::find(set.begin(), set.end(), static_cast<int>(n)) != set.end();
+  };
+  const auto other_end = [](const LinkMeasurements& link, size_t n) {
+    return static_cast<size_t>(link.a) == n ? static_cast<size_t>(link.b) : static_cast<size_t>(link.a);
+  };
+  const auto touches = [](const LinkMeasurements& link, size_t n) {
+    return static_cast<size_t>(link.a) == n || static_cast<size_t>(link.b) == n;
+  };
+  // Each suspect's link with its sound node, where measured.
+  const auto confirmation = [&](size_t n) -> std::optional<size_t> {
+    for (const auto& [suspect, sound] : bisection.confirmations) {
+      if (static_cast<size_t>(suspect) != n) continue;
+      for (size_t l = 0; l < in.links.size(); ++l)
+        if (touches(in.links[l], n) && other_end(in.links[l], n) == static_cast<size_t>(sound)) return l;
+    }
+    return std::nullopt;
+  };
+  std::vector<int> confirmed;  // the suspects slow there too
+  for (int s : bisection.suspects) {
+    const auto l = confirmation(static_cast<size_t>(s));
+    if (l && out.links[*l].verdict == Verdict::fail) confirmed.push_back(s);
+  }
+  const std::string rule = rule_text(rules, "the first round's median ring") +
+                           "; a failed ring is bisected, and a node left alone fails when its link with a node known "
+                           "sound fails too";
+  for (size_t n = 0; n < nodes; ++n) {
+    if (!last[n]) continue;  // never tested: the run was cut short
+    const RingTest& ring = *last[n];
+    const auto at = std::find(ring.nodes.begin(), ring.nodes.end(), static_cast<int>(n)) - ring.nodes.begin();
+    const double figure = ring_figure(ring);
+    Check check{"network",
+                printf_string("%.2f GB/s", figure) + " (the slowest node of its last ring, of " +
+                    std::to_string(ring.nodes.size()) + " nodes in round " + std::to_string(ring.round + 1) +
+                    printf_string("; its own %.2f GB/s)", ring.gbps[static_cast<size_t>(at)]),
+                printf_string("%.2f GB/s", fleet.median) + " (the first round's median ring)",
+                fleet.median > 0 ? figure / fleet.median : 1, rule, Verdict::pass};
+    if (!is(bisection.suspects, n)) {
+      // A failed ring not bisected (the run was cut short), or one within noise.
+      if (last_verdict[n] != Verdict::pass) check.verdict = Verdict::retest;
+      out.nodes[n].checks.push_back(check);
+      continue;
+    }
+    check.value += "; slow in its rings";
+    const auto partner_of = [&](size_t l) {
+      return static_cast<size_t>(in.links[l].a) == n ? out.links[l].hosts.second : out.links[l].hosts.first;
+    };
+    std::string with_sound, failed_link;
+    if (const auto l = confirmation(n))
+      with_sound = printf_string(", %.2f GB/s", out.links[*l].bandwidth_gbps) +
+                   printf_string(" (%.2f of the median link)", out.links[*l].bandwidth_ratio) + " with " + partner_of(*l) +
+                   ", known sound";
+    for (size_t l = 0; l < in.links.size(); ++l)
+      if (touches(in.links[l], n) && out.links[l].verdict == Verdict::fail && failed_link.empty()) failed_link = partner_of(l);
+    // A node that failed beside it in a ring explains its slow rings.
+    std::string explained_by;
+    for (const RingTest& test : in.ring_tests)
+      for (int c : confirmed)
+        if (static_cast<size_t>(c) != n && is(test.nodes, n) && is(test.nodes, static_cast<size_t>(c)) &&
+            judge_ring(test, fleet, rules).first == Verdict::fail && explained_by.empty())
+          explained_by = in.nodes[static_cast<size_t>(c)].inventory.host;
+    if (is(confirmed, n)) {
+      check.verdict = Verdict::fail;
+      check.value += " and" + with_sound.substr(1);
+    } else if (with_sound.empty()) {
+      check.verdict = Verdict::retest;
+      check.value += ", never measured with a node known sound";
+    } else if (!explained_by.empty()) {
+      check.value += ", sound" + with_sound + ": slow beside " + explained_by + ", which fails";
+    } else if (!failed_link.empty()) {
+      check.value += ", sound" + with_sound + ": its link with " + failed_link + " fails on its own";
+    } else {
+      check.verdict = Verdict::retest;
+      check.value += ", sound" + with_sound + ": nothing measured explains its slow rings (noise?)";
+    }
+    out.nodes[n].checks.push_back(check);
+  }
+  for (size_t l = 0; l < in.links.size(); ++l) {
+    LinkVerdict& link = out.links[l];
+    if (link.verdict == Verdict::pass) continue;
+    for (int c : confirmed)
+      if (touches(in.links[l], static_cast<size_t>(c)) && link.verdict == Verdict::fail)
+        link.cause = "node " + in.nodes[static_cast<size_t>(c)].inventory.host + ": slow in its rings and with a node known sound";
+    if (link.cause.empty()) link.cause = "this link";
   }
 }
 
@@ -205,7 +325,10 @@ Acceptance judge(const Measurements& in, const Rules& rules) {
   judge_inventory(out, in, "rankscope_version", [](const Inventory& i) { return i.rankscope_version; });
   judge_metric(out, in, rules, "compute", "GFLOP/s", &NodeMeasurements::gemm_gflops);
   judge_metric(out, in, rules, "memory", "GB/s", &NodeMeasurements::triad_gbps);
-  judge_links(out, in, rules);
+  out.link_screen = in.link_screen;
+  judge_each_link(out, in, rules);
+  if (in.link_screen == LinkScreen::group_testing) judge_group_tests(out, in, rules);
+  else judge_rows(out, in, rules);
   judge_collectives(out, in, rules);
   for (size_t i = 0; i < in.nodes.size(); ++i) out.nodes[i].checks.push_back(clock_check(in.nodes[i].clock, rules));
   const std::vector<Check> reference_job = reference_job_checks(in, rules);

@@ -28,7 +28,7 @@ python3 - "$(hostname)" <<'PY'
 import json, sys
 result = json.load(open("one.json"))
 assert result["verdict"] == "pass", result["verdict"]
-assert result["links"] == [], result["links"]
+assert result["links"] == [] and result["link_screen"] == "all_pairs" and result["ring_tests"] == [], result["links"]
 assert result["collectives"] == [], result["collectives"]
 [node] = result["nodes"]
 assert node["host"] == sys.argv[1] and node["verdict"] == "pass", node
@@ -101,6 +101,9 @@ cmp -s notes.txt notes.kept || fail "notes.txt was changed"
 expect 1 "cannot write no/such/folder/page.html.partial: No such file or directory" \
   "$rankscope" accept --format html -o no/such/folder/page.html
 expect 2 "rankscope accept: --output: an empty path names no file" "$rankscope" accept -o ""
+expect 1 "group testing needs 8 nodes or more (4 rings to judge each against), not 1: screen the links of fewer with --links pairs" \
+  "$rankscope" accept --links groups
+expect 2 "rankscope accept: --links" "$rankscope" accept --links some
 "$rankscope" accept --level quick --format html -o page.html -f 2>page.log ||
   { cat page.log; fail "accept -f over its own page failed"; }
 grep -q "<title>rankscope acceptance: PASS" page.html || fail "page.html is not a new page"

@@ -1,4 +1,5 @@
-// mpirun -n NODES rankscope accept [--level quick|full] [--format text|json|html] [-o FILE] [--rules FILE]
+// mpirun -n NODES rankscope accept [--level quick|full] [--links pairs|groups|auto] [--format text|json|html]
+//   [-o FILE] [--rules FILE]
 //   [--baseline FILE] [--save-baseline FILE] [--timeline FILE]
 #include <algorithm>
 #include <chrono>
@@ -69,6 +70,7 @@ Command add_accept(CLI::App& parent) {
     std::string output;  // stdout when empty
     bool overwrite = false;
     bool one_at_a_time = false;
+    std::string links = "auto";
     std::string rules, baseline, save_baseline;
     std::string timeline;  // a temporary file when not given
   };
@@ -81,6 +83,11 @@ Command add_accept(CLI::App& parent) {
   app->add_flag("--one-at-a-time", options->one_at_a_time,
                "Measure one node and one link at a time (slower): for nodes that share cores, memory or an uplink, "
                "such as virtual machines on one host or test hosts");
+  app->add_option("--links", options->links,
+                  "How links are screened: pairs (every pair of nodes), groups (group testing: rings of nodes, "
+                  "bisected where slow, suspects confirmed with a sound node) or auto (pairs up to " +
+                      std::to_string(acceptance::kAllPairsUpTo) + " nodes, groups above)")
+      ->check(CLI::IsMember({"pairs", "groups", "auto"}));
   add_document_options(*app, "summary", options->format, options->output, options->overwrite);
   app->add_option("--rules", options->rules,
                   "Rule file: thresholds on metrics, absolute or against the baseline, and the fleet comparison's "
@@ -117,6 +124,10 @@ Command add_accept(CLI::App& parent) {
               }
               acceptance::Level level = acceptance::level_named(options->level);
               level.one_at_a_time = options->one_at_a_time;
+              const bool groups = options->links == "groups" ||
+                                  (options->links == "auto" && processes > acceptance::kAllPairsUpTo);
+              level.link_screen = groups ? acceptance::LinkScreen::group_testing : acceptance::LinkScreen::all_pairs;
+              if (groups) acceptance::check_group_testing(processes);
               // Rank 0 judges; its files are read before anything is measured, so a mistake in them costs no run.
               Judgement judgement;
               run_on_process_0(MPI_COMM_WORLD, [&] {
@@ -165,7 +176,8 @@ Command add_accept(CLI::App& parent) {
               // The reference job is analysed on the timeline, so there is always one (a temporary file
               // when none was asked for).
               acceptance::RunTimeline timeline(MPI_COMM_WORLD, options->timeline);
-              acceptance::Measurements measured = acceptance::measure(MPI_COMM_WORLD, level, timeline, record);
+              acceptance::Measurements measured = acceptance::measure(MPI_COMM_WORLD, level, timeline, record,
+                                                                          judgement.rule_file.fleet);
               timeline.sync_clock();
               acceptance::run_reference_job(MPI_COMM_WORLD, acceptance::reference_job_size(options->level),
                                             acceptance::take_inventory().cpus, timeline, [&](const std::string& line) {

@@ -107,8 +107,36 @@ struct CutShort {
   std::vector<std::pair<int, int>> silent_pairs;  // among silent_nodes
 };
 
+// How links are screened. All pairs measures every link; it finds a bad
+// link between two sound nodes, and takes nodes − 1 rounds. Group testing
+// (in the spirit of NVIDIA's Cluster Readiness Engine) measures rings of
+// nodes and bisects the slow ones down to single nodes, then confirms each
+// suspect over a link with a node known to be sound: about d·log(N/d)
+// tests in a handful of rounds for d bad nodes among N, but a bad link
+// between two sound nodes goes unseen unless they are ring neighbours.
+enum class LinkScreen { all_pairs, group_testing };
+const char* link_screen_name(LinkScreen screen);
+
+// One group test: every node of a ring sends to the next and receives from
+// the one before, all at once. A node's figure is the bytes over the time
+// both its transfers took, the best of the repeats; the test's figure is its
+// slowest node's, as a collective over the group would take.
+struct RingTest {
+  int round = 0;             // 0: the first groups; each later round bisects the failed tests of the one before
+  std::vector<int> nodes;    // indexes into Measurements::nodes, in ring order
+  std::vector<double> gbps;  // per node of `nodes`
+  // A pair measured once bisection is over (GroupTestingStep::links): a
+  // suspect with a sound node, the two ends of a crossing link, or two sound
+  // nodes. Judged as every ring, never bisected.
+  bool pair = false;
+};
+
 struct Measurements {
   std::vector<NodeMeasurements> nodes;
+  LinkScreen link_screen = LinkScreen::all_pairs;
+  std::vector<RingTest> ring_tests;  // group testing's, in the order measured
+  // All pairs: every link. Group testing: its pairs (GroupTestingStep::links),
+  // each also a ring test of two, which judges it.
   std::vector<LinkMeasurements> links;
   std::vector<CollectiveSweep> collectives;
   std::optional<CutShort> cut_short;
@@ -192,10 +220,23 @@ struct CollectiveVerdict {
   std::string cause;  // why it is not judged against peers, or, for a group not passed, where the fault lies
 };
 
+// A group test: its slowest node's figure against the first round's median
+// node. A failed ring is bisected; a retest ring's nodes are to be retested.
+struct RingVerdict {
+  int round = 0;
+  bool pair = false;  // RingTest::pair
+  std::vector<std::string> hosts;  // in ring order
+  Verdict verdict = Verdict::pass;
+  double gbps = 0;   // the slowest node's
+  double ratio = 1;  // to the first round's median ring
+};
+
 struct Acceptance {
   Verdict verdict = Verdict::pass;  // fail when any node, link or collective fails, or the run was cut short
   std::optional<CutShort> cut_short;
+  LinkScreen link_screen = LinkScreen::all_pairs;
   std::vector<NodeVerdict> nodes;
+  std::vector<RingVerdict> ring_tests;  // group testing's, one per RingTest
   std::vector<LinkVerdict> links;
   std::vector<CollectiveVerdict> collectives;
   ReferenceJob reference_job;
@@ -217,6 +258,31 @@ std::vector<Check> reference_job_checks(const Measurements& measurements, const 
 // The rounds in which every pair of `nodes` meets once, no node in two pairs
 // of one round (the circle method: nodes − 1 rounds, nodes rounds when odd).
 std::vector<std::vector<std::pair<int, int>>> pairing_rounds(int nodes);
+
+// Group testing's next step, from the tests done so far (judged by `rules`
+// against the first round's rings): the next round's rings, or,
+// once no ring is left to bisect, the links to measure, each as (lower,
+// higher) and once: each suspect (a node bisection left alone) with a node
+// known to be sound; the links that joined the halves of a failed ring none
+// of whose halves failed; and ⌈√nodes⌉ pairs of sound nodes (3 at least, as
+// there are sound nodes for) as the reference. Nothing to do when both are
+// empty.
+struct GroupTestingStep {
+  std::vector<std::vector<int>> rings;
+  std::vector<std::pair<int, int>> links;
+};
+GroupTestingStep next_group_tests(int nodes, const std::vector<RingTest>& done, const Rules& rules = {});
+
+// The first round's rings: ⌈√nodes⌉ consecutive nodes each (fewer where that
+// makes fewer than 4 rings, 2 at least), a last node left alone joining the
+// ring before it (every node is tested). Two nodes or more.
+std::vector<std::vector<int>> first_rings(int nodes);
+
+// Group testing judges each ring against the median of the first round's,
+// which needs 4 rings, so that one bad ring moves neither the median nor the
+// spread about it: kGroupTestingFrom nodes. Throws Error for fewer.
+inline constexpr int kGroupTestingFrom = 8;
+void check_group_testing(int nodes);
 
 // The groups whose collectives are measured besides full scale: ⌈√nodes⌉
 // consecutive nodes each (NVCRE's screen where nodes carry no topology

@@ -35,7 +35,11 @@ struct Level {
   // together: for nodes that share cores, memory or an uplink (test hosts,
   // virtual machines on one host), where measuring together measures the sharing.
   bool one_at_a_time = false;
+  LinkScreen link_screen = LinkScreen::all_pairs;
 };
+// All pairs up to this many nodes (nodes − 1 rounds), group testing above,
+// where all pairs would take thousands of rounds.
+inline constexpr int kAllPairsUpTo = 128;
 // "quick" or "full"; throws Error for anything else.
 Level level_named(std::string_view name);
 
@@ -122,10 +126,14 @@ class RunRecord {
 
 // Collective over `comm` (one rank per node): every measurement of every
 // node, and of every pair of nodes in rounds in which no node is in two
-// pairs, and the collectives. Repeats go round the whole fleet (repeat 1 of everything, then
-// repeat 2), so that a passing disturbance spoils one repeat of several
-// figures, not every repeat of one. The result is complete on rank 0, which
-// keeps `record` up to date as it goes. Every measurement goes into `timeline` too.
-Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, RunRecord& record);
+// pairs (or, with group testing, rings of nodes and the links that confirm
+// suspects), and the collectives. Repeats go round the whole fleet (repeat 1
+// of everything, then repeat 2), so that a passing disturbance spoils one
+// repeat of several figures, not every repeat of one; a ring test's repeats
+// come together, as each round's rings depend on the last. The result is
+// complete on rank 0, which keeps `record` up to date as it goes and plans
+// group testing by `rules`. Every measurement goes into `timeline` too.
+Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, RunRecord& record,
+                     const Rules& rules = {});
 
 }  // namespace rankscope::acceptance

@@ -1,0 +1,119 @@
+// Group testing's judgement of its rings, shared by the planning of the next
+// round (group_testing.cpp) and the verdicts (verdict.cpp), so that the run
+// bisects exactly the tests the verdicts call failed.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "fleet.h"
+#include "rankscope/acceptance/acceptance.h"
+
+namespace rankscope::acceptance {
+
+// A test's figure is its slowest node's.
+inline double ring_figure(const RingTest& test) {
+  return test.gbps.empty() ? 0 : *std::min_element(test.gbps.begin(), test.gbps.end());
+}
+
+// The first round's rings, every node in one: the fleet each test is judged
+// against. A bad node slows both its ring neighbours' transfers with its
+// own, so the rings, not the nodes, are the samples: one bad node among
+// eight would otherwise spoil three of eight figures, and the median
+// absolute deviation with them.
+inline Fleet first_round_fleet(const std::vector<RingTest>& tests) {
+  std::vector<double> figures;
+  for (const RingTest& test : tests)
+    if (test.round == 0) figures.push_back(ring_figure(test));
+  return Fleet(figures);
+}
+
+inline std::pair<Verdict, double> judge_ring(const RingTest& test, const Fleet& fleet, const Rules& rules) {
+  return fleet.judge(ring_figure(test), rules);
+}
+
+// What bisection made of the tests: the nodes it left alone (suspects), in
+// the order found; the nodes of passed tests (sound), each once; and the
+// links that joined the halves of a failed ring none of whose halves failed
+// (a slow link between two sound nodes that were ring neighbours), each once
+// as (lower, higher).
+struct Bisection {
+  std::vector<std::vector<int>> next_rings;  // the halves of the last round's failed tests, two nodes or more
+  std::vector<int> suspects;
+  std::vector<int> sound;
+  std::vector<std::pair<int, int>> crossing_links;
+  // Each suspect with the sound node it is measured with: one that never
+  // shared a ring with it where there is one, so that a slow ring neighbour
+  // cannot pass for the suspect's own fault, and never across a crossing
+  // link. Suspects go round the sound nodes, so that few share one.
+  std::vector<std::pair<int, int>> confirmations;
+};
+
+inline Bisection bisect(const std::vector<RingTest>& tests, const Rules& rules) {
+  Bisection out;
+  if (tests.empty()) return out;
+  const Fleet fleet = first_round_fleet(tests);
+  int last_round = 0;
+  for (const RingTest& test : tests)
+    if (!test.pair) last_round = std::max(last_round, test.round);
+  const auto verdict_of = [&](const RingTest& test) { return judge_ring(test, fleet, rules).first; };
+  for (const RingTest& test : tests) {
+    if (test.pair) continue;  // measured after bisection, from its outcome
+    const Verdict verdict = verdict_of(test);
+    if (verdict == Verdict::pass) {
+      for (int n : test.nodes)
+        if (std::find(out.sound.begin(), out.sound.end(), n) == out.sound.end()) out.sound.push_back(n);
+    }
+    if (verdict != Verdict::fail) continue;
+    const std::vector<int>& ring = test.nodes;
+    const size_t half = ring.size() / 2;
+    bool halves_known = true, a_half_failed = false;
+    for (const auto& part : {std::vector<int>(ring.begin(), ring.begin() + static_cast<ptrdiff_t>(half)),
+                             std::vector<int>(ring.begin() + static_cast<ptrdiff_t>(half), ring.end())}) {
+      if (part.size() == 1) {
+        out.suspects.push_back(part.front());
+      } else if (test.round == last_round) {
+        out.next_rings.push_back(part);
+        halves_known = false;
+      } else {
+        const auto tested = std::find_if(tests.begin(), tests.end(), [&](const RingTest& t) {
+          return !t.pair && t.round == test.round + 1 && t.nodes == part;
+        });
+        if (tested == tests.end()) halves_known = false;
+        else if (verdict_of(*tested) == Verdict::fail) a_half_failed = true;
+      }
+    }
+    if (!halves_known || a_half_failed) continue;
+    for (const auto& [a, b] : {std::pair(ring[half - 1], ring[half]), std::pair(ring.back(), ring.front())}) {
+      const std::pair<int, int> link = std::minmax(a, b);
+      if (std::find(out.crossing_links.begin(), out.crossing_links.end(), link) == out.crossing_links.end())
+        out.crossing_links.push_back(link);
+    }
+  }
+  // A node can pass a half after failing in a larger test; it is sound only where it is no suspect.
+  std::erase_if(out.sound, [&](int n) { return std::find(out.suspects.begin(), out.suspects.end(), n) != out.suspects.end(); });
+  const auto shared_a_ring = [&](int a, int b) {
+    return std::any_of(tests.begin(), tests.end(), [&](const RingTest& t) {
+      return !t.pair && std::find(t.nodes.begin(), t.nodes.end(), a) != t.nodes.end() &&
+             std::find(t.nodes.begin(), t.nodes.end(), b) != t.nodes.end();
+    });
+  };
+  const auto crossing = [&](int a, int b) {
+    return std::find(out.crossing_links.begin(), out.crossing_links.end(), std::pair<int, int>(std::minmax(a, b))) !=
+           out.crossing_links.end();
+  };
+  for (size_t s = 0; s < out.suspects.size() && !out.sound.empty(); ++s) {
+    const int suspect = out.suspects[s];
+    int partner = -1;
+    for (const bool strangers_only : {true, false}) {
+      for (size_t k = 0; k < out.sound.size() && partner < 0; ++k) {
+        const int candidate = out.sound[(s + k) % out.sound.size()];
+        if (!crossing(suspect, candidate) && (!strangers_only || !shared_a_ring(suspect, candidate))) partner = candidate;
+      }
+    }
+    if (partner >= 0) out.confirmations.emplace_back(suspect, partner);
+  }
+  return out;
+}
+
+}  // namespace rankscope::acceptance

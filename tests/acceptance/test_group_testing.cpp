@@ -1,0 +1,267 @@
+// Group testing (docs/accept.md, "Group testing"): the plan round by round,
+// driven by a simulated fleet, and the verdicts it leads to.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <set>
+
+#include "fleet_fixtures.h"
+#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/model/error.h"
+
+namespace rankscope::acceptance {
+namespace {
+
+TEST(FirstRings, EveryNodeOnceInFourRingsOrMoreOfAboutTheSquareRoot) {
+  EXPECT_EQ(first_rings(2), (std::vector<std::vector<int>>{{0, 1}}));
+  EXPECT_EQ(first_rings(8), (std::vector<std::vector<int>>{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  // A last node alone joins the ring before it.
+  EXPECT_EQ(first_rings(9), (std::vector<std::vector<int>>{{0, 1}, {2, 3}, {4, 5}, {6, 7, 8}}));
+  EXPECT_EQ(first_rings(12), (std::vector<std::vector<int>>{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {9, 10, 11}}));
+  EXPECT_EQ(first_rings(17).size(), 4u);  // 5 wide
+  for (int nodes = 8; nodes <= 300; ++nodes) {
+    std::set<int> seen;
+    const auto rings = first_rings(nodes);
+    for (const auto& ring : rings) {
+      EXPECT_GE(ring.size(), 2u) << nodes;
+      EXPECT_LE(ring.size(), static_cast<size_t>(std::ceil(std::sqrt(nodes))) + 1) << nodes;
+      for (int n : ring) EXPECT_TRUE(seen.insert(n).second) << nodes;
+    }
+    EXPECT_EQ(seen.size(), static_cast<size_t>(nodes));
+    EXPECT_GE(rings.size(), 4u) << nodes;
+  }
+}
+
+// A fleet whose nodes move `healthy` GB/s each in a ring, a little noisy, except for the bad nodes, at a
+// quarter of it; a bad node slows its ring neighbours' transfers with it. `slow_link`, when set, is a
+// link between two sound nodes at a quarter too.
+struct SimulatedFleet {
+  int nodes;
+  std::set<int> bad;
+  std::pair<int, int> slow_link{-1, -1};
+  double healthy = 2.0;
+  std::mt19937 noise{7};
+
+  double jitter() { return healthy * std::uniform_real_distribution<double>(0.97, 1.03)(noise); }
+  bool slow(int a, int b) const {
+    return bad.count(a) || bad.count(b) || std::minmax(a, b) == std::minmax(slow_link.first, slow_link.second);
+  }
+  RingTest ring(int round, const std::vector<int>& nodes_in_ring) {
+    RingTest test{round, nodes_in_ring, {}};
+    const size_t k = nodes_in_ring.size();
+    for (size_t i = 0; i < k; ++i) {
+      const int node = nodes_in_ring[i], next = nodes_in_ring[(i + 1) % k], before = nodes_in_ring[(i + k - 1) % k];
+      test.gbps.push_back(jitter() * (slow(node, next) || slow(node, before) ? 0.25 : 1));
+    }
+    return test;
+  }
+  // Bisection over: each pair as a ring of two, and as a link.
+  void add_pairs(Measurements& m, const GroupTestingStep& step, int round) {
+    for (const auto& [a, b] : step.links) {
+      RingTest pair = ring(round, {a, b});
+      pair.pair = true;
+      m.ring_tests.push_back(pair);
+      m.links.push_back(link(a, b));
+    }
+  }
+  LinkMeasurements link(int a, int b) {
+    const double factor = slow(a, b) ? 0.25 : 1;
+    return {std::min(a, b), std::max(a, b), {jitter() * factor, jitter() * factor}, {50 / factor, 51 / factor}};
+  }
+  // Group testing to the end, as measure() runs it: the measurements and the number of rounds of rings.
+  std::pair<Measurements, int> run() {
+    Measurements m = healthy_fleet(nodes);
+    m.links.clear();
+    m.link_screen = LinkScreen::group_testing;
+    int rounds = 0;
+    for (;; ++rounds) {
+      const GroupTestingStep step = next_group_tests(nodes, m.ring_tests);
+      if (step.rings.empty()) {
+        add_pairs(m, step, rounds);
+        break;
+      }
+      std::set<int> tested;
+      for (const auto& r : step.rings) {
+        for (int n : r) EXPECT_TRUE(tested.insert(n).second) << "a node in two rings of one round";
+        m.ring_tests.push_back(ring(rounds, r));
+      }
+    }
+    return {m, rounds};
+  }
+};
+
+size_t pairs_of(const Measurements& m) {
+  return static_cast<size_t>(std::count_if(m.ring_tests.begin(), m.ring_tests.end(), [](const RingTest& t) { return t.pair; }));
+}
+
+const LinkVerdict* link_of(const Acceptance& a, const std::string& host) {
+  for (const LinkVerdict& l : a.links)
+    if (l.hosts.first == host || l.hosts.second == host) return &l;
+  return nullptr;
+}
+
+TEST(GroupTesting, NeedsEightNodes) {
+  EXPECT_THROW(check_group_testing(7), Error);
+  EXPECT_NO_THROW(check_group_testing(8));
+  EXPECT_EQ(first_rings(8).size(), 4u);
+}
+
+TEST(GroupTesting, AHealthyFleetTakesOneRoundAndPasses) {
+  for (int nodes : {8, 9, 64, 300}) {
+    SimulatedFleet fleet{nodes, {}};
+    auto [m, rounds] = fleet.run();
+    EXPECT_EQ(rounds, 1) << nodes;
+    // The first rings, then reference pairs of sound nodes, ⌈√N⌉ or 3 of them, as there are nodes for, each a
+    // ring of two and a link.
+    EXPECT_EQ(pairs_of(m), m.links.size());
+    EXPECT_EQ(m.ring_tests.size() - pairs_of(m), first_rings(nodes).size());
+    EXPECT_EQ(m.links.size(), std::min<size_t>(static_cast<size_t>(nodes) / 2,
+                                               std::max<size_t>(3, static_cast<size_t>(std::ceil(std::sqrt(nodes))))));
+    const Acceptance a = judge(m);
+    EXPECT_EQ(a.verdict, Verdict::pass) << nodes;
+    EXPECT_EQ(a.link_screen, LinkScreen::group_testing);
+    EXPECT_EQ(a.ring_tests.size(), m.ring_tests.size());
+    for (const NodeVerdict& node : a.nodes) EXPECT_EQ(check_named(node, "network").verdict, Verdict::pass) << node.host;
+  }
+}
+
+TEST(GroupTesting, FindsEachBadNodeAndNoOtherInAboutDLogNOverDTests) {
+  for (const auto& [nodes, bad] : std::vector<std::pair<int, std::set<int>>>{
+           {9, {4}}, {16, {0}}, {16, {15}}, {64, {5, 40}}, {256, {3, 100, 101, 250}}, {1000, {999}}}) {
+    SimulatedFleet fleet{nodes, bad};
+    auto [m, rounds] = fleet.run();
+    const Acceptance a = judge(m);
+    std::set<std::string> expected;
+    for (int n : bad) expected.insert("node" + std::to_string(n));
+    EXPECT_EQ(failed_nodes(a), expected) << nodes;
+    for (const NodeVerdict& node : a.nodes) {
+      if (expected.count(node.host)) {
+        EXPECT_EQ(check_named(node, "network").verdict, Verdict::fail);
+        const LinkVerdict* link = link_of(a, node.host);
+        ASSERT_NE(link, nullptr) << node.host;
+        EXPECT_EQ(link->verdict, Verdict::fail);
+        EXPECT_EQ(link->cause, "node " + node.host + ": slow in its rings and with a node known sound");
+      } else {
+        EXPECT_NE(check_named(node, "network").verdict, Verdict::fail) << node.host;
+      }
+    }
+    // The first round, then log2 of the ring size rounds of halves at most.
+    const double width = std::ceil(std::sqrt(nodes));
+    EXPECT_LE(rounds, 2 + static_cast<int>(std::ceil(std::log2(width)))) << nodes;
+    // Far fewer tests than all pairs: each bad node costs about two tests per halving, and its ring neighbours
+    // a few more; then a few pairs each, and the reference pairs.
+    const double d = static_cast<double>(bad.size());
+    EXPECT_LE(static_cast<double>(m.ring_tests.size() - pairs_of(m)), width + 4 * d * (std::log2(width) + 1) + 4) << nodes;
+    EXPECT_LE(static_cast<double>(pairs_of(m)), 4 * d + std::max(3.0, width)) << nodes;
+  }
+}
+
+const LinkVerdict* link_between(const Acceptance& a, const std::string& x, const std::string& y) {
+  for (const LinkVerdict& l : a.links)
+    if ((l.hosts.first == x && l.hosts.second == y) || (l.hosts.first == y && l.hosts.second == x)) return &l;
+  return nullptr;
+}
+
+TEST(GroupTesting, ASlowLinkBetweenRingNeighboursIsMeasuredAcrossTheHalvesAndFailsAlone) {
+  // 16 nodes: rings 0-3, 4-7, ...; the link 5-6 is slow, both nodes sound. Their ring fails, its halves
+  // 4-5 and 6-7 pass, so the links that joined them (5-6 and 7-4) are measured: 5-6 fails, on its own.
+  // 9 nodes: rings 0-1, 2-3, 4-5, 6-8, the link 2-3 slow: both are suspects, each sound with a sound
+  // node, and the link between them, measured across the halves, fails on its own.
+  for (const auto& [nodes, slow] : std::vector<std::pair<int, std::pair<int, int>>>{{16, {5, 6}}, {9, {2, 3}}}) {
+    SimulatedFleet fleet{nodes, {}, slow};
+    auto [m, rounds] = fleet.run();
+    const Acceptance a = judge(m);
+    EXPECT_TRUE(failed_nodes(a).empty()) << nodes;
+    EXPECT_EQ(a.verdict, Verdict::fail) << nodes;
+    const std::string x = "node" + std::to_string(slow.first), y = "node" + std::to_string(slow.second);
+    const LinkVerdict* link = link_between(a, x, y);
+    ASSERT_NE(link, nullptr) << nodes;
+    EXPECT_EQ(link->verdict, Verdict::fail);
+    EXPECT_EQ(link->cause, "this link");
+    for (const LinkVerdict& l : a.links)
+      if (&l != link) {
+        EXPECT_EQ(l.verdict, Verdict::pass) << l.hosts.first << "-" << l.hosts.second;
+      }
+    for (const NodeVerdict& node : a.nodes) {
+      const Check& network = check_named(node, "network");
+      EXPECT_EQ(network.verdict, Verdict::pass) << node.host << ": " << network.value;
+      if (nodes == 9 && (node.host == x || node.host == y)) {
+        EXPECT_NE(network.value.find("its link with " + (node.host == x ? y : x) + " fails on its own"), std::string::npos)
+            << network.value;
+      }
+    }
+  }
+}
+
+TEST(GroupTesting, ASuspectNothingExplainsIsRetested) {
+  // A ring of two failed once, and every link measured afterwards is sound: noise, or a fault that came
+  // and went.
+  SimulatedFleet fleet{8, {}};
+  Measurements m = healthy_fleet(8);
+  m.links.clear();
+  m.link_screen = LinkScreen::group_testing;
+  for (const auto& r : first_rings(8)) m.ring_tests.push_back(fleet.ring(0, r));
+  ASSERT_EQ(m.ring_tests[3].nodes, (std::vector<int>{6, 7}));
+  m.ring_tests[3].gbps = {0.5, 0.5};
+  const GroupTestingStep step = next_group_tests(8, m.ring_tests);
+  EXPECT_TRUE(step.rings.empty());
+  EXPECT_NE(std::find(step.links.begin(), step.links.end(), std::pair(6, 7)), step.links.end()) << "the crossing link";
+  fleet.add_pairs(m, step, 1);
+  const Acceptance a = judge(m);
+  EXPECT_EQ(a.verdict, Verdict::pass);
+  for (const NodeVerdict& node : a.nodes) {
+    const Check& network = check_named(node, "network");
+    const bool suspect = node.host == "node6" || node.host == "node7";
+    EXPECT_EQ(network.verdict, suspect ? Verdict::retest : Verdict::pass) << node.host;
+    if (suspect) {
+      EXPECT_NE(network.value.find("nothing measured explains"), std::string::npos) << network.value;
+    }
+  }
+}
+
+TEST(GroupTesting, ASuspectBesideABadNodeIsClearedByIt) {
+  // 16 nodes, node6 bad: the ring 6-7 fails, both are suspects; node7 is sound with a sound node, and
+  // node6, which fails, explains its slow rings.
+  SimulatedFleet fleet{16, {6}};
+  auto [m, rounds] = fleet.run();
+  const Acceptance a = judge(m);
+  EXPECT_EQ(failed_nodes(a), std::set<std::string>{"node6"});
+  const Check& network = check_named(a.nodes[7], "network");
+  EXPECT_EQ(network.verdict, Verdict::pass) << network.value;
+  EXPECT_NE(network.value.find("slow beside node6, which fails"), std::string::npos) << network.value;
+}
+
+TEST(GroupTesting, AFailedRingNotBisectedBeforeTheRunEndedIsRetested) {
+  SimulatedFleet fleet{9, {4}};
+  Measurements m = healthy_fleet(9);
+  m.links.clear();
+  m.link_screen = LinkScreen::group_testing;
+  for (const auto& r : next_group_tests(9, {}).rings) m.ring_tests.push_back(fleet.ring(0, r));
+  const Acceptance a = judge(m);
+  for (const NodeVerdict& node : a.nodes) {
+    const bool in_failed_ring = node.host == "node4" || node.host == "node5";
+    EXPECT_EQ(check_named(node, "network").verdict, in_failed_ring ? Verdict::retest : Verdict::pass) << node.host;
+  }
+  EXPECT_EQ(a.ring_tests[2].verdict, Verdict::fail);
+}
+
+TEST(GroupTesting, TheSummariesShowTheRings) {
+  SimulatedFleet fleet{16, {6}};
+  auto [m, rounds] = fleet.run();
+  const Acceptance a = judge(m);
+  const std::string text = summary_text(a), json = summary_json(a, m), html = summary_html(a, m);
+  EXPECT_NE(text.find("group testing ("), std::string::npos) << text;
+  EXPECT_NE(text.find("2 suspects"), std::string::npos) << text;
+  EXPECT_NE(json.find("\"link_screen\":\"group_testing\""), std::string::npos);
+  EXPECT_NE(json.find("\"ring_tests\":[{\"round\":1,\"pair\":false,\"hosts\":[\"node0\",\"node1\",\"node2\",\"node3\"]"), std::string::npos)
+      << json.substr(0, 2000);
+  EXPECT_NE(html.find("id=\"ring-table\""), std::string::npos);
+  const Acceptance pairs = judge(healthy_fleet(4));
+  EXPECT_NE(summary_json(pairs, healthy_fleet(4)).find("\"link_screen\":\"all_pairs\",\"ring_tests\":[]"), std::string::npos);
+  EXPECT_EQ(summary_text(pairs).find("group testing"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rankscope::acceptance
