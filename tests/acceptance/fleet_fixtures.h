@@ -13,8 +13,8 @@
 namespace rankscope::acceptance {
 
 // `nodes` alike (compute 100 GFLOP/s, memory 10 GB/s, links 1 GB/s and 50 µs, three repeats each with a
-// little noise), to be spoiled by each test.
-inline Measurements healthy_fleet(int nodes) {
+// little noise; every link unless `with_links` is false), to be spoiled by each test.
+inline Measurements healthy_fleet(int nodes, bool with_links = true) {
   Measurements m;
   for (int n = 0; n < nodes; ++n) {
     NodeMeasurements node;
@@ -24,6 +24,7 @@ inline Measurements healthy_fleet(int nodes) {
     node.triad_gbps = {9.5 * wobble, 10 * wobble, 9.8 * wobble};
     m.nodes.push_back(node);
   }
+  if (!with_links) return m;
   for (const auto& round : pairing_rounds(nodes))
     for (const auto& [a, b] : round) m.links.push_back({a, b, {0.97, 1.0, 0.99}, {52, 50, 51}});
   return m;

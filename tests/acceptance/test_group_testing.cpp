@@ -8,6 +8,7 @@
 #include <set>
 
 #include "fleet_fixtures.h"
+#include "simulated_fleet.h"
 #include "rankscope/acceptance/acceptance.h"
 #include "rankscope/model/error.h"
 
@@ -33,64 +34,6 @@ TEST(FirstRings, EveryNodeOnceInFourRingsOrMoreOfAboutTheSquareRoot) {
     EXPECT_GE(rings.size(), 4u) << nodes;
   }
 }
-
-// A fleet whose nodes move `healthy` GB/s each in a ring, a little noisy, except for the bad nodes, at a
-// quarter of it; a bad node slows its ring neighbours' transfers with it. `slow_link`, when set, is a
-// link between two sound nodes at a quarter too.
-struct SimulatedFleet {
-  int nodes;
-  std::set<int> bad;
-  std::pair<int, int> slow_link{-1, -1};
-  double healthy = 2.0;
-  std::mt19937 noise{7};
-
-  double jitter() { return healthy * std::uniform_real_distribution<double>(0.97, 1.03)(noise); }
-  bool slow(int a, int b) const {
-    return bad.count(a) || bad.count(b) || std::minmax(a, b) == std::minmax(slow_link.first, slow_link.second);
-  }
-  RingTest ring(int round, const std::vector<int>& nodes_in_ring) {
-    RingTest test{round, nodes_in_ring, {}};
-    const size_t k = nodes_in_ring.size();
-    for (size_t i = 0; i < k; ++i) {
-      const int node = nodes_in_ring[i], next = nodes_in_ring[(i + 1) % k], before = nodes_in_ring[(i + k - 1) % k];
-      test.gbps.push_back(jitter() * (slow(node, next) || slow(node, before) ? 0.25 : 1));
-    }
-    return test;
-  }
-  // Bisection over: each pair as a ring of two, and as a link.
-  void add_pairs(Measurements& m, const GroupTestingStep& step, int round) {
-    for (const auto& [a, b] : step.links) {
-      RingTest pair = ring(round, {a, b});
-      pair.pair = true;
-      m.ring_tests.push_back(pair);
-      m.links.push_back(link(a, b));
-    }
-  }
-  LinkMeasurements link(int a, int b) {
-    const double factor = slow(a, b) ? 0.25 : 1;
-    return {std::min(a, b), std::max(a, b), {jitter() * factor, jitter() * factor}, {50 / factor, 51 / factor}};
-  }
-  // Group testing to the end, as measure() runs it: the measurements and the number of rounds of rings.
-  std::pair<Measurements, int> run() {
-    Measurements m = healthy_fleet(nodes);
-    m.links.clear();
-    m.link_screen = LinkScreen::group_testing;
-    int rounds = 0;
-    for (;; ++rounds) {
-      const GroupTestingStep step = next_group_tests(nodes, m.ring_tests);
-      if (step.rings.empty()) {
-        add_pairs(m, step, rounds);
-        break;
-      }
-      std::set<int> tested;
-      for (const auto& r : step.rings) {
-        for (int n : r) EXPECT_TRUE(tested.insert(n).second) << "a node in two rings of one round";
-        m.ring_tests.push_back(ring(rounds, r));
-      }
-    }
-    return {m, rounds};
-  }
-};
 
 size_t pairs_of(const Measurements& m) {
   return static_cast<size_t>(std::count_if(m.ring_tests.begin(), m.ring_tests.end(), [](const RingTest& t) { return t.pair; }));
