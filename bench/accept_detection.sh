@@ -6,14 +6,8 @@
 # granted per 10 ms so that it slows a GEMM of tens of ms too);
 # its link at 70 % of the healthy links' median bandwidth (tc tbf, both ways).
 # Prints one table row per fault.
-set -euo pipefail
 rankscope=$1 runs=$2
-here=$(cd "$(dirname "$0")" && pwd)
-testhosts=$here/../scripts/testhosts.sh
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 RANKSCOPE_TESTHOSTS_CLUSTER=211
-work=$(mktemp -d)
-trap '"$testhosts" down; rm -rf "$work"' EXIT
-"$testhosts" up 4 --slots 1 >/dev/null
+. "$(dirname "$0")/testhosts_env.sh" 211 4
 # Open MPI yields while it waits: the four hosts share two cores (docs/accept.md, "Collectives").
 accept() { OMPI_MCA_mpi_yield_when_idle=1 "$testhosts" mpirun -n 4 "$rankscope" accept --level quick --one-at-a-time --format json >"$1" 2>/dev/null || true; }
 

@@ -6,14 +6,8 @@
 # 200 Mbit/s; its link at 70 % of the healthy rings' median (tc tbf, both
 # ways). Pairs runs once per fault, groups RUNS times. Prints one table row
 # per screen and fault.
-set -euo pipefail
 rankscope=$1 runs=$2
-here=$(cd "$(dirname "$0")" && pwd)
-testhosts=$here/../scripts/testhosts.sh
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 RANKSCOPE_TESTHOSTS_CLUSTER=212
-work=$(mktemp -d)
-trap '"$testhosts" down; rm -rf "$work"' EXIT
-"$testhosts" up 8 --slots 1 >/dev/null
+. "$(dirname "$0")/testhosts_env.sh" 212 8
 # Each progress line stamped with the time it came, to time the link stage.
 accept() {
   local screen=$1 out=$2
