@@ -16,20 +16,34 @@ inline double ring_figure(const RingTest& test) {
   return test.gbps.empty() ? 0 : *std::min_element(test.gbps.begin(), test.gbps.end());
 }
 
-// The first round's rings, every node in one: the fleet each test is judged
-// against. A bad node slows both its ring neighbours' transfers with its
-// own, so the rings, not the nodes, are the samples: one bad node among
-// eight would otherwise spoil three of eight figures, and the median
-// absolute deviation with them.
-inline Fleet first_round_fleet(const std::vector<RingTest>& tests) {
+// What each ring is judged against: the first round's rings, every node in
+// one, or the baseline's ring where the rules carry one. A bad node slows
+// both its ring neighbours' transfers with its own, so the rings, not the
+// nodes, are the samples: one bad node among eight would otherwise spoil
+// three of eight figures, and the median absolute deviation with them.
+struct RingReference {
+  Fleet fleet;
+  double baseline_gbps = 0;  // Rules::ring_baseline_gbps
+
+  double gbps() const { return baseline_gbps > 0 ? baseline_gbps : fleet.median; }
+  const char* what() const { return baseline_gbps > 0 ? "the baseline's ring" : "the first round's median ring"; }
+  // A ring against the baseline is judged by its ratio alone, as a rule is.
+  std::pair<Verdict, double> judge(double figure, const Rules& rules) const {
+    if (baseline_gbps <= 0) return fleet.judge(figure, rules);
+    const double ratio = figure / baseline_gbps;
+    return {ratio < rules.fail_below ? Verdict::fail : ratio < rules.retest_below ? Verdict::retest : Verdict::pass, ratio};
+  }
+};
+
+inline RingReference ring_reference(const std::vector<RingTest>& tests, const Rules& rules) {
   std::vector<double> figures;
   for (const RingTest& test : tests)
     if (test.round == 0) figures.push_back(ring_figure(test));
-  return Fleet(figures);
+  return {Fleet(figures), rules.ring_baseline_gbps};
 }
 
-inline std::pair<Verdict, double> judge_ring(const RingTest& test, const Fleet& fleet, const Rules& rules) {
-  return fleet.judge(ring_figure(test), rules);
+inline std::pair<Verdict, double> judge_ring(const RingTest& test, const RingReference& reference, const Rules& rules) {
+  return reference.judge(ring_figure(test), rules);
 }
 
 // What bisection made of the tests: the nodes it left alone (suspects), in
@@ -52,11 +66,11 @@ struct Bisection {
 inline Bisection bisect(const std::vector<RingTest>& tests, const Rules& rules) {
   Bisection out;
   if (tests.empty()) return out;
-  const Fleet fleet = first_round_fleet(tests);
+  const RingReference reference = ring_reference(tests, rules);
   int last_round = 0;
   for (const RingTest& test : tests)
     if (!test.pair) last_round = std::max(last_round, test.round);
-  const auto verdict_of = [&](const RingTest& test) { return judge_ring(test, fleet, rules).first; };
+  const auto verdict_of = [&](const RingTest& test) { return judge_ring(test, reference, rules).first; };
   for (const RingTest& test : tests) {
     if (test.pair) continue;  // measured after bisection, from its outcome
     const Verdict verdict = verdict_of(test);

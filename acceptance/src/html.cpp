@@ -299,8 +299,8 @@ void write_ring_table(const Acceptance& acceptance, std::string& out) {
            "</td><td class=\"num\">" + ratio_text(ring->ratio) + "</td></tr>\n";
   }
   out += "</tbody></table></div>\n<p class=\"caption\">Group testing: in each ring every node sends to the next "
-         "and receives from the one before, at once. A ring is as fast as its slowest node, against the first "
-         "round's median node; a failed ring is split in two and each half tested in the next round, down to "
+         "and receives from the one before, at once. A ring is as fast as its slowest node, judged against the "
+         "first round's median ring (or the baseline's); a failed ring is split in two and each half tested in the next round, down to "
          "single nodes. Then pairs: each such node with a node known sound, the two ends of a link that joined "
          "the halves of a failed ring whose halves passed, and pairs of sound nodes, each judged as a ring and "
          "measured as a link.</p>\n";

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "figures.h"
+#include "group_testing.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/statistics.h"
 #include "rankscope/model/text.h"
@@ -135,6 +136,10 @@ Baseline read_baseline(const std::string& path) {
     const std::string& name = line.words[0];
     if (name == "level") {
       baseline.level = line.words[1];
+    } else if (name == "ring_gbps") {
+      const std::optional<double> value = parse_number(line.words[1]);
+      if (!value || *value <= 0) throw Error(line.where + ": '" + line.words[1] + "' is no positive figure");
+      baseline.ring_gbps = *value;
     } else if (name == "nodes") {
       const std::optional<int> nodes = parse_integer<int>(line.words[1]);
       if (!nodes || *nodes < 1) throw Error(line.where + ": '" + line.words[1] + "' is no number of nodes");
@@ -160,6 +165,10 @@ std::string baseline_text(const Measurements& measurements, std::string_view lev
     const auto found = figures.find(info.name);
     if (found != figures.end()) text += std::string(info.name) + " " + printf_string("%.6g", median(found->second, 0)) + "\n";
   }
+  std::vector<double> first_rings;
+  for (const RingTest& test : measurements.ring_tests)
+    if (test.round == 0) first_rings.push_back(ring_figure(test));
+  if (!first_rings.empty()) text += "ring_gbps " + printf_string("%.6g", median(first_rings, 0)) + "\n";
   return text;
 }
 

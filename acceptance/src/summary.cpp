@@ -61,7 +61,7 @@ std::string summary_text(const Acceptance& acceptance) {
         if (check.name == "network" && check.value.find("slow in its rings") != std::string::npos) ++suspects;
     text += "\ngroup testing (" + std::to_string(acceptance.ring_tests.size()) + " ring tests in " +
             std::to_string(rounds) + (rounds == 1 ? " round, " : " rounds, ") + std::to_string(suspects) +
-            (suspects == 1 ? " suspect" : " suspects") + "; the slowest node of each ring, and its ratio to the first round's median ring):\n";
+            (suspects == 1 ? " suspect" : " suspects") + "; the slowest node of each ring, and its ratio to the reference ring: the first round's median, or the baseline's):\n";
     for (const RingVerdict* ring : worst_first(acceptance.ring_tests)) {
       if (ring->verdict == Verdict::pass && acceptance.ring_tests.size() > 8) continue;
       std::string hosts;

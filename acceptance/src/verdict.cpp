@@ -106,7 +106,8 @@ void judge_rows(Acceptance& out, const Measurements& in, const Rules& rules) {
   }
 }
 
-// Group testing: each ring against the first round's median ring; each
+// Group testing: each ring against the first round's median ring (or the
+// baseline's ring); each
 // node by the last ring it was in, and a suspect (a node bisection left
 // alone) by its link with a node known to be sound. Slow there too, the
 // fault is the suspect's. Sound there, its slow rings are explained by a
@@ -114,13 +115,13 @@ void judge_rows(Acceptance& out, const Measurements& in, const Rules& rules) {
 // halves; where nothing explains them, they may have been noise, and the
 // suspect is to be retested.
 void judge_group_tests(Acceptance& out, const Measurements& in, const Rules& rules) {
-  const Fleet fleet = first_round_fleet(in.ring_tests);
+  const RingReference reference = ring_reference(in.ring_tests, rules);
   const Bisection bisection = bisect(in.ring_tests, rules);
   const size_t nodes = in.nodes.size();
   std::vector<const RingTest*> last(nodes);
   std::vector<Verdict> last_verdict(nodes, Verdict::pass);
   for (const RingTest& test : in.ring_tests) {
-    const auto [verdict, ratio] = judge_ring(test, fleet, rules);
+    const auto [verdict, ratio] = judge_ring(test, reference, rules);
     RingVerdict ring{test.round, test.pair, {}, verdict, ring_figure(test), ratio};
     for (int n : test.nodes) {
       ring.hosts.push_back(in.nodes[static_cast<size_t>(n)].inventory.host);
@@ -159,7 +160,10 @@ void judge_group_tests(Acceptance& out, const Measurements& in, const Rules& rul
     const auto l = confirmation(static_cast<size_t>(s));
     if (l && out.links[*l].verdict == Verdict::fail) confirmed.push_back(s);
   }
-  const std::string rule = rule_text(rules, "the first round's median ring") +
+  const std::string rule = (rules.ring_baseline_gbps > 0
+                                ? printf_string("fail below %.2f", rules.fail_below) + " of the baseline's ring, retest below " +
+                                      printf_string("%.2f", rules.retest_below)
+                                : rule_text(rules, "the first round's median ring")) +
                            "; a failed ring is bisected, and a node left alone fails when its link with a node known "
                            "sound fails too";
   for (size_t n = 0; n < nodes; ++n) {
@@ -171,8 +175,8 @@ void judge_group_tests(Acceptance& out, const Measurements& in, const Rules& rul
                 printf_string("%.2f GB/s", figure) + " (the slowest node of its last ring, of " +
                     std::to_string(ring.nodes.size()) + " nodes in round " + std::to_string(ring.round + 1) +
                     printf_string("; its own %.2f GB/s)", ring.gbps[static_cast<size_t>(at)]),
-                printf_string("%.2f GB/s", fleet.median) + " (the first round's median ring)",
-                fleet.median > 0 ? figure / fleet.median : 1, rule, Verdict::pass};
+                printf_string("%.2f GB/s", reference.gbps()) + " (" + reference.what() + ")",
+                reference.gbps() > 0 ? figure / reference.gbps() : 1, rule, Verdict::pass};
     if (!is(bisection.suspects, n)) {
       // A failed ring not bisected (the run was cut short), or one within noise.
       if (last_verdict[n] != Verdict::pass) check.verdict = Verdict::retest;
@@ -195,7 +199,7 @@ void judge_group_tests(Acceptance& out, const Measurements& in, const Rules& rul
     for (const RingTest& test : in.ring_tests)
       for (int c : confirmed)
         if (static_cast<size_t>(c) != n && is(test.nodes, n) && is(test.nodes, static_cast<size_t>(c)) &&
-            judge_ring(test, fleet, rules).first == Verdict::fail && explained_by.empty())
+            judge_ring(test, reference, rules).first == Verdict::fail && explained_by.empty())
           explained_by = in.nodes[static_cast<size_t>(c)].inventory.host;
     if (is(confirmed, n)) {
       check.verdict = Verdict::fail;

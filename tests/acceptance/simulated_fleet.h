@@ -23,6 +23,7 @@ struct SimulatedFleet {
   std::pair<int, int> slow_link{-1, -1};
   double healthy = 2.0;
   double slow_factor = 0.25;
+  Rules rules = {};  // as the run's planner and verdicts take them
   std::mt19937 noise{7};
 
   double jitter() { return healthy * std::uniform_real_distribution<double>(0.97, 1.03)(noise); }
@@ -57,7 +58,7 @@ struct SimulatedFleet {
     m.link_screen = LinkScreen::group_testing;
     int rounds = 0;
     for (;; ++rounds) {
-      const GroupTestingStep step = next_group_tests(nodes, m.ring_tests);
+      const GroupTestingStep step = next_group_tests(nodes, m.ring_tests, rules);
       if (step.rings.empty()) {
         add_pairs(m, step, rounds);
         break;

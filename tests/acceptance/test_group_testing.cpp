@@ -190,6 +190,26 @@ TEST(GroupTesting, AFailedRingNotBisectedBeforeTheRunEndedIsRetested) {
   EXPECT_EQ(a.ring_tests[2].verdict, Verdict::fail);
 }
 
+TEST(GroupTesting, WhereMostRingsHoldABadNodeTheBaselinesRingFindsThem) {
+  // 1,024 nodes in 32 rings of 32, 60 bad nodes: most rings hold one, and the median ring is a bad one.
+  std::set<int> bad;
+  for (int n = 7; bad.size() < 60; n += 17) bad.insert(n % 1024);
+  std::set<std::string> expected;
+  for (int n : bad) expected.insert("node" + std::to_string(n));
+  SimulatedFleet alone{1024, bad};
+  auto [m, rounds] = alone.run();
+  const Acceptance fleet_only = judge(m);
+  EXPECT_LT(failed_nodes(fleet_only).size(), bad.size() / 2) << "the median ring should have hidden most of them";
+  SimulatedFleet with_baseline{1024, bad};
+  with_baseline.rules.ring_baseline_gbps = 2.0;  // a healthy ring of an earlier run
+  auto [b, baseline_rounds] = with_baseline.run();
+  const Acceptance judged = judge(b, with_baseline.rules);
+  EXPECT_EQ(failed_nodes(judged), expected);
+  const Check& network = check_named(judged.nodes[7], "network");
+  EXPECT_NE(network.reference.find("(the baseline's ring)"), std::string::npos) << network.reference;
+  EXPECT_EQ(network.rule.rfind("fail below 0.80 of the baseline's ring, retest below 0.90", 0), 0u) << network.rule;
+}
+
 TEST(GroupTesting, TheSummariesShowTheRings) {
   SimulatedFleet fleet{16, {6}};
   auto [m, rounds] = fleet.run();

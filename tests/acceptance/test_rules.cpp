@@ -86,6 +86,24 @@ TEST_F(Files, ABaselineIsTheFleetMedianAndReadsBack) {
   EXPECT_NEAR(baseline.metrics.at("link.bandwidth_gbps"), 1.0, 1e-9);
   EXPECT_NEAR(baseline.metrics.at("link.latency_us"), 50, 1e-9);
   EXPECT_EQ(baseline.metrics.size(), known_metrics().size());
+  EXPECT_EQ(baseline.ring_gbps, 0) << "all pairs: no ring to judge later rings by";
+  EXPECT_EQ(text.find("ring_gbps"), std::string::npos);
+}
+
+TEST_F(Files, AGroupTestingBaselineKeepsTheMedianRing) {
+  Measurements m = healthy_fleet(8, false);
+  m.link_screen = LinkScreen::group_testing;
+  // Round 1's rings, their slowest nodes 1.0, 1.2, 0.9 and 1.1 GB/s: median 1.05. Later rounds are not the reference.
+  m.ring_tests = {{0, {0, 1}, {1.0, 1.3}}, {0, {2, 3}, {1.2, 1.4}}, {0, {4, 5}, {0.9, 2.0}}, {0, {6, 7}, {1.1, 1.1}},
+                  {1, {0, 4}, {0.1, 0.1}, true}};
+  const Baseline baseline = read_baseline(write("baseline", baseline_text(m, "quick")));
+  EXPECT_NEAR(baseline.ring_gbps, 1.05, 1e-9);
+  const auto error = [&](const std::string& text) {
+    const std::string path = write("baseline", text);
+    return error_of([&] { read_baseline(path); });
+  };
+  EXPECT_EQ(error("rankscope-accept-baseline 1\nlevel quick\nring_gbps none\n"),
+            (folder_ / "baseline").string() + ":3: 'none' is no positive figure");
 }
 
 TEST_F(Files, BadBaselinesNameFileAndLine) {

@@ -200,6 +200,11 @@ struct Rules {
   // "Clock sync across test hosts"); InfiniBand's round trips bound it to a
   // few µs (docs/clocksync.md).
   int64_t clock_bound_limit_ns = 1'000'000;
+  // Group testing's reference ring from a baseline (Baseline::ring_gbps), 0
+  // for none. Given one, rings are judged against it instead of the first
+  // round's median ring, and by the ratio alone: where most rings hold a
+  // bad node, the median ring is a bad one and its spread hides them all.
+  double ring_baseline_gbps = 0;
 };
 
 // A collective over all nodes (full scale) or over one group of them, one
@@ -228,7 +233,7 @@ struct RingVerdict {
   std::vector<std::string> hosts;  // in ring order
   Verdict verdict = Verdict::pass;
   double gbps = 0;   // the slowest node's
-  double ratio = 1;  // to the first round's median ring
+  double ratio = 1;  // to the first round's median ring, or to the baseline's (Rules::ring_baseline_gbps)
 };
 
 struct Acceptance {

@@ -58,6 +58,10 @@ struct Baseline {
   std::string level;                      // quick or full: figures of one level only compare with that level
   int nodes = 0;
   std::map<std::string, double> metrics;  // the fleet's median of each metric
+  // Group testing's median ring of the first round (GB/s), from a run that
+  // tested groups; 0 when it did not. It judges the rings of later runs
+  // (Rules::ring_baseline_gbps).
+  double ring_gbps = 0;
 };
 // Throws Error naming FILE:LINE and what is wrong there.
 Baseline read_baseline(const std::string& path);
