@@ -16,6 +16,13 @@ namespace rankscope::acceptance {
 
 inline Verdict worse(Verdict a, Verdict b) { return static_cast<int>(a) > static_cast<int>(b) ? a : b; }
 
+// A figure's verdict from its ratio to its reference and whether it lies beyond the fleet's noise.
+inline Verdict verdict_of(double ratio, bool beyond_noise, const Rules& rules) {
+  if (ratio < rules.fail_below) return beyond_noise ? Verdict::fail : Verdict::retest;
+  if (ratio < rules.retest_below && beyond_noise) return Verdict::retest;
+  return Verdict::pass;
+}
+
 // Figures within this share of each other are the same figure: below it,
 // differences between like nodes are the measurement's own (a microsecond
 // of latency on a virtual network, a burst of a shared core).
@@ -36,10 +43,7 @@ struct Fleet {
   // The verdict on `value`, and its ratio to the median.
   std::pair<Verdict, double> judge(double value, const Rules& rules) const {
     const double ratio = median > 0 ? value / median : 1;
-    const bool beyond = beyond_noise(value, rules);
-    if (ratio < rules.fail_below) return {beyond ? Verdict::fail : Verdict::retest, ratio};
-    if (ratio < rules.retest_below && beyond) return {Verdict::retest, ratio};
-    return {Verdict::pass, ratio};
+    return {verdict_of(ratio, beyond_noise(value, rules), rules), ratio};
   }
 };
 

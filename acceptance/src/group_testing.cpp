@@ -2,7 +2,9 @@
 // links that confirm the suspects (docs/accept.md, "Group testing").
 #include "group_testing.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 
 #include "rankscope/model/error.h"
@@ -59,11 +61,14 @@ GroupTestingStep next_group_tests(int nodes, const std::vector<RingTest>& done, 
   for (const auto& [suspect, sound] : bisection.confirmations) add(suspect, sound);
   for (const auto& [a, b] : bisection.crossing_links) add(a, b);
   const std::vector<int>& sound = bisection.sound;
-  // The reference pairs, ⌈√N⌉ or 3 of them: sound nodes not yet partnered first, then from the start again.
+  // The reference pairs, ⌈√N⌉ or 3 of them: sound nodes in no pair yet first, then the others.
   const size_t wanted = step.links.size() + std::max<size_t>(3, static_cast<size_t>(std::ceil(std::sqrt(nodes))));
-  const size_t partnered = std::min(bisection.suspects.size(), sound.size());
-  std::vector<int> order(sound.begin() + static_cast<ptrdiff_t>(partnered), sound.end());
-  order.insert(order.end(), sound.begin(), sound.begin() + static_cast<ptrdiff_t>(partnered));
+  const auto paired = [&](int n) {
+    return std::any_of(step.links.begin(), step.links.end(), [n](const auto& l) { return l.first == n || l.second == n; });
+  };
+  std::vector<int> order;
+  std::copy_if(sound.begin(), sound.end(), std::back_inserter(order), [&](int n) { return !paired(n); });
+  std::copy_if(sound.begin(), sound.end(), std::back_inserter(order), paired);
   for (size_t i = 0; i + 1 < order.size() && step.links.size() < wanted; i += 2) add(order[i], order[i + 1]);
   return step;
 }

@@ -306,6 +306,28 @@ void write_ring_table(const Acceptance& acceptance, std::string& out) {
          "measured as a link.</p>\n";
 }
 
+// Group testing's pairs as links, worst first.
+void write_measured_links(const Acceptance& acceptance, std::string& out) {
+  std::vector<const LinkVerdict*> links;
+  for (const LinkVerdict& link : acceptance.links) links.push_back(&link);
+  std::stable_sort(links.begin(), links.end(), [](const LinkVerdict* a, const LinkVerdict* b) {
+    return static_cast<int>(a->verdict) > static_cast<int>(b->verdict);
+  });
+  out += "<div class=\"table-wrap\"><table id=\"link-table\">\n<thead><tr><th>link</th><th>verdict</th>"
+         "<th class=\"num\">bandwidth</th><th class=\"num\">latency</th><th class=\"num\">ratios</th><th>cause</th>"
+         "</tr></thead>\n<tbody>\n";
+  for (const LinkVerdict* link : links) {
+    out += "<tr><td>" + escape(link->hosts.first) + " – " + escape(link->hosts.second) + "</td><td>" +
+           verdict_span(link->verdict) + "</td><td class=\"num\">" + format_bandwidth(link->bandwidth_gbps) +
+           "</td><td class=\"num\">" + printf_string("%.1f µs", link->latency_us) + "</td><td class=\"num\">" +
+           ratio_text(link->bandwidth_ratio) + ", " + ratio_text(link->latency_ratio) + "</td><td>" + escape(link->cause) +
+           "</td></tr>\n";
+  }
+  out += "</tbody></table></div>\n<p class=\"caption\">The pairs group testing measured as links: bandwidth (the "
+         "slower direction's best repeat) and latency, with their ratios to the median of these links. Each takes "
+         "the verdict of its ring of two.</p>\n";
+}
+
 void write_link_section(const Acceptance& acceptance, const Measurements& measurements, std::string& out) {
   out += "<section id=\"link-section\">\n<h2>Links</h2>\n";
   if (!acceptance.ring_tests.empty()) write_ring_table(acceptance, out);
@@ -313,6 +335,9 @@ void write_link_section(const Acceptance& acceptance, const Measurements& measur
     write_note(out, acceptance.ring_tests.empty() ? "No links: one node has no link to measure."
                                                   : "No link measured: no two nodes were known sound.",
                "link-note");
+  } else if (acceptance.link_screen == LinkScreen::group_testing) {
+    // A few links among many nodes: a nodes × nodes matrix would be all but empty, and huge at scale.
+    write_measured_links(acceptance, out);
   } else {
     write_link_heatmap(acceptance, measurements, out);
     out += "<p class=\"caption\">Each cell is the link between its row's node and its column's, coloured by its "

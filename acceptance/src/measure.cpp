@@ -643,7 +643,7 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
     std::vector<char> received(level.link_bytes);
     // One round of ring tests, no node in two rings: the rings at once (or one at a time), each its
     // repeats; every node's best to rank 0, which files them as tests of `round`.
-    const auto measure_rings = [&](const std::vector<std::vector<int>>& rings, int round, bool confirming) {
+    const auto measure_rings = [&](const std::vector<std::vector<int>>& rings, int round, bool pairs) {
       const RunTimeline::Range stage(timeline, "accept: group tests round " + std::to_string(round + 1));
       int mine = MPI_UNDEFINED;
       for (size_t t = 0; t < rings.size(); ++t)
@@ -656,7 +656,7 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
       double best = 0;
       std::string sizes;
       for (const std::vector<int>& r : rings) sizes += (sizes.empty() ? "" : ", ") + std::to_string(r.size());
-      say("links: group tests, round " + std::to_string(round + 1) + (confirming ? " (suspects with sound nodes)" : "") +
+      say("links: group tests, round " + std::to_string(round + 1) + (pairs ? " (pairs)" : "") +
           ": " + std::to_string(rings.size()) + (rings.size() == 1 ? " ring of " : " rings of ") + sizes + " nodes, " +
           std::to_string(level.repeats) + " repeats" + (level.one_at_a_time ? ", one ring at a time" : ", at once"));
       for (size_t t = 0; t < (level.one_at_a_time ? rings.size() : 1); ++t) {
@@ -669,7 +669,8 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
           record.measuring_pairs(edges);
         }
         if (mine != MPI_UNDEFINED && (!level.one_at_a_time || t == static_cast<size_t>(mine))) {
-          // Rank 0, in a ring, waits on its neighbour there.
+          // Rank 0, in a ring, waits on its neighbour there: it is first in every ring it is in (rings and
+          // their halves keep node order, pairs are (lower, higher)).
           if (rank == 0) record.waiting_on(ring_nodes[1 % ring_nodes.size()]);
           for (int r = 0; r < level.repeats; ++r) best = std::max(best, measure_ring(ring, ring_nodes, buffer, received, timeline));
           if (rank == 0) record.waiting_on(-1);
@@ -680,7 +681,7 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
       const std::vector<double> figures = allgather_rows(comm, std::vector<double>{mine == MPI_UNDEFINED ? -1.0 : best});
       if (rank != 0) return;
       for (const std::vector<int>& r : rings) {
-        RingTest test{round, r, {}, confirming};
+        RingTest test{round, r, {}, pairs};
         for (int n : r) test.gbps.push_back(figures[static_cast<size_t>(n)]);
         out.ring_tests.push_back(test);
       }

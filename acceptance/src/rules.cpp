@@ -165,10 +165,8 @@ std::string baseline_text(const Measurements& measurements, std::string_view lev
     const auto found = figures.find(info.name);
     if (found != figures.end()) text += std::string(info.name) + " " + printf_string("%.6g", median(found->second, 0)) + "\n";
   }
-  std::vector<double> first_rings;
-  for (const RingTest& test : measurements.ring_tests)
-    if (test.round == 0) first_rings.push_back(ring_figure(test));
-  if (!first_rings.empty()) text += "ring_gbps " + printf_string("%.6g", median(first_rings, 0)) + "\n";
+  if (!measurements.ring_tests.empty())
+    text += "ring_gbps " + printf_string("%.6g", ring_reference(measurements.ring_tests, {}).median_gbps) + "\n";
   return text;
 }
 

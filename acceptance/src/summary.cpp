@@ -54,11 +54,9 @@ std::string summary_text(const Acceptance& acceptance) {
                 check.reference + "; " + check.rule + "\n";
   }
   if (acceptance.link_screen == LinkScreen::group_testing) {
-    int rounds = 0, suspects = 0;
+    int rounds = 0;
     for (const RingVerdict& ring : acceptance.ring_tests) rounds = std::max(rounds, ring.round + 1);
-    for (const NodeVerdict& node : acceptance.nodes)
-      for (const Check& check : node.checks)
-        if (check.name == "network" && check.value.find("slow in its rings") != std::string::npos) ++suspects;
+    const size_t suspects = acceptance.suspects.size();
     text += "\ngroup testing (" + std::to_string(acceptance.ring_tests.size()) + " ring tests in " +
             std::to_string(rounds) + (rounds == 1 ? " round, " : " rounds, ") + std::to_string(suspects) +
             (suspects == 1 ? " suspect" : " suspects") + "; the slowest node of each ring, and its ratio to the reference ring: the first round's median, or the baseline's):\n";
@@ -144,6 +142,8 @@ std::string summary_json(const Acceptance& acceptance, const Measurements& measu
     for (double v : measurements.ring_tests[t].gbps) json.value(v);
     json.end_array().end_object();
   }
+  json.end_array().key("suspects").begin_array();
+  for (const std::string& host : acceptance.suspects) json.value(host);
   json.end_array().key("links").begin_array();
   for (size_t l = 0; l < acceptance.links.size(); ++l) {
     const LinkVerdict& link = acceptance.links[l];

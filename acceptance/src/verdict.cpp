@@ -117,6 +117,7 @@ void judge_rows(Acceptance& out, const Measurements& in, const Rules& rules) {
 void judge_group_tests(Acceptance& out, const Measurements& in, const Rules& rules) {
   const RingReference reference = ring_reference(in.ring_tests, rules);
   const Bisection bisection = bisect(in.ring_tests, rules);
+  for (int s : bisection.suspects) out.suspects.push_back(in.nodes[static_cast<size_t>(s)].inventory.host);
   const size_t nodes = in.nodes.size();
   std::vector<const RingTest*> last(nodes);
   std::vector<Verdict> last_verdict(nodes, Verdict::pass);
@@ -163,7 +164,11 @@ void judge_group_tests(Acceptance& out, const Measurements& in, const Rules& rul
   const std::string rule = (rules.ring_baseline_gbps > 0
                                 ? printf_string("fail below %.2f", rules.fail_below) + " of the baseline's ring, retest below " +
                                       printf_string("%.2f", rules.retest_below)
-                                : rule_text(rules, "the first round's median ring")) +
+                                : printf_string("fail below %.2f", rules.fail_below) +
+                                      " of the first round's median ring and beyond " +
+                                      printf_string("%.0f", rules.robust_z) +
+                                      " robust deviations of the rings on a log scale (retest when within them), retest "
+                                      "below " + printf_string("%.2f", rules.retest_below) + " and beyond them") +
                            "; a failed ring is bisected, and a node left alone fails when its link with a node known "
                            "sound fails too";
   for (size_t n = 0; n < nodes; ++n) {
@@ -201,12 +206,17 @@ void judge_group_tests(Acceptance& out, const Measurements& in, const Rules& rul
         if (static_cast<size_t>(c) != n && is(test.nodes, n) && is(test.nodes, static_cast<size_t>(c)) &&
             judge_ring(test, reference, rules).first == Verdict::fail && explained_by.empty())
           explained_by = in.nodes[static_cast<size_t>(c)].inventory.host;
+    const auto confirming = confirmation(n);
     if (is(confirmed, n)) {
       check.verdict = Verdict::fail;
       check.value += " and" + with_sound.substr(1);
     } else if (with_sound.empty()) {
       check.verdict = Verdict::retest;
       check.value += ", never measured with a node known sound";
+    } else if (out.links[*confirming].verdict != Verdict::pass) {
+      // Neither slow enough to fail nor sound there: nothing it explains can clear it.
+      check.verdict = Verdict::retest;
+      check.value += ", and to be retested" + with_sound;
     } else if (!explained_by.empty()) {
       check.value += ", sound" + with_sound + ": slow beside " + explained_by + ", which fails";
     } else if (!failed_link.empty()) {

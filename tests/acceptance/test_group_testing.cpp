@@ -210,6 +210,29 @@ TEST(GroupTesting, WhereMostRingsHoldABadNodeTheBaselinesRingFindsThem) {
   EXPECT_EQ(network.rule.rfind("fail below 0.80 of the baseline's ring, retest below 0.90", 0), 0u) << network.rule;
 }
 
+TEST(GroupTesting, ASuspectWhosePairWithASoundNodeIsToBeRetestedIsNeitherFailedNorCleared) {
+  // Rings of two at 2 GB/s; the ring 6-7 at 0.5. Its pairs: 6 with a sound node at 1.65 (0.825 of the
+  // median ring, beyond the 5 % floor of noise: retest), 7 with one at 2.0, and 6-7 across at 0.5.
+  Measurements m = healthy_fleet(8, false);
+  m.link_screen = LinkScreen::group_testing;
+  for (int r = 0; r < 3; ++r) m.ring_tests.push_back({0, {2 * r, 2 * r + 1}, {2.0, 2.0}});
+  m.ring_tests.push_back({0, {6, 7}, {0.5, 0.5}});
+  const GroupTestingStep step = next_group_tests(8, m.ring_tests);
+  ASSERT_TRUE(step.rings.empty());
+  for (const auto& [a, b] : step.links) {
+    const bool with_6 = a == 6 || b == 6, with_7 = a == 7 || b == 7;
+    const double gbps = with_6 && with_7 ? 0.5 : with_6 ? 1.65 : 2.0;
+    m.ring_tests.push_back({1, {a, b}, {gbps, gbps}, true});
+    m.links.push_back({a, b, {gbps}, {50}});
+  }
+  const Acceptance a = judge(m);
+  const Check& six = check_named(a.nodes[6], "network");
+  EXPECT_EQ(six.verdict, Verdict::retest) << six.value;
+  EXPECT_NE(six.value.find("and to be retested, 1.65 GB/s"), std::string::npos) << six.value;
+  EXPECT_TRUE(failed_nodes(a).empty());
+  EXPECT_EQ(a.suspects, (std::vector<std::string>{"node6", "node7"}));
+}
+
 TEST(GroupTesting, TheSummariesShowTheRings) {
   SimulatedFleet fleet{16, {6}};
   auto [m, rounds] = fleet.run();
@@ -221,6 +244,10 @@ TEST(GroupTesting, TheSummariesShowTheRings) {
   EXPECT_NE(json.find("\"ring_tests\":[{\"round\":1,\"pair\":false,\"hosts\":[\"node0\",\"node1\",\"node2\",\"node3\"]"), std::string::npos)
       << json.substr(0, 2000);
   EXPECT_NE(html.find("id=\"ring-table\""), std::string::npos);
+  // Its few links as a table, not as a nodes × nodes matrix.
+  EXPECT_NE(html.find("id=\"link-table\""), std::string::npos);
+  EXPECT_EQ(html.find("id=\"link-heatmap\""), std::string::npos);
+  EXPECT_NE(json.find("\"suspects\":[\"node6\",\"node7\"]"), std::string::npos);
   const Acceptance pairs = judge(healthy_fleet(4));
   EXPECT_NE(summary_json(pairs, healthy_fleet(4)).find("\"link_screen\":\"all_pairs\",\"ring_tests\":[]"), std::string::npos);
   EXPECT_EQ(summary_text(pairs).find("group testing"), std::string::npos);

@@ -26,9 +26,11 @@ hosts up 4 --slots 1 >/dev/null
 # on its CPU). A node or link may be marked retest: on these shared cores a
 # healthy memory figure or link now and then dips below 0.8 of the median
 # within the fleet's noise (bench/RESULTS.md), and retest is the verdict for
-# that; only a failure is a false alarm.
-accept() {
+# that; only a failure is a false alarm. Returns 1, saying why, where the run
+# is not as expected.
+accept_once() {
   local name=$1 want_status=$2 failed_hosts=$3 check=$4 links=$5 status=0 started
+  rm -f "$name.h5" "$name.json"
   started=$(date +%s)
   # The four hosts share two cores, and full-scale collectives run on all
   # four at once. Ranks that spin while they wait take the cores of the
@@ -39,10 +41,10 @@ accept() {
     hosts mpirun -n 4 "$rankscope" accept --level quick --one-at-a-time --format json --timeline "$PWD/$name.h5" \
     >"$name.json" 2>"$name.log" || status=$?
   echo "$name: exit status $status in $(($(date +%s) - started)) s"
-  [ -s "$name.json" ] || { cat "$name.log"; fail "$name: no JSON (exit status $status)"; }
-  [ $(($(date +%s) - started)) -lt 60 ] || fail "$name: quick took a minute or more"
+  [ -s "$name.json" ] || { cat "$name.log"; echo "$name: no JSON (exit status $status)"; return 1; }
+  [ $(($(date +%s) - started)) -lt 60 ] || { echo "$name: quick took a minute or more"; return 1; }
   # The figures first: where the verdict is not the one expected, they say why.
-  /usr/bin/python3 - "$name.json" "$failed_hosts" "$check" "$links" <<'PY'
+  /usr/bin/python3 - "$name.json" "$failed_hosts" "$check" "$links" <<'PY' || return 1
 import json, sys
 result = json.load(open(sys.argv[1]))
 failed_hosts = set() if sys.argv[2] == "-" else set(sys.argv[2].split(","))
@@ -88,7 +90,16 @@ if links.startswith("exactly:"):
 else:
     assert failed <= its_links, ("failed links", failed)
 PY
-  [ "$status" -eq "$want_status" ] || fail "$name: exit status $status, expected $want_status"
+  [ "$status" -eq "$want_status" ] || { echo "$name: exit status $status, expected $want_status"; return 1; }
+}
+# accept_once, and once more where the first run is not as expected: on
+# these shared cores a healthy link now and then strays beyond the fleet's
+# noise (a link at 0.73 of the median, in 1 of 2 healthy runs of one CI
+# run), as report.ground_truth allows its noisy configurations a re-run.
+accept() {
+  accept_once "$@" && return
+  echo "$1: not as expected; measuring again"
+  accept_once "$@" || fail "$1: not as expected, twice"
 }
 
 accept healthy 0 - - -

@@ -226,7 +226,7 @@ struct CollectiveVerdict {
 };
 
 // A group test: its slowest node's figure against the first round's median
-// node. A failed ring is bisected; a retest ring's nodes are to be retested.
+// ring, or the baseline's. A failed ring is bisected; a retest ring's nodes are to be retested.
 struct RingVerdict {
   int round = 0;
   bool pair = false;  // RingTest::pair
@@ -242,6 +242,7 @@ struct Acceptance {
   LinkScreen link_screen = LinkScreen::all_pairs;
   std::vector<NodeVerdict> nodes;
   std::vector<RingVerdict> ring_tests;  // group testing's, one per RingTest
+  std::vector<std::string> suspects;    // group testing's: the hosts bisection left alone, in the order found
   std::vector<LinkVerdict> links;
   std::vector<CollectiveVerdict> collectives;
   ReferenceJob reference_job;
