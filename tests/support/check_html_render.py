@@ -46,6 +46,11 @@ PAGES = {
               ("memory-bars", "rect", nodes), ("busbw-curves", "circle", 26)],
              ["d1e5f0", "67001f"], 2, ["4c78a8", "d7301f"], (1280, 2200))
         for nodes in (4, 64)
+    ] + [
+        # Group testing: its rings and links as tables instead of the heatmap.
+        Case("16 nodes, group testing", ["16", "groups"],
+             [("compute-bars", "rect", 16), ("memory-bars", "rect", 16), ("busbw-curves", "circle", 26)],
+             [], 0, ["4c78a8", "d7301f"], (1280, 2200))
     ],
 }
 
