@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,17 @@
 namespace rankscope::acceptance {
 
 inline Verdict worse(Verdict a, Verdict b) { return static_cast<int>(a) > static_cast<int>(b) ? a : b; }
+
+// Items with a verdict, worst first, then in the order they came.
+template <typename Item>
+std::vector<const Item*> worst_first(const std::vector<Item>& items) {
+  std::vector<const Item*> order;
+  for (const Item& item : items) order.push_back(&item);
+  std::stable_sort(order.begin(), order.end(), [](const Item* a, const Item* b) {
+    return static_cast<int>(a->verdict) > static_cast<int>(b->verdict);
+  });
+  return order;
+}
 
 // A figure's verdict from its ratio to its reference and whether it lies beyond the fleet's noise.
 inline Verdict verdict_of(double ratio, bool beyond_noise, const Rules& rules) {
@@ -30,14 +42,15 @@ inline constexpr double kResolution = 0.05;
 
 // A fleet's figures (one per node or link, higher is better): their median,
 // and the median absolute deviation scaled to a standard deviation, no less
-// than kResolution of the median.
+// than kResolution of the median, or than `least_spread` where given (for
+// figures on a log scale, whose median says nothing of their resolution).
 struct Fleet {
   double median = 0, spread = 0;
-  explicit Fleet(const std::vector<double>& values) {
+  explicit Fleet(const std::vector<double>& values, std::optional<double> least_spread = std::nullopt) {
     median = rankscope::median(values, 0);
     std::vector<double> deviations;
     for (double v : values) deviations.push_back(std::fabs(v - median));
-    spread = std::max(1.4826 * rankscope::median(deviations, 0), kResolution * median);
+    spread = std::max(1.4826 * rankscope::median(deviations, 0), least_spread.value_or(kResolution * median));
   }
   bool beyond_noise(double value, const Rules& rules) const { return (median - value) > rules.robust_z * spread; }
   // The verdict on `value`, and its ratio to the median.

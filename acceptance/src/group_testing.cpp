@@ -34,11 +34,14 @@ std::vector<std::vector<int>> first_rings(int nodes) {
   return rings;
 }
 
-void check_group_testing(int nodes) {
+LinkScreen link_screen_for(std::string_view option, int nodes) {
+  if (option == "pairs" || (option == "auto" && nodes <= kAllPairsUpTo)) return LinkScreen::all_pairs;
+  if (option != "groups" && option != "auto") throw Error("--links is pairs, groups or auto, not '" + std::string(option) + "'");
   if (nodes < kGroupTestingFrom) {
     throw Error("group testing needs " + std::to_string(kGroupTestingFrom) + " nodes or more (4 rings to judge each "
                 "against), not " + std::to_string(nodes) + ": screen the links of fewer with --links pairs");
   }
+  return LinkScreen::group_testing;
 }
 
 GroupTestingStep next_group_tests(int nodes, const std::vector<RingTest>& done, const Rules& rules) {

@@ -27,18 +27,17 @@ inline double ring_figure(const RingTest& test) {
 // of magnitude slower, and on a linear scale the one hides the other when
 // there are only four rings.
 struct RingReference {
-  double median_gbps = 0;
-  double log_spread = 0;     // the median absolute deviation of the rings' logarithms, as a standard deviation
+  Fleet log_fleet{{}};       // of the first round's rings' logarithms; its spread no less than that of kResolution
   double baseline_gbps = 0;  // Rules::ring_baseline_gbps
 
-  double gbps() const { return baseline_gbps > 0 ? baseline_gbps : median_gbps; }
+  double median_gbps() const { return std::exp(log_fleet.median); }
+  double gbps() const { return baseline_gbps > 0 ? baseline_gbps : median_gbps(); }
   const char* what() const { return baseline_gbps > 0 ? "the baseline's ring" : "the first round's median ring"; }
   std::pair<Verdict, double> judge(double figure, const Rules& rules) const {
-    const double ratio = gbps() > 0 ? figure / gbps() : 1;
+    const double ratio = figure / gbps();
     // Against the baseline, by the ratio alone, as a rule is.
     if (baseline_gbps > 0) return {verdict_of(ratio, true, rules), ratio};
-    const bool beyond = figure <= 0 || std::log(median_gbps / figure) > rules.robust_z * log_spread;
-    return {verdict_of(ratio, beyond, rules), ratio};
+    return {verdict_of(ratio, figure <= 0 || log_fleet.beyond_noise(std::log(figure), rules), rules), ratio};
   }
 };
 
@@ -46,15 +45,7 @@ inline RingReference ring_reference(const std::vector<RingTest>& tests, const Ru
   std::vector<double> logs;
   for (const RingTest& test : tests)
     if (test.round == 0 && ring_figure(test) > 0) logs.push_back(std::log(ring_figure(test)));
-  RingReference reference;
-  reference.baseline_gbps = rules.ring_baseline_gbps;
-  if (logs.empty()) return reference;
-  const double median_log = median(logs, 0);
-  std::vector<double> deviations;
-  for (double l : logs) deviations.push_back(std::fabs(l - median_log));
-  reference.median_gbps = std::exp(median_log);
-  reference.log_spread = std::max(1.4826 * median(deviations, 0), std::log1p(kResolution));
-  return reference;
+  return {Fleet(logs, std::log1p(kResolution)), rules.ring_baseline_gbps};
 }
 
 inline std::pair<Verdict, double> judge_ring(const RingTest& test, const RingReference& reference, const Rules& rules) {

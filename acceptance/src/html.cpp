@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fleet.h"
 #include "rankscope/acceptance/acceptance.h"
 #include "rankscope/model/format.h"
 #include "rankscope/model/html.h"
@@ -280,17 +281,12 @@ void write_link_heatmap(const Acceptance& acceptance, const Measurements& measur
   write_svg_close(out);
 }
 
-// Group testing's rings, worst first, then by round.
+// Group testing's rings, worst first, then in the order measured.
 void write_ring_table(const Acceptance& acceptance, std::string& out) {
-  std::vector<const RingVerdict*> rings;
-  for (const RingVerdict& ring : acceptance.ring_tests) rings.push_back(&ring);
-  std::stable_sort(rings.begin(), rings.end(), [](const RingVerdict* a, const RingVerdict* b) {
-    return static_cast<int>(a->verdict) > static_cast<int>(b->verdict);
-  });
   out += "<div class=\"table-wrap\"><table id=\"ring-table\">\n<thead><tr><th class=\"num\">round</th><th>nodes, "
          "in ring order</th><th>verdict</th><th class=\"num\">slowest node</th><th class=\"num\">ratio</th></tr>"
          "</thead>\n<tbody>\n";
-  for (const RingVerdict* ring : rings) {
+  for (const RingVerdict* ring : worst_first(acceptance.ring_tests)) {
     std::string hosts;
     for (const std::string& host : ring->hosts) hosts += (hosts.empty() ? "" : " → ") + escape(host);
     out += "<tr><td class=\"num\">" + std::to_string(ring->round + 1) + (ring->pair ? " (pair)" : "") + "</td><td>" +
@@ -308,15 +304,10 @@ void write_ring_table(const Acceptance& acceptance, std::string& out) {
 
 // Group testing's pairs as links, worst first.
 void write_measured_links(const Acceptance& acceptance, std::string& out) {
-  std::vector<const LinkVerdict*> links;
-  for (const LinkVerdict& link : acceptance.links) links.push_back(&link);
-  std::stable_sort(links.begin(), links.end(), [](const LinkVerdict* a, const LinkVerdict* b) {
-    return static_cast<int>(a->verdict) > static_cast<int>(b->verdict);
-  });
   out += "<div class=\"table-wrap\"><table id=\"link-table\">\n<thead><tr><th>link</th><th>verdict</th>"
          "<th class=\"num\">bandwidth</th><th class=\"num\">latency</th><th class=\"num\">ratios</th><th>cause</th>"
          "</tr></thead>\n<tbody>\n";
-  for (const LinkVerdict* link : links) {
+  for (const LinkVerdict* link : worst_first(acceptance.links)) {
     out += "<tr><td>" + escape(link->hosts.first) + " – " + escape(link->hosts.second) + "</td><td>" +
            verdict_span(link->verdict) + "</td><td class=\"num\">" + format_bandwidth(link->bandwidth_gbps) +
            "</td><td class=\"num\">" + printf_string("%.1f µs", link->latency_us) + "</td><td class=\"num\">" +

@@ -3,26 +3,13 @@
 #include <cstdio>
 #include <set>
 
+#include "fleet.h"
 #include "rankscope/acceptance/acceptance.h"
 #include "rankscope/model/format.h"
 #include "rankscope/model/text.h"
 #include "rankscope/model/json.h"
 
 namespace rankscope::acceptance {
-namespace {
-
-// Worst first, then in the order they came.
-template <typename Item>
-std::vector<const Item*> worst_first(const std::vector<Item>& items) {
-  std::vector<const Item*> order;
-  for (const Item& item : items) order.push_back(&item);
-  std::stable_sort(order.begin(), order.end(), [](const Item* a, const Item* b) {
-    return static_cast<int>(a->verdict) > static_cast<int>(b->verdict);
-  });
-  return order;
-}
-
-}  // namespace
 
 std::string summary_text(const Acceptance& acceptance) {
   int failed_nodes = 0, failed_links = 0;

@@ -45,9 +45,14 @@ const LinkVerdict* link_of(const Acceptance& a, const std::string& host) {
   return nullptr;
 }
 
-TEST(GroupTesting, NeedsEightNodes) {
-  EXPECT_THROW(check_group_testing(7), Error);
-  EXPECT_NO_THROW(check_group_testing(8));
+TEST(GroupTesting, AutoTestsGroupsAbove128NodesAndGroupsNeedEight) {
+  EXPECT_EQ(link_screen_for("auto", 128), LinkScreen::all_pairs);
+  EXPECT_EQ(link_screen_for("auto", 129), LinkScreen::group_testing);
+  EXPECT_EQ(link_screen_for("pairs", 4096), LinkScreen::all_pairs);
+  EXPECT_EQ(link_screen_for("groups", 8), LinkScreen::group_testing);
+  EXPECT_EQ(link_screen_for("pairs", 2), LinkScreen::all_pairs);
+  EXPECT_THROW(link_screen_for("groups", 7), Error);
+  EXPECT_THROW(link_screen_for("rings", 200), Error);
   EXPECT_EQ(first_rings(8).size(), 4u);
 }
 

@@ -22,4 +22,14 @@ cleanup() {
 }
 trap cleanup EXIT
 cd "$work"
+# once_more_if_needed COMMAND NAME ARGS...: runs COMMAND NAME ARGS..., and once
+# more where it returns non-zero (the run not as expected, saying why); the
+# test fails where the second run is not as expected either. For runs judged
+# on these shared cores, where a healthy figure now and then strays beyond
+# the fleet's noise, as report.ground_truth allows its noisy configurations.
+once_more_if_needed() {
+  "$@" && return
+  echo "$2: not as expected; measuring again"
+  "$@" || fail "$2: not as expected, twice"
+}
 json() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }

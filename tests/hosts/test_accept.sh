@@ -92,15 +92,9 @@ else:
 PY
   [ "$status" -eq "$want_status" ] || { echo "$name: exit status $status, expected $want_status"; return 1; }
 }
-# accept_once, and once more where the first run is not as expected: on
-# these shared cores a healthy link now and then strays beyond the fleet's
-# noise (a link at 0.73 of the median, in 1 of 2 healthy runs of one CI
-# run), as report.ground_truth allows its noisy configurations a re-run.
-accept() {
-  accept_once "$@" && return
-  echo "$1: not as expected; measuring again"
-  accept_once "$@" || fail "$1: not as expected, twice"
-}
+# accept_once, and once more where the first run is not as expected (a
+# healthy link at 0.73 of the median, in 1 of 2 healthy runs of one CI run).
+accept() { once_more_if_needed accept_once "$@"; }
 
 accept healthy 0 - - -
 "$rankscope" info --check --json healthy.h5 >healthy-info.json || fail "info --check refused the timeline of the run"

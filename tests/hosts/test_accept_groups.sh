@@ -8,7 +8,8 @@
 # and the run fails. On these shared cores a pair now and then strays:
 # host5's pair may be to be retested, and host5 with it. Compute, memory and the reference job
 # are accept's other checks (hosts.accept), and on nine hosts sharing two
-# cores they are left unjudged here.
+# cores they are left unjudged here. The healthy run's timeline holds every
+# ring's transfers, each send matched to its receive.
 # Usage: test_accept_groups.sh RANKSCOPE
 . "$(dirname "$0")/common.sh" 207
 rankscope=$1
@@ -20,11 +21,11 @@ hosts up 9 --slots 1 >/dev/null
 # the run is not as expected.
 accept_groups_once() {
   local name=$1 want_status=$2 failed=$3 status=0 started
-  rm -f "$name.json"
+  rm -f "$name.json" "$name.h5"
   started=$(date +%s)
   OMPI_MCA_mpi_yield_when_idle=1 \
     hosts mpirun -n 9 "$rankscope" accept --level quick --one-at-a-time --links groups --format json -o "$name.json" \
-    2>"$name.log" || status=$?
+    --timeline "$PWD/$name.h5" 2>"$name.log" || status=$?
   echo "$name: exit status $status in $(($(date +%s) - started)) s"
   [ -s "$name.json" ] || { cat "$name.log"; echo "$name: no JSON (exit status $status)"; return 1; }
   grep -q "links: group tests, round 1: 4 rings of 2, 2, 2, 3 nodes" "$name.log" ||
@@ -70,17 +71,21 @@ PY
   [ -z "$want_status" ] || [ "$status" -eq "$want_status" ] ||
     { echo "$name: exit status $status, expected $want_status"; return 1; }
 }
-# accept_groups_once, and once more where the first run is not as expected:
-# on these shared cores a healthy ring or pair now and then strays beyond
-# the fleet's noise, as report.ground_truth allows its noisy configurations
-# a re-run.
-accept_groups() {
-  accept_groups_once "$@" && return
-  echo "$1: not as expected; measuring again"
-  accept_groups_once "$@" || fail "$1: not as expected, twice"
-}
+accept_groups() { once_more_if_needed accept_groups_once "$@"; }
 
 accept_groups healthy "" -
+# Every ring's transfers are in the timeline, each send matched to its receive.
+"$rankscope" info --check --json healthy.h5 >healthy-info.json || fail "info --check refused the timeline of the run"
+/usr/bin/python3 - <<'PY'
+import json
+info = json.load(open("healthy-info.json"))
+# Round 1 alone: 9 nodes, each a send and a receive in each of 9 repeats.
+assert info["events_by_kind"]["mpi_p2p"] >= 9 * 2 * 9, info["events_by_kind"]
+for rank in info["ranks"]:
+    for counter in ("clock_violations_p2p", "p2p_unmatched"):
+        assert rank["counters"][counter] == 0, (rank["rank"], counter, rank["counters"][counter])
+print("  timeline:", info["events_by_kind"]["mpi_p2p"], "messages, all matched")
+PY
 hosts slow host6 200mbit
 accept_groups slow-host6 1 host6
 hosts heal host6

@@ -125,10 +125,7 @@ Command add_accept(CLI::App& parent) {
               }
               acceptance::Level level = acceptance::level_named(options->level);
               level.one_at_a_time = options->one_at_a_time;
-              const bool groups = options->links == "groups" ||
-                                  (options->links == "auto" && processes > acceptance::kAllPairsUpTo);
-              level.link_screen = groups ? acceptance::LinkScreen::group_testing : acceptance::LinkScreen::all_pairs;
-              if (groups) acceptance::check_group_testing(processes);
+              level.link_screen = acceptance::link_screen_for(options->links, processes);
               // Rank 0 judges; its files are read before anything is measured, so a mistake in them costs no run.
               Judgement judgement;
               run_on_process_0(MPI_COMM_WORLD, [&] {

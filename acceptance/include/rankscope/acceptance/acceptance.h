@@ -286,9 +286,15 @@ std::vector<std::vector<int>> first_rings(int nodes);
 
 // Group testing judges each ring against the median of the first round's,
 // which needs 4 rings, so that one bad ring moves neither the median nor the
-// spread about it: kGroupTestingFrom nodes. Throws Error for fewer.
+// spread about it: kGroupTestingFrom nodes.
 inline constexpr int kGroupTestingFrom = 8;
-void check_group_testing(int nodes);
+// `auto` screens all pairs up to this many nodes (nodes − 1 rounds), and
+// tests groups above, where all pairs would take thousands of rounds.
+inline constexpr int kAllPairsUpTo = 128;
+// The screen `--links` names for `nodes` nodes: "pairs", "groups", or
+// "auto". Throws Error for group testing on fewer than kGroupTestingFrom
+// nodes, and for another name.
+LinkScreen link_screen_for(std::string_view option, int nodes);
 
 // The groups whose collectives are measured besides full scale: ⌈√nodes⌉
 // consecutive nodes each (NVCRE's screen where nodes carry no topology

@@ -37,9 +37,6 @@ struct Level {
   bool one_at_a_time = false;
   LinkScreen link_screen = LinkScreen::all_pairs;
 };
-// All pairs up to this many nodes (nodes − 1 rounds), group testing above,
-// where all pairs would take thousands of rounds.
-inline constexpr int kAllPairsUpTo = 128;
 // "quick" or "full"; throws Error for anything else.
 Level level_named(std::string_view name);
 
