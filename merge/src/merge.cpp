@@ -1110,16 +1110,38 @@ std::vector<std::string> expand_shard_inputs(const std::vector<std::string>& inp
   return expand_folders(inputs, is_shard_file, ".shard files");
 }
 
+namespace {
+
+// Process 0 lists the inputs for every process. Listings made apart can
+// differ: a sidecar that found no shard removes the folder while slower ones
+// list it, and they would wait in a collective the first never joins.
+std::vector<std::string> shards_listed_once(MPI_Comm comm, const std::vector<std::string>& inputs) {
+  int process = 0;
+  MPI_Comm_rank(comm, &process);
+  std::vector<std::string> listed;
+  std::string error;
+  if (process == 0) {
+    try {
+      listed = expand_shard_inputs(inputs);
+      if (listed.empty()) throw Error("no shards to merge");
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  check_all(comm, error);
+  return allgather_strings(comm, listed);
+}
+
+}  // namespace
+
 MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
   const double started = MPI_Wtime();
   int process = 0;
   MPI_Comm_rank(comm, &process);
   schema::silence_hdf5_errors();
 
-  // Failures before the first collective are the same on every process.
-  const std::vector<std::string> inputs = expand_shard_inputs(options.inputs);
-  if (inputs.empty()) throw Error("no shards to merge");
   if (options.output.empty()) throw Error("no output file given");
+  const std::vector<std::string> inputs = shards_listed_once(comm, options.inputs);
 
   std::vector<OwnedShard> shards = scan_own_shards(comm, inputs);
   const JobLayout layout = agree_on_layout(comm, shards, inputs);

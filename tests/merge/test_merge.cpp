@@ -958,6 +958,29 @@ TEST_F(MergeTest, UnreadableShardIsNamedOnEveryProcess) {
   EXPECT_FALSE(fs::exists(dir_ / "job.h5"));
 }
 
+// Process 0 lists the inputs for all: the other processes' inputs name a
+// folder that is not there (as when the first sidecar has removed an empty
+// one), and they neither fail alone nor wait for the first in a collective.
+TEST_F(MergeTest, ProcessZerosListingOfTheInputsIsEveryProcesss) {
+  testing::SyntheticJob job;
+  job.world_size = 3;
+  job.events_per_rank = 100;
+  write_job(job);
+  const std::string gone = (dir_ / "removed-meanwhile").string();
+  const MergeResult result = merge({process_rank() == 0 ? dir_.string() : gone}, (dir_ / "job.h5").string());
+  EXPECT_EQ(result.world_size, 3);
+
+  const fs::path empty = dir_ / "empty";
+  if (process_rank() == 0) fs::create_directories(empty);
+  MPI_Barrier(MPI_COMM_WORLD);
+  try {
+    merge({process_rank() == 0 ? empty.string() : dir_.string()}, (dir_ / "other.h5").string());
+    FAIL() << "process 0 found no shard, yet the merge went on";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), empty.string() + " holds no .shard files");
+  }
+}
+
 TEST_F(MergeTest, FullOutputDiskLeavesShardsAndNoTimeline) {
   testing::SyntheticJob job;
   job.world_size = 4;
