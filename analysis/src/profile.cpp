@@ -67,11 +67,6 @@ namespace {
 
 constexpr std::string_view kStepPrefix = "ProfilerStep#";
 
-bool is_collective_kind(EventKind kind) {
-  return kind == EventKind::kMpiCollective || kind == EventKind::kNcclCollectiveEnqueue ||
-         kind == EventKind::kNcclCollectiveGpu;
-}
-
 bool is_gpu_kind(EventKind kind) {
   return kind == EventKind::kGpuKernel || kind == EventKind::kGpuMemcpy || kind == EventKind::kGpuMemset ||
          kind == EventKind::kNcclCollectiveGpu || kind == EventKind::kNcclP2pGpu;
@@ -165,7 +160,8 @@ class FirstPass {
       }
       return;
     }
-    if (!is_collective_kind(e.kind) || e.comm_hash == 0) return;
+    // An unfinished collective (a hang's state) has no transfer to time: find_hangs reports it.
+    if (!is_collective_kind(e.kind) || e.comm_hash == 0 || (e.flags & kFlagIncomplete)) return;
     const bool nccl = e.kind != EventKind::kMpiCollective;
     const InstanceKey key{e.comm_hash, e.seq, e.op, nccl ? CollectiveSource::kNccl : CollectiveSource::kMpi};
     auto [it, added] = index_.try_emplace(key, job_.collectives.size());

@@ -101,6 +101,7 @@ std::string hta_line(const HtaFigures& hta) {
                        format_duration(hta.kernel_time_ns).c_str());
 }
 
+
 }  // namespace
 
 void write_clock_json(JsonWriter& json, int32_t rank, RankStatus status, const RankClock& clock) {
@@ -131,6 +132,7 @@ Report make_report(const Timeline& timeline, const ReportOptions& options) {
   report.stragglers = find_stragglers(report.profile);
   report.buckets = analyze_buckets(report.profile, report.overlap);
   report.capture_cost = capture_cost(timeline);
+  report.hangs = find_hangs(timeline);
   report.damage = timeline.damage();
   return report;
 }
@@ -166,6 +168,41 @@ void write_collectives_table(const std::string& timeline_path, const JobProfile&
   write_collectives(timeline_path, instances, participants);
 }
 
+// One unfinished collective: who was inside and for how long, and what each
+// rank that never came was doing.
+std::string describe_hang(const Hang& h) {
+  std::vector<int32_t> entered;
+  int64_t written_ns = 0, longest_ns = 0, first_entered_ns = INT64_MAX;
+  for (const HangEntry& e : h.entered) {
+    entered.push_back(e.rank);
+    first_entered_ns = std::min(first_entered_ns, e.since_ns);
+    written_ns = std::max(written_ns, e.since_ns + e.waited_ns);
+    longest_ns = std::max(longest_ns, e.waited_ns);
+  }
+  std::string out = "HANG: " + h.call + " #" + std::to_string(h.seq) + " of " +
+                    (h.comm.empty() ? "an unknown communicator" : h.comm) + ": rank" + (entered.size() > 1 ? "s " : " ") +
+                    format_rank_list(entered) + " inside, up to " + format_duration(longest_ns) + "; ";
+  if (h.missing_ranks.empty()) {
+    out += h.members_known ? "every member entered\n" : "the communicator's other members are not known\n";
+    return out;
+  }
+  out += "had not entered: rank" + std::string(h.missing_ranks.size() > 1 ? "s " : " ") + format_rank_list(h.missing_ranks) +
+         (h.members_known ? "" : " (of the members known)") + "\n";
+  for (size_t i = 0; i < h.missing.size() && i < 4; ++i) {
+    const MissingRank& m = h.missing[i];
+    out += "  rank " + std::to_string(m.rank) + " (" + m.status + (m.wrote_state ? ", wrote its state" : ", state not written") +
+           "): " + (m.inside.empty() ? "in no collective" : "inside " + m.inside) +
+           (m.last_call.empty() ? "; no call recorded"
+                                : "; last call " + m.last_call + " ended " +
+                                      format_duration(written_ns - m.last_call_end_ns) + " before the state was written") +
+           (m.entered_at_ns != 0 ? "; entered " + format_duration(m.entered_at_ns - first_entered_ns) + " after the first rank"
+                                 : std::string()) +
+           "\n";
+  }
+  if (h.missing.size() > 4) out += "  ... " + std::to_string(h.missing.size() - 4) + " more\n";
+  return out;
+}
+
 std::string report_text(const Report& report) {
   const JobProfile& job = report.profile;
   std::string out;
@@ -176,6 +213,10 @@ std::string report_text(const Report& report) {
                 format_duration(median_ns(steps)).c_str(), clock_summary(job).c_str());
   out += line;
   if (!report.damage.empty()) out += "DAMAGED: " + report.damage.summary() + "; every figure here leaves those rows out\n";
+  for (size_t i = 0; i < report.hangs.size() && i < 3; ++i) out += describe_hang(report.hangs[i]);
+  if (report.hangs.size() > 3) {
+    out += "  ... " + std::to_string(report.hangs.size() - 3) + " more unfinished collectives (JSON lists them all)\n";
+  }
 
   out += "\nstragglers:";
   if (!report.stragglers.unmeasured.empty()) out += " n/a: " + report.stragglers.unmeasured + "\n";
@@ -284,6 +325,32 @@ std::string report_text(const Report& report) {
   return out;
 }
 
+void write_hangs_json(JsonWriter& json, const std::vector<Hang>& hangs) {
+  json.begin_array();
+  for (const Hang& h : hangs) {
+    json.begin_object().key("call").value(h.call).key("op").value(comm_op_name(h.op));
+    json.key("comm_hash").value(h.comm_hash).key("comm").value(h.comm).key("seq").value(h.seq);
+    json.key("entered").begin_array();
+    for (const HangEntry& e : h.entered) {
+      json.begin_object().key("rank").value(e.rank).key("since_ns").value(e.since_ns).key("waited_ns").value(e.waited_ns);
+      json.end_object();
+    }
+    json.end_array().key("missing_ranks").begin_array();
+    for (const int32_t r : h.missing_ranks) json.value(r);
+    json.end_array().key("members_known").value(h.members_known).key("missing").begin_array();
+    for (const MissingRank& m : h.missing) {
+      json.begin_object().key("rank").value(m.rank).key("status").value(m.status).key("wrote_state").value(m.wrote_state);
+      json.key("inside").value(m.inside).key("last_call").value(m.last_call);
+      json.key("last_call_end_ns").value(m.last_call_end_ns);
+      if (m.entered_at_ns != 0) json.key("entered_at_ns").value(m.entered_at_ns);
+      else json.key("entered_at_ns").null();
+      json.end_object();
+    }
+    json.end_array().end_object();
+  }
+  json.end_array();
+}
+
 std::string report_json(const Report& report) {
   const JobProfile& job = report.profile;
   JsonWriter json;
@@ -291,6 +358,8 @@ std::string report_json(const Report& report) {
   json.key("file").value(job.path).key("world_size").value(job.world_size).key("gpu").value(job.gpu);
   json.key("damage");
   write_damage_json(json, report.damage);
+  json.key("hangs");
+  write_hangs_json(json, report.hangs);
   const std::vector<int64_t> steps = step_durations(job);
   json.key("steps").begin_object().key("numbers").begin_array();
   for (uint64_t n : job.step_numbers) json.value(n);

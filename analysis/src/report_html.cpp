@@ -688,6 +688,12 @@ std::string report_html(const Report& report) {
     out += "<p class=\"alert\">Damaged timeline: " + escape(report.damage.summary()) +
            "; every figure here leaves those rows out.</p>\n";
   }
+  if (!report.hangs.empty()) {
+    out += "<section id=\"hang-section\">\n<h2>Hangs</h2>\n<pre class=\"alert\">";
+    for (const Hang& hang : report.hangs) out += escape(describe_hang(hang));
+    out += "</pre>\n<p class=\"caption\">Collectives some ranks entered and never left (run --hang-timeout, or "
+           "ranks ended inside them), and what the ranks that had not entered were doing.</p>\n</section>\n";
+  }
   write_wait_heatmap(report, out);
   write_straggler_table(report, out);
   write_overlap_section(report, out);

@@ -174,6 +174,8 @@ void set_agent_environment(const RunOptions& options, const Identity& id, const 
   set(agent::kEnvCapture, options.capture);
   set(agent::kEnvBufferMb, std::to_string(options.buffer_mb));
   set(agent::kEnvFlushMs, std::to_string(options.flush_ms));
+  set(agent::kEnvHangTimeout, printf_string("%.17g", options.hang_timeout_s));
+  set(agent::kEnvHangAction, options.hang_action);
   set(agent::kEnvRank, std::to_string(id.rank));
   set(agent::kEnvWorldSize, std::to_string(id.world_size));
   set(agent::kEnvLocalRank, std::to_string(id.local_rank));
@@ -375,6 +377,7 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
                    shard_dir.c_str(), command_line(merge).c_str());
     } else {
       for (int rank = 0; rank < id.world_size; ++rank) fs::remove(shard_dir / shard_file_name(rank), ignored);
+      fs::remove(shard_dir / agent::kHangFileName, ignored);
     }
   }
   // The last rank to get here finds the folder empty, as does every rank of
@@ -591,7 +594,10 @@ class Sidecar {
         std::error_code ignored;
         fs::remove(shard_, ignored);
         MPI_Barrier(MPI_COMM_WORLD);
-        if (id_.rank == 0) fs::remove(shard_dir_, ignored);
+        if (id_.rank == 0) {
+          fs::remove(shard_dir_ / agent::kHangFileName, ignored);
+          fs::remove(shard_dir_, ignored);
+        }
       }
     } catch (const Error& e) {
       if (id_.rank == 0) {

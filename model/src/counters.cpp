@@ -18,6 +18,9 @@ constexpr Definition kRegistry[] = {
      "one dies)"},
     {kMpiAborted, "1: the rank called MPI_Abort; the agent closed its shard first"},
     {kMpiAbortCode, "the errorcode the rank gave MPI_Abort"},
+    {kHangDumps,
+     "1: a rank of the job was inside one collective longer than --hang-timeout, and this rank wrote out its state "
+     "(the calls it was inside, as incomplete events: `report`'s hangs)"},
     {kMpiPollsUnrecorded, "MPI_Test* and Iprobe calls that found nothing: counted rather than recorded"},
     {kMpiPollNsUnrecorded, "the time spent in those polls, in ns, estimated from the timed ones"},
     {kMpiPollsTimed, "polls timed (one in 256 per thread) for that estimate"},

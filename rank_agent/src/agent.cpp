@@ -134,6 +134,9 @@ class Agent {
   bool open(std::string& why_not);
   void flusher_loop();
   void flush_once(bool final_flush);
+  bool write_calls_in_progress(int64_t now);
+  void watch_for_hang();
+  bool hang_told() const;
   Counters counters() const;
   void report(const std::string& line) const {
     std::fprintf(stderr, "rankscope agent: rank %d: %s\n", rank_, line.c_str());
@@ -183,6 +186,15 @@ class Agent {
   uint64_t shard_write_errors_ = 0;
   uint64_t sources_off_ = 0;
 
+  // Hangs: the flusher's own, but for the settings.
+  int64_t hang_timeout_ns_ = 0;  // 0: not watched
+  bool hang_abort_ = false;
+  std::string hang_file_;
+  bool hang_dumped_ = false;
+  int64_t end_rank_at_ns_ = 0;  // --hang-action abort: when this rank ends itself (0: not due)
+  bool end_signalled_ = false;
+  std::vector<std::pair<uint32_t, int64_t>> calls_written_;  // (track, begin) of calls written as incomplete
+
   std::thread flusher_;
   int wake_fd_ = -1;  // an eventfd: writable from a signal handler, unlike a condition variable
   std::atomic<bool> stopping_{false};
@@ -209,6 +221,12 @@ Agent* Agent::start_from_environment() {
   agent->buffer_bytes_ = env_integer<uint64_t>(kEnvBufferMb, 64) << 20;
   agent->flush_ms_ = flush_interval_ms();
   agent->shard_path_ = dir;
+  if (const char* timeout = std::getenv(kEnvHangTimeout)) {
+    agent->hang_timeout_ns_ = static_cast<int64_t>(std::max(0.0, std::strtod(timeout, nullptr)) * 1e9);
+  }
+  const char* action = std::getenv(kEnvHangAction);
+  agent->hang_abort_ = action && std::string_view(action) == "abort";
+  agent->hang_file_ = std::string(dir) + "/" + kHangFileName;
   std::string why_not;
   if (!agent->open(why_not)) {
     agent->report("capture disabled: " + why_not);
@@ -348,6 +366,7 @@ Counters Agent::counters() const {
   c.set(counter::kNamesDropped, names_dropped_.load(std::memory_order_relaxed));
   c.set(counter::kSourcesOff, sources_off_);
   c.set(counter::kTerminatedBySignal, static_cast<uint64_t>(g_terminating_signal));
+  c.set(counter::kHangDumps, hang_dumped_ ? 1 : 0);
   c.set(counter::kCostCaptureNs, static_cast<uint64_t>(clock_.now_ns() - metadata_.start_local_ns));
   c.set(counter::kCostStartNs, start_cost_ns_);
   c.set(counter::kCostFlusherCpuNs, flusher_cpu_ns_.load(std::memory_order_relaxed));
@@ -411,6 +430,88 @@ void Agent::flush_once(bool final_flush) {
   }
 }
 
+// The calls the application's threads are inside of now, as incomplete
+// events ending now; each call once, however often this is called.
+bool Agent::write_calls_in_progress(int64_t now) {
+  std::vector<Event> open;
+  recorder_.for_each_call_in_progress([&](Event event) {
+    const std::pair<uint32_t, int64_t> key{event.track, event.begin_ns};
+    if (std::find(calls_written_.begin(), calls_written_.end(), key) != calls_written_.end()) return;
+    calls_written_.push_back(key);
+    event.end_ns = std::max(now, event.begin_ns);
+    event.flags |= kFlagIncomplete;
+    open.push_back(event);
+  });
+  return open.empty() || write_failed_ || writer_.write_events(open);
+}
+
+// Whether another rank of this job left the hang file (one left by an
+// earlier run in the same folder is older than this rank).
+bool Agent::hang_told() const {
+  struct stat told {};
+  return ::stat(hang_file_.c_str(), &told) == 0 &&
+         int64_t{told.st_mtim.tv_sec} * 1'000'000'000 + told.st_mtim.tv_nsec >= metadata_.start_wall_ns;
+}
+
+// Each time the flusher wakes: a call of this rank's past the timeout, or
+// the file another rank left, makes this rank write out what it holds and
+// the calls it is inside of, once; with --hang-action abort, the rank ends
+// itself once the others have had the time to do the same.
+void Agent::watch_for_hang() {
+  if (hang_timeout_ns_ == 0) return;
+  const int64_t now = clock_.now_ns();
+  if (!hang_dumped_) {
+    Event oldest{};
+    // Collectives only: a receive may wait for work as long as it likes.
+    recorder_.for_each_call_in_progress([&](const Event& event) {
+      if (event.kind == EventKind::kMpiCollective && now - event.begin_ns >= hang_timeout_ns_ &&
+          (oldest.begin_ns == 0 || event.begin_ns < oldest.begin_ns)) {
+        oldest = event;
+      }
+    });
+    if (oldest.begin_ns == 0 && !hang_told()) return;
+    const int64_t grace_ns = std::max<int64_t>(2'000'000'000, int64_t{flush_ms_} * 5'000'000);
+    if (oldest.begin_ns != 0) {
+      const auto create = [&] { return ::open(hang_file_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644); };
+      int fd = create();
+      if (fd < 0 && errno == EEXIST && !hang_told()) {
+        ::unlink(hang_file_.c_str());
+        fd = create();
+      }
+      if (fd >= 0) {
+        const std::string line =
+            printf_string("inside %s #%llu of communicator %016llx for %.1f s (--hang-timeout): every rank writes out "
+                          "its state",
+                          std::string(comm_op_name(oldest.op)).c_str(), static_cast<unsigned long long>(oldest.seq),
+                          static_cast<unsigned long long>(oldest.comm_hash),
+                          static_cast<double>(now - oldest.begin_ns) * 1e-9) +
+            (hang_abort_ ? printf_string("; the job ends in %.1f s (--hang-action abort)", static_cast<double>(grace_ns) * 1e-9)
+                         : std::string());
+        [[maybe_unused]] const ssize_t written = ::write(fd, line.data(), line.size());
+        ::close(fd);
+        report(line);
+      }
+    }
+    hang_dumped_ = true;
+    flush_once(false);
+    if (!write_calls_in_progress(now) || !writer_.write_counters(counters(), now)) ++shard_write_errors_;
+    if (hang_abort_) end_rank_at_ns_ = now + grace_ns;
+    return;
+  }
+  if (end_rank_at_ns_ == 0 || now < end_rank_at_ns_) return;
+  if (!end_signalled_) {
+    // As mpirun ends a rank: the termination handler closes the shard, and
+    // mpirun then ends the ranks that are left.
+    end_signalled_ = true;
+    end_rank_at_ns_ = now + 5'000'000'000;
+    ::kill(::getpid(), SIGTERM);
+    return;
+  }
+  // The application handles SIGTERM its own way and did not end.
+  finish();
+  ::kill(::getpid(), SIGKILL);
+}
+
 void Agent::flusher_loop() {
   pthread_setname_np(pthread_self(), "rankscope-flush");
   // The lowest priority among the process's threads: where the application
@@ -434,7 +535,10 @@ void Agent::flusher_loop() {
       g_closed_after_signal = 1;
       return;
     }
-    if (!stopping_.load(std::memory_order_acquire)) flush_once(false);
+    if (!stopping_.load(std::memory_order_acquire)) {
+      flush_once(false);
+      watch_for_hang();
+    }
     flusher_cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
   }
 }
@@ -450,6 +554,8 @@ bool Agent::finish() {
       if (flusher_.joinable()) flusher_.join();
     }
     flush_once(true);
+    // A rank ended by a signal may be inside a call: it is written as incomplete.
+    if (!write_calls_in_progress(clock_.now_ns())) ++shard_write_errors_;
     finish_cost_ns_ = nanoseconds_since(finish_began);
     if (write_failed_) {
       finish_result_ = false;
@@ -543,6 +649,11 @@ uint32_t rankscope_agent_intern(const char* text, uint64_t length) {
   const uint32_t id = a->recorder().strings().intern(std::string_view(text, length));
   if (id == rankscope::agent::kNoId) a->note_name_dropped();
   return id;
+}
+
+rankscope::agent::CallInProgress* rankscope_agent_call_in_progress() {
+  auto* a = agent();
+  return a ? a->recorder().call_in_progress() : nullptr;
 }
 
 uint32_t rankscope_agent_track(rankscope::TrackType type, uint64_t os_id, int16_t device, const char* name) {

@@ -8,6 +8,7 @@
 namespace rankscope::agent {
 
 uint32_t g_call_names[static_cast<size_t>(Call::kCount)];
+constinit thread_local CallInProgress* t_call = nullptr;
 
 namespace {
 

@@ -174,6 +174,26 @@ inline Event make_event(EventKind kind, Call call, int64_t begin, int64_t end) {
   return e;
 }
 
+// The calling thread's call in progress (agent.h), found once per thread.
+[[gnu::tls_model("initial-exec")]] extern constinit thread_local CallInProgress* t_call;
+
+// Shows `event` as the thread's call in progress while in scope: a blocking
+// call that may wait on other ranks, for a hang's dump to name.
+class InProgress {
+ public:
+  explicit InProgress(const Event& event) : call_(t_call ? t_call : (t_call = rankscope_agent_call_in_progress())) {
+    if (call_) call_->enter(event);
+  }
+  ~InProgress() {
+    if (call_) call_->leave();
+  }
+  InProgress(const InProgress&) = delete;
+  InProgress& operator=(const InProgress&) = delete;
+
+ private:
+  CallInProgress* call_;
+};
+
 inline void record_call(Call call, int64_t begin) {
   const Event e = make_event(EventKind::kMpiCall, call, begin, now());
   rankscope_agent_record(&e);

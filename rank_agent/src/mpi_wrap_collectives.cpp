@@ -9,12 +9,18 @@ using namespace rankscope::agent;
 
 namespace {
 
-// A blocking collective: time it, then record it with its shape.
+// A blocking collective: what it is, shown as the thread's call in progress
+// while it runs (a hang's dump reads it), then recorded with its end. Its
+// sequence number is taken as it starts, the order MPI issues collectives in.
 template <typename Run>
 int blocking(Call call, MPI_Comm comm, Run&& run, const CollectiveShape& shape) {
-  const int64_t begin = now();
-  const int rc = run();
-  const Event e = collective_event(call, begin, now(), comm, shape);
+  Event e = collective_event(call, now(), 0, comm, shape);
+  int rc;
+  {
+    const InProgress shown(e);
+    rc = run();
+    e.end_ns = now();
+  }
   rankscope_agent_record(&e);
   return rc;
 }

@@ -89,7 +89,17 @@ RANKSCOPE_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype type, int sourc
   MPI_Status own;
   MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
   const int64_t begin = now();
-  const int rc = PMPI_Recv(buf, count, type, source, tag, comm, kept);
+  int rc;
+  {
+    Event waiting = make_event(EventKind::kMpiP2p, Call::kRecv, begin, 0);
+    CommInfo* info = info_for(comm);
+    waiting.op = CommOp::kRecv;
+    waiting.comm_hash = info->hash;
+    waiting.peer = source == MPI_ANY_SOURCE ? kNoPeer : info->world_rank(source);
+    waiting.correlation_id = static_cast<uint32_t>(tag);
+    const InProgress shown(waiting);
+    rc = PMPI_Recv(buf, count, type, source, tag, comm, kept);
+  }
   if (rc == MPI_SUCCESS) record_received(Call::kRecv, begin, now(), comm, *kept, type);
   return rc;
 }

@@ -204,6 +204,7 @@ Recorder::ThreadState* Recorder::claim_thread() {
   const uint32_t name_id = strings_.intern(label);
   const uint32_t track = tracks_.find_or_add(TrackType::kThread, tid, -1, name_id == kNoId ? 0 : name_id);
 
+  slots_[slot].track.store(static_cast<uint16_t>(track), std::memory_order_relaxed);
   auto* state = new (t_state_storage) ThreadState{this, nullptr, 0, slot, static_cast<uint16_t>(track)};
   t_state = state;
   pthread_setspecific(g_thread_exit_key, state);
@@ -250,6 +251,12 @@ uint32_t Recorder::thread_track() {
   return state ? state->track : kNoId;
 }
 
+CallInProgress* Recorder::call_in_progress() {
+  ThreadState* state = t_state;
+  if (state == nullptr || state->owner != this) state = claim_thread();
+  return state ? &slots_[state->slot].call : nullptr;
+}
+
 void Recorder::release_thread(void* opaque) {
   auto* state = static_cast<ThreadState*>(opaque);
   if (state->owner != this) return;
@@ -258,6 +265,7 @@ void Recorder::release_thread(void* opaque) {
     slot.block.store(nullptr, std::memory_order_release);
     pool_.hand_in(state->block);
   }
+  slot.call.leave();
   slot.taken.store(false, std::memory_order_release);
   t_state = nullptr;
 }

@@ -97,6 +97,8 @@ struct ThreadSlot {
   std::atomic<Block*> block{nullptr};
   std::atomic<uint64_t> dropped{0};  // written by the owner only
   std::atomic<bool> taken{false};
+  std::atomic<uint16_t> track{0};
+  CallInProgress call;
 };
 
 class Recorder {
@@ -107,6 +109,18 @@ class Recorder {
   // is kThreadTrack (agent.h).
   void record(const Event& event);
   uint32_t thread_track();  // the calling thread's track, registered on first use
+  CallInProgress* call_in_progress();  // the calling thread's; nullptr without a slot
+
+  // Flusher side: every thread's call in progress, its track set.
+  template <typename Visit>
+  void for_each_call_in_progress(Visit&& visit) const {
+    for (const ThreadSlot& slot : slots_) {
+      Event event;
+      if (!slot.taken.load(std::memory_order_acquire) || !slot.call.read(event)) continue;
+      if (event.track == kThreadTrack) event.track = slot.track.load(std::memory_order_relaxed);
+      visit(event);
+    }
+  }
 
   // Flusher side: visits every event recorded since the last visit, in
   // blocks; write(span) returns false when the span could not be written.

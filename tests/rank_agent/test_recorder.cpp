@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <set>
 #include <string>
@@ -157,6 +158,66 @@ TEST(Recorder, AThreadThatExitsHandsInItsEventsAndFreesItsSlot) {
   std::thread([&] { recorder.record(numbered(8, 1)); }).join();
   EXPECT_EQ(drain_all(recorder).at(8).size(), 1u) << "slots are reused: threads beyond kMaxThreads over time still record";
   EXPECT_EQ(recorder.dropped(), 0u);
+}
+
+std::vector<Event> calls_in_progress(const Recorder& recorder) {
+  std::vector<Event> calls;
+  recorder.for_each_call_in_progress([&](const Event& e) { calls.push_back(e); });
+  return calls;
+}
+
+TEST(CallInProgress, ShownWhileInsideOnTheThreadsTrackAndGoneAfter) {
+  Recorder recorder;
+  ASSERT_TRUE(recorder.init(4 * sizeof(Block)));
+  std::atomic<int> stage{0};
+  uint32_t track = kNoId;
+  std::thread worker([&] {
+    track = recorder.thread_track();
+    CallInProgress* call = recorder.call_in_progress();
+    call->enter(numbered(5, 42));
+    stage = 1;
+    while (stage != 2) std::this_thread::yield();
+    call->leave();
+    stage = 3;
+    while (stage != 4) std::this_thread::yield();
+  });
+  while (stage != 1) std::this_thread::yield();
+  std::vector<Event> calls = calls_in_progress(recorder);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].seq, 42u);
+  EXPECT_EQ(calls[0].track, track) << "kThreadTrack is resolved to the thread's track";
+  stage = 2;
+  while (stage != 3) std::this_thread::yield();
+  EXPECT_TRUE(calls_in_progress(recorder).empty());
+  stage = 4;
+  worker.join();
+}
+
+// The reader never sees half of one call and half of the next.
+TEST(CallInProgress, ReadsAreWholeWhileTheThreadWrites) {
+  Recorder recorder;
+  ASSERT_TRUE(recorder.init(4 * sizeof(Block)));
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    CallInProgress* call = recorder.call_in_progress();
+    for (uint64_t n = 1; !done; ++n) {
+      Event e = numbered(n, n);  // every field from n
+      e.bytes = n;
+      call->enter(e);
+      call->leave();
+    }
+  });
+  uint64_t seen = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (seen < 10000 && std::chrono::steady_clock::now() < until) {
+    for (const Event& e : calls_in_progress(recorder)) {
+      ASSERT_TRUE(e.seq == e.comm_hash && e.seq == e.bytes && static_cast<int64_t>(e.seq) == e.begin_ns) << e.seq;
+      ++seen;
+    }
+  }
+  done = true;
+  writer.join();
+  EXPECT_EQ(seen, 10000u) << "the writer's calls were seen that often";
 }
 
 TEST(Recorder, EachThreadGetsItsOwnNamedTrack) {

@@ -1,5 +1,6 @@
 // mpirun -n N rankscope run [OPTIONS] -- APP [ARGS...]
 #include <cstdio>
+#include <cstdlib>
 
 #include "command.h"
 #include "outputs.h"
@@ -45,6 +46,21 @@ Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> appl
   app->add_option("--sync-interval", options->sync_interval_s,
                   "Sidecar mode: seconds between clock sync rounds while the application runs")
       ->check(finite_range(kMinSyncIntervalS, kMaxSyncIntervalS))
+      ->capture_default_str();
+  app->add_option("--hang-timeout", options->hang_timeout_s,
+                  "Seconds a rank may be inside one collective before every rank writes out its state (0: off)")
+      ->check(CLI::Validator(
+          [](const std::string& text) {
+            const double seconds = std::strtod(text.c_str(), nullptr);
+            return seconds == 0 || (seconds >= kMinHangTimeoutS && seconds <= kMaxSyncIntervalS)
+                       ? std::string()
+                       : "0 (off) or 1 to 86400 seconds";
+          },
+          "SECONDS"))
+      ->capture_default_str();
+  app->add_option("--hang-action", options->hang_action,
+                  "After a hang's state is written: report (the job goes on) or abort (the job ends)")
+      ->check(CLI::IsMember({"report", "abort"}))
       ->capture_default_str();
   app->footer("The application and its arguments follow --, and reach it byte for byte.");
   app->callback([application] {

@@ -250,12 +250,47 @@ std::vector<CaptureCost> capture_cost(const Timeline& timeline);
 // The rank capture cost the largest share of its run; `costs` is not empty.
 const CaptureCost& largest_share(const std::vector<CaptureCost>& costs);
 
+// A collective some ranks entered and never left: what a hang's dump wrote
+// (run --hang-timeout), or what ranks ended by a signal were inside of.
+struct HangEntry {
+  int32_t rank = -1;
+  int64_t since_ns = 0;   // when it entered, on the timeline's clock
+  int64_t waited_ns = 0;  // until its state was written
+};
+// What a rank that never entered was doing when last heard from.
+struct MissingRank {
+  int32_t rank = -1;
+  std::string status;        // the rank's status ("complete", "terminated", "dead", ...)
+  std::string inside;        // the collective it was inside of instead ("MPI_Bcast #4 of MPI_COMM_WORLD"), or ""
+  std::string last_call;     // its last call that ended before the state was written ("MPI_Barrier"), or ""
+  int64_t last_call_end_ns = 0;
+  bool wrote_state = false;  // it wrote out its state (hang_dumps); false: only what it had flushed
+  int64_t entered_at_ns = 0;  // when it entered the collective after all (the hang resolved); 0: never
+};
+struct Hang {
+  std::string call;          // "MPI_Allreduce"
+  CommOp op = CommOp::kNone;
+  uint64_t comm_hash = 0;
+  std::string comm;          // the communicator's track name ("MPI_COMM_WORLD")
+  uint64_t seq = 0;
+  std::vector<HangEntry> entered;  // by rank
+  std::vector<int32_t> missing_ranks;
+  std::vector<MissingRank> missing;  // one per missing rank
+  bool members_known = true;  // false: some members of the communicator are not in the timeline
+};
+// Every unfinished collective, the longest waited first. Reads events only
+// of jobs where a rank wrote a hang's state or did not end normally.
+std::vector<Hang> find_hangs(const Timeline& timeline);
+// A hang in a few lines: "HANG: MPI_Allreduce #3 of MPI_COMM_WORLD: ...", then one line per missing rank.
+std::string describe_hang(const Hang& hang);
+
 struct Report {
   JobProfile profile;
   std::vector<RankOverlap> overlap;
   StragglerReport stragglers;
   BucketReport buckets;
   std::vector<CaptureCost> capture_cost;
+  std::vector<Hang> hangs;
   TimelineDamage damage;  // rows the analyses left out, found while reading
 };
 struct ReportOptions {

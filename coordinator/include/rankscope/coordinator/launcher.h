@@ -11,6 +11,9 @@ namespace rankscope {
 // come no oftener; a day apart they are as good as none.
 inline constexpr double kMinSyncIntervalS = 0.1;
 inline constexpr double kMaxSyncIntervalS = 86400;
+// A hang is a collective longer than --hang-timeout: under a second, a busy
+// job's slow collectives would pass for hangs.
+inline constexpr double kMinHangTimeoutS = 1;
 
 // Checked on the command line (commands/run.cpp).
 struct RunOptions {
@@ -21,6 +24,8 @@ struct RunOptions {
   uint64_t buffer_mb = 64;              // event buffers per rank
   uint32_t flush_ms = 200;              // how often the agent writes to its shard
   double sync_interval_s = 10;          // sidecar mode: clock sync rounds while the application runs
+  double hang_timeout_s = 0;            // a collective this long makes every rank write its state (0: off)
+  std::string hang_action = "report";   // report (keep running) or abort (end the job after the state is written)
   std::vector<std::string> command;     // the application and its arguments
 };
 

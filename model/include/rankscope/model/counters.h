@@ -21,6 +21,7 @@ inline constexpr std::string_view kNothingCaptured = "nothing_captured";
 inline constexpr std::string_view kTerminatedBySignal = "terminated_by_signal";
 inline constexpr std::string_view kMpiAborted = "mpi_aborted";
 inline constexpr std::string_view kMpiAbortCode = "mpi_abort_code";
+inline constexpr std::string_view kHangDumps = "hang_dumps";
 inline constexpr std::string_view kMpiPollsUnrecorded = "mpi_polls_unrecorded";
 inline constexpr std::string_view kMpiPollNsUnrecorded = "mpi_poll_ns_unrecorded";
 inline constexpr std::string_view kMpiPollsTimed = "mpi_polls_timed";

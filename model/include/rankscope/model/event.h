@@ -110,6 +110,12 @@ struct Track {
 };
 static_assert(sizeof(Track) == 24, "Track layout is part of the file formats");
 
+// One instance of a collective on each member rank: MPI's, NCCL's enqueue or its GPU work.
+constexpr bool is_collective_kind(EventKind kind) {
+  return kind == EventKind::kMpiCollective || kind == EventKind::kNcclCollectiveEnqueue ||
+         kind == EventKind::kNcclCollectiveGpu;
+}
+
 std::string_view event_kind_name(EventKind kind);
 std::optional<EventKind> event_kind_from_name(std::string_view name);
 std::string_view comm_op_name(CommOp op);

@@ -8,7 +8,9 @@
 // lock, allocates nothing and makes no system call. Nothing here throws.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 #include "rankscope/model/event.h"
@@ -32,6 +34,13 @@ inline constexpr const char* kEnvNodeId = "RANKSCOPE_NODE_ID";
 inline constexpr const char* kEnvLauncher = "RANKSCOPE_LAUNCHER";
 inline constexpr const char* kEnvMode = "RANKSCOPE_MODE";            // inprocess or sidecar
 inline constexpr const char* kEnvJobId = "RANKSCOPE_JOB_ID";         // the launcher's name for the job
+// Hangs (docs/agent.md, "Hangs"): a thread inside one collective this many
+// seconds (0: never) makes every rank write out its state; with the action
+// "abort", each rank then ends itself. The first rank to find one leaves the
+// file kHangFileName in the shard folder, which tells the others.
+inline constexpr const char* kEnvHangTimeout = "RANKSCOPE_HANG_TIMEOUT_S";
+inline constexpr const char* kEnvHangAction = "RANKSCOPE_HANG_ACTION";  // report or abort
+inline constexpr const char* kHangFileName = "hang";
 // Sidecar mode: when the job started (ns since the epoch), as the sidecars
 // agreed on it; in-process mode learns it at MPI_Init.
 inline constexpr const char* kEnvJobStart = "RANKSCOPE_JOB_START_NS";
@@ -83,6 +92,44 @@ constexpr std::string_view capture_source_label(uint32_t bit) {
   return "?";
 }
 
+// The call a thread is inside of right now (a blocking collective), for the
+// state a hang writes out (docs/agent.md, "Hangs"): the event the call will
+// be, its end not yet known. Its thread writes it, the flusher reads it: a
+// sequence lock, the version odd while the thread writes. On the hot path:
+// a few stores, no lock, no system call.
+class CallInProgress {
+ public:
+  void enter(const Event& event) { write(event); }
+  void leave() { write(Event{}); }
+  // The call in progress, if any (begin_ns 0 means none).
+  bool read(Event& out) const {
+    uint64_t copy[kWords];
+    for (;;) {
+      const uint32_t before = version_.load(std::memory_order_acquire);
+      if (before & 1) continue;
+      for (size_t i = 0; i < kWords; ++i) copy[i] = words_[i].load(std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (version_.load(std::memory_order_relaxed) == before) break;
+    }
+    std::memcpy(&out, copy, sizeof(out));
+    return out.begin_ns != 0;
+  }
+
+ private:
+  static constexpr size_t kWords = sizeof(Event) / sizeof(uint64_t);
+  void write(const Event& event) {
+    uint64_t copy[kWords];
+    std::memcpy(copy, &event, sizeof(event));
+    const uint32_t version = version_.load(std::memory_order_relaxed);
+    version_.store(version + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    for (size_t i = 0; i < kWords; ++i) words_[i].store(copy[i], std::memory_order_relaxed);
+    version_.store(version + 2, std::memory_order_release);
+  }
+  std::atomic<uint32_t> version_{0};
+  std::atomic<uint64_t> words_[kWords] = {};
+};
+
 // Track value meaning "the calling thread's track" in record().
 inline constexpr uint16_t kThreadTrack = UINT16_MAX;
 inline constexpr uint32_t kNoName = UINT32_MAX;
@@ -104,6 +151,10 @@ RANKSCOPE_AGENT_API uint32_t rankscope_agent_intern(const char* text, uint64_t l
 // The track of (type, os_id, device), created with `name` on first use.
 RANKSCOPE_AGENT_API uint32_t rankscope_agent_track(rankscope::TrackType type, uint64_t os_id, int16_t device,
                                                    const char* name);
+
+// The calling thread's CallInProgress, the same for the thread's life;
+// nullptr when this process does not capture (or has no slot left for the thread).
+RANKSCOPE_AGENT_API rankscope::agent::CallInProgress* rankscope_agent_call_in_progress();
 
 // Off the hot path: what MPI learns after MPI_Init (node id, world size).
 RANKSCOPE_AGENT_API void rankscope_agent_set_placement(int32_t world_size, int32_t local_rank, int32_t local_size,

@@ -1,0 +1,172 @@
+// Hangs: collectives some ranks entered and never left, from the incomplete
+// events a hang's dump writes (docs/agent.md, "Hangs"), and who never came.
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <tuple>
+
+#include "rankscope/analysis/analysis.h"
+#include "rankscope/model/counters.h"
+
+namespace rankscope::analysis {
+
+namespace {
+
+bool is_call(EventKind kind) {
+  return kind == EventKind::kMpiCall || kind == EventKind::kMpiCollective || kind == EventKind::kMpiP2p ||
+         kind == EventKind::kNcclCollectiveEnqueue || kind == EventKind::kNcclP2pEnqueue;
+}
+
+// Only where some rank wrote a hang's state or ended otherwise than by
+// closing its shard normally can a collective have been left unfinished.
+bool may_hold_hangs(const Timeline& timeline) {
+  for (const RankInfo& info : timeline.ranks()) {
+    if (info.status != RankStatus::kComplete || info.counters.get(counter::kHangDumps) != 0) return true;
+  }
+  return false;
+}
+
+struct RankState {
+  std::vector<Event> unfinished;  // collectives it never left
+  std::vector<Event> unfinished_other;  // other calls it never left (a receive)
+};
+
+RankState read_unfinished(const Timeline& timeline, int32_t rank) {
+  RankState state;
+  timeline.for_each_event_block(rank, [&](const std::vector<Event>& events) {
+    for (const Event& e : events) {
+      if (!is_call(e.kind) || !(e.flags & kFlagIncomplete)) continue;
+      (is_collective_kind(e.kind) && e.comm_hash != 0 ? state.unfinished : state.unfinished_other).push_back(e);
+    }
+  });
+  return state;
+}
+
+// A missing rank's last call that ended before the others' state was
+// written, and when it entered the hung collective after all (a hang that
+// resolved itself, under --hang-action report).
+void read_missing(const Timeline& timeline, const Hang& hang, int64_t written_ns, MissingRank& missing) {
+  Event last{};
+  bool has_last = false;
+  timeline.for_each_event_block(missing.rank, [&](const std::vector<Event>& events) {
+    for (const Event& e : events) {
+      if (!is_call(e.kind) || (e.flags & kFlagIncomplete)) continue;
+      if (is_collective_kind(e.kind) && e.comm_hash == hang.comm_hash && e.op == hang.op && e.seq == hang.seq) {
+        missing.entered_at_ns = e.begin_ns;
+      }
+      if (e.end_ns <= written_ns && (!has_last || e.end_ns >= last.end_ns)) {
+        last = e;
+        has_last = true;
+      }
+    }
+  });
+  if (has_last) {
+    missing.last_call = timeline.string(last.name_id);
+    missing.last_call_end_ns = last.end_ns;
+  }
+}
+
+// A communicator's members as the ranks' tracks show them: each rank that
+// made it has a track for it, named with the communicator's size.
+struct Members {
+  std::string name;
+  std::vector<int32_t> ranks;
+  bool complete = false;
+};
+
+Members members_of(const Timeline& timeline, uint64_t comm_hash) {
+  Members members;
+  size_t expected = 0;
+  for (const RankInfo& info : timeline.ranks()) {
+    for (const Track& track : info.tracks) {
+      if ((track.type != TrackType::kMpiComm && track.type != TrackType::kNcclComm) || track.os_id != comm_hash) continue;
+      members.ranks.push_back(info.rank);
+      if (members.name.empty()) members.name = timeline.string(track.name_id);
+      break;
+    }
+  }
+  if (members.name == "MPI_COMM_WORLD") {
+    members.ranks.clear();
+    for (int32_t r = 0; r < timeline.world_size(); ++r) members.ranks.push_back(r);
+    members.complete = true;
+    return members;
+  }
+  // "MPI comm 1234 (8 ranks)"
+  if (const size_t open = members.name.rfind('('); open != std::string::npos) {
+    const char* digits = members.name.c_str() + open + 1;
+    std::from_chars(digits, members.name.c_str() + members.name.size(), expected);
+  }
+  members.complete = expected != 0 && members.ranks.size() == expected;
+  return members;
+}
+
+std::string collective_text(const Timeline& timeline, const Event& e, const std::string& comm) {
+  return timeline.string(e.name_id) + " #" + std::to_string(e.seq) + " of " + (comm.empty() ? "its communicator" : comm);
+}
+
+}  // namespace
+
+std::vector<Hang> find_hangs(const Timeline& timeline) {
+  std::vector<Hang> hangs;
+  if (!may_hold_hangs(timeline)) return hangs;
+  std::vector<RankState> states;
+  for (int32_t r = 0; r < timeline.world_size(); ++r) states.push_back(read_unfinished(timeline, r));
+
+  std::map<std::tuple<uint64_t, uint8_t, uint64_t>, size_t> index;  // (comm, op, seq) -> hang
+  for (int32_t r = 0; r < timeline.world_size(); ++r) {
+    for (const Event& e : states[static_cast<size_t>(r)].unfinished) {
+      auto [it, added] = index.try_emplace({e.comm_hash, static_cast<uint8_t>(e.op), e.seq}, hangs.size());
+      if (added) {
+        Hang hang;
+        hang.call = timeline.string(e.name_id);
+        hang.op = e.op;
+        hang.comm_hash = e.comm_hash;
+        hang.seq = e.seq;
+        hangs.push_back(std::move(hang));
+      }
+      std::vector<HangEntry>& entered = hangs[it->second].entered;
+      if (std::none_of(entered.begin(), entered.end(), [&](const HangEntry& h) { return h.rank == r; })) {
+        entered.push_back({r, e.begin_ns, e.end_ns - e.begin_ns});
+      }
+    }
+  }
+  for (Hang& hang : hangs) {
+    const Members members = members_of(timeline, hang.comm_hash);
+    hang.comm = members.name;
+    hang.members_known = members.complete;
+    int64_t written_ns = 0;
+    for (const HangEntry& e : hang.entered) written_ns = std::max(written_ns, e.since_ns + e.waited_ns);
+    for (const int32_t r : members.ranks) {
+      if (std::any_of(hang.entered.begin(), hang.entered.end(), [&](const HangEntry& h) { return h.rank == r; })) continue;
+      hang.missing_ranks.push_back(r);
+      const RankInfo& info = timeline.ranks()[static_cast<size_t>(r)];
+      const RankState& state = states[static_cast<size_t>(r)];
+      MissingRank missing;
+      missing.rank = r;
+      missing.status = rank_status_name(info.status);
+      missing.wrote_state = info.counters.get(counter::kHangDumps) != 0;
+      if (!state.unfinished.empty()) {
+        const Event& other = state.unfinished.front();
+        missing.inside = collective_text(timeline, other, members_of(timeline, other.comm_hash).name);
+      } else if (!state.unfinished_other.empty()) {
+        const Event& other = state.unfinished_other.front();
+        missing.inside = timeline.string(other.name_id);
+        if (other.kind == EventKind::kMpiP2p) {
+          missing.inside += other.peer == kNoPeer ? " from any rank" : " with rank " + std::to_string(other.peer);
+          missing.inside += ", tag " + std::to_string(other.correlation_id);
+        }
+      }
+      read_missing(timeline, hang, written_ns, missing);
+      hang.missing.push_back(std::move(missing));
+    }
+  }
+  const auto longest = [](const Hang& h) {
+    int64_t most = 0;
+    for (const HangEntry& e : h.entered) most = std::max(most, e.waited_ns);
+    return most;
+  };
+  std::stable_sort(hangs.begin(), hangs.end(), [&](const Hang& a, const Hang& b) { return longest(a) > longest(b); });
+  return hangs;
+}
+
+}  // namespace rankscope::analysis

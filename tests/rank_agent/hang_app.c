@@ -1,0 +1,33 @@
+/* A job that hangs the way real ones do: every rank makes a few collectives,
+ * then one rank is late to an MPI_Allreduce (it sleeps, or waits in an
+ * MPI_Recv nobody sends to) while the others wait inside it.
+ * Usage: hang_app LATE_RANK sleep SECONDS | LATE_RANK recv */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: hang_app LATE_RANK sleep SECONDS | LATE_RANK recv\n");
+    return 2;
+  }
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int value = rank, sum = 0;
+  for (int i = 0; i < 3; ++i) MPI_Allreduce(&value, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == atoi(argv[1])) {
+    if (strcmp(argv[2], "recv") == 0) {
+      MPI_Recv(&value, 1, MPI_INT, MPI_ANY_SOURCE, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+      sleep((unsigned)atoi(argc > 3 ? argv[3] : "60"));
+    }
+  }
+  MPI_Allreduce(&value, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) printf("sum %d\n", sum);
+  MPI_Finalize();
+  return 0;
+}

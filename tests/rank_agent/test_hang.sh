@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# --hang-timeout: a job where one rank is late to an MPI_Allreduce. With
+# --hang-action abort the job ends soon after the timeout, every rank's
+# state is in its shard, and the report of the merged shards names the
+# collective, the ranks inside it and the rank that never came with what it
+# was doing; with report, the job goes on and the stall is in the report; a
+# rank killed before it could write its state is named from what it flushed.
+# Usage: test_hang.sh RANKSCOPE HANG_APP MPIEXEC
+set -euo pipefail
+rankscope=$1 hang_app=$2 mpiexec=$3
+work=$(mktemp -d)
+job=
+cleanup() { [ -n "$job" ] && kill -9 "$job" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+cd "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+export OMPI_MCA_mpi_yield_when_idle=1  # waiting ranks leave the cores to the others
+
+# check_hang REPORT_JSON ENTERED MISSING WROTE_STATE INSIDE_PREFIX LAST_CALL
+check_hang() {
+  python3 - "$@" <<'PY'
+import json, sys
+report, entered, missing, wrote, inside, last = sys.argv[1:]
+hangs = json.load(open(report))["hangs"]
+assert len(hangs) == 1, hangs
+h = hangs[0]
+assert (h["call"], h["op"], h["comm"], h["seq"]) == ("MPI_Allreduce", "AllReduce", "MPI_COMM_WORLD", 3), h
+assert [e["rank"] for e in h["entered"]] == [int(r) for r in entered.split(",")], h
+assert all(e["waited_ns"] >= 2e9 for e in h["entered"]), h
+assert h["missing_ranks"] == [int(missing)] and h["members_known"], h
+m = h["missing"][0]
+assert m["rank"] == int(missing) and m["wrote_state"] == (wrote == "yes"), m
+assert m["inside"].startswith(inside) if inside else m["inside"] == "", m
+assert m["last_call"] == last, m
+print("hang named:", h["call"], "#%d" % h["seq"], "ranks", entered, "inside; rank", missing, "missing:", m)
+PY
+}
+
+echo "== --hang-action abort: one rank sleeps before the fourth allreduce"
+started=$(date +%s)
+status=0
+timeout 120 "$mpiexec" -n 3 "$rankscope" run -o "$work/abort.h5" --hang-timeout 3 --hang-action abort -- \
+  "$hang_app" 2 sleep 100 >abort.log 2>&1 || status=$?
+took=$(( $(date +%s) - started ))
+cat abort.log
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "the hung job ended with status $status (124: it was not ended)"
+[ "$took" -lt 60 ] || fail "the job took $took s to end after a 3 s hang timeout"
+grep -q "rank [01]: inside AllReduce #3 of communicator [0-9a-f]* for [0-9.]* s (--hang-timeout)" abort.log ||
+  fail "no line naming the hung collective"
+grep -q "merge them with: .*rankscope merge $work/abort.h5.shards -o $work/abort.h5" abort.log ||
+  fail "the command to merge the shards was not printed"
+"$rankscope" merge "$work/abort.h5.shards" -o abort.h5 >/dev/null
+"$rankscope" info abort.h5 | grep -q "rank 2: hang_dumps = 1" || fail "info does not show rank 2's written state"
+"$rankscope" report abort.h5 --format json -o abort.json
+check_hang abort.json 0,1 2 yes "" MPI_Barrier
+"$rankscope" report abort.h5 >abort.txt
+grep -q "^HANG: MPI_Allreduce #3 of MPI_COMM_WORLD: ranks 0,1 inside, up to .*; had not entered: rank 2$" abort.txt ||
+  { cat abort.txt; fail "the text report does not lead with the hang"; }
+"$rankscope" report abort.h5 --format html -o abort.html
+grep -q 'id="hang-section"' abort.html && grep -q "HANG: MPI_Allreduce #3 of MPI_COMM_WORLD" abort.html ||
+  fail "the HTML report has no hang section"
+
+echo "== the late rank waits in an MPI_Recv nobody sends to"
+status=0
+timeout 120 "$mpiexec" -n 4 "$rankscope" run -o "$work/recv.h5" --hang-timeout 2 --hang-action abort -- \
+  "$hang_app" 1 recv >recv.log 2>&1 || status=$?
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { cat recv.log; fail "the hung job ended with status $status"; }
+"$rankscope" merge "$work/recv.h5.shards" -o recv.h5 >/dev/null
+"$rankscope" report recv.h5 --format json -o recv.json
+check_hang recv.json 0,2,3 1 yes "MPI_Recv from any rank, tag 99" MPI_Barrier
+
+echo "== --hang-action report: the late rank comes after 6 s, the job ends well"
+"$mpiexec" -n 3 "$rankscope" run -o "$work/report.h5" --hang-timeout 2 -- "$hang_app" 2 sleep 6 >report.log 2>&1 ||
+  { cat report.log; fail "the job with a passing stall failed"; }
+[ -f report.h5 ] && [ ! -e report.h5.shards ] || fail "no timeline, or the shard folder (and its hang file) was left"
+"$rankscope" report report.h5 --format json -o report.json
+check_hang report.json 0,1 2 yes "" MPI_Barrier
+python3 - <<'PY'
+import json
+h = json.load(open("report.json"))["hangs"][0]
+entered = min(e["since_ns"] for e in h["entered"])
+late = h["missing"][0]["entered_at_ns"]
+assert late is not None and 4e9 < late - entered < 9e9, (late, entered)
+# The collective itself is matched on every rank once, the unfinished copies left out.
+report = json.load(open("report.json"))
+allreduce = [g for g in report["collectives_summary"]["groups"] if g["op"] == "AllReduce"][0]
+assert allreduce["count"] == 4 and allreduce["ranks"] == 3, allreduce
+PY
+
+echo "== no --hang-timeout: a long wait is no hang"
+"$mpiexec" -n 3 "$rankscope" run -o "$work/plain.h5" -- "$hang_app" 2 sleep 3 >plain.log 2>&1 ||
+  { cat plain.log; fail "the job failed"; }
+! grep -q "hang-timeout" plain.log || fail "a hang was announced without --hang-timeout"
+"$rankscope" report plain.h5 --format json | python3 -c 'import json, sys; assert json.load(sys.stdin)["hangs"] == []'
+
+echo "== a late rank killed before anyone wrote a state: named from its flushed events"
+"$mpiexec" -n 3 "$rankscope" run -o "$work/killed.h5" --flush-ms 50 -- "$hang_app" 2 sleep 100 >killed.log 2>&1 &
+job=$!
+victim=
+for _ in $(seq 300); do
+  for pid in $(pgrep -x hang_app || true); do
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx RANKSCOPE_RANK=2; then victim=$pid; fi
+  done
+  # Once the others are inside the allreduce (the barrier before it flushed).
+  [ -n "$victim" ] && [ "$(find killed.h5.shards -name 'rank-*.shard' -size +4k 2>/dev/null | wc -l)" -eq 3 ] && break
+  sleep 0.1
+done
+[ -n "$victim" ] || { cat killed.log; fail "rank 2 never started"; }
+sleep 1
+kill -9 "$victim"
+status=0
+timeout 60 tail --pid=$job -f /dev/null || fail "the job did not end after rank 2 was killed"
+wait $job || status=$?
+job=
+"$rankscope" merge "$work/killed.h5.shards" -o killed.h5 >/dev/null 2>&1 || true
+"$rankscope" report killed.h5 --format json -o killed.json
+python3 - <<'PY'
+import json
+h = json.load(open("killed.json"))["hangs"]
+assert len(h) == 1 and h[0]["missing_ranks"] == [2], h
+m = h[0]["missing"][0]
+assert m["status"] == "dead" and not m["wrote_state"] and m["last_call"] == "MPI_Barrier", m
+print("killed rank named:", m)
+PY
+echo "all hang checks passed"
