@@ -122,6 +122,23 @@ void BM_AgentIntern(benchmark::State& state) {
   state.SetLabel(std::to_string(length) + " bytes");
 }
 
+// What a blocking MPI collective adds for a hang's dump: showing its event
+// as the thread's call in progress, and clearing it when the call returns.
+void BM_CallInProgress(benchmark::State& state) {
+  rankscope::agent::CallInProgress* call = rankscope_agent_call_in_progress();
+  if (!call) {
+    state.SkipWithError("the agent is not capturing in this process: run bench/agent_bench.sh");
+    return;
+  }
+  Event e = prebuilt_event(intern("collective"));
+  for (auto _ : state) {
+    ++e.seq;
+    call->enter(e);
+    benchmark::ClobberMemory();
+    call->leave();
+  }
+}
+
 // --------------------------------------------------------------- NVTX ---
 
 #if RANKSCOPE_HAVE_NVTX
@@ -229,6 +246,7 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("BM_ClockGettime", BM_ClockGettime)
       ->Arg(CLOCK_MONOTONIC_RAW)->Arg(CLOCK_MONOTONIC);
   benchmark::RegisterBenchmark("BM_AgentIntern", BM_AgentIntern)->Arg(4)->Arg(31);
+  benchmark::RegisterBenchmark("BM_CallInProgress", BM_CallInProgress);
 #if RANKSCOPE_HAVE_NVTX
   benchmark::RegisterBenchmark("BM_NvtxPushPop", BM_NvtxPushPop)
       ->ArgName("long_name")->Arg(0)->Arg(1)->Iterations(kPacedEvents);

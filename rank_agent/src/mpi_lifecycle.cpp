@@ -37,6 +37,8 @@ void set_up_after_init() {
   set_up_message_counters();
   g_requests = new RequestTable();
   g_persistent = new RequestTable();
+  const char* hang_timeout = std::getenv(kEnvHangTimeout);
+  g_show_waits = hang_timeout && std::strtod(hang_timeout, nullptr) > 0;
 
   const clocksync::Placement where = clocksync::placement(g_agent_comm);
   rankscope_agent_set_placement(where.world_size, where.local_rank, where.local_size, where.node_id);

@@ -5,6 +5,7 @@
 namespace rankscope::agent {
 
 RequestTable* g_requests = nullptr;
+bool g_show_waits = false;
 RequestTable* g_persistent = nullptr;
 
 // A nonblocking send or receive: the post now, the message at completion.

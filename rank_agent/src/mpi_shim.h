@@ -181,7 +181,10 @@ inline Event make_event(EventKind kind, Call call, int64_t begin, int64_t end) {
 // call that may wait on other ranks, for a hang's dump to name.
 class InProgress {
  public:
-  explicit InProgress(const Event& event) : call_(t_call ? t_call : (t_call = rankscope_agent_call_in_progress())) {
+  InProgress() = default;  // nothing shown until show()
+  explicit InProgress(const Event& event) { show(event); }
+  void show(const Event& event) {
+    call_ = t_call ? t_call : (t_call = rankscope_agent_call_in_progress());
     if (call_) call_->enter(event);
   }
   ~InProgress() {
@@ -191,7 +194,7 @@ class InProgress {
   InProgress& operator=(const InProgress&) = delete;
 
  private:
-  CallInProgress* call_;
+  CallInProgress* call_ = nullptr;
 };
 
 inline void record_call(Call call, int64_t begin) {
@@ -328,6 +331,31 @@ void post(Call call, int64_t begin, MPI_Request request, CommInfo* info, CommOp 
           MPI_Datatype type);
 void post_collective(Call call, int64_t begin, MPI_Request* request, MPI_Comm comm, const CollectiveShape& shape);
 void record_completed(const Pending& p, const MPI_Status* status, int64_t end);
+
+// Whether waits are shown as calls in progress: only when the agent watches
+// for hangs (RANKSCOPE_HANG_TIMEOUT_S), as finding what a request is costs a
+// look-up in the request table on every wait. Set after MPI_Init.
+extern bool g_show_waits;
+
+// Waiting for nonblocking collectives is being inside one: the first of
+// `requests` that is a collective, as an event begun at `begin`.
+inline bool waited_collective(int count, const MPI_Request requests[], int64_t begin, Event& out) {
+  if (!g_show_waits) return false;
+  for (int i = 0; i < count; ++i) {
+    Pending p;
+    if (requests[i] == MPI_REQUEST_NULL || !g_requests->find(key_of(requests[i]), p) ||
+        p.kind != EventKind::kMpiCollective) {
+      continue;
+    }
+    out = make_event(EventKind::kMpiCollective, p.call, begin, 0);
+    out.op = p.op;
+    out.comm_hash = p.comm->hash;
+    out.seq = p.seq;
+    out.bytes = p.bytes;
+    return true;
+  }
+  return false;
+}
 
 // The operation behind `request` is complete at `end`.
 inline void complete(MPI_Request request, const MPI_Status* status, int64_t end) {

@@ -49,7 +49,12 @@ RANKSCOPE_EXPORT int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   MPI_Status own;
   MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
   const int64_t begin = now();
-  const int rc = PMPI_Wait(request, kept);
+  int rc;
+  {
+    InProgress shown;
+    if (Event waited; waited_collective(1, &handle, begin, waited)) shown.show(waited);
+    rc = PMPI_Wait(request, kept);
+  }
   const int64_t end = now();
   record_call(Call::kWait, begin);
   complete(handle, kept, end);
@@ -78,7 +83,14 @@ int all(Call call, int count, MPI_Request requests[], MPI_Status statuses[], Run
   MPI_Status* kept = statuses == MPI_STATUSES_IGNORE ? scratch.statuses.data() : statuses;
   PollTimer poll(call == Call::kWaitall);
   int done = 1;
-  const int rc = run(kept, &done);
+  int rc;
+  {
+    InProgress shown;
+    if (Event waited; call == Call::kWaitall && waited_collective(count, requests, poll.begin(), waited)) {
+      shown.show(waited);
+    }
+    rc = run(kept, &done);
+  }
   if (poll.finish(done)) record_poll(call, poll);
   if (done) {
     for (int i = 0; i < count; ++i) complete(scratch.requests[static_cast<size_t>(i)], &kept[i], poll.end());

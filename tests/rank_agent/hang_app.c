@@ -1,7 +1,8 @@
 /* A job that hangs the way real ones do: every rank makes a few collectives,
  * then one rank is late to an MPI_Allreduce (it sleeps, or waits in an
- * MPI_Recv nobody sends to) while the others wait inside it.
- * Usage: hang_app LATE_RANK sleep SECONDS | LATE_RANK recv */
+ * MPI_Recv nobody sends to) while the others wait inside it; with
+ * "nonblocking", the others post an MPI_Iallreduce and wait in MPI_Wait.
+ * Usage: hang_app LATE_RANK sleep SECONDS [nonblocking] | LATE_RANK recv */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: hang_app LATE_RANK sleep SECONDS | LATE_RANK recv\n");
+    fprintf(stderr, "usage: hang_app LATE_RANK sleep SECONDS [nonblocking] | LATE_RANK recv\n");
     return 2;
   }
   MPI_Init(&argc, &argv);
@@ -26,7 +27,13 @@ int main(int argc, char** argv) {
       sleep((unsigned)atoi(argc > 3 ? argv[3] : "60"));
     }
   }
-  MPI_Allreduce(&value, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (argc > 4 && strcmp(argv[4], "nonblocking") == 0) {
+    MPI_Request request;
+    MPI_Iallreduce(&value, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+  } else {
+    MPI_Allreduce(&value, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  }
   if (rank == 0) printf("sum %d\n", sum);
   MPI_Finalize();
   return 0;

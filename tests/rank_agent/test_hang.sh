@@ -16,15 +16,15 @@ cd "$work"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 export OMPI_MCA_mpi_yield_when_idle=1  # waiting ranks leave the cores to the others
 
-# check_hang REPORT_JSON ENTERED MISSING WROTE_STATE INSIDE_PREFIX LAST_CALL
+# check_hang REPORT_JSON CALL ENTERED MISSING WROTE_STATE INSIDE_PREFIX LAST_CALL
 check_hang() {
   python3 - "$@" <<'PY'
 import json, sys
-report, entered, missing, wrote, inside, last = sys.argv[1:]
+report, call, entered, missing, wrote, inside, last = sys.argv[1:]
 hangs = json.load(open(report))["hangs"]
 assert len(hangs) == 1, hangs
 h = hangs[0]
-assert (h["call"], h["op"], h["comm"], h["seq"]) == ("MPI_Allreduce", "AllReduce", "MPI_COMM_WORLD", 3), h
+assert (h["call"], h["op"], h["comm"], h["seq"]) == (call, "AllReduce", "MPI_COMM_WORLD", 3), h
 assert [e["rank"] for e in h["entered"]] == [int(r) for r in entered.split(",")], h
 assert all(e["waited_ns"] >= 2e9 for e in h["entered"]), h
 assert h["missing_ranks"] == [int(missing)] and h["members_known"], h
@@ -52,7 +52,7 @@ grep -q "merge them with: .*rankscope merge $work/abort.h5.shards -o $work/abort
 "$rankscope" merge "$work/abort.h5.shards" -o abort.h5 >/dev/null
 "$rankscope" info abort.h5 | grep -q "rank 2: hang_dumps = 1" || fail "info does not show rank 2's written state"
 "$rankscope" report abort.h5 --format json -o abort.json
-check_hang abort.json 0,1 2 yes "" MPI_Barrier
+check_hang abort.json MPI_Allreduce 0,1 2 yes "" MPI_Barrier
 "$rankscope" report abort.h5 >abort.txt
 grep -q "^HANG: MPI_Allreduce #3 of MPI_COMM_WORLD: ranks 0,1 inside, up to .*; had not entered: rank 2$" abort.txt ||
   { cat abort.txt; fail "the text report does not lead with the hang"; }
@@ -67,14 +67,23 @@ timeout 120 "$mpiexec" -n 4 "$rankscope" run -o "$work/recv.h5" --hang-timeout 2
 [ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { cat recv.log; fail "the hung job ended with status $status"; }
 "$rankscope" merge "$work/recv.h5.shards" -o recv.h5 >/dev/null
 "$rankscope" report recv.h5 --format json -o recv.json
-check_hang recv.json 0,2,3 1 yes "MPI_Recv from any rank, tag 99" MPI_Barrier
+check_hang recv.json MPI_Allreduce 0,2,3 1 yes "MPI_Recv from any rank, tag 99" MPI_Barrier
+
+echo "== the others wait in MPI_Wait for an MPI_Iallreduce"
+status=0
+timeout 120 "$mpiexec" -n 3 "$rankscope" run -o "$work/wait.h5" --hang-timeout 2 --hang-action abort -- \
+  "$hang_app" 0 sleep 100 nonblocking >wait.log 2>&1 || status=$?
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { cat wait.log; fail "the hung job ended with status $status"; }
+"$rankscope" merge "$work/wait.h5.shards" -o wait.h5 >/dev/null
+"$rankscope" report wait.h5 --format json -o wait.json
+check_hang wait.json MPI_Iallreduce 1,2 0 yes "" MPI_Barrier
 
 echo "== --hang-action report: the late rank comes after 6 s, the job ends well"
 "$mpiexec" -n 3 "$rankscope" run -o "$work/report.h5" --hang-timeout 2 -- "$hang_app" 2 sleep 6 >report.log 2>&1 ||
   { cat report.log; fail "the job with a passing stall failed"; }
 [ -f report.h5 ] && [ ! -e report.h5.shards ] || fail "no timeline, or the shard folder (and its hang file) was left"
 "$rankscope" report report.h5 --format json -o report.json
-check_hang report.json 0,1 2 yes "" MPI_Barrier
+check_hang report.json MPI_Allreduce 0,1 2 yes "" MPI_Barrier
 python3 - <<'PY'
 import json
 h = json.load(open("report.json"))["hangs"][0]

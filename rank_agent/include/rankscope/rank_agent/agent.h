@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -99,8 +100,19 @@ constexpr std::string_view capture_source_label(uint32_t bit) {
 // a few stores, no lock, no system call.
 class CallInProgress {
  public:
-  void enter(const Event& event) { write(event); }
-  void leave() { write(Event{}); }
+  void enter(const Event& event) {
+    uint64_t copy[kWords];
+    std::memcpy(copy, &event, sizeof(event));
+    const uint32_t version = begin_write();
+    for (size_t i = 0; i < kWords; ++i) words_[i].store(copy[i], std::memory_order_relaxed);
+    version_.store(version + 2, std::memory_order_release);
+  }
+  // Only begin_ns, which says whether there is a call.
+  void leave() {
+    const uint32_t version = begin_write();
+    words_[0].store(0, std::memory_order_relaxed);
+    version_.store(version + 2, std::memory_order_release);
+  }
   // The call in progress, if any (begin_ns 0 means none).
   bool read(Event& out) const {
     uint64_t copy[kWords];
@@ -117,14 +129,12 @@ class CallInProgress {
 
  private:
   static constexpr size_t kWords = sizeof(Event) / sizeof(uint64_t);
-  void write(const Event& event) {
-    uint64_t copy[kWords];
-    std::memcpy(copy, &event, sizeof(event));
+  static_assert(offsetof(Event, begin_ns) == 0);
+  uint32_t begin_write() {
     const uint32_t version = version_.load(std::memory_order_relaxed);
     version_.store(version + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
-    for (size_t i = 0; i < kWords; ++i) words_[i].store(copy[i], std::memory_order_relaxed);
-    version_.store(version + 2, std::memory_order_release);
+    return version;
   }
   std::atomic<uint32_t> version_{0};
   std::atomic<uint64_t> words_[kWords] = {};
