@@ -29,14 +29,18 @@ bool may_hold_hangs(const Timeline& timeline) {
 struct RankState {
   std::vector<Event> unfinished;  // collectives it never left
   std::vector<Event> unfinished_other;  // other calls it never left (a receive)
+  std::vector<Event> open_ranges;       // NVTX ranges open when it wrote its state
 };
 
 RankState read_unfinished(const Timeline& timeline, int32_t rank) {
   RankState state;
   timeline.for_each_event_block(rank, [&](const std::vector<Event>& events) {
     for (const Event& e : events) {
-      if (!is_call(e.kind) || !(e.flags & kFlagIncomplete)) continue;
-      (is_collective_kind(e.kind) && e.comm_hash != 0 ? state.unfinished : state.unfinished_other).push_back(e);
+      if (!(e.flags & kFlagIncomplete)) continue;
+      if (e.kind == EventKind::kNvtxRange) state.open_ranges.push_back(e);
+      else if (is_call(e.kind)) {
+        (is_collective_kind(e.kind) && e.comm_hash != 0 ? state.unfinished : state.unfinished_other).push_back(e);
+      }
     }
   });
   return state;
@@ -156,6 +160,7 @@ std::vector<Hang> find_hangs(const Timeline& timeline) {
           missing.inside += ", tag " + std::to_string(other.correlation_id);
         }
       }
+      for (const Event& range : state.open_ranges) missing.open_ranges.push_back(timeline.string(range.name_id));
       read_missing(timeline, hang, written_ns, missing);
       hang.missing.push_back(std::move(missing));
     }

@@ -155,6 +155,8 @@ class FirstPass {
   void read(int32_t rank, const Event& e, const std::vector<TrackType>& tracks) {
     job_.gpu |= is_gpu_kind(e.kind);
     if (e.kind == EventKind::kNvtxRange) {
+      // A step still open when a hang's state was written is the step again once it ends.
+      if (e.flags & kFlagIncomplete) return;
       if (const auto n = e.name_id < step_of_name_.size() ? step_of_name_[e.name_id] : std::nullopt) {
         per_rank_steps_[static_cast<size_t>(rank)].emplace_back(*n, StepTimes{e.begin_ns, e.end_ns});
       }

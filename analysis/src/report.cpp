@@ -171,6 +171,11 @@ void write_collectives_table(const std::string& timeline_path, const JobProfile&
 // One unfinished collective: who was inside and for how long, and what each
 // rank that never came was doing.
 std::string describe_hang(const Hang& h) {
+  const auto ranges_text = [](const std::vector<std::string>& ranges) {
+    std::string text;
+    for (const std::string& range : ranges) text += (text.empty() ? "; in ranges " : " > ") + range;
+    return text;
+  };
   std::vector<int32_t> entered;
   int64_t written_ns = 0, longest_ns = 0, first_entered_ns = INT64_MAX;
   for (const HangEntry& e : h.entered) {
@@ -192,6 +197,7 @@ std::string describe_hang(const Hang& h) {
     const MissingRank& m = h.missing[i];
     out += "  rank " + std::to_string(m.rank) + " (" + m.status + (m.wrote_state ? ", wrote its state" : ", state not written") +
            "): " + (m.inside.empty() ? "in no collective" : "inside " + m.inside) +
+           ranges_text(m.open_ranges) +
            (m.last_call.empty() ? "; no call recorded"
                                 : "; last call " + m.last_call + " ended " +
                                       format_duration(written_ns - m.last_call_end_ns) + " before the state was written") +
@@ -340,7 +346,9 @@ void write_hangs_json(JsonWriter& json, const std::vector<Hang>& hangs) {
     json.end_array().key("members_known").value(h.members_known).key("missing").begin_array();
     for (const MissingRank& m : h.missing) {
       json.begin_object().key("rank").value(m.rank).key("status").value(m.status).key("wrote_state").value(m.wrote_state);
-      json.key("inside").value(m.inside).key("last_call").value(m.last_call);
+      json.key("inside").value(m.inside).key("open_ranges").begin_array();
+      for (const std::string& range : m.open_ranges) json.value(range);
+      json.end_array().key("last_call").value(m.last_call);
       json.key("last_call_end_ns").value(m.last_call_end_ns);
       if (m.entered_at_ns != 0) json.key("entered_at_ns").value(m.entered_at_ns);
       else json.key("entered_at_ns").null();

@@ -134,7 +134,7 @@ class Agent {
   bool open(std::string& why_not);
   void flusher_loop();
   void flush_once(bool final_flush);
-  bool write_calls_in_progress(int64_t now);
+  bool write_open_state(int64_t now, bool with_sources);
   void watch_for_hang();
   bool hang_told() const;
   Counters counters() const;
@@ -193,7 +193,7 @@ class Agent {
   bool hang_dumped_ = false;
   int64_t end_rank_at_ns_ = 0;  // --hang-action abort: when this rank ends itself (0: not due)
   bool end_signalled_ = false;
-  std::vector<std::pair<uint32_t, int64_t>> calls_written_;  // (track, begin) of calls written as incomplete
+  std::vector<std::pair<uint32_t, int64_t>> calls_written_;  // (track, begin) of what was written as incomplete
 
   std::thread flusher_;
   int wake_fd_ = -1;  // an eventfd: writable from a signal handler, unlike a condition variable
@@ -430,18 +430,23 @@ void Agent::flush_once(bool final_flush) {
   }
 }
 
-// The calls the application's threads are inside of now, as incomplete
-// events ending now; each call once, however often this is called.
-bool Agent::write_calls_in_progress(int64_t now) {
-  std::vector<Event> open;
-  recorder_.for_each_call_in_progress([&](Event event) {
+// The calls the application's threads are inside of now and, with
+// `with_sources`, what the capture sources hold open (NVTX ranges), as
+// incomplete events ending now; each once, however often this is called.
+bool Agent::write_open_state(int64_t now, bool with_sources) {
+  std::vector<Event> found, open;
+  recorder_.for_each_call_in_progress([&](const Event& event) { found.push_back(event); });
+  if (with_sources) {
+    for (const CaptureSource* source : started_sources_) source->add_open_events(now, found);
+  }
+  for (Event& event : found) {
     const std::pair<uint32_t, int64_t> key{event.track, event.begin_ns};
-    if (std::find(calls_written_.begin(), calls_written_.end(), key) != calls_written_.end()) return;
+    if (std::find(calls_written_.begin(), calls_written_.end(), key) != calls_written_.end()) continue;
     calls_written_.push_back(key);
     event.end_ns = std::max(now, event.begin_ns);
     event.flags |= kFlagIncomplete;
     open.push_back(event);
-  });
+  }
   return open.empty() || write_failed_ || writer_.write_events(open);
 }
 
@@ -494,7 +499,7 @@ void Agent::watch_for_hang() {
     }
     hang_dumped_ = true;
     flush_once(false);
-    if (!write_calls_in_progress(now) || !writer_.write_counters(counters(), now)) ++shard_write_errors_;
+    if (!write_open_state(now, true) || !writer_.write_counters(counters(), now)) ++shard_write_errors_;
     if (hang_abort_) end_rank_at_ns_ = now + grace_ns;
     return;
   }
@@ -554,8 +559,10 @@ bool Agent::finish() {
       if (flusher_.joinable()) flusher_.join();
     }
     flush_once(true);
-    // A rank ended by a signal may be inside a call: it is written as incomplete.
-    if (!write_calls_in_progress(clock_.now_ns())) ++shard_write_errors_;
+    // A rank ended by a signal may be inside a call and ranges: they are
+    // written as incomplete (at a normal end, ranges still open stay out:
+    // the program may close them after MPI_Finalize).
+    if (!write_open_state(clock_.now_ns(), g_terminating_signal != 0)) ++shard_write_errors_;
     finish_cost_ns_ = nanoseconds_since(finish_began);
     if (write_failed_) {
       finish_result_ = false;
@@ -649,6 +656,11 @@ uint32_t rankscope_agent_intern(const char* text, uint64_t length) {
   const uint32_t id = a->recorder().strings().intern(std::string_view(text, length));
   if (id == rankscope::agent::kNoId) a->note_name_dropped();
   return id;
+}
+
+uint32_t rankscope_agent_thread_track() {
+  auto* a = agent();
+  return a ? a->recorder().thread_track() : rankscope::agent::kNoId;
 }
 
 rankscope::agent::CallInProgress* rankscope_agent_call_in_progress() {

@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
+
+#include "rankscope/model/event.h"
 
 namespace rankscope::agent {
 
@@ -19,6 +22,13 @@ class CaptureSource {
   virtual bool start(std::string& why_not) = 0;
   // Called at finish, before the last flush: hand over what is still held.
   virtual void stop() = 0;
+  // What the source holds open now (ranges begun, not ended), as incomplete
+  // events ending at `now`: part of the state a hang writes out. Called on
+  // the writer thread while the application runs.
+  virtual void add_open_events(int64_t now, std::vector<Event>& out) const {
+    static_cast<void>(now);
+    static_cast<void>(out);
+  }
 };
 
 // How often the agent writes to its shard (RANKSCOPE_FLUSH_MS, at least 10

@@ -28,6 +28,7 @@ namespace {
 constexpr uint32_t kMaxDomains = 256;
 constexpr uint32_t kMaxDepth = 128;
 constexpr uint32_t kMaxOpenRanges = 1 << 12;
+constexpr uint32_t kMaxRangeThreads = 1024;
 
 bool capturing() { return rankscope_agent_capturing(kCaptureNvtx); }
 
@@ -91,42 +92,104 @@ struct OpenRange {
   uint32_t category;
 };
 
+// A thread's open push/pop ranges, which the writer thread reads for a
+// hang's state: a sequence lock, the version odd while a push writes; a pop
+// only lowers the depth. Each range is three words: begin, name_id | domain
+// << 32, category. Never freed: a thread's exit hands it to the next thread.
+struct ThreadRanges {
+  std::atomic<uint32_t> version{0};
+  std::atomic<uint32_t> depth{0};  // ranges stored, at most kMaxDepth
+  std::atomic<bool> in_use{true};
+  uint32_t track = 0;
+  std::atomic<uint64_t> words[kMaxDepth][3] = {};
+
+  void store(uint32_t at, const OpenRange& range) {
+    const uint32_t v = version.load(std::memory_order_relaxed);
+    version.store(v + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    words[at][0].store(static_cast<uint64_t>(range.begin), std::memory_order_relaxed);
+    words[at][1].store(range.name_id | uint64_t{range.domain} << 32, std::memory_order_relaxed);
+    words[at][2].store(range.category, std::memory_order_relaxed);
+    depth.store(at + 1, std::memory_order_relaxed);
+    version.store(v + 2, std::memory_order_release);
+  }
+  OpenRange load(uint32_t at) const {
+    const uint64_t names = words[at][1].load(std::memory_order_relaxed);
+    return {static_cast<int64_t>(words[at][0].load(std::memory_order_relaxed)), static_cast<uint32_t>(names),
+            static_cast<uint32_t>(names >> 32), static_cast<uint32_t>(words[at][2].load(std::memory_order_relaxed))};
+  }
+  // The open ranges, outermost first, as one consistent picture.
+  uint32_t snapshot(OpenRange out[kMaxDepth]) const {
+    for (;;) {
+      const uint32_t before = version.load(std::memory_order_acquire);
+      if (before & 1) continue;
+      const uint32_t n = depth.load(std::memory_order_relaxed);
+      for (uint32_t i = 0; i < n; ++i) out[i] = load(i);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (version.load(std::memory_order_relaxed) == before) return n;
+    }
+  }
+};
+std::atomic<ThreadRanges*> g_thread_ranges[kMaxRangeThreads];
+
 // Plain thread-local data (no guard on each access), initial-exec: one
 // instruction to reach, not a call to __tls_get_addr. Where NVTX's loader
 // dlopens the library instead of finding it preloaded, initial-exec data
-// comes from glibc's small surplus of static TLS: the 3 KiB stack of open
-// ranges would not fit there, so it is allocated per thread, and only the
-// pointer to it is thread-local.
-[[gnu::tls_model("initial-exec")]] thread_local OpenRange* t_stack = nullptr;
+// comes from glibc's small surplus of static TLS: the 3 KiB of open ranges
+// would not fit there, so only the pointer to them is thread-local.
+[[gnu::tls_model("initial-exec")]] thread_local ThreadRanges* t_ranges = nullptr;
 [[gnu::tls_model("initial-exec")]] thread_local uint32_t t_depth = 0;
-pthread_key_t g_stack_key;  // frees a thread's stack when it exits
+pthread_key_t g_ranges_key;  // hands a thread's ranges back when it exits
 
-OpenRange* allocate_stack() {
-  auto* stack = new (std::nothrow) OpenRange[kMaxDepth];
-  if (stack) pthread_setspecific(g_stack_key, stack);
-  t_stack = stack;
-  return stack;
+// A slot another thread left, or a new one; nullptr when all are taken.
+ThreadRanges* claim_ranges() {
+  for (std::atomic<ThreadRanges*>& slot : g_thread_ranges) {
+    ThreadRanges* ranges = slot.load(std::memory_order_acquire);
+    if (ranges == nullptr) {
+      auto* made = new (std::nothrow) ThreadRanges();
+      if (!made) return nullptr;
+      if (slot.compare_exchange_strong(ranges, made, std::memory_order_acq_rel)) {
+        ranges = made;
+      } else {
+        delete made;
+        continue;
+      }
+    } else {
+      bool in_use = false;
+      if (!ranges->in_use.compare_exchange_strong(in_use, true, std::memory_order_acq_rel)) continue;
+    }
+    ranges->track = rankscope_agent_thread_track();
+    ranges->depth.store(0, std::memory_order_relaxed);
+    pthread_setspecific(g_ranges_key, ranges);
+    t_ranges = ranges;
+    return ranges;
+  }
+  return nullptr;
 }
 
 int push(uint32_t name_id, uint32_t domain, uint32_t category) {
   if (!capturing()) return -1;
   const uint32_t depth = t_depth++;
-  OpenRange* stack = t_stack;
-  // Only with no range open (the first push, or after an allocation failed),
-  // so that below every range stored, all were stored.
-  if (stack == nullptr && depth == 0) stack = allocate_stack();
-  if (stack && depth < kMaxDepth) stack[depth] = {rankscope_agent_now(), name_id, domain, category};
+  ThreadRanges* ranges = t_ranges;
+  // Only with no range open (the first push, or after no slot was left), so
+  // that below every range stored, all were stored.
+  if (ranges == nullptr && depth == 0) ranges = claim_ranges();
+  if (ranges && depth < kMaxDepth) ranges->store(depth, {rankscope_agent_now(), name_id, domain, category});
   return static_cast<int>(depth);
 }
 
 int pop() {
   if (t_depth == 0) return -1;
   const uint32_t depth = --t_depth;
-  if (depth < kMaxDepth && t_stack && capturing()) {
-    const OpenRange& open = t_stack[depth];
-    const Event e = nvtx_event(EventKind::kNvtxRange, open.begin, rankscope_agent_now(), open.name_id, open.domain,
-                               open.category);
-    rankscope_agent_record(&e);
+  ThreadRanges* ranges = t_ranges;
+  if (depth < kMaxDepth && ranges) {
+    ranges->depth.store(depth, std::memory_order_relaxed);
+    if (capturing()) {
+      const OpenRange open = ranges->load(depth);
+      const Event e = nvtx_event(EventKind::kNvtxRange, open.begin, rankscope_agent_now(), open.name_id, open.domain,
+                                 open.category);
+      rankscope_agent_record(&e);
+    }
   }
   return static_cast<int>(depth);
 }
@@ -281,9 +344,11 @@ class NvtxSource final : public CaptureSource {
  public:
   uint32_t bit() const override { return kCaptureNvtx; }
   bool start(std::string& why_not) override {
-    pthread_key_create(&g_stack_key, [](void* stack) {
-      delete[] static_cast<OpenRange*>(stack);
-      t_stack = nullptr;
+    pthread_key_create(&g_ranges_key, [](void* opaque) {
+      auto* ranges = static_cast<ThreadRanges*>(opaque);
+      ranges->depth.store(0, std::memory_order_relaxed);
+      ranges->in_use.store(false, std::memory_order_release);
+      t_ranges = nullptr;
     });
     g_domains[0].track = rankscope_agent_track(TrackType::kNvtxDomain, 0, -1, "NVTX start/end ranges");
     if (!std::getenv("NVTX_INJECTION64_PATH")) {
@@ -293,6 +358,21 @@ class NvtxSource final : public CaptureSource {
     return true;
   }
   void stop() override {}
+  // Push/pop ranges: start/end ranges, which any thread may end, are not
+  // read while their threads write them.
+  void add_open_events(int64_t now, std::vector<Event>& out) const override {
+    OpenRange open[kMaxDepth];
+    for (const std::atomic<ThreadRanges*>& slot : g_thread_ranges) {
+      const ThreadRanges* ranges = slot.load(std::memory_order_acquire);
+      if (!ranges || !ranges->in_use.load(std::memory_order_acquire)) continue;
+      const uint32_t n = ranges->snapshot(open);
+      for (uint32_t i = 0; i < n; ++i) {
+        Event e = nvtx_event(EventKind::kNvtxRange, open[i].begin, now, open[i].name_id, open[i].domain, open[i].category);
+        e.track = static_cast<uint16_t>(ranges->track);
+        out.push_back(e);
+      }
+    }
+  }
 };
 
 }  // namespace

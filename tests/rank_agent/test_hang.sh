@@ -5,9 +5,10 @@
 # collective, the ranks inside it and the rank that never came with what it
 # was doing; with report, the job goes on and the stall is in the report; a
 # rank killed before it could write its state is named from what it flushed.
-# Usage: test_hang.sh RANKSCOPE HANG_APP MPIEXEC
+# Usage: test_hang.sh RANKSCOPE HANG_APP MPIEXEC nvtx|none (whether HANG_APP has its NVTX ranges)
 set -euo pipefail
 rankscope=$1 hang_app=$2 mpiexec=$3
+export hang_app_ranges=$4
 work=$(mktemp -d)
 job=
 cleanup() { [ -n "$job" ] && kill -9 "$job" 2>/dev/null; rm -rf "$work"; }
@@ -32,6 +33,10 @@ m = h["missing"][0]
 assert m["rank"] == int(missing) and m["wrote_state"] == (wrote == "yes"), m
 assert m["inside"].startswith(inside) if inside else m["inside"] == "", m
 assert m["last_call"] == last, m
+# The ranges open in its written state; a rank killed before it wrote one has none.
+import os
+ranges = ["step 4", "late work"] if os.environ["hang_app_ranges"] == "nvtx" and wrote == "yes" else []
+assert m["open_ranges"] == ranges, m
 print("hang named:", h["call"], "#%d" % h["seq"], "ranks", entered, "inside; rank", missing, "missing:", m)
 PY
 }
@@ -129,6 +134,7 @@ h = json.load(open("killed.json"))["hangs"]
 assert len(h) == 1 and h[0]["missing_ranks"] == [2], h
 m = h[0]["missing"][0]
 assert m["status"] == "dead" and not m["wrote_state"] and m["last_call"] == "MPI_Barrier", m
+assert m["open_ranges"] == [], m
 print("killed rank named:", m)
 PY
 echo "all hang checks passed"

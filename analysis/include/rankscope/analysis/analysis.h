@@ -262,6 +262,7 @@ struct MissingRank {
   int32_t rank = -1;
   std::string status;        // the rank's status ("complete", "terminated", "dead", ...)
   std::string inside;        // the collective it was inside of instead ("MPI_Bcast #4 of MPI_COMM_WORLD"), or ""
+  std::vector<std::string> open_ranges;  // NVTX ranges open in its written state, outermost first
   std::string last_call;     // its last call that ended before the state was written ("MPI_Barrier"), or ""
   int64_t last_call_end_ns = 0;
   bool wrote_state = false;  // it wrote out its state (hang_dumps); false: only what it had flushed

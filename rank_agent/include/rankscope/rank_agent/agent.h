@@ -166,6 +166,10 @@ RANKSCOPE_AGENT_API uint32_t rankscope_agent_track(rankscope::TrackType type, ui
 // nullptr when this process does not capture (or has no slot left for the thread).
 RANKSCOPE_AGENT_API rankscope::agent::CallInProgress* rankscope_agent_call_in_progress();
 
+// The calling thread's track (kNoId without a slot), for a source that
+// writes the thread's events later from another thread.
+RANKSCOPE_AGENT_API uint32_t rankscope_agent_thread_track();
+
 // Off the hot path: what MPI learns after MPI_Init (node id, world size).
 RANKSCOPE_AGENT_API void rankscope_agent_set_placement(int32_t world_size, int32_t local_rank, int32_t local_size,
                                                        int32_t node_id);
