@@ -11,6 +11,7 @@
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/merge/merge.h"
 #include "rankscope/model/shard.h"
+#include "../support/shard_job_test.h"
 
 namespace rankscope::analysis {
 namespace {
@@ -22,14 +23,7 @@ constexpr uint16_t kThreadTrack = 0, kCommTrack = 1;
 constexpr uint32_t kStep0 = 0, kStep1 = 1, kAllreduce = 2, kIallreduce = 3, kWait = 4;
 
 Event range(uint32_t name, int64_t begin, int64_t end) {
-  Event e{};
-  e.kind = EventKind::kNvtxRange;
-  e.name_id = name;
-  e.begin_ns = begin;
-  e.end_ns = end;
-  e.track = kThreadTrack;
-  e.peer = kNoPeer;
-  return e;
+  return testing::host_event(EventKind::kNvtxRange, name, begin, end, kThreadTrack);
 }
 
 Event collective(uint32_t name, uint64_t seq, int64_t begin, int64_t end, uint16_t track) {
@@ -49,16 +43,8 @@ Event call(uint32_t name, int64_t begin, int64_t end) {
   return e;
 }
 
-class ProfileTest : public ::testing::Test {
+class ProfileTest : public testing::ShardJobTest {
  protected:
-  void SetUp() override {
-    MPI_Comm_rank(MPI_COMM_WORLD, &process_);
-    dir_ = fs::temp_directory_path() / ("rankscope-profile-" + std::to_string(::getpid()));
-    if (process_ == 0) fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (process_ == 0) fs::remove_all(dir_);
-  }
 
   void write_rank(int32_t rank, std::vector<Event> events) {
     RankMetadata metadata;
@@ -76,15 +62,6 @@ class ProfileTest : public ::testing::Test {
     ASSERT_TRUE(writer.write_tracks(tracks, 0));
     ASSERT_TRUE(writer.write_events(events));
     ASSERT_TRUE(writer.close(Counters{}, 10'000));
-  }
-
-  // The shards written so far, merged; the timeline's path.
-  std::string merged() {
-    MergeOptions options;
-    options.inputs = {dir_.string()};
-    options.output = (dir_ / "job.h5").string();
-    merge_shards(MPI_COMM_WORLD, options);
-    return options.output;
   }
 
   JobProfile profile() { return build_profile(Timeline(merged())); }
@@ -112,9 +89,6 @@ class ProfileTest : public ::testing::Test {
     ASSERT_TRUE(writer.write_events(events));
     ASSERT_TRUE(writer.close(Counters{}, end_ns));
   }
-
-  int process_ = 0;
-  fs::path dir_;
 };
 
 // Step 0 (0..1000): rank 0 enters a blocking allreduce at 100, rank 1 at 200;

@@ -1,0 +1,151 @@
+// find_hangs on jobs small enough to work out by hand: three ranks, the
+// written state of a hang (incomplete events), and what the ranks that
+// never came were doing.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "rankscope/analysis/analysis.h"
+#include "rankscope/merge/merge.h"
+#include "rankscope/model/counters.h"
+#include "rankscope/model/shard.h"
+#include "../support/shard_job_test.h"
+
+namespace rankscope::analysis {
+namespace {
+
+constexpr uint16_t kThreadTrack = 0, kWorldTrack = 1, kSplitTrack = 2;
+constexpr uint64_t kWorld = 5, kSplit = 99;
+constexpr uint32_t kAllreduce = 0, kBarrier = 1, kLateWork = 2, kWorldName = 3, kSplitName = 4, kRecv = 5;
+
+Event event(EventKind kind, uint32_t name, int64_t begin, int64_t end) {
+  return testing::host_event(kind, name, begin, end, kThreadTrack);
+}
+
+Event allreduce(uint64_t comm, uint64_t seq, int64_t begin, int64_t end, bool unfinished) {
+  Event e = event(EventKind::kMpiCollective, kAllreduce, begin, end);
+  e.op = CommOp::kAllReduce;
+  e.comm_hash = comm;
+  e.seq = seq;
+  if (unfinished) e.flags = kFlagIncomplete;
+  return e;
+}
+
+Event unfinished(Event e) {
+  e.flags = kFlagIncomplete;
+  return e;
+}
+
+class HangsTest : public testing::ShardJobTest {
+ protected:
+
+  // A rank of three that wrote a hang's state; `in_split` ranks made the communicator kSplit.
+  void write_rank(int32_t rank, std::vector<Event> events, bool in_split, bool wrote_state = true) {
+    if (process_ != 0) return;
+    RankMetadata metadata;
+    metadata.rank = rank;
+    metadata.world_size = 3;
+    metadata.host = "node-0";
+    ShardWriter writer;
+    ASSERT_TRUE(writer.open((dir_ / ("rank-" + std::to_string(rank) + ".shard")).string(), metadata, 0));
+    const std::pair<uint32_t, std::string_view> names[] = {
+        {kAllreduce, "MPI_Allreduce"},  {kBarrier, "MPI_Barrier"},        {kLateWork, "late work"},
+        {kWorldName, "MPI_COMM_WORLD"}, {kSplitName, "MPI comm 99 (3 ranks)"}, {kRecv, "MPI_Recv"}};
+    ASSERT_TRUE(writer.write_strings(names, 0));
+    std::vector<Track> tracks = {{7, kThreadTrack, 0, -1, TrackType::kThread, 0, 0},
+                                 {kWorld, kWorldTrack, kWorldName, -1, TrackType::kMpiComm, 0, 0}};
+    if (in_split) tracks.push_back({kSplit, kSplitTrack, kSplitName, -1, TrackType::kMpiComm, 0, 0});
+    ASSERT_TRUE(writer.write_tracks(tracks, 0));
+    ASSERT_TRUE(writer.write_events(events));
+    Counters counters;
+    if (wrote_state) counters.set(counter::kHangDumps, 1);
+    ASSERT_TRUE(writer.close(counters, 10'000));
+  }
+
+  std::vector<Hang> hangs() { return find_hangs(Timeline(merged())); }
+};
+
+// Ranks 0 and 1 entered allreduce #3 of the world at 100 and 120 and wrote
+// their state at 5000; rank 2 left a barrier at 90 and is inside "late work".
+TEST_F(HangsTest, NamesTheRanksInsideAndWhatTheMissingOneWasDoing) {
+  write_rank(0, {allreduce(kWorld, 3, 100, 5000, true)}, false);
+  write_rank(1, {allreduce(kWorld, 3, 120, 5000, true)}, false);
+  write_rank(2, {event(EventKind::kMpiCollective, kBarrier, 50, 90), unfinished(event(EventKind::kNvtxRange, kLateWork, 95, 5100))},
+             false);
+  const std::vector<Hang> found = hangs();
+  ASSERT_EQ(found.size(), 1u);
+  const Hang& h = found[0];
+  EXPECT_EQ(h.call, "MPI_Allreduce");
+  EXPECT_EQ(h.comm, "MPI_COMM_WORLD");
+  EXPECT_EQ(h.seq, 3u);
+  ASSERT_EQ(h.entered.size(), 2u);
+  EXPECT_EQ(h.entered[0].rank, 0);
+  EXPECT_EQ(h.entered[0].since_ns, 100);
+  EXPECT_EQ(h.entered[0].waited_ns, 4900);
+  EXPECT_EQ(h.entered[1].rank, 1);
+  EXPECT_EQ(h.missing_ranks, std::vector<int32_t>{2});
+  EXPECT_TRUE(h.members_known);
+  ASSERT_EQ(h.missing.size(), 1u);
+  const MissingRank& m = h.missing[0];
+  EXPECT_TRUE(m.wrote_state);
+  EXPECT_EQ(m.inside, "");
+  EXPECT_EQ(m.open_ranges, std::vector<std::string>{"late work"});
+  EXPECT_EQ(m.last_call, "MPI_Barrier");
+  EXPECT_EQ(m.last_call_end_ns, 90);
+  EXPECT_EQ(m.entered_at_ns, 0);
+  EXPECT_EQ(describe_hang(h),
+            "HANG: MPI_Allreduce #3 of MPI_COMM_WORLD: ranks 0,1 inside, up to 4.9 µs; had not entered: rank 2\n"
+            "  rank 2 (complete, wrote its state): in no collective; in ranges late work; last call MPI_Barrier ended "
+            "4.91 µs before the state was written\n");
+}
+
+// A communicator's members are the ranks with its track: rank 2 never made
+// kSplit, so only rank 1 is missing, and the size in its name says one
+// member is not known.
+TEST_F(HangsTest, MembersAreTheRanksThatMadeTheCommunicator) {
+  write_rank(0, {allreduce(kSplit, 0, 100, 3000, true)}, true);
+  Event receive = unfinished(event(EventKind::kMpiP2p, kRecv, 80, 3000));
+  receive.op = CommOp::kRecv;
+  receive.comm_hash = kWorld;
+  receive.peer = 2;
+  receive.correlation_id = 7;
+  write_rank(1, {receive}, true);
+  write_rank(2, {}, false);
+  const std::vector<Hang> found = hangs();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].comm, "MPI comm 99 (3 ranks)");
+  EXPECT_EQ(found[0].missing_ranks, std::vector<int32_t>{1});
+  EXPECT_FALSE(found[0].members_known);
+  ASSERT_EQ(found[0].missing.size(), 1u);
+  EXPECT_EQ(found[0].missing[0].inside, "MPI_Recv with rank 2, tag 7");
+}
+
+// The stall passed (--hang-action report): rank 2 entered at 6000, after the
+// state was written, and its last call before that is the barrier; the
+// finished instances are left to the profile, which matches #3 on all ranks.
+TEST_F(HangsTest, ARankThatCameLaterIsDatedAndTheCollectiveIsMatchedOnce) {
+  write_rank(0, {allreduce(kWorld, 3, 100, 5000, true), allreduce(kWorld, 3, 100, 6100, false)}, false);
+  write_rank(1, {allreduce(kWorld, 3, 120, 5000, true), allreduce(kWorld, 3, 120, 6100, false)}, false);
+  write_rank(2, {event(EventKind::kMpiCollective, kBarrier, 50, 90), allreduce(kWorld, 3, 6000, 6100, false)}, false);
+  const std::vector<Hang> found = hangs();
+  ASSERT_EQ(found.size(), 1u);
+  ASSERT_EQ(found[0].missing.size(), 1u);
+  EXPECT_EQ(found[0].missing[0].entered_at_ns, 6000);
+  EXPECT_EQ(found[0].missing[0].last_call, "MPI_Barrier");
+  const JobProfile job = build_profile(Timeline((dir_ / "job.h5").string()));
+  ASSERT_EQ(job.collectives.size(), 1u);
+  EXPECT_EQ(job.collectives[0].ranks.size(), 3u);
+}
+
+TEST_F(HangsTest, AJobThatEndedWellHasNone) {
+  write_rank(0, {allreduce(kWorld, 0, 100, 200, false)}, false, false);
+  write_rank(1, {allreduce(kWorld, 0, 100, 200, false)}, false, false);
+  write_rank(2, {allreduce(kWorld, 0, 100, 200, false)}, false, false);
+  EXPECT_TRUE(hangs().empty());
+}
+
+}  // namespace
+}  // namespace rankscope::analysis
