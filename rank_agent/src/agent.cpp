@@ -193,6 +193,7 @@ class Agent {
   bool hang_dumped_ = false;
   int64_t end_rank_at_ns_ = 0;  // --hang-action abort: when this rank ends itself (0: not due)
   bool end_signalled_ = false;
+  int64_t hang_file_checked_ns_ = 0;  // when the hang file was last looked for
   std::vector<std::pair<uint32_t, int64_t>> calls_written_;  // (track, begin) of what was written as incomplete
 
   std::thread flusher_;
@@ -474,8 +475,15 @@ void Agent::watch_for_hang() {
         oldest = event;
       }
     });
-    if (oldest.begin_ns == 0 && !hang_told()) return;
-    const int64_t grace_ns = std::max<int64_t>(2'000'000'000, int64_t{flush_ms_} * 5'000'000);
+    // Once a second at most: on a shared file system every rank's look is a
+    // request to its metadata server.
+    if (oldest.begin_ns == 0) {
+      if (now - hang_file_checked_ns_ < 1'000'000'000) return;
+      hang_file_checked_ns_ = now;
+      if (!hang_told()) return;
+    }
+    // Time for the others to look for the hang file (once a second) and write theirs.
+    const int64_t grace_ns = 3'000'000'000 + int64_t{flush_ms_} * 5'000'000;
     if (oldest.begin_ns != 0) {
       const auto create = [&] { return ::open(hang_file_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644); };
       int fd = create();
