@@ -21,14 +21,18 @@ bool every_rank_needs_every_other(CommOp op) {
   }
 }
 
+// An unfinished call (a hang's state) ended when it was written, not when
+// its peers let it go: its end orders nothing.
+bool finished(const Event& event) { return !(event.flags & kFlagIncomplete); }
+
 bool is_collective(const Event& event) {
   return (event.kind == EventKind::kMpiCollective || event.kind == EventKind::kNcclCollectiveGpu) &&
-         event.comm_hash != 0 && every_rank_needs_every_other(event.op);
+         event.comm_hash != 0 && every_rank_needs_every_other(event.op) && finished(event);
 }
 
 bool is_message(const Event& event) {
   return event.kind == EventKind::kMpiP2p && event.comm_hash != 0 &&
-         (event.op == CommOp::kSend || event.op == CommOp::kRecv);
+         (event.op == CommOp::kSend || event.op == CommOp::kRecv) && finished(event);
 }
 
 // The agent's sequence number for a message it could not number (its table

@@ -59,6 +59,9 @@ class HangsTest : public testing::ShardJobTest {
                                  {kWorld, kWorldTrack, kWorldName, -1, TrackType::kMpiComm, 0, 0}};
     if (in_split) tracks.push_back({kSplit, kSplitTrack, kSplitName, -1, TrackType::kMpiComm, 0, 0});
     ASSERT_TRUE(writer.write_tracks(tracks, 0));
+    // Clocks measured exact within 10 ns, so that the merge checks causality.
+    const SyncPoint points[2] = {{0, 0, 10}, {1'000'000'000, 0, 10}};
+    ASSERT_TRUE(writer.write_sync_points(points, 0));
     ASSERT_TRUE(writer.write_events(events));
     Counters counters;
     if (wrote_state) counters.set(counter::kHangDumps, 1);
@@ -125,7 +128,9 @@ TEST_F(HangsTest, MembersAreTheRanksThatMadeTheCommunicator) {
 
 // The stall passed (--hang-action report): rank 2 entered at 6000, after the
 // state was written, and its last call before that is the barrier; the
-// finished instances are left to the profile, which matches #3 on all ranks.
+// finished instances are left to the profile, which matches #3 on all ranks,
+// and to the merge's causality check, which finds nothing broken (the
+// unfinished copies end at 5000, before rank 2 entered).
 TEST_F(HangsTest, ARankThatCameLaterIsDatedAndTheCollectiveIsMatchedOnce) {
   write_rank(0, {allreduce(kWorld, 3, 100, 5000, true), allreduce(kWorld, 3, 100, 6100, false)}, false);
   write_rank(1, {allreduce(kWorld, 3, 120, 5000, true), allreduce(kWorld, 3, 120, 6100, false)}, false);
@@ -135,9 +140,12 @@ TEST_F(HangsTest, ARankThatCameLaterIsDatedAndTheCollectiveIsMatchedOnce) {
   ASSERT_EQ(found[0].missing.size(), 1u);
   EXPECT_EQ(found[0].missing[0].entered_at_ns, 6000);
   EXPECT_EQ(found[0].missing[0].last_call, "MPI_Barrier");
-  const JobProfile job = build_profile(Timeline((dir_ / "job.h5").string()));
+  const Timeline timeline((dir_ / "job.h5").string());
+  ASSERT_TRUE(timeline.clock_corrected());
+  const JobProfile job = build_profile(timeline);
   ASSERT_EQ(job.collectives.size(), 1u);
   EXPECT_EQ(job.collectives[0].ranks.size(), 3u);
+  for (const RankInfo& info : timeline.ranks()) EXPECT_EQ(info.counters.get(counter::kClockViolations), 0u) << info.rank;
 }
 
 TEST_F(HangsTest, AJobThatEndedWellHasNone) {

@@ -87,6 +87,8 @@ echo "== --hang-action report: the late rank comes after 6 s, the job ends well"
 "$mpiexec" -n 3 "$rankscope" run -o "$work/report.h5" --hang-timeout 2 -- "$hang_app" 2 sleep 6 >report.log 2>&1 ||
   { cat report.log; fail "the job with a passing stall failed"; }
 [ -f report.h5 ] && [ ! -e report.h5.shards ] || fail "no timeline, or the shard folder (and its hang file) was left"
+! "$rankscope" info report.h5 | grep -q clock_violations ||
+  fail "the unfinished copies of the collective were taken for clock violations"
 "$rankscope" report report.h5 --format json -o report.json
 check_hang report.json MPI_Allreduce 0,1 2 yes "" MPI_Barrier
 python3 - <<'PY'
