@@ -101,7 +101,6 @@ std::string hta_line(const HtaFigures& hta) {
                        format_duration(hta.kernel_time_ns).c_str());
 }
 
-
 }  // namespace
 
 void write_clock_json(JsonWriter& json, int32_t rank, RankStatus status, const RankClock& clock) {

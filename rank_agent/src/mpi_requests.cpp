@@ -29,13 +29,7 @@ void post_collective(Call call, int64_t begin, MPI_Request* request, MPI_Comm co
 void record_completed(const Pending& p, const MPI_Status* status, int64_t end) {
   Event e;
   if (p.kind == EventKind::kMpiCollective) {
-    e = make_event(EventKind::kMpiCollective, p.call, p.begin, end);
-    e.op = p.op;
-    e.comm_hash = p.comm->hash;
-    e.seq = p.seq;
-    e.bytes = p.bytes;
-    e.datatype = data_type_of(p.type);
-    e.peer = p.peer >= 0 ? p.comm->world_rank(p.peer) : kNoPeer;
+    e = pending_collective_event(p, p.begin, end);
   } else {
     int peer = p.peer, tag = p.tag;
     uint64_t bytes = p.bytes;

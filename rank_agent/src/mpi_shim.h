@@ -332,6 +332,18 @@ void post(Call call, int64_t begin, MPI_Request request, CommInfo* info, CommOp 
 void post_collective(Call call, int64_t begin, MPI_Request* request, MPI_Comm comm, const CollectiveShape& shape);
 void record_completed(const Pending& p, const MPI_Status* status, int64_t end);
 
+// The event of a pending nonblocking collective, from `begin` to `end`.
+inline Event pending_collective_event(const Pending& p, int64_t begin, int64_t end) {
+  Event e = make_event(EventKind::kMpiCollective, p.call, begin, end);
+  e.op = p.op;
+  e.comm_hash = p.comm->hash;
+  e.seq = p.seq;
+  e.bytes = p.bytes;
+  e.datatype = data_type_of(p.type);
+  e.peer = p.peer >= 0 ? p.comm->world_rank(p.peer) : kNoPeer;
+  return e;
+}
+
 // Whether waits are shown as calls in progress: only when the agent watches
 // for hangs (RANKSCOPE_HANG_TIMEOUT_S), as finding what a request is costs a
 // look-up in the request table on every wait. Set after MPI_Init.
@@ -347,11 +359,7 @@ inline bool waited_collective(int count, const MPI_Request requests[], int64_t b
         p.kind != EventKind::kMpiCollective) {
       continue;
     }
-    out = make_event(EventKind::kMpiCollective, p.call, begin, 0);
-    out.op = p.op;
-    out.comm_hash = p.comm->hash;
-    out.seq = p.seq;
-    out.bytes = p.bytes;
+    out = pending_collective_event(p, begin, 0);
     return true;
   }
   return false;

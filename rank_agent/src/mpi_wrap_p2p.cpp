@@ -91,13 +91,9 @@ RANKSCOPE_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype type, int sourc
   const int64_t begin = now();
   int rc;
   {
-    Event waiting = make_event(EventKind::kMpiP2p, Call::kRecv, begin, 0);
-    CommInfo* info = info_for(comm);
-    waiting.op = CommOp::kRecv;
-    waiting.comm_hash = info->hash;
-    waiting.peer = source == MPI_ANY_SOURCE ? kNoPeer : info->world_rank(source);
-    waiting.correlation_id = static_cast<uint32_t>(tag);
-    const InProgress shown(waiting);
+    // Numbered at completion, where the sender is known: 0 while it waits.
+    const InProgress shown(p2p_event(Call::kRecv, begin, 0, info_for(comm), CommOp::kRecv, source, tag,
+                                     bytes_of(count, type), type, 0));
     rc = PMPI_Recv(buf, count, type, source, tag, comm, kept);
   }
   if (rc == MPI_SUCCESS) record_received(Call::kRecv, begin, now(), comm, *kept, type);

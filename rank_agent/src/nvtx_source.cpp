@@ -93,25 +93,23 @@ struct OpenRange {
 };
 
 // A thread's open push/pop ranges, which the writer thread reads for a
-// hang's state: a sequence lock, the version odd while a push writes; a pop
-// only lowers the depth. Each range is three words: begin, name_id | domain
-// << 32, category. Never freed: a thread's exit hands it to the next thread.
+// hang's state: a push writes under the sequence lock; a pop only lowers the
+// depth. Each range is three words: begin, name_id | domain << 32,
+// category. Never freed: a thread's exit hands it to the next thread.
 struct ThreadRanges {
-  std::atomic<uint32_t> version{0};
+  SequenceLock lock;
   std::atomic<uint32_t> depth{0};  // ranges stored, at most kMaxDepth
   std::atomic<bool> in_use{true};
   uint32_t track = 0;
   std::atomic<uint64_t> words[kMaxDepth][3] = {};
 
   void store(uint32_t at, const OpenRange& range) {
-    const uint32_t v = version.load(std::memory_order_relaxed);
-    version.store(v + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    words[at][0].store(static_cast<uint64_t>(range.begin), std::memory_order_relaxed);
-    words[at][1].store(range.name_id | uint64_t{range.domain} << 32, std::memory_order_relaxed);
-    words[at][2].store(range.category, std::memory_order_relaxed);
-    depth.store(at + 1, std::memory_order_relaxed);
-    version.store(v + 2, std::memory_order_release);
+    lock.write([&] {
+      words[at][0].store(static_cast<uint64_t>(range.begin), std::memory_order_relaxed);
+      words[at][1].store(range.name_id | uint64_t{range.domain} << 32, std::memory_order_relaxed);
+      words[at][2].store(range.category, std::memory_order_relaxed);
+      depth.store(at + 1, std::memory_order_relaxed);
+    });
   }
   OpenRange load(uint32_t at) const {
     const uint64_t names = words[at][1].load(std::memory_order_relaxed);
@@ -120,14 +118,12 @@ struct ThreadRanges {
   }
   // The open ranges, outermost first, as one consistent picture.
   uint32_t snapshot(OpenRange out[kMaxDepth]) const {
-    for (;;) {
-      const uint32_t before = version.load(std::memory_order_acquire);
-      if (before & 1) continue;
-      const uint32_t n = depth.load(std::memory_order_relaxed);
+    uint32_t n = 0;
+    lock.read([&] {
+      n = depth.load(std::memory_order_relaxed);
       for (uint32_t i = 0; i < n; ++i) out[i] = load(i);
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (version.load(std::memory_order_relaxed) == before) return n;
-    }
+    });
+    return n;
   }
 };
 std::atomic<ThreadRanges*> g_thread_ranges[kMaxRangeThreads];

@@ -142,6 +142,13 @@ for interval in inf nan -1 0 0.01 1e9 ten; do
   expect 2 "rankscope run: --sync-interval: Value $interval not in range \[0.1 - 86400\]" \
     "$rankscope" run --sync-interval "$interval" -- true
 done
+for timeout in -1 nan 1e6 ten; do
+  expect 2 "rankscope run: --hang-timeout: Value $timeout not in range \[0 - 86400\]" \
+    "$rankscope" run --hang-timeout "$timeout" -- true
+done
+expect 2 "rankscope run: --hang-timeout: Value 0.5 is neither 0 (off) nor 1 s or more" \
+  "$rankscope" run --hang-timeout 0.5 -- true
+expect 2 "rankscope run: --hang-action: stop not in {report,abort}" "$rankscope" run --hang-action stop -- true
 for size in -1 0 nan inf 65537; do
   expect 2 "rankscope run: --buffer-mb" "$rankscope" run --buffer-mb "$size" -- true
 done

@@ -49,14 +49,15 @@ Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> appl
       ->capture_default_str();
   app->add_option("--hang-timeout", options->hang_timeout_s,
                   "Seconds a rank may be inside one collective before every rank writes out its state (0: off)")
-      ->check(CLI::Validator(
-          [](const std::string& text) {
-            const double seconds = std::strtod(text.c_str(), nullptr);
-            return seconds == 0 || (seconds >= kMinHangTimeoutS && seconds <= kMaxSyncIntervalS)
-                       ? std::string()
-                       : "0 (off) or 1 to 86400 seconds";
-          },
-          "SECONDS"))
+      ->check(finite_range(0, kMaxHangTimeoutS) &
+              CLI::Validator(
+                  [](const std::string& text) {
+                    const double seconds = std::strtod(text.c_str(), nullptr);
+                    return seconds > 0 && seconds < kMinHangTimeoutS
+                               ? "Value " + text + " is neither 0 (off) nor 1 s or more"
+                               : std::string();
+                  },
+                  ""))
       ->capture_default_str();
   app->add_option("--hang-action", options->hang_action,
                   "After a hang's state is written: report (the job goes on) or abort (the job ends)")

@@ -11,9 +11,10 @@ namespace rankscope {
 // come no oftener; a day apart they are as good as none.
 inline constexpr double kMinSyncIntervalS = 0.1;
 inline constexpr double kMaxSyncIntervalS = 86400;
-// A hang is a collective longer than --hang-timeout: under a second, a busy
-// job's slow collectives would pass for hangs.
+// A hang is a collective longer than --hang-timeout (0: none is watched):
+// under a second, a busy job's slow collectives would pass for hangs.
 inline constexpr double kMinHangTimeoutS = 1;
+inline constexpr double kMaxHangTimeoutS = 86400;
 
 // Checked on the command line (commands/run.cpp).
 struct RunOptions {

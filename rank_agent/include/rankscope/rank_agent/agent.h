@@ -93,36 +93,57 @@ constexpr std::string_view capture_source_label(uint32_t bit) {
   return "?";
 }
 
+// Data one thread writes and another reads whole, with no lock: the writer
+// brackets its (relaxed atomic) stores with write(); read(copy) repeats the
+// copy until no write overlapped it. The version is odd while a write runs.
+class SequenceLock {
+ public:
+  template <typename Store>
+  void write(Store&& store) {
+    const uint32_t version = version_.load(std::memory_order_relaxed);
+    version_.store(version + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    store();
+    version_.store(version + 2, std::memory_order_release);
+  }
+  template <typename Copy>
+  void read(Copy&& copy) const {
+    for (;;) {
+      const uint32_t before = version_.load(std::memory_order_acquire);
+      if (before & 1) continue;
+      copy();
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (version_.load(std::memory_order_relaxed) == before) return;
+    }
+  }
+
+ private:
+  std::atomic<uint32_t> version_{0};
+};
+
 // The call a thread is inside of right now (a blocking collective), for the
 // state a hang writes out (docs/agent.md, "Hangs"): the event the call will
-// be, its end not yet known. Its thread writes it, the flusher reads it: a
-// sequence lock, the version odd while the thread writes. On the hot path:
-// a few stores, no lock, no system call.
+// be, its end not yet known. Its thread writes it, the flusher reads it. On
+// the hot path: a few stores, no lock, no system call.
 class CallInProgress {
  public:
   void enter(const Event& event) {
     uint64_t copy[kWords];
     std::memcpy(copy, &event, sizeof(event));
-    const uint32_t version = begin_write();
-    for (size_t i = 0; i < kWords; ++i) words_[i].store(copy[i], std::memory_order_relaxed);
-    version_.store(version + 2, std::memory_order_release);
+    lock_.write([&] {
+      for (size_t i = 0; i < kWords; ++i) words_[i].store(copy[i], std::memory_order_relaxed);
+    });
   }
   // Only begin_ns, which says whether there is a call.
   void leave() {
-    const uint32_t version = begin_write();
-    words_[0].store(0, std::memory_order_relaxed);
-    version_.store(version + 2, std::memory_order_release);
+    lock_.write([&] { words_[0].store(0, std::memory_order_relaxed); });
   }
   // The call in progress, if any (begin_ns 0 means none).
   bool read(Event& out) const {
     uint64_t copy[kWords];
-    for (;;) {
-      const uint32_t before = version_.load(std::memory_order_acquire);
-      if (before & 1) continue;
+    lock_.read([&] {
       for (size_t i = 0; i < kWords; ++i) copy[i] = words_[i].load(std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (version_.load(std::memory_order_relaxed) == before) break;
-    }
+    });
     std::memcpy(&out, copy, sizeof(out));
     return out.begin_ns != 0;
   }
@@ -130,13 +151,7 @@ class CallInProgress {
  private:
   static constexpr size_t kWords = sizeof(Event) / sizeof(uint64_t);
   static_assert(offsetof(Event, begin_ns) == 0);
-  uint32_t begin_write() {
-    const uint32_t version = version_.load(std::memory_order_relaxed);
-    version_.store(version + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    return version;
-  }
-  std::atomic<uint32_t> version_{0};
+  SequenceLock lock_;
   std::atomic<uint64_t> words_[kWords] = {};
 };
 
