@@ -110,6 +110,11 @@ cmd_down() {
     rm -rf "/etc/netns/$ns"
   done
   ip link delete "$bridge" 2>/dev/null || true
+  # A host's end of its link outlives a namespace still held by a process that left it.
+  local link
+  for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep "^$(veth_of '')[0-9]*$" || true); do
+    ip link delete "$link" 2>/dev/null || true
+  done
   for shm in "$state"/shm/h*; do
     if mountpoint -q "$shm"; then umount -l "$shm"; fi
   done

@@ -1,19 +1,20 @@
 // The one figure each kind of repeated measurement is judged by.
 #pragma once
 
-#include <algorithm>
 #include <vector>
+
+#include "rankscope/model/statistics.h"
 
 namespace rankscope::acceptance {
 
-// The best of a node's repeats, or of a link's bandwidths: a slow repeat is
-// noise more often than a fast one is.
-inline double best(const std::vector<double>& repeats) {
-  return repeats.empty() ? 0 : *std::max_element(repeats.begin(), repeats.end());
-}
-// The shortest of a link's latencies, for the same reason.
-inline double least(const std::vector<double>& repeats) {
-  return repeats.empty() ? 0 : *std::min_element(repeats.begin(), repeats.end());
-}
+// A node's figure, or a link's bandwidth: the upper quartile of its repeats.
+// A disturbance (a neighbour's burst of load, another job's traffic) slows
+// repeats far more often than anything speeds one up, so the figure looks
+// past up to three spoiled repeats in four; yet one lucky repeat does not
+// decide it, as it would the best: a triad on a shared machine ran at
+// 7-34 GB/s from repeat to repeat (docs/accept.md, "Verdicts").
+inline double upper_quartile(const std::vector<double>& repeats) { return quantile(repeats, 0.75, 0); }
+// A link's latency: the lower quartile of its repeats, for the same reasons.
+inline double lower_quartile(const std::vector<double>& repeats) { return quantile(repeats, 0.25, 0); }
 
 }  // namespace rankscope::acceptance

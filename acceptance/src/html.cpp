@@ -315,7 +315,7 @@ void write_measured_links(const Acceptance& acceptance, std::string& out) {
            "</td></tr>\n";
   }
   out += "</tbody></table></div>\n<p class=\"caption\">The pairs group testing measured as links: bandwidth (the "
-         "slower direction's best repeat) and latency, with their ratios to the median of these links. Each takes "
+         "slower direction, the upper quartile of its repeats) and latency, with their ratios to the median of these links. Each takes "
          "the verdict of its ring of two.</p>\n";
 }
 
@@ -332,7 +332,7 @@ void write_link_section(const Acceptance& acceptance, const Measurements& measur
   } else {
     write_link_heatmap(acceptance, measurements, out);
     out += "<p class=\"caption\">Each cell is the link between its row's node and its column's, coloured by its "
-           "bandwidth (the slower direction's best repeat) over the median link's. Hover over a cell for its "
+           "bandwidth (the slower direction, the upper quartile of its repeats) over the median link's. Hover over a cell for its "
            "bandwidth and latency. A row of dark cells is one node's NIC, cable or switch port; a single dark "
            "cell, the link itself.</p>\n";
   }
@@ -397,7 +397,7 @@ void write_node_section(const Acceptance& acceptance, const Measurements& measur
   }
   write_node_bars(acceptance, measurements, rules, "compute", "compute-bars", "compute (GEMM GFLOP/s)", out);
   write_node_bars(acceptance, measurements, rules, "memory", "memory-bars", "memory (triad GB/s)", out);
-  out += "<p class=\"caption\">Each node's best repeat over the fleet's median: double-precision GEMM on all its "
+  out += "<p class=\"caption\">Each node's figure (the upper quartile of its repeats) over the fleet's median: double-precision GEMM on all its "
          "CPUs, and the STREAM triad. Bars are red where the node fails, orange where it is to be retested; hover "
          "over a bar for its figures.</p>\n</section>\n";
 }

@@ -66,10 +66,10 @@ std::string figure(double value, const MetricInfo& info) { return printf_string(
 
 const std::vector<MetricInfo>& known_metrics() {
   static const std::vector<MetricInfo> metrics = {
-      {"compute_gflops", Subject::node, true, "GFLOP/s", "a node's GEMM throughput, its best repeat"},
-      {"memory_gbps", Subject::node, true, "GB/s", "a node's triad bandwidth, its best repeat"},
-      {"link.bandwidth_gbps", Subject::link, true, "GB/s", "a link's bandwidth, the slower direction of its best repeat"},
-      {"link.latency_us", Subject::link, false, "us", "a link's latency, half its shortest round trip"},
+      {"compute_gflops", Subject::node, true, "GFLOP/s", "a node's GEMM throughput, the upper quartile of its repeats"},
+      {"memory_gbps", Subject::node, true, "GB/s", "a node's triad bandwidth, the upper quartile of its repeats"},
+      {"link.bandwidth_gbps", Subject::link, true, "GB/s", "a link's bandwidth, the slower direction, the upper quartile of its repeats"},
+      {"link.latency_us", Subject::link, false, "us", "a link's latency, half its shortest round trip, the lower quartile of its repeats"},
   };
   return metrics;
 }
@@ -77,12 +77,12 @@ const std::vector<MetricInfo>& known_metrics() {
 std::vector<MetricValue> metric_values(const Measurements& in) {
   std::vector<MetricValue> values;
   for (size_t n = 0; n < in.nodes.size(); ++n) {
-    if (!in.nodes[n].gemm_gflops.empty()) values.push_back({"compute_gflops", n, best(in.nodes[n].gemm_gflops)});
-    if (!in.nodes[n].triad_gbps.empty()) values.push_back({"memory_gbps", n, best(in.nodes[n].triad_gbps)});
+    if (!in.nodes[n].gemm_gflops.empty()) values.push_back({"compute_gflops", n, upper_quartile(in.nodes[n].gemm_gflops)});
+    if (!in.nodes[n].triad_gbps.empty()) values.push_back({"memory_gbps", n, upper_quartile(in.nodes[n].triad_gbps)});
   }
   for (size_t l = 0; l < in.links.size(); ++l) {
-    if (!in.links[l].bandwidth_gbps.empty()) values.push_back({"link.bandwidth_gbps", l, best(in.links[l].bandwidth_gbps)});
-    if (!in.links[l].latency_us.empty()) values.push_back({"link.latency_us", l, least(in.links[l].latency_us)});
+    if (!in.links[l].bandwidth_gbps.empty()) values.push_back({"link.bandwidth_gbps", l, upper_quartile(in.links[l].bandwidth_gbps)});
+    if (!in.links[l].latency_us.empty()) values.push_back({"link.latency_us", l, lower_quartile(in.links[l].latency_us)});
   }
   return values;
 }

@@ -14,16 +14,16 @@
 namespace rankscope::acceptance {
 namespace {
 
-// A node's figure of one kind (its best repeat) against the fleet's median.
+// A node's figure of one kind (the upper quartile of its repeats) against the fleet's median.
 void judge_metric(Acceptance& out, const Measurements& in, const Rules& rules, const char* name, const char* unit,
                   std::vector<double> NodeMeasurements::*repeats) {
   std::vector<double> values;
-  for (const NodeMeasurements& node : in.nodes) values.push_back(best(node.*repeats));
+  for (const NodeMeasurements& node : in.nodes) values.push_back(upper_quartile(node.*repeats));
   const Fleet fleet(values);
   for (size_t i = 0; i < in.nodes.size(); ++i) {
     const auto [verdict, ratio] = fleet.judge(values[i], rules);
     out.nodes[i].checks.push_back({name, printf_string("%.2f ", values[i]) + unit, printf_string("%.2f ", fleet.median) + unit +
-                                   " (fleet median of each node's best of " + std::to_string((in.nodes[i].*repeats).size()) +
+                                   " (fleet median of each node's upper quartile of " + std::to_string((in.nodes[i].*repeats).size()) +
                                    " repeats)", ratio, rule_text(rules, "the fleet median"), verdict});
   }
 }
@@ -47,8 +47,8 @@ void judge_inventory(Acceptance& out, const Measurements& in, const char* name, 
 void judge_each_link(Acceptance& out, const Measurements& in, const Rules& rules) {
   std::vector<double> bandwidths, speeds;  // speed: 1 / latency, so that higher is better
   for (const LinkMeasurements& link : in.links) {
-    bandwidths.push_back(best(link.bandwidth_gbps));
-    const double latency = least(link.latency_us);
+    bandwidths.push_back(upper_quartile(link.bandwidth_gbps));
+    const double latency = lower_quartile(link.latency_us);
     speeds.push_back(latency > 0 ? 1 / latency : 0);
   }
   const Fleet bandwidth_fleet(bandwidths), speed_fleet(speeds);
@@ -59,7 +59,7 @@ void judge_each_link(Acceptance& out, const Measurements& in, const Rules& rules
     link.hosts = {in.nodes[static_cast<size_t>(in.links[l].a)].inventory.host,
                   in.nodes[static_cast<size_t>(in.links[l].b)].inventory.host};
     link.bandwidth_gbps = bandwidths[l];
-    link.latency_us = least(in.links[l].latency_us);
+    link.latency_us = lower_quartile(in.links[l].latency_us);
     link.bandwidth_ratio = bandwidth_ratio;
     link.latency_ratio = latency_ratio;
     link.verdict = worse(bandwidth_verdict, latency_verdict);
@@ -358,6 +358,23 @@ Acceptance judge(const Measurements& in, const Rules& rules) {
   for (const CollectiveVerdict& collective : out.collectives)
     if (collective.verdict == Verdict::fail) out.verdict = Verdict::fail;
   return out;
+}
+
+Retests retests_of(const Acceptance& so_far, const Measurements& measured) {
+  Retests retests;
+  const auto unpassed = [&](size_t node, std::string_view check, std::string_view rule) {
+    for (const Check& c : so_far.nodes[node].checks)
+      if ((c.name == check || c.name == rule) && c.verdict != Verdict::pass) return true;
+    return false;
+  };
+  for (size_t n = 0; n < so_far.nodes.size(); ++n) {
+    if (unpassed(n, "compute", "rule compute_gflops")) retests.compute.push_back(static_cast<int>(n));
+    if (unpassed(n, "memory", "rule memory_gbps")) retests.memory.push_back(static_cast<int>(n));
+  }
+  if (so_far.link_screen == LinkScreen::all_pairs)
+    for (size_t l = 0; l < so_far.links.size() && l < measured.links.size(); ++l)
+      if (so_far.links[l].verdict != Verdict::pass) retests.links.emplace_back(measured.links[l].a, measured.links[l].b);
+  return retests;
 }
 
 std::vector<std::vector<std::pair<int, int>>> pairing_rounds(int nodes) {

@@ -64,7 +64,7 @@ TEST(Html, TheHeatmapHasACellForEveryPairOfNodesAndAnEmptyDiagonal) {
 TEST(Html, AFailedLinkIsMarkedBothWaysRoundAndListedFirst) {
   Measurements m = healthy_fleet(5);
   for (LinkMeasurements& link : m.links)
-    if (link.a == 1 && link.b == 3) link.bandwidth_gbps = {0.1, 0.12};
+    if (link.a == 1 && link.b == 3) link.bandwidth_gbps = {0.1, 0.12, 0.12};
   m.nodes[4].triad_gbps = {8.3};  // below 0.9 of the median on a quiet fleet: to be retested
   const std::string html = page(m);
   expect_well_formed_and_self_contained(html);
@@ -98,7 +98,7 @@ TEST(Html, ANodeWhoseEveryLinkIsSlowHasItsRowAndColumnMarked) {
 
 TEST(Html, BarsForEveryNodesComputeAndMemoryWithTheFailLine) {
   Measurements m = healthy_fleet(6);
-  m.nodes[2].gemm_gflops = {40, 42, 41};
+  m.nodes[2].gemm_gflops = {40, 42, 42};
   const std::string html = page(m);
   const std::string compute = plot(html, "compute-bars"), memory = plot(html, "memory-bars");
   EXPECT_EQ(count(compute, "<rect "), 6u);

@@ -77,12 +77,23 @@ TEST(Judge, ASlowCpuFailsOnComputeAlone) {
 }
 
 TEST(Judge, OneNoisySampleFlagsNothing) {
-  // The best of the repeats decides: one bad repeat on each node is noise.
+  // The upper quartile of the repeats decides: one bad repeat on each node is noise.
   Measurements m = healthy_fleet(4);
   for (NodeMeasurements& node : m.nodes) node.gemm_gflops[0] = 30;
   m.links[0].bandwidth_gbps[1] = 0.2;
   m.links[1].latency_us[0] = 400;
   EXPECT_EQ(judge(m).verdict, Verdict::pass) << summary_text(judge(m));
+}
+
+TEST(Judge, OneLuckyRepeatDecidesNothing) {
+  // A slow node's one fast repeat (a timer's or a cache's artefact) would pass it by its best repeat.
+  Measurements m = healthy_fleet(4);
+  m.nodes[1].gemm_gflops = {60, 61, 62, 63, 64, 130};
+  m.links[2].bandwidth_gbps = {0.5, 0.52, 0.51, 1.4};
+  const Acceptance a = judge(m);
+  EXPECT_EQ(check_named(a.nodes[1], "compute").verdict, Verdict::fail) << summary_text(a);
+  EXPECT_NEAR(check_named(a.nodes[1], "compute").ratio, 63.75 / 98.5, 0.03);
+  EXPECT_EQ(a.links[2].verdict, Verdict::fail);
 }
 
 TEST(Judge, ANodeWhoseEveryLinkIsSlowFailsOnNetworkAndOwnsItsLinks) {
@@ -151,6 +162,44 @@ TEST(Judge, DifferencesBelowTheResolutionAreNotFlagged) {
   m.links[2].latency_us = {10.0, 10.1};
   const Acceptance a = judge(m);
   for (const LinkVerdict& l : a.links) EXPECT_EQ(l.verdict, Verdict::pass) << summary_text(a);
+}
+
+TEST(Retests, AHealthyFleetRetestsNothing) {
+  const Measurements m = healthy_fleet(5);
+  EXPECT_TRUE(retests_of(judge(m), m).empty());
+}
+
+TEST(Retests, WhatIsNotPassedIsMeasuredAgainAndNothingElse) {
+  Measurements m = healthy_fleet(5);
+  m.nodes[1].gemm_gflops = {40, 42, 41};  // fails
+  m.nodes[3].triad_gbps = {8.3};           // retest: 0.84 of the median, beyond the noise
+  for (LinkMeasurements& link : m.links)
+    if (link.a == 0 && link.b == 4) link.bandwidth_gbps = {0.5};
+  const Acceptance so_far = judge(m);
+  ASSERT_EQ(check_named(so_far.nodes[3], "memory").verdict, Verdict::retest);
+  const Retests retests = retests_of(so_far, m);
+  EXPECT_EQ(retests.compute, std::vector<int>{1});
+  EXPECT_EQ(retests.memory, std::vector<int>{3});
+  EXPECT_EQ(retests.links, (std::vector<std::pair<int, int>>{{0, 4}}));
+}
+
+TEST(Retests, ANodeBelowARuleIsMeasuredAgain) {
+  Measurements m = healthy_fleet(4);
+  Acceptance so_far = judge(m);
+  so_far.nodes[2].checks.push_back({"rule memory_gbps", "9.8 GB/s", "12 GB/s (baseline b)", 0.82,
+                                    "memory_gbps >= 0.95 baseline (default)", Verdict::fail});
+  const Retests retests = retests_of(so_far, m);
+  EXPECT_TRUE(retests.compute.empty());
+  EXPECT_EQ(retests.memory, std::vector<int>{2});
+}
+
+TEST(Retests, GroupTestingsLinksAreItsOwnToRetest) {
+  Measurements m = healthy_fleet(4);
+  m.links[0].bandwidth_gbps = {0.3};
+  Acceptance so_far = judge(m);
+  ASSERT_NE(so_far.links[0].verdict, Verdict::pass);
+  so_far.link_screen = LinkScreen::group_testing;
+  EXPECT_TRUE(retests_of(so_far, m).links.empty());
 }
 
 TEST(Summary, JsonHasTheVerdictNodesAndLinks) {

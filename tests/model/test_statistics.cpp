@@ -21,6 +21,18 @@ TEST(Statistics, MedianIsTheMiddleValueOrTheMeanOfTheTwo) {
   EXPECT_EQ(median(std::vector<double>{}, 0), 0);
 }
 
+TEST(Statistics, QuantilesInterpolateBetweenTheNearestValues) {
+  const std::vector<double> values = {60, 64, 61, 130, 63, 62};
+  EXPECT_DOUBLE_EQ(quantile(values, 0.75), 63.75);  // NumPy: np.quantile([60, 61, 62, 63, 64, 130], 0.75)
+  EXPECT_DOUBLE_EQ(quantile(values, 0.25), 61.25);
+  EXPECT_DOUBLE_EQ(quantile(values, 0.5), median(values));
+  EXPECT_DOUBLE_EQ(quantile(values, 0), 60);
+  EXPECT_DOUBLE_EQ(quantile(values, 1), 130);
+  EXPECT_DOUBLE_EQ(quantile(std::vector<int64_t>{7}, 0.75), 7);
+  EXPECT_TRUE(std::isnan(quantile(std::vector<double>{}, 0.75)));
+  EXPECT_EQ(quantile(std::vector<double>{}, 0.75, 0), 0);
+}
+
 TEST(Statistics, MedianOfTimesRoundsDownAndDoesNotOverflow) {
   EXPECT_EQ(median_ns({3, 4}), 3);
   EXPECT_EQ(median_ns({-4, -3}), -4);

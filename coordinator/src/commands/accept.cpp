@@ -82,8 +82,8 @@ Command add_accept(CLI::App& parent) {
   app->add_option("--level", options->level, "quick (a minute or less) or full")
       ->check(CLI::IsMember({"quick", "full"}));
   app->add_flag("--one-at-a-time", options->one_at_a_time,
-               "Measure one node and one link at a time (slower): for nodes that share cores, memory or an uplink, "
-               "such as virtual machines on one host or test hosts");
+               "Measure one node and one link at a time (slower), each end of the link on a core of its own: for "
+               "nodes that share cores, memory or an uplink, such as virtual machines on one host or test hosts");
   app->add_option("--links", options->links,
                   "How links are screened: pairs (every pair of nodes), groups (group testing: rings of nodes, "
                   "bisected where slow, suspects confirmed with a sound node) or auto (pairs up to " +
@@ -174,8 +174,9 @@ Command add_accept(CLI::App& parent) {
               // The reference job is analysed on the timeline, so there is always one (a temporary file
               // when none was asked for).
               acceptance::RunTimeline timeline(MPI_COMM_WORLD, options->timeline);
-              acceptance::Measurements measured = acceptance::measure(MPI_COMM_WORLD, level, timeline, record,
-                                                                          judgement.rule_file.fleet);
+              acceptance::Measurements measured = acceptance::measure(
+                  MPI_COMM_WORLD, level, timeline, record, judgement.rule_file.fleet,
+                  [&](const acceptance::Measurements& so_far) { return judged_by(so_far, judgement); });
               timeline.sync_clock();
               acceptance::run_reference_job(MPI_COMM_WORLD, acceptance::reference_job_size(options->level),
                                             acceptance::take_inventory().cpus, timeline, [&](const std::string& line) {

@@ -24,6 +24,7 @@ struct Level {
   size_t link_bytes = 16u << 20;     // one transfer each way per repeat
   int latency_exchanges = 200;       // ping-pongs of 8 bytes per repeat
   int repeats = 5;
+  int retest_repeats = 3;  // of each figure a first pass left unpassed (retests_of)
   // Collectives: sizes from 8 B, each `collective_step` times the last, up
   // to collective_max_bytes (the last size); at each size, warm-up
   // iterations, then the timed ones.
@@ -129,8 +130,11 @@ class RunRecord {
 // repeat of several figures, not every repeat of one; a ring test's repeats
 // come together, as each round's rings depend on the last. The result is
 // complete on rank 0, which keeps `record` up to date as it goes and plans
-// group testing by `rules`. Every measurement goes into `timeline` too.
-Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, RunRecord& record,
-                     const Rules& rules = {});
+// group testing by `rules`. Before the collectives, rank 0 judges what it has
+// by `judge_so_far` (the fleet's rules and the rule file's) and every node
+// measures again what retests_of() names. Every measurement goes into
+// `timeline` too.
+Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, RunRecord& record, const Rules& rules,
+                     const std::function<Acceptance(const Measurements&)>& judge_so_far);
 
 }  // namespace rankscope::acceptance

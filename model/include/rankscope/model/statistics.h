@@ -23,6 +23,20 @@ double median(std::vector<T> values, double when_empty = std::numeric_limits<dou
   return lower + (upper - lower) / 2;
 }
 
+// The value a share `q` (0 to 1) of the way from the least to the greatest,
+// interpolated between the two nearest (R's and NumPy's default);
+// `when_empty` for no values.
+template <typename T>
+double quantile(std::vector<T> values, double q, double when_empty = std::numeric_limits<double>::quiet_NaN()) {
+  if (values.empty()) return when_empty;
+  std::sort(values.begin(), values.end());
+  const double at = std::clamp(q, 0.0, 1.0) * static_cast<double>(values.size() - 1);
+  const auto below = static_cast<size_t>(at);
+  const size_t above = std::min(below + 1, values.size() - 1);
+  return static_cast<double>(values[below]) +
+         (static_cast<double>(values[above]) - static_cast<double>(values[below])) * (at - static_cast<double>(below));
+}
+
 // The median of times or sizes in whole units, rounded down; `when_empty`
 // for no values.
 inline int64_t median_ns(std::vector<int64_t> values, int64_t when_empty = 0) {
