@@ -176,6 +176,7 @@ void set_agent_environment(const RunOptions& options, const Identity& id, const 
   set(agent::kEnvFlushMs, std::to_string(options.flush_ms));
   set(agent::kEnvHangTimeout, printf_string("%.17g", options.hang_timeout_s));
   set(agent::kEnvHangAction, options.hang_action);
+  set(agent::kEnvRing, printf_string("%.17g", options.ring_s));
   set(agent::kEnvRank, std::to_string(id.rank));
   set(agent::kEnvWorldSize, std::to_string(id.world_size));
   set(agent::kEnvLocalRank, std::to_string(id.local_rank));

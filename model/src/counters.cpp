@@ -21,6 +21,12 @@ constexpr Definition kRegistry[] = {
     {kHangDumps,
      "1: a rank of the job was inside one collective longer than --hang-timeout, and this rank wrote out its state "
      "(the calls it was inside, as incomplete events: `report`'s hangs)"},
+    {kRingDumps,
+     "times the flight recorder (--ring) wrote what it held: at the end, on a hang, on SIGUSR2; 0 where it never did"},
+    {kRingEventsAgedOut, "events the flight recorder (--ring) let go unwritten: older than its window when it wrote"},
+    {kRingEventsCrowdedOut,
+     "events the flight recorder (--ring) let go unwritten within its window, for room: --buffer-mb held less than "
+     "the window"},
     {kMpiPollsUnrecorded, "MPI_Test* and Iprobe calls that found nothing: counted rather than recorded"},
     {kMpiPollNsUnrecorded, "the time spent in those polls, in ns, estimated from the timed ones"},
     {kMpiPollsTimed, "polls timed (one in 256 per thread) for that estimate"},

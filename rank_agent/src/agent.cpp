@@ -89,6 +89,13 @@ uint64_t calibrate_event_cost_ps(const clocksync::Clock& clock) {
 // Set by the termination handler; the flusher then closes the shard and says so.
 volatile sig_atomic_t g_terminating_signal = 0;
 volatile sig_atomic_t g_closed_after_signal = 0;
+// Set by SIGUSR2 with --ring; the flusher then writes what the ring holds.
+volatile sig_atomic_t g_ring_dump_asked = 0;
+
+// What a flush writes: routinely, what came since the last (with --ring,
+// nothing: the ring keeps it); a dump, the ring's window too; the final
+// flush, everything, the ring's window included.
+enum class Flush { kRoutine, kDump, kFinal };
 
 class Agent {
  public:
@@ -111,6 +118,7 @@ class Agent {
   Recorder& recorder() { return recorder_; }
   const std::string& shard_path() const { return shard_path_; }
   bool in_this_process() const { return ::getpid() == pid_; }
+  bool ring_on() const { return ring_ns_ > 0; }
 
   void disable(const std::string& reason);
   void set_placement(int32_t world_size, int32_t local_rank, int32_t local_size, int32_t node_id);
@@ -133,7 +141,7 @@ class Agent {
  private:
   bool open(std::string& why_not);
   void flusher_loop();
-  void flush_once(bool final_flush);
+  void flush_once(Flush how);
   bool write_open_state(int64_t now, bool with_sources);
   void watch_for_hang();
   bool hang_told() const;
@@ -196,6 +204,11 @@ class Agent {
   int64_t hang_file_checked_ns_ = 0;  // when the hang file was last looked for
   std::vector<std::pair<uint32_t, int64_t>> calls_written_;  // (track, begin) of what was written as incomplete
 
+  // The flight recorder: the flusher's, but for the setting.
+  int64_t ring_ns_ = 0;  // 0: off
+  Recorder::RingLosses ring_losses_;
+  uint64_t ring_dumps_ = 0;
+
   std::thread flusher_;
   int wake_fd_ = -1;  // an eventfd: writable from a signal handler, unlike a condition variable
   std::atomic<bool> stopping_{false};
@@ -224,6 +237,9 @@ Agent* Agent::start_from_environment() {
   agent->shard_path_ = dir;
   if (const char* timeout = std::getenv(kEnvHangTimeout)) {
     agent->hang_timeout_ns_ = static_cast<int64_t>(std::max(0.0, std::strtod(timeout, nullptr)) * 1e9);
+  }
+  if (const char* ring = std::getenv(kEnvRing)) {
+    agent->ring_ns_ = static_cast<int64_t>(std::max(0.0, std::strtod(ring, nullptr)) * 1e9);
   }
   const char* action = std::getenv(kEnvHangAction);
   agent->hang_abort_ = action && std::string_view(action) == "abort";
@@ -368,6 +384,11 @@ Counters Agent::counters() const {
   c.set(counter::kSourcesOff, sources_off_);
   c.set(counter::kTerminatedBySignal, static_cast<uint64_t>(g_terminating_signal));
   c.set(counter::kHangDumps, hang_dumped_ ? 1 : 0);
+  if (ring_on()) {
+    c.set(counter::kRingDumps, ring_dumps_);
+    c.set(counter::kRingEventsAgedOut, ring_losses_.aged_out);
+    c.set(counter::kRingEventsCrowdedOut, ring_losses_.crowded_out);
+  }
   c.set(counter::kCostCaptureNs, static_cast<uint64_t>(clock_.now_ns() - metadata_.start_local_ns));
   c.set(counter::kCostStartNs, start_cost_ns_);
   c.set(counter::kCostFlusherCpuNs, flusher_cpu_ns_.load(std::memory_order_relaxed));
@@ -377,7 +398,8 @@ Counters Agent::counters() const {
   return c;
 }
 
-void Agent::flush_once(bool final_flush) {
+void Agent::flush_once(Flush how) {
+  const bool final_flush = how == Flush::kFinal;
   const auto failed = [&] {
     ++shard_write_errors_;
     if (!write_failed_) {
@@ -402,12 +424,20 @@ void Agent::flush_once(bool final_flush) {
     return true;
   };
   if (!write_failed_ && !write_names()) failed();
-  recorder_.drain([&](std::span<Event> events) {
+  const auto write_events = [&](std::span<Event> events) {
     if (write_failed_ || !writer_.write_events(events)) {
       if (!write_failed_) failed();
       events_unwritten_.fetch_add(events.size(), std::memory_order_relaxed);
     }
-  });
+  };
+  if (!ring_on()) {
+    recorder_.drain(write_events);
+  } else if (how == Flush::kRoutine) {
+    recorder_.keep(clock_.now_ns() - ring_ns_, ring_losses_);
+  } else {
+    recorder_.drain_ring(clock_.now_ns() - ring_ns_, write_events, ring_losses_);
+    ++ring_dumps_;
+  }
   if (write_failed_) return;
   if (!write_names()) return failed();
   const int64_t now = clock_.now_ns();
@@ -506,7 +536,7 @@ void Agent::watch_for_hang() {
       }
     }
     hang_dumped_ = true;
-    flush_once(false);
+    flush_once(Flush::kDump);
     if (!write_open_state(now, true) || !writer_.write_counters(counters(), now)) ++shard_write_errors_;
     if (hang_abort_) end_rank_at_ns_ = now + grace_ns;
     return;
@@ -549,7 +579,13 @@ void Agent::flusher_loop() {
       return;
     }
     if (!stopping_.load(std::memory_order_acquire)) {
-      flush_once(false);
+      const bool dump = g_ring_dump_asked != 0;
+      g_ring_dump_asked = 0;
+      flush_once(dump ? Flush::kDump : Flush::kRoutine);
+      if (dump) {
+        report(printf_string("SIGUSR2: wrote the last %.1f s of events (--ring)", static_cast<double>(ring_ns_) * 1e-9));
+        if (!writer_.write_counters(counters(), clock_.now_ns())) ++shard_write_errors_;
+      }
       watch_for_hang();
     }
     flusher_cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
@@ -566,7 +602,7 @@ bool Agent::finish() {
       wake_flusher();
       if (flusher_.joinable()) flusher_.join();
     }
-    flush_once(true);
+    flush_once(Flush::kFinal);
     // A rank ended by a signal may be inside a call and ranges: they are
     // written as incomplete (at a normal end, ranges still open stay out:
     // the program may close them after MPI_Finalize).
@@ -617,12 +653,31 @@ void handle_termination() {
   }
 }
 
+// With --ring, SIGUSR2 (mpirun passes it to every rank) writes what the
+// ring holds; only where the application left the default in place, which
+// would have ended the process.
+void handle_ring_dump() {
+  struct sigaction current {};
+  if (::sigaction(SIGUSR2, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
+  struct sigaction handler {};
+  handler.sa_handler = [](int) {
+    if (Agent* a = agent(); a && a->in_this_process()) {
+      g_ring_dump_asked = 1;
+      a->wake_flusher();
+    }
+  };
+  sigemptyset(&handler.sa_mask);
+  handler.sa_flags = SA_RESTART;
+  ::sigaction(SIGUSR2, &handler, nullptr);
+}
+
 __attribute__((constructor)) void start_agent() {
   Agent* started = Agent::start_from_environment();
   if (!started) return;
   g_agent.store(started, std::memory_order_release);
   started->start_capture();
   handle_termination();
+  if (started->ring_on()) handle_ring_dump();
   pthread_atfork(nullptr, nullptr, [] {
     // A forked child (a DataLoader worker) has no flusher and must not write
     // its parent's shard.

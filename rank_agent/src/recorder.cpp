@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <string>
@@ -152,7 +153,7 @@ uint32_t TrackTable::collect(uint32_t from, std::vector<Track>& out) const {
 // -------------------------------------------------------------- Recorder ---
 
 struct Recorder::ThreadState {
-  const Recorder* owner;
+  uint64_t owner;  // the Recorder's id_
   Block* block;
   uint32_t count;  // events in block, the owner's copy of block->committed
   uint32_t slot;
@@ -205,7 +206,7 @@ Recorder::ThreadState* Recorder::claim_thread() {
   const uint32_t track = tracks_.find_or_add(TrackType::kThread, tid, -1, name_id == kNoId ? 0 : name_id);
 
   slots_[slot].track.store(static_cast<uint16_t>(track), std::memory_order_relaxed);
-  auto* state = new (t_state_storage) ThreadState{this, nullptr, 0, slot, static_cast<uint16_t>(track)};
+  auto* state = new (t_state_storage) ThreadState{id_, nullptr, 0, slot, static_cast<uint16_t>(track)};
   t_state = state;
   pthread_setspecific(g_thread_exit_key, state);
   return state;
@@ -231,7 +232,7 @@ bool Recorder::refill(ThreadState& state) {
 
 void Recorder::record(const Event& event) {
   ThreadState* state = t_state;
-  if (state == nullptr || state->owner != this) {
+  if (state == nullptr || state->owner != id_) {
     state = claim_thread();
     if (state == nullptr) {
       dropped_without_slot_.fetch_add(1, std::memory_order_relaxed);
@@ -247,19 +248,19 @@ void Recorder::record(const Event& event) {
 
 uint32_t Recorder::thread_track() {
   ThreadState* state = t_state;
-  if (state == nullptr || state->owner != this) state = claim_thread();
+  if (state == nullptr || state->owner != id_) state = claim_thread();
   return state ? state->track : kNoId;
 }
 
 CallInProgress* Recorder::call_in_progress() {
   ThreadState* state = t_state;
-  if (state == nullptr || state->owner != this) state = claim_thread();
+  if (state == nullptr || state->owner != id_) state = claim_thread();
   return state ? &slots_[state->slot].call : nullptr;
 }
 
 void Recorder::release_thread(void* opaque) {
   auto* state = static_cast<ThreadState*>(opaque);
-  if (state->owner != this) return;
+  if (state->owner != id_) return;
   ThreadSlot& slot = slots_[state->slot];
   if (state->block != nullptr) {
     slot.block.store(nullptr, std::memory_order_release);
@@ -268,6 +269,32 @@ void Recorder::release_thread(void* opaque) {
   slot.call.leave();
   slot.taken.store(false, std::memory_order_release);
   t_state = nullptr;
+}
+
+void Recorder::keep(int64_t cutoff_ns, RingLosses& lost) {
+  // The full list comes newest first.
+  std::vector<Block*> handed_in;
+  for (Block* block = pool_.take_full(); block != nullptr; block = block->next_full) handed_in.push_back(block);
+  for (auto block = handed_in.rbegin(); block != handed_in.rend(); ++block) {
+    const uint32_t committed = (*block)->committed.load(std::memory_order_acquire);
+    int64_t newest = INT64_MIN;
+    for (uint32_t i = (*block)->flushed; i < committed; ++i) newest = std::max(newest, (*block)->events[i].end_ns);
+    ring_.push_back({*block, newest});
+  }
+  while (!ring_.empty() && ring_.front().newest_end_ns < cutoff_ns) recycle_oldest(lost.aged_out);
+  // Room for every thread's next block and an eighth of the pool besides,
+  // so that recording never waits for the window to pass.
+  uint32_t in_threads = 0;
+  for (const ThreadSlot& slot : slots_) in_threads += slot.block.load(std::memory_order_relaxed) != nullptr;
+  const uint32_t spare = std::max<uint32_t>(2, pool_.block_count() / 8) + in_threads;
+  while (!ring_.empty() && ring_.size() + spare > pool_.block_count()) recycle_oldest(lost.crowded_out);
+}
+
+void Recorder::recycle_oldest(uint64_t& lost) {
+  Block* block = ring_.front().block;
+  lost += block->committed.load(std::memory_order_relaxed) - block->flushed;
+  ring_.pop_front();
+  pool_.give_back(block);
 }
 
 uint64_t Recorder::dropped() const {

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -127,6 +128,21 @@ class Recorder {
   template <typename Write>
   void drain(Write&& write);
 
+  // The flight recorder (--ring, docs/agent.md): the flusher keeps full
+  // blocks in memory, oldest first, instead of writing them. keep() takes the
+  // blocks handed in since the last call and recycles those whose newest
+  // event ended before `cutoff_ns`, and the oldest while the pool is short of
+  // spare blocks; drain_ring() writes every unwritten event that ended at or
+  // after `cutoff_ns`, the ring's and the threads' current blocks', and
+  // recycles the ring. The events recycled unwritten are counted in `lost`.
+  struct RingLosses {
+    uint64_t aged_out = 0;     // older than the window
+    uint64_t crowded_out = 0;  // recycled within it, for room (the window held more than the buffers)
+  };
+  void keep(int64_t cutoff_ns, RingLosses& lost);
+  template <typename Write>
+  void drain_ring(int64_t cutoff_ns, Write&& write, RingLosses& lost);
+
   uint64_t dropped() const;
   uint64_t buffer_bytes_used() const { return pool_.bytes_used(); }  // blocks ever taken
   StringTable& strings() { return strings_; }
@@ -140,7 +156,18 @@ class Recorder {
  private:
   ThreadState* claim_thread();
   bool refill(ThreadState& state);
+  void recycle_oldest(uint64_t& lost);
 
+  struct KeptBlock {
+    Block* block;
+    int64_t newest_end_ns;
+  };
+  std::deque<KeptBlock> ring_;  // the flusher's, oldest first
+
+  // Never reused, unlike an address: a thread's state left by a recorder
+  // that is gone (in the tests, one after another) is not this one's.
+  static inline std::atomic<uint64_t> next_id_{1};
+  const uint64_t id_ = next_id_.fetch_add(1, std::memory_order_relaxed);
   BlockPool pool_;
   StringTable strings_;
   TrackTable tracks_;
@@ -165,6 +192,32 @@ void Recorder::drain(Write&& write) {
     pool_.give_back(block);
     block = next;
   }
+  for (ThreadSlot& slot : slots_) {
+    if (Block* block = slot.block.load(std::memory_order_acquire)) flush(block);
+  }
+}
+
+template <typename Write>
+void Recorder::drain_ring(int64_t cutoff_ns, Write&& write, RingLosses& lost) {
+  // Each block's unwritten events that ended within the window, in runs.
+  auto flush = [&](Block* block) {
+    const uint32_t committed = block->committed.load(std::memory_order_acquire);
+    uint32_t run = block->flushed;
+    for (uint32_t i = block->flushed; i < committed; ++i) {
+      if (block->events[i].end_ns >= cutoff_ns) continue;
+      if (i > run) write(std::span<Event>(block->events + run, i - run));
+      ++lost.aged_out;
+      run = i + 1;
+    }
+    if (committed > run) write(std::span<Event>(block->events + run, committed - run));
+    block->flushed = committed;
+  };
+  keep(cutoff_ns, lost);
+  for (const KeptBlock& kept : ring_) {
+    flush(kept.block);
+    pool_.give_back(kept.block);
+  }
+  ring_.clear();
   for (ThreadSlot& slot : slots_) {
     if (Block* block = slot.block.load(std::memory_order_acquire)) flush(block);
   }

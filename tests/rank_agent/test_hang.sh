@@ -9,12 +9,7 @@
 set -euo pipefail
 rankscope=$1 hang_app=$2 mpiexec=$3
 export hang_app_ranges=$4
-work=$(mktemp -d)
-job=
-cleanup() { [ -n "$job" ] && kill -9 "$job" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-cd "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../support/job_script.sh"
 export OMPI_MCA_mpi_yield_when_idle=1  # waiting ranks leave the cores to the others
 
 # check_hang REPORT_JSON CALL ENTERED MISSING WROTE_STATE INSIDE_PREFIX LAST_CALL

@@ -5,12 +5,7 @@
 # last heard from. Usage: test_kill.sh RANKSCOPE DDP_SIM MPIEXEC
 set -euo pipefail
 rankscope=$1 ddp_sim=$2 mpiexec=$3
-work=$(mktemp -d)
-job=
-cleanup() { [ -n "$job" ] && kill -9 "$job" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-cd "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../support/job_script.sh"
 
 "$mpiexec" -n 4 "$rankscope" run -o "$work/job.h5" --flush-ms 50 -- \
   "$ddp_sim" --steps 100000 --layers 8 --layer-mb 1 --forward-us 100 >run.log 2>&1 &

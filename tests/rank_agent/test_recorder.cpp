@@ -78,6 +78,66 @@ TEST(Recorder, DropsAndCountsWhenThePoolIsEmptyNeverBlocks) {
 
 // The buffer memory becomes the process's only as blocks are used: a rank
 // that records little costs little memory, whatever --buffer-mb says.
+// The flight recorder: what drain_ring writes, as sequence numbers in order.
+std::vector<uint64_t> drain_ring_all(Recorder& recorder, int64_t cutoff_ns, Recorder::RingLosses& lost) {
+  std::vector<uint64_t> written;
+  recorder.drain_ring(cutoff_ns, [&](std::span<Event> events) {
+    for (const Event& e : events) written.push_back(e.seq);
+  }, lost);
+  return written;
+}
+
+// Records events [from, to) on a thread of their own (which hands in its
+// block as it ends), the flusher's routine keep(cutoff_ns) every 1000.
+void record_on_a_thread(Recorder& recorder, uint64_t from, uint64_t to, int64_t cutoff_ns, Recorder::RingLosses& lost) {
+  std::thread([&] {
+    for (uint64_t n = from; n < to; ++n) {
+      recorder.record(numbered(1, n));
+      if (n % 1000 == 0) recorder.keep(cutoff_ns, lost);
+    }
+  }).join();
+}
+
+TEST(Ring, KeepsTheWindowWritesItOnceAndCountsWhatAgedOut) {
+  Recorder recorder;
+  ASSERT_TRUE(recorder.init(16 * sizeof(Block)));
+  // Ten blocks and a half of events; event n ends at n + 1. The window holds everything so far.
+  const uint64_t total = 10 * kBlockEvents + kBlockEvents / 2;
+  Recorder::RingLosses lost;
+  record_on_a_thread(recorder, 0, total, 0, lost);
+  EXPECT_EQ(recorder.dropped(), 0u);
+  // The last four blocks' time: whole blocks before it go at once, the rest event by event.
+  const int64_t cutoff = static_cast<int64_t>(total - 4 * kBlockEvents) + 1;
+  recorder.keep(cutoff, lost);
+  EXPECT_EQ(lost.aged_out, 6u * kBlockEvents) << "blocks wholly before the window are recycled";
+  const std::vector<uint64_t> written = drain_ring_all(recorder, cutoff, lost);
+  ASSERT_EQ(written.size(), 4u * kBlockEvents);
+  EXPECT_EQ(written.front(), total - 4 * kBlockEvents);
+  EXPECT_EQ(written.back(), total - 1);
+  EXPECT_TRUE(std::is_sorted(written.begin(), written.end()));
+  EXPECT_EQ(lost.aged_out + written.size(), total);
+  EXPECT_EQ(lost.crowded_out, 0u);
+  // Written once: the next dump has only what came after.
+  record_on_a_thread(recorder, total, total + 1, cutoff, lost);
+  EXPECT_EQ(drain_ring_all(recorder, cutoff, lost), std::vector<uint64_t>{total});
+}
+
+TEST(Ring, AWindowLargerThanTheBuffersKeepsTheNewestAndCountsTheRest) {
+  Recorder recorder;
+  ASSERT_TRUE(recorder.init(16 * sizeof(Block)));
+  Recorder::RingLosses lost;
+  const uint64_t total = 40 * kBlockEvents;
+  record_on_a_thread(recorder, 0, total, INT64_MIN, lost);
+  EXPECT_EQ(recorder.dropped(), 0u) << "recording never finds the pool empty";
+  EXPECT_GT(lost.crowded_out, 0u);
+  EXPECT_EQ(lost.aged_out, 0u);
+  const std::vector<uint64_t> written = drain_ring_all(recorder, INT64_MIN, lost);
+  EXPECT_EQ(written.back(), total - 1);
+  EXPECT_TRUE(std::is_sorted(written.begin(), written.end()));
+  EXPECT_EQ(written.size() + lost.crowded_out, total);
+  EXPECT_GE(written.size(), 12u * kBlockEvents) << "the ring holds all but the spare blocks";
+}
+
 TEST(BlockPool, TouchesOnlyTheBlocksItHandsOut) {
   BlockPool pool;
   constexpr uint32_t kBlocks = 64;

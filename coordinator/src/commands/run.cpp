@@ -63,6 +63,11 @@ Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> appl
                   "After a hang's state is written: report (the job goes on) or abort (the job ends)")
       ->check(CLI::IsMember({"report", "abort"}))
       ->capture_default_str();
+  app->add_option("--ring", options->ring_s,
+                  "Flight recorder: keep only the last this many seconds of each rank's events, in memory (within "
+                  "--buffer-mb), and write them when the rank ends, on a hang, or on SIGUSR2 (0: write everything)")
+      ->check(finite_range(0, kMaxRingS))
+      ->capture_default_str();
   app->footer("The application and its arguments follow --, and reach it byte for byte.");
   app->callback([application] {
     if (application->empty()) throw CLI::ValidationError("no application given: rankscope run [OPTIONS] -- APP [ARGS...]");

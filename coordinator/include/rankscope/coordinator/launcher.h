@@ -15,6 +15,7 @@ inline constexpr double kMaxSyncIntervalS = 86400;
 // under a second, a busy job's slow collectives would pass for hangs.
 inline constexpr double kMinHangTimeoutS = 1;
 inline constexpr double kMaxHangTimeoutS = 86400;
+inline constexpr double kMaxRingS = 86400;
 
 // Checked on the command line (commands/run.cpp).
 struct RunOptions {
@@ -27,6 +28,7 @@ struct RunOptions {
   double sync_interval_s = 10;          // sidecar mode: clock sync rounds while the application runs
   double hang_timeout_s = 0;            // a collective this long makes every rank write its state (0: off)
   std::string hang_action = "report";   // report (keep running) or abort (end the job after the state is written)
+  double ring_s = 0;                    // flight recorder: keep only the last this many seconds of events in memory (0: off)
   std::vector<std::string> command;     // the application and its arguments
 };
 

@@ -42,6 +42,10 @@ inline constexpr const char* kEnvJobId = "RANKSCOPE_JOB_ID";         // the laun
 inline constexpr const char* kEnvHangTimeout = "RANKSCOPE_HANG_TIMEOUT_S";
 inline constexpr const char* kEnvHangAction = "RANKSCOPE_HANG_ACTION";  // report or abort
 inline constexpr const char* kHangFileName = "hang";
+// The flight recorder (docs/agent.md, "Flight recorder"): the last this many
+// seconds of events are kept in memory (0: everything is written as it comes)
+// and written when the rank ends, on a hang, or on SIGUSR2.
+inline constexpr const char* kEnvRing = "RANKSCOPE_RING_S";
 // Sidecar mode: when the job started (ns since the epoch), as the sidecars
 // agreed on it; in-process mode learns it at MPI_Init.
 inline constexpr const char* kEnvJobStart = "RANKSCOPE_JOB_START_NS";
