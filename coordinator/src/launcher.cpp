@@ -177,6 +177,9 @@ void set_agent_environment(const RunOptions& options, const Identity& id, const 
   set(agent::kEnvHangTimeout, printf_string("%.17g", options.hang_timeout_s));
   set(agent::kEnvHangAction, options.hang_action);
   set(agent::kEnvRing, printf_string("%.17g", options.ring_s));
+  if (options.delay_s >= 0) set(agent::kEnvDelay, printf_string("%.17g", options.delay_s));
+  if (options.duration_s >= 0) set(agent::kEnvDuration, printf_string("%.17g", options.duration_s));
+  if (options.paused) set(agent::kEnvPaused, "1");
   set(agent::kEnvRank, std::to_string(id.rank));
   set(agent::kEnvWorldSize, std::to_string(id.world_size));
   set(agent::kEnvLocalRank, std::to_string(id.local_rank));

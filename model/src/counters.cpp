@@ -27,6 +27,9 @@ constexpr Definition kRegistry[] = {
     {kRingEventsCrowdedOut,
      "events the flight recorder (--ring) let go unwritten within its window, for room: --buffer-mb held less than "
      "the window"},
+    {kEventsOutsideWindow,
+     "events not recorded: capture was paused (--delay, --duration, --paused, `rankscope trigger`); counted only"},
+    {kCaptureWindows, "capture windows this rank opened (--delay, `rankscope trigger JOB start`), the first one included"},
     {kMpiPollsUnrecorded, "MPI_Test* and Iprobe calls that found nothing: counted rather than recorded"},
     {kMpiPollNsUnrecorded, "the time spent in those polls, in ns, estimated from the timed ones"},
     {kMpiPollsTimed, "polls timed (one in 256 per thread) for that estimate"},

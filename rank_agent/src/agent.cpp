@@ -144,6 +144,7 @@ class Agent {
   void flush_once(Flush how);
   bool write_open_state(int64_t now, bool with_sources);
   void watch_for_hang();
+  void steer_window();
   bool hang_told() const;
   Counters counters() const;
   void report(const std::string& line) const {
@@ -208,6 +209,18 @@ class Agent {
   int64_t ring_ns_ = 0;  // 0: off
   Recorder::RingLosses ring_losses_;
   uint64_t ring_dumps_ = 0;
+  int64_t signal_dumped_at_ns_ = INT64_MIN / 2;  // the last dump SIGUSR2 asked for
+
+  // Capture windows: the flusher's, but for the settings.
+  int64_t delay_ns_ = -1;     // from the job's start (-1: no --delay)
+  int64_t duration_ns_ = -1;  // from the delay's end (-1: to the end)
+  bool triggered_ = false;       // a trigger has come: --delay and --duration no longer steer
+  bool window_was_open_ = true;  // at the last wake
+  uint64_t windows_opened_ = 0;
+  std::string control_file_;
+  int64_t control_checked_ns_ = 0;
+  uint64_t trigger_serial_ = 0;    // the last trigger read
+  std::vector<Trigger> triggers_;  // read, not yet due
 
   std::thread flusher_;
   int wake_fd_ = -1;  // an eventfd: writable from a signal handler, unlike a condition variable
@@ -241,6 +254,16 @@ Agent* Agent::start_from_environment() {
   if (const char* ring = std::getenv(kEnvRing)) {
     agent->ring_ns_ = static_cast<int64_t>(std::max(0.0, std::strtod(ring, nullptr)) * 1e9);
   }
+  const auto seconds_ns = [](const char* name) {
+    const char* text = std::getenv(name);
+    return text && *text ? static_cast<int64_t>(std::max(0.0, std::strtod(text, nullptr)) * 1e9) : int64_t{-1};
+  };
+  agent->delay_ns_ = seconds_ns(kEnvDelay);
+  agent->duration_ns_ = seconds_ns(kEnvDuration);
+  agent->window_was_open_ = agent->delay_ns_ <= 0 && env_integer<int>(kEnvPaused, 0) == 0;
+  agent->windows_opened_ = agent->window_was_open_ ? 1 : 0;
+  if (!agent->window_was_open_) agent->recorder_.set_window(INT64_MAX, INT64_MAX);
+  agent->control_file_ = std::string(dir) + "/" + kControlFileName;
   const char* action = std::getenv(kEnvHangAction);
   agent->hang_abort_ = action && std::string_view(action) == "abort";
   agent->hang_file_ = std::string(dir) + "/" + kHangFileName;
@@ -384,6 +407,10 @@ Counters Agent::counters() const {
   c.set(counter::kSourcesOff, sources_off_);
   c.set(counter::kTerminatedBySignal, static_cast<uint64_t>(g_terminating_signal));
   c.set(counter::kHangDumps, hang_dumped_ ? 1 : 0);
+  if (const uint64_t outside = recorder_.outside_window(); outside != 0 || windows_opened_ != 1) {
+    c.set(counter::kEventsOutsideWindow, outside);
+    c.set(counter::kCaptureWindows, windows_opened_);
+  }
   if (ring_on()) {
     c.set(counter::kRingDumps, ring_dumps_);
     c.set(counter::kRingEventsAgedOut, ring_losses_.aged_out);
@@ -555,6 +582,68 @@ void Agent::watch_for_hang() {
   ::kill(::getpid(), SIGKILL);
 }
 
+// Each time the flusher wakes: the window's edges, set ahead of their time
+// so that each rank cuts at that instant of its clock. --delay and
+// --duration count from the job's start on the wall clock (the same instant
+// on every rank); the triggers of the control file, read once a second at
+// most, are set one at a time, each at the wall-clock time it names.
+void Agent::steer_window() {
+  const int64_t wall = wall_now_ns(), now = clock_.now_ns();
+  int64_t job_start = 0, start_wall = 0, start_local = 0;
+  {
+    std::lock_guard lock(metadata_mutex_);
+    job_start = metadata_.job.start_wall_ns != 0 ? metadata_.job.start_wall_ns : metadata_.start_wall_ns;
+    start_wall = metadata_.start_wall_ns;
+    start_local = metadata_.start_local_ns;
+  }
+  const auto local = [&](int64_t wall_ns) { return wall_ns - start_wall + start_local; };
+  if (!triggered_ && (delay_ns_ >= 0 || duration_ns_ >= 0)) {
+    const int64_t from = local(job_start + std::max<int64_t>(delay_ns_, 0));
+    recorder_.set_window(delay_ns_ > 0 ? from : INT64_MIN, duration_ns_ >= 0 ? from + duration_ns_ : INT64_MAX);
+  }
+  if (wall - control_checked_ns_ >= 1'000'000'000) {
+    control_checked_ns_ = wall;
+    if (const int fd = ::open(control_file_.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+      char text[256];
+      const ssize_t got = ::read(fd, text, sizeof(text) - 1);
+      ::close(fd);
+      Trigger trigger;
+      // A trigger older than this rank is an earlier run's, left in the same folder.
+      if (got > 0 && parse_trigger(std::string_view(text, static_cast<size_t>(got)), trigger) &&
+          trigger.serial > trigger_serial_ && trigger.at_wall_ns >= start_wall) {
+        trigger_serial_ = trigger.serial;
+        triggers_.push_back(trigger);
+      }
+    }
+  }
+  if (!triggers_.empty()) {
+    const Trigger& next = triggers_.front();
+    const int64_t at = local(next.at_wall_ns);
+    const auto [from, until] = recorder_.window();
+    const bool open_then = from <= at && at < until;
+    if (next.action == TriggerAction::kStart && !open_then) recorder_.set_window(at, INT64_MAX);
+    if (next.action == TriggerAction::kStop && open_then) recorder_.set_window(from, at);
+    triggered_ = true;
+    if (now >= at) {
+      if (next.action == TriggerAction::kDump && ring_on()) {
+        flush_once(Flush::kDump);
+        if (rank_ == 0) report("wrote the ring's window (rankscope trigger dump)");
+      } else if (next.action == TriggerAction::kDump && rank_ == 0) {
+        report("a dump trigger writes what --ring holds; this job has no --ring, and writes everything as it comes");
+      }
+      triggers_.erase(triggers_.begin());
+    }
+  }
+  const auto [from, until] = recorder_.window();
+  const bool open = from <= now && now < until;
+  if (open != window_was_open_) {
+    window_was_open_ = open;
+    windows_opened_ += open ? 1 : 0;
+    const char* by = triggered_ ? "rankscope trigger" : open ? "--delay" : "--duration";
+    if (rank_ == 0) report(std::string(open ? "capture started (" : "capture paused (") + by + ")");
+  }
+}
+
 void Agent::flusher_loop() {
   pthread_setname_np(pthread_self(), "rankscope-flush");
   // The lowest priority among the process's threads: where the application
@@ -579,14 +668,18 @@ void Agent::flusher_loop() {
       return;
     }
     if (!stopping_.load(std::memory_order_acquire)) {
-      const bool dump = g_ring_dump_asked != 0;
+      // mpirun passes one SIGUSR2 on to some ranks twice: signals within a second of a dump are that dump's.
+      const int64_t now = clock_.now_ns();
+      const bool dump = g_ring_dump_asked != 0 && now - signal_dumped_at_ns_ >= 1'000'000'000;
       g_ring_dump_asked = 0;
+      if (dump) signal_dumped_at_ns_ = now;
       flush_once(dump ? Flush::kDump : Flush::kRoutine);
       if (dump) {
         report(printf_string("SIGUSR2: wrote the last %.1f s of events (--ring)", static_cast<double>(ring_ns_) * 1e-9));
         if (!writer_.write_counters(counters(), clock_.now_ns())) ++shard_write_errors_;
       }
       watch_for_hang();
+      steer_window();
     }
     flusher_cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
   }

@@ -239,6 +239,12 @@ void Recorder::record(const Event& event) {
       return;
     }
   }
+  if (event.begin_ns < window_from_ns_.load(std::memory_order_relaxed) ||
+      event.begin_ns >= window_until_ns_.load(std::memory_order_relaxed)) {
+    std::atomic<uint64_t>& outside = slots_[state->slot].outside_window;
+    outside.store(outside.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return;
+  }
   if ((state->block == nullptr || state->count == kBlockEvents) && !refill(*state)) return;
   Event& slot = state->block->events[state->count];
   slot = event;
@@ -295,6 +301,12 @@ void Recorder::recycle_oldest(uint64_t& lost) {
   lost += block->committed.load(std::memory_order_relaxed) - block->flushed;
   ring_.pop_front();
   pool_.give_back(block);
+}
+
+uint64_t Recorder::outside_window() const {
+  uint64_t total = 0;
+  for (const ThreadSlot& slot : slots_) total += slot.outside_window.load(std::memory_order_relaxed);
+  return total;
 }
 
 uint64_t Recorder::dropped() const {

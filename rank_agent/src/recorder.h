@@ -11,6 +11,7 @@
 #include <deque>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "id_table.h"
@@ -97,6 +98,7 @@ class TrackTable {
 struct ThreadSlot {
   std::atomic<Block*> block{nullptr};
   std::atomic<uint64_t> dropped{0};  // written by the owner only
+  std::atomic<uint64_t> outside_window{0};  // the same
   std::atomic<bool> taken{false};
   std::atomic<uint16_t> track{0};
   CallInProgress call;
@@ -143,6 +145,19 @@ class Recorder {
   template <typename Write>
   void drain_ring(int64_t cutoff_ns, Write&& write, RingLosses& lost);
 
+  // Capture windows: record() keeps the events that begin in [from_ns,
+  // until_ns) of the rank's clock, and counts the others. The flusher sets
+  // the edges ahead of time, so that every rank cuts at the same instant
+  // rather than when its flusher next wakes.
+  void set_window(int64_t from_ns, int64_t until_ns) {
+    window_from_ns_.store(from_ns, std::memory_order_relaxed);
+    window_until_ns_.store(until_ns, std::memory_order_relaxed);
+  }
+  std::pair<int64_t, int64_t> window() const {
+    return {window_from_ns_.load(std::memory_order_relaxed), window_until_ns_.load(std::memory_order_relaxed)};
+  }
+  uint64_t outside_window() const;
+
   uint64_t dropped() const;
   uint64_t buffer_bytes_used() const { return pool_.bytes_used(); }  // blocks ever taken
   StringTable& strings() { return strings_; }
@@ -173,6 +188,8 @@ class Recorder {
   TrackTable tracks_;
   ThreadSlot slots_[kMaxThreads];
   std::atomic<uint64_t> dropped_without_slot_{0};
+  std::atomic<int64_t> window_from_ns_{INT64_MIN};
+  std::atomic<int64_t> window_until_ns_{INT64_MAX};
 };
 
 template <typename Write>

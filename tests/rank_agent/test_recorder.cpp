@@ -138,6 +138,37 @@ TEST(Ring, AWindowLargerThanTheBuffersKeepsTheNewestAndCountsTheRest) {
   EXPECT_GE(written.size(), 12u * kBlockEvents) << "the ring holds all but the spare blocks";
 }
 
+TEST(Window, KeepsWhatBeginsInsideAndCountsTheRest) {
+  Recorder recorder;
+  ASSERT_TRUE(recorder.init(4 * sizeof(Block)));
+  recorder.set_window(100, 200);
+  std::thread([&] {
+    for (uint64_t n = 0; n < 300; ++n) recorder.record(numbered(1, n));  // event n begins at n
+  }).join();
+  const auto seen = drain_all(recorder);
+  ASSERT_EQ(seen.at(1).size(), 100u);
+  EXPECT_EQ(seen.at(1).front(), 100u);
+  EXPECT_EQ(seen.at(1).back(), 199u);
+  EXPECT_EQ(recorder.outside_window(), 200u);
+  EXPECT_EQ(recorder.dropped(), 0u);
+}
+
+TEST(Window, TriggerLinesParseWholeOrNotAtAll) {
+  Trigger t;
+  ASSERT_TRUE(parse_trigger("3 stop 1795826077128000000\n", t));
+  EXPECT_EQ(t.serial, 3u);
+  EXPECT_EQ(t.action, TriggerAction::kStop);
+  EXPECT_EQ(t.at_wall_ns, 1795826077128000000);
+  ASSERT_TRUE(parse_trigger("1 start 5", t));
+  EXPECT_EQ(t.action, TriggerAction::kStart);
+  ASSERT_TRUE(parse_trigger("2 dump 7\n", t));
+  EXPECT_EQ(t.action, TriggerAction::kDump);
+  for (const char* bad : {"", "\n", "start 5", "1 pause 5", "1 start", "1 start 5 6", "x start 5", "1  start 5",
+                          "1 start 5x", "1 start -5"}) {
+    EXPECT_FALSE(parse_trigger(bad, t)) << bad;
+  }
+}
+
 TEST(BlockPool, TouchesOnlyTheBlocksItHandsOut) {
   BlockPool pool;
   constexpr uint32_t kBlocks = 64;

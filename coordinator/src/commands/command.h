@@ -27,6 +27,7 @@ Command add_info(CLI::App& parent);
 Command add_report(CLI::App& parent);
 Command add_export(CLI::App& parent);
 Command add_accept(CLI::App& parent);
+Command add_trigger(CLI::App& parent);
 // `run` takes the application's command line, everything after the first
 // `--`, unparsed: its arguments are its own.
 Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> application);

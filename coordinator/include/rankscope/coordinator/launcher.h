@@ -15,7 +15,8 @@ inline constexpr double kMaxSyncIntervalS = 86400;
 // under a second, a busy job's slow collectives would pass for hangs.
 inline constexpr double kMinHangTimeoutS = 1;
 inline constexpr double kMaxHangTimeoutS = 86400;
-inline constexpr double kMaxRingS = 86400;
+// The longest --ring, --delay and --duration: a day.
+inline constexpr double kMaxRunSeconds = 86400;
 
 // Checked on the command line (commands/run.cpp).
 struct RunOptions {
@@ -29,6 +30,9 @@ struct RunOptions {
   double hang_timeout_s = 0;            // a collective this long makes every rank write its state (0: off)
   std::string hang_action = "report";   // report (keep running) or abort (end the job after the state is written)
   double ring_s = 0;                    // flight recorder: keep only the last this many seconds of events in memory (0: off)
+  double delay_s = -1;                  // capture starts this long after the job started (-1: at the start)
+  double duration_s = -1;               // and lasts this long (-1: to the end)
+  bool paused = false;                  // capture starts paused, until `rankscope trigger JOB start`
   std::vector<std::string> command;     // the application and its arguments
 };
 

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <string_view>
 
 #include "rankscope/model/event.h"
@@ -46,6 +47,54 @@ inline constexpr const char* kHangFileName = "hang";
 // seconds of events are kept in memory (0: everything is written as it comes)
 // and written when the rank ends, on a hang, or on SIGUSR2.
 inline constexpr const char* kEnvRing = "RANKSCOPE_RING_S";
+// Capture windows (docs/agent.md, "Capture windows"): events are recorded
+// from DELAY seconds after the job started, for DURATION seconds (unset:
+// from the start, to the end); PAUSED=1 starts with capture paused until a
+// `rankscope trigger JOB start`. Triggers reach every rank through the file
+// kControlFileName in the shard folder, each rank looking once a second.
+inline constexpr const char* kEnvDelay = "RANKSCOPE_DELAY_S";
+inline constexpr const char* kEnvDuration = "RANKSCOPE_DURATION_S";
+inline constexpr const char* kEnvPaused = "RANKSCOPE_PAUSED";
+inline constexpr const char* kControlFileName = "control";
+
+// One trigger, as the control file holds it: "SERIAL ACTION AT_WALL_NS\n".
+// A larger serial than the last one read is a new command; every rank
+// carries it out when its wall clock reaches AT, so that all carry it out
+// at once.
+enum class TriggerAction { kStart, kStop, kDump };
+inline constexpr std::string_view kTriggerActionNames[] = {"start", "stop", "dump"};
+struct Trigger {
+  uint64_t serial = 0;
+  TriggerAction action = TriggerAction::kStart;
+  int64_t at_wall_ns = 0;
+};
+// The trigger of one control file line; false when it is not one.
+inline bool parse_trigger(std::string_view line, Trigger& out) {
+  const auto number = [&](uint64_t& value) {
+    value = 0;
+    size_t digits = 0;
+    while (!line.empty() && line.front() >= '0' && line.front() <= '9' && digits < 19) {
+      value = value * 10 + static_cast<uint64_t>(line.front() - '0');
+      line.remove_prefix(1), ++digits;
+    }
+    return digits > 0;
+  };
+  uint64_t serial = 0, at = 0;
+  if (!number(serial) || line.empty() || line.front() != ' ') return false;
+  line.remove_prefix(1);
+  const size_t space = line.find(' ');
+  if (space == std::string_view::npos) return false;
+  const std::string_view action = line.substr(0, space);
+  line.remove_prefix(space + 1);
+  if (!number(at) || !(line.empty() || line == "\n")) return false;
+  for (size_t i = 0; i < std::size(kTriggerActionNames); ++i) {
+    if (kTriggerActionNames[i] == action) {
+      out = {serial, static_cast<TriggerAction>(i), static_cast<int64_t>(at)};
+      return true;
+    }
+  }
+  return false;
+}
 // Sidecar mode: when the job started (ns since the epoch), as the sidecars
 // agreed on it; in-process mode learns it at MPI_Init.
 inline constexpr const char* kEnvJobStart = "RANKSCOPE_JOB_START_NS";

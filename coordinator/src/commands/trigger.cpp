@@ -1,0 +1,89 @@
+// rankscope trigger JOB start|stop|dump
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "command.h"
+#include "rankscope/model/error.h"
+#include "rankscope/model/text.h"
+#include "rankscope/rank_agent/agent.h"
+
+namespace rankscope::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every rank looks for the control file once a second, when its writer
+// thread wakes (every --flush-ms, 200 ms by default): two seconds ahead, the
+// trigger reaches every rank before its time.
+constexpr std::chrono::seconds kLead{2};
+
+int64_t wall_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Command add_trigger(CLI::App& parent) {
+  struct Options {
+    std::string job;
+    std::string action;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* app = parent.add_subcommand(
+      "trigger", "Start or stop capture, or write the flight recorder's window, on every rank of a running job "
+                 "(through a file in its shard folder; every rank carries it out at the same instant, 2 s on)");
+  app->add_option("job", options->job, "The running job's timeline (its `run -o`), or its shard folder")
+      ->required()
+      ->check(kNonEmptyPath);
+  app->add_option("action", options->action, "start, stop, or dump (with --ring)")
+      ->required()
+      ->check(CLI::IsMember({"start", "stop", "dump"}));
+  return {app, [options] {
+            return run_reporting_errors("trigger", [&] {
+              const fs::path given(options->job);
+              const fs::path shards = given.extension() == ".shards" ? given : fs::path(options->job + ".shards");
+              std::error_code error;
+              if (!fs::is_directory(shards, error)) {
+                throw Error("no running job writes " + shards.string() + " (the shard folder of `rankscope run -o " +
+                            options->job + "`): it does not exist or has been merged");
+              }
+              const fs::path control = shards / agent::kControlFileName;
+              uint64_t serial = 0;
+              if (std::ifstream earlier(control); earlier) {
+                std::string line;
+                std::getline(earlier, line);
+                agent::Trigger last;
+                if (agent::parse_trigger(line, last)) serial = last.serial;
+              }
+              const int64_t at = wall_now_ns() + std::chrono::nanoseconds(kLead).count();
+              const std::string line = std::to_string(serial + 1) + " " + options->action + " " + std::to_string(at) + "\n";
+              // Whole or not at all: a rank may read it at any moment.
+              const fs::path partial = control.string() + ".partial";
+              {
+                std::ofstream out(partial, std::ios::trunc);
+                out << line;
+                if (!out.flush()) throw Error("cannot write " + partial.string() + ": " + errno_text(errno));
+              }
+              fs::rename(partial, control, error);
+              if (error) throw Error("cannot write " + control.string() + ": " + error.message());
+              const std::time_t seconds = static_cast<std::time_t>(at / 1'000'000'000);
+              std::tm utc{};
+              gmtime_r(&seconds, &utc);
+              char when[32];
+              std::strftime(when, sizeof(when), "%H:%M:%S", &utc);
+              std::printf("rankscope trigger: %s at %s.%01d UTC on every rank of %s (trigger %llu)\n",
+                          options->action.c_str(), when, static_cast<int>(at / 100'000'000 % 10), shards.string().c_str(),
+                          static_cast<unsigned long long>(serial + 1));
+              return 0;
+            });
+          }};
+}
+
+}  // namespace rankscope::cli

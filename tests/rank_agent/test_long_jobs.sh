@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Long jobs: capture windows, triggers and the flight recorder, on a steady
+# job (ring_app: an allreduce and a broadcast every 20 ms). --delay 2
+# --duration 2 keeps 2 s of it and counts the rest; --paused with
+# `rankscope trigger` start, then stop 3 s later, keeps those 3 s on every
+# rank alike; --ring 2 keeps only the last 2 s, the rest counted as aged
+# out on every rank; SIGUSR2 to mpirun midway writes a window then too; a
+# hang writes the window with the state the hang report needs; bad values
+# and a trigger for no running job are refused.
+# Usage: test_long_jobs.sh RANKSCOPE RING_APP HANG_APP MPIEXEC
+set -euo pipefail
+rankscope=$1 ring_app=$2 hang_app=$3 mpiexec=$4
+. "$(dirname "$0")/../support/job_script.sh"
+export OMPI_MCA_mpi_yield_when_idle=1
+
+# check NAME SECONDS RANK_COUNTERS...: the collectives kept span SECONDS
+# (± 0.5 s) of the job's, as many on every rank (± 2: a window's edge
+# falls between one rank's collective and the next's), and each rank's
+# counters hold (e.g. "ring_dumps == 1", "events_outside_window > 0").
+check() {
+  "$rankscope" info --check --json "$1.h5" >"$1-info.json" || fail "$1: info --check refused the timeline"
+  /usr/bin/python3 - "$@" <<'PY'
+import json, re, sys
+name, seconds, conditions = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+info = json.load(open(name + "-info.json"))
+made = int(re.search(r"ring_app: (\d+) allreduces in ([0-9.]+) s", open(name + ".log").read()).group(1))
+per_second = 2 * made / float(re.search(r"allreduces in ([0-9.]+) s", open(name + ".log").read()).group(1))
+kept = info["events_by_kind"]["mpi_collective"]
+ranks = info["world_size"]
+print(f"{name}: {made} iterations made, {kept} collectives kept on {ranks} ranks "
+      f"({kept / ranks / per_second:.2f} s of {per_second:.0f}/s per rank)")
+assert (seconds - 0.5) * per_second * ranks <= kept <= (seconds + 0.5) * per_second * ranks, (kept, seconds)
+per_rank = [rank["events"] for rank in info["ranks"]]
+assert max(per_rank) - min(per_rank) <= 2, per_rank
+for rank in info["ranks"]:
+    c = rank["counters"]
+    assert c.get("events_dropped", 0) == 0, (rank["rank"], c)
+    for condition in conditions:
+        counter, op, value = condition.split()
+        assert eval(f"{c.get(counter, 0)} {op} {value}"), (rank["rank"], condition, c.get(counter))
+PY
+}
+
+echo "== --delay 2 --duration 2 on a 6 s job"
+"$mpiexec" -n 3 "$rankscope" run -o "$work/timed.h5" --delay 2 --duration 2 -- "$ring_app" 6 20 >timed.log 2>&1 ||
+  { cat timed.log; fail "the run failed"; }
+grep -q "rank 0: capture started (--delay)" timed.log && grep -q "rank 0: capture paused (--duration)" timed.log ||
+  { cat timed.log; fail "no word of the window"; }
+check timed 2 "events_outside_window > 0" "capture_windows == 1"
+
+echo "== --paused, then rankscope trigger start, and stop 3 s later"
+"$mpiexec" -n 3 "$rankscope" run -o "$work/triggered.h5" --paused -- "$ring_app" 9 20 >triggered.log 2>&1 &
+job=$!
+sleep 2
+"$rankscope" trigger "$work/triggered.h5" start >start.txt || fail "trigger start failed"
+grep -q "^rankscope trigger: start at [0-9:.]* UTC on every rank of $work/triggered.h5.shards (trigger 1)$" start.txt ||
+  { cat start.txt; fail "trigger start said"; }
+sleep 3
+"$rankscope" trigger "$work/triggered.h5.shards" stop >stop.txt || fail "trigger stop failed"
+grep -q "(trigger 2)$" stop.txt || { cat stop.txt; fail "the second trigger is not numbered 2"; }
+wait "$job" || { cat triggered.log; fail "the triggered run failed"; }
+job=
+check triggered 3 "events_outside_window > 0" "capture_windows == 1"
+status=0
+"$rankscope" trigger "$work/none.h5" start >none.txt 2>&1 || status=$?
+[ "$status" -eq 1 ] && grep -q "no running job writes $work/none.h5.shards" none.txt || { cat none.txt; fail "a trigger for no job"; }
+"$rankscope" trigger "$work/none.h5" pause >none.txt 2>&1 && fail "trigger pause was taken"
+
+echo "== --ring 2 on a 6 s job: the last 2 s"
+"$mpiexec" -n 3 "$rankscope" run -o "$work/tail.h5" --ring 2 -- "$ring_app" 6 20 >tail.log 2>&1 || { cat tail.log; fail "the run failed"; }
+check tail 2 "ring_dumps == 1" "ring_events_aged_out > 0" "ring_events_crowded_out == 0"
+"$rankscope" report --format json tail.h5 >tail.json || fail "report on a ring's timeline failed"
+
+echo "== SIGUSR2 to mpirun at 3 s: that window too"
+"$mpiexec" -n 3 "$rankscope" run -o "$work/signal.h5" --ring 1 -- "$ring_app" 6 20 >signal.log 2>&1 &
+job=$!
+sleep 3
+kill -USR2 "$job"
+wait "$job" || { cat signal.log; fail "the run failed after SIGUSR2"; }
+job=
+grep -q "SIGUSR2: wrote the last 1.0 s of events (--ring)" signal.log || { cat signal.log; fail "no rank said it wrote its ring"; }
+check signal 2 "ring_dumps == 2" "ring_events_aged_out > 0" "ring_events_crowded_out == 0"
+
+echo "== a hang writes the window and the state"
+status=0
+timeout 120 "$mpiexec" -n 3 "$rankscope" run -o "$work/hang.h5" --ring 30 --hang-timeout 3 --hang-action abort -- \
+  "$hang_app" 2 sleep 100 >hang.log 2>&1 || status=$?
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { cat hang.log; fail "the hung job ended with status $status"; }
+"$rankscope" merge "$work/hang.h5.shards" -o hang.h5 >/dev/null
+"$rankscope" report hang.h5 --format json -o hang.json
+/usr/bin/python3 - <<'PY'
+import json
+[h] = json.load(open("hang.json"))["hangs"]
+assert (h["call"], h["seq"], h["missing_ranks"]) == ("MPI_Allreduce", 3, [2]), h
+assert h["missing"][0]["last_call"] == "MPI_Barrier", h["missing"][0]
+print("hang named from the ring's window:", h["call"], "#3, rank 2 missing, last call", h["missing"][0]["last_call"])
+PY
+
+echo "== bad values"
+for option in --ring --delay --duration; do
+  for bad in -1 nan 1e6 two; do
+    status=0
+    "$rankscope" run "$option" "$bad" -- true >bad.log 2>&1 || status=$?
+    [ "$status" -eq 2 ] && grep -q -- "$option" bad.log || { cat bad.log; fail "$option $bad was not refused (status $status)"; }
+  done
+done
+echo "long jobs ok"
