@@ -10,13 +10,9 @@
 #      with no profiler injected, the baseline;
 #   3. bench_agent_mpi, an MPI singleton, plain;
 #   4. bench_agent_mpi under `rankscope run --mode inprocess`, which preloads
-#      the PMPI shim and the capture library;
-#   5. and 6. runs 1 and 4 again with capture paused (RANKSCOPE_PAUSED=1, as
-#      `rankscope run --paused` sets it): every event outside the capture
-#      window, counted rather than kept.
+#      the PMPI shim and the capture library.
 # Then a table: ns per captured event = (captured - baseline) CPU time, medians
-# over the repetitions, the same outside a window, and events dropped (from
-# the shard, in runs 1 and 4).
+# over the repetitions, and events dropped (from the shard, in runs 1 and 4).
 #
 # Usage: bench/agent_bench.sh [REPETITIONS=3]
 # About 4 minutes on a 2-core machine; writes some GB of shards under a
@@ -58,17 +54,6 @@ echo "## 4. bench_agent_mpi under rankscope run --mode inprocess (shim and captu
 "$build/coordinator/rankscope" run --mode inprocess -o "$work/mpi.h5" -- \
   "$build/bench/bench_agent_mpi" "${gb[@]}" --benchmark_out="$work/mpi_capture.json"
 rm -rf "$work/mpi.h5" "$work/mpi.h5.shards"
-echo
-echo "## 5. bench_agent as in 1, capture paused (outside a capture window)"
-RANKSCOPE_SHARD_DIR=$work/shards RANKSCOPE_CAPTURE=mpi,nvtx RANKSCOPE_RANK=0 NVTX_INJECTION64_PATH=$capture RANKSCOPE_PAUSED=1 \
-  sh -c 'RANKSCOPE_AGENT_PID=$$ exec "$0" "$@"' "$build/bench/bench_agent" --benchmark_filter='Record|Nvtx' "${gb[@]}" \
-  --benchmark_out="$work/capture_paused.json"
-rm -rf "$work/shards"
-echo
-echo "## 6. bench_agent_mpi as in 4, capture paused (rankscope run --paused)"
-"$build/coordinator/rankscope" run --mode inprocess --paused -o "$work/mpi.h5" -- \
-  "$build/bench/bench_agent_mpi" "${gb[@]}" --benchmark_out="$work/mpi_capture_paused.json"
-rm -rf "$work/mpi.h5" "$work/mpi.h5.shards"
 
 python3 - "$work" <<'EOF'
 import json, sys
@@ -96,36 +81,30 @@ def medians(name):
         out[run_name] = (median(cpus), f"{min(cpus):.1f}–{max(cpus):.1f}", mbps, bs[0])
     return out
 
-cap, plain, paused = medians("capture"), medians("plain"), medians("capture_paused")
-mpi_cap, mpi_plain, mpi_paused = medians("mpi_capture"), medians("mpi_plain"), medians("mpi_capture_paused")
+cap, plain = medians("capture"), medians("plain")
+mpi_cap, mpi_plain = medians("mpi_capture"), medians("mpi_plain")
 print()
-print("| what | events per iteration | CPU ns per iteration, captured: median (min–max) | baseline | ns per captured event | "
-      "ns per event outside a window | shard MB/s |")
-print("|---|---|---|---|---|---|---|")
+print("| what | events per iteration | CPU ns per iteration, captured: median (min–max) | baseline | ns per captured event | shard MB/s |")
+print("|---|---|---|---|---|---|")
 for run_name, (cpu, rng, mbps, b) in cap.items():
     if run_name.startswith("BM_Record"):
         what = ("rankscope_agent_record, " + ("paced (no drops)" if "paced:1" in run_name else "flat out (pool full, drops)")
                 + f", {b['threads']} thread" + ("s" if b["threads"] > 1 else ""))
-        outside = f"{paused[run_name][0]:.1f}" if run_name in paused else "–"
-        print(f"| {what} | 1 | {cpu:.1f} ({rng}) | – | {cpu:.1f} | {outside} | {mbps:.0f} |")
+        print(f"| {what} | 1 | {cpu:.1f} ({rng}) | – | {cpu:.1f} | {mbps:.0f} |")
 for run_name, (cpu, rng, mbps, b) in cap.items():
     if "Nvtx" in run_name:
         base = plain[run_name][0] if run_name in plain else float("nan")
-        outside = f"{paused[run_name][0] - base:.1f}" if run_name in paused else "–"
-        print(f"| {run_name.split('/iterations')[0]} (one range) | 1 | {cpu:.1f} ({rng}) | {base:.1f} | {cpu - base:.1f} "
-              f"| {outside} | {mbps:.0f} |")
+        print(f"| {run_name.split('/iterations')[0]} (one range) | 1 | {cpu:.1f} ({rng}) | {base:.1f} | {cpu - base:.1f} | {mbps:.0f} |")
 events = {"BM_MpiBarrierSelf": 1, "BM_MpiBarrierWorld": 1, "BM_MpiAllreduceSelf": 1, "BM_MpiIallreduceWaitSelf": 3,
           "BM_MpiTestallPending": 0}
 for run_name, (cpu, rng, mbps, b) in mpi_cap.items():
     base = mpi_plain[run_name][0]
     n = events.get(run_name, 1)
     per = f"{(cpu - base) / n:.1f}" if n else f"{cpu - base:.1f} per call, no event"
-    outside = mpi_paused[run_name][0] - base if run_name in mpi_paused else float("nan")
-    per_outside = f"{outside / n:.1f}" if n else f"{outside:.1f} per call, no event"
-    print(f"| {run_name} | {n} | {cpu:.1f} ({rng}) | {base:.1f} | {per} | {per_outside} | {mbps:.0f} |")
+    print(f"| {run_name} | {n} | {cpu:.1f} ({rng}) | {base:.1f} | {per} | {mbps:.0f} |")
 for run_name in ("BM_AgentNow", "BM_ClockGettime/4", "BM_ClockGettime/1", "BM_Rdtsc", "BM_AgentIntern/4", "BM_AgentIntern/31"):
     if run_name in cap:
         cpu, rng, _, b = cap[run_name]
         label = f" ({b['label']})" if b.get("label") else ""
-        print(f"| {run_name}{label}, for reference | – | {cpu:.1f} ({rng}) | – | – | – | – |")
+        print(f"| {run_name}{label}, for reference | – | {cpu:.1f} ({rng}) | – | – | – |")
 EOF
