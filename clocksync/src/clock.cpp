@@ -16,6 +16,12 @@ int64_t raw_now_ns() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
+int64_t wall_now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
 std::vector<FakeClockEntry> parse_fake_clock(std::string_view spec) {
   std::vector<FakeClockEntry> entries;
   size_t index = 0;

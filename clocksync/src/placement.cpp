@@ -6,6 +6,8 @@
 
 #include <cstdio>
 
+#include "rankscope/clocksync/clock.h"
+
 namespace rankscope::clocksync {
 
 Placement placement(MPI_Comm comm) {
@@ -28,9 +30,7 @@ Placement placement(MPI_Comm comm) {
 }
 
 int64_t job_start_wall_ns(MPI_Comm comm) {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  int64_t start = int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+  int64_t start = wall_now_ns();
   MPI_Bcast(&start, 1, MPI_INT64_T, 0, comm);
   return start;
 }

@@ -38,11 +38,7 @@ namespace rankscope::agent {
 namespace {
 
 
-int64_t wall_now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
+using clocksync::wall_now_ns;
 
 uint64_t nanoseconds_since(std::chrono::steady_clock::time_point then) {
   return static_cast<uint64_t>(
@@ -145,6 +141,7 @@ class Agent {
   bool write_open_state(int64_t now, bool with_sources);
   void watch_for_hang();
   void steer_window();
+  void dump_ring(const char* asked_by);
   bool hang_told() const;
   Counters counters() const;
   void report(const std::string& line) const {
@@ -248,18 +245,15 @@ Agent* Agent::start_from_environment() {
   agent->buffer_bytes_ = env_integer<uint64_t>(kEnvBufferMb, 64) << 20;
   agent->flush_ms_ = flush_interval_ms();
   agent->shard_path_ = dir;
-  if (const char* timeout = std::getenv(kEnvHangTimeout)) {
-    agent->hang_timeout_ns_ = static_cast<int64_t>(std::max(0.0, std::strtod(timeout, nullptr)) * 1e9);
-  }
-  if (const char* ring = std::getenv(kEnvRing)) {
-    agent->ring_ns_ = static_cast<int64_t>(std::max(0.0, std::strtod(ring, nullptr)) * 1e9);
-  }
-  const auto seconds_ns = [](const char* name) {
+  // Seconds in the environment, as ns; `unset` where the variable is not set.
+  const auto seconds_ns = [](const char* name, int64_t unset) {
     const char* text = std::getenv(name);
-    return text && *text ? static_cast<int64_t>(std::max(0.0, std::strtod(text, nullptr)) * 1e9) : int64_t{-1};
+    return text && *text ? static_cast<int64_t>(std::max(0.0, std::strtod(text, nullptr)) * 1e9) : unset;
   };
-  agent->delay_ns_ = seconds_ns(kEnvDelay);
-  agent->duration_ns_ = seconds_ns(kEnvDuration);
+  agent->hang_timeout_ns_ = seconds_ns(kEnvHangTimeout, 0);
+  agent->ring_ns_ = seconds_ns(kEnvRing, 0);
+  agent->delay_ns_ = seconds_ns(kEnvDelay, -1);
+  agent->duration_ns_ = seconds_ns(kEnvDuration, -1);
   agent->window_was_open_ = agent->delay_ns_ <= 0 && env_integer<int>(kEnvPaused, 0) == 0;
   agent->windows_opened_ = agent->window_was_open_ ? 1 : 0;
   if (!agent->window_was_open_) agent->recorder_.set_window(INT64_MAX, INT64_MAX);
@@ -625,12 +619,7 @@ void Agent::steer_window() {
     if (next.action == TriggerAction::kStop && open_then) recorder_.set_window(from, at);
     triggered_ = true;
     if (now >= at) {
-      if (next.action == TriggerAction::kDump && ring_on()) {
-        flush_once(Flush::kDump);
-        if (rank_ == 0) report("wrote the ring's window (rankscope trigger dump)");
-      } else if (next.action == TriggerAction::kDump && rank_ == 0) {
-        report("a dump trigger writes what --ring holds; this job has no --ring, and writes everything as it comes");
-      }
+      if (next.action == TriggerAction::kDump) dump_ring("rankscope trigger dump");
       triggers_.erase(triggers_.begin());
     }
   }
@@ -642,6 +631,17 @@ void Agent::steer_window() {
     const char* by = triggered_ ? "rankscope trigger" : open ? "--delay" : "--duration";
     if (rank_ == 0) report(std::string(open ? "capture started (" : "capture paused (") + by + ")");
   }
+}
+
+// Writes the flight recorder's window now, and the counters with it.
+void Agent::dump_ring(const char* asked_by) {
+  if (!ring_on()) {
+    if (rank_ == 0) report(std::string(asked_by) + ": this job has no --ring, and writes everything as it comes");
+    return;
+  }
+  flush_once(Flush::kDump);
+  if (!writer_.write_counters(counters(), clock_.now_ns())) ++shard_write_errors_;
+  report(printf_string("%s: wrote the last %.1f s of events (--ring)", asked_by, static_cast<double>(ring_ns_) * 1e-9));
 }
 
 void Agent::flusher_loop() {
@@ -670,14 +670,13 @@ void Agent::flusher_loop() {
     if (!stopping_.load(std::memory_order_acquire)) {
       // mpirun passes one SIGUSR2 on to some ranks twice: signals within a second of a dump are that dump's.
       const int64_t now = clock_.now_ns();
-      const bool dump = g_ring_dump_asked != 0 && now - signal_dumped_at_ns_ >= 1'000'000'000;
-      g_ring_dump_asked = 0;
-      if (dump) signal_dumped_at_ns_ = now;
-      flush_once(dump ? Flush::kDump : Flush::kRoutine);
-      if (dump) {
-        report(printf_string("SIGUSR2: wrote the last %.1f s of events (--ring)", static_cast<double>(ring_ns_) * 1e-9));
-        if (!writer_.write_counters(counters(), clock_.now_ns())) ++shard_write_errors_;
+      if (g_ring_dump_asked != 0 && now - signal_dumped_at_ns_ >= 1'000'000'000) {
+        signal_dumped_at_ns_ = now;
+        dump_ring("SIGUSR2");
+      } else {
+        flush_once(Flush::kRoutine);
       }
+      g_ring_dump_asked = 0;
       watch_for_hang();
       steer_window();
     }

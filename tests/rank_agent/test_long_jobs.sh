@@ -4,9 +4,10 @@
 # --duration 2 keeps 2 s of it and counts the rest; --paused with
 # `rankscope trigger` start, then stop 3 s later, keeps those 3 s on every
 # rank alike; --ring 2 keeps only the last 2 s, the rest counted as aged
-# out on every rank; SIGUSR2 to mpirun midway writes a window then too; a
-# hang writes the window with the state the hang report needs; bad values
-# and a trigger for no running job are refused.
+# out on every rank; SIGUSR2 to mpirun midway, or `rankscope trigger dump`,
+# writes a window then too; a hang writes the window with the state the
+# hang report needs; bad values, --paused with --delay, and a trigger for no
+# running job are refused.
 # Usage: test_long_jobs.sh RANKSCOPE RING_APP HANG_APP MPIEXEC
 set -euo pipefail
 rankscope=$1 ring_app=$2 hang_app=$3 mpiexec=$4
@@ -81,6 +82,17 @@ job=
 grep -q "SIGUSR2: wrote the last 1.0 s of events (--ring)" signal.log || { cat signal.log; fail "no rank said it wrote its ring"; }
 check signal 2 "ring_dumps == 2" "ring_events_aged_out > 0" "ring_events_crowded_out == 0"
 
+echo "== rankscope trigger dump at 3.5 s: that window too"
+"$mpiexec" -n 3 "$rankscope" run -o "$work/dumped.h5" --ring 1 -- "$ring_app" 6 20 >dumped.log 2>&1 &
+job=$!
+sleep 1.5
+"$rankscope" trigger "$work/dumped.h5" dump >dump.txt || fail "trigger dump failed"
+wait "$job" || { cat dumped.log; fail "the run failed after a dump trigger"; }
+job=
+[ "$(grep -c "rankscope trigger dump: wrote the last 1.0 s of events (--ring)" dumped.log)" -eq 3 ] ||
+  { cat dumped.log; fail "not every rank said it wrote its ring"; }
+check dumped 2 "ring_dumps == 2" "ring_events_aged_out > 0" "ring_events_crowded_out == 0"
+
 echo "== a hang writes the window and the state"
 status=0
 timeout 120 "$mpiexec" -n 3 "$rankscope" run -o "$work/hang.h5" --ring 30 --hang-timeout 3 --hang-action abort -- \
@@ -104,4 +116,7 @@ for option in --ring --delay --duration; do
     [ "$status" -eq 2 ] && grep -q -- "$option" bad.log || { cat bad.log; fail "$option $bad was not refused (status $status)"; }
   done
 done
+status=0
+"$rankscope" run --paused --delay 5 -- true >bad.log 2>&1 || status=$?
+[ "$status" -eq 2 ] && grep -q -- "rankscope run: --delay excludes --paused" bad.log || { cat bad.log; fail "--paused with --delay was taken"; }
 echo "long jobs ok"

@@ -68,15 +68,18 @@ Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> appl
                   "--buffer-mb), and write them when the rank ends, on a hang, or on SIGUSR2 (0: write everything)")
       ->check(finite_range(0, kMaxRunSeconds))
       ->capture_default_str();
-  app->add_option("--delay", options->delay_s,
+  CLI::Option* delay = app->add_option("--delay", options->delay_s,
                   "Capture window: record events from this many seconds after the job started (the wall clock, "
                   "the same instant on every rank); counted, not recorded, before")
       ->check(finite_range(0, kMaxRunSeconds));
-  app->add_option("--duration", options->duration_s,
+  CLI::Option* duration = app->add_option("--duration", options->duration_s,
                   "Capture window: record events for this many seconds (after --delay, or from the start)")
       ->check(finite_range(0, kMaxRunSeconds));
+  // Paused until a trigger, or windowed by time: not both.
   app->add_flag("--paused", options->paused,
-                "Start with capture paused, until `rankscope trigger OUTPUT start` (then stop, start...)");
+                "Start with capture paused, until `rankscope trigger OUTPUT start` (then stop, start...)")
+      ->excludes(delay)
+      ->excludes(duration);
   app->footer("The application and its arguments follow --, and reach it byte for byte.");
   app->callback([application] {
     if (application->empty()) throw CLI::ValidationError("no application given: rankscope run [OPTIONS] -- APP [ARGS...]");

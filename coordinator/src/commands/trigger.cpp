@@ -9,6 +9,7 @@
 #include <string>
 
 #include "command.h"
+#include "rankscope/clocksync/clock.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/text.h"
 #include "rankscope/rank_agent/agent.h"
@@ -22,11 +23,6 @@ namespace fs = std::filesystem;
 // thread wakes (every --flush-ms, 200 ms by default): two seconds ahead, the
 // trigger reaches every rank before its time.
 constexpr std::chrono::seconds kLead{2};
-
-int64_t wall_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -62,7 +58,7 @@ Command add_trigger(CLI::App& parent) {
                 agent::Trigger last;
                 if (agent::parse_trigger(line, last)) serial = last.serial;
               }
-              const int64_t at = wall_now_ns() + std::chrono::nanoseconds(kLead).count();
+              const int64_t at = clocksync::wall_now_ns() + std::chrono::nanoseconds(kLead).count();
               const std::string line = std::to_string(serial + 1) + " " + options->action + " " + std::to_string(at) + "\n";
               // Whole or not at all: a rank may read it at any moment.
               const fs::path partial = control.string() + ".partial";

@@ -16,6 +16,9 @@ namespace rankscope::clocksync {
 
 // CLOCK_MONOTONIC_RAW: never slewed by NTP; drift is modelled, not corrected by the OS.
 int64_t raw_now_ns();
+// CLOCK_REALTIME, ns since the epoch: the instant every node names alike (as
+// far as NTP or PTP keeps the nodes' wall clocks together).
+int64_t wall_now_ns();
 
 // The switch between the two base clocks below: auto (the default: the TSC
 // where it is invariant and the kernel keeps time with it), tsc or raw.
