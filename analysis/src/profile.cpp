@@ -13,6 +13,7 @@
 
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/steps.h"
 
 namespace rankscope::analysis {
 
@@ -65,22 +66,9 @@ int64_t CollectiveInstance::transfer_ns() const {
 
 namespace {
 
-constexpr std::string_view kStepPrefix = "ProfilerStep#";
-
 bool is_gpu_kind(EventKind kind) {
   return kind == EventKind::kGpuKernel || kind == EventKind::kGpuMemcpy || kind == EventKind::kGpuMemset ||
          kind == EventKind::kNcclCollectiveGpu || kind == EventKind::kNcclP2pGpu;
-}
-
-// The step number of a ProfilerStep#N range; nothing for other names.
-std::optional<uint64_t> step_number(const std::string& name) {
-  if (name.compare(0, kStepPrefix.size(), kStepPrefix) != 0 || name.size() == kStepPrefix.size()) return std::nullopt;
-  uint64_t n = 0;
-  for (size_t i = kStepPrefix.size(); i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return std::nullopt;
-    n = n * 10 + static_cast<uint64_t>(name[i] - '0');
-  }
-  return n;
 }
 
 struct InstanceKey {

@@ -82,30 +82,6 @@ TimeSelection parse_time_selection(std::string_view text) {
   return {parse_time_bound(text.substr(0, colon), text), parse_time_bound(text.substr(colon + 1), text)};
 }
 
-StepSelection parse_step_selection(std::string_view text) {
-  const auto bad = [&] { return Error("--steps: '" + std::string(text) + "' is not A:B, A, A: or :B (step numbers)"); };
-  const size_t colon = text.find(':');
-  StepSelection steps;
-  const std::string_view first = text.substr(0, colon);
-  if (!first.empty()) {
-    steps.first = parse_integer<uint64_t>(first);
-    if (!steps.first) throw bad();
-  }
-  if (colon == std::string_view::npos) {
-    if (!steps.first) throw bad();
-    steps.last = steps.first;
-    return steps;
-  }
-  const std::string_view last = text.substr(colon + 1);
-  if (!last.empty()) {
-    steps.last = parse_integer<uint64_t>(last);
-    if (!steps.last) throw bad();
-  }
-  if (!steps.first && !steps.last) throw bad();
-  if (steps.first && steps.last && *steps.last < *steps.first) throw bad();
-  return steps;
-}
-
 ExportResult export_timeline(const Timeline& timeline, ExportFormat format, const std::string& output,
                              const ExportOptions& options) {
   const auto start = std::chrono::steady_clock::now();

@@ -10,21 +10,11 @@
 namespace rankscope::export_detail {
 namespace {
 
-constexpr std::string_view kStepPrefix = "ProfilerStep#";
-
 // N for each string "ProfilerStep#N" of the job's table, -1 for the others.
 std::vector<int64_t> step_numbers(const std::vector<std::string>& strings) {
   std::vector<int64_t> steps(strings.size(), -1);
   for (size_t i = 0; i < strings.size(); ++i) {
-    const std::string& name = strings[i];
-    if (name.size() <= kStepPrefix.size() || name.compare(0, kStepPrefix.size(), kStepPrefix) != 0) continue;
-    int64_t n = 0;
-    bool digits = name.size() - kStepPrefix.size() <= 18;
-    for (size_t c = kStepPrefix.size(); digits && c < name.size(); ++c) {
-      digits = name[c] >= '0' && name[c] <= '9';
-      n = n * 10 + (name[c] - '0');
-    }
-    if (digits) steps[i] = n;
+    if (const auto n = step_number(strings[i]); n && *n <= uint64_t{INT64_MAX}) steps[i] = static_cast<int64_t>(*n);
   }
   return steps;
 }
@@ -61,9 +51,7 @@ void narrow_to_steps(const Timeline& timeline, const StepSelection& steps, Plan&
     });
   }
   if (begin > end) {
-    const std::string wanted = (steps.first ? std::to_string(*steps.first) : "") + ":" +
-                               (steps.last ? std::to_string(*steps.last) : "");
-    throw Error(timeline.path() + ": no ProfilerStep#N range with N in " + wanted + " on the selected ranks" +
+    throw Error(timeline.path() + ": no ProfilerStep#N range with N in " + steps.text() + " on the selected ranks" +
                 (highest < 0 ? " (they have no ProfilerStep ranges)"
                              : " (they have steps " + std::to_string(lowest) + " to " + std::to_string(highest) + ")"));
   }

@@ -113,19 +113,6 @@ TEST(ExportSelection, TimeWindows) {
   }
 }
 
-TEST(ExportSelection, Steps) {
-  const StepSelection both = parse_step_selection("3:5");
-  EXPECT_EQ(both.first, 3u);
-  EXPECT_EQ(both.last, 5u);
-  EXPECT_EQ(parse_step_selection("4").first, 4u);
-  EXPECT_EQ(parse_step_selection("4").last, 4u);
-  EXPECT_FALSE(parse_step_selection("4:").last.has_value());
-  EXPECT_FALSE(parse_step_selection(":4").first.has_value());
-  for (const char* bad : {"", ":", "5:3", "a:b", "1:2:3"}) {
-    EXPECT_THROW(parse_step_selection(bad), Error) << bad;
-  }
-}
-
 // The fixture's timeline, merged once for all the tests below.
 class ExportTest : public ::testing::Test {
  protected:

@@ -8,6 +8,7 @@
 
 #include "rankscope/model/error.h"
 #include "rankscope/model/format.h"
+#include "rankscope/model/steps.h"
 #include "rankscope/model/temporary_paths.h"
 #include "rankscope/model/text.h"
 
@@ -27,6 +28,18 @@ CLI::Validator finite_range(double min, double max) {
         return number && value >= min && value <= max ? std::string() : "Value " + text + " not in range " + range;
       },
       "FLOAT in " + range);
+}
+
+CLI::Validator step_selection_check(bool repeats) {
+  return CLI::Validator(
+      [repeats](const std::string& text) {
+        const auto steps = parse_step_selection(text);
+        if (steps && (repeats || steps->period == 0)) return std::string();
+        return "'" + text + "' is not " +
+               (repeats ? std::string(kStepSelectionForms) + ", the period longer than the window"
+                        : std::string("A:B, A, A: or :B (step numbers)"));
+      },
+      repeats ? "A:B[/PERIOD]" : "A:B");
 }
 
 int run_under_mpi(const char* command, const std::function<void(int process, int processes)>& body) {

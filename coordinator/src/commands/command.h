@@ -38,6 +38,10 @@ extern const CLI::Validator kNonEmptyPath;
 // A finite number from `min` to `max` (CLI::Range lets NaN through).
 CLI::Validator finite_range(double min, double max);
 
+// Step numbers (rankscope/model/steps.h): A:B, A, A: or :B, and where
+// `repeats` is allowed, A:B/PERIOD.
+CLI::Validator step_selection_check(bool repeats);
+
 // Runs `body` on every process of MPI_COMM_WORLD; errors are printed once,
 // by process 0, as "rankscope COMMAND: error: ...". Temporary files are
 // removed when a signal ends the process (remove_temporary_paths_on_signals).

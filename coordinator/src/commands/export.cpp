@@ -50,7 +50,7 @@ int run_export(const ExportCommand& command) {
   ExportOptions options;
   if (!command.ranks.empty()) options.ranks = parse_rank_list(command.ranks);
   if (!command.time.empty()) options.time = parse_time_selection(command.time);
-  if (!command.steps.empty()) options.steps = parse_step_selection(command.steps);
+  if (!command.steps.empty()) options.steps = parse_step_selection(command.steps);  // checked: step_selection_check
   options.warn_bytes = command.warn_size_mb * 1'000'000;
   options.warn = [](const std::string& text) { std::fprintf(stderr, "rankscope export: warning: %s\n", text.c_str()); };
   const Timeline timeline(command.timeline);
@@ -87,7 +87,8 @@ Command add_export(CLI::App& parent) {
   app->add_option("--time", command->time,
                   "Only events overlapping START:END: ns on the timeline, or +N[ns|us|ms|s] from the job's first event; "
                   "either end may be empty (e.g. +1.5s:+2s)");
-  app->add_option("--steps", command->steps, "Only the time of ProfilerStep#A to #B, both included: A:B, A, A: or :B");
+  app->add_option("--steps", command->steps, "Only the time of ProfilerStep#A to #B, both included: A:B, A, A: or :B")
+      ->check(step_selection_check(false));
   app->add_option("--warn-size-mb", command->warn_size_mb,
                   "Warn, with a smaller selection, when the output is estimated beyond this many MB")
       ->check(CLI::Range(uint64_t{0}, kMaxWarnSizeMb))

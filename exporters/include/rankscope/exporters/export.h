@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rankscope/model/steps.h"
 #include "rankscope/timeline/timeline.h"
 
 namespace rankscope {
@@ -30,23 +31,16 @@ struct TimeSelection {
   TimeBound begin, end;
 };
 
-// ProfilerStep#N ranges first..last, both included.
-struct StepSelection {
-  std::optional<uint64_t> first, last;  // nothing: open
-};
-
-// Parsers for the command line; each throws Error quoting the bad text.
-// (Rank lists: parse_rank_list in rankscope/model/text.h.)
+// The parser for --time; it throws Error quoting the bad text. (Rank lists:
+// parse_rank_list in rankscope/model/text.h; steps: rankscope/model/steps.h.)
 // "START:END", each end empty, N (timeline ns) or +N<unit> (from the job's
 // first event), N an integer or decimal, unit ns, us, ms or s (default ns).
 TimeSelection parse_time_selection(std::string_view text);
-// "A:B", "A", "A:" or ":B".
-StepSelection parse_step_selection(std::string_view text);
 
 struct ExportOptions {
   std::optional<std::vector<int32_t>> ranks;  // nothing: every rank
   std::optional<TimeSelection> time;
-  std::optional<StepSelection> steps;         // narrows the window to these steps' ranges
+  std::optional<StepSelection> steps;         // narrows the window to these steps' ranges (no period)
   // Warn (through `warn`, before writing) when the estimated output is larger.
   uint64_t warn_bytes = uint64_t{1} << 30;
   std::function<void(const std::string&)> warn;
