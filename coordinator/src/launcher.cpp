@@ -180,6 +180,8 @@ void set_agent_environment(const RunOptions& options, const Identity& id, const 
   if (options.delay_s >= 0) set(agent::kEnvDelay, printf_string("%.17g", options.delay_s));
   if (options.duration_s >= 0) set(agent::kEnvDuration, printf_string("%.17g", options.duration_s));
   if (options.paused) set(agent::kEnvPaused, "1");
+  set(agent::kEnvSteps, options.steps);
+  set(agent::kEnvCaptureRange, options.capture_range);
   set(agent::kEnvRank, std::to_string(id.rank));
   set(agent::kEnvWorldSize, std::to_string(id.world_size));
   set(agent::kEnvLocalRank, std::to_string(id.local_rank));

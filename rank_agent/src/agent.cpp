@@ -30,8 +30,10 @@
 #include "rankscope/model/counters.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/shard.h"
+#include "rankscope/model/steps.h"
 #include "rankscope/model/text.h"
 #include "rankscope/model/version.h"
+#include "range_windows.h"
 #include "recorder.h"
 
 namespace rankscope::agent {
@@ -112,6 +114,7 @@ class Agent {
   int64_t now() const { return clock_.now_ns(); }
   const std::string& clock_base() const { return clock_base_; }
   Recorder& recorder() { return recorder_; }
+  RangeWindows& range_windows() { return range_windows_; }
   const std::string& shard_path() const { return shard_path_; }
   bool in_this_process() const { return ::getpid() == pid_; }
   bool ring_on() const { return ring_ns_ > 0; }
@@ -141,6 +144,8 @@ class Agent {
   bool write_open_state(int64_t now, bool with_sources);
   void watch_for_hang();
   void steer_window();
+  void steer_by_ranges();
+  std::string range_windows_summary() const;
   void dump_ring(const char* asked_by);
   bool hang_told() const;
   Counters counters() const;
@@ -157,6 +162,7 @@ class Agent {
   clocksync::Clock clock_;
   std::string clock_base_;  // clock_'s base clock as text, for the MPI shim
   Recorder recorder_;
+  RangeWindows range_windows_{recorder_};
   std::vector<CaptureSource*> started_sources_;
 
   // The flusher thread owns the writer and what it has written so far.
@@ -213,7 +219,7 @@ class Agent {
   int64_t duration_ns_ = -1;  // from the delay's end (-1: to the end)
   bool triggered_ = false;       // a trigger has come: --delay and --duration no longer steer
   bool window_was_open_ = true;  // at the last wake
-  uint64_t windows_opened_ = 0;
+  uint64_t windows_opened_ = 0;  // at the start, or by time and triggers (range_windows_ counts its own)
   std::string control_file_;
   int64_t control_checked_ns_ = 0;
   uint64_t trigger_serial_ = 0;    // the last trigger read
@@ -267,7 +273,41 @@ Agent* Agent::start_from_environment() {
     delete agent;
     return nullptr;
   }
+  agent->steer_by_ranges();
   return agent;
+}
+
+// --steps and --capture-range, once the string table is there: the range
+// name to look for is interned, so that a range's id says whether it is one.
+void Agent::steer_by_ranges() {
+  const char* steps_text = std::getenv(kEnvSteps);
+  const char* range_text = std::getenv(kEnvCaptureRange);
+  if (steps_text && *steps_text) {
+    const auto steps = parse_step_selection(steps_text);
+    if (!steps) return report(std::string("capture window ignored: ") + kEnvSteps + "=" + steps_text + " is not " +
+                              std::string(kStepSelectionForms));
+    range_windows_.steer_by_steps(*steps, std::string("--steps ") + steps_text);
+  } else if (range_text && *range_text) {
+    CaptureRange range;
+    const std::string option = std::string("--capture-range ") + range_text;
+    if (!parse_capture_range(range_text, range)) {
+      return report(std::string("capture window ignored: ") + kEnvCaptureRange + "=" + range_text + " is not one");
+    }
+    if (range.kind == CaptureRange::Kind::kCudaProfilerApi) {
+      range_windows_.steer_by_profiler_api(option);
+    } else {
+      const uint32_t name_id = recorder_.strings().intern(range.name);
+      if (name_id == kNoId) return report(option + " ignored: the string table is full");
+      const uint64_t domain_key = range.domain.empty() ? RangeWindows::kAnyDomain
+                                                       : uint64_t{recorder_.strings().intern(range.domain)} + 1;
+      range_windows_.steer_by_range(name_id, domain_key, option);
+    }
+  } else {
+    return;
+  }
+  const auto [from, until] = recorder_.window();
+  window_was_open_ = from < until;
+  windows_opened_ = window_was_open_ ? 1 : 0;
 }
 
 bool Agent::open(std::string& why_not) {
@@ -401,9 +441,10 @@ Counters Agent::counters() const {
   c.set(counter::kSourcesOff, sources_off_);
   c.set(counter::kTerminatedBySignal, static_cast<uint64_t>(g_terminating_signal));
   c.set(counter::kHangDumps, hang_dumped_ ? 1 : 0);
-  if (const uint64_t outside = recorder_.outside_window(); outside != 0 || windows_opened_ != 1) {
+  const uint64_t windows = windows_opened_ + range_windows_.windows_opened();
+  if (const uint64_t outside = recorder_.outside_window(); outside != 0 || windows != 1) {
     c.set(counter::kEventsOutsideWindow, outside);
-    c.set(counter::kCaptureWindows, windows_opened_);
+    c.set(counter::kCaptureWindows, windows);
   }
   if (ring_on()) {
     c.set(counter::kRingDumps, ring_dumps_);
@@ -607,6 +648,7 @@ void Agent::steer_window() {
           trigger.serial > trigger_serial_ && trigger.at_wall_ns >= start_wall) {
         trigger_serial_ = trigger.serial;
         triggers_.push_back(trigger);
+        range_windows_.stop_steering();
       }
     }
   }
@@ -615,7 +657,7 @@ void Agent::steer_window() {
     const int64_t at = local(next.at_wall_ns);
     const auto [from, until] = recorder_.window();
     const bool open_then = from <= at && at < until;
-    if (next.action == TriggerAction::kStart && !open_then) recorder_.set_window(at, INT64_MAX);
+    if (next.action == TriggerAction::kStart && !open_then) recorder_.open_window(at, INT64_MAX);
     if (next.action == TriggerAction::kStop && open_then) recorder_.set_window(from, at);
     triggered_ = true;
     if (now >= at) {
@@ -623,12 +665,14 @@ void Agent::steer_window() {
       triggers_.erase(triggers_.begin());
     }
   }
+  // Ranges open and close windows between two wakes unseen: they count their own.
   const auto [from, until] = recorder_.window();
   const bool open = from <= now && now < until;
   if (open != window_was_open_) {
     window_was_open_ = open;
-    windows_opened_ += open ? 1 : 0;
-    const char* by = triggered_ ? "rankscope trigger" : open ? "--delay" : "--duration";
+    const bool by_ranges = range_windows_.steering();
+    if (!by_ranges) windows_opened_ += open ? 1 : 0;
+    const std::string by = by_ranges ? range_windows_.option() : triggered_ ? "rankscope trigger" : open ? "--delay" : "--duration";
     if (rank_ == 0) report(std::string(open ? "capture started (" : "capture paused (") + by + ")");
   }
 }
@@ -684,6 +728,18 @@ void Agent::flusher_loop() {
   }
 }
 
+std::string Agent::range_windows_summary() const {
+  if (const uint64_t windows = range_windows_.windows_opened(); windows != 0) {
+    return std::to_string(windows) + (windows == 1 ? " capture window" : " capture windows") + " recorded, " +
+           std::to_string(recorder_.outside_window()) + " events outside counted on this rank";
+  }
+  const std::string nothing = "no capture window opened, so no event was recorded";
+  if (!range_windows_.option().starts_with("--steps")) return nothing + " (no such range began on this rank)";
+  const uint64_t highest = range_windows_.highest_step_seen();
+  if (highest == RangeWindows::kNoStep) return nothing + " (no ProfilerStep#N range began on this rank)";
+  return nothing + " (the highest step that began: ProfilerStep#" + std::to_string(highest) + ")";
+}
+
 bool Agent::finish() {
   std::call_once(finish_once_, [this] {
     const auto finish_began = std::chrono::steady_clock::now();
@@ -695,6 +751,9 @@ bool Agent::finish() {
       if (flusher_.joinable()) flusher_.join();
     }
     flush_once(Flush::kFinal);
+    // A window by ranges may open and close between two wakes of the
+    // writer thread, unsaid: rank 0 sums up at the end.
+    if (rank_ == 0 && range_windows_.steering()) report(range_windows_.option() + ": " + range_windows_summary());
     // A rank ended by a signal may be inside a call and ranges: they are
     // written as incomplete (at a normal end, ranges still open stay out:
     // the program may close them after MPI_Finalize).
@@ -784,6 +843,14 @@ __attribute__((constructor)) void start_agent() {
 }  // namespace rankscope::agent
 
 using rankscope::agent::agent;
+
+void rankscope_agent_range_edge(uint32_t name_id, uint64_t domain_key, int64_t at_ns, bool begins) {
+  if (auto* a = agent()) a->range_windows().range_edge(name_id, domain_key, at_ns, begins);
+}
+
+void rankscope_agent_profiler_api(bool start, int64_t at_ns) {
+  if (auto* a = agent()) a->range_windows().profiler_api(start, at_ns);
+}
 
 bool rankscope_agent_capturing(uint32_t source) {
   const auto* a = agent();

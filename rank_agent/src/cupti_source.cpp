@@ -73,6 +73,7 @@ struct Cupti {
   decltype(&cuptiSubscribe) subscribe = nullptr;
   decltype(&cuptiSubscribe_v2) subscribe_naming_holder = nullptr;  // optional: names the other subscriber
   decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
+  decltype(&cuptiEnableCallback) enable_callback = nullptr;
   decltype(&cuptiSetThreadIdType) set_thread_id_type = nullptr;
   decltype(&cuptiActivitySetAttribute) set_attribute = nullptr;
   decltype(&cuptiActivityRegisterCallbacks) register_buffer_callbacks = nullptr;
@@ -99,6 +100,7 @@ struct Cupti {
     if (!get(result_string, "cuptiGetResultString")) return "cuptiGetResultString";
     if (!get(subscribe, "cuptiSubscribe")) return "cuptiSubscribe";
     if (!get(unsubscribe, "cuptiUnsubscribe")) return "cuptiUnsubscribe";
+    if (!get(enable_callback, "cuptiEnableCallback")) return "cuptiEnableCallback";
     if (!get(set_thread_id_type, "cuptiSetThreadIdType")) return "cuptiSetThreadIdType";
     if (!get(set_attribute, "cuptiActivitySetAttribute")) return "cuptiActivitySetAttribute";
     if (!get(register_buffer_callbacks, "cuptiActivityRegisterCallbacks")) return "cuptiActivityRegisterCallbacks";
@@ -190,8 +192,28 @@ class ActivityBufferPool {
 };
 
 
-// cuptiSubscribe wants a callback; no callback domain is enabled, so it is never called.
-void CUPTIAPI no_callbacks(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+// The calls that steer --capture-range cudaProfilerApi, the only callbacks
+// enabled (and only with that option): the runtime's, and the driver's,
+// which programs without the runtime call. A start within a window, or a
+// stop outside one, changes nothing.
+struct ProfilerCall {
+  CUpti_CallbackDomain domain;
+  CUpti_CallbackId cbid;
+  bool starts;
+};
+constexpr ProfilerCall kProfilerCalls[] = {
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, true},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000, false},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, true},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, false},
+};
+
+void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  if (static_cast<const CUpti_CallbackData*>(data)->callbackSite != CUPTI_API_ENTER) return;
+  for (const ProfilerCall& call : kProfilerCalls) {
+    if (call.domain == domain && call.cbid == cbid) rankscope_agent_profiler_api(call.starts, rankscope_agent_now());
+  }
+}
 
 void CUPTIAPI on_buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records);
 void CUPTIAPI on_buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t size,
@@ -318,9 +340,9 @@ class CuptiSource final : public CaptureSource {
       params.subscriberName = "rankscope";
       params.oldSubscriberName = holder;
       params.oldSubscriberSize = sizeof(holder);
-      result = cupti_.subscribe_naming_holder(&subscriber_, no_callbacks, nullptr, &params);
+      result = cupti_.subscribe_naming_holder(&subscriber_, on_callback, nullptr, &params);
     } else {
-      result = cupti_.subscribe(&subscriber_, no_callbacks, nullptr);
+      result = cupti_.subscribe(&subscriber_, on_callback, nullptr);
     }
     if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
       // One subscriber per process: the tool that came first keeps CUPTI.
@@ -374,6 +396,15 @@ class CuptiSource final : public CaptureSource {
       if (result != CUPTI_SUCCESS) return failed(std::string("recording ") + call.name, result);
       ++calls_enabled_;
     }
+    CaptureRange range;
+    const char* range_text = std::getenv(kEnvCaptureRange);
+    if (range_text && parse_capture_range(range_text, range) && range.kind == CaptureRange::Kind::kCudaProfilerApi) {
+      for (const ProfilerCall& call : kProfilerCalls) {
+        result = cupti_.enable_callback(1, subscriber_, call.domain, call.cbid);
+        if (result != CUPTI_SUCCESS) return failed("the callback of cudaProfilerStart/Stop", result);
+        ++profiler_callbacks_enabled_;
+      }
+    }
     return true;
   }
 
@@ -384,9 +415,12 @@ class CuptiSource final : public CaptureSource {
 
   // Leaves CUPTI as it was before start(), so that another tool may take it.
   void undo_configuration() {
+    for (uint32_t i = 0; i < profiler_callbacks_enabled_; ++i) {
+      cupti_.enable_callback(0, subscriber_, kProfilerCalls[i].domain, kProfilerCalls[i].cbid);
+    }
     for (uint32_t i = 0; i < calls_enabled_; ++i) enable_call(recorded_cuda_api_calls()[i], 0);
     for (uint32_t i = 0; i < kinds_enabled_; ++i) cupti_.disable(kRecordedKinds[i]);
-    calls_enabled_ = kinds_enabled_ = 0;
+    calls_enabled_ = kinds_enabled_ = profiler_callbacks_enabled_ = 0;
     if (subscribed_) cupti_.unsubscribe(subscriber_);
     subscribed_ = false;
   }
@@ -443,6 +477,7 @@ class CuptiSource final : public CaptureSource {
   bool subscribed_ = false;
   uint32_t kinds_enabled_ = 0;
   uint32_t calls_enabled_ = 0;
+  uint32_t profiler_callbacks_enabled_ = 0;
   ActivityBufferPool pool_;
   std::unique_ptr<CuptiRecordTranslator> translator_;
   std::atomic<State> state_{State::kOff};

@@ -70,6 +70,9 @@ uint32_t message_id(const nvtxEventAttributes_t* attributes) {
   }
 }
 
+// A domain as its events' comm_hash names it: its name id + 1; 0 for the default domain.
+uint64_t domain_key(uint32_t domain) { return domain == 0 ? 0 : uint64_t{g_domains[domain].name_id} + 1; }
+
 Event nvtx_event(EventKind kind, int64_t begin, int64_t end, uint32_t name_id, uint32_t domain, uint32_t category) {
   Event e{};
   e.begin_ns = begin;
@@ -79,7 +82,7 @@ Event nvtx_event(EventKind kind, int64_t begin, int64_t end, uint32_t name_id, u
   e.track = kThreadTrack;
   e.peer = kNoPeer;
   e.seq = category;
-  e.comm_hash = domain == 0 ? 0 : uint64_t{g_domains[domain].name_id} + 1;
+  e.comm_hash = domain_key(domain);
   return e;
 }
 
@@ -170,7 +173,11 @@ int push(uint32_t name_id, uint32_t domain, uint32_t category) {
   // Only with no range open (the first push, or after no slot was left), so
   // that below every range stored, all were stored.
   if (ranges == nullptr && depth == 0) ranges = claim_ranges();
-  if (ranges && depth < kMaxDepth) ranges->store(depth, {rankscope_agent_now(), name_id, domain, category});
+  if (ranges && depth < kMaxDepth) {
+    const int64_t now = rankscope_agent_now();
+    ranges->store(depth, {now, name_id, domain, category});
+    rankscope_agent_range_edge(name_id, domain_key(domain), now, true);
+  }
   return static_cast<int>(depth);
 }
 
@@ -185,6 +192,7 @@ int pop() {
       const Event e = nvtx_event(EventKind::kNvtxRange, open.begin, rankscope_agent_now(), open.name_id, open.domain,
                                  open.category);
       rankscope_agent_record(&e);
+      rankscope_agent_range_edge(open.name_id, e.comm_hash, e.end_ns, false);
     }
   }
   return static_cast<int>(depth);
@@ -214,6 +222,7 @@ nvtxRangeId_t start(uint32_t name_id, uint32_t domain, uint32_t category) {
   StartedRange& slot = g_started[id % kMaxOpenRanges];
   slot.range = {rankscope_agent_now(), name_id, domain, category};
   slot.id.store(id, std::memory_order_release);
+  rankscope_agent_range_edge(name_id, domain_key(domain), slot.range.begin, true);
   return id;
 }
 
@@ -226,6 +235,7 @@ void end(nvtxRangeId_t id) {
                        slot.range.domain, slot.range.category);
   e.track = static_cast<uint16_t>(g_domains[slot.range.domain].track);
   rankscope_agent_record(&e);
+  rankscope_agent_range_edge(slot.range.name_id, e.comm_hash, e.end_ns, false);
 }
 
 uint32_t category_of(const nvtxEventAttributes_t* attributes) { return attributes ? attributes->category : 0; }

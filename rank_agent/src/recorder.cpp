@@ -102,6 +102,11 @@ uint32_t StringTable::intern(std::string_view text) {
       });
 }
 
+std::string_view StringTable::text(uint32_t id) const {
+  if (id >= ids_.size() || ids_.state(id) != ConcurrentIdTable::IdState::kReady) return {};
+  return {arena_.get() + entries_[id].offset, entries_[id].length};
+}
+
 uint32_t StringTable::collect(uint32_t from, std::vector<std::pair<uint32_t, std::string_view>>& out) const {
   const uint32_t size = ids_.size();
   uint32_t id = from;
@@ -239,8 +244,7 @@ void Recorder::record(const Event& event) {
       return;
     }
   }
-  if (event.begin_ns < window_from_ns_.load(std::memory_order_relaxed) ||
-      event.begin_ns >= window_until_ns_.load(std::memory_order_relaxed)) {
+  if (!in_window(event.begin_ns)) {
     std::atomic<uint64_t>& outside = slots_[state->slot].outside_window;
     outside.store(outside.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return;
@@ -301,6 +305,29 @@ void Recorder::recycle_oldest(uint64_t& lost) {
   lost += block->committed.load(std::memory_order_relaxed) - block->flushed;
   ring_.pop_front();
   pool_.give_back(block);
+}
+
+void Recorder::open_window(int64_t from_ns, int64_t until_ns) {
+  const auto [was_from, was_until] = window();
+  if (was_from < std::min(was_until, from_ns)) {
+    const uint32_t count = past_windows_count_.load(std::memory_order_relaxed);
+    PastWindow& past = past_windows_[count % kPastWindows];
+    past.from_ns.store(was_from, std::memory_order_relaxed);
+    past.until_ns.store(std::min(was_until, from_ns), std::memory_order_relaxed);
+    past_windows_count_.store(count + 1, std::memory_order_release);
+  }
+  set_window(from_ns, until_ns);
+}
+
+bool Recorder::in_past_window(int64_t ns) const {
+  const uint32_t count = past_windows_count_.load(std::memory_order_acquire);
+  for (uint32_t i = count > kPastWindows ? count - kPastWindows : 0; i < count; ++i) {
+    const PastWindow& past = past_windows_[i % kPastWindows];
+    if (ns >= past.from_ns.load(std::memory_order_relaxed) && ns < past.until_ns.load(std::memory_order_relaxed)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 uint64_t Recorder::outside_window() const {

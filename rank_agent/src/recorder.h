@@ -65,6 +65,8 @@ class StringTable {
   StringTable();
   // The id of `text`, added if new; kNoId when the table is full.
   uint32_t intern(std::string_view text);
+  // The text of an id intern() returned; empty for any other.
+  std::string_view text(uint32_t id) const;
   // Ids [from, result) are ready to write; appends them to `out`.
   uint32_t collect(uint32_t from, std::vector<std::pair<uint32_t, std::string_view>>& out) const;
 
@@ -146,15 +148,26 @@ class Recorder {
   void drain_ring(int64_t cutoff_ns, Write&& write, RingLosses& lost);
 
   // Capture windows: record() keeps the events that begin in [from_ns,
-  // until_ns) of the rank's clock, and counts the others. The flusher sets
-  // the edges ahead of time, so that every rank cuts at the same instant
-  // rather than when its flusher next wakes.
+  // until_ns) of the rank's clock, or in one of the last kPastWindows
+  // windows (a GPU's records arrive in buffers, seconds after they began),
+  // and counts the others. Edges are set ahead of time where they can be,
+  // so that every rank cuts at the same instant rather than when its
+  // flusher next wakes. set_window moves the current window's edges;
+  // open_window begins a new one, the current one, cut where the new one
+  // begins, kept among the past ones.
+  static constexpr uint32_t kPastWindows = 8;
   void set_window(int64_t from_ns, int64_t until_ns) {
     window_from_ns_.store(from_ns, std::memory_order_relaxed);
     window_until_ns_.store(until_ns, std::memory_order_relaxed);
   }
+  void open_window(int64_t from_ns, int64_t until_ns);
   std::pair<int64_t, int64_t> window() const {
     return {window_from_ns_.load(std::memory_order_relaxed), window_until_ns_.load(std::memory_order_relaxed)};
+  }
+  bool in_window(int64_t ns) const {
+    return (ns >= window_from_ns_.load(std::memory_order_relaxed) &&
+            ns < window_until_ns_.load(std::memory_order_relaxed)) ||
+           in_past_window(ns);
   }
   uint64_t outside_window() const;
 
@@ -190,6 +203,14 @@ class Recorder {
   std::atomic<uint64_t> dropped_without_slot_{0};
   std::atomic<int64_t> window_from_ns_{INT64_MIN};
   std::atomic<int64_t> window_until_ns_{INT64_MAX};
+  // Written once each, then published by past_windows_; a reader that races
+  // a slot's reuse, eight windows later, misjudges one late event at most.
+  struct PastWindow {
+    std::atomic<int64_t> from_ns{0}, until_ns{0};
+  };
+  PastWindow past_windows_[kPastWindows];
+  std::atomic<uint32_t> past_windows_count_{0};
+  bool in_past_window(int64_t ns) const;
 };
 
 template <typename Write>

@@ -17,7 +17,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -28,6 +30,9 @@ CUpti_BuffersCallbackCompleteFunc g_complete = nullptr;
 CUpti_TimestampCallbackFunc g_clock = nullptr;
 bool g_delivered = false;
 int g_subscriber_token = 0;
+CUpti_CallbackFunc g_callback = nullptr;
+std::set<std::pair<int, int>> g_callbacks_enabled;  // (domain, cbid)
+
 
 void log(const std::string& line) {
   std::lock_guard lock(g_mutex);
@@ -135,6 +140,24 @@ size_t write_step(uint8_t* buffer, size_t size) {
   return out.used();
 }
 
+// As CUPTI calls a subscriber around an API call it enabled: on entry and on exit.
+CUresult call_with_callbacks(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const char* name) {
+  log(name);
+  bool enabled = false;
+  {
+    std::lock_guard lock(g_mutex);
+    enabled = g_callback && g_callbacks_enabled.count({domain, static_cast<int>(cbid)});
+  }
+  if (!enabled) return CUDA_SUCCESS;
+  CUpti_CallbackData data{};
+  data.functionName = name;
+  data.callbackSite = CUPTI_API_ENTER;
+  g_callback(nullptr, domain, cbid, &data);
+  data.callbackSite = CUPTI_API_EXIT;
+  g_callback(nullptr, domain, cbid, &data);
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
@@ -158,7 +181,7 @@ CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char** text)
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc, void*,
+CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void*,
                                        CUpti_SubscriberParams* params) {
   log("cuptiSubscribe_v2 " + std::string(params && params->subscriberName ? params->subscriberName : ""));
   if (const char* holder = std::getenv("FAKE_CUPTI_HOLDER")) {
@@ -168,7 +191,28 @@ CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti
     return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   }
   *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_token);
+  g_callback = callback;
   return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle, CUpti_CallbackDomain domain,
+                                         CUpti_CallbackId cbid) {
+  log("cuptiEnableCallback " + std::to_string(enable) + " " + std::to_string(domain) + " " + std::to_string(cbid));
+  std::lock_guard lock(g_mutex);
+  if (enable) {
+    g_callbacks_enabled.insert({domain, static_cast<int>(cbid)});
+  } else {
+    g_callbacks_enabled.erase({domain, static_cast<int>(cbid)});
+  }
+  return CUPTI_SUCCESS;
+}
+
+// The driver's profiler calls, which cudaProfilerStart and cudaProfilerStop make.
+CUresult CUDAAPI cuProfilerStart() {
+  return call_with_callbacks(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, "cuProfilerStart");
+}
+CUresult CUDAAPI cuProfilerStop() {
+  return call_with_callbacks(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop, "cuProfilerStop");
 }
 
 CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void* data) {

@@ -194,6 +194,57 @@ TEST(CudaCapture, GpuRecordsReachTheShardOnTheAgentsClockAndTracks) {
     EXPECT_EQ(on, off) << api;
   }
   EXPECT_EQ(calls.back(), "cuptiUnsubscribe");
+  EXPECT_EQ(count_starting(calls, "cuptiEnableCallback"), 0u) << "callbacks only for --capture-range cudaProfilerApi";
+}
+
+// --capture-range cudaProfilerApi: what the program does between
+// cudaProfilerStart and cudaProfilerStop is recorded, and nothing else.
+TEST(CudaCapture, ProfilerStartAndStopSteerTheWindow) {
+  if (expected() != "profiler_api") GTEST_SKIP() << "run for another case";
+  ASSERT_TRUE(rankscope_agent_capturing(rankscope::agent::kCaptureCuda));
+  const std::string shard = rankscope_agent_shard_path();
+  call_injection_entry_twice();
+  void* fake = ::dlopen(std::getenv("RANKSCOPE_CUPTI_PATH"), RTLD_NOW | RTLD_NOLOAD);
+  using ProfilerCall = CUresult (*)();
+  const auto start = reinterpret_cast<ProfilerCall>(::dlsym(fake, "cuProfilerStart"));
+  const auto stop = reinterpret_cast<ProfilerCall>(::dlsym(fake, "cuProfilerStop"));
+  ASSERT_TRUE(start && stop);
+  const auto range = [](const char* name) {
+    nvtxRangePushA(name);
+    nvtxRangePop();
+  };
+  range("before");
+  start();
+  range("inside");
+  start();  // changes nothing
+  range("still inside");
+  stop();
+  range("after");
+  stop();
+  start();
+  range("again");
+  stop();
+  ASSERT_TRUE(rankscope_agent_finish());
+
+  const auto back = read_shard(shard);
+  EXPECT_TRUE(back.named("before").empty());
+  EXPECT_EQ(back.named("inside").size(), 1u);
+  EXPECT_EQ(back.named("still inside").size(), 1u);
+  EXPECT_TRUE(back.named("after").empty());
+  EXPECT_EQ(back.named("again").size(), 1u);
+  EXPECT_EQ(back.scan.counters.get("capture_windows"), 2u);
+  EXPECT_GE(back.scan.counters.get("events_outside_window"), 2u);
+
+  const std::vector<std::string> calls = fake_cupti_calls();
+  const std::string driver = std::to_string(CUPTI_CB_DOMAIN_DRIVER_API) + " ";
+  const std::string runtime = std::to_string(CUPTI_CB_DOMAIN_RUNTIME_API) + " ";
+  for (const std::string& call : {driver + std::to_string(CUPTI_DRIVER_TRACE_CBID_cuProfilerStart),
+                                  driver + std::to_string(CUPTI_DRIVER_TRACE_CBID_cuProfilerStop),
+                                  runtime + std::to_string(CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000),
+                                  runtime + std::to_string(CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000)}) {
+    EXPECT_LT(position(calls, "cuptiEnableCallback 1 " + call), position(calls, "cuProfilerStart")) << call;
+    EXPECT_LT(position(calls, "cuptiEnableCallback 0 " + call), calls.size()) << call << " is left enabled";
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "rankscope/rank_agent/agent.h"
+#include "range_windows.h"
 #include "recorder.h"
 
 namespace rankscope::agent {
@@ -151,6 +152,114 @@ TEST(Window, KeepsWhatBeginsInsideAndCountsTheRest) {
   EXPECT_EQ(seen.at(1).back(), 199u);
   EXPECT_EQ(recorder.outside_window(), 200u);
   EXPECT_EQ(recorder.dropped(), 0u);
+}
+
+TEST(Window, LateEventsOfAPastWindowAreKept) {
+  Recorder recorder;
+  ASSERT_TRUE(recorder.init(4 * sizeof(Block)));
+  recorder.set_window(INT64_MAX, INT64_MAX);  // paused
+  recorder.open_window(10, INT64_MAX);
+  recorder.set_window(10, 20);  // closed at 20
+  recorder.open_window(50, 60);  // [10, 20) is a past window now
+  std::thread([&] {
+    // As a GPU's records come: the second window's events first, the first's after.
+    for (uint64_t n = 40; n < 70; ++n) recorder.record(numbered(1, n));
+    for (uint64_t n = 0; n < 30; ++n) recorder.record(numbered(1, n));
+  }).join();
+  auto kept = drain_all(recorder).at(1);
+  std::sort(kept.begin(), kept.end());
+  ASSERT_EQ(kept.size(), 20u);
+  EXPECT_EQ(kept.front(), 10u);
+  EXPECT_EQ(kept[9], 19u);
+  EXPECT_EQ(kept[10], 50u);
+  EXPECT_EQ(kept.back(), 59u);
+  EXPECT_EQ(recorder.outside_window(), 40u);
+  // Only the last kPastWindows windows are remembered.
+  for (int64_t w = 0; w < int64_t{Recorder::kPastWindows}; ++w) recorder.open_window(100 + 2 * w, 101 + 2 * w);
+  recorder.open_window(1000, 1001);
+  std::thread([&] {
+    recorder.record(numbered(2, 15));   // in [10, 20): forgotten by now
+    recorder.record(numbered(2, 100));  // in the oldest remembered
+  }).join();
+  EXPECT_EQ(drain_all(recorder).at(2), std::vector<uint64_t>{100});
+}
+
+// Steps 0..count-1 of ProfilerStep#N ranges, step n over [10n, 10n + 9].
+void run_steps(Recorder& recorder, RangeWindows& windows, uint64_t count) {
+  for (uint64_t n = 0; n < count; ++n) {
+    const uint32_t name = recorder.strings().intern("ProfilerStep#" + std::to_string(n));
+    const uint32_t inner = recorder.strings().intern("forward");
+    const auto at = static_cast<int64_t>(10 * n);
+    windows.range_edge(name, 1, at, true);
+    windows.range_edge(inner, 1, at + 1, true);
+    windows.range_edge(inner, 1, at + 8, false);
+    windows.range_edge(name, 1, at + 9, false);
+  }
+}
+
+class RangeWindowsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(recorder.init(4 * sizeof(Block))); }
+  Recorder recorder;
+  RangeWindows windows{recorder};
+};
+
+TEST_F(RangeWindowsTest, StepsOpenAtTheFirstSelectedStepAndCloseWhereTheLastEnds) {
+  windows.steer_by_steps(*parse_step_selection("3:5"), "--steps 3:5");
+  EXPECT_FALSE(recorder.in_window(0));
+  run_steps(recorder, windows, 8);
+  EXPECT_EQ(recorder.window(), std::make_pair(int64_t{30}, int64_t{59}));
+  EXPECT_EQ(windows.windows_opened(), 1u);
+  EXPECT_EQ(windows.highest_step_seen(), 7u);
+}
+
+TEST_F(RangeWindowsTest, AnOpenStartIsTheFirstWindow) {
+  windows.steer_by_steps(*parse_step_selection(":2"), "--steps :2");
+  EXPECT_TRUE(recorder.in_window(-5));
+  run_steps(recorder, windows, 5);
+  EXPECT_EQ(recorder.window(), std::make_pair(INT64_MIN, int64_t{29}));
+  EXPECT_EQ(windows.windows_opened(), 1u);
+}
+
+TEST_F(RangeWindowsTest, APeriodOpensAWindowEachPeriod) {
+  windows.steer_by_steps(*parse_step_selection("1:2/5"), "--steps 1:2/5");
+  run_steps(recorder, windows, 14);
+  EXPECT_EQ(windows.windows_opened(), 3u);  // 1-2, 6-7, 11-12
+  for (int64_t at : {10, 28, 60, 78, 110, 128}) EXPECT_TRUE(recorder.in_window(at)) << at;
+  for (int64_t at : {5, 29, 30, 59, 80, 109, 129, 135}) EXPECT_FALSE(recorder.in_window(at)) << at;
+}
+
+TEST_F(RangeWindowsTest, ANamedRangeInItsDomainStopsWhenTheLastCopyEnds) {
+  const uint32_t name = recorder.strings().intern("capture");
+  const uint32_t other = recorder.strings().intern("other");
+  windows.steer_by_range(name, 7, "--capture-range nvtx:capture@d");
+  windows.range_edge(name, 7, 5, false);   // one that began before: not counted
+  windows.range_edge(name, 8, 10, true);   // another domain
+  windows.range_edge(other, 7, 12, true);  // another name
+  EXPECT_EQ(windows.windows_opened(), 0u);
+  windows.range_edge(name, 7, 20, true);   // one thread
+  windows.range_edge(name, 7, 25, true);   // another, overlapping
+  windows.range_edge(name, 7, 30, false);
+  EXPECT_EQ(recorder.window(), std::make_pair(int64_t{20}, INT64_MAX));
+  windows.range_edge(name, 7, 40, false);
+  EXPECT_EQ(recorder.window(), std::make_pair(int64_t{20}, int64_t{40}));
+  EXPECT_EQ(windows.windows_opened(), 1u);
+}
+
+TEST_F(RangeWindowsTest, ProfilerApiStartsAndStopsAndATriggerTakesOver) {
+  windows.steer_by_profiler_api("--capture-range cudaProfilerApi");
+  windows.profiler_api(false, 1);
+  windows.profiler_api(true, 5);
+  windows.profiler_api(true, 6);  // already started
+  windows.profiler_api(false, 9);
+  windows.profiler_api(true, 20);
+  EXPECT_EQ(windows.windows_opened(), 2u);
+  EXPECT_TRUE(recorder.in_window(7));
+  EXPECT_FALSE(recorder.in_window(12));
+  windows.stop_steering();
+  windows.profiler_api(false, 30);
+  EXPECT_EQ(recorder.window(), std::make_pair(int64_t{20}, INT64_MAX));
+  EXPECT_FALSE(windows.steering());
 }
 
 TEST(Window, TriggerLinesParseWholeOrNotAtAll) {

@@ -75,14 +75,49 @@ Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> appl
   CLI::Option* duration = app->add_option("--duration", options->duration_s,
                   "Capture window: record events for this many seconds (after --delay, or from the start)")
       ->check(finite_range(0, kMaxRunSeconds));
-  // Paused until a trigger, or windowed by time: not both.
-  app->add_flag("--paused", options->paused,
-                "Start with capture paused, until `rankscope trigger OUTPUT start` (then stop, start...)")
+  // Paused until a trigger, or windowed by time, by steps or by ranges: one of them.
+  CLI::Option* paused =
+      app->add_flag("--paused", options->paused,
+                    "Start with capture paused, until `rankscope trigger OUTPUT start` (then stop, start...)")
+          ->excludes(delay)
+          ->excludes(duration);
+  CLI::Option* steps =
+      app->add_option("--steps", options->steps,
+                      "Capture window by step: record ProfilerStep#A to #B, both included (A:B, A, A:, :B), and with "
+                      "/PERIOD the same steps again every PERIOD steps (100:109/1000); counted, not recorded, between")
+          ->check(step_selection_check(true))
+          ->excludes(delay)
+          ->excludes(duration)
+          ->excludes(paused);
+  app->add_option("--capture-range", options->capture_range,
+                  "Capture window by range: nvtx:NAME[@DOMAIN] records while an NVTX range named NAME is open; "
+                  "cudaProfilerApi from cudaProfilerStart to cudaProfilerStop")
+      ->check(CLI::Validator(
+          [](const std::string& text) {
+            agent::CaptureRange range;
+            return agent::parse_capture_range(text, range)
+                       ? std::string()
+                       : "'" + text + "' is neither nvtx:NAME, nvtx:NAME@DOMAIN nor " + std::string(agent::kCudaProfilerApi);
+          },
+          "nvtx:NAME[@DOMAIN]|cudaProfilerApi"))
       ->excludes(delay)
-      ->excludes(duration);
+      ->excludes(duration)
+      ->excludes(paused)
+      ->excludes(steps);
   app->footer("The application and its arguments follow --, and reach it byte for byte.");
-  app->callback([application] {
+  app->callback([application, options] {
     if (application->empty()) throw CLI::ValidationError("no application given: rankscope run [OPTIONS] -- APP [ARGS...]");
+    // The ranges that steer a window come from a capture source that must be on.
+    const uint32_t capture = agent::parse_capture_list(options->capture);
+    agent::CaptureRange range;
+    const bool by_profiler_api = agent::parse_capture_range(options->capture_range, range) &&
+                                 range.kind == agent::CaptureRange::Kind::kCudaProfilerApi;
+    const char* needs = by_profiler_api ? "cuda" : "nvtx";
+    const bool by_ranges = !options->steps.empty() || !options->capture_range.empty();
+    if (by_ranges && !(capture & (by_profiler_api ? agent::kCaptureCuda : agent::kCaptureNvtx))) {
+      throw CLI::ValidationError(std::string(options->steps.empty() ? "--capture-range" : "--steps") + " needs " +
+                                 needs + " in --capture (it is " + options->capture + ")");
+    }
   });
   return {app, [options, application] {
             options->command = *application;

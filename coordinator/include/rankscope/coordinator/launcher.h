@@ -33,6 +33,8 @@ struct RunOptions {
   double delay_s = -1;                  // capture starts this long after the job started (-1: at the start)
   double duration_s = -1;               // and lasts this long (-1: to the end)
   bool paused = false;                  // capture starts paused, until `rankscope trigger JOB start`
+  std::string steps;                    // capture window by step: "A:B[/PERIOD]" ("": none)
+  std::string capture_range;            // capture window by range: "nvtx:NAME[@DOMAIN]" or "cudaProfilerApi" ("": none)
   std::vector<std::string> command;     // the application and its arguments
 };
 

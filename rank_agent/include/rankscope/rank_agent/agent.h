@@ -56,6 +56,33 @@ inline constexpr const char* kEnvDelay = "RANKSCOPE_DELAY_S";
 inline constexpr const char* kEnvDuration = "RANKSCOPE_DURATION_S";
 inline constexpr const char* kEnvPaused = "RANKSCOPE_PAUSED";
 inline constexpr const char* kControlFileName = "control";
+// Windows the program's own ranges steer (docs/agent.md, "Capture
+// windows"): STEPS="A:B[/PERIOD]" records ProfilerStep#A to #B (again every
+// PERIOD steps); CAPTURE_RANGE="nvtx:NAME[@DOMAIN]" records while a range
+// named NAME is open, "cudaProfilerApi" from cudaProfilerStart to
+// cudaProfilerStop.
+inline constexpr const char* kEnvSteps = "RANKSCOPE_STEPS";
+inline constexpr const char* kEnvCaptureRange = "RANKSCOPE_CAPTURE_RANGE";
+
+struct CaptureRange {
+  enum class Kind { kNvtx, kCudaProfilerApi } kind = Kind::kNvtx;
+  std::string_view name;    // kNvtx: the range's name
+  std::string_view domain;  // kNvtx: its NVTX domain; empty: any
+};
+inline constexpr std::string_view kCudaProfilerApi = "cudaProfilerApi";
+// The capture range of --capture-range; false when `text` is none.
+inline bool parse_capture_range(std::string_view text, CaptureRange& out) {
+  if (text == kCudaProfilerApi) {
+    out = {CaptureRange::Kind::kCudaProfilerApi, {}, {}};
+    return true;
+  }
+  constexpr std::string_view kNvtxPrefix = "nvtx:";
+  if (text.substr(0, kNvtxPrefix.size()) != kNvtxPrefix) return false;
+  text.remove_prefix(kNvtxPrefix.size());
+  const size_t at = text.rfind('@');
+  out = {CaptureRange::Kind::kNvtx, text.substr(0, at), at == std::string_view::npos ? "" : text.substr(at + 1)};
+  return !out.name.empty() && (at == std::string_view::npos || !out.domain.empty());
+}
 
 // One trigger, as the control file holds it: "SERIAL ACTION AT_WALL_NS\n".
 // A larger serial than the last one read is a new command; every rank
@@ -224,6 +251,13 @@ RANKSCOPE_AGENT_API const uint32_t* rankscope_agent_capture_bits();
 // The event clock: the rank's clock (virtual under RANKSCOPE_FAKE_CLOCK).
 RANKSCOPE_AGENT_API int64_t rankscope_agent_now();
 RANKSCOPE_AGENT_API void rankscope_agent_record(const rankscope::Event* event);
+// Capture windows steered by ranges (kEnvSteps, kEnvCaptureRange): the NVTX
+// source tells of each range that begins or ends, at the instant it
+// records; `domain_key` is as in its events' comm_hash (the domain's name
+// id + 1; 0: the default domain). The CUDA source tells of
+// cudaProfilerStart and cudaProfilerStop.
+RANKSCOPE_AGENT_API void rankscope_agent_range_edge(uint32_t name_id, uint64_t domain_key, int64_t at_ns, bool begins);
+RANKSCOPE_AGENT_API void rankscope_agent_profiler_api(bool start, int64_t at_ns);
 // A name's id in the rank's string table; kNoName when the table is full.
 RANKSCOPE_AGENT_API uint32_t rankscope_agent_intern(const char* text, uint64_t length);
 // The track of (type, os_id, device), created with `name` on first use.

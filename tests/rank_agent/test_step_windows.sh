@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Capture windows by step and by range, on ddp_sim (12 steps named
+# ProfilerStep#0..11 in its NVTX domain "ddp_sim"): --steps 3:5 gives a
+# report of exactly steps 3, 4 and 5 from a timeline far smaller than the
+# whole job's; --steps 1:2/5 repeats the window (1, 2, 6, 7, 11);
+# --capture-range nvtx:ProfilerStep#4@ddp_sim gives step 4 alone; a range
+# in a domain the job never uses opens no window and says so; bad forms
+# and combinations are refused. Without NVTX capture (NVTX=none) only the
+# refusals are checked.
+# Usage: test_step_windows.sh RANKSCOPE DDP_SIM MPIEXEC NVTX|none
+set -euo pipefail
+rankscope=$1 ddp_sim=$2 mpiexec=$3 nvtx=$4
+. "$(dirname "$0")/../support/job_script.sh"
+export OMPI_MCA_mpi_yield_when_idle=1
+job_args=(--steps 12 --warmup-steps 0 --layers 6 --layer-mb 1 --forward-us 100 --optimizer-us 300)
+
+# refused OPTIONS... -- MESSAGE: rankscope run refuses OPTIONS with status 2 and MESSAGE.
+refused() {
+  local options=() status=0
+  while [ "$1" != -- ]; do options+=("$1"); shift; done
+  "$rankscope" run "${options[@]}" -- true >bad.log 2>&1 || status=$?
+  [ "$status" -eq 2 ] && grep -qF -- "$2" bad.log || { cat bad.log; fail "${options[*]}: not refused with '$2' (status $status)"; }
+}
+
+echo "== refusals"
+for bad in 5:3 x 1:10/10 1:2/0 3:5/ -1 1:2:3 99999999999999999999; do
+  refused --steps "$bad" -- "is not A:B, A, A:, :B or A:B/PERIOD"
+done
+refused --steps 3:5 --delay 1 -- "--delay excludes --steps"
+refused --steps 3:5 --paused -- "--paused excludes --steps"
+refused --capture-range nvtx: -- "is neither nvtx:NAME"
+refused --capture-range cuda:x -- "is neither nvtx:NAME"
+refused --capture-range nvtx:a --steps 1:2 -- "--steps excludes --capture-range"
+refused --steps 1:2 --capture mpi -- "--steps needs nvtx in --capture (it is mpi)"
+refused --capture-range nvtx:a --capture mpi -- "--capture-range needs nvtx in --capture (it is mpi)"
+refused --capture-range cudaProfilerApi --capture mpi,nvtx -- "--capture-range needs cuda in --capture (it is mpi,nvtx)"
+status=0
+"$rankscope" export --steps 1:2/5 nothing.h5 >bad.log 2>&1 || status=$?
+[ "$status" -eq 2 ] && grep -qF "'1:2/5' is not A:B, A, A: or :B" bad.log || { cat bad.log; fail "export took a period"; }
+if [ "$nvtx" = none ]; then
+  echo "no NVTX capture in this build: windows by step not run"
+  exit 0
+fi
+
+# profile NAME OPTIONS...: profile ddp_sim on 2 ranks into NAME.h5 and report it as NAME.json.
+profile() {
+  local name=$1
+  shift
+  "$mpiexec" -n 2 "$rankscope" run -o "$work/$name.h5" "$@" -- "$ddp_sim" "${job_args[@]}" >"$name.log" 2>&1 ||
+    { cat "$name.log"; fail "$name: the run failed"; }
+  "$rankscope" info --check --json "$name.h5" >"$name-info.json" || fail "$name: info --check refused the timeline"
+}
+
+# check NAME STEPS [CONDITIONS...]: the report of NAME lists exactly STEPS
+# (a Python list), every rank holds that many ProfilerStep ranges, and each
+# rank's counters meet the conditions.
+check() {
+  "$rankscope" report --format json "$1.h5" >"$1.json" || fail "$1: report failed"
+  /usr/bin/python3 - "$@" <<'PY'
+import json, sys
+name, steps, conditions = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
+report = json.load(open(name + ".json"))
+info = json.load(open(name + "-info.json"))
+assert report["steps"]["numbers"] == steps, (name, report["steps"]["numbers"], steps)
+for rank in info["ranks"]:
+    c = rank["counters"]
+    assert c.get("events_dropped", 0) == 0, (rank["rank"], c)
+    for condition in conditions:
+        counter, op, value = condition.split()
+        assert eval(f"{c.get(counter, 0)} {op} {value}"), (name, rank["rank"], condition, c.get(counter))
+print(f"{name}: steps {steps}, {sum(r['events'] for r in info['ranks'])} events")
+PY
+}
+
+# events NAME: the events NAME's timeline holds, all ranks together.
+events() { /usr/bin/python3 -c "import json,sys; print(sum(r['events'] for r in json.load(open(sys.argv[1]))['ranks']))" "$1-info.json"; }
+
+echo "== the whole job"
+profile whole
+check whole "$(seq -s, 0 11 | sed 's/.*/[&]/')" "capture_windows == 0" "events_outside_window == 0"
+
+echo "== --steps 3:5"
+profile three --steps 3:5
+grep -q "rank 0: --steps 3:5: 1 capture window recorded, [1-9][0-9]* events outside counted on this rank" three.log || { cat three.log; fail "no word of the window"; }
+check three "[3, 4, 5]" "capture_windows == 1" "events_outside_window > 0"
+[ $(( $(events three) * 3 )) -lt "$(events whole)" ] || fail "3 steps of 12 kept $(events three) of $(events whole) events"
+
+echo "== --steps 1:2/5"
+profile repeated --steps 1:2/5
+check repeated "[1, 2, 6, 7, 11]" "capture_windows == 3" "events_outside_window > 0"
+
+echo "== --capture-range nvtx:ProfilerStep#4@ddp_sim"
+profile ranged --capture-range 'nvtx:ProfilerStep#4@ddp_sim'
+check ranged "[4]" "capture_windows == 1" "events_outside_window > 0"
+
+echo "== --capture-range in a domain the job does not use"
+profile elsewhere --capture-range 'nvtx:ProfilerStep#4@other'
+grep -q "rank 0: --capture-range nvtx:ProfilerStep#4@other: no capture window opened, so no event was recorded" elsewhere.log ||
+  { cat elsewhere.log; fail "an empty window went unsaid"; }
+echo "step windows ok"
