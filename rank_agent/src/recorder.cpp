@@ -314,12 +314,16 @@ void Recorder::open_window(int64_t from_ns, int64_t until_ns) {
     PastWindow& past = past_windows_[count % kPastWindows];
     past.from_ns.store(was_from, std::memory_order_relaxed);
     past.until_ns.store(std::min(was_until, from_ns), std::memory_order_relaxed);
+    past_windows_until_ns_.store(std::max(past_windows_until_ns_.load(std::memory_order_relaxed), std::min(was_until, from_ns)),
+                                 std::memory_order_relaxed);
     past_windows_count_.store(count + 1, std::memory_order_release);
   }
   set_window(from_ns, until_ns);
 }
 
 bool Recorder::in_past_window(int64_t ns) const {
+  // Most events outside a window are newer than every past window.
+  if (ns >= past_windows_until_ns_.load(std::memory_order_relaxed)) return false;
   const uint32_t count = past_windows_count_.load(std::memory_order_acquire);
   for (uint32_t i = count > kPastWindows ? count - kPastWindows : 0; i < count; ++i) {
     const PastWindow& past = past_windows_[i % kPastWindows];

@@ -210,6 +210,7 @@ class Recorder {
   };
   PastWindow past_windows_[kPastWindows];
   std::atomic<uint32_t> past_windows_count_{0};
+  std::atomic<int64_t> past_windows_until_ns_{INT64_MIN};  // the latest end of any past window
   bool in_past_window(int64_t ns) const;
 };
 
