@@ -216,8 +216,10 @@ struct Communicator {
 // init and finalize, which NCCL calls for many communicators, concurrently.
 std::mutex g_communicators_mutex;
 // Kept until the process ends: a task's slot points at its communicator, and
-// its GPU window may be recorded after the communicator is finalized.
-std::vector<std::unique_ptr<Communicator>> g_communicators;
+// its GPU window may be recorded after the communicator is finalized. Never
+// destroyed: the agent finishes in an exit handler, which may run after this
+// file's static destructors.
+std::vector<std::unique_ptr<Communicator>>& g_communicators = *new std::vector<std::unique_ptr<Communicator>>();
 
 // %globaltimer starts from the host's CLOCK_REALTIME when the device attaches
 // and ticks at the same rate, so its offset to the agent clock is
