@@ -38,7 +38,7 @@ RankState read_unfinished(const Timeline& timeline, int32_t rank) {
     for (const Event& e : events) {
       if (!(e.flags & kFlagIncomplete)) continue;
       if (e.kind == EventKind::kNvtxRange) state.open_ranges.push_back(e);
-      else if (is_call(e.kind)) {
+      else if (is_call(e.kind) || e.kind == EventKind::kNcclCollectiveGpu) {
         (is_collective_kind(e.kind) && e.comm_hash != 0 ? state.unfinished : state.unfinished_other).push_back(e);
       }
     }
@@ -95,10 +95,11 @@ Members members_of(const Timeline& timeline, uint64_t comm_hash) {
     members.complete = true;
     return members;
   }
-  // "MPI comm 1234 (8 ranks)"
+  // "MPI comm 1234 (8 ranks)", "NCCL 5f3e... (rank 2 of 8)"
   if (const size_t open = members.name.rfind('('); open != std::string::npos) {
-    const char* digits = members.name.c_str() + open + 1;
-    std::from_chars(digits, members.name.c_str() + members.name.size(), expected);
+    const size_t of = members.name.find(" of ", open);
+    const size_t at = of != std::string::npos ? of + 4 : open + 1;
+    std::from_chars(members.name.c_str() + at, members.name.c_str() + members.name.size(), expected);
   }
   members.complete = expected != 0 && members.ranks.size() == expected;
   return members;

@@ -203,6 +203,7 @@ class Agent {
   bool hang_abort_ = false;
   std::string hang_file_;
   bool hang_dumped_ = false;
+  std::vector<Event> gpu_collectives_;  // NCCL's running now, looked at each wake
   int64_t end_rank_at_ns_ = 0;  // --hang-action abort: when this rank ends itself (0: not due)
   bool end_signalled_ = false;
   int64_t hang_file_checked_ns_ = 0;  // when the hang file was last looked for
@@ -561,12 +562,20 @@ void Agent::watch_for_hang() {
   if (!hang_dumped_) {
     Event oldest{};
     // Collectives only: a receive may wait for work as long as it likes.
-    recorder_.for_each_call_in_progress([&](const Event& event) {
-      if (event.kind == EventKind::kMpiCollective && now - event.begin_ns >= hang_timeout_ns_ &&
+    // MPI's are calls the application's threads are inside of; NCCL's run
+    // on the GPU, after the call that enqueued them returned.
+    const auto consider = [&](const Event& event) {
+      if (is_collective_kind(event.kind) && now - event.begin_ns >= hang_timeout_ns_ &&
           (oldest.begin_ns == 0 || event.begin_ns < oldest.begin_ns)) {
         oldest = event;
       }
-    });
+    };
+    recorder_.for_each_call_in_progress(consider);
+    gpu_collectives_.clear();
+    for (const CaptureSource* source : started_sources_) {
+      if (source->bit() == kCaptureNccl) source->add_open_events(now, gpu_collectives_);
+    }
+    for (const Event& event : gpu_collectives_) consider(event);
     // Once a second at most: on a shared file system every rank's look is a
     // request to its metadata server.
     if (oldest.begin_ns == 0) {
