@@ -53,4 +53,5 @@ FAKE_CUDA_DRIVER_VERSION=12040 with_fake check old_driver \
 FAKE_CUPTI_HOLDER="Nsight Systems" with_fake check other_subscriber \
   "$off another CUPTI client traces this process (CUPTI for Nsight Systems); rankscope leaves CUPTI to it"
 TEST_CUDA_EXPECT=capture with_fake check capture ""
-TEST_CUDA_EXPECT=profiler_api RANKSCOPE_CAPTURE_RANGE=cudaProfilerApi with_fake check profiler_api ""
+TEST_CUDA_EXPECT=profiler_api RANKSCOPE_CAPTURE_RANGE=cudaProfilerApi with_fake check profiler_api \
+  "rankscope agent: rank 0: --capture-range cudaProfilerApi: 2 capture windows recorded, "
