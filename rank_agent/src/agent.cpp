@@ -306,9 +306,10 @@ void Agent::steer_by_ranges() {
   } else {
     return;
   }
+  // The window open from the start (--steps :B) is the ranges' first.
   const auto [from, until] = recorder_.window();
   window_was_open_ = from < until;
-  windows_opened_ = window_was_open_ ? 1 : 0;
+  windows_opened_ = 0;
 }
 
 bool Agent::open(std::string& why_not) {

@@ -2,7 +2,8 @@
 # Capture windows by step and by range, on ddp_sim (12 steps named
 # ProfilerStep#0..11 in its NVTX domain "ddp_sim"): --steps 3:5 gives a
 # report of exactly steps 3, 4 and 5 from a timeline far smaller than the
-# whole job's; --steps 1:2/5 repeats the window (1, 2, 6, 7, 11);
+# whole job's; --steps :2 keeps the start to step 2 as one window;
+# --steps 1:2/5 repeats the window (1, 2, 6, 7, 11);
 # --capture-range nvtx:ProfilerStep#4@ddp_sim gives step 4 alone; a range
 # in a domain the job never uses opens no window and says so; bad forms
 # and combinations are refused. Without NVTX capture (NVTX=none) only the
@@ -84,6 +85,10 @@ profile three --steps 3:5
 grep -q "rank 0: --steps 3:5: 1 capture window recorded, [1-9][0-9]* events outside counted on this rank" three.log || { cat three.log; fail "no word of the window"; }
 check three "[3, 4, 5]" "capture_windows == 1" "events_outside_window > 0"
 [ $(( $(events three) * 3 )) -lt "$(events whole)" ] || fail "3 steps of 12 kept $(events three) of $(events whole) events"
+
+echo "== --steps :2"
+profile opening --steps :2
+check opening "[0, 1, 2]" "capture_windows == 1" "events_outside_window > 0"
 
 echo "== --steps 1:2/5"
 profile repeated --steps 1:2/5
