@@ -16,6 +16,7 @@
 // with their names, which also counts the kernels cuBLAS launches inside.
 #include <cublas_v2.h>
 #include <cuda.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <cxxabi.h>
 #include <mpi.h>
@@ -30,6 +31,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ddp_buckets.h"
@@ -69,6 +71,11 @@ struct Options {
   double first_bucket_mb = 1;
   std::string comm = "nccl";
   std::string truth_path;  // "%r" becomes the rank
+  // cudaProfilerStart before the first of these steps, cudaProfilerStop
+  // once the last has finished; empty: never called.
+  std::vector<int> profile_steps;
+  // A straggler that never comes: this rank sleeps this long before this step.
+  std::vector<int> stall;  // rank, step, seconds
 };
 
 Options parse(int argc, char** argv) {
@@ -83,8 +90,18 @@ Options parse(int argc, char** argv) {
   app.add_option("--comm", options.comm, "gradient all-reduce: nccl (one GPU per rank) or mpi (host-staged; ranks may share a GPU)")
       ->check(CLI::IsMember({"nccl", "mpi"}));
   app.add_option("--truth", options.truth_path, "write what each rank launched to this JSON file (%r: the rank)");
+  app.add_option("--profile-steps", options.profile_steps,
+                 "FIRST LAST: cudaProfilerStart before step FIRST, cudaProfilerStop once step LAST has finished")
+      ->expected(2);
+  app.add_option("--stall", options.stall, "RANK STEP SECONDS: rank RANK sleeps SECONDS before step STEP (a hang)")
+      ->expected(3);
   try {
     app.parse(argc, argv);
+    if (!options.profile_steps.empty() &&
+        (options.profile_steps[0] < 0 || options.profile_steps[0] > options.profile_steps[1] ||
+         options.profile_steps[1] >= options.steps)) {
+      throw CLI::ValidationError("--profile-steps", "needs 0 <= FIRST <= LAST < --steps");
+    }
   } catch (const CLI::ParseError& error) {
     const int status = app.exit(error);
     MPI_Finalize();
@@ -302,6 +319,9 @@ class Trainer {
     json.begin_object().key("program").value("gpu_train").key("comm").value(options_.comm);
     json.key("rank").value(rank_).key("world_size").value(world_size_).key("steps").value(options_.steps);
     json.key("layers").value(options_.layers).key("dim").value(options_.dim).key("batch").value(options_.batch);
+    if (!options_.profile_steps.empty()) {
+      json.key("profiled_steps").begin_array().value(options_.profile_steps[0]).value(options_.profile_steps[1]).end_array();
+    }
     json.key("device").begin_object().key("name").value(properties.name).key("uuid").value(uuid);
     json.key("driver_version").value(driver).key("runtime_version").value(runtime);
     json.key("nccl_version").value(nccl_version).end_object();
@@ -474,7 +494,15 @@ int main(int argc, char** argv) {
 
   Trainer trainer(options, rank, world_size);
   const std::map<std::string, int> kernels = trainer.kernels_per_step();
-  for (int step = 0; step < options.steps; ++step) trainer.step(step);
+  for (int step = 0; step < options.steps; ++step) {
+    if (!options.stall.empty() && options.stall[0] == rank && options.stall[1] == step) {
+      std::this_thread::sleep_for(std::chrono::seconds(options.stall[2]));
+    }
+    const bool profiled = !options.profile_steps.empty();
+    if (profiled && step == options.profile_steps[0]) CHECK(cudaProfilerStart());
+    trainer.step(step);
+    if (profiled && step == options.profile_steps[1]) CHECK(cudaProfilerStop());
+  }
   if (trainer.nccl() != nullptr) CHECK(ncclCommDestroy(trainer.nccl()));
 
   if (!options.truth_path.empty()) {

@@ -6,7 +6,7 @@
 # PyTorch's wheels carry).
 #
 # It profiles examples/gpu_train (cuBLAS, NCCL, NVTX; two ranks on one GPU,
-# and four ranks sharing it through MPI) and examples/ddp_torch.py (PyTorch DDP
+# and four ranks sharing it through MPI; within capture windows; hung) and examples/ddp_torch.py (PyTorch DDP
 # in sidecar mode, NCCL and gloo), once with torch.profiler instead and once
 # with both, times the examples with and without rankscope in interleaved
 # runs, and then checks every timeline against the examples' truth files
@@ -91,16 +91,33 @@ step() {  # step NAME COMMAND...: runs one step, its output in logs/NAME.log
   return 0
 }
 
-gpu_train_nccl() {  # TIMING OUTPUT TRUTH [gpu_train arguments...]: two ranks, one GPU, NCCL
-  local timing=$1 output=$2 truth=$3
+# gpu_train_nccl TIMING OUTPUT TRUTH [run options...] -- [gpu_train arguments...]: two ranks, one GPU, NCCL
+gpu_train_nccl() {
+  local timing=$1 output=$2 truth=$3 run_options=()
   shift 3
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do
+    run_options+=("$1")
+    shift
+  done
+  shift
   RANKSCOPE_NCCL_GPU_TIME=$timing mpirun -n 2 bash -c "$per_rank_host" _ \
-    rankscope run --overwrite -o "$output" --capture mpi,nvtx,cuda,nccl -- "$examples/gpu_train" --truth "$truth" "$@"
+    rankscope run --overwrite -o "$output" --capture mpi,nvtx,cuda,nccl "${run_options[@]}" -- \
+    "$examples/gpu_train" --truth "$truth" "$@"
 }
 
-step nccl-kernelch gpu_train_nccl kernelch "$out/nccl-kernelch.h5" "$out/truth-nccl-kernelch-%r.json" --steps "$steps"
-step nccl-both gpu_train_nccl both "$out/nccl-both.h5" "$out/truth-nccl-both-%r.json" --steps "$steps"
-step nccl-cupti gpu_train_nccl cupti "$out/nccl-cupti.h5" "$out/truth-nccl-cupti-%r.json" --steps "$steps"
+step nccl-kernelch gpu_train_nccl kernelch "$out/nccl-kernelch.h5" "$out/truth-nccl-kernelch-%r.json" -- --steps "$steps"
+step nccl-both gpu_train_nccl both "$out/nccl-both.h5" "$out/truth-nccl-both-%r.json" -- --steps "$steps"
+step nccl-cupti gpu_train_nccl cupti "$out/nccl-cupti.h5" "$out/truth-nccl-cupti-%r.json" -- --steps "$steps"
+# Capture windows (docs/agent.md): between the program's cudaProfilerStart and
+# cudaProfilerStop, and steered by its ProfilerStep ranges; steps 4-6 of 10 each.
+step window-profiler-api gpu_train_nccl kernelch "$out/window-profiler-api.h5" "$out/truth-window-profiler-api-%r.json" \
+  --capture-range cudaProfilerApi -- --steps 10 --profile-steps 4 6
+step window-steps gpu_train_nccl kernelch "$out/window-steps.h5" "$out/truth-window-steps-%r.json" --steps 4:6 -- --steps 10
+# A hang: rank 1 sleeps 60 s before step 5, rank 0 waits inside its all-reduce on the GPU.
+step nccl-hang gpu_train_nccl kernelch "$out/nccl-hang.h5" "$out/truth-nccl-hang-%r.json" \
+  --hang-timeout 5 --hang-action abort -- --steps 8 --stall 1 5 60
+[ -f "$out/nccl-hang.h5" ] || step nccl-hang-merge rankscope merge "$out/nccl-hang.h5.shards" -o "$out/nccl-hang.h5"
+step nccl-hang-report rankscope report --overwrite "$out/nccl-hang.h5" --format json -o "$out/nccl-hang-report.json"
 step mpi-shared-gpu mpirun -n 4 rankscope run --overwrite -o "$out/mpi-shared-gpu.h5" --capture mpi,nvtx,cuda -- \
   "$examples/gpu_train" --comm mpi --dim 1024 --batch 4096 --layers 6 --steps 10 --truth "$out/truth-mpi-%r.json"
 
@@ -139,7 +156,7 @@ for pair in $(seq 1 "$pairs"); do
     --truth "$out/overhead/gpu_train-bare-p$pair-r%r.json"
   for timing in kernelch cupti; do
     step "overhead-gpu_train-$timing-$pair" gpu_train_nccl "$timing" "$out/overhead/gpu_train-$timing.h5" \
-      "$out/overhead/gpu_train-$timing-p$pair-r%r.json" --steps 40
+      "$out/overhead/gpu_train-$timing-p$pair-r%r.json" -- --steps 40
   done
   step "overhead-torch-bare-$pair" torch_env "$python" "$ddp_torch" --steps 40 \
     --truth "$out/overhead/torch-bare-p$pair-r%r.json"

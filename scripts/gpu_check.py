@@ -111,8 +111,9 @@ def is_nccl_kernel(name):
     return name.startswith(("ncclDevKernel", "ncclKernel"))
 
 
-def kernel_checks(label, timeline, truths):
-    """Kernels, copies and memsets per step against the truth files; causality; host and GPU agreement."""
+def kernel_checks(label, timeline, truths, steps=None):
+    """Kernels, copies and memsets per step (every step, or those given) against the truth files; causality; host
+    and GPU agreement."""
     results = []
     for rank, truth in truths.items():
         work = RankGpuWork(timeline, rank)
@@ -127,7 +128,7 @@ def kernel_checks(label, timeline, truths):
         expected_memsets = collections.Counter(m["bytes"] for m in per_step["memset"])
         mismatched = []
         launched = captured = 0
-        for step in range(truth["steps"]):
+        for step in steps if steps is not None else range(truth["steps"]):
             got = kernels.get(step, collections.Counter())
             nccl = sum(n for name, n in got.items() if is_nccl_kernel(name))
             compute = collections.Counter({k: n for k, n in got.items() if not is_nccl_kernel(k)})
@@ -141,7 +142,7 @@ def kernel_checks(label, timeline, truths):
                                    "copies": sorted(copies.get(step, {}).items()),
                                    "memsets": sorted(memsets.get(step, {}).items())})
         results.append(check(f"{label}: rank {rank}: kernels, copies and memsets per step equal the truth file",
-                             not mismatched and own_ok, steps=truth["steps"], kernels_launched=launched,
+                             not mismatched and own_ok, steps=len(steps) if steps is not None else truth["steps"], kernels_launched=launched,
                              kernels_captured_in_steps=captured, kernel_names=len(expected_kernels),
                              own_kernels_in_graph_count=own_ok, mismatched_steps=mismatched[:3]))
 
@@ -214,6 +215,38 @@ def nccl_checks(label, timeline, truths):
             protocols=dict(collections.Counter(PROTOCOLS[int(e["protocol"])] for e in enqueues)),
             first_problems=problems[:3]))
     return results
+
+
+def window_checks(label, timeline, truths, first, last):
+    """A capture window of steps first..last: those steps whole, as the truth file has them, and nothing else."""
+    results = kernel_checks(label, timeline, truths, steps=range(first, last + 1))
+    for rank in truths:
+        work = RankGpuWork(timeline, rank)
+        in_window = lambda step: step is not None and first <= step <= last
+        outside = {"kernels": sum(not in_window(work.step_of_op(op)) for op in work.ops(GPU_KERNEL)),
+                   "copies": sum(not in_window(work.step_of_op(op)) for op in work.ops(GPU_MEMCPY)),
+                   "collectives": sum(not in_window(step_of(work.steps, int(e["begin_ns"])))
+                                      for e in work.ops(NCCL_COLL_ENQUEUE))}
+        results.append(check(f"{label}: rank {rank}: the timeline holds steps {first}-{last} and nothing outside them",
+                             sorted(work.steps) == list(range(first, last + 1)) and sum(outside.values()) == 0,
+                             steps=sorted(work.steps), outside=outside,
+                             events_outside_window=timeline.counters.get("events_outside_window", 0),
+                             capture_windows=timeline.counters.get("capture_windows", 0)))
+    return results
+
+
+def hang_check(report_path, hung_rank, waiting_ranks):
+    """The report of a job one of whose ranks never came to an all-reduce: that collective, who waited, who is missing."""
+    hangs = json.load(open(report_path)).get("hangs", [])
+    first = hangs[0] if hangs else {}
+    entered = [e["rank"] for e in first.get("entered", [])]
+    waited = [e["waited_ns"] for e in first.get("entered", [])]
+    return [check("NCCL hang: the report names the all-reduce, the ranks inside and the rank missing",
+                  len(hangs) == 1 and first.get("op") == "AllReduce" and entered == waiting_ranks
+                  and first.get("missing_ranks") == [hung_rank] and all(w >= 4.5e9 for w in waited),
+                  hangs=len(hangs), call=first.get("call"), seq=first.get("seq"), entered=entered,
+                  waited_s=[round(w / 1e9, 2) for w in waited], missing_ranks=first.get("missing_ranks"),
+                  missing=first.get("missing"))]
 
 
 def busbw_check(label, timeline, truths):
@@ -363,6 +396,11 @@ def main():
     if (t := timeline("nccl-cupti.h5")) is not None:
         label = "gpu_train NCCL (CUPTI timing)"
         guarded(label, lambda: kernel_checks(label, t, truths("truth-nccl-cupti-*.json")))
+    for name in ("window-profiler-api", "window-steps"):
+        if (t := timeline(f"{name}.h5")) is not None:
+            label = f"gpu_train capture window ({name})"
+            guarded(label, lambda: window_checks(label, t, truths(f"truth-{name}-*.json"), 4, 6))
+    guarded("NCCL hang", hang_check, path("nccl-hang-report.json"), 1, [0])
     if (t := timeline("mpi-shared-gpu.h5")) is not None:
         label = "gpu_train MPI, ranks sharing one GPU"
         guarded(label, lambda: kernel_checks(label, t, truths("truth-mpi-*.json")))

@@ -64,7 +64,8 @@ if os.path.exists(os.path.join(work, "gpu.log")):
     checks = {c["check"]: c for c in summary["checks"]}
     assert not checks["nccl-kernelch.h5 was written"]["passed"], checks
     assert summary["environment"]["cpus"], summary["environment"]
-    for name in ("nccl-kernelch", "mpi-shared-gpu"):
+    assert [c for c in summary["checks"] if c["check"].startswith("NCCL hang") and not c["passed"]], checks
+    for name in ("nccl-kernelch", "mpi-shared-gpu", "window-profiler-api", "window-steps", "nccl-hang"):
         text = open(os.path.join(work, "gpu-check", "logs", name + ".log")).read()
         assert "gpu_train: no CUDA device" in text, (name, text)
 EOF
