@@ -164,6 +164,9 @@ for pair in $(seq 1 "$pairs"); do
     --capture nvtx,cuda,nccl -- "$python" "$ddp_torch" --steps 40 --truth "$out/overhead/torch-rankscope-p$pair-r%r.json"
 done
 
+# Cluster acceptance on this one node: its GPUs' cuBLAS GEMM and device-memory triad beside the CPU checks.
+step accept mpirun -n 1 rankscope accept --level quick --format json -o "$out/accept.json" --timeline "$out/accept.h5"
+
 for timeline in "$out"/*.h5; do
   rankscope info "$timeline" --json >"$out/info-$(basename "$timeline" .h5).json" 2>>"$out/logs/info.log"
 done

@@ -297,6 +297,27 @@ def gpu_window_comparison(label, timeline):
     return results
 
 
+def accept_check(path):
+    """`rankscope accept` on this node: every GPU measured, each repeat, and nothing failed."""
+    result = json.load(open(path))
+    [node] = result["nodes"]
+    gpus = node["gpus"]
+    figures = [{"index": g["index"], "model": g["model"], "uuid": g["uuid"],
+                "gemm_tflops_median": round(statistics.median(g["gemm_tflops"]), 1) if g["gemm_tflops"] else None,
+                "triad_gbps_median": round(statistics.median(g["triad_gbps"]), 1) if g["triad_gbps"] else None,
+                "repeats": [len(g["gemm_tflops"]), len(g["triad_gbps"])]} for g in gpus]
+    # Far below any H100's or H200's (bf16 dense 756-989 TFLOP/s, HBM 2.0-4.8 TB/s): a figure under these
+    # means the check measured something else.
+    plausible = all(f["gemm_tflops_median"] and f["gemm_tflops_median"] >= 200 and f["triad_gbps_median"]
+                    and f["triad_gbps_median"] >= 1000 for f in figures)
+    not_passed = [c["name"] for c in node["checks"] if c["verdict"] != "pass"]
+    return [check("accept: every GPU measured by cuBLAS GEMM and device-memory triad, nothing failed",
+                  result["verdict"] == "pass" and gpus and len(gpus) == node["inventory"]["gpus"]
+                  and not node["gpu_error"] and plausible and not not_passed,
+                  inventory={k: v for k, v in node["inventory"].items() if k.startswith(("gpu", "cuda", "nccl"))},
+                  gpus=figures, gpu_error=node["gpu_error"], not_passed=not_passed)]
+
+
 def counters_check(timelines):
     bad = {}
     for name, timeline in timelines.items():
@@ -414,6 +435,7 @@ def main():
     guarded("coexistence", lambda: [check("coexistence: torch.profiler in a process rankscope captures",
                                           **(lambda facts: {"passed": facts.pop("passed"), **facts})(
                                               json.load(open(path("coexistence.json")))))])
+    guarded("accept", accept_check, path("accept.json"))
     guarded("counters", counters_check, timelines)
     guarded("overhead", overhead, out)
 

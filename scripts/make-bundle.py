@@ -27,6 +27,9 @@ PMIX_ROOT = f"{MULTIARCH}/pmix2"
 # serve older programs, and a process (Python with PyTorch) must not get two.
 HOST_LIBRARIES = re.compile(r"^(ld-linux.*|linux-vdso.*|libc|libm|libpthread|libdl|librt|libresolv|libutil|"
                             r"libstdc\+\+|libgcc_s)\.so")
+# Loaded by rankscope at run time (dlopen), so that no ldd of it names them:
+# OpenBLAS, for `accept`'s compute check.
+RUNTIME_LOADED = ("libopenblas.so.0",)
 # Open MPI plugins for fabrics a single GPU machine does not have; leaving
 # them out keeps UCX, libfabric, PSM and verbs (and Java) out of the bundle.
 SKIPPED_PLUGIN_DEPENDENCIES = re.compile(r"^lib(ucp|uct|ucs|ucm|fabric|psm|psm2|ibverbs|rdmacm|jvm|nl-)")
@@ -96,6 +99,9 @@ def main():
     library_dirs = [os.path.join(root, d) for d in (MULTIARCH, OPENMPI_LIB, f"{PMIX_ROOT}/lib", "usr/lib/rankscope")]
     os.makedirs(library_dirs[0], exist_ok=True)
     bundled = {name for d in library_dirs if os.path.isdir(d) for name in os.listdir(d)}
+    for soname in RUNTIME_LOADED:
+        shutil.copy2(os.path.realpath(f"/{MULTIARCH}/{soname}"), os.path.join(library_dirs[0], soname))
+        bundled.add(soname)
     pending = [os.path.join(folder, name) for folder, _, files in os.walk(root) for name in files]
     elves = []
     while pending:

@@ -509,6 +509,54 @@ void write_collective_section(const Measurements& measurements, std::string& out
   out += "</section>\n";
 }
 
+// ----------------------------------------------------------------- GPUs ---
+
+// One row per GPU, worst verdict first; nothing on a fleet without GPUs.
+void write_gpu_section(const Acceptance& acceptance, const Measurements& measurements, std::string& out) {
+  struct Row {
+    size_t node;
+    const GpuMeasurements* gpu;
+    const Check *compute, *memory;
+    Verdict verdict;
+  };
+  std::vector<Row> rows;
+  for (size_t i = 0; i < acceptance.nodes.size() && i < measurements.nodes.size(); ++i) {
+    for (const GpuMeasurements& gpu : measurements.nodes[i].gpus) {
+      const std::string prefix = "gpu" + std::to_string(gpu.index) + ".";
+      const Check* compute = find_check(acceptance.nodes[i], prefix + "compute");
+      const Check* memory = find_check(acceptance.nodes[i], prefix + "memory");
+      rows.push_back({i, &gpu, compute, memory,
+                      worse(compute ? compute->verdict : Verdict::pass, memory ? memory->verdict : Verdict::pass)});
+    }
+  }
+  std::string errors;
+  for (const NodeVerdict& node : acceptance.nodes)
+    if (const Check* check = find_check(node, "gpu.measure"))
+      errors += "<li>" + escape(node.host) + ": " + escape(check->value) + "</li>\n";
+  if (rows.empty() && errors.empty()) return;
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& a, const Row& b) { return static_cast<int>(a.verdict) > static_cast<int>(b.verdict); });
+  out += "<section id=\"gpu-section\">\n<h2>GPUs</h2>\n";
+  if (!errors.empty()) out += "<p>GPUs not measured:</p>\n<ul id=\"gpu-errors\">\n" + errors + "</ul>\n";
+  out += "<div class=\"table-wrap\"><table id=\"gpu-table\">\n<thead><tr><th>host</th><th class=\"num\">GPU</th>"
+         "<th>verdict</th><th>model</th><th>UUID</th><th class=\"num\">memory</th><th class=\"num\">bf16 GEMM</th>"
+         "<th class=\"num\">triad</th></tr></thead>\n<tbody>\n";
+  const auto figure = [](const Check* check) {
+    return check ? escape(check->value.substr(0, check->value.find(" ("))) + " (" + ratio_text(check->ratio) + ")"
+                 : std::string("—");
+  };
+  for (const Row& row : rows) {
+    out += "<tr><td>" + escape(acceptance.nodes[row.node].host) + "</td><td class=\"num\">" +
+           std::to_string(row.gpu->index) + "</td><td>" + verdict_span(row.verdict) + "</td><td>" +
+           escape(row.gpu->model) + "</td><td>" + escape(row.gpu->uuid) + "</td><td class=\"num\">" +
+           format_bytes(static_cast<double>(row.gpu->memory_bytes)) + "</td><td class=\"num\">" + figure(row.compute) +
+           "</td><td class=\"num\">" + figure(row.memory) + "</td></tr>\n";
+  }
+  out += "</tbody></table></div>\n<p class=\"caption\">Each GPU's bf16 GEMM through cuBLAS and STREAM triad over "
+         "device memory (the upper quartile of its repeats), with its ratio to the median over every GPU of the "
+         "fleet.</p>\n</section>\n";
+}
+
 // ------------------------------------------------------------ inventory ---
 
 void write_inventory(const Acceptance& acceptance, const Measurements& measurements, std::string& out) {
@@ -565,6 +613,7 @@ std::string summary_html(const Acceptance& acceptance, const Measurements& measu
   write_problems(acceptance, rules, out);
   write_link_section(acceptance, measurements, out);
   write_node_section(acceptance, measurements, rules, out);
+  write_gpu_section(acceptance, measurements, out);
   write_collective_section(measurements, out);
   write_inventory(acceptance, measurements, out);
   out += page_end();

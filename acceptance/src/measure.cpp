@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "gpu.h"
 #include "rankscope/model/format.h"
 #include "rankscope/clocksync/sync_mpi.h"
 #include "rankscope/merge/mpi_gather.h"
@@ -459,10 +460,12 @@ std::vector<CollectiveSweep> measure_collectives(MPI_Comm comm, const Level& lev
 }
 
 Level level_named(std::string_view name) {
-  if (name == "quick") return {.gemm_n = 1024, .triad_bytes = 96u << 20, .link_bytes = 4u << 20,
+  if (name == "quick") return {.gemm_n = 1024, .triad_bytes = 96u << 20, .gpu_gemm_n = 4096, .gpu_triad_bytes = 1u << 30,
+                               .link_bytes = 4u << 20,
                                .latency_exchanges = 100, .repeats = 9, .retest_repeats = 3, .collective_max_bytes = 1u << 20,
                                .collective_step = 8, .collective_warmup = 2, .collective_iterations = 20};
-  if (name == "full") return {.gemm_n = 2048, .triad_bytes = 768u << 20, .link_bytes = 64u << 20,
+  if (name == "full") return {.gemm_n = 2048, .triad_bytes = 768u << 20, .gpu_gemm_n = 8192,
+                              .gpu_triad_bytes = size_t{6} << 30, .link_bytes = 64u << 20,
                               .latency_exchanges = 1000, .repeats = 15, .retest_repeats = 5, .collective_max_bytes = 64u << 20,
                               .collective_step = 4, .collective_warmup = 5, .collective_iterations = 100};
   throw Error("level '" + std::string(name) + "' is neither quick nor full");
@@ -562,6 +565,75 @@ double triad_gbps(size_t bytes, int threads) {
   return 3.0 * sizeof(double) * static_cast<double>(count) / seconds_since(start) / 1e9;
 }
 
+namespace {
+
+// Every GPU of every node: `level.repeats` repeats of its GEMM and its
+// triad, the nodes as `on_every_node` runs them, gathered to rank 0 once
+// done. A GPU is the node's own: no other node's work can disturb it, so
+// its repeats need not go round the fleet. A node whose GPUs fail to run
+// says why.
+void measure_gpus(MPI_Comm comm, const Level& level, const NodeGpus& mine,
+                  const std::function<void(const std::function<void()>&)>& on_every_node, RunTimeline& timeline,
+                  Measurements& out) {
+  std::vector<GpuMeasurements> measured;
+  for (const GpuDevice& device : mine.devices)
+    measured.push_back({device.index, device.model, device.uuid, device.memory_bytes, {}, {}});
+  std::string error;
+  on_every_node([&] {
+    try {
+      for (int r = 0; r < level.repeats; ++r) {
+        for (GpuMeasurements& gpu : measured) {
+          const std::string name = "accept: gpu" + std::to_string(gpu.index);
+          {
+            const RunTimeline::Range range(timeline, name + " compute repeat " + std::to_string(r + 1));
+            gpu.gemm_tflops.push_back(gpu_gemm_tflops(gpu.index, level.gpu_gemm_n));
+          }
+          const RunTimeline::Range range(timeline, name + " memory repeat " + std::to_string(r + 1));
+          gpu.triad_gbps.push_back(gpu_triad_gbps(gpu.index, level.gpu_triad_bytes));
+        }
+      }
+    } catch (const std::exception& failure) {
+      error = failure.what();
+    }
+  });
+  // A row per node: its GPUs, then per GPU its index, memory, and each
+  // figure's count and repeats; strings: the error, then each GPU's model and UUID.
+  std::vector<double> row{static_cast<double>(measured.size())};
+  std::vector<std::string> texts{error};
+  for (const GpuMeasurements& gpu : measured) {
+    row.insert(row.end(), {static_cast<double>(gpu.index), static_cast<double>(gpu.memory_bytes)});
+    for (const std::vector<double>* figures : {&gpu.gemm_tflops, &gpu.triad_gbps}) {
+      row.push_back(static_cast<double>(figures->size()));
+      row.insert(row.end(), figures->begin(), figures->end());
+    }
+    texts.insert(texts.end(), {gpu.model, gpu.uuid});
+  }
+  const std::vector<double> rows = allgather_rows(comm, row);
+  const std::vector<std::string> all_texts = allgather_strings(comm, texts);
+  auto at = rows.begin();
+  auto text = all_texts.begin();
+  for (NodeMeasurements& node : out.nodes) {  // rank 0's alone
+    const auto gpus = static_cast<size_t>(*at++);
+    node.gpu_error = *text++;
+    node.gpus.clear();
+    for (size_t g = 0; g < gpus; ++g) {
+      GpuMeasurements gpu;
+      gpu.index = static_cast<int>(*at++);
+      gpu.memory_bytes = static_cast<int64_t>(*at++);
+      for (std::vector<double>* figures : {&gpu.gemm_tflops, &gpu.triad_gbps}) {
+        const auto count = static_cast<ptrdiff_t>(*at++);
+        figures->assign(at, at + count);
+        at += count;
+      }
+      gpu.model = *text++;
+      gpu.uuid = *text++;
+      node.gpus.push_back(std::move(gpu));
+    }
+  }
+}
+
+}  // namespace
+
 Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, RunRecord& record, const Rules& rules,
                      const std::function<Acceptance(const Measurements&)>& judge_so_far) {
   int rank = 0, size = 1;
@@ -573,9 +645,15 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
   Measurements out;
   say("inventory");
   const Inventory mine = take_inventory();
+  const NodeGpus my_gpus = find_gpus();
+  std::string gpu_models;
+  for (const GpuDevice& device : my_gpus.devices)
+    if (gpu_models.find(device.model) == std::string::npos) gpu_models += (gpu_models.empty() ? "" : " + ") + device.model;
   const std::vector<std::string> fields = {mine.host, mine.cpu_model, std::to_string(mine.cpus),
                                            std::to_string(mine.memory_bytes), mine.kernel, mine.mpi_library,
-                                           mine.rankscope_version};
+                                           mine.rankscope_version, std::to_string(my_gpus.devices.size()), gpu_models,
+                                           my_gpus.driver_version, my_gpus.cuda_version, my_gpus.nccl_version,
+                                           my_gpus.unavailable};
   // Every node's fields, node by node.
   const std::vector<std::string> gathered = allgather_strings(comm, fields);
 
@@ -594,8 +672,9 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
     for (size_t n = 0; n < static_cast<size_t>(size); ++n) {
       const std::string* field = &gathered[n * fields.size()];
       NodeMeasurements node;
-      node.inventory = {field[0], field[1], std::atoi(field[2].c_str()), std::atoll(field[3].c_str()), field[4],
-                        field[5], field[6]};
+      node.inventory = {field[0], field[1],  std::atoi(field[2].c_str()), std::atoll(field[3].c_str()), field[4],
+                        field[5], field[6],  std::atoi(field[7].c_str()),  field[8], field[9], field[10], field[11],
+                        field[12]};
       out.nodes.push_back(node);
     }
     record.measured(out);
@@ -640,6 +719,19 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
   const auto run_triad = [&] { return triad_gbps(level.triad_bytes, threads); };
   repeat_on_nodes(gemm_stage, "accept: compute", every_node, level.repeats, gemm, &NodeMeasurements::gemm_gflops, run_gemm);
   repeat_on_nodes(triad_stage, "accept: memory", every_node, level.repeats, triad, &NodeMeasurements::triad_gbps, run_triad);
+
+  bool any_gpu = false;
+  for (size_t n = 0; n < static_cast<size_t>(size); ++n) any_gpu |= gathered[n * fields.size() + 7] != "0";
+  if (any_gpu) {
+    say("gpus: bf16 GEMM " + std::to_string(level.gpu_gemm_n) + "^3 and triad over " +
+        std::to_string(level.gpu_triad_bytes >> 20) + " MiB of device memory on each GPU, " +
+        std::to_string(level.repeats) + " repeats");
+    const int64_t began = timeline.now();
+    measure_gpus(comm, level, my_gpus, [&](const std::function<void()>& body) { on_nodes(every_node, body); }, timeline,
+                 out);
+    timeline.range("accept: gpus", began, timeline.now());
+    if (rank == 0) record.measured(out);
+  }
 
   std::vector<char> buffer(level.link_bytes, 1);
   // The links this rank is the lower end of: peer → (bandwidths, latencies).

@@ -2,9 +2,11 @@
 // run by them.
 #include "rankscope/acceptance/rules.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "figures.h"
@@ -68,6 +70,8 @@ const std::vector<MetricInfo>& known_metrics() {
   static const std::vector<MetricInfo> metrics = {
       {"compute_gflops", Subject::node, true, "GFLOP/s", "a node's GEMM throughput, the upper quartile of its repeats"},
       {"memory_gbps", Subject::node, true, "GB/s", "a node's triad bandwidth, the upper quartile of its repeats"},
+      {"gpu.compute_tflops", Subject::node, true, "TFLOP/s", "the slowest GPU of a node: its bf16 GEMM throughput, the upper quartile of its repeats"},
+      {"gpu.memory_gbps", Subject::node, true, "GB/s", "the slowest GPU of a node: its device-memory triad bandwidth, the upper quartile of its repeats"},
       {"link.bandwidth_gbps", Subject::link, true, "GB/s", "a link's bandwidth, the slower direction, the upper quartile of its repeats"},
       {"link.latency_us", Subject::link, false, "us", "a link's latency, half its shortest round trip, the lower quartile of its repeats"},
   };
@@ -79,6 +83,14 @@ std::vector<MetricValue> metric_values(const Measurements& in) {
   for (size_t n = 0; n < in.nodes.size(); ++n) {
     if (!in.nodes[n].gemm_gflops.empty()) values.push_back({"compute_gflops", n, upper_quartile(in.nodes[n].gemm_gflops)});
     if (!in.nodes[n].triad_gbps.empty()) values.push_back({"memory_gbps", n, upper_quartile(in.nodes[n].triad_gbps)});
+    const auto slowest_gpu = [&](std::string_view metric, std::vector<double> GpuMeasurements::*repeats) {
+      std::optional<double> slowest;
+      for (const GpuMeasurements& gpu : in.nodes[n].gpus)
+        if (!(gpu.*repeats).empty()) slowest = std::min(slowest.value_or(INFINITY), upper_quartile(gpu.*repeats));
+      if (slowest) values.push_back({metric, n, *slowest});
+    };
+    slowest_gpu("gpu.compute_tflops", &GpuMeasurements::gemm_tflops);
+    slowest_gpu("gpu.memory_gbps", &GpuMeasurements::triad_gbps);
   }
   for (size_t l = 0; l < in.links.size(); ++l) {
     if (!in.links[l].bandwidth_gbps.empty()) values.push_back({"link.bandwidth_gbps", l, upper_quartile(in.links[l].bandwidth_gbps)});

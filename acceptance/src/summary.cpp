@@ -35,6 +35,14 @@ std::string summary_text(const Acceptance& acceptance) {
       if (check.name == "compute" || check.name == "memory") figures += "  " + check.name + " " + check.value + " (" + printf_string("%.2f", check.ratio) + ")";
     }
     text += figures + "\n";
+    std::string gpus;  // each GPU's GEMM and triad with their ratios, in its index's order
+    for (const Check& check : node->checks) {
+      if (!check.name.starts_with("gpu") || !(check.name.ends_with(".compute") || check.name.ends_with(".memory"))) continue;
+      const bool compute = check.name.ends_with(".compute");
+      gpus += (compute ? "  " + check.name.substr(0, check.name.find('.')) : std::string()) + " " +
+              check.value.substr(0, check.value.find(" (")) + printf_string(" (%.2f)", check.ratio) + (compute ? "," : "");
+    }
+    if (!gpus.empty()) text += "      gpus:" + gpus + "\n";
     for (const Check& check : node->checks)
       if (check.verdict != Verdict::pass)
         text += "      " + std::string(verdict_name(check.verdict)) + " " + check.name + ": " + check.value + " against " +
@@ -104,6 +112,9 @@ std::string summary_json(const Acceptance& acceptance, const Measurements& measu
     json.key("inventory").begin_object().key("cpu_model").value(inventory.cpu_model).key("cpus").value(inventory.cpus)
         .key("memory_bytes").value(inventory.memory_bytes).key("kernel").value(inventory.kernel)
         .key("mpi_library").value(inventory.mpi_library).key("rankscope_version").value(inventory.rankscope_version)
+        .key("gpus").value(inventory.gpus).key("gpu_model").value(inventory.gpu_model)
+        .key("gpu_driver").value(inventory.gpu_driver).key("cuda_version").value(inventory.cuda_version)
+        .key("nccl_version").value(inventory.nccl_version).key("gpu_unavailable").value(inventory.gpu_unavailable)
         .end_object();
     json.key("checks").begin_array();
     for (const Check& check : node.checks)
@@ -115,7 +126,17 @@ std::string summary_json(const Acceptance& acceptance, const Measurements& measu
     for (double v : measured.gemm_gflops) json.value(v);
     json.end_array().key("triad_gbps").begin_array();
     for (double v : measured.triad_gbps) json.value(v);
-    json.end_array().key("clock").begin_object().key("offset_ns").value(measured.clock.offset_ns)
+    json.end_array().key("gpus").begin_array();
+    for (const GpuMeasurements& gpu : measured.gpus) {
+      json.begin_object().key("index").value(gpu.index).key("model").value(gpu.model).key("uuid").value(gpu.uuid)
+          .key("memory_bytes").value(gpu.memory_bytes).key("gemm_tflops").begin_array();
+      for (double v : gpu.gemm_tflops) json.value(v);
+      json.end_array().key("triad_gbps").begin_array();
+      for (double v : gpu.triad_gbps) json.value(v);
+      json.end_array().end_object();
+    }
+    json.end_array().key("gpu_error").value(measured.gpu_error);
+    json.key("clock").begin_object().key("offset_ns").value(measured.clock.offset_ns)
         .key("bound_ns").value(measured.clock.bound_ns).key("error").value(measured.clock.error).end_object();
     json.end_object();
   }

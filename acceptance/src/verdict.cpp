@@ -28,6 +28,42 @@ void judge_metric(Acceptance& out, const Measurements& in, const Rules& rules, c
   }
 }
 
+// Each GPU's figure of one kind (the upper quartile of its repeats) against
+// the median over every GPU of the fleet: eight GPUs of a node are eight
+// figures, and one slow GPU fails its node. A node whose GPUs could not be
+// measured fails `gpu.measure` with the reason.
+void judge_gpus(Acceptance& out, const Measurements& in, const Rules& rules, const char* name, const char* unit,
+                std::vector<double> GpuMeasurements::*repeats) {
+  std::vector<double> values;
+  for (const NodeMeasurements& node : in.nodes)
+    for (const GpuMeasurements& gpu : node.gpus) values.push_back(upper_quartile(gpu.*repeats));
+  if (values.empty()) return;
+  const Fleet fleet(values);
+  size_t at = 0;
+  for (size_t i = 0; i < in.nodes.size(); ++i) {
+    for (const GpuMeasurements& gpu : in.nodes[i].gpus) {
+      const double value = values[at++];
+      const auto [verdict, ratio] = fleet.judge(value, rules);
+      out.nodes[i].checks.push_back({"gpu" + std::to_string(gpu.index) + "." + name,
+                                     printf_string("%.2f ", value) + unit + " (" + gpu.model + ", " + gpu.uuid + ")",
+                                     printf_string("%.2f ", fleet.median) + unit + " (fleet median of " +
+                                         std::to_string(values.size()) + " GPUs' upper quartile of " +
+                                         std::to_string((gpu.*repeats).size()) + " repeats)",
+                                     ratio, rule_text(rules, "the fleet median"), verdict});
+    }
+  }
+}
+
+void judge_gpu_errors(Acceptance& out, const Measurements& in) {
+  for (size_t i = 0; i < in.nodes.size(); ++i) {
+    const NodeMeasurements& node = in.nodes[i];
+    if (node.inventory.gpus > 0 && !node.gpu_error.empty()) {
+      out.nodes[i].checks.push_back({"gpu.measure", node.gpu_error, std::to_string(node.inventory.gpus) + " GPUs found", 0,
+                                     "every GPU found is measured", Verdict::fail});
+    }
+  }
+}
+
 // Each inventory field against the value most nodes have.
 template <typename Field>
 void judge_inventory(Acceptance& out, const Measurements& in, const char* name, Field field) {
@@ -339,6 +375,18 @@ Acceptance judge(const Measurements& in, const Rules& rules) {
   judge_inventory(out, in, "rankscope_version", [](const Inventory& i) { return i.rankscope_version; });
   judge_metric(out, in, rules, "compute", "GFLOP/s", &NodeMeasurements::gemm_gflops);
   judge_metric(out, in, rules, "memory", "GB/s", &NodeMeasurements::triad_gbps);
+  const bool any_gpu = std::any_of(in.nodes.begin(), in.nodes.end(),
+                                   [](const NodeMeasurements& node) { return node.inventory.gpus > 0; });
+  if (any_gpu) {
+    judge_inventory(out, in, "gpus", [](const Inventory& i) { return std::to_string(i.gpus); });
+    judge_inventory(out, in, "gpu_model", [](const Inventory& i) { return i.gpu_model; });
+    judge_inventory(out, in, "gpu_driver", [](const Inventory& i) { return i.gpu_driver; });
+    judge_inventory(out, in, "cuda_version", [](const Inventory& i) { return i.cuda_version; });
+    judge_inventory(out, in, "nccl_version", [](const Inventory& i) { return i.nccl_version; });
+    judge_gpus(out, in, rules, "compute", "TFLOP/s", &GpuMeasurements::gemm_tflops);
+    judge_gpus(out, in, rules, "memory", "GB/s", &GpuMeasurements::triad_gbps);
+    judge_gpu_errors(out, in);
+  }
   out.link_screen = in.link_screen;
   judge_each_link(out, in, rules);
   if (in.link_screen == LinkScreen::group_testing) judge_group_tests(out, in, rules);

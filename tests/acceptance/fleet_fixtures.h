@@ -19,7 +19,14 @@ inline Measurements healthy_fleet(int nodes, bool with_links = true) {
   Measurements m;
   for (int n = 0; n < nodes; ++n) {
     NodeMeasurements node;
-    node.inventory = {"node" + std::to_string(n), "Some CPU", 16, int64_t{64} << 30, "6.1.0", "Open MPI v4.1.4", "0.1.0"};
+    Inventory& inventory = node.inventory;
+    inventory.host = "node" + std::to_string(n);
+    inventory.cpu_model = "Some CPU";
+    inventory.cpus = 16;
+    inventory.memory_bytes = int64_t{64} << 30;
+    inventory.kernel = "6.1.0";
+    inventory.mpi_library = "Open MPI v4.1.4";
+    inventory.rankscope_version = "0.1.0";
     const double wobble = 1 + 0.01 * (n % 3);
     node.gemm_gflops = {95 * wobble, 100 * wobble, 100 * wobble};
     node.triad_gbps = {9.5 * wobble, 10 * wobble, 10 * wobble};
@@ -29,6 +36,24 @@ inline Measurements healthy_fleet(int nodes, bool with_links = true) {
   for (const auto& round : pairing_rounds(nodes))
     for (const auto& [a, b] : round) m.links.push_back({a, b, {0.97, 1.0, 1.0}, {52, 50, 50}});
   return m;
+}
+
+// `per_node` GPUs on each node of `m`, alike (bf16 GEMM 700 TFLOP/s, triad
+// 4000 GB/s: the upper quartile of three repeats), with one driver, CUDA and NCCL.
+inline void add_gpus(Measurements& m, int per_node) {
+  for (size_t n = 0; n < m.nodes.size(); ++n) {
+    NodeMeasurements& node = m.nodes[n];
+    node.inventory.gpus = per_node;
+    node.inventory.gpu_model = "NVIDIA H200";
+    node.inventory.gpu_driver = "580.82.07";
+    node.inventory.cuda_version = "13.0";
+    node.inventory.nccl_version = "2.28.3";
+    for (int g = 0; g < per_node; ++g) {
+      const double wobble = 1 + 0.005 * static_cast<double>((n + static_cast<size_t>(g)) % 3);
+      node.gpus.push_back({g, "NVIDIA H200", "GPU-" + std::to_string(n) + "-" + std::to_string(g), int64_t{141} << 30,
+                           {690 * wobble, 700 * wobble, 700 * wobble}, {3950 * wobble, 4000 * wobble, 4000 * wobble}});
+    }
+  }
 }
 
 inline std::set<std::string> failed_nodes(const Acceptance& a) {

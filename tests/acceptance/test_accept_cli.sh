@@ -41,7 +41,17 @@ assert checks["reference_job"]["verdict"] == "pass", checks["reference_job"]
 job = result["reference_job"]
 assert job["steps"] == 12 and job["median_step_ms"] > 0 and job["step_cv"] >= 0, job
 assert job["straggler"] is None and "only rank 0 has data" in job["straggler_reason"], job
-print("one node:", checks["compute"]["value"], checks["memory"]["value"], checks["reference_job"]["value"])
+inventory = node["inventory"]
+gpu_checks = [name for name in checks if name.startswith(("gpu", "inventory.gpu"))]
+if inventory["gpus"] == 0:  # no GPU here: said why, and no GPU check
+    assert inventory["gpu_unavailable"].startswith("no GPU"), inventory
+    assert node["gpus"] == [] and node["gpu_error"] == "" and not gpu_checks, (node["gpus"], gpu_checks)
+else:
+    assert len(node["gpus"]) == inventory["gpus"] and node["gpu_error"] == "", node
+    assert all(len(g["gemm_tflops"]) == 9 and min(g["gemm_tflops"]) > 0 for g in node["gpus"]), node["gpus"]
+    assert {"gpu0.compute", "gpu0.memory", "inventory.gpus"} <= set(gpu_checks), gpu_checks
+print("one node:", checks["compute"]["value"], checks["memory"]["value"], checks["reference_job"]["value"],
+      inventory["gpu_unavailable"] or f'{inventory["gpus"]} GPUs')
 PY
 "$rankscope" info --check one.h5 >info.txt || { cat info.txt; fail "info --check refused the timeline"; }
 "$rankscope" report --format json one.h5 >report.json || fail "report on the timeline failed"

@@ -78,7 +78,8 @@ TEST_F(Files, BadRulesNameFileAndLine) {
 }
 
 TEST_F(Files, ABaselineIsTheFleetMedianAndReadsBack) {
-  const Measurements m = healthy_fleet(4);
+  Measurements m = healthy_fleet(4);
+  add_gpus(m, 2);
   const std::string text = baseline_text(m, "quick");
   const Baseline baseline = read_baseline(write("baseline", text));
   EXPECT_EQ(baseline.level, "quick");
@@ -87,6 +88,8 @@ TEST_F(Files, ABaselineIsTheFleetMedianAndReadsBack) {
   EXPECT_NEAR(baseline.metrics.at("compute_gflops"), 100.5, 1e-3);
   EXPECT_NEAR(baseline.metrics.at("link.bandwidth_gbps"), 1.0, 1e-9);
   EXPECT_NEAR(baseline.metrics.at("link.latency_us"), 50, 1e-9);
+  // Each node's slowest GPU: 700 on nodes 0, 2 and 3, 703.5 on node 1.
+  EXPECT_NEAR(baseline.metrics.at("gpu.compute_tflops"), 700, 1e-3);
   EXPECT_EQ(baseline.metrics.size(), known_metrics().size());
   EXPECT_EQ(baseline.ring_gbps, 0) << "all pairs: no ring to judge later rings by";
   EXPECT_EQ(text.find("ring_gbps"), std::string::npos);

@@ -40,6 +40,11 @@ examples=unpacked/rankscope/usr/lib/rankscope/examples
 mpirun -n 2 rankscope run -o job.h5 -- \$examples/ddp_sim --steps 2 --warmup-steps 1 --layers 4 --forward-us 100 \
   --optimizer-us 100 >run.log 2>&1 || { cat run.log; exit 1; }
 rankscope info job.h5 --json >info.json
+# accept loads OpenBLAS at run time: the bundle's, not this system's (which Python's numpy needs, so stays visible).
+LD_DEBUG=libs mpirun -n 1 -x LD_DEBUG rankscope accept --level quick -o accept.txt >accept.log 2>&1 ||
+  { tail -20 accept.log; exit 1; }
+grep -q "calling init: $work/unpacked/rankscope/usr/bin/\\.\\./lib/x86_64-linux-gnu/libopenblas.so.0" accept.log ||
+  { grep openblas accept.log; echo "accept did not load the bundle's OpenBLAS"; exit 1; }
 if [ -x \$examples/gpu_train ]; then
   status=0
   mpirun -n 1 rankscope run -o gpu.h5 --capture mpi,nvtx,cuda,nccl -- \$examples/gpu_train --steps 2 >gpu.log 2>&1 || status=\$?
@@ -65,6 +70,12 @@ if os.path.exists(os.path.join(work, "gpu.log")):
     assert not checks["nccl-kernelch.h5 was written"]["passed"], checks
     assert summary["environment"]["cpus"], summary["environment"]
     assert [c for c in summary["checks"] if c["check"].startswith("NCCL hang") and not c["passed"]], checks
+    # accept runs from the bundle alone (its OpenBLAS too) and finds no GPU here.
+    accepted = json.load(open(os.path.join(work, "gpu-check", "accept.json")))
+    assert accepted["verdict"] == "pass", accepted["verdict"]
+    [node] = accepted["nodes"]
+    assert node["inventory"]["gpus"] == 0 and node["inventory"]["gpu_unavailable"].startswith("no GPU"), node["inventory"]
+    assert len(node["gemm_gflops"]) == 9 and min(node["gemm_gflops"]) > 0, node["gemm_gflops"]
     for name in ("nccl-kernelch", "mpi-shared-gpu", "window-profiler-api", "window-steps", "nccl-hang"):
         text = open(os.path.join(work, "gpu-check", "logs", name + ".log")).read()
         assert "gpu_train: no CUDA device" in text, (name, text)

@@ -26,6 +26,14 @@ struct Inventory {
   std::string kernel;          // uname -r
   std::string mpi_library;     // MPI_Get_library_version, first line
   std::string rankscope_version;
+  // GPUs, where CUDA finds any. Every node's are compared, the count too: a
+  // GPU the driver lost is a node short of one.
+  int gpus = 0;
+  std::string gpu_model;        // the devices' names, each distinct one once, " + " between
+  std::string gpu_driver;       // NVIDIA's driver (NVML), as nvidia-smi prints it
+  std::string cuda_version;     // the CUDA version the driver supports
+  std::string nccl_version;     // libnccl.so.2's, where the node has one (with or without GPUs)
+  std::string gpu_unavailable;  // why no GPU was found (no driver, built without CUDA); not compared
 };
 
 // The node's event clock against rank 0's, from the run's clock sync rounds
@@ -45,11 +53,22 @@ struct ReferenceJobNode {
   double last_arriver_rate = 0; // share of the gradient allreduces it posted last
 };
 
+// One GPU of a node, each repeat of its figures.
+struct GpuMeasurements {
+  int index = 0;  // its CUDA device ordinal on the node
+  std::string model, uuid;
+  int64_t memory_bytes = 0;
+  std::vector<double> gemm_tflops;  // bf16 GEMM through cuBLAS, fp32 accumulation
+  std::vector<double> triad_gbps;   // STREAM triad over device memory
+};
+
 // Every repeat of every measurement, so that the verdicts can be robust.
 struct NodeMeasurements {
   Inventory inventory;
   std::vector<double> gemm_gflops;  // double-precision GEMM through the BLAS, all the process's CPUs
   std::vector<double> triad_gbps;   // STREAM triad, all the process's CPUs
+  std::vector<GpuMeasurements> gpus;  // one per GPU of inventory.gpus, once measured
+  std::string gpu_error;  // why its GPUs could not be measured (cuBLAS missing, a CUDA error); empty when they were
   NodeClock clock;
   ReferenceJobNode reference_job;
 };

@@ -1,0 +1,16 @@
+// The GPU checks of a rankscope built without the CUDA toolkit: no GPU is ever measured.
+#include "gpu.h"
+#include "rankscope/model/error.h"
+
+namespace rankscope::acceptance {
+
+NodeGpus find_gpus() {
+  NodeGpus none;
+  none.unavailable = "no GPU checks: this rankscope was built without CUDA";
+  return none;
+}
+
+double gpu_gemm_tflops(int, int) { throw Error("this rankscope was built without CUDA"); }
+double gpu_triad_gbps(int, size_t) { throw Error("this rankscope was built without CUDA"); }
+
+}  // namespace rankscope::acceptance

@@ -1,0 +1,162 @@
+// The GPU checks' verdicts, rules and outputs, on fleets built by hand (the
+// measurements themselves need a GPU: scripts/gpu-check.sh).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "fleet_fixtures.h"
+#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/rules.h"
+
+namespace rankscope::acceptance {
+namespace {
+
+size_t checks_starting(const NodeVerdict& node, std::string_view prefix) {
+  return static_cast<size_t>(std::count_if(node.checks.begin(), node.checks.end(),
+                                           [&](const Check& c) { return c.name.starts_with(prefix); }));
+}
+
+TEST(Gpus, AHealthyFleetPassesEveryGpu) {
+  Measurements m = healthy_fleet(4);
+  add_gpus(m, 8);
+  const Acceptance a = judge(m);
+  EXPECT_EQ(a.verdict, Verdict::pass);
+  for (const NodeVerdict& node : a.nodes) {
+    EXPECT_EQ(node.verdict, Verdict::pass) << node.host;
+    EXPECT_EQ(checks_starting(node, "gpu"), 16u) << node.host;  // a GEMM and a triad per GPU
+    const Check& compute = check_named(node, "gpu7.compute");
+    EXPECT_EQ(compute.value.substr(0, compute.value.find(" (")), compute.value.substr(0, 6) + " TFLOP/s");
+    EXPECT_NE(compute.value.find("NVIDIA H200, GPU-"), std::string::npos) << compute.value;
+    EXPECT_NE(compute.reference.find("fleet median of 32 GPUs"), std::string::npos) << compute.reference;
+    for (const char* field : {"inventory.gpus", "inventory.gpu_model", "inventory.gpu_driver", "inventory.cuda_version",
+                              "inventory.nccl_version"})
+      EXPECT_EQ(check_named(node, field).verdict, Verdict::pass) << field;
+  }
+}
+
+TEST(Gpus, OneSlowGpuFailsItsNodeAndNothingElse) {
+  Measurements m = healthy_fleet(4);
+  add_gpus(m, 8);
+  for (double& t : m.nodes[2].gpus[5].gemm_tflops) t *= 0.6;
+  const Acceptance a = judge(m);
+  EXPECT_EQ(a.verdict, Verdict::fail);
+  EXPECT_EQ(failed_nodes(a), std::set<std::string>{"node2"});
+  const Check& slow = check_named(a.nodes[2], "gpu5.compute");
+  EXPECT_EQ(slow.verdict, Verdict::fail);
+  EXPECT_NEAR(slow.ratio, 0.6, 0.02);
+  EXPECT_NE(slow.value.find("GPU-2-5"), std::string::npos) << slow.value;
+  for (const Check& check : a.nodes[2].checks) {
+    if (check.name != "gpu5.compute") {
+      EXPECT_EQ(check.verdict, Verdict::pass) << check.name;
+    }
+  }
+  const std::string text = summary_text(a);
+  EXPECT_NE(text.find("fail gpu5.compute: 4"), std::string::npos) << text;
+  // The page's GPU table: a row per GPU, the failed one first.
+  const std::string html = summary_html(a, m);
+  const size_t table = html.find("<table id=\"gpu-table\">");
+  ASSERT_NE(table, std::string::npos);
+  const std::string body = html.substr(table, html.find("</table>", table) - table);
+  size_t rows = 0;
+  for (size_t at = body.find("<tr><td>"); at != std::string::npos; at = body.find("<tr><td>", at + 1)) ++rows;
+  EXPECT_EQ(rows, 32u);
+  const size_t first_row = body.find("<tr><td>");
+  EXPECT_NE(body.substr(first_row, body.find("</tr>", first_row) - first_row).find("GPU-2-5"), std::string::npos) << body;
+  EXPECT_NE(text.find("gpus:  gpu0 "), std::string::npos) << text;
+}
+
+TEST(Gpus, SlowDeviceMemoryFailsAsMemory) {
+  Measurements m = healthy_fleet(3);
+  add_gpus(m, 2);
+  for (double& g : m.nodes[0].gpus[1].triad_gbps) g *= 0.5;
+  const Acceptance a = judge(m);
+  EXPECT_EQ(failed_nodes(a), std::set<std::string>{"node0"});
+  EXPECT_EQ(check_named(a.nodes[0], "gpu1.memory").verdict, Verdict::fail);
+  EXPECT_EQ(check_named(a.nodes[0], "gpu1.compute").verdict, Verdict::pass);
+}
+
+TEST(Gpus, ANodeShortOfAGpuOrOnAnotherDriverFailsItsInventory) {
+  Measurements m = healthy_fleet(4);
+  add_gpus(m, 8);
+  m.nodes[1].gpus.pop_back();
+  m.nodes[1].inventory.gpus = 7;
+  m.nodes[3].inventory.gpu_driver = "570.86.15";
+  const Acceptance a = judge(m);
+  EXPECT_EQ(failed_nodes(a), (std::set<std::string>{"node1", "node3"}));
+  const Check& count = check_named(a.nodes[1], "inventory.gpus");
+  EXPECT_EQ(count.verdict, Verdict::fail);
+  EXPECT_EQ(count.value, "7");
+  EXPECT_EQ(count.reference, "8 (most nodes)");
+  EXPECT_EQ(check_named(a.nodes[3], "inventory.gpu_driver").verdict, Verdict::fail);
+  EXPECT_EQ(check_named(a.nodes[3], "inventory.gpus").verdict, Verdict::pass);
+}
+
+TEST(Gpus, GpusThatCouldNotBeMeasuredFailWithTheReason) {
+  Measurements m = healthy_fleet(3);
+  add_gpus(m, 4);
+  m.nodes[2].gpus.clear();
+  m.nodes[2].gpu_error = "the GPU checks need cuBLAS (libcublas.so.13, the CUDA toolkit's or PyTorch's): not found";
+  const Acceptance a = judge(m);
+  EXPECT_EQ(failed_nodes(a), std::set<std::string>{"node2"});
+  const Check& measure = check_named(a.nodes[2], "gpu.measure");
+  EXPECT_EQ(measure.verdict, Verdict::fail);
+  EXPECT_EQ(measure.value, m.nodes[2].gpu_error);
+  EXPECT_EQ(checks_starting(a.nodes[0], "gpu"), 8u);
+  EXPECT_NE(summary_html(a, m).find("<ul id=\"gpu-errors\">"), std::string::npos);
+}
+
+TEST(Gpus, AFleetWithoutGpusHasNoGpuChecks) {
+  const Measurements m = healthy_fleet(3);
+  const Acceptance a = judge(m);
+  for (const NodeVerdict& node : a.nodes) {
+    EXPECT_EQ(checks_starting(node, "gpu"), 0u);
+    EXPECT_EQ(checks_starting(node, "inventory.gpu"), 0u);
+  }
+  EXPECT_EQ(summary_html(a, m).find("gpu-section"), std::string::npos);
+  EXPECT_EQ(summary_text(a).find("gpus:"), std::string::npos);
+}
+
+TEST(Gpus, RulesAndBaselinesTakeTheSlowestGpuOfEachNode) {
+  Measurements m = healthy_fleet(4);
+  add_gpus(m, 2);
+  for (double& t : m.nodes[3].gpus[0].gemm_tflops) t = 400;
+  std::vector<MetricValue> compute;
+  for (const MetricValue& value : metric_values(m))
+    if (value.metric == "gpu.compute_tflops") compute.push_back(value);
+  ASSERT_EQ(compute.size(), 4u);
+  EXPECT_DOUBLE_EQ(compute[3].value, 400);
+  EXPECT_GT(compute[0].value, 690);
+
+  const std::string baseline = baseline_text(m, "quick");
+  EXPECT_NE(baseline.find("\ngpu.compute_tflops "), std::string::npos) << baseline;
+  EXPECT_NE(baseline.find("\ngpu.memory_gbps "), std::string::npos) << baseline;
+
+  Acceptance a = judge(m);
+  apply_rules(a, m, {{"gpu.compute_tflops", true, 600, false, "gpu.compute_tflops >= 600", "r:1"}}, nullptr);
+  EXPECT_EQ(check_named(a.nodes[3], "rule gpu.compute_tflops").verdict, Verdict::fail);
+  EXPECT_EQ(check_named(a.nodes[3], "rule gpu.compute_tflops").value, "400 TFLOP/s");
+  EXPECT_EQ(check_named(a.nodes[0], "rule gpu.compute_tflops").verdict, Verdict::pass);
+
+  // A GPU rule on a node without GPUs: not measured, which is no pass.
+  Measurements mixed = healthy_fleet(2);
+  add_gpus(mixed, 1);
+  mixed.nodes[1].gpus.clear();
+  Acceptance b = judge(mixed);
+  apply_rules(b, mixed, {{"gpu.memory_gbps", true, 1000, false, "gpu.memory_gbps >= 1000", "r:2"}}, nullptr);
+  EXPECT_EQ(check_named(b.nodes[1], "rule gpu.memory_gbps").value, "not measured");
+  EXPECT_EQ(check_named(b.nodes[1], "rule gpu.memory_gbps").verdict, Verdict::fail);
+}
+
+TEST(Gpus, JsonCarriesTheInventoryAndEveryRepeat) {
+  Measurements m = healthy_fleet(2);
+  add_gpus(m, 1);
+  const std::string json = summary_json(judge(m), m);
+  EXPECT_NE(json.find(R"("gpus":1,"gpu_model":"NVIDIA H200","gpu_driver":"580.82.07","cuda_version":"13.0","nccl_version":"2.28.3","gpu_unavailable":"")"),
+            std::string::npos) << json;
+  EXPECT_NE(json.find(R"("gpus":[{"index":0,"model":"NVIDIA H200","uuid":"GPU-1-0","memory_bytes":151397597184,"gemm_tflops":[)"),
+            std::string::npos) << json;
+  EXPECT_NE(json.find(R"("gpu_error":"")"), std::string::npos) << json;
+}
+
+}  // namespace
+}  // namespace rankscope::acceptance
