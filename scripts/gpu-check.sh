@@ -80,11 +80,22 @@ json.dump(facts, open(sys.argv[1], "w"), indent=1)
 print(json.dumps(facts))
 EOF
 
+# A hung step (a deadlock on real hardware) must not take the lease: each
+# step ends after step_limit seconds (timeout signals its whole process
+# group: mpirun and its ranks), and no step starts after budget seconds,
+# so that the checks still run on what was done.
+budget=${GPU_CHECK_SECONDS:-420}
+step_limit=${GPU_CHECK_STEP_SECONDS:-150}
 step() {  # step NAME COMMAND...: runs one step, its output in logs/NAME.log
   local name=$1
   shift
+  if [ "$SECONDS" -ge "$budget" ]; then
+    echo "gpu-check: $name: skipped, past GPU_CHECK_SECONDS=$budget"
+    printf '%s\tskipped\t0\n' "$name" >>"$out/steps.tsv"
+    return 0
+  fi
   local begin=$SECONDS
-  "$@" >"$out/logs/$name.log" 2>&1
+  timeout -k 10 "$step_limit" bash -c '"$@"' _ "$@" >"$out/logs/$name.log" 2>&1
   local status=$?
   echo "gpu-check: $name: exit $status, $((SECONDS - begin)) s"
   printf '%s\t%s\t%s\n' "$name" "$status" "$((SECONDS - begin))" >>"$out/steps.tsv"
@@ -104,6 +115,9 @@ gpu_train_nccl() {
     rankscope run --overwrite -o "$output" --capture mpi,nvtx,cuda,nccl "${run_options[@]}" -- \
     "$examples/gpu_train" --truth "$truth" "$@"
 }
+# For the bash that step() runs each command in.
+export -f gpu_train_nccl
+export per_rank_host examples
 
 step nccl-kernelch gpu_train_nccl kernelch "$out/nccl-kernelch.h5" "$out/truth-nccl-kernelch-%r.json" -- --steps "$steps"
 step nccl-both gpu_train_nccl both "$out/nccl-both.h5" "$out/truth-nccl-both-%r.json" -- --steps "$steps"
@@ -122,6 +136,7 @@ step mpi-shared-gpu mpirun -n 4 rankscope run --overwrite -o "$out/mpi-shared-gp
   "$examples/gpu_train" --comm mpi --dim 1024 --batch 4096 --layers 6 --steps 10 --truth "$out/truth-mpi-%r.json"
 
 torch_env() { env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29400 + RANDOM % 500)) "$@"; }
+export -f torch_env
 ddp_torch="$examples/ddp_torch.py"
 step torch-nccl1 mpirun -n 1 rankscope run --overwrite --mode sidecar -o "$out/torch-nccl1.h5" --capture nvtx,cuda,nccl -- \
   "$python" "$ddp_torch" --steps 10 --truth "$out/truth-torch-nccl1-%r.json"
@@ -143,12 +158,15 @@ for path in glob.glob(os.path.join(out, "coexistence-kineto", "*.json")):
     kernels += sum(1 for e in json.load(open(path)).get("traceEvents", []) if e.get("cat") == "kernel")
 lines = [l for l in log.splitlines() if "rankscope" in l and "CUDA capture" in l]
 status = dict(l.split("\t")[:2] for l in open(os.path.join(out, "steps.tsv")) if l.strip())
-facts = {"exit_status": int(status.get("coexistence", -1)),
+facts = {"exit_status": int(status.get("coexistence", "-1").replace("skipped", "-1")),
          "timeline_written": os.path.exists(os.path.join(out, "coexistence.h5")),
          "torch_profiler_kernels": kernels, "rankscope_lines": lines}
 facts["passed"] = facts["exit_status"] == 0 and facts["timeline_written"] and kernels > 0
 json.dump(facts, open(os.path.join(out, "coexistence.json"), "w"), indent=1)
 EOF
+
+# Cluster acceptance on this one node: its GPUs' cuBLAS GEMM and device-memory triad beside the CPU checks.
+step accept mpirun -n 1 rankscope accept --level quick --format json -o "$out/accept.json" --timeline "$out/accept.h5"
 
 # Overhead: interleaved runs, the examples' own median step time.
 for pair in $(seq 1 "$pairs"); do
@@ -163,9 +181,6 @@ for pair in $(seq 1 "$pairs"); do
   step "overhead-torch-rankscope-$pair" mpirun -n 1 rankscope run --overwrite --mode sidecar -o "$out/overhead/torch.h5" \
     --capture nvtx,cuda,nccl -- "$python" "$ddp_torch" --steps 40 --truth "$out/overhead/torch-rankscope-p$pair-r%r.json"
 done
-
-# Cluster acceptance on this one node: its GPUs' cuBLAS GEMM and device-memory triad beside the CPU checks.
-step accept mpirun -n 1 rankscope accept --level quick --format json -o "$out/accept.json" --timeline "$out/accept.h5"
 
 for timeline in "$out"/*.h5; do
   rankscope info "$timeline" --json >"$out/info-$(basename "$timeline" .h5).json" 2>>"$out/logs/info.log"
