@@ -96,6 +96,7 @@ std::string uuid_text(const cudaUUID_t& uuid) {
 class DeviceWork {
  public:
   explicit DeviceWork(int device) {
+    cublas();  // loaded first: nothing to release when it cannot be
     check(cudaSetDevice(device), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     check(cudaEventCreate(&begin_), "cudaEventCreate");
@@ -104,6 +105,7 @@ class DeviceWork {
     cublas().check(cublas().set_stream(handle_, stream_), "cublasSetStream");
   }
   ~DeviceWork() {
+    if (stream_) cudaStreamSynchronize(stream_);
     for (void* buffer : buffers_) cudaFree(buffer);
     if (handle_) cublas().destroy(handle_);
     if (begin_) cudaEventDestroy(begin_);

@@ -578,22 +578,27 @@ void measure_gpus(MPI_Comm comm, const Level& level, const NodeGpus& mine,
   std::vector<GpuMeasurements> measured;
   for (const GpuDevice& device : mine.devices)
     measured.push_back({device.index, device.model, device.uuid, device.memory_bytes, {}, {}});
+  // A GPU that fails is measured no more; the node's other GPUs go on.
   std::string error;
+  std::vector<bool> failed(measured.size(), false);
   on_every_node([&] {
-    try {
-      for (int r = 0; r < level.repeats; ++r) {
-        for (GpuMeasurements& gpu : measured) {
-          const std::string name = "accept: gpu" + std::to_string(gpu.index);
+    for (int r = 0; r < level.repeats; ++r) {
+      for (size_t g = 0; g < measured.size(); ++g) {
+        if (failed[g]) continue;
+        GpuMeasurements& gpu = measured[g];
+        const std::string name = "accept: gpu" + std::to_string(gpu.index);
+        try {
           {
             const RunTimeline::Range range(timeline, name + " compute repeat " + std::to_string(r + 1));
             gpu.gemm_tflops.push_back(gpu_gemm_tflops(gpu.index, level.gpu_gemm_n));
           }
           const RunTimeline::Range range(timeline, name + " memory repeat " + std::to_string(r + 1));
           gpu.triad_gbps.push_back(gpu_triad_gbps(gpu.index, level.gpu_triad_bytes));
+        } catch (const std::exception& failure) {
+          failed[g] = true;
+          error += (error.empty() ? "" : "; ") + ("gpu" + std::to_string(gpu.index) + ": ") + failure.what();
         }
       }
-    } catch (const std::exception& failure) {
-      error = failure.what();
     }
   });
   // A row per node: its GPUs, then per GPU its index, memory, and each

@@ -34,14 +34,17 @@ void judge_metric(Acceptance& out, const Measurements& in, const Rules& rules, c
 // measured fails `gpu.measure` with the reason.
 void judge_gpus(Acceptance& out, const Measurements& in, const Rules& rules, const char* name, const char* unit,
                 std::vector<double> GpuMeasurements::*repeats) {
+  // A GPU without a figure failed to run (gpu.measure says why): it is no zero in the fleet's median.
   std::vector<double> values;
   for (const NodeMeasurements& node : in.nodes)
-    for (const GpuMeasurements& gpu : node.gpus) values.push_back(upper_quartile(gpu.*repeats));
+    for (const GpuMeasurements& gpu : node.gpus)
+      if (!(gpu.*repeats).empty()) values.push_back(upper_quartile(gpu.*repeats));
   if (values.empty()) return;
   const Fleet fleet(values);
   size_t at = 0;
   for (size_t i = 0; i < in.nodes.size(); ++i) {
     for (const GpuMeasurements& gpu : in.nodes[i].gpus) {
+      if ((gpu.*repeats).empty()) continue;
       const double value = values[at++];
       const auto [verdict, ratio] = fleet.judge(value, rules);
       out.nodes[i].checks.push_back({"gpu" + std::to_string(gpu.index) + "." + name,

@@ -102,6 +102,19 @@ TEST(Gpus, GpusThatCouldNotBeMeasuredFailWithTheReason) {
   EXPECT_EQ(measure.verdict, Verdict::fail);
   EXPECT_EQ(measure.value, m.nodes[2].gpu_error);
   EXPECT_EQ(checks_starting(a.nodes[0], "gpu"), 8u);
+
+  // One GPU of a node failed before its first figure, the others measured: no zero joins the median.
+  Measurements some = healthy_fleet(3);
+  add_gpus(some, 4);
+  some.nodes[1].gpus[2].gemm_tflops.clear();
+  some.nodes[1].gpus[2].triad_gbps.clear();
+  some.nodes[1].gpu_error = "gpu2: cudaMalloc: out of memory";
+  const Acceptance b = judge(some);
+  EXPECT_EQ(failed_nodes(b), std::set<std::string>{"node1"});
+  EXPECT_EQ(check_named(b.nodes[1], "gpu.measure").value, "gpu2: cudaMalloc: out of memory");
+  EXPECT_EQ(checks_starting(b.nodes[1], "gpu2."), 0u);
+  EXPECT_EQ(check_named(b.nodes[1], "gpu3.compute").verdict, Verdict::pass);
+  EXPECT_NE(check_named(b.nodes[0], "gpu0.compute").reference.find("fleet median of 11 GPUs"), std::string::npos);
   EXPECT_NE(summary_html(a, m).find("<ul id=\"gpu-errors\">"), std::string::npos);
 }
 
