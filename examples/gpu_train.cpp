@@ -37,6 +37,7 @@
 #include "ddp_buckets.h"
 #include "gpu_train_kernels.h"
 #include "rankscope/model/json.h"
+#include "rankscope/model/text.h"
 #define DDP_SIM_HAVE_NVTX 1
 #include "nvtx_annotations.h"
 
@@ -304,10 +305,7 @@ class Trainer {
     int driver = 0, runtime = 0;
     CHECK(cudaDriverGetVersion(&driver));
     CHECK(cudaRuntimeGetVersion(&runtime));
-    char uuid[64];
-    const auto* u = reinterpret_cast<const unsigned char*>(properties.uuid.bytes);
-    std::snprintf(uuid, sizeof(uuid), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-                  u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+    const std::string uuid = rankscope::gpu_uuid_text("GPU-", properties.uuid.bytes);
     const auto counts = [](rankscope::JsonWriter& json, const std::map<std::string, int>& by_name) {
       json.begin_object();
       for (const auto& [name, count] : by_name) json.key(name).value(count);

@@ -11,6 +11,7 @@
 
 #include "gpu.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/text.h"
 
 namespace rankscope::acceptance {
 namespace {
@@ -82,14 +83,6 @@ std::string nccl_library_version() {
   if (!version || version(&code) != ncclSuccess) return "";
   // NCCL 2.9 on: major × 10000 + minor × 100 + patch.
   return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
-}
-
-std::string uuid_text(const cudaUUID_t& uuid) {
-  const auto* u = reinterpret_cast<const unsigned char*>(uuid.bytes);
-  char text[48];
-  std::snprintf(text, sizeof(text), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-                u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
-  return text;
 }
 
 // A device's stream, cuBLAS handle and buffers for one measurement, freed however it ends.
@@ -182,7 +175,7 @@ NodeGpus find_gpus() {
       gpus.devices.clear();
       return gpus;
     }
-    gpus.devices.push_back({d, properties.name, uuid_text(properties.uuid), static_cast<int64_t>(properties.totalGlobalMem)});
+    gpus.devices.push_back({d, properties.name, gpu_uuid_text("GPU-", properties.uuid.bytes), static_cast<int64_t>(properties.totalGlobalMem)});
   }
   return gpus;
 }

@@ -66,6 +66,17 @@ std::string format_rank_list(const std::vector<int32_t>& ranks) {
   return text;
 }
 
+std::string gpu_uuid_text(const char* prefix, const char* bytes) {
+  std::string text = prefix;
+  char hex[3];
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+    std::snprintf(hex, sizeof(hex), "%02x", static_cast<unsigned char>(bytes[i]));
+    text += hex;
+  }
+  return text;
+}
+
 std::string format_utc_time(int64_t ns_since_epoch) {
   // Floored, so that a time before the epoch keeps a fraction in 0..1 s.
   int64_t seconds = ns_since_epoch / 1'000'000'000, fraction = ns_since_epoch % 1'000'000'000;

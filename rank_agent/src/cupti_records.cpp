@@ -12,6 +12,7 @@
 #include <string>
 
 #include "id_table.h"
+#include "rankscope/model/text.h"
 #include "rankscope/rank_agent/agent.h"
 
 namespace rankscope::agent {
@@ -90,18 +91,6 @@ std::string thread_track_name(uint32_t tid) {
     name[std::strcspn(name, "\n")] = '\0';
   }
   return std::string(name[0] ? name : "thread") + " " + std::to_string(tid);
-}
-
-// nvidia-smi's form: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx (MIG- for a MIG instance).
-std::string uuid_text(const char* prefix, const CUuuid& uuid) {
-  std::string text = prefix;
-  char hex[3];
-  for (int i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
-    std::snprintf(hex, sizeof(hex), "%02x", static_cast<unsigned char>(uuid.bytes[i]));
-    text += hex;
-  }
-  return text;
 }
 
 Event make_event(EventKind kind, uint64_t start, uint64_t end, uint64_t correlation_id, uint64_t bytes,
@@ -200,7 +189,7 @@ void CuptiRecordTranslator::learn(const CUpti_Activity& record) {
     }
     case CUPTI_ACTIVITY_KIND_DEVICE: {
       const auto& r = reinterpret_cast<const CUpti_ActivityDevice5&>(record);
-      const std::string uuid = r.isMigEnabled ? uuid_text("MIG-", r.migUuid) : uuid_text("GPU-", r.uuid);
+      const std::string uuid = r.isMigEnabled ? gpu_uuid_text("MIG-", r.migUuid.bytes) : gpu_uuid_text("GPU-", r.uuid.bytes);
       rankscope_agent_add_gpu_uuid(uuid.c_str());
       return;
     }

@@ -50,4 +50,8 @@ std::string printf_string(const char* format, ...) __attribute__((format(printf,
 // "2024-05-22T17:15:22.123456789Z".
 std::string format_utc_time(int64_t ns_since_epoch);
 
+// A GPU's 16-byte UUID as nvidia-smi prints it: PREFIX then
+// xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx (PREFIX "GPU-", or "MIG-" for a MIG instance).
+std::string gpu_uuid_text(const char* prefix, const char* bytes);
+
 }  // namespace rankscope
