@@ -87,12 +87,10 @@ uint64_t calibrate_event_cost_ps(const clocksync::Clock& clock) {
 // Set by the termination handler; the flusher then closes the shard and says so.
 volatile sig_atomic_t g_terminating_signal = 0;
 volatile sig_atomic_t g_closed_after_signal = 0;
-// Set by SIGUSR2 with --ring; the flusher then writes what the ring holds.
-volatile sig_atomic_t g_ring_dump_asked = 0;
 
 // What a flush writes: routinely, what came since the last (with --ring,
-// nothing: the ring keeps it); a dump, the ring's window too; the final
-// flush, everything, the ring's window included.
+// nothing: the ring keeps it); a dump, the ring's window up to the instant
+// it was asked for too; the final flush, everything, the ring's window included.
 enum class Flush { kRoutine, kDump, kFinal };
 
 class Agent {
@@ -130,6 +128,13 @@ class Agent {
     const uint64_t one = 1;
     [[maybe_unused]] const ssize_t written = ::write(wake_fd_, &one, sizeof(one));
   }
+  // From SIGUSR2's handler: the ring's window is cut at the signal's
+  // arrival, which mpirun makes about the same instant on every rank.
+  void ask_ring_dump() {
+    static_assert(std::atomic<int64_t>::is_always_lock_free);
+    ring_dump_asked_at_ns_.store(clock_.now_ns(), std::memory_order_relaxed);
+    wake_flusher();
+  }
   void note_name_dropped() { names_dropped_.fetch_add(1, std::memory_order_relaxed); }
   void add_gpu_uuid(std::string_view uuid);
   void add_to_counter(std::string_view name, uint64_t value) {
@@ -140,13 +145,13 @@ class Agent {
  private:
   bool open(std::string& why_not);
   void flusher_loop();
-  void flush_once(Flush how);
+  void flush_once(Flush how, int64_t dump_at_ns = INT64_MAX);
   bool write_open_state(int64_t now, bool with_sources);
   void watch_for_hang();
   void steer_window();
   void steer_by_ranges();
   std::string range_windows_summary() const;
-  void dump_ring(const char* asked_by);
+  void dump_ring(const char* asked_by, int64_t at_ns);
   bool hang_told() const;
   Counters counters() const;
   void report(const std::string& line) const {
@@ -214,6 +219,7 @@ class Agent {
   Recorder::RingLosses ring_losses_;
   uint64_t ring_dumps_ = 0;
   int64_t signal_dumped_at_ns_ = INT64_MIN / 2;  // the last dump SIGUSR2 asked for
+  std::atomic<int64_t> ring_dump_asked_at_ns_{0};  // SIGUSR2's latest, 0 once taken
 
   // Capture windows: the flusher's, but for the settings.
   int64_t delay_ns_ = -1;     // from the job's start (-1: no --delay)
@@ -462,7 +468,7 @@ Counters Agent::counters() const {
   return c;
 }
 
-void Agent::flush_once(Flush how) {
+void Agent::flush_once(Flush how, int64_t dump_at_ns) {
   const bool final_flush = how == Flush::kFinal;
   const auto failed = [&] {
     ++shard_write_errors_;
@@ -499,7 +505,8 @@ void Agent::flush_once(Flush how) {
   } else if (how == Flush::kRoutine) {
     recorder_.keep(clock_.now_ns() - ring_ns_, ring_losses_);
   } else {
-    recorder_.drain_ring(clock_.now_ns() - ring_ns_, write_events, ring_losses_);
+    const int64_t until = how == Flush::kFinal ? INT64_MAX : dump_at_ns;
+    recorder_.drain_ring(std::min(clock_.now_ns(), until) - ring_ns_, until, write_events, ring_losses_);
     ++ring_dumps_;
   }
   if (write_failed_) return;
@@ -608,7 +615,7 @@ void Agent::watch_for_hang() {
       }
     }
     hang_dumped_ = true;
-    flush_once(Flush::kDump);
+    flush_once(Flush::kDump, now);
     if (!write_open_state(now, true) || !writer_.write_counters(counters(), now)) ++shard_write_errors_;
     if (hang_abort_) end_rank_at_ns_ = now + grace_ns;
     return;
@@ -671,7 +678,7 @@ void Agent::steer_window() {
     if (next.action == TriggerAction::kStop && open_then) recorder_.set_window(from, at);
     triggered_ = true;
     if (now >= at) {
-      if (next.action == TriggerAction::kDump) dump_ring("rankscope trigger dump");
+      if (next.action == TriggerAction::kDump) dump_ring("rankscope trigger dump", at);
       triggers_.erase(triggers_.begin());
     }
   }
@@ -688,12 +695,12 @@ void Agent::steer_window() {
 }
 
 // Writes the flight recorder's window now, and the counters with it.
-void Agent::dump_ring(const char* asked_by) {
+void Agent::dump_ring(const char* asked_by, int64_t at_ns) {
   if (!ring_on()) {
     if (rank_ == 0) report(std::string(asked_by) + ": this job has no --ring, and writes everything as it comes");
     return;
   }
-  flush_once(Flush::kDump);
+  flush_once(Flush::kDump, at_ns);
   if (!writer_.write_counters(counters(), clock_.now_ns())) ++shard_write_errors_;
   report(printf_string("%s: wrote the last %.1f s of events (--ring)", asked_by, static_cast<double>(ring_ns_) * 1e-9));
 }
@@ -723,14 +730,13 @@ void Agent::flusher_loop() {
     }
     if (!stopping_.load(std::memory_order_acquire)) {
       // mpirun passes one SIGUSR2 on to some ranks twice: signals within a second of a dump are that dump's.
-      const int64_t now = clock_.now_ns();
-      if (g_ring_dump_asked != 0 && now - signal_dumped_at_ns_ >= 1'000'000'000) {
-        signal_dumped_at_ns_ = now;
-        dump_ring("SIGUSR2");
+      const int64_t asked_at = ring_dump_asked_at_ns_.exchange(0, std::memory_order_relaxed);
+      if (asked_at != 0 && asked_at - signal_dumped_at_ns_ >= 1'000'000'000) {
+        signal_dumped_at_ns_ = asked_at;
+        dump_ring("SIGUSR2", asked_at);
       } else {
         flush_once(Flush::kRoutine);
       }
-      g_ring_dump_asked = 0;
       watch_for_hang();
       steer_window();
     }
@@ -823,8 +829,7 @@ void handle_ring_dump() {
   struct sigaction handler {};
   handler.sa_handler = [](int) {
     if (Agent* a = agent(); a && a->in_this_process()) {
-      g_ring_dump_asked = 1;
-      a->wake_flusher();
+      a->ask_ring_dump();
     }
   };
   sigemptyset(&handler.sa_mask);

@@ -136,16 +136,19 @@ class Recorder {
   // blocks in memory, oldest first, instead of writing them. keep() takes the
   // blocks handed in since the last call and recycles those whose newest
   // event ended before `cutoff_ns`, and the oldest while the pool is short of
-  // spare blocks; drain_ring() writes every unwritten event that ended at or
-  // after `cutoff_ns`, the ring's and the threads' current blocks', and
-  // recycles the ring. The events recycled unwritten are counted in `lost`.
+  // spare blocks; drain_ring() writes every unwritten event that ended in
+  // [cutoff_ns, until_ns), the ring's and the threads' current blocks', and
+  // recycles what it emptied: a block's events from the first that ended at
+  // or after `until_ns` stay for the next write, so that every rank's window
+  // ends at the instant the write was asked for, not when its flusher woke.
+  // The events recycled unwritten are counted in `lost`.
   struct RingLosses {
     uint64_t aged_out = 0;     // older than the window
     uint64_t crowded_out = 0;  // recycled within it, for room (the window held more than the buffers)
   };
   void keep(int64_t cutoff_ns, RingLosses& lost);
   template <typename Write>
-  void drain_ring(int64_t cutoff_ns, Write&& write, RingLosses& lost);
+  void drain_ring(int64_t cutoff_ns, int64_t until_ns, Write&& write, RingLosses& lost);
 
   // Capture windows: record() keeps the events that begin in [from_ns,
   // until_ns) of the rank's clock, or in one of the last kPastWindows
@@ -237,26 +240,29 @@ void Recorder::drain(Write&& write) {
 }
 
 template <typename Write>
-void Recorder::drain_ring(int64_t cutoff_ns, Write&& write, RingLosses& lost) {
-  // Each block's unwritten events that ended within the window, in runs.
+void Recorder::drain_ring(int64_t cutoff_ns, int64_t until_ns, Write&& write, RingLosses& lost) {
+  // Each block's unwritten events that ended within the window, in runs;
+  // true when the block is emptied.
   auto flush = [&](Block* block) {
     const uint32_t committed = block->committed.load(std::memory_order_acquire);
     uint32_t run = block->flushed;
-    for (uint32_t i = block->flushed; i < committed; ++i) {
+    uint32_t i = block->flushed;
+    for (; i < committed && block->events[i].end_ns < until_ns; ++i) {
       if (block->events[i].end_ns >= cutoff_ns) continue;
       if (i > run) write(std::span<Event>(block->events + run, i - run));
       ++lost.aged_out;
       run = i + 1;
     }
-    if (committed > run) write(std::span<Event>(block->events + run, committed - run));
-    block->flushed = committed;
+    if (i > run) write(std::span<Event>(block->events + run, i - run));
+    block->flushed = i;
+    return i == committed;
   };
   keep(cutoff_ns, lost);
-  for (const KeptBlock& kept : ring_) {
-    flush(kept.block);
+  std::erase_if(ring_, [&](const KeptBlock& kept) {
+    if (!flush(kept.block)) return false;
     pool_.give_back(kept.block);
-  }
-  ring_.clear();
+    return true;
+  });
   for (ThreadSlot& slot : slots_) {
     if (Block* block = slot.block.load(std::memory_order_acquire)) flush(block);
   }

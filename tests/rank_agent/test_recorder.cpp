@@ -80,9 +80,10 @@ TEST(Recorder, DropsAndCountsWhenThePoolIsEmptyNeverBlocks) {
 // The buffer memory becomes the process's only as blocks are used: a rank
 // that records little costs little memory, whatever --buffer-mb says.
 // The flight recorder: what drain_ring writes, as sequence numbers in order.
-std::vector<uint64_t> drain_ring_all(Recorder& recorder, int64_t cutoff_ns, Recorder::RingLosses& lost) {
+std::vector<uint64_t> drain_ring_all(Recorder& recorder, int64_t cutoff_ns, Recorder::RingLosses& lost,
+                                     int64_t until_ns = INT64_MAX) {
   std::vector<uint64_t> written;
-  recorder.drain_ring(cutoff_ns, [&](std::span<Event> events) {
+  recorder.drain_ring(cutoff_ns, until_ns, [&](std::span<Event> events) {
     for (const Event& e : events) written.push_back(e.seq);
   }, lost);
   return written;
@@ -121,6 +122,29 @@ TEST(Ring, KeepsTheWindowWritesItOnceAndCountsWhatAgedOut) {
   // Written once: the next dump has only what came after.
   record_on_a_thread(recorder, total, total + 1, cutoff, lost);
   EXPECT_EQ(drain_ring_all(recorder, cutoff, lost), std::vector<uint64_t>{total});
+}
+
+// A dump asked for at one instant ends there on every rank, however late
+// its flusher wakes: what ended since stays for the next write.
+TEST(Ring, ADumpEndsAtTheInstantItWasAskedForAndKeepsWhatCameAfter) {
+  Recorder recorder;
+  ASSERT_TRUE(recorder.init(16 * sizeof(Block)));
+  Recorder::RingLosses lost;
+  const uint64_t total = 3 * kBlockEvents + 100;  // event n ends at n + 1
+  record_on_a_thread(recorder, 0, total, INT64_MIN, lost);
+  // Asked for at 2 * kBlockEvents + 12, after event 2 * kBlockEvents + 10 ended; a window of kBlockEvents.
+  const int64_t asked_at = 2 * kBlockEvents + 12;
+  const std::vector<uint64_t> first = drain_ring_all(recorder, asked_at - kBlockEvents, lost, asked_at);
+  ASSERT_EQ(first.size(), kBlockEvents);
+  EXPECT_EQ(first.front(), kBlockEvents + 11);
+  EXPECT_EQ(first.back(), 2 * kBlockEvents + 10);
+  EXPECT_EQ(lost.aged_out, kBlockEvents + 11u);
+  // The next write has the rest: blocks the first write emptied only in part stayed in the ring.
+  const std::vector<uint64_t> rest = drain_ring_all(recorder, INT64_MIN, lost);
+  ASSERT_EQ(rest.size(), total - 2 * kBlockEvents - 11);
+  EXPECT_EQ(rest.front(), 2 * kBlockEvents + 11);
+  EXPECT_EQ(rest.back(), total - 1);
+  EXPECT_EQ(first.size() + rest.size() + lost.aged_out, total);
 }
 
 TEST(Ring, AWindowLargerThanTheBuffersKeepsTheNewestAndCountsTheRest) {
