@@ -311,11 +311,23 @@ def accept_check(path):
     plausible = all(f["gemm_tflops_median"] and f["gemm_tflops_median"] >= 200 and f["triad_gbps_median"]
                     and f["triad_gbps_median"] >= 1000 for f in figures)
     not_passed = [c["name"] for c in node["checks"] if c["verdict"] != "pass"]
+    # NCCL's sweeps over the node's GPUs: every collective, each size timed (with one GPU, busbw is 0 by
+    # nccl-tests' factors, and algbw is what a copy on the GPU takes).
+    nccl = [c for c in result["collectives"] if c.get("transport") == "nccl"]
+    nccl_figures = {c["collective"]: {"ranks": c["ranks"], "sizes": len(c["points"]),
+                                      "small_message_us": round(c["small_message_us"], 1),
+                                      "largest_algbw_gbps": round(max(p["algbw_gbps"] for p in c["points"]), 1),
+                                      "peak_busbw_gbps": round(c["peak_busbw_gbps"], 1)} for c in nccl}
+    nccl_swept = (sorted(nccl_figures) == sorted(["allreduce", "allgather", "reduce_scatter", "alltoall"])
+                  and all(c["ranks"] == len(gpus) and c["points"] and all(p["time_us"] > 0 for p in c["points"])
+                          for c in nccl))
     return [check("accept: every GPU measured by cuBLAS GEMM and device-memory triad, nothing failed",
                   result["verdict"] == "pass" and gpus and len(gpus) == node["inventory"]["gpus"]
                   and not node["gpu_error"] and plausible and not not_passed,
                   inventory={k: v for k, v in node["inventory"].items() if k.startswith(("gpu", "cuda", "nccl"))},
-                  gpus=figures, gpu_error=node["gpu_error"], not_passed=not_passed)]
+                  gpus=figures, gpu_error=node["gpu_error"], not_passed=not_passed),
+            check("accept: every collective swept through NCCL over the node's GPUs", nccl_swept,
+                  collectives=nccl_figures)]
 
 
 def counters_check(timelines):

@@ -14,6 +14,14 @@ double busbw_factor(std::string_view collective, int ranks) {
   return collective == "allreduce" ? 2 * (n - 1) / n : (n - 1) / n;
 }
 
+std::string collective_label(std::string_view transport, std::string_view collective) {
+  return (transport == "mpi" ? "" : std::string(transport) + " ") + std::string(collective);
+}
+
+std::string collective_check_name(std::string_view transport, std::string_view collective) {
+  return "collectives." + (transport == "mpi" ? "" : std::string(transport) + ".") + std::string(collective);
+}
+
 CollectiveFigures collective_figures(const CollectivePoint& point, std::string_view collective, int ranks) {
   CollectiveFigures figures;
   const std::vector<double>& times = point.iteration_us;

@@ -4,10 +4,16 @@
 // nodes that lack them, and finds the ones a PyTorch install carries.
 #pragma once
 
+#include <mpi.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "rankscope/acceptance/measure.h"
 
 namespace rankscope::acceptance {
 
@@ -23,6 +29,11 @@ struct NodeGpus {
   std::string cuda_version;    // the CUDA version the driver supports ("13.0")
   std::string nccl_version;    // libnccl.so.2's ("2.28.3"); empty when it is not found
   std::string unavailable;     // why no GPU is measured; empty when devices were found
+  // GPUs the driver sees (NVML) that CUDA cannot use (a driver older than
+  // the CUDA runtime rankscope carries, a GPU fallen off the bus): the node
+  // has GPUs and fails, rather than reading as a node without any.
+  int unusable = 0;
+  int count() const { return devices.empty() ? unusable : static_cast<int>(devices.size()); }
 };
 NodeGpus find_gpus();
 
@@ -32,5 +43,24 @@ NodeGpus find_gpus();
 // of device memory (three float arrays) through cuBLAS's geam.
 double gpu_gemm_tflops(int device, int n);
 double gpu_triad_gbps(int device, size_t bytes);
+
+// Collectives over one group of nodes, through one transport (MPI, NCCL),
+// set up once for the group: sweep() runs one of kCollectives at each size
+// of collective_sizes() over ranks(), as nccl-tests runs them (warm-up,
+// then timed iterations back to back, each as long as its slowest rank
+// took), complete on the group's rank 0. Collective over the group.
+class CollectiveTransport {
+ public:
+  virtual ~CollectiveTransport() = default;
+  virtual int ranks() const = 0;
+  virtual std::vector<CollectivePoint> sweep(std::string_view collective) = 0;
+};
+
+// Collective over `group`: one NCCL communicator over every GPU of the
+// group's nodes, each node's GPUs its ranks in node order, driven by the
+// node's one process as `nccl-tests -g` does. An iteration is timed on the
+// host, from its launch to every local GPU's stream done. Throws Error
+// naming the failing call.
+std::unique_ptr<CollectiveTransport> open_nccl_collectives(MPI_Comm group, const NodeGpus& mine, const Level& level);
 
 }  // namespace rankscope::acceptance

@@ -6,8 +6,10 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "gpu.h"
 #include "rankscope/model/error.h"
@@ -25,6 +27,13 @@ void* open_library(const std::string& name) { return ::dlopen(name.c_str(), RTLD
 template <typename Function>
 Function symbol(void* library, const char* name) {
   return library ? reinterpret_cast<Function>(::dlsym(library, name)) : nullptr;
+}
+
+// `function` set to `library`'s entry point `name`; throws Error naming what is missing.
+template <typename Function>
+void bind(void* library, const std::string& library_name, Function& function, const char* name) {
+  function = symbol<Function>(library, name);
+  if (!function) throw Error(library_name + " lacks " + name + ", which the GPU checks call");
 }
 
 // cuBLAS's entry points the checks use; cublasGemmEx is overloaded in C++, so its type is spelt out.
@@ -50,31 +59,81 @@ const Cublas& cublas() {
     void* library = open_library(name);
     if (!library) throw Error("the GPU checks need cuBLAS (" + name + ", the CUDA toolkit's or PyTorch's): " + ::dlerror());
     Cublas found;
-    found.create = symbol<decltype(found.create)>(library, "cublasCreate_v2");
-    found.destroy = symbol<decltype(found.destroy)>(library, "cublasDestroy_v2");
-    found.set_stream = symbol<decltype(found.set_stream)>(library, "cublasSetStream_v2");
-    found.geam = symbol<decltype(found.geam)>(library, "cublasSgeam");
-    found.status_string = symbol<decltype(found.status_string)>(library, "cublasGetStatusString");
-    found.gemm = symbol<Cublas::GemmEx>(library, "cublasGemmEx");
-    if (!found.create || !found.destroy || !found.set_stream || !found.geam || !found.status_string || !found.gemm) {
-      throw Error(name + " lacks an entry point the GPU checks call");
-    }
+    bind(library, name, found.create, "cublasCreate_v2");
+    bind(library, name, found.destroy, "cublasDestroy_v2");
+    bind(library, name, found.set_stream, "cublasSetStream_v2");
+    bind(library, name, found.geam, "cublasSgeam");
+    bind(library, name, found.status_string, "cublasGetStatusString");
+    bind(library, name, found.gemm, "cublasGemmEx");
     return found;
   }();
   return loaded;
 }
 
-// NVML's driver version (its return codes are an int, 0 for success).
-std::string nvml_driver_version() {
+// What the driver itself says, through NVML (its return codes are an int,
+// 0 for success): its version, and how many GPUs it sees, whether or not
+// CUDA can use them. Empty and 0 without NVML.
+struct DriverView {
+  std::string version;
+  unsigned gpus = 0;
+};
+DriverView nvml_driver_view() {
   void* library = open_library("libnvidia-ml.so.1");
   const auto init = symbol<int (*)()>(library, "nvmlInit_v2");
   const auto version = symbol<int (*)(char*, unsigned)>(library, "nvmlSystemGetDriverVersion");
+  const auto count = symbol<int (*)(unsigned*)>(library, "nvmlDeviceGetCount_v2");
   const auto shutdown = symbol<int (*)()>(library, "nvmlShutdown");
-  if (!init || !version || !shutdown || init() != 0) return "";
+  DriverView view;
+  if (!init || !version || !count || !shutdown || init() != 0) return view;
   char text[96] = {};
-  const bool read = version(text, sizeof(text)) == 0;
+  if (version(text, sizeof(text)) == 0) view.version = text;
+  if (count(&view.gpus) != 0) view.gpus = 0;
   shutdown();
-  return read ? text : "";
+  return view;
+}
+
+// NCCL's entry points the collectives use. All-to-all is grouped sends and
+// receives, as nccl-tests runs it, which every NCCL since 2.7 has.
+struct Nccl {
+  decltype(&ncclGetUniqueId) get_unique_id = nullptr;
+  decltype(&ncclCommInitRank) init_rank = nullptr;
+  decltype(&ncclCommDestroy) destroy = nullptr;
+  decltype(&ncclCommAbort) abort = nullptr;
+  decltype(&ncclGroupStart) group_start = nullptr;
+  decltype(&ncclGroupEnd) group_end = nullptr;
+  decltype(&ncclAllReduce) all_reduce = nullptr;
+  decltype(&ncclAllGather) all_gather = nullptr;
+  decltype(&ncclReduceScatter) reduce_scatter = nullptr;
+  decltype(&ncclSend) send = nullptr;
+  decltype(&ncclRecv) recv = nullptr;
+  decltype(&ncclGetErrorString) error_string = nullptr;
+
+  void check(ncclResult_t result, const char* call) const {
+    if (result != ncclSuccess) throw Error(std::string(call) + ": " + error_string(result));
+  }
+};
+
+const Nccl& nccl() {
+  static const Nccl loaded = [] {
+    const std::string name = "libnccl.so.2";
+    void* library = open_library(name);
+    if (!library) throw Error("NCCL collectives need " + name + " (NCCL's or PyTorch's): " + ::dlerror());
+    Nccl found;
+    bind(library, name, found.get_unique_id, "ncclGetUniqueId");
+    bind(library, name, found.init_rank, "ncclCommInitRank");
+    bind(library, name, found.destroy, "ncclCommDestroy");
+    bind(library, name, found.abort, "ncclCommAbort");
+    bind(library, name, found.group_start, "ncclGroupStart");
+    bind(library, name, found.group_end, "ncclGroupEnd");
+    bind(library, name, found.all_reduce, "ncclAllReduce");
+    bind(library, name, found.all_gather, "ncclAllGather");
+    bind(library, name, found.reduce_scatter, "ncclReduceScatter");
+    bind(library, name, found.send, "ncclSend");
+    bind(library, name, found.recv, "ncclRecv");
+    bind(library, name, found.error_string, "ncclGetErrorString");
+    return found;
+  }();
+  return loaded;
 }
 
 std::string nccl_library_version() {
@@ -115,6 +174,26 @@ class DeviceWork {
     check(cudaMemsetAsync(memory, byte_value, bytes, stream_), "cudaMemset");
     return memory;
   }
+  // `count` bf16 values spread over (-1, 1): tensor cores on constant data
+  // draw less power, and may hold higher clocks, than on training's.
+  void* bf16_noise(size_t count) {
+    static std::vector<uint16_t> noise;
+    if (noise.size() < count) {
+      noise.resize(count);
+      uint64_t state = 0x9e3779b97f4a7c15;
+      for (uint16_t& value : noise) {
+        state = state * 6364136223846793005u + 1442695040888963407u;
+        const float x = static_cast<float>(static_cast<int32_t>(state >> 32)) / 2147483648.0f;
+        uint32_t bits = 0;
+        std::memcpy(&bits, &x, sizeof(bits));
+        value = static_cast<uint16_t>(bits >> 16);  // bf16 is a float's upper half
+      }
+    }
+    void* memory = buffer(count * sizeof(uint16_t), 0);
+    check(cudaMemcpyAsync(memory, noise.data(), count * sizeof(uint16_t), cudaMemcpyHostToDevice, stream_), "cudaMemcpy");
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    return memory;
+  }
   cublasHandle_t handle() const { return handle_; }
 
   // Seconds per call of `once`: one call to warm up, then as many as fill about 50 ms, timed on the GPU.
@@ -145,7 +224,145 @@ class DeviceWork {
   std::vector<void*> buffers_;
 };
 
+// The node's part of one NCCL communicator: a rank, a stream and two
+// buffers (send, receive) of the sweep's largest size per local GPU.
+class NcclCollectives final : public CollectiveTransport {
+ public:
+  NcclCollectives(MPI_Comm group, const NodeGpus& mine, const Level& level) : group_(group), level_(level) {
+    const Nccl& api = nccl();  // loaded first: nothing to release when it cannot be
+    const int local = static_cast<int>(mine.devices.size());
+    int first = 0;
+    MPI_Exscan(&local, &first, 1, MPI_INT, MPI_SUM, group);
+    int group_rank = 0;
+    MPI_Comm_rank(group, &group_rank);
+    if (group_rank == 0) first = 0;  // MPI_Exscan leaves rank 0's undefined
+    MPI_Allreduce(&local, &ranks_, 1, MPI_INT, MPI_SUM, group);
+    ncclUniqueId id{};
+    if (group_rank == 0) api.check(api.get_unique_id(&id), "ncclGetUniqueId");
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, group);
+    size_t largest = 0;
+    for (std::string_view collective : kCollectives) largest = std::max(largest, collective_sizes(collective, ranks_, level_).back());
+    for (const GpuDevice& device : mine.devices) {
+      Gpu gpu;
+      gpu.device = device.index;
+      check(cudaSetDevice(device.index), "cudaSetDevice");
+      check(cudaStreamCreateWithFlags(&gpu.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      gpus_.list.push_back(gpu);
+      for (void** buffer : {&gpus_.list.back().send, &gpus_.list.back().receive}) {
+        check(cudaMalloc(buffer, largest), "cudaMalloc");
+        check(cudaMemset(*buffer, 0, largest), "cudaMemset");
+      }
+    }
+    api.check(api.group_start(), "ncclGroupStart");
+    for (size_t g = 0; g < gpus_.list.size(); ++g) {
+      check(cudaSetDevice(gpus_.list[g].device), "cudaSetDevice");
+      const ncclResult_t started = api.init_rank(&gpus_.list[g].comm, ranks_, id, first + static_cast<int>(g));
+      if (started != ncclSuccess) {
+        api.group_end();
+        api.check(started, "ncclCommInitRank");
+      }
+    }
+    api.check(api.group_end(), "ncclCommInitRank");
+    gpus_.failed = false;
+  }
+  NcclCollectives(const NcclCollectives&) = delete;
+  NcclCollectives& operator=(const NcclCollectives&) = delete;
+
+  int ranks() const override { return ranks_; }
+
+  std::vector<CollectivePoint> sweep(std::string_view collective) override {
+    gpus_.failed = true;  // until the sweep is over
+    const size_t iterations = static_cast<size_t>(level_.collective_iterations);
+    std::vector<double> mine(iterations), slowest(iterations);
+    std::vector<CollectivePoint> points;
+    for (size_t bytes : collective_sizes(collective, ranks_, level_)) {
+      for (int i = 0; i < level_.collective_warmup + level_.collective_iterations; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        launch(collective, bytes);
+        for (const Gpu& gpu : gpus_.list) check(cudaStreamSynchronize(gpu.stream), "cudaStreamSynchronize");
+        if (i >= level_.collective_warmup) {
+          mine[static_cast<size_t>(i - level_.collective_warmup)] =
+              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+        }
+      }
+      MPI_Reduce(mine.data(), slowest.data(), level_.collective_iterations, MPI_DOUBLE, MPI_MAX, 0, group_);
+      points.push_back({bytes, slowest});
+    }
+    gpus_.failed = false;
+    return points;
+  }
+
+ private:
+  struct Gpu {
+    int device = 0;
+    cudaStream_t stream = nullptr;
+    ncclComm_t comm = nullptr;
+    void* send = nullptr;
+    void* receive = nullptr;
+  };
+
+  // One iteration of `collective` on S = `bytes` of floats on every local GPU, as one NCCL group.
+  void launch(std::string_view collective, size_t bytes) {
+    const Nccl& api = nccl();
+    const size_t floats = bytes / sizeof(float), share = floats / static_cast<size_t>(ranks_);
+    api.check(api.group_start(), "ncclGroupStart");
+    for (Gpu& gpu : gpus_.list) {
+      ncclResult_t result = ncclSuccess;
+      if (collective == "allreduce") {
+        result = api.all_reduce(gpu.send, gpu.receive, floats, ncclFloat, ncclSum, gpu.comm, gpu.stream);
+      } else if (collective == "allgather") {
+        result = api.all_gather(gpu.send, gpu.receive, share, ncclFloat, gpu.comm, gpu.stream);
+      } else if (collective == "reduce_scatter") {
+        result = api.reduce_scatter(gpu.send, gpu.receive, share, ncclFloat, ncclSum, gpu.comm, gpu.stream);
+      } else if (collective == "alltoall") {
+        for (int peer = 0; peer < ranks_ && result == ncclSuccess; ++peer) {
+          const size_t at = static_cast<size_t>(peer) * share * sizeof(float);
+          result = api.send(static_cast<char*>(gpu.send) + at, share, ncclFloat, peer, gpu.comm, gpu.stream);
+          if (result == ncclSuccess)
+            result = api.recv(static_cast<char*>(gpu.receive) + at, share, ncclFloat, peer, gpu.comm, gpu.stream);
+        }
+      } else {
+        api.group_end();
+        throw Error("no collective named '" + std::string(collective) + "'");
+      }
+      if (result != ncclSuccess) {
+        api.group_end();
+        api.check(result, ("nccl " + std::string(collective)).c_str());
+      }
+    }
+    api.check(api.group_end(), ("nccl " + std::string(collective)).c_str());
+  }
+
+  // Released however the constructor or a sweep ends; a communicator a
+  // failure left behind is aborted, since an orderly destroy may wait on it.
+  struct LocalGpus {
+    std::vector<Gpu> list;
+    bool failed = true;
+    LocalGpus() = default;
+    LocalGpus(const LocalGpus&) = delete;
+    LocalGpus& operator=(const LocalGpus&) = delete;
+    ~LocalGpus() {
+      for (Gpu& gpu : list) {
+        if (gpu.comm) (failed ? nccl().abort : nccl().destroy)(gpu.comm);
+        if (gpu.stream) cudaStreamSynchronize(gpu.stream);
+        cudaFree(gpu.send);
+        cudaFree(gpu.receive);
+        if (gpu.stream) cudaStreamDestroy(gpu.stream);
+      }
+    }
+  };
+
+  MPI_Comm group_;
+  Level level_;
+  int ranks_ = 0;
+  LocalGpus gpus_;
+};
+
 }  // namespace
+
+std::unique_ptr<CollectiveTransport> open_nccl_collectives(MPI_Comm group, const NodeGpus& mine, const Level& level) {
+  return std::make_unique<NcclCollectives>(group, mine, level);
+}
 
 NodeGpus find_gpus() {
   NodeGpus gpus;
@@ -154,20 +371,30 @@ NodeGpus find_gpus() {
     gpus.unavailable = "no GPU: no NVIDIA driver on this host (libcuda.so.1 not found)";
     return gpus;
   }
+  const DriverView driver_view = nvml_driver_view();
+  gpus.driver_version = driver_view.version;
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0) {
+    gpus.cuda_version = std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
+  }
   int count = 0;
   if (const cudaError_t result = cudaGetDeviceCount(&count); result != cudaSuccess) {
-    gpus.unavailable = std::string("no GPU: ") + cudaGetErrorString(result);
+    if (driver_view.gpus > 0) {
+      gpus.unusable = static_cast<int>(driver_view.gpus);
+      gpus.unavailable = "the driver (" + (gpus.driver_version.empty() ? "version unknown" : gpus.driver_version) +
+                         ", CUDA " + (gpus.cuda_version.empty() ? "unknown" : gpus.cuda_version) + ") sees " +
+                         std::to_string(driver_view.gpus) + " GPUs that CUDA " +
+                         std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) +
+                         " cannot use: " + cudaGetErrorString(result);
+    } else {
+      gpus.unavailable = std::string("no GPU: ") + cudaGetErrorString(result);
+    }
     return gpus;
   }
   if (count == 0) {
     gpus.unavailable = "no GPU: the driver sees no device";
     return gpus;
   }
-  int driver = 0;
-  if (cudaDriverGetVersion(&driver) == cudaSuccess) {
-    gpus.cuda_version = std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
-  }
-  gpus.driver_version = nvml_driver_version();
   for (int d = 0; d < count; ++d) {
     cudaDeviceProp properties{};
     if (const cudaError_t result = cudaGetDeviceProperties(&properties, d); result != cudaSuccess) {
@@ -182,11 +409,11 @@ NodeGpus find_gpus() {
 
 double gpu_gemm_tflops(int device, int n) {
   DeviceWork work(device);
-  const size_t bytes = static_cast<size_t>(n) * static_cast<size_t>(n) * 2;
-  // 0x3c3c is about 0.0115 in bf16: sums of n products stay far from overflow.
-  void* a = work.buffer(bytes, 0x3c);
-  void* b = work.buffer(bytes, 0x3c);
-  void* c = work.buffer(bytes, 0);
+  const size_t elements = static_cast<size_t>(n) * static_cast<size_t>(n);
+  // Sums of n products of values under 1 in size stay far from bf16's overflow.
+  void* a = work.bf16_noise(elements);
+  void* b = work.bf16_noise(elements);
+  void* c = work.buffer(elements * sizeof(uint16_t), 0);
   const float one = 1, zero = 0;
   const double seconds = work.seconds_per_call([&] {
     cublas().check(cublas().gemm(work.handle(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF,

@@ -407,7 +407,8 @@ void write_node_section(const Acceptance& acceptance, const Measurements& measur
 constexpr int kCurveColours = 6;  // .c0 … .c5
 
 std::string sweep_name(const CollectiveSweep& sweep) {
-  return escape(sweep.collective) + ", " + std::to_string(sweep.nodes.size()) + " nodes";
+  return escape(collective_label(sweep.transport, sweep.collective)) + ", " + std::to_string(sweep.nodes.size()) + " nodes" +
+         (sweep.transport == "mpi" ? "" : " (" + std::to_string(sweep.ranks) + " GPUs)");
 }
 
 void write_busbw_curves(const Measurements& measurements, std::string& out) {
@@ -417,7 +418,7 @@ void write_busbw_curves(const Measurements& measurements, std::string& out) {
       const double bytes = std::max(1.0, static_cast<double>(point.bytes));
       smallest = std::min(smallest, bytes);
       largest = std::max(largest, bytes);
-      fastest = std::max(fastest, collective_figures(point, sweep.collective, static_cast<int>(sweep.nodes.size())).busbw_gbps);
+      fastest = std::max(fastest, collective_figures(point, sweep.collective, sweep.ranks).busbw_gbps);
     }
   }
   if (!(largest > 0)) smallest = largest = 1;
@@ -445,11 +446,10 @@ void write_busbw_curves(const Measurements& measurements, std::string& out) {
 
   for (size_t s = 0; s < measurements.collectives.size(); ++s) {
     const CollectiveSweep& sweep = measurements.collectives[s];
-    const int ranks = static_cast<int>(sweep.nodes.size());
     const std::string colour = "c" + std::to_string(static_cast<int>(s) % kCurveColours);
     std::string path, points;
     for (const CollectivePoint& point : sweep.points) {
-      const CollectiveFigures figures = collective_figures(point, sweep.collective, ranks);
+      const CollectiveFigures figures = collective_figures(point, sweep.collective, sweep.ranks);
       if (figures.median_us <= 0) continue;  // no iteration timed
       const double cx = x(std::max(1.0, static_cast<double>(point.bytes))), cy = y(figures.busbw_gbps);
       path += (path.empty() ? "M" : "L") + coord(cx) + " " + coord(cy);
@@ -476,7 +476,7 @@ void write_collective_table(const Measurements& measurements, std::string& out) 
     double best = 0;
     size_t best_bytes = 0;
     for (const CollectivePoint& point : sweep.points) {
-      const double busbw = collective_figures(point, sweep.collective, static_cast<int>(sweep.nodes.size())).busbw_gbps;
+      const double busbw = collective_figures(point, sweep.collective, sweep.ranks).busbw_gbps;
       if (busbw > best) {
         best = busbw;
         best_bytes = point.bytes;
@@ -487,7 +487,8 @@ void write_collective_table(const Measurements& measurements, std::string& out) 
                              : format_bytes(static_cast<double>(sweep.points.front().bytes)) + " – " +
                                    format_bytes(static_cast<double>(sweep.points.back().bytes)) + " (" +
                                    std::to_string(sweep.points.size()) + ")";
-    out += "<tr><td>" + escape(sweep.collective) + "</td><td class=\"num\">" + std::to_string(sweep.nodes.size()) +
+    out += "<tr><td>" + escape(collective_label(sweep.transport, sweep.collective)) + "</td><td class=\"num\">" +
+           std::to_string(sweep.nodes.size()) + (sweep.transport == "mpi" ? "" : " (" + std::to_string(sweep.ranks) + " GPUs)") +
            "</td><td class=\"num\">" + sizes + "</td><td class=\"num\">" +
            (best > 0 ? format_bandwidth(best) : std::string("—")) + "</td><td class=\"num\">" +
            (best > 0 ? format_bytes(static_cast<double>(best_bytes)) : std::string("—")) + "</td></tr>\n";

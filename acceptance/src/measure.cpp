@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <thread>
@@ -256,30 +257,135 @@ void run_collective(std::string_view collective, size_t bytes, int ranks, std::v
   else throw Error("no collective named '" + std::string(collective) + "'");
 }
 
-// `collective` over every rank of `group`, at each size of its sweep: each
-// timed iteration as long as the group's slowest rank took, complete on the
-// group's rank 0.
-std::vector<CollectivePoint> sweep_collective(MPI_Comm group, std::string_view collective, const Level& level) {
-  int ranks = 1;
-  MPI_Comm_size(group, &ranks);
-  const std::vector<size_t> sizes = collective_sizes(collective, ranks, level);
-  std::vector<float> send(sizes.back() / sizeof(float), 1.0f), receive(send.size());
-  const size_t iterations = static_cast<size_t>(level.collective_iterations);
-  std::vector<double> mine(iterations), slowest(iterations);
-  std::vector<CollectivePoint> points;
-  for (size_t bytes : sizes) {
-    // Back to back, as nccl-tests runs them (and as a training loop does):
-    // a rank late out of one iteration makes the others wait in the next,
-    // and the slowest rank's time holds that wait.
-    for (int i = 0; i < level.collective_warmup + level.collective_iterations; ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      run_collective(collective, bytes, ranks, send, receive, group);
-      if (i >= level.collective_warmup) mine[static_cast<size_t>(i - level.collective_warmup)] = seconds_since(start) * 1e6;
+// MPI's collectives over the ranks of `group`, one per node.
+class MpiCollectives final : public CollectiveTransport {
+ public:
+  MpiCollectives(MPI_Comm group, const Level& level) : group_(group), level_(level) { MPI_Comm_size(group, &ranks_); }
+  int ranks() const override { return ranks_; }
+
+  std::vector<CollectivePoint> sweep(std::string_view collective) override {
+    const std::vector<size_t> sizes = collective_sizes(collective, ranks_, level_);
+    std::vector<float> send(sizes.back() / sizeof(float), 1.0f), receive(send.size());
+    const size_t iterations = static_cast<size_t>(level_.collective_iterations);
+    std::vector<double> mine(iterations), slowest(iterations);
+    std::vector<CollectivePoint> points;
+    for (size_t bytes : sizes) {
+      // Back to back, as nccl-tests runs them (and as a training loop does):
+      // a rank late out of one iteration makes the others wait in the next,
+      // and the slowest rank's time holds that wait.
+      for (int i = 0; i < level_.collective_warmup + level_.collective_iterations; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        run_collective(collective, bytes, ranks_, send, receive, group_);
+        if (i >= level_.collective_warmup) mine[static_cast<size_t>(i - level_.collective_warmup)] = seconds_since(start) * 1e6;
+      }
+      MPI_Reduce(mine.data(), slowest.data(), level_.collective_iterations, MPI_DOUBLE, MPI_MAX, 0, group_);
+      points.push_back({bytes, slowest});
     }
-    MPI_Reduce(mine.data(), slowest.data(), level.collective_iterations, MPI_DOUBLE, MPI_MAX, 0, group);
-    points.push_back({bytes, slowest});
+    return points;
   }
-  return points;
+
+ private:
+  MPI_Comm group_;
+  const Level& level_;
+  int ranks_ = 1;
+};
+
+// Each of kCollectives through one transport, `open(group)` for each set of
+// nodes: every node, then each group of node_groups(), the groups at once or,
+// with one_at_a_time, one after another. Complete on rank 0.
+std::vector<CollectiveSweep> sweep_every_scale(MPI_Comm comm, const Level& level, const std::string& transport,
+                                               const std::function<std::unique_ptr<CollectiveTransport>(MPI_Comm)>& open,
+                                               const std::function<void(const std::string&)>& progress) {
+  if (level.collective_iterations < 1 || level.collective_warmup < 0) {
+    throw Error("collectives need 1 or more timed iterations and no fewer than 0 warm-up ones, not " +
+                std::to_string(level.collective_iterations) + " and " + std::to_string(level.collective_warmup));
+  }
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const auto say = [&](const std::string& line) {
+    if (rank == 0) progress("collectives: " + line);
+  };
+  const std::string sizes_text = format_bytes(8) + " to " +
+                                 format_bytes(static_cast<double>(level.collective_max_bytes));
+  // Gathered to rank 0, a row per size: the collective's index in
+  // kCollectives, the group's in node_groups() (-1: every node), the
+  // collective's ranks, the size, then each iteration. Each group's rank 0
+  // keeps its group's.
+  std::vector<double> rows;
+  const auto keep = [&](size_t collective, int group, int ranks, const std::vector<CollectivePoint>& points) {
+    for (const CollectivePoint& point : points) {
+      rows.insert(rows.end(), {static_cast<double>(collective), static_cast<double>(group), static_cast<double>(ranks),
+                               static_cast<double>(point.bytes)});
+      rows.insert(rows.end(), point.iteration_us.begin(), point.iteration_us.end());
+    }
+  };
+  {
+    const std::unique_ptr<CollectiveTransport> every_node = open(comm);
+    const std::string over = "over all " + std::to_string(size) + " nodes" +
+                             (transport == "mpi" ? "" : " (" + std::to_string(every_node->ranks()) + " GPUs)") + ", ";
+    for (size_t c = 0; c < std::size(kCollectives); ++c) {
+      say(collective_label(transport, kCollectives[c]) + " " + over + sizes_text);
+      const std::vector<CollectivePoint> points = every_node->sweep(kCollectives[c]);
+      if (rank == 0) keep(c, -1, every_node->ranks(), points);
+    }
+  }
+  const std::vector<std::vector<int>> groups = node_groups(size);
+  if (!groups.empty()) {
+    int my_group = MPI_UNDEFINED;
+    for (size_t g = 0; g < groups.size(); ++g)
+      if (std::find(groups[g].begin(), groups[g].end(), rank) != groups[g].end()) my_group = static_cast<int>(g);
+    MPI_Comm group = MPI_COMM_NULL;
+    MPI_Comm_split(comm, my_group, rank, &group);
+    const auto measure_group = [&] {
+      int group_rank = 0;
+      MPI_Comm_rank(group, &group_rank);
+      const std::unique_ptr<CollectiveTransport> members = open(group);
+      for (size_t c = 0; c < std::size(kCollectives); ++c) {
+        const std::vector<CollectivePoint> points = members->sweep(kCollectives[c]);
+        if (group_rank == 0) keep(c, my_group, members->ranks(), points);
+      }
+    };
+    const std::string every = transport == "mpi" ? "every collective" : "every " + transport + " collective";
+    std::string nodes_text = std::to_string(groups.size()) + " groups of " + std::to_string(groups.front().size()) + " nodes";
+    if (groups.back().size() != groups.front().size()) nodes_text += " (the last of " + std::to_string(groups.back().size()) + ")";
+    if (level.one_at_a_time) {
+      for (size_t g = 0; g < groups.size(); ++g) {
+        say(every + " over group " + std::to_string(g + 1) + " of " + nodes_text + " (one at a time)");
+        if (my_group == static_cast<int>(g)) measure_group();
+        clocksync::idle_barrier(comm);
+      }
+    } else {
+      say(every + " over " + nodes_text + " at once");
+      if (group != MPI_COMM_NULL) measure_group();
+      clocksync::idle_barrier(comm);
+    }
+    if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
+  }
+  const std::vector<double> all = allgather_rows(comm, rows);
+  std::vector<CollectiveSweep> sweeps;
+  if (rank != 0) return sweeps;
+  // Rows come in rank order, each rank's in the order it kept them: full
+  // scale first, then the groups in order, each collective's sizes together.
+  const size_t record = 4 + static_cast<size_t>(level.collective_iterations);
+  int last_collective = -1, last_group = -2;
+  for (size_t k = 0; k + record <= all.size(); k += record) {
+    const double* at = all.data() + k;
+    const int collective = static_cast<int>(at[0]), group = static_cast<int>(at[1]);
+    if (collective != last_collective || group != last_group) {
+      CollectiveSweep sweep{std::string(kCollectives[static_cast<size_t>(collective)]), {}, {}, transport,
+                            static_cast<int>(at[2])};
+      if (group < 0) {
+        for (int n = 0; n < size; ++n) sweep.nodes.push_back(n);
+      } else {
+        sweep.nodes = groups[static_cast<size_t>(group)];
+      }
+      sweeps.push_back(sweep);
+      last_collective = collective, last_group = group;
+    }
+    sweeps.back().points.push_back({static_cast<size_t>(at[3]), std::vector<double>(at + 4, at + record)});
+  }
+  return sweeps;
 }
 
 }  // namespace
@@ -375,99 +481,23 @@ std::vector<size_t> collective_sizes(std::string_view collective, int ranks, con
 
 std::vector<CollectiveSweep> measure_collectives(MPI_Comm comm, const Level& level,
                                                  const std::function<void(const std::string&)>& progress) {
-  if (level.collective_iterations < 1 || level.collective_warmup < 0) {
-    throw Error("collectives need 1 or more timed iterations and no fewer than 0 warm-up ones, not " +
-                std::to_string(level.collective_iterations) + " and " + std::to_string(level.collective_warmup));
-  }
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
+  int size = 1;
   MPI_Comm_size(comm, &size);
   // One node alone has no network for a collective to cross.
   if (size < 2) return {};
-  const auto say = [&](const std::string& line) {
-    if (rank == 0) progress("collectives: " + line);
-  };
-  const std::string sizes_text = format_bytes(8) + " to " +
-                                 format_bytes(static_cast<double>(level.collective_max_bytes));
-  // Gathered to rank 0, a row per size: the collective's index in
-  // kCollectives, the group's in node_groups() (-1: every node), the size,
-  // then each iteration. Each group's rank 0 keeps its group's.
-  std::vector<double> rows;
-  const auto keep = [&](size_t collective, int group, const std::vector<CollectivePoint>& points) {
-    for (const CollectivePoint& point : points) {
-      rows.insert(rows.end(), {static_cast<double>(collective), static_cast<double>(group), static_cast<double>(point.bytes)});
-      rows.insert(rows.end(), point.iteration_us.begin(), point.iteration_us.end());
-    }
-  };
-  for (size_t c = 0; c < std::size(kCollectives); ++c) {
-    say(std::string(kCollectives[c]) + " over all " + std::to_string(size) + " nodes, " + sizes_text);
-    const std::vector<CollectivePoint> points = sweep_collective(comm, kCollectives[c], level);
-    if (rank == 0) keep(c, -1, points);
-  }
-  const std::vector<std::vector<int>> groups = node_groups(size);
-  if (!groups.empty()) {
-    int my_group = MPI_UNDEFINED;
-    for (size_t g = 0; g < groups.size(); ++g)
-      if (std::find(groups[g].begin(), groups[g].end(), rank) != groups[g].end()) my_group = static_cast<int>(g);
-    MPI_Comm group = MPI_COMM_NULL;
-    MPI_Comm_split(comm, my_group, rank, &group);
-    const auto measure_group = [&] {
-      int group_rank = 0;
-      MPI_Comm_rank(group, &group_rank);
-      for (size_t c = 0; c < std::size(kCollectives); ++c) {
-        const std::vector<CollectivePoint> points = sweep_collective(group, kCollectives[c], level);
-        if (group_rank == 0) keep(c, my_group, points);
-      }
-    };
-    std::string nodes_text = std::to_string(groups.size()) + " groups of " + std::to_string(groups.front().size()) + " nodes";
-    if (groups.back().size() != groups.front().size()) nodes_text += " (the last of " + std::to_string(groups.back().size()) + ")";
-    if (level.one_at_a_time) {
-      for (size_t g = 0; g < groups.size(); ++g) {
-        say("every collective over group " + std::to_string(g + 1) + " of " + nodes_text + " (one at a time)");
-        if (my_group == static_cast<int>(g)) measure_group();
-        clocksync::idle_barrier(comm);
-      }
-    } else {
-      say("every collective over " + nodes_text + " at once");
-      if (group != MPI_COMM_NULL) measure_group();
-      clocksync::idle_barrier(comm);
-    }
-    if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
-  }
-  const std::vector<double> all = allgather_rows(comm, rows);
-  std::vector<CollectiveSweep> sweeps;
-  if (rank != 0) return sweeps;
-  // Rows come in rank order, each rank's in the order it kept them: full
-  // scale first, then the groups in order, each collective's sizes together.
-  const size_t record = 3 + static_cast<size_t>(level.collective_iterations);
-  int last_collective = -1, last_group = -2;
-  for (size_t k = 0; k + record <= all.size(); k += record) {
-    const double* at = all.data() + k;
-    const int collective = static_cast<int>(at[0]), group = static_cast<int>(at[1]);
-    if (collective != last_collective || group != last_group) {
-      CollectiveSweep sweep{std::string(kCollectives[static_cast<size_t>(collective)]), {}, {}};
-      if (group < 0) {
-        for (int n = 0; n < size; ++n) sweep.nodes.push_back(n);
-      } else {
-        sweep.nodes = groups[static_cast<size_t>(group)];
-      }
-      sweeps.push_back(sweep);
-      last_collective = collective, last_group = group;
-    }
-    sweeps.back().points.push_back({static_cast<size_t>(at[2]), std::vector<double>(at + 3, at + record)});
-  }
-  return sweeps;
+  return sweep_every_scale(
+      comm, level, "mpi", [&](MPI_Comm group) { return std::make_unique<MpiCollectives>(group, level); }, progress);
 }
 
 Level level_named(std::string_view name) {
   if (name == "quick") return {.gemm_n = 1024, .triad_bytes = 96u << 20, .gpu_gemm_n = 4096, .gpu_triad_bytes = 1u << 30,
                                .link_bytes = 4u << 20,
                                .latency_exchanges = 100, .repeats = 9, .retest_repeats = 3, .collective_max_bytes = 1u << 20,
-                               .collective_step = 8, .collective_warmup = 2, .collective_iterations = 20};
+                               .nccl_max_bytes = 64u << 20, .collective_step = 8, .collective_warmup = 2, .collective_iterations = 20};
   if (name == "full") return {.gemm_n = 2048, .triad_bytes = 768u << 20, .gpu_gemm_n = 8192,
                               .gpu_triad_bytes = size_t{6} << 30, .link_bytes = 64u << 20,
                               .latency_exchanges = 1000, .repeats = 15, .retest_repeats = 5, .collective_max_bytes = 64u << 20,
-                              .collective_step = 4, .collective_warmup = 5, .collective_iterations = 100};
+                              .nccl_max_bytes = size_t{1} << 30, .collective_step = 4, .collective_warmup = 5, .collective_iterations = 100};
   throw Error("level '" + std::string(name) + "' is neither quick nor full");
 }
 
@@ -579,7 +609,7 @@ void measure_gpus(MPI_Comm comm, const Level& level, const NodeGpus& mine,
   for (const GpuDevice& device : mine.devices)
     measured.push_back({device.index, device.model, device.uuid, device.memory_bytes, {}, {}});
   // A GPU that fails is measured no more; the node's other GPUs go on.
-  std::string error;
+  std::string error = mine.unusable > 0 ? mine.unavailable : "";
   std::vector<bool> failed(measured.size(), false);
   on_every_node([&] {
     for (int r = 0; r < level.repeats; ++r) {
@@ -656,7 +686,7 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
     if (gpu_models.find(device.model) == std::string::npos) gpu_models += (gpu_models.empty() ? "" : " + ") + device.model;
   const std::vector<std::string> fields = {mine.host, mine.cpu_model, std::to_string(mine.cpus),
                                            std::to_string(mine.memory_bytes), mine.kernel, mine.mpi_library,
-                                           mine.rankscope_version, std::to_string(my_gpus.devices.size()), gpu_models,
+                                           mine.rankscope_version, std::to_string(my_gpus.count()), gpu_models,
                                            my_gpus.driver_version, my_gpus.cuda_version, my_gpus.nccl_version,
                                            my_gpus.unavailable};
   // Every node's fields, node by node.
@@ -922,8 +952,29 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
                   "accept: links retest");
     timeline.range("accept: links retest", began, timeline.now());
   }
-  out.collectives = measure_collectives(comm, level, [&](const std::string& line) { record.begin_stage(line); });
+  const auto progress = [&](const std::string& line) { record.begin_stage(line); };
+  out.collectives = measure_collectives(comm, level, progress);
   if (rank == 0) record.measured(out);
+  if (any_gpu) {
+    // Between the GPUs too, where every node can: a node without GPUs or
+    // NCCL fails the inventory's comparison, which names it.
+    const int ready = !my_gpus.devices.empty() && !my_gpus.nccl_version.empty();
+    int every_node_ready = 0;
+    MPI_Allreduce(&ready, &every_node_ready, 1, MPI_INT, MPI_MIN, comm);
+    if (!every_node_ready) {
+      say("collectives: nccl: not measured, since not every node has GPUs and NCCL (see the inventory)");
+    } else {
+      Level nccl_level = level;
+      nccl_level.collective_max_bytes = level.nccl_max_bytes;
+      const int64_t began = timeline.now();
+      std::vector<CollectiveSweep> sweeps = sweep_every_scale(
+          comm, nccl_level, "nccl",
+          [&](MPI_Comm group) { return open_nccl_collectives(group, my_gpus, nccl_level); }, progress);
+      timeline.range("accept: nccl collectives", began, timeline.now());
+      out.collectives.insert(out.collectives.end(), sweeps.begin(), sweeps.end());
+      if (rank == 0) record.measured(out);
+    }
+  }
   return out;
 }
 

@@ -76,12 +76,13 @@ std::string summary_text(const Acceptance& acceptance) {
   }
   std::set<std::string> not_judged;  // why, once each
   for (const CollectiveVerdict* collective : worst_first(acceptance.collectives)) {
-    const std::string scope = collective->full_scale
-                                  ? "all " + std::to_string(collective->hosts.size()) + " nodes"
-                                  : "group " + collective->hosts.front() + "-" + collective->hosts.back() + " (" +
-                                        std::to_string(collective->hosts.size()) + " nodes)";
-    text += "  " + std::string(verdict_name(collective->verdict)) + "  " + printf_string("%-15s", collective->collective.c_str()) +
-            scope + printf_string("  %.2f GB/s", collective->peak_busbw_gbps) + " at " +
+    std::string scope = collective->full_scale
+                            ? "all " + std::to_string(collective->hosts.size()) + " nodes"
+                            : "group " + collective->hosts.front() + "-" + collective->hosts.back() + " (" +
+                                  std::to_string(collective->hosts.size()) + " nodes)";
+    if (collective->transport != "mpi") scope += ", " + std::to_string(collective->ranks) + " GPUs";
+    text += "  " + std::string(verdict_name(collective->verdict)) + "  " +
+            printf_string("%-20s", collective_label(collective->transport, collective->collective).c_str()) + scope + printf_string("  %.2f GB/s", collective->peak_busbw_gbps) + " at " +
             format_bytes(static_cast<double>(collective->peak_bytes)) +
             (collective->ratio ? printf_string(" (%.2f)", *collective->ratio) : "") +
             printf_string("  %.1f us (p99 %.1f us)", collective->small_message_us, collective->small_message_p99_us) +
@@ -170,6 +171,7 @@ std::string summary_json(const Acceptance& acceptance, const Measurements& measu
     const CollectiveVerdict& collective = acceptance.collectives[c];
     const CollectiveSweep& sweep = measurements.collectives[c];
     json.begin_object().key("collective").value(collective.collective)
+        .key("transport").value(collective.transport).key("ranks").value(collective.ranks)
         .key("scope").value(collective.full_scale ? "full" : "group").key("hosts").begin_array();
     for (const std::string& host : collective.hosts) json.value(host);
     json.end_array().key("verdict").value(verdict_name(collective.verdict))
@@ -180,7 +182,7 @@ std::string summary_json(const Acceptance& acceptance, const Measurements& measu
         .key("largest_cv").value(collective.largest_cv).key("cause").value(collective.cause);
     json.key("points").begin_array();
     for (const CollectivePoint& point : sweep.points) {
-      const CollectiveFigures figures = collective_figures(point, sweep.collective, static_cast<int>(sweep.nodes.size()));
+      const CollectiveFigures figures = collective_figures(point, sweep.collective, sweep.ranks);
       json.begin_object().key("bytes").value(point.bytes).key("time_us").value(figures.median_us)
           .key("algbw_gbps").value(figures.algbw_gbps).key("busbw_gbps").value(figures.busbw_gbps)
           .key("p99_us").value(figures.p99_us).key("cv").value(figures.cv).end_object();

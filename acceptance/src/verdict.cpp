@@ -303,15 +303,17 @@ void judge_silent_nodes(Acceptance& out, const CutShort& cut) {
 // group), so each of its nodes carries the check. Full scale has no peers:
 // only a baseline or a threshold could judge it, and it is reported.
 void judge_collectives(Acceptance& out, const Measurements& in, const Rules& rules) {
-  std::map<std::string, std::vector<size_t>> groups_of;  // collective → its groups' indexes into out.collectives
+  // The check's name → its groups' indexes into out.collectives.
+  std::map<std::string, std::vector<size_t>> groups_of;
   for (const CollectiveSweep& sweep : in.collectives) {
     CollectiveVerdict verdict;
     verdict.collective = sweep.collective;
+    verdict.transport = sweep.transport;
+    verdict.ranks = sweep.ranks;
     for (int n : sweep.nodes) verdict.hosts.push_back(in.nodes[static_cast<size_t>(n)].inventory.host);
     verdict.full_scale = sweep.nodes.size() == in.nodes.size();
-    const int ranks = static_cast<int>(sweep.nodes.size());
     for (const CollectivePoint& point : sweep.points) {
-      const CollectiveFigures figures = collective_figures(point, sweep.collective, ranks);
+      const CollectiveFigures figures = collective_figures(point, sweep.collective, sweep.ranks);
       if (figures.busbw_gbps > verdict.peak_busbw_gbps) {
         verdict.peak_busbw_gbps = figures.busbw_gbps;
         verdict.peak_bytes = point.bytes;
@@ -319,15 +321,15 @@ void judge_collectives(Acceptance& out, const Measurements& in, const Rules& rul
       verdict.largest_cv = std::max(verdict.largest_cv, figures.cv);
     }
     if (!sweep.points.empty()) {
-      const CollectiveFigures smallest = collective_figures(sweep.points.front(), sweep.collective, ranks);
+      const CollectiveFigures smallest = collective_figures(sweep.points.front(), sweep.collective, sweep.ranks);
       verdict.small_message_us = smallest.median_us;
       verdict.small_message_p99_us = smallest.p99_us;
     }
     if (verdict.full_scale) verdict.cause = "full scale has no peers to be judged against; its figures are reported";
-    else groups_of[sweep.collective].push_back(out.collectives.size());
+    else groups_of[collective_check_name(sweep.transport, sweep.collective)].push_back(out.collectives.size());
     out.collectives.push_back(verdict);
   }
-  for (const auto& [collective, groups] : groups_of) {
+  for (const auto& [check_name, groups] : groups_of) {
     if (groups.size() < 3) {
       for (size_t g : groups)
         out.collectives[g].cause = std::to_string(groups.size()) + (groups.size() == 1 ? " group" : " groups") +
@@ -343,7 +345,7 @@ void judge_collectives(Acceptance& out, const Measurements& in, const Rules& rul
       group.verdict = verdict;
       group.ratio = ratio;
       if (verdict != Verdict::pass) group.cause = "a node or link among the group's nodes";
-      const Check check{"collectives." + collective,
+      const Check check{check_name,
                         printf_string("%.2f GB/s", peaks[i]) + " (peak busbw of its group of " +
                             std::to_string(group.hosts.size()) + " nodes, " + group.hosts.front() + " to " +
                             group.hosts.back() + ")",

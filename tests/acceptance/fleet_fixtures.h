@@ -74,7 +74,7 @@ inline const Check& check_named(const NodeVerdict& node, const std::string& name
 inline std::vector<CollectiveSweep> sample_sweeps(int nodes) {
   std::vector<CollectiveSweep> sweeps;
   for (const char* collective : {"allreduce", "allgather"}) {
-    CollectiveSweep sweep{collective, {}, {}};
+    CollectiveSweep sweep{collective, {}, {}, "mpi", nodes};
     for (int n = 0; n < nodes; ++n) sweep.nodes.push_back(n);
     const double factor = busbw_factor(collective, nodes);
     for (size_t bytes = 4; bytes <= (size_t{64} << 20); bytes *= 4) {

@@ -46,13 +46,15 @@ void expect_every_sweep(const Level& level) {
     const CollectiveSweep& sweep = sweeps[s];
     EXPECT_EQ(sweep.collective, kCollectives[s % std::size(kCollectives)]);
     EXPECT_EQ(sweep.nodes, scopes[s / std::size(kCollectives)]);
-    const std::vector<size_t> sizes = collective_sizes(sweep.collective, static_cast<int>(sweep.nodes.size()), level);
+    EXPECT_EQ(sweep.transport, "mpi");
+    EXPECT_EQ(sweep.ranks, static_cast<int>(sweep.nodes.size()));
+    const std::vector<size_t> sizes = collective_sizes(sweep.collective, sweep.ranks, level);
     ASSERT_EQ(sweep.points.size(), sizes.size()) << sweep.collective;
     for (size_t p = 0; p < sizes.size(); ++p) {
       EXPECT_EQ(sweep.points[p].bytes, sizes[p]);
       ASSERT_EQ(sweep.points[p].iteration_us.size(), static_cast<size_t>(level.collective_iterations));
       for (double us : sweep.points[p].iteration_us) EXPECT_GT(us, 0);
-      EXPECT_GT(collective_figures(sweep.points[p], sweep.collective, static_cast<int>(sweep.nodes.size())).busbw_gbps, 0);
+      EXPECT_GT(collective_figures(sweep.points[p], sweep.collective, sweep.ranks).busbw_gbps, 0);
     }
   }
 }

@@ -118,6 +118,26 @@ TEST(Gpus, GpusThatCouldNotBeMeasuredFailWithTheReason) {
   EXPECT_NE(summary_html(a, m).find("<ul id=\"gpu-errors\">"), std::string::npos);
 }
 
+// A driver older than the CUDA runtime rankscope carries sees GPUs that
+// CUDA cannot use: every node fails, rather than passing as nodes without GPUs.
+TEST(Gpus, AFleetWhoseGpusCudaCannotUseFailsEveryNode) {
+  Measurements m = healthy_fleet(3);
+  add_gpus(m, 4);
+  for (NodeMeasurements& node : m.nodes) {
+    node.gpus.clear();
+    node.inventory.gpu_model.clear();
+    node.gpu_error = "the driver (535.104.05, CUDA 12.2) sees 4 GPUs that CUDA 13.0 cannot use: "
+                     "CUDA driver version is insufficient for CUDA runtime version";
+  }
+  const Acceptance a = judge(m);
+  EXPECT_EQ(a.verdict, Verdict::fail);
+  EXPECT_EQ(failed_nodes(a), (std::set<std::string>{"node0", "node1", "node2"}));
+  for (const NodeVerdict& node : a.nodes) {
+    EXPECT_EQ(check_named(node, "gpu.measure").value, m.nodes[0].gpu_error) << node.host;
+    EXPECT_EQ(checks_starting(node, "gpu0."), 0u) << node.host;
+  }
+}
+
 TEST(Gpus, AFleetWithoutGpusHasNoGpuChecks) {
   const Measurements m = healthy_fleet(3);
   const Acceptance a = judge(m);

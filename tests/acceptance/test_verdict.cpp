@@ -13,9 +13,12 @@ namespace {
 
 // A sweep of `collective` over `nodes` from 8 B to 16 MiB, ×8: 20 µs of latency, then as fast as
 // `busbw_gbps` (bus bandwidth, as nccl-tests counts it) allows; three iterations, a little apart.
-CollectiveSweep sweep_of(const std::string& collective, std::vector<int> nodes, double busbw_gbps) {
-  CollectiveSweep sweep{collective, nodes, {}};
-  const double algbw_gbps = busbw_gbps / busbw_factor(collective, static_cast<int>(nodes.size()));
+// Over MPI, a rank per node; over NCCL, `gpus_per_node` ranks per node.
+CollectiveSweep sweep_of(const std::string& collective, std::vector<int> nodes, double busbw_gbps,
+                         const std::string& transport = "mpi", int gpus_per_node = 1) {
+  const int ranks = static_cast<int>(nodes.size()) * gpus_per_node;
+  CollectiveSweep sweep{collective, nodes, {}, transport, ranks};
+  const double algbw_gbps = busbw_gbps / busbw_factor(collective, ranks);
   for (size_t bytes = 8; bytes <= (16u << 20); bytes *= 8) {
     const double us = 20 + static_cast<double>(bytes) / (algbw_gbps * 1e3);
     sweep.points.push_back({bytes, {us * 1.02, us, us * 0.99}});
@@ -319,7 +322,7 @@ TEST(Collectives, ASlowGroupFailsItsNodesAndOnlyThem) {
   }
   EXPECT_EQ(failed, 1);
   const std::string text = summary_text(a);
-  EXPECT_NE(text.find("fail  allreduce      group node3-node5 (3 nodes)"), std::string::npos) << text;
+  EXPECT_NE(text.find("fail  allreduce" + std::string(11, ' ') + "group node3-node5 (3 nodes)"), std::string::npos) << text;
   EXPECT_LT(text.find("fail  allreduce"), text.find("pass  allreduce")) << "failed first\n" << text;
 }
 
@@ -346,7 +349,8 @@ TEST(Collectives, JsonHasEverySweepWithItsFigures) {
   Measurements m = healthy_fleet(9);
   add_collectives(m, 2.0);
   const std::string json = summary_json(judge(m), m);
-  EXPECT_NE(json.find("\"collectives\":[{\"collective\":\"allreduce\",\"scope\":\"full\",\"hosts\":[\"node0\",\"node1\","),
+  EXPECT_NE(json.find("\"collectives\":[{\"collective\":\"allreduce\",\"transport\":\"mpi\",\"ranks\":9,"
+                      "\"scope\":\"full\",\"hosts\":[\"node0\",\"node1\","),
             std::string::npos) << json;
   EXPECT_NE(json.find("\"scope\":\"group\",\"hosts\":[\"node0\",\"node1\",\"node2\"],\"verdict\":\"pass\",\"peak_busbw_gbps\":"),
             std::string::npos) << json;
@@ -356,6 +360,49 @@ TEST(Collectives, JsonHasEverySweepWithItsFigures) {
                           "\"peak_bytes\":", "\"cause\":"})
     EXPECT_NE(json.find(key), std::string::npos) << key;
   EXPECT_NE(summary_json(judge(healthy_fleet(1)), healthy_fleet(1)).find("\"collectives\":[]"), std::string::npos);
+}
+
+// NCCL's sweeps between GPUs are judged apart from MPI's between nodes:
+// their own checks, their groups against their own median, their bus
+// bandwidth over every GPU of the group.
+TEST(Collectives, NcclSweepsAreJudgedApartOverTheirGpus) {
+  Measurements m = healthy_fleet(9);
+  add_collectives(m, 2.0);
+  std::vector<int> every;
+  for (int n = 0; n < 9; ++n) every.push_back(n);
+  for (std::string_view collective : kCollectives) m.collectives.push_back(sweep_of(std::string(collective), every, 300, "nccl", 8));
+  for (const std::vector<int>& group : node_groups(9)) {
+    for (std::string_view collective : kCollectives) {
+      const bool slow = collective == "allreduce" && group == std::vector<int>{6, 7, 8};
+      m.collectives.push_back(sweep_of(std::string(collective), group, slow ? 150 : 300, "nccl", 8));
+    }
+  }
+  const Acceptance a = judge(m);
+  EXPECT_EQ(failed_nodes(a), (std::set<std::string>{"node6", "node7", "node8"})) << summary_text(a);
+  const Check& nccl = check_named(a.nodes[7], "collectives.nccl.allreduce");
+  EXPECT_EQ(nccl.verdict, Verdict::fail);
+  EXPECT_GT(nccl.ratio, 0.5) << "half the bandwidth, with the same latency";
+  EXPECT_LT(nccl.ratio, 0.6);
+  EXPECT_EQ(check_named(a.nodes[7], "collectives.allreduce").verdict, Verdict::pass) << "MPI's groups are judged apart";
+  EXPECT_EQ(check_named(a.nodes[0], "collectives.nccl.allreduce").verdict, Verdict::pass);
+  ASSERT_EQ(a.collectives.size(), m.collectives.size());
+  for (size_t i = 0; i < a.collectives.size(); ++i) {
+    const CollectiveVerdict& c = a.collectives[i];
+    if (c.transport != "nccl") continue;
+    EXPECT_EQ(c.ranks, static_cast<int>(c.hosts.size()) * 8);
+    const CollectivePoint& largest = m.collectives[i].points.back();
+    EXPECT_DOUBLE_EQ(c.peak_busbw_gbps, collective_figures(largest, c.collective, c.ranks).busbw_gbps);
+    if (c.full_scale && c.collective != "allreduce") {
+      EXPECT_GT(c.peak_busbw_gbps, collective_figures(largest, c.collective, 9).busbw_gbps * 1.1)
+          << "bus bandwidth over 72 GPUs, not 9 nodes";
+    }
+  }
+  const std::string text = summary_text(a);
+  EXPECT_NE(text.find("fail  nccl allreduce" + std::string(6, ' ') + "group node6-node8 (3 nodes), 24 GPUs"), std::string::npos)
+      << text;
+  const std::string json = summary_json(a, m);
+  EXPECT_NE(json.find("{\"collective\":\"allreduce\",\"transport\":\"nccl\",\"ranks\":72,\"scope\":\"full\""),
+            std::string::npos) << json;
 }
 
 }  // namespace

@@ -83,6 +83,7 @@ if os.path.exists(os.path.join(work, "gpu.log")):
     [node] = accepted["nodes"]
     assert node["inventory"]["gpus"] == 0 and node["inventory"]["gpu_unavailable"].startswith("no GPU"), node["inventory"]
     assert len(node["gemm_gflops"]) == 9 and min(node["gemm_gflops"]) > 0, node["gemm_gflops"]
+    assert not [c for c in accepted["collectives"] if c["transport"] == "nccl"], "NCCL swept with no GPU"
     for name in ("nccl-kernelch", "mpi-shared-gpu", "window-profiler-api", "window-steps", "nccl-hang"):
         text = open(os.path.join(work, "gpu-check", "logs", name + ".log")).read()
         assert "gpu_train: no CUDA device" in text, (name, text)

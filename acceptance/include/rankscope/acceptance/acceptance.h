@@ -107,12 +107,15 @@ struct CollectivePoint {
   std::vector<double> iteration_us;
 };
 
-// A collective over one group of nodes, swept over sizes.
+// A collective over one group of nodes, swept over sizes: over MPI, a rank
+// per node; over NCCL, a rank per GPU of those nodes.
 inline constexpr std::string_view kCollectives[] = {"allreduce", "allgather", "reduce_scatter", "alltoall"};
 struct CollectiveSweep {
   std::string collective;   // one of kCollectives
   std::vector<int> nodes;   // indexes into Measurements::nodes; every node at full scale
   std::vector<CollectivePoint> points;  // by size, smallest first
+  std::string transport = "mpi";  // or "nccl"
+  int ranks = 0;                  // the collective's: nodes over MPI, their GPUs over NCCL
 };
 
 // A run that ended before its end (a node lost, the job ended by a signal):
@@ -172,6 +175,11 @@ struct CollectiveFigures {
   double algbw_gbps = 0, busbw_gbps = 0;
 };
 double busbw_factor(std::string_view collective, int ranks);
+// The check a group's collective carries ("collectives.allreduce" over MPI,
+// "collectives.nccl.allreduce" over NCCL), and its name in summaries
+// ("allreduce", "nccl allreduce").
+std::string collective_check_name(std::string_view transport, std::string_view collective);
+std::string collective_label(std::string_view transport, std::string_view collective);
 CollectiveFigures collective_figures(const CollectivePoint& point, std::string_view collective, int ranks);
 
 enum class Verdict { pass, retest, fail };
@@ -232,6 +240,8 @@ struct Rules {
 // full scale has no peers, and is reported.
 struct CollectiveVerdict {
   std::string collective;
+  std::string transport;  // CollectiveSweep's
+  int ranks = 0;
   std::vector<std::string> hosts;
   bool full_scale = false;
   Verdict verdict = Verdict::pass;

@@ -31,6 +31,7 @@ struct Level {
   // to collective_max_bytes (the last size); at each size, warm-up
   // iterations, then the timed ones.
   size_t collective_max_bytes = 1u << 20;
+  size_t nccl_max_bytes = 64u << 20;  // the same sweep between GPUs, through NCCL
   int collective_step = 8;
   int collective_warmup = 2;
   int collective_iterations = 20;
