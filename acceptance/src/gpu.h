@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "rankscope/acceptance/measure.h"
+#include "rankscope/model/error.h"
 
 namespace rankscope::acceptance {
 
@@ -44,6 +45,14 @@ NodeGpus find_gpus();
 double gpu_gemm_tflops(int device, int n);
 double gpu_triad_gbps(int device, size_t bytes);
 
+// Thrown by a transport's opening on every rank of its group at once, so
+// that the group gives up together rather than leave ranks waiting on one
+// that failed: what() is this rank's own reason, empty where it had none.
+class TransportUnavailable : public Error {
+ public:
+  using Error::Error;
+};
+
 // Collectives over one group of nodes, through one transport (MPI, NCCL),
 // set up once for the group: sweep() runs one of kCollectives at each size
 // of collective_sizes() over ranks(), as nccl-tests runs them (warm-up,
@@ -56,11 +65,17 @@ class CollectiveTransport {
   virtual std::vector<CollectivePoint> sweep(std::string_view collective) = 0;
 };
 
+// Why this node cannot take part in NCCL's collectives (libnccl.so.2 not
+// found, or lacking an entry point); empty when it can.
+std::string nccl_problem();
+
 // Collective over `group`: one NCCL communicator over every GPU of the
 // group's nodes, each node's GPUs its ranks in node order, driven by the
 // node's one process as `nccl-tests -g` does. An iteration is timed on the
-// host, from its launch to every local GPU's stream done. Throws Error
-// naming the failing call.
+// host, from its launch to every local GPU's stream done. Throws
+// TransportUnavailable where a node could not set up its part (every rank
+// agrees before NCCL waits on any), and Error naming the failing call where
+// a collective fails.
 std::unique_ptr<CollectiveTransport> open_nccl_collectives(MPI_Comm group, const NodeGpus& mine, const Level& level);
 
 }  // namespace rankscope::acceptance

@@ -229,40 +229,50 @@ class DeviceWork {
 class NcclCollectives final : public CollectiveTransport {
  public:
   NcclCollectives(MPI_Comm group, const NodeGpus& mine, const Level& level) : group_(group), level_(level) {
-    const Nccl& api = nccl();  // loaded first: nothing to release when it cannot be
+    int group_rank = 0;
+    MPI_Comm_rank(group, &group_rank);
     const int local = static_cast<int>(mine.devices.size());
     int first = 0;
     MPI_Exscan(&local, &first, 1, MPI_INT, MPI_SUM, group);
-    int group_rank = 0;
-    MPI_Comm_rank(group, &group_rank);
     if (group_rank == 0) first = 0;  // MPI_Exscan leaves rank 0's undefined
     MPI_Allreduce(&local, &ranks_, 1, MPI_INT, MPI_SUM, group);
+    // What can fail on one node alone comes first, and the group agrees on
+    // it before any rank enters NCCL's initialisation, which waits on all.
     ncclUniqueId id{};
-    if (group_rank == 0) api.check(api.get_unique_id(&id), "ncclGetUniqueId");
+    std::string problem = attempt([&] {
+      const Nccl& api = nccl();
+      if (group_rank == 0) api.check(api.get_unique_id(&id), "ncclGetUniqueId");
+      size_t largest = 0;
+      for (std::string_view collective : kCollectives)
+        largest = std::max(largest, collective_sizes(collective, ranks_, level_).back());
+      for (const GpuDevice& device : mine.devices) {
+        Gpu& gpu = gpus_.list.emplace_back();
+        gpu.device = device.index;
+        check(cudaSetDevice(device.index), "cudaSetDevice");
+        check(cudaStreamCreateWithFlags(&gpu.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+        for (void** buffer : {&gpu.send, &gpu.receive}) {
+          check(cudaMalloc(buffer, largest), "cudaMalloc");
+          check(cudaMemsetAsync(*buffer, 0, largest, gpu.stream), "cudaMemset");
+        }
+        check(cudaStreamSynchronize(gpu.stream), "cudaStreamSynchronize");
+      }
+    });
     MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, group);
-    size_t largest = 0;
-    for (std::string_view collective : kCollectives) largest = std::max(largest, collective_sizes(collective, ranks_, level_).back());
-    for (const GpuDevice& device : mine.devices) {
-      Gpu gpu;
-      gpu.device = device.index;
-      check(cudaSetDevice(device.index), "cudaSetDevice");
-      check(cudaStreamCreateWithFlags(&gpu.stream, cudaStreamNonBlocking), "cudaStreamCreate");
-      gpus_.list.push_back(gpu);
-      for (void** buffer : {&gpus_.list.back().send, &gpus_.list.back().receive}) {
-        check(cudaMalloc(buffer, largest), "cudaMalloc");
-        check(cudaMemset(*buffer, 0, largest), "cudaMemset");
+    agree(problem);
+    problem = attempt([&] {
+      const Nccl& api = nccl();
+      api.check(api.group_start(), "ncclGroupStart");
+      for (size_t g = 0; g < gpus_.list.size(); ++g) {
+        check(cudaSetDevice(gpus_.list[g].device), "cudaSetDevice");
+        const ncclResult_t started = api.init_rank(&gpus_.list[g].comm, ranks_, id, first + static_cast<int>(g));
+        if (started != ncclSuccess) {
+          api.group_end();
+          api.check(started, "ncclCommInitRank");
+        }
       }
-    }
-    api.check(api.group_start(), "ncclGroupStart");
-    for (size_t g = 0; g < gpus_.list.size(); ++g) {
-      check(cudaSetDevice(gpus_.list[g].device), "cudaSetDevice");
-      const ncclResult_t started = api.init_rank(&gpus_.list[g].comm, ranks_, id, first + static_cast<int>(g));
-      if (started != ncclSuccess) {
-        api.group_end();
-        api.check(started, "ncclCommInitRank");
-      }
-    }
-    api.check(api.group_end(), "ncclCommInitRank");
+      api.check(api.group_end(), "ncclCommInitRank");
+    });
+    agree(problem);
     gpus_.failed = false;
   }
   NcclCollectives(const NcclCollectives&) = delete;
@@ -300,6 +310,24 @@ class NcclCollectives final : public CollectiveTransport {
     void* send = nullptr;
     void* receive = nullptr;
   };
+
+  // What `step` threw, or empty.
+  template <typename Step>
+  static std::string attempt(const Step& step) {
+    try {
+      step();
+      return "";
+    } catch (const std::exception& failure) {
+      return failure.what();
+    }
+  }
+  // Every rank of the group throws TransportUnavailable when any has a `problem`.
+  void agree(const std::string& problem) const {
+    const int mine = problem.empty() ? 1 : 0;
+    int everyone = 0;
+    MPI_Allreduce(&mine, &everyone, 1, MPI_INT, MPI_MIN, group_);
+    if (everyone == 0) throw TransportUnavailable(problem);
+  }
 
   // One iteration of `collective` on S = `bytes` of floats on every local GPU, as one NCCL group.
   void launch(std::string_view collective, size_t bytes) {
@@ -360,6 +388,15 @@ class NcclCollectives final : public CollectiveTransport {
 
 }  // namespace
 
+std::string nccl_problem() {
+  try {
+    nccl();
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
 std::unique_ptr<CollectiveTransport> open_nccl_collectives(MPI_Comm group, const NodeGpus& mine, const Level& level) {
   return std::make_unique<NcclCollectives>(group, mine, level);
 }
@@ -379,7 +416,8 @@ NodeGpus find_gpus() {
   }
   int count = 0;
   if (const cudaError_t result = cudaGetDeviceCount(&count); result != cudaSuccess) {
-    if (driver_view.gpus > 0) {
+    // GPUs hidden on purpose (CUDA_VISIBLE_DEVICES) are no device to CUDA, and no fault.
+    if (driver_view.gpus > 0 && result != cudaErrorNoDevice) {
       gpus.unusable = static_cast<int>(driver_view.gpus);
       gpus.unavailable = "the driver (" + (gpus.driver_version.empty() ? "version unknown" : gpus.driver_version) +
                          ", CUDA " + (gpus.cuda_version.empty() ? "unknown" : gpus.cuda_version) + ") sees " +
@@ -400,6 +438,7 @@ NodeGpus find_gpus() {
     if (const cudaError_t result = cudaGetDeviceProperties(&properties, d); result != cudaSuccess) {
       gpus.unavailable = "GPU " + std::to_string(d) + ": " + cudaGetErrorString(result);
       gpus.devices.clear();
+      gpus.unusable = count;
       return gpus;
     }
     gpus.devices.push_back({d, properties.name, gpu_uuid_text("GPU-", properties.uuid.bytes), static_cast<int64_t>(properties.totalGlobalMem)});

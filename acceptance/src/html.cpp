@@ -507,6 +507,10 @@ void write_collective_section(const Measurements& measurements, std::string& out
            "point for its algorithm bandwidth, median and p99 iteration, and spread.</p>\n";
     write_collective_table(measurements, out);
   }
+  if (!measurements.nccl_not_measured.empty()) {
+    write_note(out, "NCCL's collectives between the GPUs were not measured: " + escape(measurements.nccl_not_measured) + ".",
+               "nccl-note");
+  }
   out += "</section>\n";
 }
 
@@ -532,13 +536,14 @@ void write_gpu_section(const Acceptance& acceptance, const Measurements& measure
   }
   std::string errors;
   for (const NodeVerdict& node : acceptance.nodes)
-    if (const Check* check = find_check(node, "gpu.measure"))
-      errors += "<li>" + escape(node.host) + ": " + escape(check->value) + "</li>\n";
+    for (const char* name : {"gpu.measure", "collectives.nccl"})
+      if (const Check* check = find_check(node, name))
+        errors += "<li>" + escape(node.host) + ": " + escape(check->value) + "</li>\n";
   if (rows.empty() && errors.empty()) return;
   std::stable_sort(rows.begin(), rows.end(),
                    [](const Row& a, const Row& b) { return static_cast<int>(a.verdict) > static_cast<int>(b.verdict); });
   out += "<section id=\"gpu-section\">\n<h2>GPUs</h2>\n";
-  if (!errors.empty()) out += "<p>GPUs not measured:</p>\n<ul id=\"gpu-errors\">\n" + errors + "</ul>\n";
+  if (!errors.empty()) out += "<p>GPUs not measured, or not in NCCL's collectives:</p>\n<ul id=\"gpu-errors\">\n" + errors + "</ul>\n";
   out += "<div class=\"table-wrap\"><table id=\"gpu-table\">\n<thead><tr><th>host</th><th class=\"num\">GPU</th>"
          "<th>verdict</th><th>model</th><th>UUID</th><th class=\"num\">memory</th><th class=\"num\">bf16 GEMM</th>"
          "<th class=\"num\">triad</th></tr></thead>\n<tbody>\n";

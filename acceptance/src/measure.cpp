@@ -292,10 +292,14 @@ class MpiCollectives final : public CollectiveTransport {
 
 // Each of kCollectives through one transport, `open(group)` for each set of
 // nodes: every node, then each group of node_groups(), the groups at once or,
-// with one_at_a_time, one after another. Complete on rank 0.
+// with one_at_a_time, one after another. Complete on rank 0. A set of nodes
+// the transport cannot open over (TransportUnavailable) is left out, and the
+// others still measured, so that the groups narrow down a node at fault;
+// this node's reason goes to `unavailable`.
 std::vector<CollectiveSweep> sweep_every_scale(MPI_Comm comm, const Level& level, const std::string& transport,
                                                const std::function<std::unique_ptr<CollectiveTransport>(MPI_Comm)>& open,
-                                               const std::function<void(const std::string&)>& progress) {
+                                               const std::function<void(const std::string&)>& progress,
+                                               std::string& unavailable) {
   if (level.collective_iterations < 1 || level.collective_warmup < 0) {
     throw Error("collectives need 1 or more timed iterations and no fewer than 0 warm-up ones, not " +
                 std::to_string(level.collective_iterations) + " and " + std::to_string(level.collective_warmup));
@@ -320,8 +324,15 @@ std::vector<CollectiveSweep> sweep_every_scale(MPI_Comm comm, const Level& level
       rows.insert(rows.end(), point.iteration_us.begin(), point.iteration_us.end());
     }
   };
-  {
-    const std::unique_ptr<CollectiveTransport> every_node = open(comm);
+  const auto opened = [&](MPI_Comm nodes) -> std::unique_ptr<CollectiveTransport> {
+    try {
+      return open(nodes);
+    } catch (const TransportUnavailable& failure) {
+      if (unavailable.empty()) unavailable = failure.what();
+      return nullptr;
+    }
+  };
+  if (const std::unique_ptr<CollectiveTransport> every_node = opened(comm)) {
     const std::string over = "over all " + std::to_string(size) + " nodes" +
                              (transport == "mpi" ? "" : " (" + std::to_string(every_node->ranks()) + " GPUs)") + ", ";
     for (size_t c = 0; c < std::size(kCollectives); ++c) {
@@ -329,6 +340,8 @@ std::vector<CollectiveSweep> sweep_every_scale(MPI_Comm comm, const Level& level
       const std::vector<CollectivePoint> points = every_node->sweep(kCollectives[c]);
       if (rank == 0) keep(c, -1, every_node->ranks(), points);
     }
+  } else {
+    say(transport + " over all " + std::to_string(size) + " nodes: could not be set up; on to the groups");
   }
   const std::vector<std::vector<int>> groups = node_groups(size);
   if (!groups.empty()) {
@@ -340,8 +353,8 @@ std::vector<CollectiveSweep> sweep_every_scale(MPI_Comm comm, const Level& level
     const auto measure_group = [&] {
       int group_rank = 0;
       MPI_Comm_rank(group, &group_rank);
-      const std::unique_ptr<CollectiveTransport> members = open(group);
-      for (size_t c = 0; c < std::size(kCollectives); ++c) {
+      const std::unique_ptr<CollectiveTransport> members = opened(group);
+      for (size_t c = 0; members && c < std::size(kCollectives); ++c) {
         const std::vector<CollectivePoint> points = members->sweep(kCollectives[c]);
         if (group_rank == 0) keep(c, my_group, members->ranks(), points);
       }
@@ -485,8 +498,10 @@ std::vector<CollectiveSweep> measure_collectives(MPI_Comm comm, const Level& lev
   MPI_Comm_size(comm, &size);
   // One node alone has no network for a collective to cross.
   if (size < 2) return {};
+  std::string never;  // MPI's collectives are over the job's own communicator
   return sweep_every_scale(
-      comm, level, "mpi", [&](MPI_Comm group) { return std::make_unique<MpiCollectives>(group, level); }, progress);
+      comm, level, "mpi", [&](MPI_Comm group) { return std::make_unique<MpiCollectives>(group, level); }, progress,
+      never);
 }
 
 Level level_named(std::string_view name) {
@@ -602,9 +617,9 @@ namespace {
 // done. A GPU is the node's own: no other node's work can disturb it, so
 // its repeats need not go round the fleet. A node whose GPUs fail to run
 // says why.
-void measure_gpus(MPI_Comm comm, const Level& level, const NodeGpus& mine,
-                  const std::function<void(const std::function<void()>&)>& on_every_node, RunTimeline& timeline,
-                  Measurements& out) {
+std::string measure_gpus(MPI_Comm comm, const Level& level, const NodeGpus& mine,
+                         const std::function<void(const std::function<void()>&)>& on_every_node, RunTimeline& timeline,
+                         Measurements& out) {
   std::vector<GpuMeasurements> measured;
   for (const GpuDevice& device : mine.devices)
     measured.push_back({device.index, device.model, device.uuid, device.memory_bytes, {}, {}});
@@ -665,6 +680,51 @@ void measure_gpus(MPI_Comm comm, const Level& level, const NodeGpus& mine,
       node.gpus.push_back(std::move(gpu));
     }
   }
+  return error;
+}
+
+// NCCL's collectives between every node's GPUs (accept.md, "NCCL
+// collectives"), where every node can take part with the same NCCL; else
+// why not, in out.nccl_not_measured. A node that could not set up its part
+// of a communicator gets its reason in its nccl_error, and the sets of nodes
+// without it are still measured. Collective over `comm`; complete on rank 0.
+void measure_nccl_collectives(MPI_Comm comm, const Level& level, const NodeGpus& mine, const std::string& gpu_error,
+                              const std::vector<std::string>& hosts,
+                              const std::function<void(const std::string&)>& progress, RunTimeline& timeline,
+                              Measurements& out) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const std::string cannot = mine.devices.empty()          ? "no GPU CUDA can use"
+                             : !gpu_error.empty()          ? "its GPUs could not all be measured (gpu.measure)"
+                             : mine.nccl_version.empty()   ? "no libnccl.so.2"
+                                                           : nccl_problem();
+  const std::vector<std::string> each = allgather_strings(comm, {cannot, mine.nccl_version});
+  std::string not_measured;
+  for (size_t n = 0; n < hosts.size(); ++n) {
+    if (!each[2 * n].empty()) not_measured += (not_measured.empty() ? "" : "; ") + hosts[n] + ": " + each[2 * n];
+  }
+  for (size_t n = 1; n < hosts.size() && not_measured.empty(); ++n) {
+    if (each[2 * n + 1] != each[1]) not_measured = "NCCL differs across nodes (inventory.nccl_version)";
+  }
+  if (!not_measured.empty()) {
+    if (rank == 0) {
+      progress("collectives: nccl: not measured: " + not_measured);
+      out.nccl_not_measured = not_measured;
+    }
+    return;
+  }
+  Level nccl_level = level;
+  nccl_level.collective_max_bytes = level.nccl_max_bytes;
+  const int64_t began = timeline.now();
+  std::string unavailable;
+  const std::vector<CollectiveSweep> sweeps = sweep_every_scale(
+      comm, nccl_level, "nccl", [&](MPI_Comm group) { return open_nccl_collectives(group, mine, nccl_level); },
+      progress, unavailable);
+  timeline.range("accept: nccl collectives", began, timeline.now());
+  const std::vector<std::string> errors = allgather_strings(comm, {unavailable});
+  if (rank != 0) return;
+  out.collectives.insert(out.collectives.end(), sweeps.begin(), sweeps.end());
+  for (size_t n = 0; n < out.nodes.size(); ++n) out.nodes[n].nccl_error = errors[n];
 }
 
 }  // namespace
@@ -755,6 +815,7 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
   repeat_on_nodes(gemm_stage, "accept: compute", every_node, level.repeats, gemm, &NodeMeasurements::gemm_gflops, run_gemm);
   repeat_on_nodes(triad_stage, "accept: memory", every_node, level.repeats, triad, &NodeMeasurements::triad_gbps, run_triad);
 
+  std::string my_gpu_error;
   bool any_gpu = false;
   for (size_t n = 0; n < static_cast<size_t>(size); ++n) any_gpu |= gathered[n * fields.size() + 7] != "0";
   if (any_gpu) {
@@ -762,8 +823,8 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
         std::to_string(level.gpu_triad_bytes >> 20) + " MiB of device memory on each GPU, " +
         std::to_string(level.repeats) + " repeats");
     const int64_t began = timeline.now();
-    measure_gpus(comm, level, my_gpus, [&](const std::function<void()>& body) { on_nodes(every_node, body); }, timeline,
-                 out);
+    my_gpu_error = measure_gpus(comm, level, my_gpus, [&](const std::function<void()>& body) { on_nodes(every_node, body); },
+                                timeline, out);
     timeline.range("accept: gpus", began, timeline.now());
     if (rank == 0) record.measured(out);
   }
@@ -956,24 +1017,10 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
   out.collectives = measure_collectives(comm, level, progress);
   if (rank == 0) record.measured(out);
   if (any_gpu) {
-    // Between the GPUs too, where every node can: a node without GPUs or
-    // NCCL fails the inventory's comparison, which names it.
-    const int ready = !my_gpus.devices.empty() && !my_gpus.nccl_version.empty();
-    int every_node_ready = 0;
-    MPI_Allreduce(&ready, &every_node_ready, 1, MPI_INT, MPI_MIN, comm);
-    if (!every_node_ready) {
-      say("collectives: nccl: not measured, since not every node has GPUs and NCCL (see the inventory)");
-    } else {
-      Level nccl_level = level;
-      nccl_level.collective_max_bytes = level.nccl_max_bytes;
-      const int64_t began = timeline.now();
-      std::vector<CollectiveSweep> sweeps = sweep_every_scale(
-          comm, nccl_level, "nccl",
-          [&](MPI_Comm group) { return open_nccl_collectives(group, my_gpus, nccl_level); }, progress);
-      timeline.range("accept: nccl collectives", began, timeline.now());
-      out.collectives.insert(out.collectives.end(), sweeps.begin(), sweeps.end());
-      if (rank == 0) record.measured(out);
-    }
+    std::vector<std::string> hosts;
+    for (size_t n = 0; n < static_cast<size_t>(size); ++n) hosts.push_back(gathered[n * fields.size()]);
+    measure_nccl_collectives(comm, level, my_gpus, my_gpu_error, hosts, progress, timeline, out);
+    if (rank == 0) record.measured(out);
   }
   return out;
 }

@@ -90,6 +90,7 @@ std::string summary_text(const Acceptance& acceptance) {
     if (!collective->ratio) not_judged.insert(collective->cause);
   }
   for (const std::string& why : not_judged) text += "  not judged against peers: " + why + "\n";
+  if (!acceptance.nccl_not_measured.empty()) text += "  nccl: not measured: " + acceptance.nccl_not_measured + "\n";
   return text + reference_job_text(acceptance.reference_job, acceptance.nodes);
 }
 
@@ -104,6 +105,7 @@ std::string summary_json(const Acceptance& acceptance, const Measurements& measu
   } else {
     json.null();
   }
+  json.key("nccl_not_measured").value(acceptance.nccl_not_measured);
   json.key("nodes").begin_array();
   for (size_t i = 0; i < acceptance.nodes.size(); ++i) {
     const NodeVerdict& node = acceptance.nodes[i];
@@ -136,7 +138,7 @@ std::string summary_json(const Acceptance& acceptance, const Measurements& measu
       for (double v : gpu.triad_gbps) json.value(v);
       json.end_array().end_object();
     }
-    json.end_array().key("gpu_error").value(measured.gpu_error);
+    json.end_array().key("gpu_error").value(measured.gpu_error).key("nccl_error").value(measured.nccl_error);
     json.key("clock").begin_object().key("offset_ns").value(measured.clock.offset_ns)
         .key("bound_ns").value(measured.clock.bound_ns).key("error").value(measured.clock.error).end_object();
     json.end_object();

@@ -64,6 +64,10 @@ void judge_gpu_errors(Acceptance& out, const Measurements& in) {
       out.nodes[i].checks.push_back({"gpu.measure", node.gpu_error, std::to_string(node.inventory.gpus) + " GPUs found", 0,
                                      "every GPU found is measured", Verdict::fail});
     }
+    if (!node.nccl_error.empty()) {
+      out.nodes[i].checks.push_back({"collectives.nccl", node.nccl_error, "its part of NCCL's communicators", 0,
+                                     "every node with GPUs takes part in NCCL's collectives", Verdict::fail});
+    }
   }
 }
 
@@ -397,6 +401,7 @@ Acceptance judge(const Measurements& in, const Rules& rules) {
   if (in.link_screen == LinkScreen::group_testing) judge_group_tests(out, in, rules);
   else judge_rows(out, in, rules);
   judge_collectives(out, in, rules);
+  out.nccl_not_measured = in.nccl_not_measured;
   for (size_t i = 0; i < in.nodes.size(); ++i) out.nodes[i].checks.push_back(clock_check(in.nodes[i].clock, rules));
   const std::vector<Check> reference_job = reference_job_checks(in, rules);
   for (size_t i = 0; i < reference_job.size(); ++i) out.nodes[i].checks.push_back(reference_job[i]);

@@ -138,6 +138,29 @@ TEST(Gpus, AFleetWhoseGpusCudaCannotUseFailsEveryNode) {
   }
 }
 
+// A node that could not set up its part of NCCL's communicators fails, with
+// its reason; a fleet where NCCL could not be tried says why, and fails no one.
+TEST(Gpus, NcclSetUpFailuresAndFleetsNcclCannotSpanAreSaid) {
+  Measurements m = healthy_fleet(3);
+  add_gpus(m, 4);
+  m.nodes[1].nccl_error = "ncclCommInitRank: unhandled system error";
+  const Acceptance a = judge(m);
+  EXPECT_EQ(failed_nodes(a), std::set<std::string>{"node1"});
+  EXPECT_EQ(check_named(a.nodes[1], "collectives.nccl").value, m.nodes[1].nccl_error);
+  EXPECT_EQ(checks_starting(a.nodes[0], "collectives.nccl"), 0u);
+  EXPECT_NE(summary_html(a, m).find("<li>node1: ncclCommInitRank: unhandled system error</li>"), std::string::npos);
+  EXPECT_NE(summary_json(a, m).find(R"("nccl_error":"ncclCommInitRank: unhandled system error")"), std::string::npos);
+
+  Measurements apart = healthy_fleet(3);
+  add_gpus(apart, 4);
+  apart.nccl_not_measured = "node2: no libnccl.so.2";
+  const Acceptance b = judge(apart);
+  EXPECT_EQ(b.verdict, Verdict::pass) << "the inventory's comparison is what judges a node without NCCL";
+  EXPECT_NE(summary_text(b).find("nccl: not measured: node2: no libnccl.so.2"), std::string::npos) << summary_text(b);
+  EXPECT_NE(summary_json(b, apart).find(R"("nccl_not_measured":"node2: no libnccl.so.2")"), std::string::npos);
+  EXPECT_NE(summary_html(b, apart).find("not measured: node2: no libnccl.so.2"), std::string::npos);
+}
+
 TEST(Gpus, AFleetWithoutGpusHasNoGpuChecks) {
   const Measurements m = healthy_fleet(3);
   const Acceptance a = judge(m);

@@ -69,6 +69,7 @@ struct NodeMeasurements {
   std::vector<double> triad_gbps;   // STREAM triad, all the process's CPUs
   std::vector<GpuMeasurements> gpus;  // one per GPU of inventory.gpus, once measured
   std::string gpu_error;  // why its GPUs could not be measured (cuBLAS missing, a CUDA error); empty when they were
+  std::string nccl_error;  // why it could not set up its part of NCCL's collectives; empty when it could
   NodeClock clock;
   ReferenceJobNode reference_job;
 };
@@ -161,6 +162,9 @@ struct Measurements {
   // each also a ring test of two, which judges it.
   std::vector<LinkMeasurements> links;
   std::vector<CollectiveSweep> collectives;
+  // Where nodes have GPUs but NCCL's collectives were not measured, why
+  // (a node without GPUs or NCCL, NCCL versions that differ).
+  std::string nccl_not_measured;
   std::optional<CutShort> cut_short;
   ReferenceJob reference_job;
 };
@@ -274,6 +278,7 @@ struct Acceptance {
   std::vector<std::string> suspects;    // group testing's: the hosts bisection left alone, in the order found
   std::vector<LinkVerdict> links;
   std::vector<CollectiveVerdict> collectives;
+  std::string nccl_not_measured;  // Measurements'
   ReferenceJob reference_job;
 };
 
