@@ -165,7 +165,7 @@ facts["passed"] = facts["exit_status"] == 0 and facts["timeline_written"] and ke
 json.dump(facts, open(os.path.join(out, "coexistence.json"), "w"), indent=1)
 EOF
 
-# Cluster acceptance on this one node: its GPUs' cuBLAS GEMM and device-memory triad beside the CPU checks.
+# Cluster acceptance on this one node: its GPUs' cuBLAS GEMM, device-memory triad and held GEMM, and NCCL's collectives, beside the CPU checks.
 step accept mpirun -n 1 rankscope accept --level quick --format json -o "$out/accept.json" --timeline "$out/accept.h5"
 
 # Overhead: interleaved runs, the examples' own median step time.

@@ -305,11 +305,14 @@ def accept_check(path):
     figures = [{"index": g["index"], "model": g["model"], "uuid": g["uuid"],
                 "gemm_tflops_median": round(statistics.median(g["gemm_tflops"]), 1) if g["gemm_tflops"] else None,
                 "triad_gbps_median": round(statistics.median(g["triad_gbps"]), 1) if g["triad_gbps"] else None,
+                "held_tflops_slices": [round(v, 1) for v in g["sustained_tflops"]],
+                "clocks_held_back": g["clocks_held_back"],
                 "repeats": [len(g["gemm_tflops"]), len(g["triad_gbps"])]} for g in gpus]
     # Far below any H100's or H200's (bf16 dense 756-989 TFLOP/s, HBM 2.0-4.8 TB/s): a figure under these
     # means the check measured something else.
     plausible = all(f["gemm_tflops_median"] and f["gemm_tflops_median"] >= 200 and f["triad_gbps_median"]
-                    and f["triad_gbps_median"] >= 1000 for f in figures)
+                    and f["triad_gbps_median"] >= 1000 and len(f["held_tflops_slices"]) >= 4
+                    and min(f["held_tflops_slices"]) >= 200 for f in figures)
     not_passed = [c["name"] for c in node["checks"] if c["verdict"] != "pass"]
     # NCCL's sweeps over the node's GPUs: every collective, each size timed (with one GPU, busbw is 0 by
     # nccl-tests' factors, and algbw is what a copy on the GPU takes).
@@ -321,7 +324,7 @@ def accept_check(path):
     nccl_swept = (sorted(nccl_figures) == sorted(["allreduce", "allgather", "reduce_scatter", "alltoall"])
                   and all(c["ranks"] == len(gpus) and c["points"] and all(p["time_us"] > 0 for p in c["points"])
                           for c in nccl))
-    return [check("accept: every GPU measured by cuBLAS GEMM and device-memory triad, nothing failed",
+    return [check("accept: every GPU measured by cuBLAS GEMM, device-memory triad and the GEMM held, nothing failed",
                   result["verdict"] == "pass" and gpus and len(gpus) == node["inventory"]["gpus"]
                   and not node["gpu_error"] and plausible and not not_passed,
                   inventory={k: v for k, v in node["inventory"].items() if k.startswith(("gpu", "cuda", "nccl"))},

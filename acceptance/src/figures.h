@@ -16,5 +16,11 @@ namespace rankscope::acceptance {
 inline double upper_quartile(const std::vector<double>& repeats) { return quantile(repeats, 0.75, 0); }
 // A link's latency: the lower quartile of its repeats, for the same reasons.
 inline double lower_quartile(const std::vector<double>& repeats) { return quantile(repeats, 0.25, 0); }
+// A GPU's sustained GEMM: the median of the last half of its one-second
+// slices, the throughput it holds once hot, where its first burst would
+// hide a GPU that throttles.
+inline double held_figure(const std::vector<double>& slices) {
+  return median(std::vector<double>(slices.begin() + static_cast<std::ptrdiff_t>(slices.size() / 2), slices.end()), 0);
+}
 
 }  // namespace rankscope::acceptance

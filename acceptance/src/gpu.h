@@ -44,6 +44,12 @@ NodeGpus find_gpus();
 // of device memory (three float arrays) through cuBLAS's geam.
 double gpu_gemm_tflops(int device, int n);
 double gpu_triad_gbps(int device, size_t bytes);
+// The same GEMM back to back for `seconds`: TFLOP/s of each slice of about a second.
+std::vector<double> gpu_gemm_sustained_tflops(int device, int n, double seconds);
+// NVML's reasons the clocks of the GPU with this UUID are held back now
+// (power cap, thermal or hardware slowdown, power brake), comma-separated;
+// empty when none, or without NVML.
+std::string gpu_clocks_held_back(const std::string& uuid);
 
 // Thrown by a transport's opening on every rank of its group at once, so
 // that the group gives up together rather than leave ranks waiting on one

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 
 #include "gpu.h"
 #include "rankscope/model/error.h"
@@ -177,7 +178,10 @@ class DeviceWork {
   // `count` bf16 values spread over (-1, 1): tensor cores on constant data
   // draw less power, and may hold higher clocks, than on training's.
   void* bf16_noise(size_t count) {
+    // One set of values for every GPU of the node, which may be set up at once.
+    static std::mutex noise_mutex;
     static std::vector<uint16_t> noise;
+    const std::lock_guard lock(noise_mutex);
     if (noise.size() < count) {
       noise.resize(count);
       uint64_t state = 0x9e3779b97f4a7c15;
@@ -200,9 +204,13 @@ class DeviceWork {
   template <typename Once>
   double seconds_per_call(const Once& once) {
     once();
-    int calls = 1;
-    double seconds = time(once, calls);
-    calls = std::clamp(static_cast<int>(std::ceil(0.05 / std::max(seconds, 1e-7))), 3, 2000);
+    return seconds_per_call(once, 0.05);
+  }
+  // Seconds per call of `once`, over as many calls back to back as fill about `seconds`.
+  template <typename Once>
+  double seconds_per_call(const Once& once, double seconds) {
+    const double one = time(once, 1);
+    const int calls = std::clamp(static_cast<int>(std::ceil(seconds / std::max(one, 1e-7))), 3, 100000);
     return time(once, calls) / calls;
   }
 
@@ -446,20 +454,73 @@ NodeGpus find_gpus() {
   return gpus;
 }
 
+namespace {
+
+// A bf16 GEMM of n × n matrices on `work`'s device, ready to be called.
+class DeviceGemm {
+ public:
+  DeviceGemm(DeviceWork& work, int n) : work_(work), n_(n) {
+    const size_t elements = static_cast<size_t>(n) * static_cast<size_t>(n);
+    // Sums of n products of values under 1 in size stay far from bf16's overflow.
+    a_ = work.bf16_noise(elements);
+    b_ = work.bf16_noise(elements);
+    c_ = work.buffer(elements * sizeof(uint16_t), 0);
+  }
+  void operator()() const {
+    const float one = 1, zero = 0;
+    cublas().check(cublas().gemm(work_.handle(), CUBLAS_OP_N, CUBLAS_OP_N, n_, n_, n_, &one, a_, CUDA_R_16BF, n_, b_,
+                                 CUDA_R_16BF, n_, &zero, c_, CUDA_R_16BF, n_, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx");
+  }
+  double tflops(double seconds_per_call) const {
+    return 2.0 * n_ * static_cast<double>(n_) * n_ / seconds_per_call / 1e12;
+  }
+
+ private:
+  DeviceWork& work_;
+  int n_;
+  void *a_ = nullptr, *b_ = nullptr, *c_ = nullptr;
+};
+
+}  // namespace
+
 double gpu_gemm_tflops(int device, int n) {
   DeviceWork work(device);
-  const size_t elements = static_cast<size_t>(n) * static_cast<size_t>(n);
-  // Sums of n products of values under 1 in size stay far from bf16's overflow.
-  void* a = work.bf16_noise(elements);
-  void* b = work.bf16_noise(elements);
-  void* c = work.buffer(elements * sizeof(uint16_t), 0);
-  const float one = 1, zero = 0;
-  const double seconds = work.seconds_per_call([&] {
-    cublas().check(cublas().gemm(work.handle(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF,
-                                 n, &zero, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmEx");
-  });
-  return 2.0 * n * static_cast<double>(n) * n / seconds / 1e12;
+  const DeviceGemm gemm(work, n);
+  return gemm.tflops(work.seconds_per_call(gemm));
+}
+
+std::vector<double> gpu_gemm_sustained_tflops(int device, int n, double seconds) {
+  DeviceWork work(device);
+  const DeviceGemm gemm(work, n);
+  std::vector<double> slices;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  do {
+    slices.push_back(gemm.tflops(work.seconds_per_call(gemm, 1.0)));
+  } while (std::chrono::steady_clock::now() < until);
+  return slices;
+}
+
+std::string gpu_clocks_held_back(const std::string& uuid) {
+  void* library = open_library("libnvidia-ml.so.1");
+  const auto init = symbol<int (*)()>(library, "nvmlInit_v2");
+  const auto by_uuid = symbol<int (*)(const char*, void**)>(library, "nvmlDeviceGetHandleByUUID");
+  const auto reasons = symbol<int (*)(void*, unsigned long long*)>(library, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  const auto shutdown = symbol<int (*)()>(library, "nvmlShutdown");
+  if (!init || !by_uuid || !reasons || !shutdown || init() != 0) return "";
+  void* device = nullptr;
+  unsigned long long bits = 0;
+  const bool read = by_uuid(uuid.c_str(), &device) == 0 && reasons(device, &bits) == 0;
+  shutdown();
+  if (!read) return "";
+  // nvml.h's nvmlClocksEventReason bits; idle, application clocks, sync boost and display clocks are no fault.
+  constexpr std::pair<unsigned long long, const char*> kFaults[] = {
+      {0x4, "SW power cap"}, {0x8, "HW slowdown"}, {0x20, "SW thermal slowdown"}, {0x40, "HW thermal slowdown"},
+      {0x80, "HW power brake slowdown"}};
+  std::string held_back;
+  for (const auto& [bit, name] : kFaults)
+    if (bits & bit) held_back += (held_back.empty() ? "" : ", ") + std::string(name);
+  return held_back;
 }
 
 double gpu_triad_gbps(int device, size_t bytes) {

@@ -521,7 +521,7 @@ void write_gpu_section(const Acceptance& acceptance, const Measurements& measure
   struct Row {
     size_t node;
     const GpuMeasurements* gpu;
-    const Check *compute, *memory;
+    const Check *compute, *memory, *sustained;
     Verdict verdict;
   };
   std::vector<Row> rows;
@@ -530,8 +530,11 @@ void write_gpu_section(const Acceptance& acceptance, const Measurements& measure
       const std::string prefix = "gpu" + std::to_string(gpu.index) + ".";
       const Check* compute = find_check(acceptance.nodes[i], prefix + "compute");
       const Check* memory = find_check(acceptance.nodes[i], prefix + "memory");
-      rows.push_back({i, &gpu, compute, memory,
-                      worse(compute ? compute->verdict : Verdict::pass, memory ? memory->verdict : Verdict::pass)});
+      const Check* sustained = find_check(acceptance.nodes[i], prefix + "sustained");
+      Verdict verdict = Verdict::pass;
+      for (const Check* check : {compute, memory, sustained})
+        if (check) verdict = worse(verdict, check->verdict);
+      rows.push_back({i, &gpu, compute, memory, sustained, verdict});
     }
   }
   std::string errors;
@@ -546,7 +549,7 @@ void write_gpu_section(const Acceptance& acceptance, const Measurements& measure
   if (!errors.empty()) out += "<p>GPUs not measured, or not in NCCL's collectives:</p>\n<ul id=\"gpu-errors\">\n" + errors + "</ul>\n";
   out += "<div class=\"table-wrap\"><table id=\"gpu-table\">\n<thead><tr><th>host</th><th class=\"num\">GPU</th>"
          "<th>verdict</th><th>model</th><th>UUID</th><th class=\"num\">memory</th><th class=\"num\">bf16 GEMM</th>"
-         "<th class=\"num\">triad</th></tr></thead>\n<tbody>\n";
+         "<th class=\"num\">triad</th><th class=\"num\">held GEMM</th><th>clocks held back by</th></tr></thead>\n<tbody>\n";
   const auto figure = [](const Check* check) {
     return check ? escape(check->value.substr(0, check->value.find(" ("))) + " (" + ratio_text(check->ratio) + ")"
                  : std::string("—");
@@ -556,11 +559,13 @@ void write_gpu_section(const Acceptance& acceptance, const Measurements& measure
            std::to_string(row.gpu->index) + "</td><td>" + verdict_span(row.verdict) + "</td><td>" +
            escape(row.gpu->model) + "</td><td>" + escape(row.gpu->uuid) + "</td><td class=\"num\">" +
            format_bytes(static_cast<double>(row.gpu->memory_bytes)) + "</td><td class=\"num\">" + figure(row.compute) +
-           "</td><td class=\"num\">" + figure(row.memory) + "</td></tr>\n";
+           "</td><td class=\"num\">" + figure(row.memory) + "</td><td class=\"num\">" + figure(row.sustained) +
+           "</td><td>" + escape(row.gpu->clocks_held_back) + "</td></tr>\n";
   }
   out += "</tbody></table></div>\n<p class=\"caption\">Each GPU's bf16 GEMM through cuBLAS and STREAM triad over "
-         "device memory (the upper quartile of its repeats), with its ratio to the median over every GPU of the "
-         "fleet.</p>\n</section>\n";
+         "device memory (the upper quartile of its repeats), and the GEMM held on every GPU of its node at once (the "
+         "median of the last half of its one-second slices), each with its ratio to the median over every GPU of "
+         "the fleet; and what NVML said held its clocks back as the held GEMM ended.</p>\n</section>\n";
 }
 
 // ------------------------------------------------------------ inventory ---

@@ -25,6 +25,7 @@
 #include "rankscope/clocksync/sync_mpi.h"
 #include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/text.h"
 #include "rankscope/model/version.h"
 
 namespace rankscope::acceptance {
@@ -506,11 +507,12 @@ std::vector<CollectiveSweep> measure_collectives(MPI_Comm comm, const Level& lev
 
 Level level_named(std::string_view name) {
   if (name == "quick") return {.gemm_n = 1024, .triad_bytes = 96u << 20, .gpu_gemm_n = 4096, .gpu_triad_bytes = 1u << 30,
+                               .gpu_sustain_seconds = 5,
                                .link_bytes = 4u << 20,
                                .latency_exchanges = 100, .repeats = 9, .retest_repeats = 3, .collective_max_bytes = 1u << 20,
                                .nccl_max_bytes = 64u << 20, .collective_step = 8, .collective_warmup = 2, .collective_iterations = 20};
   if (name == "full") return {.gemm_n = 2048, .triad_bytes = 768u << 20, .gpu_gemm_n = 8192,
-                              .gpu_triad_bytes = size_t{6} << 30, .link_bytes = 64u << 20,
+                              .gpu_triad_bytes = size_t{6} << 30, .gpu_sustain_seconds = 30, .link_bytes = 64u << 20,
                               .latency_exchanges = 1000, .repeats = 15, .retest_repeats = 5, .collective_max_bytes = 64u << 20,
                               .nccl_max_bytes = size_t{1} << 30, .collective_step = 4, .collective_warmup = 5, .collective_iterations = 100};
   throw Error("level '" + std::string(name) + "' is neither quick nor full");
@@ -622,7 +624,7 @@ std::string measure_gpus(MPI_Comm comm, const Level& level, const NodeGpus& mine
                          Measurements& out) {
   std::vector<GpuMeasurements> measured;
   for (const GpuDevice& device : mine.devices)
-    measured.push_back({device.index, device.model, device.uuid, device.memory_bytes, {}, {}});
+    measured.push_back({device.index, device.model, device.uuid, device.memory_bytes, {}, {}, {}, {}});
   // A GPU that fails is measured no more; the node's other GPUs go on.
   std::string error = mine.unusable > 0 ? mine.unavailable : "";
   std::vector<bool> failed(measured.size(), false);
@@ -645,18 +647,43 @@ std::string measure_gpus(MPI_Comm comm, const Level& level, const NodeGpus& mine
         }
       }
     }
+    if (level.gpu_sustain_seconds <= 0) return;
+    // Every GPU of the node at once, as training loads them: what a node's
+    // power and cooling hold shows only then.
+    const int64_t began = timeline.now();
+    std::vector<std::string> sustain_errors(measured.size());
+    std::vector<std::thread> loads;
+    for (size_t g = 0; g < measured.size(); ++g) {
+      if (failed[g]) continue;
+      loads.emplace_back([&, g] {
+        try {
+          measured[g].sustained_tflops =
+              gpu_gemm_sustained_tflops(measured[g].index, level.gpu_gemm_n, level.gpu_sustain_seconds);
+          measured[g].clocks_held_back = gpu_clocks_held_back(measured[g].uuid);
+        } catch (const std::exception& failure) {
+          sustain_errors[g] = failure.what();
+        }
+      });
+    }
+    for (std::thread& load : loads) load.join();
+    timeline.range("accept: gpus held", began, timeline.now());
+    for (size_t g = 0; g < measured.size(); ++g) {
+      if (sustain_errors[g].empty()) continue;
+      error += (error.empty() ? "" : "; ") + ("gpu" + std::to_string(measured[g].index) + " held: ") + sustain_errors[g];
+    }
   });
   // A row per node: its GPUs, then per GPU its index, memory, and each
-  // figure's count and repeats; strings: the error, then each GPU's model and UUID.
+  // figure's count and repeats; strings: the error, then each GPU's model,
+  // UUID and clocks held back.
   std::vector<double> row{static_cast<double>(measured.size())};
   std::vector<std::string> texts{error};
   for (const GpuMeasurements& gpu : measured) {
     row.insert(row.end(), {static_cast<double>(gpu.index), static_cast<double>(gpu.memory_bytes)});
-    for (const std::vector<double>* figures : {&gpu.gemm_tflops, &gpu.triad_gbps}) {
+    for (const std::vector<double>* figures : {&gpu.gemm_tflops, &gpu.triad_gbps, &gpu.sustained_tflops}) {
       row.push_back(static_cast<double>(figures->size()));
       row.insert(row.end(), figures->begin(), figures->end());
     }
-    texts.insert(texts.end(), {gpu.model, gpu.uuid});
+    texts.insert(texts.end(), {gpu.model, gpu.uuid, gpu.clocks_held_back});
   }
   const std::vector<double> rows = allgather_rows(comm, row);
   const std::vector<std::string> all_texts = allgather_strings(comm, texts);
@@ -670,13 +697,14 @@ std::string measure_gpus(MPI_Comm comm, const Level& level, const NodeGpus& mine
       GpuMeasurements gpu;
       gpu.index = static_cast<int>(*at++);
       gpu.memory_bytes = static_cast<int64_t>(*at++);
-      for (std::vector<double>* figures : {&gpu.gemm_tflops, &gpu.triad_gbps}) {
+      for (std::vector<double>* figures : {&gpu.gemm_tflops, &gpu.triad_gbps, &gpu.sustained_tflops}) {
         const auto count = static_cast<ptrdiff_t>(*at++);
         figures->assign(at, at + count);
         at += count;
       }
       gpu.model = *text++;
       gpu.uuid = *text++;
+      gpu.clocks_held_back = *text++;
       node.gpus.push_back(std::move(gpu));
     }
   }
@@ -821,7 +849,10 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
   if (any_gpu) {
     say("gpus: bf16 GEMM " + std::to_string(level.gpu_gemm_n) + "^3 and triad over " +
         std::to_string(level.gpu_triad_bytes >> 20) + " MiB of device memory on each GPU, " +
-        std::to_string(level.repeats) + " repeats");
+        std::to_string(level.repeats) + " repeats" +
+        (level.gpu_sustain_seconds > 0 ? printf_string("; then the GEMM held %.0f s on every GPU of a node at once",
+                                                       level.gpu_sustain_seconds)
+                                       : std::string()));
     const int64_t began = timeline.now();
     my_gpu_error = measure_gpus(comm, level, my_gpus, [&](const std::function<void()>& body) { on_nodes(every_node, body); },
                                 timeline, out);

@@ -72,6 +72,7 @@ const std::vector<MetricInfo>& known_metrics() {
       {"memory_gbps", Subject::node, true, "GB/s", "a node's triad bandwidth, the upper quartile of its repeats"},
       {"gpu.compute_tflops", Subject::node, true, "TFLOP/s", "the slowest GPU of a node: its bf16 GEMM throughput, the upper quartile of its repeats"},
       {"gpu.memory_gbps", Subject::node, true, "GB/s", "the slowest GPU of a node: its device-memory triad bandwidth, the upper quartile of its repeats"},
+      {"gpu.sustained_tflops", Subject::node, true, "TFLOP/s", "the slowest GPU of a node: its bf16 GEMM held on every GPU at once, the median of the last half of its one-second slices"},
       {"link.bandwidth_gbps", Subject::link, true, "GB/s", "a link's bandwidth, the slower direction, the upper quartile of its repeats"},
       {"link.latency_us", Subject::link, false, "us", "a link's latency, half its shortest round trip, the lower quartile of its repeats"},
   };
@@ -83,14 +84,16 @@ std::vector<MetricValue> metric_values(const Measurements& in) {
   for (size_t n = 0; n < in.nodes.size(); ++n) {
     if (!in.nodes[n].gemm_gflops.empty()) values.push_back({"compute_gflops", n, upper_quartile(in.nodes[n].gemm_gflops)});
     if (!in.nodes[n].triad_gbps.empty()) values.push_back({"memory_gbps", n, upper_quartile(in.nodes[n].triad_gbps)});
-    const auto slowest_gpu = [&](std::string_view metric, std::vector<double> GpuMeasurements::*repeats) {
+    const auto slowest_gpu = [&](std::string_view metric, std::vector<double> GpuMeasurements::*repeats,
+                                 double (*figure)(const std::vector<double>&)) {
       std::optional<double> slowest;
       for (const GpuMeasurements& gpu : in.nodes[n].gpus)
-        if (!(gpu.*repeats).empty()) slowest = std::min(slowest.value_or(INFINITY), upper_quartile(gpu.*repeats));
+        if (!(gpu.*repeats).empty()) slowest = std::min(slowest.value_or(INFINITY), figure(gpu.*repeats));
       if (slowest) values.push_back({metric, n, *slowest});
     };
-    slowest_gpu("gpu.compute_tflops", &GpuMeasurements::gemm_tflops);
-    slowest_gpu("gpu.memory_gbps", &GpuMeasurements::triad_gbps);
+    slowest_gpu("gpu.compute_tflops", &GpuMeasurements::gemm_tflops, upper_quartile);
+    slowest_gpu("gpu.memory_gbps", &GpuMeasurements::triad_gbps, upper_quartile);
+    slowest_gpu("gpu.sustained_tflops", &GpuMeasurements::sustained_tflops, held_figure);
   }
   for (size_t l = 0; l < in.links.size(); ++l) {
     if (!in.links[l].bandwidth_gbps.empty()) values.push_back({"link.bandwidth_gbps", l, upper_quartile(in.links[l].bandwidth_gbps)});

@@ -136,7 +136,9 @@ std::string summary_json(const Acceptance& acceptance, const Measurements& measu
       for (double v : gpu.gemm_tflops) json.value(v);
       json.end_array().key("triad_gbps").begin_array();
       for (double v : gpu.triad_gbps) json.value(v);
-      json.end_array().end_object();
+      json.end_array().key("sustained_tflops").begin_array();
+      for (double v : gpu.sustained_tflops) json.value(v);
+      json.end_array().key("clocks_held_back").value(gpu.clocks_held_back).end_object();
     }
     json.end_array().key("gpu_error").value(measured.gpu_error).key("nccl_error").value(measured.nccl_error);
     json.key("clock").begin_object().key("offset_ns").value(measured.clock.offset_ns)

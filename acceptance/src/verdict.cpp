@@ -28,17 +28,18 @@ void judge_metric(Acceptance& out, const Measurements& in, const Rules& rules, c
   }
 }
 
-// Each GPU's figure of one kind (the upper quartile of its repeats) against
-// the median over every GPU of the fleet: eight GPUs of a node are eight
-// figures, and one slow GPU fails its node. A node whose GPUs could not be
-// measured fails `gpu.measure` with the reason.
+// Each GPU's figure of one kind (`figure` of its repeats, which
+// `figure_text` and `repeats_noun` name) against the median over every GPU of the fleet: eight GPUs of a
+// node are eight figures, and one slow GPU fails its node. A node whose GPUs
+// could not be measured fails `gpu.measure` with the reason.
 void judge_gpus(Acceptance& out, const Measurements& in, const Rules& rules, const char* name, const char* unit,
-                std::vector<double> GpuMeasurements::*repeats) {
+                std::vector<double> GpuMeasurements::*repeats, double (*figure)(const std::vector<double>&),
+                const char* figure_text, const char* repeats_noun) {
   // A GPU without a figure failed to run (gpu.measure says why): it is no zero in the fleet's median.
   std::vector<double> values;
   for (const NodeMeasurements& node : in.nodes)
     for (const GpuMeasurements& gpu : node.gpus)
-      if (!(gpu.*repeats).empty()) values.push_back(upper_quartile(gpu.*repeats));
+      if (!(gpu.*repeats).empty()) values.push_back(figure(gpu.*repeats));
   if (values.empty()) return;
   const Fleet fleet(values);
   size_t at = 0;
@@ -47,11 +48,16 @@ void judge_gpus(Acceptance& out, const Measurements& in, const Rules& rules, con
       if ((gpu.*repeats).empty()) continue;
       const double value = values[at++];
       const auto [verdict, ratio] = fleet.judge(value, rules);
+      std::string held;  // how the held GEMM compares with the GPU's own burst, and why its clocks were held back
+      if (repeats == &GpuMeasurements::sustained_tflops && !gpu.gemm_tflops.empty()) {
+        held = printf_string(", %.2f of its burst", value / upper_quartile(gpu.gemm_tflops)) +
+               (gpu.clocks_held_back.empty() ? "" : "; clocks held back by " + gpu.clocks_held_back);
+      }
       out.nodes[i].checks.push_back({"gpu" + std::to_string(gpu.index) + "." + name,
-                                     printf_string("%.2f ", value) + unit + " (" + gpu.model + ", " + gpu.uuid + ")",
+                                     printf_string("%.2f ", value) + unit + " (" + gpu.model + ", " + gpu.uuid + held + ")",
                                      printf_string("%.2f ", fleet.median) + unit + " (fleet median of " +
-                                         std::to_string(values.size()) + " GPUs' upper quartile of " +
-                                         std::to_string((gpu.*repeats).size()) + " repeats)",
+                                         std::to_string(values.size()) + " GPUs' " + figure_text + " " +
+                                         std::to_string((gpu.*repeats).size()) + " " + repeats_noun + ")",
                                      ratio, rule_text(rules, "the fleet median"), verdict});
     }
   }
@@ -392,8 +398,12 @@ Acceptance judge(const Measurements& in, const Rules& rules) {
     judge_inventory(out, in, "gpu_driver", [](const Inventory& i) { return i.gpu_driver; });
     judge_inventory(out, in, "cuda_version", [](const Inventory& i) { return i.cuda_version; });
     judge_inventory(out, in, "nccl_version", [](const Inventory& i) { return i.nccl_version; });
-    judge_gpus(out, in, rules, "compute", "TFLOP/s", &GpuMeasurements::gemm_tflops);
-    judge_gpus(out, in, rules, "memory", "GB/s", &GpuMeasurements::triad_gbps);
+    judge_gpus(out, in, rules, "compute", "TFLOP/s", &GpuMeasurements::gemm_tflops, upper_quartile, "upper quartile of",
+               "repeats");
+    judge_gpus(out, in, rules, "memory", "GB/s", &GpuMeasurements::triad_gbps, upper_quartile, "upper quartile of",
+               "repeats");
+    judge_gpus(out, in, rules, "sustained", "TFLOP/s", &GpuMeasurements::sustained_tflops, held_figure,
+               "median of the last half of", "one-second slices");
     judge_gpu_errors(out, in);
   }
   out.link_screen = in.link_screen;

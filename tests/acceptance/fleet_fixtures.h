@@ -51,7 +51,8 @@ inline void add_gpus(Measurements& m, int per_node) {
     for (int g = 0; g < per_node; ++g) {
       const double wobble = 1 + 0.005 * static_cast<double>((n + static_cast<size_t>(g)) % 3);
       node.gpus.push_back({g, "NVIDIA H200", "GPU-" + std::to_string(n) + "-" + std::to_string(g), int64_t{141} << 30,
-                           {690 * wobble, 700 * wobble, 700 * wobble}, {3950 * wobble, 4000 * wobble, 4000 * wobble}});
+                           {690 * wobble, 700 * wobble, 700 * wobble}, {3950 * wobble, 4000 * wobble, 4000 * wobble},
+                           {695 * wobble, 680 * wobble, 672 * wobble, 670 * wobble, 671 * wobble}, ""});
     }
   }
 }

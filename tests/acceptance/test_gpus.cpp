@@ -23,7 +23,7 @@ TEST(Gpus, AHealthyFleetPassesEveryGpu) {
   EXPECT_EQ(a.verdict, Verdict::pass);
   for (const NodeVerdict& node : a.nodes) {
     EXPECT_EQ(node.verdict, Verdict::pass) << node.host;
-    EXPECT_EQ(checks_starting(node, "gpu"), 16u) << node.host;  // a GEMM and a triad per GPU
+    EXPECT_EQ(checks_starting(node, "gpu"), 24u) << node.host;  // a GEMM, a triad and the GEMM held per GPU
     const Check& compute = check_named(node, "gpu7.compute");
     EXPECT_EQ(compute.value.substr(0, compute.value.find(" (")), compute.value.substr(0, 6) + " TFLOP/s");
     EXPECT_NE(compute.value.find("NVIDIA H200, GPU-"), std::string::npos) << compute.value;
@@ -101,13 +101,14 @@ TEST(Gpus, GpusThatCouldNotBeMeasuredFailWithTheReason) {
   const Check& measure = check_named(a.nodes[2], "gpu.measure");
   EXPECT_EQ(measure.verdict, Verdict::fail);
   EXPECT_EQ(measure.value, m.nodes[2].gpu_error);
-  EXPECT_EQ(checks_starting(a.nodes[0], "gpu"), 8u);
+  EXPECT_EQ(checks_starting(a.nodes[0], "gpu"), 12u);
 
   // One GPU of a node failed before its first figure, the others measured: no zero joins the median.
   Measurements some = healthy_fleet(3);
   add_gpus(some, 4);
   some.nodes[1].gpus[2].gemm_tflops.clear();
   some.nodes[1].gpus[2].triad_gbps.clear();
+  some.nodes[1].gpus[2].sustained_tflops.clear();
   some.nodes[1].gpu_error = "gpu2: cudaMalloc: out of memory";
   const Acceptance b = judge(some);
   EXPECT_EQ(failed_nodes(b), std::set<std::string>{"node1"});
@@ -159,6 +160,27 @@ TEST(Gpus, NcclSetUpFailuresAndFleetsNcclCannotSpanAreSaid) {
   EXPECT_NE(summary_text(b).find("nccl: not measured: node2: no libnccl.so.2"), std::string::npos) << summary_text(b);
   EXPECT_NE(summary_json(b, apart).find(R"("nccl_not_measured":"node2: no libnccl.so.2")"), std::string::npos);
   EXPECT_NE(summary_html(b, apart).find("not measured: node2: no libnccl.so.2"), std::string::npos);
+}
+
+// A GPU whose burst is as fast as its peers' but which cannot hold it (its
+// cooling, its power) fails on the held GEMM alone, with what NVML said.
+TEST(Gpus, AGpuThatCannotHoldItsBurstFailsOnTheHeldGemm) {
+  Measurements m = healthy_fleet(3);
+  add_gpus(m, 4);
+  GpuMeasurements& hot = m.nodes[2].gpus[1];
+  hot.sustained_tflops = {700, 650, 520, 480, 470, 475};  // the last half: 480, 470, 475
+  hot.clocks_held_back = "HW thermal slowdown";
+  const Acceptance a = judge(m);
+  EXPECT_EQ(failed_nodes(a), std::set<std::string>{"node2"});
+  const Check& held = check_named(a.nodes[2], "gpu1.sustained");
+  EXPECT_EQ(held.verdict, Verdict::fail);
+  EXPECT_NEAR(held.ratio, 475.0 / 672, 0.01);
+  EXPECT_NE(held.value.find("475.00 TFLOP/s"), std::string::npos) << held.value;
+  EXPECT_NE(held.value.find("of its burst; clocks held back by HW thermal slowdown"), std::string::npos) << held.value;
+  EXPECT_NE(held.reference.find("median of the last half of 6 one-second slices"), std::string::npos) << held.reference;
+  EXPECT_EQ(check_named(a.nodes[2], "gpu1.compute").verdict, Verdict::pass) << "its burst is as fast as its peers'";
+  EXPECT_NE(summary_html(a, m).find("<td>HW thermal slowdown</td>"), std::string::npos);
+  EXPECT_NE(summary_json(a, m).find(R"("clocks_held_back":"HW thermal slowdown")"), std::string::npos);
 }
 
 TEST(Gpus, AFleetWithoutGpusHasNoGpuChecks) {

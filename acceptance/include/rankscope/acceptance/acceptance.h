@@ -60,6 +60,12 @@ struct GpuMeasurements {
   int64_t memory_bytes = 0;
   std::vector<double> gemm_tflops;  // bf16 GEMM through cuBLAS, fp32 accumulation
   std::vector<double> triad_gbps;   // STREAM triad over device memory
+  // The GEMM held for Level::gpu_sustain_seconds on every GPU of the node at
+  // once: TFLOP/s of each slice of about a second, in order.
+  std::vector<double> sustained_tflops;
+  // NVML's reasons the clocks were held back as the held GEMM ended ("SW
+  // power cap", "HW thermal slowdown"...); empty when none, or without NVML.
+  std::string clocks_held_back;
 };
 
 // Every repeat of every measurement, so that the verdicts can be robust.

@@ -23,6 +23,7 @@ struct Level {
   size_t triad_bytes = 256u << 20;   // three arrays together
   int gpu_gemm_n = 4096;             // each GPU's GEMM: n × n bf16 matrices
   size_t gpu_triad_bytes = 1u << 30; // each GPU's triad: three arrays together
+  double gpu_sustain_seconds = 5;    // the GEMM held on every GPU of a node at once (0: not held)
   size_t link_bytes = 16u << 20;     // one transfer each way per repeat
   int latency_exchanges = 200;       // ping-pongs of 8 bytes per repeat
   int repeats = 5;
