@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -44,12 +45,16 @@ NodeGpus find_gpus();
 // of device memory (three float arrays) through cuBLAS's geam.
 double gpu_gemm_tflops(int device, int n);
 double gpu_triad_gbps(int device, size_t bytes);
-// The same GEMM back to back for `seconds`: TFLOP/s of each slice of about a second.
-std::vector<double> gpu_gemm_sustained_tflops(int device, int n, double seconds);
-// NVML's reasons the clocks of the GPU with this UUID are held back now
-// (power cap, thermal or hardware slowdown, power brake), comma-separated;
-// empty when none, or without NVML.
-std::string gpu_clocks_held_back(const std::string& uuid);
+// The same GEMM back to back until `until` (the node's GPUs share one end,
+// so that their last slices run all loaded): TFLOP/s of each slice of about
+// a second, and NVML's reasons the clocks were held back while the last half
+// of the slices ran (power cap, thermal or hardware slowdown, power brake),
+// comma-separated; empty when none, "unknown" when NVML could not say.
+struct HeldGemm {
+  std::vector<double> tflops;
+  std::string clocks_held_back;
+};
+HeldGemm gpu_gemm_held(int device, const std::string& uuid, int n, std::chrono::steady_clock::time_point until);
 
 // Thrown by a transport's opening on every rank of its group at once, so
 // that the group gives up together rather than leave ranks waiting on one

@@ -11,9 +11,11 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "gpu.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/format.h"
 #include "rankscope/model/text.h"
 
 namespace rankscope::acceptance {
@@ -108,6 +110,7 @@ struct Nccl {
   decltype(&ncclSend) send = nullptr;
   decltype(&ncclRecv) recv = nullptr;
   decltype(&ncclGetErrorString) error_string = nullptr;
+  decltype(&ncclCommGetAsyncError) async_error = nullptr;
 
   void check(ncclResult_t result, const char* call) const {
     if (result != ncclSuccess) throw Error(std::string(call) + ": " + error_string(result));
@@ -132,6 +135,7 @@ const Nccl& nccl() {
     bind(library, name, found.send, "ncclSend");
     bind(library, name, found.recv, "ncclRecv");
     bind(library, name, found.error_string, "ncclGetErrorString");
+    bind(library, name, found.async_error, "ncclCommGetAsyncError");
     return found;
   }();
   return loaded;
@@ -206,20 +210,27 @@ class DeviceWork {
     once();
     return seconds_per_call(once, 0.05);
   }
-  // Seconds per call of `once`, over as many calls back to back as fill about `seconds`.
+  // Seconds per call of `once`, over as many calls back to back as fill
+  // about `seconds`; `while_queued` runs once they are queued, while the GPU
+  // works through them.
+  template <typename Once, typename WhileQueued>
+  double seconds_per_call(const Once& once, double seconds, const WhileQueued& while_queued) {
+    const double one = time(once, 1, [] {});
+    const int calls = std::clamp(static_cast<int>(std::ceil(seconds / std::max(one, 1e-7))), 3, 100000);
+    return time(once, calls, while_queued) / calls;
+  }
   template <typename Once>
   double seconds_per_call(const Once& once, double seconds) {
-    const double one = time(once, 1);
-    const int calls = std::clamp(static_cast<int>(std::ceil(seconds / std::max(one, 1e-7))), 3, 100000);
-    return time(once, calls) / calls;
+    return seconds_per_call(once, seconds, [] {});
   }
 
  private:
-  template <typename Once>
-  double time(const Once& once, int calls) {
+  template <typename Once, typename WhileQueued>
+  double time(const Once& once, int calls, const WhileQueued& while_queued) {
     check(cudaEventRecord(begin_, stream_), "cudaEventRecord");
     for (int c = 0; c < calls; ++c) once();
     check(cudaEventRecord(end_, stream_), "cudaEventRecord");
+    while_queued();
     check(cudaEventSynchronize(end_), "cudaEventSynchronize");
     float ms = 0;
     check(cudaEventElapsedTime(&ms, begin_, end_), "cudaEventElapsedTime");
@@ -280,6 +291,9 @@ class NcclCollectives final : public CollectiveTransport {
       }
       api.check(api.group_end(), "ncclCommInitRank");
     });
+    // A rank whose part failed lets go of what it began, so that peers
+    // waiting on it in NCCL's initialisation see the failure too.
+    if (!problem.empty()) abort_communicators();
     agree(problem);
     gpus_.failed = false;
   }
@@ -294,15 +308,23 @@ class NcclCollectives final : public CollectiveTransport {
     std::vector<double> mine(iterations), slowest(iterations);
     std::vector<CollectivePoint> points;
     for (size_t bytes : collective_sizes(collective, ranks_, level_)) {
-      for (int i = 0; i < level_.collective_warmup + level_.collective_iterations; ++i) {
-        const auto start = std::chrono::steady_clock::now();
-        launch(collective, bytes);
-        for (const Gpu& gpu : gpus_.list) check(cudaStreamSynchronize(gpu.stream), "cudaStreamSynchronize");
-        if (i >= level_.collective_warmup) {
-          mine[static_cast<size_t>(i - level_.collective_warmup)] =
-              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+      bool stalled = false;
+      const std::string problem = attempt([&] {
+        for (int i = 0; i < level_.collective_warmup + level_.collective_iterations; ++i) {
+          const auto start = std::chrono::steady_clock::now();
+          launch(collective, bytes);
+          stalled = !wait_for_streams();
+          if (stalled) throw Error("nccl " + std::string(collective) + " of " + format_bytes(static_cast<double>(bytes)) +
+                                   ": no progress in " + std::to_string(kStallSeconds) + " s");
+          if (i >= level_.collective_warmup) {
+            mine[static_cast<size_t>(i - level_.collective_warmup)] =
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+          }
         }
-      }
+      });
+      // A rank that failed lets go first, so that peers waiting on it see it fail rather than wait it out.
+      if (!problem.empty() && !stalled) abort_communicators();
+      agree(problem, stalled);
       MPI_Reduce(mine.data(), slowest.data(), level_.collective_iterations, MPI_DOUBLE, MPI_MAX, 0, group_);
       points.push_back({bytes, slowest});
     }
@@ -329,12 +351,46 @@ class NcclCollectives final : public CollectiveTransport {
       return failure.what();
     }
   }
-  // Every rank of the group throws TransportUnavailable when any has a `problem`.
-  void agree(const std::string& problem) const {
-    const int mine = problem.empty() ? 1 : 0;
-    int everyone = 0;
-    MPI_Allreduce(&mine, &everyone, 1, MPI_INT, MPI_MIN, group_);
-    if (everyone == 0) throw TransportUnavailable(problem);
+  // Every rank of the group throws TransportUnavailable when any has a
+  // `problem`, with its own reason; but where some rank failed outright,
+  // those that only waited on it in vain (`stalled`) are not to blame.
+  void agree(const std::string& problem, bool stalled = false) const {
+    const int mine = problem.empty() ? 0 : stalled ? 1 : 2;
+    int worst = 0;
+    MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, group_);
+    if (worst == 0) return;
+    throw TransportUnavailable(mine == worst ? problem : "");
+  }
+
+  // NCCL's collectives have no timeout of their own: a peer gone leaves the
+  // others' kernels spinning. Polled as nccl-tests does.
+  static constexpr int kStallSeconds = 60;
+
+  // Waits for every local GPU's stream; false when none made progress for
+  // kStallSeconds. Throws Error where NCCL reports a failure of its own.
+  bool wait_for_streams() const {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kStallSeconds);
+    for (const Gpu& gpu : gpus_.list) {
+      for (;;) {
+        const cudaError_t state = cudaStreamQuery(gpu.stream);
+        if (state == cudaSuccess) break;
+        if (state != cudaErrorNotReady) check(state, "cudaStreamQuery");
+        ncclResult_t asynchronous = ncclSuccess;
+        nccl().check(nccl().async_error(gpu.comm, &asynchronous), "ncclCommGetAsyncError");
+        nccl().check(asynchronous, "nccl (reported by the communicator)");
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::yield();
+      }
+      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kStallSeconds);
+    }
+    return true;
+  }
+
+  void abort_communicators() {
+    for (Gpu& gpu : gpus_.list) {
+      if (gpu.comm) nccl().abort(gpu.comm);
+      gpu.comm = nullptr;
+    }
   }
 
   // One iteration of `collective` on S = `bytes` of floats on every local GPU, as one NCCL group.
@@ -482,6 +538,53 @@ class DeviceGemm {
   void *a_ = nullptr, *b_ = nullptr, *c_ = nullptr;
 };
 
+// NVML's reasons the clocks of one GPU (by its UUID) are held back, read as
+// often as asked while NVML stays initialised.
+class ClockReasons {
+ public:
+  static constexpr uint64_t kUnknown = uint64_t{1} << 63;
+
+  explicit ClockReasons(const std::string& uuid) {
+    void* library = open_library("libnvidia-ml.so.1");
+    const auto init = symbol<int (*)()>(library, "nvmlInit_v2");
+    const auto by_uuid = symbol<int (*)(const char*, void**)>(library, "nvmlDeviceGetHandleByUUID");
+    reasons_ = symbol<int (*)(void*, unsigned long long*)>(library, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    shutdown_ = symbol<int (*)()>(library, "nvmlShutdown");
+    initialised_ = init && by_uuid && reasons_ && shutdown_ && init() == 0;
+    if (initialised_ && by_uuid(uuid.c_str(), &device_) != 0) device_ = nullptr;
+  }
+  ~ClockReasons() {
+    if (initialised_) shutdown_();
+  }
+  ClockReasons(const ClockReasons&) = delete;
+  ClockReasons& operator=(const ClockReasons&) = delete;
+
+  // nvml.h's clocks-event reason bits now, or kUnknown.
+  uint64_t now() const {
+    unsigned long long bits = 0;
+    return device_ && reasons_(device_, &bits) == 0 ? bits : kUnknown;
+  }
+  // The faults among `bits`: idle, application clocks, sync boost and display clocks are none.
+  static std::string text(uint64_t bits) {
+    if (bits & kUnknown) return "unknown";
+    constexpr std::pair<uint64_t, const char*> kFaults[] = {{0x4, "SW power cap"},
+                                                            {0x8, "HW slowdown"},
+                                                            {0x20, "SW thermal slowdown"},
+                                                            {0x40, "HW thermal slowdown"},
+                                                            {0x80, "HW power brake slowdown"}};
+    std::string held_back;
+    for (const auto& [bit, name] : kFaults)
+      if (bits & bit) held_back += (held_back.empty() ? "" : ", ") + std::string(name);
+    return held_back;
+  }
+
+ private:
+  int (*reasons_)(void*, unsigned long long*) = nullptr;
+  int (*shutdown_)() = nullptr;
+  bool initialised_ = false;
+  void* device_ = nullptr;
+};
+
 }  // namespace
 
 double gpu_gemm_tflops(int device, int n) {
@@ -490,37 +593,20 @@ double gpu_gemm_tflops(int device, int n) {
   return gemm.tflops(work.seconds_per_call(gemm));
 }
 
-std::vector<double> gpu_gemm_sustained_tflops(int device, int n, double seconds) {
+HeldGemm gpu_gemm_held(int device, const std::string& uuid, int n, std::chrono::steady_clock::time_point until) {
   DeviceWork work(device);
   const DeviceGemm gemm(work, n);
+  ClockReasons reasons(uuid);
   std::vector<double> slices;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  std::vector<uint64_t> bits;  // what NVML said during each slice
   do {
-    slices.push_back(gemm.tflops(work.seconds_per_call(gemm, 1.0)));
+    uint64_t during = 0;
+    slices.push_back(gemm.tflops(work.seconds_per_call(gemm, 1.0, [&] { during = reasons.now(); })));
+    bits.push_back(during);
   } while (std::chrono::steady_clock::now() < until);
-  return slices;
-}
-
-std::string gpu_clocks_held_back(const std::string& uuid) {
-  void* library = open_library("libnvidia-ml.so.1");
-  const auto init = symbol<int (*)()>(library, "nvmlInit_v2");
-  const auto by_uuid = symbol<int (*)(const char*, void**)>(library, "nvmlDeviceGetHandleByUUID");
-  const auto reasons = symbol<int (*)(void*, unsigned long long*)>(library, "nvmlDeviceGetCurrentClocksThrottleReasons");
-  const auto shutdown = symbol<int (*)()>(library, "nvmlShutdown");
-  if (!init || !by_uuid || !reasons || !shutdown || init() != 0) return "";
-  void* device = nullptr;
-  unsigned long long bits = 0;
-  const bool read = by_uuid(uuid.c_str(), &device) == 0 && reasons(device, &bits) == 0;
-  shutdown();
-  if (!read) return "";
-  // nvml.h's nvmlClocksEventReason bits; idle, application clocks, sync boost and display clocks are no fault.
-  constexpr std::pair<unsigned long long, const char*> kFaults[] = {
-      {0x4, "SW power cap"}, {0x8, "HW slowdown"}, {0x20, "SW thermal slowdown"}, {0x40, "HW thermal slowdown"},
-      {0x80, "HW power brake slowdown"}};
-  std::string held_back;
-  for (const auto& [bit, name] : kFaults)
-    if (bits & bit) held_back += (held_back.empty() ? "" : ", ") + std::string(name);
-  return held_back;
+  uint64_t held_back = 0;
+  for (size_t s = bits.size() / 2; s < bits.size(); ++s) held_back |= bits[s];
+  return {slices, ClockReasons::text(held_back)};
 }
 
 double gpu_triad_gbps(int device, size_t bytes) {

@@ -12,8 +12,9 @@ NodeGpus find_gpus() {
 
 double gpu_gemm_tflops(int, int) { throw Error("this rankscope was built without CUDA"); }
 double gpu_triad_gbps(int, size_t) { throw Error("this rankscope was built without CUDA"); }
-std::vector<double> gpu_gemm_sustained_tflops(int, int, double) { throw Error("this rankscope was built without CUDA"); }
-std::string gpu_clocks_held_back(const std::string&) { return ""; }
+HeldGemm gpu_gemm_held(int, const std::string&, int, std::chrono::steady_clock::time_point) {
+  throw Error("this rankscope was built without CUDA");
+}
 std::string nccl_problem() { return "this rankscope was built without CUDA"; }
 std::unique_ptr<CollectiveTransport> open_nccl_collectives(MPI_Comm, const NodeGpus&, const Level&) {
   throw Error("this rankscope was built without CUDA");

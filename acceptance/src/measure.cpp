@@ -296,7 +296,8 @@ class MpiCollectives final : public CollectiveTransport {
 // with one_at_a_time, one after another. Complete on rank 0. A set of nodes
 // the transport cannot open over (TransportUnavailable) is left out, and the
 // others still measured, so that the groups narrow down a node at fault;
-// this node's reason goes to `unavailable`.
+// so is the rest of a sweep the transport gave up on. This node's reason, if
+// it had one, goes to `unavailable`.
 std::vector<CollectiveSweep> sweep_every_scale(MPI_Comm comm, const Level& level, const std::string& transport,
                                                const std::function<std::unique_ptr<CollectiveTransport>(MPI_Comm)>& open,
                                                const std::function<void(const std::string&)>& progress,
@@ -333,14 +334,22 @@ std::vector<CollectiveSweep> sweep_every_scale(MPI_Comm comm, const Level& level
       return nullptr;
     }
   };
-  if (const std::unique_ptr<CollectiveTransport> every_node = opened(comm)) {
-    const std::string over = "over all " + std::to_string(size) + " nodes" +
-                             (transport == "mpi" ? "" : " (" + std::to_string(every_node->ranks()) + " GPUs)") + ", ";
-    for (size_t c = 0; c < std::size(kCollectives); ++c) {
-      say(collective_label(transport, kCollectives[c]) + " " + over + sizes_text);
-      const std::vector<CollectivePoint> points = every_node->sweep(kCollectives[c]);
-      if (rank == 0) keep(c, -1, every_node->ranks(), points);
+  // Every collective over `nodes` (this rank's group, -1 for every node); false where the transport gave up.
+  const auto sweep_all = [&](CollectiveTransport& over, int group, int group_rank, const std::string& line) {
+    try {
+      for (size_t c = 0; c < std::size(kCollectives); ++c) {
+        if (!line.empty()) say(collective_label(transport, kCollectives[c]) + " " + line);
+        const std::vector<CollectivePoint> points = over.sweep(kCollectives[c]);
+        if (group_rank == 0) keep(c, group, over.ranks(), points);
+      }
+    } catch (const TransportUnavailable& failure) {
+      if (unavailable.empty()) unavailable = failure.what();
     }
+  };
+  if (const std::unique_ptr<CollectiveTransport> every_node = opened(comm)) {
+    sweep_all(*every_node, -1, rank,
+              "over all " + std::to_string(size) + " nodes" +
+                  (transport == "mpi" ? "" : " (" + std::to_string(every_node->ranks()) + " GPUs)") + ", " + sizes_text);
   } else {
     say(transport + " over all " + std::to_string(size) + " nodes: could not be set up; on to the groups");
   }
@@ -354,11 +363,7 @@ std::vector<CollectiveSweep> sweep_every_scale(MPI_Comm comm, const Level& level
     const auto measure_group = [&] {
       int group_rank = 0;
       MPI_Comm_rank(group, &group_rank);
-      const std::unique_ptr<CollectiveTransport> members = opened(group);
-      for (size_t c = 0; members && c < std::size(kCollectives); ++c) {
-        const std::vector<CollectivePoint> points = members->sweep(kCollectives[c]);
-        if (group_rank == 0) keep(c, my_group, members->ranks(), points);
-      }
+      if (const std::unique_ptr<CollectiveTransport> members = opened(group)) sweep_all(*members, my_group, group_rank, "");
     };
     const std::string every = transport == "mpi" ? "every collective" : "every " + transport + " collective";
     std::string nodes_text = std::to_string(groups.size()) + " groups of " + std::to_string(groups.front().size()) + " nodes";
@@ -651,21 +656,24 @@ std::string measure_gpus(MPI_Comm comm, const Level& level, const NodeGpus& mine
     // Every GPU of the node at once, as training loads them: what a node's
     // power and cooling hold shows only then.
     const int64_t began = timeline.now();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                               std::chrono::duration<double>(level.gpu_sustain_seconds));
     std::vector<std::string> sustain_errors(measured.size());
-    std::vector<std::thread> loads;
-    for (size_t g = 0; g < measured.size(); ++g) {
-      if (failed[g]) continue;
-      loads.emplace_back([&, g] {
-        try {
-          measured[g].sustained_tflops =
-              gpu_gemm_sustained_tflops(measured[g].index, level.gpu_gemm_n, level.gpu_sustain_seconds);
-          measured[g].clocks_held_back = gpu_clocks_held_back(measured[g].uuid);
-        } catch (const std::exception& failure) {
-          sustain_errors[g] = failure.what();
-        }
-      });
+    {
+      std::vector<std::jthread> loads;  // joined however this block ends
+      for (size_t g = 0; g < measured.size(); ++g) {
+        if (failed[g]) continue;
+        loads.emplace_back([&, g] {
+          try {
+            HeldGemm held = gpu_gemm_held(measured[g].index, measured[g].uuid, level.gpu_gemm_n, until);
+            measured[g].sustained_tflops = std::move(held.tflops);
+            measured[g].clocks_held_back = std::move(held.clocks_held_back);
+          } catch (const std::exception& failure) {
+            sustain_errors[g] = failure.what();
+          }
+        });
+      }
     }
-    for (std::thread& load : loads) load.join();
     timeline.range("accept: gpus held", began, timeline.now());
     for (size_t g = 0; g < measured.size(); ++g) {
       if (sustain_errors[g].empty()) continue;
