@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "collective_transport.h"
 #include "rankscope/acceptance/measure.h"
-#include "rankscope/model/error.h"
 
 namespace rankscope::acceptance {
 
@@ -55,26 +55,6 @@ struct HeldGemm {
   std::string clocks_held_back;
 };
 HeldGemm gpu_gemm_held(int device, const std::string& uuid, int n, std::chrono::steady_clock::time_point until);
-
-// Thrown by a transport's opening on every rank of its group at once, so
-// that the group gives up together rather than leave ranks waiting on one
-// that failed: what() is this rank's own reason, empty where it had none.
-class TransportUnavailable : public Error {
- public:
-  using Error::Error;
-};
-
-// Collectives over one group of nodes, through one transport (MPI, NCCL),
-// set up once for the group: sweep() runs one of kCollectives at each size
-// of collective_sizes() over ranks(), as nccl-tests runs them (warm-up,
-// then timed iterations back to back, each as long as its slowest rank
-// took), complete on the group's rank 0. Collective over the group.
-class CollectiveTransport {
- public:
-  virtual ~CollectiveTransport() = default;
-  virtual int ranks() const = 0;
-  virtual std::vector<CollectivePoint> sweep(std::string_view collective) = 0;
-};
 
 // Why this node cannot take part in NCCL's collectives (libnccl.so.2 not
 // found, or lacking an entry point); empty when it can.

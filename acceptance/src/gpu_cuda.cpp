@@ -366,7 +366,7 @@ class NcclCollectives final : public CollectiveTransport {
   // others' kernels spinning. Polled as nccl-tests does.
   static constexpr int kStallSeconds = 60;
 
-  // Waits for every local GPU's stream; false when none made progress for
+  // Waits for every local GPU's stream; false when one of them made no progress for
   // kStallSeconds. Throws Error where NCCL reports a failure of its own.
   bool wait_for_streams() const {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kStallSeconds);

@@ -291,13 +291,12 @@ class MpiCollectives final : public CollectiveTransport {
   int ranks_ = 1;
 };
 
-// Each of kCollectives through one transport, `open(group)` for each set of
-// nodes: every node, then each group of node_groups(), the groups at once or,
-// with one_at_a_time, one after another. Complete on rank 0. A set of nodes
-// the transport cannot open over (TransportUnavailable) is left out, and the
-// others still measured, so that the groups narrow down a node at fault;
-// so is the rest of a sweep the transport gave up on. This node's reason, if
-// it had one, goes to `unavailable`.
+}  // namespace
+
+std::unique_ptr<CollectiveTransport> open_mpi_collectives(MPI_Comm group, const Level& level) {
+  return std::make_unique<MpiCollectives>(group, level);
+}
+
 std::vector<CollectiveSweep> sweep_every_scale(MPI_Comm comm, const Level& level, const std::string& transport,
                                                const std::function<std::unique_ptr<CollectiveTransport>(MPI_Comm)>& open,
                                                const std::function<void(const std::string&)>& progress,
@@ -334,7 +333,7 @@ std::vector<CollectiveSweep> sweep_every_scale(MPI_Comm comm, const Level& level
       return nullptr;
     }
   };
-  // Every collective over `nodes` (this rank's group, -1 for every node); false where the transport gave up.
+  // Every collective through `over`, kept as `group`'s (-1: every node) on the group's rank 0.
   const auto sweep_all = [&](CollectiveTransport& over, int group, int group_rank, const std::string& line) {
     try {
       for (size_t c = 0; c < std::size(kCollectives); ++c) {
@@ -406,8 +405,6 @@ std::vector<CollectiveSweep> sweep_every_scale(MPI_Comm comm, const Level& level
   }
   return sweeps;
 }
-
-}  // namespace
 
 void RunRecord::begin_stage(const std::string& line) {
   {
@@ -506,8 +503,7 @@ std::vector<CollectiveSweep> measure_collectives(MPI_Comm comm, const Level& lev
   if (size < 2) return {};
   std::string never;  // MPI's collectives are over the job's own communicator
   return sweep_every_scale(
-      comm, level, "mpi", [&](MPI_Comm group) { return std::make_unique<MpiCollectives>(group, level); }, progress,
-      never);
+      comm, level, "mpi", [&](MPI_Comm group) { return open_mpi_collectives(group, level); }, progress, never);
 }
 
 Level level_named(std::string_view name) {

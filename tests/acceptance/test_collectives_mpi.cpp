@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "collective_transport.h"
 #include "rankscope/acceptance/measure.h"
 
 namespace rankscope::acceptance {
@@ -65,6 +67,83 @@ TEST(MeasureCollectives, GroupsOneAtATime) { expect_every_sweep(small_level(true
 
 TEST(MeasureCollectives, OneNodeAloneHasNone) {
   EXPECT_TRUE(measure_collectives(MPI_COMM_SELF, small_level(false), [](const std::string&) {}).empty());
+}
+
+// MPI's collectives, but a set of nodes that holds `broken` cannot be set
+// up, or gives up at `failing_collective`: as NCCL's transport does, every
+// rank of the set agrees, and throws with its own reason (only `broken` has one).
+class FailingTransport final : public CollectiveTransport {
+ public:
+  FailingTransport(MPI_Comm group, const Level& level, int broken, std::string_view failing_collective)
+      : inner_(open_mpi_collectives(group, level)), group_(group), failing_collective_(failing_collective) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    mine_broken_ = rank == broken;
+    if (failing_collective_.empty()) agree();
+  }
+  int ranks() const override { return inner_->ranks(); }
+  std::vector<CollectivePoint> sweep(std::string_view collective) override {
+    if (collective == failing_collective_) agree();
+    return inner_->sweep(collective);
+  }
+
+ private:
+  void agree() const {
+    const int mine = mine_broken_ ? 1 : 0;
+    int any = 0;
+    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, group_);
+    if (any) throw TransportUnavailable(mine_broken_ ? "the broken node's part" : "");
+  }
+  std::unique_ptr<CollectiveTransport> inner_;
+  MPI_Comm group_;
+  std::string failing_collective_;
+  bool mine_broken_ = false;
+};
+
+// With 5 nodes (groups 0-2 and 3-4) and node 4 broken: full scale and the
+// group with node 4 are left out, the other group still measured, only node
+// 4 says why, and no rank is left waiting.
+TEST(SweepEveryScale, ASetOfNodesThatCannotBeSetUpIsLeftOutAndTheRestMeasured) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  ASSERT_EQ(size, 5);
+  const Level level = small_level(false);
+  std::string unavailable;
+  const std::vector<CollectiveSweep> sweeps = sweep_every_scale(
+      MPI_COMM_WORLD, level, "test",
+      [&](MPI_Comm group) { return std::make_unique<FailingTransport>(group, level, 4, ""); },
+      [](const std::string&) {}, unavailable);
+  EXPECT_EQ(unavailable, rank == 4 ? "the broken node's part" : "") << rank;
+  if (rank != 0) return;
+  ASSERT_EQ(sweeps.size(), std::size(kCollectives));
+  for (const CollectiveSweep& sweep : sweeps) {
+    EXPECT_EQ(sweep.nodes, (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(sweep.transport, "test");
+    EXPECT_FALSE(sweep.points.empty());
+  }
+}
+
+// A transport that gives up within a scale keeps what that scale measured
+// before, and the groups are still measured.
+TEST(SweepEveryScale, ATransportThatGivesUpMidScaleKeepsWhatCameBefore) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const Level level = small_level(true);
+  std::string unavailable;
+  const std::vector<CollectiveSweep> sweeps = sweep_every_scale(
+      MPI_COMM_WORLD, level, "test",
+      [&](MPI_Comm group) { return std::make_unique<FailingTransport>(group, level, 4, "reduce_scatter"); },
+      [](const std::string&) {}, unavailable);
+  EXPECT_EQ(unavailable, rank == 4 ? "the broken node's part" : "") << rank;
+  if (rank != 0) return;
+  // Full scale: allreduce and allgather; group 0-2: all four; group 3-4: allreduce and allgather.
+  std::vector<std::pair<std::string, size_t>> seen;
+  for (const CollectiveSweep& sweep : sweeps) seen.emplace_back(sweep.collective, sweep.nodes.size());
+  const std::vector<std::pair<std::string, size_t>> expected = {
+      {"allreduce", 5}, {"allgather", 5}, {"allreduce", 3}, {"allgather", 3}, {"reduce_scatter", 3},
+      {"alltoall", 3},  {"allreduce", 2}, {"allgather", 2}};
+  EXPECT_EQ(seen, expected);
 }
 
 }  // namespace
