@@ -45,8 +45,7 @@ std::string mpi_error_text(int code) {
 
 }  // namespace
 
-bool wait_idle(MPI_Request& request, double deadline) {
-  constexpr long kLongestSleepNs = 200'000;
+bool wait_idle(MPI_Request& request, double deadline, long longest_sleep_ns) {
   long sleep_ns = 10'000;
   for (;;) {
     int done = 0;
@@ -56,7 +55,7 @@ bool wait_idle(MPI_Request& request, double deadline) {
     timespec pause{0, sleep_ns};
     while (::nanosleep(&pause, &pause) != 0 && errno == EINTR) {
     }
-    sleep_ns = std::min(sleep_ns * 2, kLongestSleepNs);
+    sleep_ns = std::min(sleep_ns * 2, longest_sleep_ns);
   }
 }
 

@@ -5,14 +5,15 @@
 # that `info --check` accepts and `report` shows with the reference job's
 # steps, and an existing one is refused; -o writes the summary to a file,
 # replaced only with -f and only when it is an earlier summary of the same
-# format, and a wrong -o stops it before it measures anything; two ranks on
-# one node are refused with how to ask for one per node; a bad level is a
-# usage error; a baseline saved, then judging the node by it and by a rule
+# format, and a wrong -o stops it before it measures anything; under
+# mpirun, which binds its rank to a core, it still measures on every CPU;
+# with three ranks on the node the first measures and the others wait idle,
+# all exiting with the verdict, and an error reaches every rank; a bad
+# level is a usage error; a baseline saved, then judging the node by it and by a rule
 # file; mistakes in those files named with their place, before anything is
 # measured. The fleet's verdicts, and the timeline of several nodes (links,
-# causality), are tested on test hosts (tests/hosts/test_accept.sh): accept
-# runs one rank per node; the collectives over several ranks, by
-# accept.collectives.np5.
+# causality), are tested on test hosts (tests/hosts/test_accept.sh); the
+# collectives over several ranks, by accept.collectives.np5.
 # Usage: test_accept_cli.sh RANKSCOPE MPIEXEC
 set -euo pipefail
 rankscope=$1 mpiexec=$2
@@ -121,12 +122,43 @@ grep -q "<title>rankscope acceptance: PASS" page.html || fail "page.html is not 
 head -1 one.txt | grep -q "^acceptance: PASS (1 of 1 nodes" || { cat one.txt; fail "text summary in one.txt"; }
 [ -z "$(ls ./*.partial 2>/dev/null)" ] || fail "a .partial file was left behind: $(ls ./*.partial)"
 
-echo "== two ranks on one node"
+echo "== under mpirun: every CPU of the node, and a rank per GPU"
+# mpirun binds one or two ranks to a core each (here, as on any node): the
+# node's compute and memory are still measured on every CPU it has.
+"$mpiexec" -n 1 "$rankscope" accept --format json >bound.json 2>bound.log || { cat bound.log; fail "accept under mpirun -n 1"; }
+python3 - "$(nproc)" <<'PY'
+import json, sys
+[node] = json.load(open("bound.json"))["nodes"]
+assert node["inventory"]["cpus"] == int(sys.argv[1]), (node["inventory"]["cpus"], "CPUs, not", sys.argv[1])
+PY
+# Launched with several ranks on a node, as jobs with a rank per GPU are:
+# the first measures the node, the others wait idle, and every rank exits
+# with the verdict.
+cat >cpu_time.py <<'PY'
+import resource, subprocess, sys
+status = subprocess.call(sys.argv[1:])
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"rank CPU time {used.ru_utime} {used.ru_stime}", file=sys.stderr)
+sys.exit(status)
+PY
+"$mpiexec" -n 3 python3 "$work/cpu_time.py" "$rankscope" accept --format json >three.json 2>three.log ||
+  { cat three.log; fail "three ranks on one node"; }
+grep -q "rankscope accept: 3 ranks on 1 nodes: the first rank of each node measures it, 2 others wait" three.log ||
+  { cat three.log; fail "no word of the ranks that wait"; }
+python3 - "$(hostname)" <<'PY'
+import json, re, sys
+result = json.load(open("three.json"))
+assert result["verdict"] == "pass" and [n["host"] for n in result["nodes"]] == [sys.argv[1]], result["nodes"]
+seconds = sorted(float(u) + float(s) for u, s in re.findall(r"rank CPU time ([0-9.]+) ([0-9.]+)", open("three.log").read()))
+assert len(seconds) == 3, seconds
+# The two that wait take a few hundredths of a second (MPI's start), the one that measures seconds.
+assert seconds[1] < 0.2 * seconds[2], seconds
+PY
+# An error on the ranks that measure reaches those that wait: all exit 1, and it is said once.
 status=0
-"$mpiexec" -n 2 "$rankscope" accept >two.txt 2>two.log || status=$?
-[ "$status" -eq 1 ] || fail "two ranks on one node: exit status $status"
-grep -q "accept runs one rank per node, but a node has 2 (mpirun --map-by ppr:1:node, or --npernode 1)" two.log ||
-  { cat two.log; fail "no message saying one rank per node"; }
+"$mpiexec" -n 2 "$rankscope" accept --links groups >two.txt 2>two.log || status=$?
+[ "$status" -eq 1 ] || { cat two.log; fail "an error with two ranks on one node: exit status $status"; }
+[ "$(grep -c "group testing needs 8 nodes or more" two.log)" -eq 1 ] || { cat two.log; fail "the error, said once"; }
 [ ! -s two.txt ] || fail "a verdict was printed"
 
 echo "== a bad level"

@@ -6,6 +6,7 @@
 
 #include "fleet_fixtures.h"
 #include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/node_ranks.h"
 #include "rankscope/acceptance/rules.h"
 
 namespace rankscope::acceptance {
@@ -248,6 +249,19 @@ TEST(Gpus, JsonCarriesTheInventoryAndEveryRepeat) {
   EXPECT_NE(json.find(R"("gpus":[{"index":0,"model":"NVIDIA H200","uuid":"GPU-1-0","memory_bytes":151397597184,"gemm_tflops":[)"),
             std::string::npos) << json;
   EXPECT_NE(json.find(R"("gpu_error":"")"), std::string::npos) << json;
+}
+
+// A launcher that gives each rank of a node its own GPU: the rank that
+// measures the node must see all of theirs.
+TEST(Gpus, TheNodesMeasuringRankSeesEveryGpuItsRanksWereGiven) {
+  using Seen = std::vector<std::optional<std::string>>;
+  EXPECT_EQ(visible_to_any(Seen{"0", "1", " 2", "3 "}), "0,1,2,3");
+  EXPECT_EQ(visible_to_any(Seen{"2,3", "0,1", "3"}), "2,3,0,1");  // in the order first named, each once
+  EXPECT_EQ(visible_to_any(Seen{"GPU-8f3a", "GPU-1c07,"}), "GPU-8f3a,GPU-1c07");  // UUIDs as well
+  EXPECT_EQ(visible_to_any(Seen{"0", std::nullopt}), std::nullopt);  // one rank may use every GPU: so may it
+  EXPECT_EQ(visible_to_any(Seen{std::nullopt}), std::nullopt);
+  EXPECT_EQ(visible_to_any(Seen{"", ""}), "");  // every GPU hidden stays hidden
+  EXPECT_EQ(visible_to_any(Seen{"", "1"}), "1");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "outputs.h"
 #include "rankscope/acceptance/acceptance.h"
 #include "rankscope/acceptance/measure.h"
+#include "rankscope/acceptance/node_ranks.h"
 #include "rankscope/acceptance/rules.h"
 #include "rankscope/acceptance/reference_job.h"
 #include "rankscope/acceptance/run_timeline.h"
@@ -62,23 +63,117 @@ std::string summary(const std::string& format, const acceptance::Acceptance& jud
                             : acceptance::summary_text(judged);
 }
 
+struct AcceptOptions {
+  std::string level = "quick";
+  std::string format = "text";
+  std::string output;  // stdout when empty
+  bool overwrite = false;
+  bool one_at_a_time = false;
+  std::string links = "auto";
+  std::string rules, baseline, save_baseline;
+  std::string timeline;  // a temporary file when not given
+};
+
+// On the first rank of each node: measures, judges, and gives the summary.
+// Returns the exit status: 1 when anything fails.
+int accept_nodes(const acceptance::NodeRanks& ranks, const AcceptOptions& options) {
+  const MPI_Comm nodes = ranks.nodes();
+  int process = 0;
+  MPI_Comm_rank(nodes, &process);
+  const int processes = ranks.node_count();
+  if (const int waiting = ranks.job_ranks() - processes; process == 0 && waiting > 0) {
+    std::fprintf(stderr, "rankscope accept: %d ranks on %d nodes: the first rank of each node measures it, %d %s\n",
+                 ranks.job_ranks(), processes, waiting, waiting == 1 ? "other waits" : "others wait");
+  }
+  // Before anything is measured, so that a wrong -o costs no measurement.
+  std::optional<TextOutput> output;
+  run_on_process_0(nodes, [&] {
+    if (options.output.empty()) return;
+    check_files({}, {{"-o", options.output, accept_kind(options.format)}}, options.overwrite);
+    output.emplace(options.output);
+  });
+  acceptance::Level level = acceptance::level_named(options.level);
+  level.one_at_a_time = options.one_at_a_time;
+  level.link_screen = acceptance::link_screen_for(options.links, processes);
+  // Rank 0 judges; its files are read before anything is measured, so a mistake in them costs no run.
+  Judgement judgement;
+  run_on_process_0(nodes, [&] {
+    judgement = read_judgement(options.rules, options.baseline, options.level);
+    if (!options.save_baseline.empty())
+      check_files({}, {{"--save-baseline", options.save_baseline, OutputKind::kAcceptBaseline}}, options.overwrite);
+  });
+  std::unique_ptr<TemporaryPath> partial;
+  if (!options.timeline.empty()) partial = prepare_timeline_output(nodes, {}, options.timeline, options.overwrite);
+  // The summary, to -o or stdout.
+  const auto give = [&](const acceptance::Acceptance& judged, const acceptance::Measurements& measured) {
+    const std::string text = summary(options.format, judged, measured);
+    if (output) {
+      output->write(text);
+      std::fprintf(stderr, "rankscope accept: wrote %s\n", options.output.c_str());
+    } else {
+      std::fputs(text.c_str(), stdout);
+      std::fflush(stdout);
+    }
+  };
+  acceptance::RunRecord record([&](const std::string& line) {
+    std::fprintf(stderr, "rankscope accept: %d nodes: %s\n", processes, line.c_str());
+  });
+  // A node lost ends the job: mpirun signals every rank, and kills them a second later
+  // (odls_base_sigkill_timeout). Meanwhile the ranks alive go on answering rank 0's roll calls,
+  // which tells rank 0 the silent ones; it then judges what was measured.
+  constexpr auto kStill = std::chrono::milliseconds(200), kAtMost = std::chrono::milliseconds(600);
+  const LastWords cut_short([&](int signal_number) {
+    if (process != 0) {
+      std::this_thread::sleep_for(kAtMost);
+      return;
+    }
+    const auto measured = record.cut_short_when_still(
+        std::string("the job was ended by SIG") + sigabbrev_np(signal_number) + ", as mpirun does when a node is lost",
+        kStill, kAtMost);
+    if (!measured) return;
+    try {
+      give(judged_by(*measured, judgement), *measured);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "rankscope accept: error: %s\n", e.what());
+    }
+  });
+  // The reference job is analysed on the timeline, so there is always one (a temporary file
+  // when none was asked for).
+  acceptance::RunTimeline timeline(nodes, options.timeline);
+  acceptance::Measurements measured =
+      acceptance::measure(nodes, level, timeline, record, judgement.rule_file.fleet,
+                          [&](const acceptance::Measurements& so_far) { return judged_by(so_far, judgement); });
+  timeline.sync_clock();
+  acceptance::run_reference_job(nodes, acceptance::reference_job_size(options.level),
+                                acceptance::take_inventory().cpus, timeline, [&](const std::string& line) {
+                                  if (process == 0) record.begin_stage(line);
+                                });
+  const MergeResult merged = timeline.write(measured);
+  int verdict = 0;
+  run_on_process_0(nodes, [&] {
+    record.finish();
+    print_merge_problems("accept", merged, "shard", stderr);
+    acceptance::analyse_reference_job(timeline.path(), measured);
+    const acceptance::Acceptance judged = judged_by(measured, judgement);
+    if (!options.save_baseline.empty() && judged.verdict == acceptance::Verdict::pass) {
+      TextOutput(options.save_baseline).write(acceptance::baseline_text(measured, options.level));
+      std::fprintf(stderr, "rankscope accept: baseline %s written\n", options.save_baseline.c_str());
+    } else if (!options.save_baseline.empty()) {
+      std::fprintf(stderr, "rankscope accept: no baseline written: a run that fails is no baseline\n");
+    }
+    give(judged, measured);
+    verdict = judged.verdict == acceptance::Verdict::fail ? 1 : 0;
+  });
+  return verdict;
+}
+
 }  // namespace
 
 Command add_accept(CLI::App& parent) {
-  struct Options {
-    std::string level = "quick";
-    std::string format = "text";
-    std::string output;  // stdout when empty
-    bool overwrite = false;
-    bool one_at_a_time = false;
-    std::string links = "auto";
-    std::string rules, baseline, save_baseline;
-    std::string timeline;  // a temporary file when not given
-  };
-  auto options = std::make_shared<Options>();
+  auto options = std::make_shared<AcceptOptions>();
   CLI::App* app = parent.add_subcommand(
-      "accept", "Cluster acceptance: run under mpirun with one rank per node; measures every node and every link and "
-                "judges them (exit status 1 when anything fails)");
+      "accept", "Cluster acceptance: run under mpirun with a rank per node (or per GPU: the first rank of each node "
+                "measures it); measures every node and every link and judges them (exit status 1 when anything fails)");
   app->add_option("--level", options->level, "quick (a minute or less) or full")
       ->check(CLI::IsMember({"quick", "full"}));
   app->add_flag("--one-at-a-time", options->one_at_a_time,
@@ -104,100 +199,18 @@ Command add_accept(CLI::App& parent) {
       ->check(kNonEmptyPath);
   return {app, [options] {
             int verdict = 0;
-            const int status = run_under_mpi("accept", [&](int process, int processes) {
-              // Before anything is measured, so that a wrong -o costs no measurement.
-              std::optional<TextOutput> output;
-              run_on_process_0(MPI_COMM_WORLD, [&] {
-                if (options->output.empty()) return;
-                check_files({}, {{"-o", options->output, accept_kind(options->format)}}, options->overwrite);
-                output.emplace(options->output);
-              });
-              int local_size = 1;
-              MPI_Comm node;
-              MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, process, MPI_INFO_NULL, &node);
-              MPI_Comm_size(node, &local_size);
-              MPI_Comm_free(&node);
-              int most_on_a_node = 0;
-              MPI_Allreduce(&local_size, &most_on_a_node, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-              if (most_on_a_node > 1) {
-                throw Error("accept runs one rank per node, but a node has " + std::to_string(most_on_a_node) +
-                            " (mpirun --map-by ppr:1:node, or --npernode 1)");
-              }
-              acceptance::Level level = acceptance::level_named(options->level);
-              level.one_at_a_time = options->one_at_a_time;
-              level.link_screen = acceptance::link_screen_for(options->links, processes);
-              // Rank 0 judges; its files are read before anything is measured, so a mistake in them costs no run.
-              Judgement judgement;
-              run_on_process_0(MPI_COMM_WORLD, [&] {
-                judgement = read_judgement(options->rules, options->baseline, options->level);
-                if (!options->save_baseline.empty())
-                  check_files({}, {{"--save-baseline", options->save_baseline, OutputKind::kAcceptBaseline}},
-                              options->overwrite);
-              });
-              std::unique_ptr<TemporaryPath> partial;
-              if (!options->timeline.empty()) {
-                partial = prepare_timeline_output(MPI_COMM_WORLD, {}, options->timeline, options->overwrite);
-              }
-              // The summary, to -o or stdout.
-              const auto give = [&](const acceptance::Acceptance& judged, const acceptance::Measurements& measured) {
-                const std::string text = summary(options->format, judged, measured);
-                if (output) {
-                  output->write(text);
-                  std::fprintf(stderr, "rankscope accept: wrote %s\n", options->output.c_str());
-                } else {
-                  std::fputs(text.c_str(), stdout);
-                  std::fflush(stdout);
-                }
-              };
-              acceptance::RunRecord record([&](const std::string& line) {
-                std::fprintf(stderr, "rankscope accept: %d nodes: %s\n", processes, line.c_str());
-              });
-              // A node lost ends the job: mpirun signals every rank, and kills them a second later
-              // (odls_base_sigkill_timeout). Meanwhile the ranks alive go on answering rank 0's roll calls,
-              // which tells rank 0 the silent ones; it then judges what was measured.
-              constexpr auto kStill = std::chrono::milliseconds(200), kAtMost = std::chrono::milliseconds(600);
-              const LastWords cut_short([&](int signal_number) {
-                if (process != 0) {
-                  std::this_thread::sleep_for(kAtMost);
-                  return;
-                }
-                const auto measured = record.cut_short_when_still(
-                    std::string("the job was ended by SIG") + sigabbrev_np(signal_number) + ", as mpirun does when a node is lost",
-                    kStill, kAtMost);
-                if (!measured) return;
+            const int status = run_under_mpi("accept", [&](int, int) {
+              const acceptance::NodeRanks ranks(MPI_COMM_WORLD);
+              int outcome = 0;
+              if (ranks.measures()) {
                 try {
-                  give(judged_by(*measured, judgement), *measured);
-                } catch (const Error& e) {
-                  std::fprintf(stderr, "rankscope accept: error: %s\n", e.what());
+                  outcome = accept_nodes(ranks, *options);
+                } catch (const Error&) {
+                  acceptance::share_status(MPI_COMM_WORLD, 1);
+                  throw;
                 }
-              });
-              // The reference job is analysed on the timeline, so there is always one (a temporary file
-              // when none was asked for).
-              acceptance::RunTimeline timeline(MPI_COMM_WORLD, options->timeline);
-              acceptance::Measurements measured = acceptance::measure(
-                  MPI_COMM_WORLD, level, timeline, record, judgement.rule_file.fleet,
-                  [&](const acceptance::Measurements& so_far) { return judged_by(so_far, judgement); });
-              timeline.sync_clock();
-              acceptance::run_reference_job(MPI_COMM_WORLD, acceptance::reference_job_size(options->level),
-                                            acceptance::take_inventory().cpus, timeline, [&](const std::string& line) {
-                                              if (process == 0) record.begin_stage(line);
-                                            });
-              const MergeResult merged = timeline.write(measured);
-              run_on_process_0(MPI_COMM_WORLD, [&] {
-                record.finish();
-                print_merge_problems("accept", merged, "shard", stderr);
-                acceptance::analyse_reference_job(timeline.path(), measured);
-                const acceptance::Acceptance judged = judged_by(measured, judgement);
-                if (!options->save_baseline.empty() && judged.verdict == acceptance::Verdict::pass) {
-                  TextOutput(options->save_baseline).write(acceptance::baseline_text(measured, options->level));
-                  std::fprintf(stderr, "rankscope accept: baseline %s written\n", options->save_baseline.c_str());
-                } else if (!options->save_baseline.empty()) {
-                  std::fprintf(stderr, "rankscope accept: no baseline written: a run that fails is no baseline\n");
-                }
-                give(judged, measured);
-                verdict = judged.verdict == acceptance::Verdict::fail ? 1 : 0;
-              });
-              MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD);
+              }
+              verdict = acceptance::share_status(MPI_COMM_WORLD, outcome);
             });
             return status != 0 ? status : verdict;
           }};

@@ -42,8 +42,10 @@ int ranks_not_sharing_folder(MPI_Comm comm, const std::string& folder);
 // on a node with fewer cores than ranks (and on the test hosts, which share
 // one machine's cores), a rank that spins takes the core a timed pair needs,
 // and round trips grow from tens of microseconds to the scheduler's
-// milliseconds. A poll costs microseconds; the sleep grows to 0.2 ms.
-bool wait_idle(MPI_Request& request, double deadline = std::numeric_limits<double>::infinity());
+// milliseconds. A poll costs microseconds; the sleep grows to
+// `longest_sleep_ns`, 0.2 ms unless a wait can answer later than that.
+bool wait_idle(MPI_Request& request, double deadline = std::numeric_limits<double>::infinity(),
+               long longest_sleep_ns = 200'000);
 
 // Collective over `comm`: a barrier that its ranks wait out with wait_idle.
 void idle_barrier(MPI_Comm comm);
