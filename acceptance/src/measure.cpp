@@ -2,14 +2,16 @@
 
 #include <cblas.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <exception>
 #include <chrono>
+#include <exception>
+#include <functional>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -53,6 +55,7 @@ int usable_cpus() {
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
   return std::max(CPU_COUNT(&set), 1);
 }
+
 
 // Where nodes share cores, the scheduler may put both ends of the link being
 // measured on one core and keep them there for whole repeats: each round trip
@@ -562,24 +565,45 @@ const Blas& blas() {
   return loaded;
 }
 
+void on_each_cpu(int threads, const std::function<void(size_t)>& work) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  std::vector<std::thread> workers;
+  for (size_t t = 0; t < static_cast<size_t>(threads); ++t) {
+    workers.emplace_back([&, t] {
+      if (!cpus.empty()) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[t % cpus.size()], &one);
+        pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+      }
+      work(t);
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+}
+
 GemmWorkers::GemmWorkers(int n, int threads) : n_(n), operands_(static_cast<size_t>(threads)) {
   blas().set_threads(1);
   const size_t elements = static_cast<size_t>(n) * static_cast<size_t>(n);
-  for (Operands& o : operands_) {
+  on_each_cpu(threads, [&](size_t t) {
+    Operands& o = operands_[t];
     o.a.resize(elements), o.b.resize(elements), o.c.assign(elements, 0);
     for (size_t i = 0; i < elements; ++i) o.a[i] = static_cast<double>(i % 7) * 0.25, o.b[i] = static_cast<double>(i % 5) * 0.5;
-  }
+  });
 }
 
 void GemmWorkers::run() {
   const Blas& library = blas();
-  std::vector<std::thread> workers;
-  for (Operands& o : operands_)
-    workers.emplace_back([&o, &library, n = n_] {
-      library.dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, o.a.data(), n, o.b.data(), n, 0.0,
-                    o.c.data(), n);
-    });
-  for (std::thread& worker : workers) worker.join();
+  on_each_cpu(static_cast<int>(operands_.size()), [&](size_t t) {
+    Operands& o = operands_[t];
+    library.dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_, n_, n_, 1.0, o.a.data(), n_, o.b.data(), n_, 0.0,
+                  o.c.data(), n_);
+  });
 }
 
 double GemmWorkers::flops() const {
@@ -596,20 +620,21 @@ double gemm_gflops(int n, int threads) {
 
 double triad_gbps(size_t bytes, int threads) {
   const size_t count = bytes / 3 / sizeof(double);
-  std::vector<double> a(count), b(count, 1.0), c(count, 2.0);
+  // Left untouched here: each worker touches its share first (on_each_cpu).
+  const std::unique_ptr<double[]> a(new double[count]), b(new double[count]), c(new double[count]);
+  const size_t share = count / static_cast<size_t>(threads);
+  const auto shares = [&](const std::function<void(size_t, size_t)>& loop) {
+    on_each_cpu(threads, [&](size_t t) { loop(share * t, t + 1 == static_cast<size_t>(threads) ? count : share * (t + 1)); });
+  };
+  shares([&](size_t begin, size_t end) {
+    std::fill(&a[begin], &a[end], 0.0), std::fill(&b[begin], &b[end], 1.0), std::fill(&c[begin], &c[end], 2.0);
+  });
   const auto triad = [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) a[i] = b[i] + 3.0 * c[i];
   };
-  const auto run = [&] {
-    std::vector<std::thread> workers;
-    const size_t share = count / static_cast<size_t>(threads);
-    for (int t = 0; t < threads; ++t)
-      workers.emplace_back(triad, share * static_cast<size_t>(t), t + 1 == threads ? count : share * static_cast<size_t>(t + 1));
-    for (std::thread& worker : workers) worker.join();
-  };
-  run();  // pages touched
+  shares(triad);  // the workers' first run, as the timed one will
   const auto start = std::chrono::steady_clock::now();
-  run();
+  shares(triad);
   return 3.0 * sizeof(double) * static_cast<double>(count) / seconds_since(start) / 1e9;
 }
 

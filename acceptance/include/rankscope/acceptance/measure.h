@@ -48,6 +48,15 @@ Level level_named(std::string_view name);
 // This process's node, as the inventory compares it.
 Inventory take_inventory();
 
+// Runs work(t) for every t below `threads`, each on a thread of its own held
+// on the t-th CPU this process may use (round again where there are fewer).
+// A worker that allocates and first touches what it works on gets it in its
+// own socket's memory, and finds it there on its next run, as STREAM's
+// threads do with OMP_PROC_BIND: touched by one thread and worked on by
+// threads the scheduler places anywhere, a two-socket node measures one
+// socket's memory, half of it across the link between the sockets.
+void on_each_cpu(int threads, const std::function<void(size_t)>& work);
+
 // One multiplication of n × n doubles per thread, each through the BLAS on
 // one thread, all at once: the compute check's work, and each layer's of
 // the reference job. Not through the BLAS's own thread pool, whose threads
