@@ -9,10 +9,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <exception>
 #include <functional>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -618,6 +620,45 @@ double gemm_gflops(int n, int threads) {
   return workers.flops() / seconds_since(start) / 1e9;
 }
 
+size_t last_level_cache_bytes(const std::string& cpu_folder) {
+  namespace fs = std::filesystem;
+  const auto read = [](const fs::path& path) {
+    std::ifstream file(path);
+    std::string text;
+    std::getline(file, text);
+    return text;
+  };
+  // The highest level's data caches, by the CPUs that share each.
+  int highest = 0;
+  std::map<std::string, size_t> at_highest;
+  std::error_code error;
+  for (const fs::directory_entry& cpu : fs::directory_iterator(cpu_folder, error)) {
+    const std::string name = cpu.path().filename();
+    if (!name.starts_with("cpu") || name.size() == 3 || !std::isdigit(static_cast<unsigned char>(name[3]))) continue;
+    for (const fs::directory_entry& index : fs::directory_iterator(cpu.path() / "cache", error)) {
+      if (read(index.path() / "type") == "Instruction") continue;
+      const int level = std::atoi(read(index.path() / "level").c_str());
+      const std::string size = read(index.path() / "size");
+      char* unit = nullptr;
+      size_t bytes = std::strtoull(size.c_str(), &unit, 10);
+      if (*unit == 'K') bytes <<= 10;
+      if (*unit == 'M') bytes <<= 20;
+      if (*unit == 'G') bytes <<= 30;
+      if (level < highest || bytes == 0) continue;
+      if (level > highest) highest = level, at_highest.clear();
+      at_highest[read(index.path() / "shared_cpu_list")] = bytes;
+    }
+  }
+  size_t total = 0;
+  for (const auto& [cpus, bytes] : at_highest) total += bytes;
+  return total;
+}
+
+size_t triad_bytes_for(size_t level_bytes, size_t largest_cache_bytes, size_t least_available_bytes) {
+  const size_t stream_rule = 3 * 4 * largest_cache_bytes;
+  return std::max(level_bytes, std::min(stream_rule, least_available_bytes / 4));
+}
+
 double triad_gbps(size_t bytes, int threads) {
   const size_t count = bytes / 3 / sizeof(double);
   // Left untouched here: each worker touches its share first (on_each_cpu).
@@ -866,9 +907,15 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
   std::iota(every_node.begin(), every_node.end(), 0);
   std::vector<double> gemm, triad;
   const std::string gemm_stage = "compute: GEMM " + std::to_string(level.gemm_n) + "^3";
-  const std::string triad_stage = "memory: triad over " + std::to_string(level.triad_bytes >> 20) + " MiB";
+  // One size for the whole fleet, so that every node's figure is of the same work.
+  unsigned long long largest_cache = last_level_cache_bytes(), least_available = 0;
+  unsigned long long available = std::strtoull(first_value("/proc/meminfo", "MemAvailable").c_str(), nullptr, 10) << 10;
+  MPI_Allreduce(MPI_IN_PLACE, &largest_cache, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm);
+  MPI_Allreduce(&available, &least_available, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm);
+  const size_t triad_bytes = triad_bytes_for(level.triad_bytes, largest_cache, least_available);
+  const std::string triad_stage = "memory: triad over " + std::to_string(triad_bytes >> 20) + " MiB";
   const auto run_gemm = [&] { return gemm_gflops(level.gemm_n, threads); };
-  const auto run_triad = [&] { return triad_gbps(level.triad_bytes, threads); };
+  const auto run_triad = [&] { return triad_gbps(triad_bytes, threads); };
   repeat_on_nodes(gemm_stage, "accept: compute", every_node, level.repeats, gemm, &NodeMeasurements::gemm_gflops, run_gemm);
   repeat_on_nodes(triad_stage, "accept: memory", every_node, level.repeats, triad, &NodeMeasurements::triad_gbps, run_triad);
 

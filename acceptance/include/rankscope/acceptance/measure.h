@@ -76,6 +76,17 @@ class GemmWorkers {
   std::vector<Operands> operands_;
 };
 
+// The node's last-level caches, each counted once (by the CPUs that share
+// it), from `cpu_folder` (/sys/devices/system/cpu); 0 where none is listed.
+size_t last_level_cache_bytes(const std::string& cpu_folder = "/sys/devices/system/cpu");
+// The triad's three arrays together: the level's size, or where the
+// fleet's largest last-level cache would hold a good part of that, enough
+// for each array to be four times that cache (STREAM's rule), so that it
+// measures memory and not cache (an EPYC of 12 dies has 384 MiB of L3 a
+// socket), though at most a quarter of the smallest memory available on a
+// node.
+size_t triad_bytes_for(size_t level_bytes, size_t largest_cache_bytes, size_t least_available_bytes);
+
 // One run each, on `threads` threads at once (GemmWorkers for GEMM).
 double gemm_gflops(int n, int threads);
 double triad_gbps(size_t bytes, int threads);

@@ -1,0 +1,120 @@
+// What the node's compute and memory checks run on: workers each held on a
+// CPU (on_each_cpu), so that what one touched first stays in its own
+// socket's memory; a triad big enough to measure memory, not cache.
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "rankscope/acceptance/measure.h"
+
+namespace rankscope::acceptance {
+namespace {
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  EXPECT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  return cpus;
+}
+
+// Each worker's own affinity: the one CPU it is held on, or -1 where it may run on several.
+std::vector<int> held_on(int threads) {
+  std::vector<int> cpu(static_cast<size_t>(threads), -2);
+  on_each_cpu(threads, [&](size_t t) {
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine);
+    cpu[t] = -1;
+    if (CPU_COUNT(&mine) == 1)
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &mine)) cpu[t] = c;
+  });
+  return cpu;
+}
+
+TEST(OnEachCpu, EveryWorkerIsHeldOnACpuOfItsOwn) {
+  const std::vector<int> cpus = allowed_cpus();
+  EXPECT_EQ(held_on(static_cast<int>(cpus.size())), cpus);
+}
+
+TEST(OnEachCpu, MoreWorkersThanCpusGoRoundTheCpusAgain) {
+  const std::vector<int> cpus = allowed_cpus();
+  const std::vector<int> held = held_on(static_cast<int>(2 * cpus.size() + 1));
+  for (size_t t = 0; t < held.size(); ++t) EXPECT_EQ(held[t], cpus[t % cpus.size()]) << "worker " << t;
+}
+
+TEST(OnEachCpu, TheCallersOwnCpusAreLeftAsTheyWere) {
+  const std::vector<int> before = allowed_cpus();
+  held_on(3);
+  EXPECT_EQ(allowed_cpus(), before);
+}
+
+// A CPU folder as sysfs lists it: each CPU's caches, as (level, type, size, shared_cpu_list).
+class CpuFolder {
+ public:
+  CpuFolder() : root_(std::filesystem::temp_directory_path() / ("rankscope-cpus-" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(root_);
+    std::filesystem::create_directories(root_ / "cpufreq");
+    std::ofstream(root_ / "online") << "0-3\n";
+  }
+  ~CpuFolder() { std::filesystem::remove_all(root_); }
+  void cache(int cpu, int index, int level, const std::string& type, const std::string& size, const std::string& shared) {
+    const std::filesystem::path folder = root_ / ("cpu" + std::to_string(cpu)) / "cache" / ("index" + std::to_string(index));
+    std::filesystem::create_directories(folder);
+    std::ofstream(folder / "level") << level << "\n";
+    std::ofstream(folder / "type") << type << "\n";
+    std::ofstream(folder / "size") << size << "\n";
+    std::ofstream(folder / "shared_cpu_list") << shared << "\n";
+  }
+  std::string path() const { return root_.string(); }
+
+ private:
+  std::filesystem::path root_;
+};
+
+TEST(LastLevelCache, EachCacheOfTheHighestLevelCountsOnce) {
+  CpuFolder cpus;
+  for (int cpu = 0; cpu < 4; ++cpu) {  // two dies of two cores, 32 MiB of L3 each
+    cpus.cache(cpu, 0, 1, "Data", "32K", std::to_string(cpu));
+    cpus.cache(cpu, 1, 1, "Instruction", "32K", std::to_string(cpu));
+    cpus.cache(cpu, 2, 2, "Unified", "1024K", std::to_string(cpu));
+    cpus.cache(cpu, 3, 3, "Unified", "32768K", cpu < 2 ? "0-1" : "2-3");
+  }
+  EXPECT_EQ(last_level_cache_bytes(cpus.path()), size_t{64} << 20);
+}
+
+TEST(LastLevelCache, WithoutAnL3TheL2sCount) {
+  CpuFolder cpus;
+  for (int cpu = 0; cpu < 4; ++cpu) {
+    cpus.cache(cpu, 0, 1, "Data", "48K", std::to_string(cpu));
+    cpus.cache(cpu, 1, 2, "Unified", "2M", cpu % 2 == 0 ? std::to_string(cpu) + "-" + std::to_string(cpu + 1)
+                                                       : std::to_string(cpu - 1) + "-" + std::to_string(cpu));
+  }
+  EXPECT_EQ(last_level_cache_bytes(cpus.path()), size_t{4} << 20);
+}
+
+TEST(LastLevelCache, NoneListedIsNone) {
+  CpuFolder cpus;
+  EXPECT_EQ(last_level_cache_bytes(cpus.path()), 0u);
+  EXPECT_EQ(last_level_cache_bytes("/no/such/folder"), 0u);
+}
+
+TEST(TriadBytes, EachArrayFourTimesTheLargestCacheWithinAQuarterOfMemory) {
+  constexpr size_t MiB = size_t{1} << 20, GiB = size_t{1} << 30;
+  EXPECT_EQ(triad_bytes_for(96 * MiB, 4 * MiB, 64 * GiB), 96 * MiB);           // a small cache: the level's size
+  EXPECT_EQ(triad_bytes_for(96 * MiB, 32 * MiB, 64 * GiB), 384 * MiB);         // 3 arrays of 4 × 32 MiB
+  EXPECT_EQ(triad_bytes_for(768 * MiB, 768 * MiB, 1536 * GiB), 9 * GiB);       // two EPYC sockets of 384 MiB
+  EXPECT_EQ(triad_bytes_for(96 * MiB, 768 * MiB, 16 * GiB), 4 * GiB);          // but a quarter of memory at most
+  EXPECT_EQ(triad_bytes_for(96 * MiB, 768 * MiB, 128 * MiB), 96 * MiB);        // and never less than the level's
+}
+
+}  // namespace
+}  // namespace rankscope::acceptance
