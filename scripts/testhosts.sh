@@ -15,6 +15,7 @@
 #   testhosts.sh exec HOST COMMAND...         COMMAND as a process of HOST
 #   testhosts.sh agent HOST COMMAND...        Open MPI's launch agent (ssh's place)
 #   testhosts.sh slow HOST RATE               HOST's link limited to RATE (tc rate, e.g. 200mbit), both ways
+#   testhosts.sh slow-out HOST RATE           only what HOST sends limited to RATE (a transmitter that fails)
 #   testhosts.sh delay HOST DELAY [LOSS]      HOST's link delayed (e.g. 2ms) and lossy (e.g. 1%), both ways
 #   testhosts.sh throttle HOST PERCENT [PERIOD_MS]
 #                                             HOST's processes get PERCENT of one core together, granted
@@ -276,6 +277,9 @@ cmd_fault() {
     slow)
       [ -n "${3:-}" ] || die "slow: give a rate, e.g. 200mbit"
       tc_both_ends "$k" tbf rate "$3" burst 64kb latency 100ms ;;
+    slow-out)
+      [ -n "${3:-}" ] || die "slow-out: give a rate, e.g. 200mbit"
+      ip netns exec "$(namespace_of "$k")" tc qdisc replace dev eth0 root tbf rate "$3" burst 64kb latency 100ms ;;
     delay)
       [ -n "${3:-}" ] || die "delay: give a delay, e.g. 2ms"
       tc_both_ends "$k" netem delay "$3" ${4:+loss "$4"} ;;
@@ -311,6 +315,6 @@ case $command in
   mpirun) cmd_mpirun "$@" ;;
   agent) cmd_agent "$@" ;;
   exec) cmd_exec "$@" ;;
-  slow | delay | throttle | cut | kill | heal) cmd_fault "$command" "$@" ;;
+  slow | slow-out | delay | throttle | cut | kill | heal) cmd_fault "$command" "$@" ;;
   *) sed -n '2,/^set -euo/p' "$script" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -1,6 +1,7 @@
 // What the node's compute and memory checks run on: workers each held on a
-// CPU (on_each_cpu), so that what one touched first stays in its own
-// socket's memory; a triad big enough to measure memory, not cache.
+// CPU (PinnedWorkers), so that what one touched first stays in its own
+// socket's memory, and kept from run to run; a triad big enough to measure
+// memory, not cache.
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
@@ -26,9 +27,9 @@ std::vector<int> allowed_cpus() {
 }
 
 // Each worker's own affinity: the one CPU it is held on, or -1 where it may run on several.
-std::vector<int> held_on(int threads) {
-  std::vector<int> cpu(static_cast<size_t>(threads), -2);
-  on_each_cpu(threads, [&](size_t t) {
+std::vector<int> held_on(PinnedWorkers& workers) {
+  std::vector<int> cpu(workers.size(), -2);
+  workers.run([&](size_t t) {
     cpu_set_t mine;
     CPU_ZERO(&mine);
     pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine);
@@ -40,20 +41,36 @@ std::vector<int> held_on(int threads) {
   return cpu;
 }
 
-TEST(OnEachCpu, EveryWorkerIsHeldOnACpuOfItsOwn) {
+TEST(PinnedWorkers, EveryWorkerIsHeldOnACpuOfItsOwn) {
   const std::vector<int> cpus = allowed_cpus();
-  EXPECT_EQ(held_on(static_cast<int>(cpus.size())), cpus);
+  PinnedWorkers workers(static_cast<int>(cpus.size()));
+  EXPECT_EQ(held_on(workers), cpus);
 }
 
-TEST(OnEachCpu, MoreWorkersThanCpusGoRoundTheCpusAgain) {
+TEST(PinnedWorkers, MoreWorkersThanCpusGoRoundTheCpusAgain) {
   const std::vector<int> cpus = allowed_cpus();
-  const std::vector<int> held = held_on(static_cast<int>(2 * cpus.size() + 1));
+  PinnedWorkers workers(static_cast<int>(2 * cpus.size() + 1));
+  const std::vector<int> held = held_on(workers);
   for (size_t t = 0; t < held.size(); ++t) EXPECT_EQ(held[t], cpus[t % cpus.size()]) << "worker " << t;
 }
 
-TEST(OnEachCpu, TheCallersOwnCpusAreLeftAsTheyWere) {
+// The same threads run after run: a run starts no thread, and what a worker touched stays its own.
+TEST(PinnedWorkers, RunAfterRunOnTheSameThreads) {
+  PinnedWorkers workers(3);
+  std::vector<pthread_t> first(3), again(3);
+  std::vector<int> ran(3, 0);
+  workers.run([&](size_t t) { first[t] = pthread_self(), ++ran[t]; });
+  for (int run = 0; run < 100; ++run) workers.run([&](size_t t) { again[t] = pthread_self(), ++ran[t]; });
+  for (size_t t = 0; t < 3; ++t) {
+    EXPECT_TRUE(pthread_equal(first[t], again[t])) << "worker " << t;
+    EXPECT_EQ(ran[t], 101) << "worker " << t;
+  }
+}
+
+TEST(PinnedWorkers, TheCallersOwnCpusAreLeftAsTheyWere) {
   const std::vector<int> before = allowed_cpus();
-  held_on(3);
+  PinnedWorkers workers(3);
+  held_on(workers);
   EXPECT_EQ(allowed_cpus(), before);
 }
 

@@ -5,7 +5,8 @@
 # throttled fails that host on compute (its memory figure may go too: the
 # triad runs on that CPU) and no other host, nor does the reference job
 # fail another (it names the throttled host only where the machine's cores
-# are not busier than the throttle: docs/accept.md); one host's link slowed
+# are not busier than the throttle: docs/accept.md); one host's sending
+# slowed (one way only)
 # fails that host on network and exactly its links; a host lost mid-run
 # fails, and the rest are judged on what was measured. Every node's clock
 # passes. The healthy run's timeline (--timeline) passes `info --check`,
@@ -135,7 +136,10 @@ grep -q "5 ranks on 4 nodes: the first rank of each node measures it, 1 other wa
 hosts throttle host2 25
 accept throttled 1 host2 compute only:host2
 hosts heal host2
-hosts slow host3 200mbit
+# Only what host3 sends is slowed, as by a failing transmitter: every link
+# is timed both ways, so all of host3's links fail, those where it sends
+# second as well.
+hosts slow-out host3 200mbit
 accept slow-link 1 host3 network exactly:host3
 hosts heal host3
 

@@ -3,11 +3,13 @@
 
 #include <mpi.h>
 
+#include <barrier>
 #include <chrono>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -48,14 +50,30 @@ Level level_named(std::string_view name);
 // This process's node, as the inventory compares it.
 Inventory take_inventory();
 
-// Runs work(t) for every t below `threads`, each on a thread of its own held
-// on the t-th CPU this process may use (round again where there are fewer).
-// A worker that allocates and first touches what it works on gets it in its
-// own socket's memory, and finds it there on its next run, as STREAM's
-// threads do with OMP_PROC_BIND: touched by one thread and worked on by
-// threads the scheduler places anywhere, a two-socket node measures one
-// socket's memory, half of it across the link between the sockets.
-void on_each_cpu(int threads, const std::function<void(size_t)>& work);
+// `threads` workers, worker t held on the t-th CPU this process may use
+// (round again where there are fewer), kept for the object's life, so that
+// a run times the work and not the start of hundreds of threads. A worker
+// that allocates and first touches what it works on gets it in its own
+// socket's memory, and finds it there on its next run, as STREAM's threads
+// do with OMP_PROC_BIND: touched by one thread and worked on by threads the
+// scheduler places anywhere, a two-socket node measures one socket's
+// memory, half of it across the link between the sockets.
+class PinnedWorkers {
+ public:
+  explicit PinnedWorkers(int threads);
+  ~PinnedWorkers();
+  PinnedWorkers(const PinnedWorkers&) = delete;
+  PinnedWorkers& operator=(const PinnedWorkers&) = delete;
+
+  // work(t) on every worker t at once; returns when all are done.
+  void run(const std::function<void(size_t)>& work);
+  size_t size() const { return threads_.size(); }
+
+ private:
+  std::barrier<> start_, done_;
+  const std::function<void(size_t)>* work_ = nullptr;  // nullptr: the workers end
+  std::vector<std::thread> threads_;
+};
 
 // One multiplication of n × n doubles per thread, each through the BLAS on
 // one thread, all at once: the compute check's work, and each layer's of
@@ -74,6 +92,7 @@ class GemmWorkers {
   };
   int n_;
   std::vector<Operands> operands_;
+  PinnedWorkers workers_;
 };
 
 // The node's last-level caches, each counted once (by the CPUs that share
