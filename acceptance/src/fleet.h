@@ -44,13 +44,18 @@ inline constexpr double kResolution = 0.05;
 // and the median absolute deviation scaled to a standard deviation, no less
 // than kResolution of the median, or than `least_spread` where given (for
 // figures on a log scale, whose median says nothing of their resolution).
+// Two figures have no deviation to measure noise by (each lies as far from
+// their median as the other, so neither could ever lie beyond it): for
+// them, the floor alone is the noise.
 struct Fleet {
   double median = 0, spread = 0;
   explicit Fleet(const std::vector<double>& values, std::optional<double> least_spread = std::nullopt) {
     median = rankscope::median(values, 0);
     std::vector<double> deviations;
     for (double v : values) deviations.push_back(std::fabs(v - median));
-    spread = std::max(1.4826 * rankscope::median(deviations, 0), least_spread.value_or(kResolution * median));
+    constexpr size_t kFewestToMeasureNoise = 3;
+    const double deviation = values.size() >= kFewestToMeasureNoise ? 1.4826 * rankscope::median(deviations, 0) : 0;
+    spread = std::max(deviation, least_spread.value_or(kResolution * median));
   }
   bool beyond_noise(double value, const Rules& rules) const { return (median - value) > rules.robust_z * spread; }
   // The verdict on `value`, and its ratio to the median.

@@ -79,6 +79,23 @@ TEST(Judge, ASlowCpuFailsOnComputeAlone) {
   EXPECT_NEAR(check_named(a.nodes[2], "compute").ratio, 42.0 / 100, 0.02);
 }
 
+// Two nodes lie equally far from their median, so their deviation measures no noise: by it, neither
+// could ever fail. The resolution alone is their noise.
+TEST(Judge, OfTwoNodesTheOneAtHalfItsPeerFails) {
+  Measurements m = healthy_fleet(2);
+  m.nodes[1].gemm_gflops = {48, 50, 50};
+  Acceptance a = judge(m);
+  EXPECT_EQ(a.verdict, Verdict::fail) << summary_text(a);
+  EXPECT_EQ(failed_nodes(a), (std::set<std::string>{"node1"}));
+  EXPECT_NEAR(check_named(a.nodes[1], "compute").ratio, 50.0 / 75.5, 0.01);
+  EXPECT_EQ(check_named(a.nodes[0], "compute").verdict, Verdict::pass);
+
+  m.nodes[1].gemm_gflops = {78, 80, 80};  // 0.8 of its peer: 0.89 of the median, a retest at most
+  a = judge(m);
+  EXPECT_NE(check_named(a.nodes[1], "compute").verdict, Verdict::fail) << summary_text(a);
+  EXPECT_EQ(a.verdict, Verdict::pass) << summary_text(a);
+}
+
 TEST(Judge, OneNoisySampleFlagsNothing) {
   // The upper quartile of the repeats decides: one bad repeat on each node is noise.
   Measurements m = healthy_fleet(4);
