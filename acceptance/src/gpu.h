@@ -32,10 +32,11 @@ struct NodeGpus {
   std::string nccl_version;    // libnccl.so.2's ("2.28.3"); empty when it is not found
   std::string unavailable;     // why no GPU is measured; empty when devices were found
   // GPUs the driver sees (NVML) that CUDA cannot use (a driver older than
-  // the CUDA runtime rankscope carries, a GPU fallen off the bus): the node
-  // has GPUs and fails, rather than reading as a node without any.
+  // the CUDA runtime rankscope carries, a GPU fallen off the bus) or does
+  // not show (MIG mode): the node has them and fails, rather than reading as
+  // a node without them.
   int unusable = 0;
-  int count() const { return devices.empty() ? unusable : static_cast<int>(devices.size()); }
+  int count() const { return static_cast<int>(devices.size()) + unusable; }
 };
 NodeGpus find_gpus();
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "gpu.h"
+#include "rankscope/acceptance/node_ranks.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/format.h"
 #include "rankscope/model/text.h"
@@ -506,6 +507,15 @@ NodeGpus find_gpus() {
       return gpus;
     }
     gpus.devices.push_back({d, properties.name, gpu_uuid_text("GPU-", properties.uuid.bytes), static_cast<int64_t>(properties.totalGlobalMem)});
+  }
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (const int expected = gpus_cuda_should_find(static_cast<int>(driver_view.gpus), visible);
+      driver_view.gpus > 0 && count < expected) {
+    gpus.unusable = expected - count;
+    gpus.unavailable = "CUDA shows " + std::to_string(count) + " of the " + std::to_string(expected) + " GPUs " +
+                       (visible ? "CUDA_VISIBLE_DEVICES=" + std::string(visible) + " names" : "the driver sees") +
+                       ": MIG mode (CUDA shows one instance), or CUDA was started before accept could widen "
+                       "CUDA_VISIBLE_DEVICES to every GPU of the node's ranks (run one rank per node)";
   }
   return gpus;
 }

@@ -66,21 +66,35 @@ NodeRanks::~NodeRanks() {
   if (nodes_ != MPI_COMM_NULL) MPI_Comm_free(&nodes_);
 }
 
+namespace {
+
+// The GPUs a CUDA_VISIBLE_DEVICES value names, in its order.
+std::vector<std::string> gpus_named(const std::string& visible) {
+  std::vector<std::string> named;
+  std::istringstream list(visible);
+  for (std::string gpu; std::getline(list, gpu, ',');) {
+    const size_t begin = gpu.find_first_not_of(" \t"), end = gpu.find_last_not_of(" \t");
+    if (begin != std::string::npos) named.push_back(gpu.substr(begin, end - begin + 1));
+  }
+  return named;
+}
+
+}  // namespace
+
 std::optional<std::string> visible_to_any(const std::vector<std::optional<std::string>>& per_rank) {
   std::vector<std::string> named;
   for (const std::optional<std::string>& visible : per_rank) {
     if (!visible) return std::nullopt;
-    std::istringstream list(*visible);
-    for (std::string gpu; std::getline(list, gpu, ',');) {
-      const size_t begin = gpu.find_first_not_of(" \t"), end = gpu.find_last_not_of(" \t");
-      if (begin == std::string::npos) continue;
-      gpu = gpu.substr(begin, end - begin + 1);
+    for (const std::string& gpu : gpus_named(*visible))
       if (std::find(named.begin(), named.end(), gpu) == named.end()) named.push_back(gpu);
-    }
   }
   std::string joined;
   for (const std::string& gpu : named) joined += (joined.empty() ? "" : ",") + gpu;
   return joined;
+}
+
+int gpus_cuda_should_find(int driver_gpus, const char* visible) {
+  return visible ? static_cast<int>(gpus_named(visible).size()) : driver_gpus;
 }
 
 int share_status(MPI_Comm job, int status) {

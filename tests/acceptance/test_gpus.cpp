@@ -264,5 +264,13 @@ TEST(Gpus, TheNodesMeasuringRankSeesEveryGpuItsRanksWereGiven) {
   EXPECT_EQ(visible_to_any(Seen{"", "1"}), "1");
 }
 
+// Fewer GPUs to CUDA than this fails the node: the driver's, or as many as CUDA_VISIBLE_DEVICES names.
+TEST(Gpus, CudaShouldFindEveryGpuTheDriverSeesOrTheVariableNames) {
+  EXPECT_EQ(gpus_cuda_should_find(8, nullptr), 8);
+  EXPECT_EQ(gpus_cuda_should_find(8, "0,1, 2,3"), 4);
+  EXPECT_EQ(gpus_cuda_should_find(8, "GPU-8f3a,"), 1);
+  EXPECT_EQ(gpus_cuda_should_find(8, ""), 0);  // every GPU hidden on purpose: none missing
+}
+
 }  // namespace
 }  // namespace rankscope::acceptance

@@ -41,6 +41,13 @@ class NodeRanks {
 // GPU, else each GPU named, once, in the order first named.
 std::optional<std::string> visible_to_any(const std::vector<std::optional<std::string>>& per_rank);
 
+// The GPUs CUDA should find in a process with this CUDA_VISIBLE_DEVICES
+// (nullptr: not set) on a node whose driver sees `driver_gpus`: all of
+// them, or as many as it names. CUDA finding fewer means GPUs accept would
+// not measure: MIG mode (CUDA shows one instance), or CUDA started (by MPI's
+// CUDA support, in MPI_Init) before accept could widen the variable.
+int gpus_cuda_should_find(int driver_gpus, const char* visible);
+
 // Collective over `job`: `status` of the job's rank 0, on every rank. The
 // ranks that do not measure wait for it without taking a core from the ones
 // that do.
