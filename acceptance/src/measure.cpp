@@ -576,14 +576,36 @@ const Blas& blas() {
   return loaded;
 }
 
-PinnedWorkers::PinnedWorkers(int threads)
-    : start_(static_cast<ptrdiff_t>(threads) + 1), done_(static_cast<ptrdiff_t>(threads) + 1) {
+CpusByCore cpus_by_core(const std::vector<int>& allowed, const std::string& cpu_folder) {
+  // Each CPU's place among its core's allowed CPUs: 0 for the first.
+  std::map<std::string, int> taken;
+  std::vector<std::pair<int, int>> placed;  // (place, cpu)
+  for (int cpu : allowed) {
+    std::ifstream file(cpu_folder + "/cpu" + std::to_string(cpu) + "/topology/core_cpus_list");
+    std::string core;
+    if (!std::getline(file, core) || core.empty()) core = "cpu" + std::to_string(cpu);
+    placed.emplace_back(taken[core]++, cpu);
+  }
+  std::stable_sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  CpusByCore out;
+  for (const auto& [place, cpu] : placed) out.cpus.push_back(cpu);
+  out.cores = static_cast<int>(taken.size());
+  return out;
+}
+
+CpusByCore usable_cpus_by_core() {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   std::vector<int> cpus;
   if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
     for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
       if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  return cpus_by_core(cpus);
+}
+
+PinnedWorkers::PinnedWorkers(int threads)
+    : start_(static_cast<ptrdiff_t>(threads) + 1), done_(static_cast<ptrdiff_t>(threads) + 1) {
+  const std::vector<int> cpus = usable_cpus_by_core().cpus;
   for (size_t t = 0; t < static_cast<size_t>(threads); ++t) {
     const int cpu = cpus.empty() ? -1 : cpus[t % cpus.size()];
     threads_.emplace_back([this, t, cpu] {
@@ -884,7 +906,7 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
   // Every node's fields, node by node.
   const std::vector<std::string> gathered = allgather_strings(comm, fields);
 
-  const int threads = mine.cpus;
+  const int threads = std::max(usable_cpus_by_core().cores, 1);
   // The nodes `measuring` (every rank knows which) run `body`, node by node (one at a time) or all
   // together; every other rank waits idle.
   const auto on_nodes = [&](const std::vector<int>& measuring, const std::function<void()>& body) {

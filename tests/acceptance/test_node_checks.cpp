@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -42,13 +43,16 @@ std::vector<int> held_on(PinnedWorkers& workers) {
 }
 
 TEST(PinnedWorkers, EveryWorkerIsHeldOnACpuOfItsOwn) {
-  const std::vector<int> cpus = allowed_cpus();
+  const std::vector<int> cpus = usable_cpus_by_core().cpus;  // every CPU allowed, in the order workers take them
+  std::vector<int> sorted = cpus;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, allowed_cpus());
   PinnedWorkers workers(static_cast<int>(cpus.size()));
   EXPECT_EQ(held_on(workers), cpus);
 }
 
 TEST(PinnedWorkers, MoreWorkersThanCpusGoRoundTheCpusAgain) {
-  const std::vector<int> cpus = allowed_cpus();
+  const std::vector<int> cpus = usable_cpus_by_core().cpus;
   PinnedWorkers workers(static_cast<int>(2 * cpus.size() + 1));
   const std::vector<int> held = held_on(workers);
   for (size_t t = 0; t < held.size(); ++t) EXPECT_EQ(held[t], cpus[t % cpus.size()]) << "worker " << t;
@@ -96,6 +100,37 @@ class CpuFolder {
  private:
   std::filesystem::path root_;
 };
+
+// A folder of CPUs' topology: each CPU's core, as core_cpus_list names it.
+class TopologyFolder : public CpuFolder {
+ public:
+  void core(int cpu, const std::string& core_cpus) {
+    const std::filesystem::path folder = std::filesystem::path(path()) / ("cpu" + std::to_string(cpu)) / "topology";
+    std::filesystem::create_directories(folder);
+    std::ofstream(folder / "core_cpus_list") << core_cpus << "\n";
+  }
+};
+
+TEST(CpusByCore, OneWorkerPerCoreFirstThenTheirSecondThreads) {
+  TopologyFolder topology;  // 4 cores of 2 threads: CPU n and n + 4 share a core, as Linux numbers them
+  for (int cpu = 0; cpu < 8; ++cpu) topology.core(cpu, std::to_string(cpu % 4) + "," + std::to_string(cpu % 4 + 4));
+  const CpusByCore all = cpus_by_core({0, 1, 2, 3, 4, 5, 6, 7}, topology.path());
+  EXPECT_EQ(all.cpus, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(all.cores, 4);
+  // Siblings numbered next to each other; a core of which the job may use one thread only.
+  TopologyFolder paired;
+  for (int cpu = 0; cpu < 8; ++cpu) paired.core(cpu, std::to_string(cpu / 2 * 2) + "-" + std::to_string(cpu / 2 * 2 + 1));
+  const CpusByCore some = cpus_by_core({0, 1, 2, 3, 5}, paired.path());
+  EXPECT_EQ(some.cpus, (std::vector<int>{0, 2, 5, 1, 3}));
+  EXPECT_EQ(some.cores, 3);
+}
+
+TEST(CpusByCore, CpusWithoutTopologyAreCoresOfTheirOwn) {
+  CpuFolder empty;
+  const CpusByCore cpus = cpus_by_core({0, 3, 7}, empty.path());
+  EXPECT_EQ(cpus.cpus, (std::vector<int>{0, 3, 7}));
+  EXPECT_EQ(cpus.cores, 3);
+}
 
 TEST(LastLevelCache, EachCacheOfTheHighestLevelCountsOnce) {
   CpuFolder cpus;

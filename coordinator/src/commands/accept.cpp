@@ -145,7 +145,7 @@ int accept_nodes(const acceptance::NodeRanks& ranks, const AcceptOptions& option
                           [&](const acceptance::Measurements& so_far) { return judged_by(so_far, judgement); });
   timeline.sync_clock();
   acceptance::run_reference_job(nodes, acceptance::reference_job_size(options.level),
-                                acceptance::take_inventory().cpus, timeline, [&](const std::string& line) {
+                                std::max(acceptance::usable_cpus_by_core().cores, 1), timeline, [&](const std::string& line) {
                                   if (process == 0) record.begin_stage(line);
                                 });
   const MergeResult merged = timeline.write(measured);

@@ -50,8 +50,24 @@ Level level_named(std::string_view name);
 // This process's node, as the inventory compares it.
 Inventory take_inventory();
 
-// `threads` workers, worker t held on the t-th CPU this process may use
-// (round again where there are fewer), kept for the object's life, so that
+// The CPUs `allowed`, in the order workers take them: one of each core
+// first (the lowest), then the second of each core, and so on; and how many
+// cores they make. A core's hardware threads share its floating-point units
+// and caches, so the GEMM and the triad run a worker per core, as STREAM's
+// threads are placed (OMP_PLACES=cores). Cores are told by
+// `cpu_folder`/cpuN/topology/core_cpus_list; a CPU listed without one is a
+// core of its own.
+struct CpusByCore {
+  std::vector<int> cpus;
+  int cores = 0;
+};
+CpusByCore cpus_by_core(const std::vector<int>& allowed, const std::string& cpu_folder = "/sys/devices/system/cpu");
+// cpus_by_core of the CPUs this process may use.
+CpusByCore usable_cpus_by_core();
+
+// `threads` workers, worker t held on the t-th CPU of
+// usable_cpus_by_core() (round again where there are fewer), kept for the
+// object's life, so that
 // a run times the work and not the start of hundreds of threads. A worker
 // that allocates and first touches what it works on gets it in its own
 // socket's memory, and finds it there on its next run, as STREAM's threads
