@@ -1021,10 +1021,13 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
               [](const LinkMeasurements& x, const LinkMeasurements& y) { return std::tie(x.a, x.b) < std::tie(y.a, y.b); });
     record.measured(out);
   };
-  // Every pair of `rounds` (a < b in each), round by round, repeat by repeat.
-  const auto measure_links = [&](const std::vector<std::vector<std::pair<int, int>>>& rounds, int repeats,
+  // Every pair of the rounds (a < b in each) that `rounds_of_repeat` gives each repeat, round by
+  // round, repeat by repeat.
+  using Rounds = std::vector<std::vector<std::pair<int, int>>>;
+  const auto measure_links = [&](const std::function<Rounds(int)>& rounds_of_repeat, int repeats,
                                  const std::string& what, const std::string& name) {
     for (int r = 0; r < repeats; ++r) {
+      const Rounds rounds = rounds_of_repeat(r);
       const RunTimeline::Range repeat(timeline, name + " repeat " + std::to_string(r + 1));
       say("links: " + what + "repeat " + std::to_string(r + 1) + " of " + std::to_string(repeats) + " (" +
           std::to_string(rounds.size()) + (rounds.size() == 1 ? " round" : " rounds") +
@@ -1054,7 +1057,8 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
   };
   const int64_t links_began = timeline.now();
   if (level.link_screen == LinkScreen::all_pairs) {
-    measure_links(pairing_rounds(size), level.repeats, "every pair, ", "accept: links");
+    measure_links([&](int r) { return pairing_rounds(size, static_cast<unsigned>(r)); }, level.repeats, "every pair, ",
+                  "accept: links");
   } else {
     out.link_screen = LinkScreen::group_testing;
     std::vector<char> received(level.link_bytes);
@@ -1136,7 +1140,9 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
         for (const auto& [a, b] : pair_round) pair_rings.push_back({a, b});
         measure_rings(pair_rings, round, true);
       }
-      if (!pairs.empty()) measure_links(pair_rounds, level.repeats, std::to_string(pairs.size()) + " pairs of group testing, ", "accept: links");
+      if (!pairs.empty())
+        measure_links([&](int) { return pair_rounds; }, level.repeats,
+                      std::to_string(pairs.size()) + " pairs of group testing, ", "accept: links");
       break;
     }
   }
@@ -1171,8 +1177,9 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
                     level.retest_repeats, triad, &NodeMeasurements::triad_gbps, run_triad);
   if (!retest_links.empty()) {
     const int64_t began = timeline.now();
-    measure_links(rounds_of(retest_links), level.retest_repeats, "retest of " + std::to_string(retest_links.size()) +
-                                                 (retest_links.size() == 1 ? " link, " : " links, "),
+    const auto retest_rounds = rounds_of(retest_links);
+    measure_links([&](int) { return retest_rounds; }, level.retest_repeats,
+                  "retest of " + std::to_string(retest_links.size()) + (retest_links.size() == 1 ? " link, " : " links, "),
                   "accept: links retest");
     timeline.range("accept: links retest", began, timeline.now());
   }

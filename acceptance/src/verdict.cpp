@@ -1,5 +1,6 @@
 // judge(): the verdicts of an acceptance run, from its measurements alone.
 #include <algorithm>
+#include <random>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -445,13 +446,18 @@ Retests retests_of(const Acceptance& so_far, const Measurements& measured) {
   return retests;
 }
 
-std::vector<std::vector<std::pair<int, int>>> pairing_rounds(int nodes) {
+std::vector<std::vector<std::pair<int, int>>> pairing_rounds(int nodes, unsigned repeat) {
   std::vector<std::vector<std::pair<int, int>>> rounds;
   if (nodes < 2) return rounds;
   // The circle method: one seat fixed, the others rotating; an odd count gets a bye seat (-1).
   const int seats = nodes % 2 == 0 ? nodes : nodes + 1;
   std::vector<int> circle(static_cast<size_t>(seats));
   for (int i = 0; i < seats; ++i) circle[static_cast<size_t>(i)] = i < nodes ? i : -1;
+  if (repeat > 0) {
+    // Fisher-Yates on mt19937's numbers, which the standard fixes (its distributions it does not).
+    std::mt19937 numbers(repeat);
+    for (size_t i = circle.size() - 1; i > 0; --i) std::swap(circle[i], circle[numbers() % (i + 1)]);
+  }
   for (int round = 0; round < seats - 1; ++round) {
     std::vector<std::pair<int, int>> pairs;
     for (int i = 0; i < seats / 2; ++i) {

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "fleet_fixtures.h"
@@ -42,21 +43,41 @@ bool has_check(const NodeVerdict& node, const std::string& name) {
 }
 
 TEST(PairingRounds, EveryPairOnceNoNodeTwiceInARound) {
-  for (int nodes = 2; nodes <= 17; ++nodes) {
-    std::set<std::pair<int, int>> seen;
-    const auto rounds = pairing_rounds(nodes);
-    EXPECT_EQ(rounds.size(), static_cast<size_t>(nodes % 2 == 0 ? nodes - 1 : nodes)) << nodes;
-    for (const auto& round : rounds) {
-      std::set<int> busy;
-      for (const auto& [a, b] : round) {
-        EXPECT_LT(a, b);
-        EXPECT_TRUE(busy.insert(a).second && busy.insert(b).second) << "a node in two pairs of one round";
-        EXPECT_TRUE(seen.insert({a, b}).second) << "a pair met twice";
+  for (int nodes = 2; nodes <= 17; ++nodes)
+    for (unsigned repeat : {0u, 1u, 7u}) {
+      std::set<std::pair<int, int>> seen;
+      const auto rounds = pairing_rounds(nodes, repeat);
+      EXPECT_EQ(rounds.size(), static_cast<size_t>(nodes % 2 == 0 ? nodes - 1 : nodes)) << nodes;
+      for (const auto& round : rounds) {
+        std::set<int> busy;
+        for (const auto& [a, b] : round) {
+          EXPECT_LT(a, b);
+          EXPECT_TRUE(busy.insert(a).second && busy.insert(b).second) << "a node in two pairs of one round";
+          EXPECT_TRUE(seen.insert({a, b}).second) << "a pair met twice";
+        }
       }
+      EXPECT_EQ(seen.size(), static_cast<size_t>(nodes * (nodes - 1) / 2)) << nodes;
     }
-    EXPECT_EQ(seen.size(), static_cast<size_t>(nodes * (nodes - 1) / 2)) << nodes;
-  }
   EXPECT_TRUE(pairing_rounds(1).empty());
+}
+
+// Which pairs are measured at once changes from repeat to repeat: a pair whose flow collides with
+// another's on a shared uplink collides in some repeats, not all.
+TEST(PairingRounds, EachRepeatMeasuresOtherPairsAtOnce) {
+  const auto met_with = [](const std::vector<std::vector<std::pair<int, int>>>& rounds) {
+    std::map<std::pair<int, int>, std::set<std::pair<int, int>>> at_once;
+    for (const auto& round : rounds)
+      for (const auto& pair : round) at_once[pair] = std::set<std::pair<int, int>>(round.begin(), round.end());
+    return at_once;
+  };
+  const auto first = met_with(pairing_rounds(16, 0));
+  for (unsigned repeat = 1; repeat < 5; ++repeat) {
+    const auto later = met_with(pairing_rounds(16, repeat));
+    size_t same = 0;
+    for (const auto& [pair, others] : first) same += later.at(pair) == others;
+    EXPECT_LT(same, first.size() / 4) << "repeat " << repeat << ": most pairs measured beside the same pairs";
+  }
+  EXPECT_EQ(pairing_rounds(16, 3), pairing_rounds(16, 3));  // every rank seats the nodes alike
 }
 
 TEST(Judge, AHealthyFleetPasses) {

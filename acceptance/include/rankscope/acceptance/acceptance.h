@@ -317,7 +317,12 @@ std::vector<Check> reference_job_checks(const Measurements& measurements, const 
 
 // The rounds in which every pair of `nodes` meets once, no node in two pairs
 // of one round (the circle method: nodes − 1 rounds, nodes rounds when odd).
-std::vector<std::vector<std::pair<int, int>>> pairing_rounds(int nodes);
+// Each `repeat` seats the nodes in another order (the same on every rank),
+// so that the pairs measured at once differ from repeat to repeat: where
+// two pairs' flows share a switch uplink under static routing, they do so
+// in one repeat, not in all, and the link's upper quartile of repeats is
+// its own.
+std::vector<std::vector<std::pair<int, int>>> pairing_rounds(int nodes, unsigned repeat = 0);
 
 // Group testing's next step, from the tests done so far (judged by `rules`
 // against the first round's rings): the next round's rings, or,
