@@ -14,8 +14,10 @@
 #   testhosts.sh mpirun MPIRUN_ARGS...        mpirun over the hosts
 #   testhosts.sh exec HOST COMMAND...         COMMAND as a process of HOST
 #   testhosts.sh agent HOST COMMAND...        Open MPI's launch agent (ssh's place)
-#   testhosts.sh slow HOST RATE               HOST's link limited to RATE (tc rate, e.g. 200mbit), both ways
-#   testhosts.sh slow-out HOST RATE           only what HOST sends limited to RATE (a transmitter that fails)
+#   testhosts.sh slow HOST RATE [BURST]       HOST's link limited to RATE (tc tbf, e.g. 200mbit), both ways;
+#                                             BURST (default 64kb) must grow with RATE above 1gbit: a
+#                                             64 KiB bucket runs dry between timer ticks at GB/s
+#   testhosts.sh slow-out HOST RATE [BURST]   only what HOST sends limited to RATE (a transmitter that fails)
 #   testhosts.sh delay HOST DELAY [LOSS]      HOST's link delayed (e.g. 2ms) and lossy (e.g. 1%), both ways
 #   testhosts.sh throttle HOST PERCENT [PERIOD_MS]
 #                                             HOST's processes get PERCENT of one core together, granted
@@ -276,10 +278,10 @@ cmd_fault() {
   case $fault in
     slow)
       [ -n "${3:-}" ] || die "slow: give a rate, e.g. 200mbit"
-      tc_both_ends "$k" tbf rate "$3" burst 64kb latency 100ms ;;
+      tc_both_ends "$k" tbf rate "$3" burst "${4:-64kb}" latency 100ms ;;
     slow-out)
       [ -n "${3:-}" ] || die "slow-out: give a rate, e.g. 200mbit"
-      ip netns exec "$(namespace_of "$k")" tc qdisc replace dev eth0 root tbf rate "$3" burst 64kb latency 100ms ;;
+      ip netns exec "$(namespace_of "$k")" tc qdisc replace dev eth0 root tbf rate "$3" burst "${4:-64kb}" latency 100ms ;;
     delay)
       [ -n "${3:-}" ] || die "delay: give a delay, e.g. 2ms"
       tc_both_ends "$k" netem delay "$3" ${4:+loss "$4"} ;;
