@@ -51,12 +51,6 @@ std::string first_value(const char* path, std::string_view key) {
   return "";
 }
 
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(CPU_COUNT(&set), 1);
-}
 
 
 // Where nodes share cores, the scheduler may put both ends of the link being
@@ -536,7 +530,7 @@ Inventory take_inventory() {
   ::gethostname(host, sizeof(host) - 1);
   inventory.host = host;
   inventory.cpu_model = first_value("/proc/cpuinfo", "model name");
-  inventory.cpus = usable_cpus();
+  inventory.cpus = std::max(static_cast<int>(usable_cpus_by_core().cpus.size()), 1);
   const std::string memory = first_value("/proc/meminfo", "MemTotal");
   inventory.memory_bytes = std::atoll(memory.c_str()) * 1024;
   utsname names{};
