@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <climits>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -11,8 +12,10 @@
 
 namespace rankscope {
 
-// Every process's bytes, in process order.
-std::vector<char> allgather_bytes(MPI_Comm comm, const std::string& local);
+// Every process's bytes, in process order. MPI counts a gather's bytes in
+// int; one larger than `largest_round` (at least the process count) is
+// gathered in rounds of at most that many.
+std::vector<char> allgather_bytes(MPI_Comm comm, const std::string& local, size_t largest_round = INT_MAX);
 
 // Appends a length-prefixed record, as allgather_strings reads them.
 void append_record(std::string& out, std::string_view text);
