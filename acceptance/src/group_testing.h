@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "fleet.h"
@@ -28,11 +29,14 @@ inline double ring_figure(const RingTest& test) {
 // there are only four rings.
 struct RingReference {
   Fleet log_fleet{{}};       // of the first round's rings' logarithms; its spread no less than that of kResolution
-  double baseline_gbps = 0;  // Rules::ring_baseline_gbps
+  double baseline_gbps = 0;  // Rules::ring_baseline_gbps, where its rings were as wide as this run's
+  std::string set_aside;     // why the baseline's ring was not: its rings were of other widths
 
   double median_gbps() const { return std::exp(log_fleet.median); }
   double gbps() const { return baseline_gbps > 0 ? baseline_gbps : median_gbps(); }
-  const char* what() const { return baseline_gbps > 0 ? "the baseline's ring" : "the first round's median ring"; }
+  std::string what() const {
+    return baseline_gbps > 0 ? "the baseline's ring" : "the first round's median ring" + set_aside;
+  }
   std::pair<Verdict, double> judge(double figure, const Rules& rules) const {
     const double ratio = figure / gbps();
     // Against the baseline, by the ratio alone, as a rule is.
@@ -41,11 +45,28 @@ struct RingReference {
   }
 };
 
+// A ring's figure is its slowest node's, which falls as rings widen: the
+// baseline's ring judges this run's only where the baseline's fleet began
+// with rings as wide (first_rings of its node count, whose first ring is
+// of the width most are).
 inline RingReference ring_reference(const std::vector<RingTest>& tests, const Rules& rules) {
   std::vector<double> logs;
-  for (const RingTest& test : tests)
-    if (test.round == 0 && ring_figure(test) > 0) logs.push_back(std::log(ring_figure(test)));
-  return {Fleet(logs, std::log1p(kResolution)), rules.ring_baseline_gbps};
+  size_t width = 0;
+  for (const RingTest& test : tests) {
+    if (test.round != 0 || test.pair) continue;
+    if (ring_figure(test) > 0) logs.push_back(std::log(ring_figure(test)));
+    if (width == 0) width = test.nodes.size();
+  }
+  RingReference reference{Fleet(logs, std::log1p(kResolution)), rules.ring_baseline_gbps, ""};
+  if (reference.baseline_gbps > 0 && rules.ring_baseline_nodes > 0 && width > 0) {
+    const size_t baseline_width = first_rings(rules.ring_baseline_nodes).front().size();
+    if (baseline_width != width) {
+      reference.baseline_gbps = 0;
+      reference.set_aside = "; not the baseline's, of " + std::to_string(rules.ring_baseline_nodes) + " nodes in rings of " +
+                            std::to_string(baseline_width) + ", against rings of " + std::to_string(width) + " here";
+    }
+  }
+  return reference;
 }
 
 inline std::pair<Verdict, double> judge_ring(const RingTest& test, const RingReference& reference, const Rules& rules) {

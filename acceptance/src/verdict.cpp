@@ -211,7 +211,7 @@ void judge_group_tests(Acceptance& out, const Measurements& in, const Rules& rul
     const auto l = confirmation(static_cast<size_t>(s));
     if (l && out.links[*l].verdict == Verdict::fail) confirmed.push_back(s);
   }
-  const std::string rule = (rules.ring_baseline_gbps > 0
+  const std::string rule = (reference.baseline_gbps > 0
                                 ? printf_string("fail below %.2f", rules.fail_below) + " of the baseline's ring, retest below " +
                                       printf_string("%.2f", rules.retest_below)
                                 : printf_string("fail below %.2f", rules.fail_below) +

@@ -215,6 +215,31 @@ TEST(GroupTesting, WhereMostRingsHoldABadNodeTheBaselinesRingFindsThem) {
   EXPECT_EQ(network.rule.rfind("fail below 0.80 of the baseline's ring, retest below 0.90", 0), 0u) << network.rule;
 }
 
+// Rings of ten run slower than rings of two (their slowest of ten nodes), so a baseline saved on a
+// fleet of 100 does not judge a fleet of 8: healthy rings at half its figure would all fail.
+TEST(GroupTesting, ABaselineOfRingsOfAnotherWidthIsSetAsideAndSaysSo) {
+  Measurements m = healthy_fleet(8, false);
+  m.link_screen = LinkScreen::group_testing;
+  for (int r = 0; r < 4; ++r) m.ring_tests.push_back({0, {2 * r, 2 * r + 1}, {1.0, 1.0}});
+  Rules rules;
+  rules.ring_baseline_gbps = 2.0;
+  rules.ring_baseline_nodes = 100;
+  const Acceptance wider = judge(m, rules);
+  EXPECT_TRUE(failed_nodes(wider).empty());
+  const Check& network = check_named(wider.nodes[0], "network");
+  EXPECT_EQ(network.verdict, Verdict::pass) << network.value;
+  EXPECT_NE(network.reference.find("the first round's median ring; not the baseline's, of 100 nodes in rings of 10, "
+                                   "against rings of 2 here"),
+            std::string::npos)
+      << network.reference;
+  for (const RingVerdict& ring : wider.ring_tests) EXPECT_EQ(ring.verdict, Verdict::pass);
+  // A baseline of nine nodes began with rings of two too: it judges, and every ring is at half of it.
+  rules.ring_baseline_nodes = 9;
+  const Acceptance as_wide = judge(m, rules);
+  ASSERT_EQ(as_wide.ring_tests.size(), 4u);
+  for (const RingVerdict& ring : as_wide.ring_tests) EXPECT_EQ(ring.verdict, Verdict::fail);
+}
+
 TEST(GroupTesting, ASuspectWhosePairWithASoundNodeIsToBeRetestedIsNeitherFailedNorCleared) {
   // Rings of two at 2 GB/s; the ring 6-7 at 0.5. Its pairs: 6 with a sound node at 1.65 (0.825 of the
   // median ring, beyond the 5 % floor of noise: retest), 7 with one at 2.0, and 6-7 across at 0.5.

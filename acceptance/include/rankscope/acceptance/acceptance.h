@@ -242,6 +242,9 @@ struct Rules {
   // round's median ring, and by the ratio alone: where most rings hold a
   // bad node, the median ring is a bad one and its spread hides them all.
   double ring_baseline_gbps = 0;
+  // The baseline's node count (Baseline::nodes), 0 for unknown: its ring
+  // judges only rings as wide as its own were.
+  int ring_baseline_nodes = 0;
 };
 
 // A collective over all nodes (full scale) or over one group of them, one
