@@ -23,6 +23,7 @@ std::vector<char> allgather_bytes(MPI_Comm comm, const std::string& local, size_
   // MPI counts in int, and thousands of ranks' string tables pass 2 GiB: a larger gather goes in
   // rounds, each process sending at most its share of a round.
   const uint64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  largest_round = std::min<size_t>(largest_round, INT_MAX);
   const uint64_t share = total <= largest_round ? longest : std::max<uint64_t>(1, largest_round / processes);
   const uint64_t rounds = longest == 0 ? 0 : (longest + share - 1) / share;
   std::vector<char> round_buffer(rounds > 1 ? share * processes : 0);
@@ -38,7 +39,7 @@ std::vector<char> allgather_bytes(MPI_Comm comm, const std::string& local, size_
                    counts.data(), displs.data(), MPI_CHAR, comm);
     if (rounds == 1) break;
     for (size_t p = 0; p < processes; ++p)
-      std::memcpy(all.data() + starts[p] + from, into + displs[p], static_cast<size_t>(counts[p]));
+      if (counts[p] > 0) std::memcpy(all.data() + starts[p] + from, into + displs[p], static_cast<size_t>(counts[p]));
   }
   return all;
 }

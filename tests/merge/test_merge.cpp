@@ -1114,7 +1114,6 @@ TEST_F(MergeTest, TimelineOfAnotherVersionIsRefused) {
   EXPECT_THROW(Timeline((dir_ / "plain.txt").string()), Error);
 }
 
-// The solver, on constraints a check could report.
 // Bytes of process `rank`: a length of its own (none for rank 1), each byte naming its process and place.
 std::string bytes_of(int rank) {
   std::string bytes(rank == 1 ? 0 : static_cast<size_t>(7 * rank + 3), '\0');
@@ -1124,7 +1123,7 @@ std::string bytes_of(int rank) {
 
 // A gather larger than MPI's int counts is made of rounds; here rounds of a few bytes stand in for
 // 2 GiB ones, each process's bytes spread over several.
-TEST(AllgatherBytesTest, RoundsGiveEveryProcesssBytesInOrder) {
+TEST(AllgatherBytesTest, RoundsGiveTheBytesOfEveryProcessInOrder) {
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   std::string expected;
@@ -1136,6 +1135,7 @@ TEST(AllgatherBytesTest, RoundsGiveEveryProcesssBytesInOrder) {
   EXPECT_TRUE(allgather_bytes(MPI_COMM_WORLD, "", 1).empty());
 }
 
+// The solver, on constraints a check could report.
 TEST(ClockRepairTest, AnEarlyRankMovesLaterByItsLargestGap) {
   ClockRepair repair(4);
   ASSERT_TRUE(repair.learn({{3, 0, 100}, {3, 1, 250}, {3, 2, 40}}));

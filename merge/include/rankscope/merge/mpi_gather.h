@@ -13,8 +13,9 @@
 namespace rankscope {
 
 // Every process's bytes, in process order. MPI counts a gather's bytes in
-// int; one larger than `largest_round` (at least the process count) is
-// gathered in rounds of at most that many.
+// int; one larger than `largest_round` (at least the process count, at most
+// INT_MAX, the same on every process) is gathered in rounds of at most that
+// many.
 std::vector<char> allgather_bytes(MPI_Comm comm, const std::string& local, size_t largest_round = INT_MAX);
 
 // Appends a length-prefixed record, as allgather_strings reads them.
