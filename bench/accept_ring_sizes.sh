@@ -23,7 +23,12 @@ import json, statistics, sys
 work, hosts, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 twos, threes, failing, retesting = [], [], 0, 0
 for run in range(1, runs + 1):
-    result = json.load(open(f"{work}/{hosts}-{run}.json"))
+    try:
+        result = json.load(open(f"{work}/{hosts}-{run}.json"))
+    except (OSError, ValueError):
+        print(f"{hosts} hosts, run {run}: no summary written", file=sys.stderr)
+        failing += 1
+        continue
     for ring in result["ring_tests"]:
         if ring["round"] == 1:
             (twos if len(ring["hosts"]) == 2 else threes).append(ring["ratio"])
