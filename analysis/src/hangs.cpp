@@ -149,7 +149,10 @@ std::vector<Hang> find_hangs(const Timeline& timeline) {
       MissingRank missing;
       missing.rank = r;
       missing.status = rank_status_name(info.status);
-      missing.wrote_state = info.counters.get(counter::kHangDumps) != 0;
+      // A rank writes the calls it is inside of on a hang, and when it ends by a signal or _exit.
+      missing.wrote_state = info.counters.get(counter::kHangDumps) != 0 ||
+                            (info.status != RankStatus::kDead && (info.counters.get(counter::kTerminatedBySignal) != 0 ||
+                                                                  info.counters.get(counter::kEndedByExitCall) != 0));
       if (!state.unfinished.empty()) {
         const Event& other = state.unfinished.front();
         missing.inside = collective_text(timeline, other, members_of(timeline, other.comm_hash).name);
@@ -157,7 +160,10 @@ std::vector<Hang> find_hangs(const Timeline& timeline) {
         const Event& other = state.unfinished_other.front();
         missing.inside = timeline.string(other.name_id);
         if (other.kind == EventKind::kMpiP2p) {
-          missing.inside += other.peer == kNoPeer ? " from any rank" : " with rank " + std::to_string(other.peer);
+          const bool sends = other.op == CommOp::kSend;
+          missing.inside += other.peer != kNoPeer ? (sends ? " to rank " : " from rank ") + std::to_string(other.peer)
+                            : sends               ? " to a rank not in the communicator"
+                                                  : " from any rank";
           missing.inside += ", tag " + std::to_string(other.correlation_id);
         }
       }

@@ -91,7 +91,8 @@ std::string info_text(const Timeline& timeline, bool events_checked) {
     out += "terminated ranks: " + format_rank_list(job.terminated) + " (ended by a signal, shard closed first)\n";
   }
   if (!job.aborted.empty()) {
-    out += "aborted ranks: " + format_rank_list(job.aborted) + " (called MPI_Abort: see mpi_abort_code below)\n";
+    out += "aborted ranks: " + format_rank_list(job.aborted) +
+           " (called MPI_Abort, or ended by MPI or the program with _exit: see mpi_abort_code and exit_status below)\n";
   }
 
   std::string quality;

@@ -486,8 +486,10 @@ schema::RankRow rank_row(const OwnedShard& shard, uint64_t event_offset, uint64_
   row.rank = scan.rank();
   row.local_rank = metadata.local_rank;
   row.node_id = metadata.node_id;
+  const bool aborted = scan.counters.get(counter::kMpiAborted) != 0 ||
+                       (scan.counters.get(counter::kEndedByExitCall) != 0 && scan.counters.get(counter::kExitStatus) != 0);
   const RankStatus status = !scan.ended                                           ? RankStatus::kDead
-                            : scan.counters.get(counter::kMpiAborted) != 0         ? RankStatus::kAborted
+                            : aborted                                             ? RankStatus::kAborted
                             : scan.counters.get(counter::kTerminatedBySignal) != 0 ? RankStatus::kTerminated
                                                                                    : RankStatus::kComplete;
   row.status = static_cast<uint8_t>(status);

@@ -18,6 +18,10 @@ constexpr Definition kRegistry[] = {
      "one dies)"},
     {kMpiAborted, "1: the rank called MPI_Abort; the agent closed its shard first"},
     {kMpiAbortCode, "the errorcode the rank gave MPI_Abort"},
+    {kEndedByExitCall,
+     "1: the process ended by _exit, which runs no exit handlers (Open MPI ends a rank so when MPI aborts it: an "
+     "error under MPI_ERRORS_ARE_FATAL, a peer lost); the agent closed its shard first, with the calls it was inside"},
+    {kExitStatus, "the status the process gave _exit; not 0 shows the rank as aborted"},
     {kHangDumps,
      "1: a rank of the job was inside one collective longer than --hang-timeout, and this rank wrote out its state "
      "(the calls it was inside, as incomplete events: `report`'s hangs)"},

@@ -1,6 +1,7 @@
 // The capture library's life: it starts when loaded into the process that
 // `rankscope run` names, writes the rank's shard from a background thread,
 // and finishes at MPI_Finalize (through the MPI shim) or at exit.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -8,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,9 +86,13 @@ uint64_t calibrate_event_cost_ps(const clocksync::Clock& clock) {
   return fastest * 1000 / kRounds;
 }
 
-// Set by the termination handler; the flusher then closes the shard and says so.
+// A process may end off the agent's own paths (MPI_Finalize, exit): by a
+// signal, or by _exit. Either asks the flusher to close the shard and waits
+// for it (close_before_end); these say which, for the shard's counters.
+volatile sig_atomic_t g_end_asked = 0;
 volatile sig_atomic_t g_terminating_signal = 0;
-volatile sig_atomic_t g_closed_after_signal = 0;
+volatile sig_atomic_t g_exit_called = 0;
+volatile sig_atomic_t g_exit_status = 0;
 
 // What a flush writes: routinely, what came since the last (with --ring,
 // nothing: the ring keeps it); a dump, the ring's window up to the instant
@@ -121,7 +127,11 @@ class Agent {
   void set_placement(int32_t world_size, int32_t local_rank, int32_t local_size, int32_t node_id);
   void set_job_start(int64_t wall_ns);
   void add_sync_point(const SyncPoint& point);
+  // Closes the shard, once: from the thread that calls it first. A second
+  // caller waits for that close, but the flusher, which that close waits for.
   bool finish();
+  // From a signal handler too: the shard's end record is written.
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
   void stop_after_fork() { capture_.store(0, std::memory_order_relaxed); }
   // From a signal handler: only async-signal-safe work.
   void wake_flusher() const {
@@ -236,7 +246,8 @@ class Agent {
   int wake_fd_ = -1;  // an eventfd: writable from a signal handler, unlike a condition variable
   std::atomic<bool> stopping_{false};
 
-  std::once_flag finish_once_;
+  std::atomic<bool> finish_claimed_{false};
+  std::atomic<bool> closed_{false};
   bool finish_result_ = false;
 };
 
@@ -448,6 +459,10 @@ Counters Agent::counters() const {
   c.set(counter::kNamesDropped, names_dropped_.load(std::memory_order_relaxed));
   c.set(counter::kSourcesOff, sources_off_);
   c.set(counter::kTerminatedBySignal, static_cast<uint64_t>(g_terminating_signal));
+  if (g_exit_called != 0) {
+    c.set(counter::kEndedByExitCall, 1);
+    c.set(counter::kExitStatus, static_cast<uint64_t>(g_exit_status & 0xff));
+  }
   c.set(counter::kHangDumps, hang_dumped_ ? 1 : 0);
   const uint64_t windows = windows_opened_ + range_windows_.windows_opened();
   if (const uint64_t outside = recorder_.outside_window(); outside != 0 || windows != 1) {
@@ -723,9 +738,8 @@ void Agent::flusher_loop() {
       uint64_t count = 0;
       [[maybe_unused]] const ssize_t got = ::read(wake_fd_, &count, sizeof(count));
     }
-    if (g_terminating_signal != 0) {
+    if (g_end_asked != 0) {
       finish();
-      g_closed_after_signal = 1;
       return;
     }
     if (!stopping_.load(std::memory_order_acquire)) {
@@ -757,7 +771,12 @@ std::string Agent::range_windows_summary() const {
 }
 
 bool Agent::finish() {
-  std::call_once(finish_once_, [this] {
+  if (finish_claimed_.exchange(true, std::memory_order_acq_rel)) {
+    if (std::this_thread::get_id() == flusher_.get_id()) return false;
+    closed_.wait(false, std::memory_order_acquire);
+    return finish_result_;
+  }
+  [this] {
     const auto finish_began = std::chrono::steady_clock::now();
     capture_.store(0, std::memory_order_release);
     for (CaptureSource* source : started_sources_) source->stop();
@@ -773,7 +792,7 @@ bool Agent::finish() {
     // A rank ended by a signal may be inside a call and ranges: they are
     // written as incomplete (at a normal end, ranges still open stay out:
     // the program may close them after MPI_Finalize).
-    if (!write_open_state(clock_.now_ns(), g_terminating_signal != 0)) ++shard_write_errors_;
+    if (!write_open_state(clock_.now_ns(), g_end_asked != 0)) ++shard_write_errors_;
     finish_cost_ns_ = nanoseconds_since(finish_began);
     if (write_failed_) {
       finish_result_ = false;
@@ -781,32 +800,43 @@ bool Agent::finish() {
     }
     finish_result_ = writer_.close(counters(), clock_.now_ns());
     if (!finish_result_) report("closing the shard failed: " + writer_.error());
-  });
+  }();
+  closed_.store(true, std::memory_order_release);
+  closed_.notify_all();
   return finish_result_;
 }
 
 Agent* agent() { return g_agent.load(std::memory_order_acquire); }
 
+// Has the flusher close the shard, and waits for it, a second at most:
+// only async-signal-safe work, as a signal handler and _exit need. A second
+// end (another thread's signal, _exit in a handler) waits for the same close.
+void close_before_end(Agent& agent) {
+  if (g_end_asked == 0) {
+    g_end_asked = 1;
+    agent.wake_flusher();
+  }
+  const timespec pause{0, 10'000'000};
+  for (int waited = 0; waited < 100 && !agent.closed(); ++waited) ::nanosleep(&pause, nullptr);
+}
+
 // mpirun ends the other ranks with SIGTERM when one rank dies. The agent
-// lets its flusher close the shard first (a second at most), then the
-// signal does what it would have done: those ranks' shards are whole, and
-// only the rank that really died shows as dead.
+// lets its flusher close the shard first, then the signal does what it
+// would have done: those ranks' shards are whole, and only the rank that
+// really died shows as dead.
 void on_terminate(int signal_number) {
   Agent* a = agent();
-  // A second signal may come while the first is being handled, on another
-  // thread (mpirun signals the process group, and `rankscope run` passes its
-  // own on): it waits for the same close instead of ending the process first.
   if (a && a->in_this_process()) {
-    if (g_terminating_signal == 0) {
-      g_terminating_signal = signal_number;
-      a->wake_flusher();
-    }
-    const timespec pause{0, 10'000'000};
-    for (int waited = 0; waited < 100 && !g_closed_after_signal; ++waited) ::nanosleep(&pause, nullptr);
+    if (g_terminating_signal == 0) g_terminating_signal = signal_number;
+    close_before_end(*a);
   }
   ::signal(signal_number, SIG_DFL);
   ::raise(signal_number);
 }
+
+// _exit as the agent found it: the C library's, or another tool's.
+using ExitFunction = void (*)(int);
+ExitFunction g_next_exit = nullptr;
 
 // Only where the application left the default in place: its own handler stays its own.
 void handle_termination() {
@@ -838,6 +868,7 @@ void handle_ring_dump() {
 }
 
 __attribute__((constructor)) void start_agent() {
+  g_next_exit = reinterpret_cast<ExitFunction>(::dlsym(RTLD_NEXT, "_exit"));
   Agent* started = Agent::start_from_environment();
   if (!started) return;
   g_agent.store(started, std::memory_order_release);
@@ -950,3 +981,23 @@ const char* rankscope_agent_clock_base() {
   const auto* a = agent();
   return a ? a->clock_base().c_str() : "raw";  // what rankscope_agent_now() reads without an agent
 }
+
+// Open MPI ends a rank with _exit when MPI aborts it (an error under
+// MPI_ERRORS_ARE_FATAL, a peer lost), as do programs that skip their exit
+// handlers (Python's os._exit): no atexit runs. The shard is closed first,
+// with the calls the rank was inside, and the status said.
+namespace {
+[[noreturn]] void exit_after_closing(int status) {
+  namespace agent_ns = rankscope::agent;
+  if (auto* a = agent(); a && a->in_this_process() && !a->closed()) {
+    agent_ns::g_exit_status = status;
+    agent_ns::g_exit_called = 1;
+    agent_ns::close_before_end(*a);
+  }
+  if (agent_ns::g_next_exit) agent_ns::g_next_exit(status);
+  for (;;) ::syscall(SYS_exit_group, status);
+}
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) void _exit(int status) { exit_after_closing(status); }
+extern "C" __attribute__((visibility("default"))) void _Exit(int status) { exit_after_closing(status); }

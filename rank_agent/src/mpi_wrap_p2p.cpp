@@ -13,7 +13,15 @@ namespace {
 template <typename Run>
 int blocking_send(Call call, int dest, int tag, int count, MPI_Datatype type, MPI_Comm comm, Run&& run) {
   const int64_t begin = now();
-  const int rc = run();
+  int rc;
+  {
+    // A large message waits for its receive; numbered at completion, 0 while it waits.
+    InProgress shown;
+    if (dest != MPI_PROC_NULL) {
+      shown.show(p2p_event(call, begin, 0, info_for(comm), CommOp::kSend, dest, tag, bytes_of(count, type), type, 0));
+    }
+    rc = run();
+  }
   if (dest != MPI_PROC_NULL) {
     const Event e =
         p2p_event(call, begin, now(), info_for(comm), CommOp::kSend, dest, tag, bytes_of(count, type), type, kSeqAtCompletion);

@@ -19,7 +19,7 @@ namespace {
 
 constexpr uint16_t kThreadTrack = 0, kWorldTrack = 1, kSplitTrack = 2;
 constexpr uint64_t kWorld = 5, kSplit = 99;
-constexpr uint32_t kAllreduce = 0, kBarrier = 1, kLateWork = 2, kWorldName = 3, kSplitName = 4, kRecv = 5;
+constexpr uint32_t kAllreduce = 0, kBarrier = 1, kLateWork = 2, kWorldName = 3, kSplitName = 4, kRecv = 5, kSend = 6;
 
 Event event(EventKind kind, uint32_t name, int64_t begin, int64_t end) {
   return testing::host_event(kind, name, begin, end, kThreadTrack);
@@ -42,8 +42,11 @@ Event unfinished(Event e) {
 class HangsTest : public testing::ShardJobTest {
  protected:
 
-  // A rank of three that wrote a hang's state; `in_split` ranks made the communicator kSplit.
-  void write_rank(int32_t rank, std::vector<Event> events, bool in_split, bool wrote_state = true) {
+  // A rank of three that wrote a hang's state; `in_split` ranks made the
+  // communicator kSplit. `ended` are the counters of a rank that did not
+  // write a hang's state, but ended (by a signal, by _exit) and wrote its calls then.
+  void write_rank(int32_t rank, std::vector<Event> events, bool in_split, bool wrote_state = true,
+                  Counters ended = {}) {
     if (process_ != 0) return;
     RankMetadata metadata;
     metadata.rank = rank;
@@ -53,7 +56,8 @@ class HangsTest : public testing::ShardJobTest {
     ASSERT_TRUE(writer.open((dir_ / ("rank-" + std::to_string(rank) + ".shard")).string(), metadata, 0));
     const std::pair<uint32_t, std::string_view> names[] = {
         {kAllreduce, "MPI_Allreduce"},  {kBarrier, "MPI_Barrier"},        {kLateWork, "late work"},
-        {kWorldName, "MPI_COMM_WORLD"}, {kSplitName, "MPI comm 99 (3 ranks)"}, {kRecv, "MPI_Recv"}};
+        {kWorldName, "MPI_COMM_WORLD"}, {kSplitName, "MPI comm 99 (3 ranks)"}, {kRecv, "MPI_Recv"},
+        {kSend, "MPI_Send"}};
     ASSERT_TRUE(writer.write_strings(names, 0));
     std::vector<Track> tracks = {{7, kThreadTrack, 0, -1, TrackType::kThread, 0, 0},
                                  {kWorld, kWorldTrack, kWorldName, -1, TrackType::kMpiComm, 0, 0}};
@@ -63,7 +67,7 @@ class HangsTest : public testing::ShardJobTest {
     const SyncPoint points[2] = {{0, 0, 10}, {1'000'000'000, 0, 10}};
     ASSERT_TRUE(writer.write_sync_points(points, 0));
     ASSERT_TRUE(writer.write_events(events));
-    Counters counters;
+    Counters counters = ended;
     if (wrote_state) counters.set(counter::kHangDumps, 1);
     ASSERT_TRUE(writer.close(counters, 10'000));
   }
@@ -123,7 +127,7 @@ TEST_F(HangsTest, MembersAreTheRanksThatMadeTheCommunicator) {
   EXPECT_EQ(found[0].missing_ranks, std::vector<int32_t>{1});
   EXPECT_FALSE(found[0].members_known);
   ASSERT_EQ(found[0].missing.size(), 1u);
-  EXPECT_EQ(found[0].missing[0].inside, "MPI_Recv with rank 2, tag 7");
+  EXPECT_EQ(found[0].missing[0].inside, "MPI_Recv from rank 2, tag 7");
 }
 
 // The stall passed (--hang-action report): rank 2 entered at 6000, after the
@@ -131,6 +135,29 @@ TEST_F(HangsTest, MembersAreTheRanksThatMadeTheCommunicator) {
 // finished instances are left to the profile, which matches #3 on all ranks,
 // and to the merge's causality check, which finds nothing broken (the
 // unfinished copies end at 5000, before rank 2 entered).
+// Rank 2 was ended by its MPI inside a send to a rank that does not exist
+// (MPI_ERRORS_ARE_FATAL ends a process with _exit); its agent wrote the
+// send as it closed the shard, without a hang's dump.
+TEST_F(HangsTest, ARankEndedByExitShowsAsAbortedInsideTheCallItDiedIn) {
+  write_rank(0, {allreduce(kWorld, 3, 100, 5000, true)}, false);
+  write_rank(1, {allreduce(kWorld, 3, 120, 5000, true)}, false);
+  Event send = unfinished(event(EventKind::kMpiP2p, kSend, 80, 200));
+  send.op = CommOp::kSend;
+  send.comm_hash = kWorld;
+  send.peer = kNoPeer;
+  Counters ended;
+  ended.set(counter::kEndedByExitCall, 1);
+  ended.set(counter::kExitStatus, 6);
+  write_rank(2, {send}, false, false, ended);
+  const std::vector<Hang> found = hangs();
+  ASSERT_EQ(found.size(), 1u);
+  ASSERT_EQ(found[0].missing.size(), 1u);
+  const MissingRank& m = found[0].missing[0];
+  EXPECT_EQ(m.status, "aborted");
+  EXPECT_TRUE(m.wrote_state);
+  EXPECT_EQ(m.inside, "MPI_Send to a rank not in the communicator, tag 0");
+}
+
 TEST_F(HangsTest, ARankThatCameLaterIsDatedAndTheCollectiveIsMatchedOnce) {
   write_rank(0, {allreduce(kWorld, 3, 100, 5000, true), allreduce(kWorld, 3, 100, 6100, false)}, false);
   write_rank(1, {allreduce(kWorld, 3, 120, 5000, true), allreduce(kWorld, 3, 120, 6100, false)}, false);

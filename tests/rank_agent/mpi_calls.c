@@ -1,7 +1,9 @@
 /* MPI calls beyond messages and collectives, each a known number of times:
    probes and matched probes, persistent requests, MPI-IO and one-sided, on
-   2 ranks. With "abort" as its argument, rank 1 calls MPI_Abort(…, 7) at the end.
-   Usage: mpi_calls FILE_FOR_MPI_IO [abort] */
+   2 ranks. With "abort" as its argument, rank 1 calls MPI_Abort(…, 7) at the end;
+   with "fatal", rank 1 sends to a rank that does not exist, an error that
+   MPI_ERRORS_ARE_FATAL (MPI_COMM_WORLD's default) makes MPI end the job for.
+   Usage: mpi_calls FILE_FOR_MPI_IO [abort|fatal] */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -92,6 +94,11 @@ int main(int argc, char** argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 1) MPI_Abort(MPI_COMM_WORLD, 7);
     for (;;) MPI_Barrier(MPI_COMM_WORLD); /* rank 0 waits to be ended by mpirun */
+  }
+  if (argc > 2 && strcmp(argv[2], "fatal") == 0) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) MPI_Send(out, 1, MPI_DOUBLE, size, 0, MPI_COMM_WORLD);
+    for (;;) MPI_Barrier(MPI_COMM_WORLD);
   }
   MPI_Finalize();
   return 0;

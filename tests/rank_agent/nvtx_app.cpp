@@ -1,9 +1,10 @@
 // A program with NVTX ranges and no MPI, as a PyTorch job on NCCL is to
 // rankscope: profiled in sidecar mode. It prints the rendezvous environment
 // it was given, and ends as told, so exit statuses and signals can be checked.
-// Usage: nvtx_app RANGES PAUSE_US [exit CODE | signal NUMBER]
+// Usage: nvtx_app RANGES PAUSE_US [exit CODE | _exit CODE | signal NUMBER]
 #include <nvtx3/nvToolsExt.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -34,6 +35,10 @@ int main(int argc, char** argv) {
   }
   for (auto& t : threads) t.join();
   if (argc > 4 && std::strcmp(argv[3], "exit") == 0) return std::atoi(argv[4]);
+  if (argc > 4 && std::strcmp(argv[3], "_exit") == 0) {
+    std::fflush(nullptr);
+    _exit(std::atoi(argv[4]));  // as Python's os._exit: no exit handlers
+  }
   if (argc > 4 && std::strcmp(argv[3], "signal") == 0) {
     std::fflush(nullptr);
     raise(std::atoi(argv[4]));

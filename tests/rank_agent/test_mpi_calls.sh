@@ -3,7 +3,8 @@
 # byte for byte and its exit status; nothing of rankscope's own dependencies
 # preloaded into it; the MPI calls beyond messages and collectives (probes,
 # matched probes, persistent requests, MPI-IO and one-sided with bytes);
-# MPI_Abort shown as such; and a line for what is not captured.
+# MPI_Abort shown as such, and a rank MPI itself ends on a fatal error;
+# and a line for what is not captured.
 # Usage: test_mpi_calls.sh RANKSCOPE TIMELINE_SUMMARY MPIEXEC MPI_CALLS
 set -euo pipefail
 rankscope=$1 summary=$2 mpiexec=$3 mpi_calls=$4
@@ -115,15 +116,40 @@ assert s["p2p"]["sends"] == s["p2p"]["matched"] == s["p2p"]["receives"], s["p2p"
 print("calls ok:", s["p2p"])
 PY
 
+# Runs mpi_calls on 2 ranks ending as MODE says, which fails the job, and
+# merges its shards into MODE.h5, described in MODE.info.
+failing_job() {
+  local mode=$1 status=0
+  "$mpiexec" -n 2 "$rankscope" run -o "$mode.h5" -- "$mpi_calls" "$work/$mode.dat" "$mode" >"$mode.log" 2>&1 || status=$?
+  [ $status -ne 0 ] || fail "the $mode job exited 0"
+  grep -q "merge them with" "$mode.log" || { cat "$mode.log"; fail "no line with the merge command after the $mode job"; }
+  "$rankscope" merge "$mode.h5.shards" -o "$mode.h5" >/dev/null 2>&1 || fail "merging the $mode job's shards failed"
+  "$rankscope" info "$mode.h5" >"$mode.info"
+}
+
 echo "== MPI_Abort: the rank shows as aborted with its code"
-set +e
-"$mpiexec" -n 2 "$rankscope" run -o ab.h5 -- "$mpi_calls" "$work/io2.dat" abort >abort.log 2>&1
-status=$?
-set -e
-[ $status -ne 0 ] || fail "an aborted job exited 0"
-grep -q "merge them with" abort.log || { cat abort.log; fail "no line with the merge command after MPI_Abort"; }
-"$rankscope" merge ab.h5.shards -o ab.h5 >/dev/null 2>&1 || fail "merging the aborted job's shards failed"
-"$rankscope" info ab.h5 >ab.info
-grep -q "aborted ranks: 1 " ab.info || { cat ab.info; fail "rank 1 is not shown as aborted"; }
-grep -q "rank 1: mpi_abort_code = 7" ab.info || { cat ab.info; fail "the abort code is not shown"; }
+failing_job abort
+grep -q "aborted ranks: 1 " abort.info || { cat abort.info; fail "rank 1 is not shown as aborted"; }
+grep -q "rank 1: mpi_abort_code = 7" abort.info || { cat abort.info; fail "the abort code is not shown"; }
+
+echo "== a fatal MPI error: MPI ends the rank with _exit, its shard closed first"
+failing_job fatal
+grep -q "MPI_ERR_RANK" fatal.log || { cat fatal.log; fail "MPI did not report the invalid rank"; }
+grep -q "aborted ranks: 1 " fatal.info || { cat fatal.info; fail "rank 1, ended by its MPI, is not shown as aborted"; }
+grep -q "rank 1: ended_by_exit_call = 1" fatal.info || { cat fatal.info; fail "the _exit is not counted"; }
+grep -Eq "rank 1: exit_status = [1-9]" fatal.info || { cat fatal.info; fail "the exit status is not shown"; }
+"$rankscope" info --json fatal.h5 >fatal.info.json
+"$rankscope" report fatal.h5 --format json -o fatal.json
+python3 - <<'PY'
+import json
+ranks = {r["rank"]: r for r in json.load(open("fatal.info.json"))["ranks"]}
+# What rank 1 captured before MPI ended it is kept: its calls up to the barrier.
+assert ranks[1]["events"] >= ranks[0]["events"], ranks
+hangs = json.load(open("fatal.json"))["hangs"]
+assert len(hangs) == 1 and hangs[0]["missing_ranks"] == [1], hangs
+m = hangs[0]["missing"][0]
+assert m["status"] == "aborted" and m["wrote_state"], m
+assert m["inside"] == "MPI_Send to a rank not in the communicator, tag 0", m
+print("fatal MPI error shown:", m["inside"])
+PY
 echo "all in-process checks passed"

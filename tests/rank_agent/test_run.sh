@@ -171,6 +171,19 @@ status=0
 "$mpiexec" -n 2 "$rankscope" run -o "$work/exit.h5" -- "$nvtx_app" 10 0 exit 3 >exit.log 2>&1 || status=$?
 [ "$status" -eq 3 ] || { cat exit.log; fail "exit status 3 came back as $status"; }
 status=0
+"$mpiexec" -n 2 "$rankscope" run -o "$work/quick.h5" -- "$nvtx_app" 10 0 _exit 4 >quick.log 2>&1 || status=$?
+[ "$status" -eq 4 ] || { cat quick.log; fail "_exit status 4 came back as $status"; }
+# _exit runs no exit handlers: the agent closes the shard on its way out.
+"$rankscope" info --json quick.h5 >quick.json || { cat quick.log; fail "no timeline after the program's _exit"; }
+python3 - <<'PY' || fail "the ranks of a program that ended by _exit"
+import json
+info = json.load(open("quick.json"))
+assert info["aborted_ranks"] == [0, 1] and info["dead_ranks"] == [], info
+for rank in info["ranks"]:
+    assert rank["counters"]["ended_by_exit_call"] == 1 and rank["counters"]["exit_status"] == 4, rank
+assert info["events_by_kind"]["nvtx_range"] == 80, info["events_by_kind"]  # 2 ranks, 2 threads, 10 steps of 2
+PY
+status=0
 "$mpiexec" -n 2 "$rankscope" run -o "$work/signal.h5" -- "$nvtx_app" 10 0 signal 9 >signal.log 2>&1 || status=$?
 [ "$status" -eq 137 ] || { cat signal.log; fail "death by signal 9 came back as status $status"; }
 "$rankscope" info signal.h5 | grep -q "dead ranks: 0,1" || fail "ranks killed by a signal are not shown dead"
