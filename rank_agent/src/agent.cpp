@@ -183,7 +183,7 @@ class Agent {
   // The flusher thread owns the writer and what it has written so far.
   ShardWriter writer_;
   std::string shard_path_;
-  uint32_t strings_written_ = 0;
+  StringTable::Cursor strings_written_;
   uint32_t tracks_written_ = 0;
   uint32_t sync_points_written_ = 0;
   int64_t counters_written_at_ = 0;
@@ -499,7 +499,8 @@ void Agent::flush_once(Flush how, int64_t dump_at_ns) {
   const auto write_names = [&] {
     const int64_t now = clock_.now_ns();
     string_batch_.clear();
-    const uint32_t strings_end = recorder_.strings().collect(strings_written_, string_batch_);
+    StringTable::Cursor strings_end = strings_written_;
+    recorder_.strings().collect(strings_end, string_batch_);
     if (!string_batch_.empty() && !writer_.write_strings(string_batch_, now)) return false;
     strings_written_ = strings_end;
     track_batch_.clear();
@@ -751,6 +752,7 @@ void Agent::flusher_loop() {
       } else {
         flush_once(Flush::kRoutine);
       }
+      recorder_.strings().grow();
       watch_for_hang();
       steer_window();
     }
@@ -922,7 +924,10 @@ uint32_t rankscope_agent_intern(const char* text, uint64_t length) {
   auto* a = agent();
   if (!a) return rankscope::agent::kNoName;
   const uint32_t id = a->recorder().strings().intern(std::string_view(text, length));
-  if (id == rankscope::agent::kNoId) a->note_name_dropped();
+  if (id == rankscope::agent::kNoId) {
+    a->note_name_dropped();
+    a->wake_flusher();  // to add a segment now, rather than at its next wake
+  }
   return id;
 }
 

@@ -25,24 +25,14 @@ class ConcurrentIdTable {
   // caller's storage is full. kNoId when the table or the storage is full.
   template <typename Same, typename Create>
   uint32_t find_or_add(uint64_t hash, Same&& same, Create&& create) {
-    const uint64_t tag = (hash >> 32 | 1) << 32;  // never 0, so an empty slot is 0
-    for (uint32_t probe = 0; probe <= mask_; ++probe) {
-      std::atomic<uint64_t>& slot = slots_[(hash + probe) & mask_];
-      uint64_t seen = slot.load(std::memory_order_acquire);
-      if (seen == 0) {
-        if (slot.compare_exchange_strong(seen, tag | kFilling, std::memory_order_acq_rel)) {
-          return fill(slot, tag, create);
-        }
-      }
-      if ((seen & kTagMask) != tag) continue;
-      while ((seen & kIdMask) == kFilling) {  // another thread is writing this very content
-        seen = slot.load(std::memory_order_acquire);
-      }
-      if ((seen & kIdMask) == kAbandoned) continue;
-      const auto id = static_cast<uint32_t>(seen & kIdMask) - 1;
-      if (same(id)) return id;
-    }
-    return kNoId;
+    return look_up<true>(hash, same, create);
+  }
+
+  // The id of the item with this hash for which same(id) holds; kNoId when there is none.
+  template <typename Same>
+  uint32_t find(uint64_t hash, Same&& same) {
+    const auto never = [](uint32_t) { return false; };
+    return look_up<false>(hash, same, never);
   }
 
   enum class IdState : uint8_t { kFilling = 0, kReady, kAbandoned };
@@ -59,6 +49,29 @@ class ConcurrentIdTable {
   static constexpr uint64_t kTagMask = ~kIdMask;
   static constexpr uint64_t kFilling = 0xFFFFFFFFu;
   static constexpr uint64_t kAbandoned = 0xFFFFFFFEu;
+
+  template <bool kAdd, typename Same, typename Create>
+  uint32_t look_up(uint64_t hash, Same& same, Create& create) {
+    const uint64_t tag = (hash >> 32 | 1) << 32;  // never 0, so an empty slot is 0
+    for (uint32_t probe = 0; probe <= mask_; ++probe) {
+      std::atomic<uint64_t>& slot = slots_[(hash + probe) & mask_];
+      uint64_t seen = slot.load(std::memory_order_acquire);
+      if (seen == 0) {
+        if constexpr (!kAdd) return kNoId;
+        if (slot.compare_exchange_strong(seen, tag | kFilling, std::memory_order_acq_rel)) {
+          return fill(slot, tag, create);
+        }
+      }
+      if ((seen & kTagMask) != tag) continue;
+      while ((seen & kIdMask) == kFilling) {  // another thread is writing this very content
+        seen = slot.load(std::memory_order_acquire);
+      }
+      if ((seen & kIdMask) == kAbandoned) continue;
+      const auto id = static_cast<uint32_t>(seen & kIdMask) - 1;
+      if (same(id)) return id;
+    }
+    return kNoId;
+  }
 
   template <typename Create>
   uint32_t fill(std::atomic<uint64_t>& slot, uint64_t tag, Create& create) {

@@ -79,45 +79,104 @@ Block* BlockPool::take_full() { return full_head_.exchange(nullptr, std::memory_
 
 // ----------------------------------------------------------- StringTable ---
 
-StringTable::StringTable()
-    : ids_(kMaxStrings * 2, kMaxStrings), entries_(new Entry[kMaxStrings]), arena_(new char[kArenaBytes]) {}
+struct StringTable::Segment {
+  struct Entry {
+    uint32_t offset;
+    uint32_t length;
+  };
+  explicit Segment(uint32_t strings, uint32_t arena_bytes)
+      : capacity(strings), ids(strings * 2, strings), entries(new Entry[strings]), arena(new char[arena_bytes]),
+        arena_bytes(arena_bytes) {}
+
+  bool same(uint32_t id, std::string_view text) const {
+    const Entry& e = entries[id];
+    return e.length == text.size() && std::memcmp(arena.get() + e.offset, text.data(), text.size()) == 0;
+  }
+  uint32_t find(uint64_t hash, std::string_view text) {
+    return ids.find(hash, [&](uint32_t id) { return same(id, text); });
+  }
+  uint32_t find_or_add(uint64_t hash, std::string_view text) {
+    return ids.find_or_add(
+        hash, [&](uint32_t id) { return same(id, text); },
+        [&](uint32_t id) {
+          // Claimed only when it fits, so one oversized name does not use up the arena.
+          uint32_t offset = arena_used.load(std::memory_order_relaxed);
+          do {
+            if (text.size() > arena_bytes - offset) return false;
+          } while (!arena_used.compare_exchange_weak(offset, offset + static_cast<uint32_t>(text.size()),
+                                                     std::memory_order_relaxed));
+          std::memcpy(arena.get() + offset, text.data(), text.size());
+          entries[id] = {offset, static_cast<uint32_t>(text.size())};
+          return true;
+        });
+  }
+  std::string_view text(uint32_t id) const {
+    if (id >= ids.size() || ids.state(id) != ConcurrentIdTable::IdState::kReady) return {};
+    return {arena.get() + entries[id].offset, entries[id].length};
+  }
+
+  const uint32_t capacity;
+  ConcurrentIdTable ids;
+  std::unique_ptr<Entry[]> entries;
+  std::unique_ptr<char[]> arena;
+  const uint32_t arena_bytes;
+  std::atomic<uint32_t> arena_used{0};
+};
+
+StringTable::StringTable() {
+  segments_[0] = new Segment(kFirstSegmentStrings, kArenaBytes);
+  count_.store(1, std::memory_order_release);
+}
+
+StringTable::~StringTable() {
+  for (Segment* segment : segments_) delete segment;
+}
 
 uint32_t StringTable::intern(std::string_view text) {
-  return ids_.find_or_add(
-      hash_bytes(text.data(), text.size()),
-      [&](uint32_t id) {
-        const Entry& e = entries_[id];
-        return e.length == text.size() && std::memcmp(arena_.get() + e.offset, text.data(), text.size()) == 0;
-      },
-      [&](uint32_t id) {
-        // Claimed only when it fits, so one oversized name does not use up the arena.
-        uint32_t offset = arena_used_.load(std::memory_order_relaxed);
-        do {
-          if (text.size() > kArenaBytes - offset) return false;
-        } while (!arena_used_.compare_exchange_weak(offset, offset + static_cast<uint32_t>(text.size()),
-                                                    std::memory_order_relaxed));
-        std::memcpy(arena_.get() + offset, text.data(), text.size());
-        entries_[id] = {offset, static_cast<uint32_t>(text.size())};
-        return true;
-      });
+  const uint64_t hash = hash_bytes(text.data(), text.size());
+  const uint32_t count = count_.load(std::memory_order_acquire);
+  // Older segments take no new names, but keep the ids they gave.
+  for (uint32_t s = 0; s + 1 < count; ++s) {
+    if (const uint32_t id = segments_[s]->find(hash, text); id != kNoId) return first_id(s) + id;
+  }
+  const uint32_t id = segments_[count - 1]->find_or_add(hash, text);
+  return id == kNoId ? kNoId : first_id(count - 1) + id;
 }
 
 std::string_view StringTable::text(uint32_t id) const {
-  if (id >= ids_.size() || ids_.state(id) != ConcurrentIdTable::IdState::kReady) return {};
-  return {arena_.get() + entries_[id].offset, entries_[id].length};
+  const uint32_t count = count_.load(std::memory_order_acquire);
+  for (uint32_t s = 0; s < count; ++s) {
+    if (id < first_id(s + 1)) return segments_[s]->text(id - first_id(s));
+  }
+  return {};
 }
 
-uint32_t StringTable::collect(uint32_t from, std::vector<std::pair<uint32_t, std::string_view>>& out) const {
-  const uint32_t size = ids_.size();
-  uint32_t id = from;
-  for (; id < size; ++id) {
-    const auto state = ids_.state(id);
-    if (state == ConcurrentIdTable::IdState::kFilling) break;
-    if (state == ConcurrentIdTable::IdState::kReady) {
-      out.emplace_back(id, std::string_view(arena_.get() + entries_[id].offset, entries_[id].length));
+void StringTable::collect(Cursor& cursor, std::vector<std::pair<uint32_t, std::string_view>>& out) const {
+  const uint32_t count = count_.load(std::memory_order_acquire);
+  for (uint32_t s = 0; s < count; ++s) {
+    const Segment& segment = *segments_[s];
+    const uint32_t size = segment.ids.size();
+    uint32_t id = cursor.written[s];
+    for (; id < size; ++id) {
+      const auto state = segment.ids.state(id);
+      if (state == ConcurrentIdTable::IdState::kFilling) break;
+      if (state == ConcurrentIdTable::IdState::kReady) out.emplace_back(first_id(s) + id, segment.text(id));
     }
+    cursor.written[s] = id;
   }
-  return id;
+}
+
+void StringTable::grow() {
+  const uint32_t count = count_.load(std::memory_order_relaxed);
+  const Segment& newest = *segments_[count - 1];
+  if (count == kMaxSegments || newest.ids.size() < newest.capacity / 4 * 3) return;
+  // Memory the kernel maps as it is written: a segment costs what its names use.
+  try {
+    segments_[count] = new Segment(newest.capacity * 2, std::min(newest.arena_bytes * 2, 64u << 20));
+  } catch (const std::bad_alloc&) {
+    return;
+  }
+  count_.store(count + 1, std::memory_order_release);
 }
 
 // ------------------------------------------------------------ TrackTable ---

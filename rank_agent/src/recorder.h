@@ -57,28 +57,40 @@ class BlockPool {
 };
 
 // The job's strings of one rank: names of calls, NVTX messages, thread names.
+// A long job names things without end (ProfilerStep#N): the table is
+// segments, each twice the last, which the writer thread adds ahead of need
+// (grow), so that intern never allocates. A name seen for the first time on
+// two threads just as a segment is added may get one id in each; the merge
+// joins names by their text.
 class StringTable {
  public:
-  static constexpr uint32_t kMaxStrings = 1 << 16;
-  static constexpr uint32_t kArenaBytes = 8u << 20;
+  static constexpr uint32_t kFirstSegmentStrings = 1 << 16;
+  static constexpr uint32_t kArenaBytes = 8u << 20;  // the first segment's text
+  static constexpr uint32_t kMaxSegments = 8;        // 16.7 million strings in all
 
   StringTable();
+  ~StringTable();
   // The id of `text`, added if new; kNoId when the table is full.
   uint32_t intern(std::string_view text);
   // The text of an id intern() returned; empty for any other.
   std::string_view text(uint32_t id) const;
-  // Ids [from, result) are ready to write; appends them to `out`.
-  uint32_t collect(uint32_t from, std::vector<std::pair<uint32_t, std::string_view>>& out) const;
+  // How far the writer has written each segment.
+  struct Cursor {
+    uint32_t written[kMaxSegments] = {};
+  };
+  // Appends the strings ready to write since `cursor` to `out`, and moves it past them.
+  void collect(Cursor& cursor, std::vector<std::pair<uint32_t, std::string_view>>& out) const;
+  // The writer thread, each time it wakes: adds a segment once the newest is
+  // three quarters full (none past kMaxSegments, or without memory: the
+  // names that do not fit are then dropped, and counted).
+  void grow();
+  uint32_t segments() const { return count_.load(std::memory_order_acquire); }
 
  private:
-  struct Entry {
-    uint32_t offset;
-    uint32_t length;
-  };
-  ConcurrentIdTable ids_;
-  std::unique_ptr<Entry[]> entries_;
-  std::unique_ptr<char[]> arena_;
-  std::atomic<uint32_t> arena_used_{0};
+  struct Segment;
+  static uint32_t first_id(uint32_t segment) { return kFirstSegmentStrings * ((1u << segment) - 1); }
+  Segment* segments_[kMaxSegments] = {};  // [0, count_) published, owned
+  std::atomic<uint32_t> count_{0};
 };
 
 // Tracks of one rank: threads, CUDA streams, communicators.

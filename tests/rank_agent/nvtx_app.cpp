@@ -1,7 +1,9 @@
 // A program with NVTX ranges and no MPI, as a PyTorch job on NCCL is to
 // rankscope: profiled in sidecar mode. It prints the rendezvous environment
 // it was given, and ends as told, so exit statuses and signals can be checked.
-// Usage: nvtx_app RANGES PAUSE_US [exit CODE | _exit CODE | signal NUMBER]
+// With "numbered", each step's range is named ProfilerStep#I (as PyTorch's
+// profiler names steps), a name per step, as a long job has without end.
+// Usage: nvtx_app RANGES PAUSE_US [exit CODE | _exit CODE | signal NUMBER | numbered]
 #include <nvtx3/nvToolsExt.h>
 #include <signal.h>
 #include <unistd.h>
@@ -10,6 +12,7 @@
 #include <cstdlib>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -21,11 +24,12 @@ int main(int argc, char** argv) {
     std::printf("%s=%s\n", name, value ? value : "");
   }
   std::fflush(stdout);
+  const bool numbered = argc > 3 && std::strcmp(argv[3], "numbered") == 0;
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
-    threads.emplace_back([ranges, pause] {
+    threads.emplace_back([ranges, pause, numbered] {
       for (int i = 0; i < ranges; ++i) {
-        nvtxRangePushA("app step");
+        nvtxRangePushA(numbered ? ("ProfilerStep#" + std::to_string(i)).c_str() : "app step");
         nvtxRangePushA("app work");
         std::this_thread::sleep_for(pause);
         nvtxRangePop();

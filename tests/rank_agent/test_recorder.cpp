@@ -460,7 +460,8 @@ TEST(Recorder, EachThreadGetsItsOwnNamedTrack) {
   ASSERT_EQ(tracks.size(), 2u);
   EXPECT_EQ(tracks[other_track].type, TrackType::kThread);
   std::vector<std::pair<uint32_t, std::string_view>> strings;
-  recorder.strings().collect(0, strings);
+  StringTable::Cursor cursor;
+  recorder.strings().collect(cursor, strings);
   bool named = false;
   for (const auto& [id, text] : strings) named |= id == tracks[other_track].name_id && text.rfind("worker ", 0) == 0;
   EXPECT_TRUE(named);
@@ -491,20 +492,22 @@ TEST(StringTable, SameTextSameIdFromManyThreads) {
   }
   EXPECT_EQ(distinct.size(), static_cast<size_t>(kNames));
   std::vector<std::pair<uint32_t, std::string_view>> out;
-  EXPECT_EQ(strings.collect(0, out), static_cast<uint32_t>(kNames));
+  StringTable::Cursor cursor;
+  strings.collect(cursor, out);
+  EXPECT_EQ(out.size(), static_cast<size_t>(kNames));
   for (const auto& [id, text] : out) EXPECT_EQ(ids[0][std::stoi(std::string(text.substr(5)))], id);
   // Collecting from where the last collect stopped gives only new names.
   out.clear();
   strings.intern("late");
-  EXPECT_EQ(strings.collect(kNames, out), static_cast<uint32_t>(kNames + 1));
+  strings.collect(cursor, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].second, "late");
 }
 
-TEST(StringTable, FullTableSaysSoAndKeepsWhatItHas) {
+TEST(StringTable, ATableNotGrownSaysItIsFullAndKeepsWhatItHas) {
   StringTable strings;
   uint32_t last = 0;
-  for (uint32_t i = 0; i < StringTable::kMaxStrings; ++i) last = strings.intern("s" + std::to_string(i));
+  for (uint32_t i = 0; i < StringTable::kFirstSegmentStrings; ++i) last = strings.intern("s" + std::to_string(i));
   EXPECT_NE(last, kNoId);
   EXPECT_EQ(strings.intern("one too many"), kNoId);
   EXPECT_EQ(strings.intern("s0"), 0u) << "known names still resolve";
@@ -513,9 +516,92 @@ TEST(StringTable, FullTableSaysSoAndKeepsWhatItHas) {
   EXPECT_EQ(other.intern(huge + "y"), kNoId) << "a name beyond the arena is refused, not cut";
   std::vector<std::pair<uint32_t, std::string_view>> out;
   other.intern("after");
-  other.collect(0, out);
+  StringTable::Cursor cursor;
+  other.collect(cursor, out);
   ASSERT_EQ(out.size(), 1u) << "the refused name leaves a hole that collect skips";
   EXPECT_EQ(out[0].second, "after");
+}
+
+// A name per step, as a long job has: grown as the writer thread grows it
+// (here every 1,000 names), the table takes 200,000 names in three
+// segments, each name once, its id kept, and collect gives each once.
+TEST(StringTable, GrownAheadOfNeedItTakesANamePerStepWithoutEnd) {
+  StringTable strings;
+  constexpr uint32_t kNames = 200'000;
+  std::vector<uint32_t> ids(kNames);
+  std::vector<std::pair<uint32_t, std::string_view>> out;
+  StringTable::Cursor cursor;
+  for (uint32_t i = 0; i < kNames; ++i) {
+    ids[i] = strings.intern("ProfilerStep#" + std::to_string(i));
+    ASSERT_NE(ids[i], kNoId) << "name " << i;
+    if (i % 1000 == 999) {
+      strings.grow();
+      strings.collect(cursor, out);  // the writer thread writes as it goes
+    }
+  }
+  strings.collect(cursor, out);
+  EXPECT_EQ(strings.segments(), 3u);
+  EXPECT_EQ(std::set<uint32_t>(ids.begin(), ids.end()).size(), size_t{kNames});
+  for (uint32_t i = 0; i < kNames; i += 997) {
+    EXPECT_EQ(strings.intern("ProfilerStep#" + std::to_string(i)), ids[i]) << "name " << i;
+    EXPECT_EQ(strings.text(ids[i]), "ProfilerStep#" + std::to_string(i));
+  }
+  ASSERT_EQ(out.size(), size_t{kNames});
+  std::set<uint32_t> collected;
+  for (const auto& [id, text] : out) {
+    collected.insert(id);
+    EXPECT_EQ(strings.text(id), text);
+  }
+  EXPECT_EQ(collected.size(), size_t{kNames}) << "each name collected once";
+}
+
+// Threads interning while the table grows: every id they get names the
+// text they asked for, none is refused, and collect gives every id once.
+// As the writer thread's wakes leave room for what comes between two, the
+// threads add at most 8,000 names between two calls of grow.
+TEST(StringTable, GrowingWhileThreadsInternKeepsEveryNameRight) {
+  StringTable strings;
+  constexpr int kThreads = 3, kNames = 60'000, kBetweenWakes = 8'000;
+  std::atomic<bool> done{false};
+  std::atomic<int> interned{0}, allowed{kBetweenWakes};
+  std::vector<std::vector<uint32_t>> ids(kThreads, std::vector<uint32_t>(kNames));
+  std::thread grower([&] {
+    while (!done.load()) {
+      const int before = interned.load();
+      strings.grow();
+      allowed.store(before + kBetweenWakes);
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // Each thread its own names and the others' (half of each thread's are shared).
+      for (int i = 0; i < kNames; ++i) {
+        while (interned.load() >= allowed.load()) std::this_thread::yield();
+        ids[t][i] = strings.intern("n" + std::to_string(i % 2 ? i : i + t * kNames));
+        interned.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  done = true;
+  grower.join();
+  EXPECT_GE(strings.segments(), 2u);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kNames; ++i) {
+      ASSERT_NE(ids[t][i], kNoId) << t << " " << i;
+      ASSERT_EQ(strings.text(ids[t][i]), "n" + std::to_string(i % 2 ? i : i + t * kNames)) << t << " " << i;
+    }
+  }
+  std::vector<std::pair<uint32_t, std::string_view>> out;
+  StringTable::Cursor cursor;
+  strings.collect(cursor, out);
+  std::set<uint32_t> collected;
+  for (const auto& [id, text] : out) EXPECT_TRUE(collected.insert(id).second) << id;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kNames; i += 101) EXPECT_TRUE(collected.count(ids[t][i])) << t << " " << i;
+  }
 }
 
 TEST(TrackTable, OneIdPerTypeObjectAndDevice) {

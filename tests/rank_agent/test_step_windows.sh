@@ -6,11 +6,12 @@
 # --steps 1:2/5 repeats the window (1, 2, 6, 7, 11);
 # --capture-range nvtx:ProfilerStep#4@ddp_sim gives step 4 alone; a range
 # in a domain the job never uses opens no window and says so; bad forms
-# and combinations are refused. Without NVTX capture (NVTX=none) only the
-# refusals are checked.
-# Usage: test_step_windows.sh RANKSCOPE DDP_SIM MPIEXEC NVTX|none
+# and combinations are refused; and on nvtx_app, a name per step,
+# --steps 69000:69002 past the 65,536 names the agent's string table first
+# holds. Without NVTX capture (NVTX_APP=none) only the refusals are checked.
+# Usage: test_step_windows.sh RANKSCOPE DDP_SIM MPIEXEC NVTX_APP|none
 set -euo pipefail
-rankscope=$1 ddp_sim=$2 mpiexec=$3 nvtx=$4
+rankscope=$1 ddp_sim=$2 mpiexec=$3 nvtx_app=$4
 . "$(dirname "$0")/../support/job_script.sh"
 export OMPI_MCA_mpi_yield_when_idle=1
 job_args=(--steps 12 --warmup-steps 0 --layers 6 --layer-mb 1 --forward-us 100 --optimizer-us 300)
@@ -38,7 +39,7 @@ refused --capture-range cudaProfilerApi --capture mpi,nvtx -- "--capture-range n
 status=0
 "$rankscope" export --steps 1:2/5 nothing.h5 >bad.log 2>&1 || status=$?
 [ "$status" -eq 2 ] && grep -qF "'1:2/5' is not A:B, A, A: or :B" bad.log || { cat bad.log; fail "export took a period"; }
-if [ "$nvtx" = none ]; then
+if [ "$nvtx_app" = none ]; then
   echo "no NVTX capture in this build: windows by step not run"
   exit 0
 fi
@@ -102,4 +103,9 @@ echo "== --capture-range in a domain the job does not use"
 profile elsewhere --capture-range 'nvtx:ProfilerStep#4@other'
 grep -q "rank 0: --capture-range nvtx:ProfilerStep#4@other: no capture window opened, so no event was recorded" elsewhere.log ||
   { cat elsewhere.log; fail "an empty window went unsaid"; }
+echo "== --steps 69000:69002 of a job that names each step (the string table grows)"
+"$mpiexec" -n 1 "$rankscope" run -o "$work/long.h5" --steps 69000:69002 -- "$nvtx_app" 70000 2 numbered >long.log 2>&1 ||
+  { cat long.log; fail "long: the run failed"; }
+"$rankscope" info --check --json long.h5 >long-info.json || fail "long: info --check refused the timeline"
+check long "[69000, 69001, 69002]" "capture_windows >= 1" "names_dropped == 0"  # its two threads cut windows of their own
 echo "step windows ok"
