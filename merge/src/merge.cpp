@@ -38,6 +38,7 @@ namespace {
 using schema::Handle;
 
 constexpr const char* kMissingName = "<name lost>";
+// Beyond any id an agent gives: its string table's eight segments end at 16,711,680.
 constexpr uint32_t kMaxLocalStringId = 1u << 24;
 // Checks before the repair gives up; each reads every shard once. One finds
 // the violations and one more confirms the shifts when the ranks that are off

@@ -89,10 +89,16 @@ uint64_t calibrate_event_cost_ps(const clocksync::Clock& clock) {
 // A process may end off the agent's own paths (MPI_Finalize, exit): by a
 // signal, or by _exit. Either asks the flusher to close the shard and waits
 // for it (close_before_end); these say which, for the shard's counters.
-volatile sig_atomic_t g_end_asked = 0;
-volatile sig_atomic_t g_terminating_signal = 0;
-volatile sig_atomic_t g_exit_called = 0;
-volatile sig_atomic_t g_exit_status = 0;
+// Lock-free atomics: safe in a signal handler, and ordered across threads.
+static_assert(std::atomic<int>::is_always_lock_free);
+std::atomic<int> g_end_asked{0};
+std::atomic<int> g_terminating_signal{0};
+std::atomic<int> g_exit_called{0};
+std::atomic<int> g_exit_status{0};
+
+// Set on the flusher's own thread: finish() there must not wait for a close
+// begun elsewhere, which waits for the flusher to end.
+constinit thread_local bool t_on_flusher = false;
 
 // What a flush writes: routinely, what came since the last (with --ring,
 // nothing: the ring keeps it); a dump, the ring's window up to the instant
@@ -145,7 +151,14 @@ class Agent {
     ring_dump_asked_at_ns_.store(clock_.now_ns(), std::memory_order_relaxed);
     wake_flusher();
   }
-  void note_name_dropped() { names_dropped_.fetch_add(1, std::memory_order_relaxed); }
+  // A name found no room: counted, and the flusher woken (once until it
+  // next adds room) to add a segment to the string table now.
+  void note_name_dropped() {
+    names_dropped_.fetch_add(1, std::memory_order_relaxed);
+    if (recorder_.strings().segments() < StringTable::kMaxSegments && !room_asked_.exchange(true, std::memory_order_relaxed)) {
+      wake_flusher();
+    }
+  }
   void add_gpu_uuid(std::string_view uuid);
   void add_to_counter(std::string_view name, uint64_t value) {
     std::lock_guard lock(source_counters_mutex_);
@@ -201,6 +214,7 @@ class Agent {
 
   std::atomic<uint64_t> events_unwritten_{0};
   std::atomic<uint64_t> names_dropped_{0};
+  std::atomic<bool> room_asked_{false};
   mutable std::mutex source_counters_mutex_;
   Counters source_counters_;  // counted by the capture sources (rankscope_agent_add_counter)
   std::atomic<uint64_t> agent_errors_{0};
@@ -458,10 +472,10 @@ Counters Agent::counters() const {
   c.set(counter::kEventsUnwritten, events_unwritten_.load(std::memory_order_relaxed));
   c.set(counter::kNamesDropped, names_dropped_.load(std::memory_order_relaxed));
   c.set(counter::kSourcesOff, sources_off_);
-  c.set(counter::kTerminatedBySignal, static_cast<uint64_t>(g_terminating_signal));
-  if (g_exit_called != 0) {
+  c.set(counter::kTerminatedBySignal, static_cast<uint64_t>(g_terminating_signal.load(std::memory_order_acquire)));
+  if (g_exit_called.load(std::memory_order_acquire) != 0) {
     c.set(counter::kEndedByExitCall, 1);
-    c.set(counter::kExitStatus, static_cast<uint64_t>(g_exit_status & 0xff));
+    c.set(counter::kExitStatus, static_cast<uint64_t>(g_exit_status.load(std::memory_order_relaxed) & 0xff));
   }
   c.set(counter::kHangDumps, hang_dumped_ ? 1 : 0);
   const uint64_t windows = windows_opened_ + range_windows_.windows_opened();
@@ -645,8 +659,9 @@ void Agent::watch_for_hang() {
     ::kill(::getpid(), SIGTERM);
     return;
   }
-  // The application handles SIGTERM its own way and did not end.
-  finish();
+  // The application handles SIGTERM its own way and did not end. Where
+  // another thread is closing the shard, its close ends the flusher.
+  if (!finish() && !closed()) return;
   ::kill(::getpid(), SIGKILL);
 }
 
@@ -723,6 +738,7 @@ void Agent::dump_ring(const char* asked_by, int64_t at_ns) {
 
 void Agent::flusher_loop() {
   pthread_setname_np(pthread_self(), "rankscope-flush");
+  t_on_flusher = true;
   // The lowest priority among the process's threads: where the application
   // has a core per rank, the flusher takes only what the application leaves
   // (its writes are short and few, and buffers cover the wait; on Linux a
@@ -739,7 +755,7 @@ void Agent::flusher_loop() {
       uint64_t count = 0;
       [[maybe_unused]] const ssize_t got = ::read(wake_fd_, &count, sizeof(count));
     }
-    if (g_end_asked != 0) {
+    if (g_end_asked.load(std::memory_order_acquire) != 0) {
       finish();
       return;
     }
@@ -753,6 +769,7 @@ void Agent::flusher_loop() {
         flush_once(Flush::kRoutine);
       }
       recorder_.strings().grow();
+      room_asked_.store(false, std::memory_order_relaxed);
       watch_for_hang();
       steer_window();
     }
@@ -774,16 +791,23 @@ std::string Agent::range_windows_summary() const {
 
 bool Agent::finish() {
   if (finish_claimed_.exchange(true, std::memory_order_acq_rel)) {
-    if (std::this_thread::get_id() == flusher_.get_id()) return false;
+    if (t_on_flusher) return false;
     closed_.wait(false, std::memory_order_acquire);
     return finish_result_;
   }
+  // A termination signal handled on this thread now would wait for this
+  // very close: held back until it is done, the signal finds it closed.
+  sigset_t termination, before;
+  sigemptyset(&termination);
+  sigaddset(&termination, SIGTERM);
+  sigaddset(&termination, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &termination, &before);
   [this] {
     const auto finish_began = std::chrono::steady_clock::now();
     capture_.store(0, std::memory_order_release);
     for (CaptureSource* source : started_sources_) source->stop();
     stopping_.store(true, std::memory_order_release);
-    if (std::this_thread::get_id() != flusher_.get_id()) {
+    if (!t_on_flusher) {
       wake_flusher();
       if (flusher_.joinable()) flusher_.join();
     }
@@ -794,7 +818,7 @@ bool Agent::finish() {
     // A rank ended by a signal may be inside a call and ranges: they are
     // written as incomplete (at a normal end, ranges still open stay out:
     // the program may close them after MPI_Finalize).
-    if (!write_open_state(clock_.now_ns(), g_end_asked != 0)) ++shard_write_errors_;
+    if (!write_open_state(clock_.now_ns(), g_end_asked.load(std::memory_order_acquire) != 0)) ++shard_write_errors_;
     finish_cost_ns_ = nanoseconds_since(finish_began);
     if (write_failed_) {
       finish_result_ = false;
@@ -805,21 +829,33 @@ bool Agent::finish() {
   }();
   closed_.store(true, std::memory_order_release);
   closed_.notify_all();
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
   return finish_result_;
 }
 
 Agent* agent() { return g_agent.load(std::memory_order_acquire); }
 
-// Has the flusher close the shard, and waits for it, a second at most:
-// only async-signal-safe work, as a signal handler and _exit need. A second
-// end (another thread's signal, _exit in a handler) waits for the same close.
-void close_before_end(Agent& agent) {
-  if (g_end_asked == 0) {
-    g_end_asked = 1;
-    agent.wake_flusher();
-  }
+int64_t monotonic_ns() {
+  timespec now;
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
+
+// Waits, a second at most, until `done`; a signal cutting a pause short
+// does not shorten the wait.
+template <typename Done>
+void wait_a_second_for(Done&& done) {
+  const int64_t until = monotonic_ns() + 1'000'000'000;
   const timespec pause{0, 10'000'000};
-  for (int waited = 0; waited < 100 && !agent.closed(); ++waited) ::nanosleep(&pause, nullptr);
+  while (!done() && monotonic_ns() < until) ::nanosleep(&pause, nullptr);
+}
+
+// Has the flusher close the shard, and waits for it: only async-signal-safe
+// work, as a signal handler and _exit need. A second end (another thread's
+// signal, _exit in a handler) waits for the same close.
+void close_before_end(Agent& agent) {
+  if (g_end_asked.exchange(1, std::memory_order_acq_rel) == 0) agent.wake_flusher();
+  wait_a_second_for([&] { return agent.closed(); });
 }
 
 // mpirun ends the other ranks with SIGTERM when one rank dies. The agent
@@ -829,8 +865,12 @@ void close_before_end(Agent& agent) {
 void on_terminate(int signal_number) {
   Agent* a = agent();
   if (a && a->in_this_process()) {
-    if (g_terminating_signal == 0) g_terminating_signal = signal_number;
+    int none = 0;
+    g_terminating_signal.compare_exchange_strong(none, signal_number, std::memory_order_acq_rel);
     close_before_end(*a);
+    // Another thread is in _exit, with the status the process is to end
+    // with: it ends the process once the shard is closed.
+    if (g_exit_called.load(std::memory_order_acquire) != 0) wait_a_second_for([] { return false; });
   }
   ::signal(signal_number, SIG_DFL);
   ::raise(signal_number);
@@ -924,10 +964,7 @@ uint32_t rankscope_agent_intern(const char* text, uint64_t length) {
   auto* a = agent();
   if (!a) return rankscope::agent::kNoName;
   const uint32_t id = a->recorder().strings().intern(std::string_view(text, length));
-  if (id == rankscope::agent::kNoId) {
-    a->note_name_dropped();
-    a->wake_flusher();  // to add a segment now, rather than at its next wake
-  }
+  if (id == rankscope::agent::kNoId) a->note_name_dropped();
   return id;
 }
 
@@ -995,8 +1032,12 @@ namespace {
 [[noreturn]] void exit_after_closing(int status) {
   namespace agent_ns = rankscope::agent;
   if (auto* a = agent(); a && a->in_this_process() && !a->closed()) {
-    agent_ns::g_exit_status = status;
-    agent_ns::g_exit_called = 1;
+    // No signal handled on this thread may end the process meanwhile with another status.
+    sigset_t all;
+    sigfillset(&all);
+    ::sigprocmask(SIG_BLOCK, &all, nullptr);
+    agent_ns::g_exit_status.store(status, std::memory_order_relaxed);
+    agent_ns::g_exit_called.store(1, std::memory_order_release);
     agent_ns::close_before_end(*a);
   }
   if (agent_ns::g_next_exit) agent_ns::g_next_exit(status);

@@ -169,8 +169,11 @@ void StringTable::collect(Cursor& cursor, std::vector<std::pair<uint32_t, std::s
 void StringTable::grow() {
   const uint32_t count = count_.load(std::memory_order_relaxed);
   const Segment& newest = *segments_[count - 1];
-  if (count == kMaxSegments || newest.ids.size() < newest.capacity / 4 * 3) return;
-  // Memory the kernel maps as it is written: a segment costs what its names use.
+  const bool ids_short = newest.ids.size() >= newest.capacity / 4 * 3;
+  const bool text_short = newest.arena_used.load(std::memory_order_relaxed) >= newest.arena_bytes / 4 * 3;
+  if (count == kMaxSegments || !(ids_short || text_short)) return;
+  // Text and entries are mapped as they are written; the hash slots, spread
+  // evenly, are all mapped once a segment holds some thousands of names.
   try {
     segments_[count] = new Segment(newest.capacity * 2, std::min(newest.arena_bytes * 2, 64u << 20));
   } catch (const std::bad_alloc&) {

@@ -66,7 +66,7 @@ class StringTable {
  public:
   static constexpr uint32_t kFirstSegmentStrings = 1 << 16;
   static constexpr uint32_t kArenaBytes = 8u << 20;  // the first segment's text
-  static constexpr uint32_t kMaxSegments = 8;        // 16.7 million strings in all
+  static constexpr uint32_t kMaxSegments = 8;        // 16.7 million strings in all, 8 to 64 MiB of text each
 
   StringTable();
   ~StringTable();
@@ -80,9 +80,9 @@ class StringTable {
   };
   // Appends the strings ready to write since `cursor` to `out`, and moves it past them.
   void collect(Cursor& cursor, std::vector<std::pair<uint32_t, std::string_view>>& out) const;
-  // The writer thread, each time it wakes: adds a segment once the newest is
-  // three quarters full (none past kMaxSegments, or without memory: the
-  // names that do not fit are then dropped, and counted).
+  // The writer thread, each time it wakes: adds a segment once the newest's
+  // ids or text are three quarters used (none past kMaxSegments, or without
+  // memory: the names that do not fit are then dropped, and counted).
   void grow();
   uint32_t segments() const { return count_.load(std::memory_order_acquire); }
 

@@ -130,11 +130,6 @@ TEST_F(HangsTest, MembersAreTheRanksThatMadeTheCommunicator) {
   EXPECT_EQ(found[0].missing[0].inside, "MPI_Recv from rank 2, tag 7");
 }
 
-// The stall passed (--hang-action report): rank 2 entered at 6000, after the
-// state was written, and its last call before that is the barrier; the
-// finished instances are left to the profile, which matches #3 on all ranks,
-// and to the merge's causality check, which finds nothing broken (the
-// unfinished copies end at 5000, before rank 2 entered).
 // Rank 2 was ended by its MPI inside a send to a rank that does not exist
 // (MPI_ERRORS_ARE_FATAL ends a process with _exit); its agent wrote the
 // send as it closed the shard, without a hang's dump.
@@ -158,6 +153,11 @@ TEST_F(HangsTest, ARankEndedByExitShowsAsAbortedInsideTheCallItDiedIn) {
   EXPECT_EQ(m.inside, "MPI_Send to a rank not in the communicator, tag 0");
 }
 
+// The stall passed (--hang-action report): rank 2 entered at 6000, after the
+// state was written, and its last call before that is the barrier; the
+// finished instances are left to the profile, which matches #3 on all ranks,
+// and to the merge's causality check, which finds nothing broken (the
+// unfinished copies end at 5000, before rank 2 entered).
 TEST_F(HangsTest, ARankThatCameLaterIsDatedAndTheCollectiveIsMatchedOnce) {
   write_rank(0, {allreduce(kWorld, 3, 100, 5000, true), allreduce(kWorld, 3, 100, 6100, false)}, false);
   write_rank(1, {allreduce(kWorld, 3, 120, 5000, true), allreduce(kWorld, 3, 120, 6100, false)}, false);

@@ -3,7 +3,9 @@
 // it was given, and ends as told, so exit statuses and signals can be checked.
 // With "numbered", each step's range is named ProfilerStep#I (as PyTorch's
 // profiler names steps), a name per step, as a long job has without end.
-// Usage: nvtx_app RANGES PAUSE_US [exit CODE | _exit CODE | signal NUMBER | numbered]
+// With "term-at-exit MS", a SIGTERM comes MS ms after main returns, while
+// the agent closes its shard at exit (as mpirun's may, ending a job).
+// Usage: nvtx_app RANGES PAUSE_US [exit CODE | _exit CODE | signal NUMBER | numbered | term-at-exit MS]
 #include <nvtx3/nvToolsExt.h>
 #include <signal.h>
 #include <unistd.h>
@@ -15,6 +17,18 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+namespace {
+int g_term_after_ms = 0;
+
+// Registered after the agent's own handler, so it runs first, just before the agent closes its shard.
+void send_term_soon() {
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(g_term_after_ms));
+    kill(getpid(), SIGTERM);
+  }).detach();
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   const int ranges = argc > 1 ? std::atoi(argv[1]) : 100;
@@ -46,6 +60,11 @@ int main(int argc, char** argv) {
   if (argc > 4 && std::strcmp(argv[3], "signal") == 0) {
     std::fflush(nullptr);
     raise(std::atoi(argv[4]));
+  }
+  if (argc > 4 && std::strcmp(argv[3], "term-at-exit") == 0) {
+    g_term_after_ms = std::atoi(argv[4]);
+    std::fflush(nullptr);
+    std::atexit(send_term_soon);
   }
   return 0;
 }

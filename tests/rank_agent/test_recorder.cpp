@@ -555,20 +555,38 @@ TEST(StringTable, GrownAheadOfNeedItTakesANamePerStepWithoutEnd) {
   EXPECT_EQ(collected.size(), size_t{kNames}) << "each name collected once";
 }
 
-// Threads interning while the table grows: every id they get names the
-// text they asked for, none is refused, and collect gives every id once.
-// As the writer thread's wakes leave room for what comes between two, the
-// threads add at most 8,000 names between two calls of grow.
+// Long names fill a segment's text before its ids: 200-byte names, 40,000
+// to the first segment's 8 MiB, grow the table on its text.
+TEST(StringTable, LongNamesGrowItOnTheirText) {
+  StringTable strings;
+  constexpr uint32_t kNames = 100'000;
+  for (uint32_t i = 0; i < kNames; ++i) {
+    std::string name = "aten::convolution input shapes " + std::to_string(i);
+    name.resize(200, '.');
+    ASSERT_NE(strings.intern(name), kNoId) << "name " << i;
+    if (i % 1000 == 999) strings.grow();
+  }
+  EXPECT_EQ(strings.segments(), 3u);
+}
+
+// Threads interning while the table grows and is collected, as the writer
+// thread does both: every id they get names the text they asked for, none
+// is refused, and collect gives every id once. As the writer thread's
+// wakes leave room for what comes between two, the threads add at most
+// 8,000 names between two calls of grow.
 TEST(StringTable, GrowingWhileThreadsInternKeepsEveryNameRight) {
   StringTable strings;
   constexpr int kThreads = 3, kNames = 60'000, kBetweenWakes = 8'000;
   std::atomic<bool> done{false};
   std::atomic<int> interned{0}, allowed{kBetweenWakes};
   std::vector<std::vector<uint32_t>> ids(kThreads, std::vector<uint32_t>(kNames));
+  std::vector<std::pair<uint32_t, std::string_view>> out;
+  StringTable::Cursor cursor;
   std::thread grower([&] {
     while (!done.load()) {
       const int before = interned.load();
       strings.grow();
+      strings.collect(cursor, out);
       allowed.store(before + kBetweenWakes);
       std::this_thread::yield();
     }
@@ -594,11 +612,12 @@ TEST(StringTable, GrowingWhileThreadsInternKeepsEveryNameRight) {
       ASSERT_EQ(strings.text(ids[t][i]), "n" + std::to_string(i % 2 ? i : i + t * kNames)) << t << " " << i;
     }
   }
-  std::vector<std::pair<uint32_t, std::string_view>> out;
-  StringTable::Cursor cursor;
   strings.collect(cursor, out);
   std::set<uint32_t> collected;
-  for (const auto& [id, text] : out) EXPECT_TRUE(collected.insert(id).second) << id;
+  for (const auto& [id, text] : out) {
+    EXPECT_TRUE(collected.insert(id).second) << id;
+    EXPECT_EQ(strings.text(id), text) << id;
+  }
   for (int t = 0; t < kThreads; ++t) {
     for (int i = 0; i < kNames; i += 101) EXPECT_TRUE(collected.count(ids[t][i])) << t << " " << i;
   }

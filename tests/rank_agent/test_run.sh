@@ -188,6 +188,22 @@ status=0
 [ "$status" -eq 137 ] || { cat signal.log; fail "death by signal 9 came back as status $status"; }
 "$rankscope" info signal.h5 | grep -q "dead ranks: 0,1" || fail "ranks killed by a signal are not shown dead"
 
+echo "== a SIGTERM while the shard is being closed at exit: the shard is closed whole"
+# 800,000 events held to the end (--flush-ms 60000) take some 30 ms to
+# write; the signal comes 10 ms into that, and the close it would wait for
+# is its own thread's unless that thread holds it back.
+status=0
+"$mpiexec" -n 1 "$rankscope" run -o "$work/late.h5" --flush-ms 60000 -- "$nvtx_app" 200000 0 term-at-exit 10 \
+  >late.log 2>&1 || status=$?
+[ "$status" -eq 0 ] || [ "$status" -eq 143 ] || { cat late.log; fail "a SIGTERM at exit: status $status"; }
+[ -f late.h5 ] || "$rankscope" merge late.h5.shards -o late.h5 >/dev/null 2>&1
+"$rankscope" info --json late.h5 >late.json || { cat late.log; fail "no timeline after a SIGTERM at exit"; }
+python3 - <<'PY' || fail "a SIGTERM at exit lost the shard's end"
+import json
+[rank] = json.load(open("late.json"))["ranks"]
+assert rank["status"] in ("terminated", "complete") and rank["events"] == 800000, (rank["status"], rank["events"])
+PY
+
 echo "== sidecar: SIGUSR2 on mpirun reaches the program, not the end of the sidecars"
 # The program (no MPI: sidecar mode) says it is ready, then ends well on SIGUSR2.
 cat >usr2.sh <<'SH'
