@@ -160,6 +160,7 @@ class Agent {
     }
   }
   void add_gpu_uuid(std::string_view uuid);
+  void call_at_close(void (*add_counters)()) { at_close_.store(add_counters, std::memory_order_release); }
   void add_to_counter(std::string_view name, uint64_t value) {
     std::lock_guard lock(source_counters_mutex_);
     source_counters_.add(name, value);
@@ -215,6 +216,7 @@ class Agent {
   std::atomic<uint64_t> events_unwritten_{0};
   std::atomic<uint64_t> names_dropped_{0};
   std::atomic<bool> room_asked_{false};
+  std::atomic<void (*)()> at_close_{nullptr};  // rankscope_agent_at_close
   mutable std::mutex source_counters_mutex_;
   Counters source_counters_;  // counted by the capture sources (rankscope_agent_add_counter)
   std::atomic<uint64_t> agent_errors_{0};
@@ -811,6 +813,7 @@ bool Agent::finish() {
       wake_flusher();
       if (flusher_.joinable()) flusher_.join();
     }
+    if (const auto add_counters = at_close_.load(std::memory_order_acquire)) add_counters();
     flush_once(Flush::kFinal);
     // A window by ranges may open and close between two wakes of the
     // writer thread, unsaid: rank 0 sums up at the end.
@@ -1017,6 +1020,10 @@ void rankscope_agent_add_gpu_uuid(const char* uuid) {
 
 void rankscope_agent_add_counter(const char* name, uint64_t value) {
   if (auto* a = agent(); a && name) a->add_to_counter(name, value);
+}
+
+void rankscope_agent_at_close(void (*add_counters)()) {
+  if (auto* a = agent()) a->call_at_close(add_counters);
 }
 
 const char* rankscope_agent_clock_base() {

@@ -27,6 +27,15 @@ bool g_started = false;
 MPI_Comm g_agent_comm = MPI_COMM_NULL;
 clocksync::ClockSynchronizer* g_sync = nullptr;
 
+// What the wrappers counted instead of recording, into the shard's counters.
+void add_counters() {
+  const PollTotals polls = poll_totals();
+  rankscope_agent_add_counter(counter::kMpiPollsUnrecorded.data(), polls.unrecorded);
+  rankscope_agent_add_counter(counter::kMpiPollNsUnrecorded.data(), polls.estimated_ns());
+  rankscope_agent_add_counter(counter::kMpiPollsTimed.data(), polls.timed);
+  rankscope_agent_add_counter(counter::kMpiRequestsUntracked.data(), g_requests->untracked() + g_persistent->untracked());
+}
+
 void set_up_after_init() {
   if (!rankscope_agent_capturing(kCaptureMpi) && rankscope_agent_shard_path()[0] == '\0') return;
   AgentScope agent_calls;
@@ -37,6 +46,7 @@ void set_up_after_init() {
   set_up_message_counters();
   g_requests = new RequestTable();
   g_persistent = new RequestTable();
+  rankscope_agent_at_close(add_counters);
   const char* hang_timeout = std::getenv(kEnvHangTimeout);
   g_show_waits = hang_timeout && std::strtod(hang_timeout, nullptr) > 0;
 
@@ -66,15 +76,6 @@ void add_cost(std::string_view counter, int64_t since) {
   rankscope_agent_add_counter(counter.data(), static_cast<uint64_t>(now() - since));  // the names are literals
 }
 
-// What the wrappers counted instead of recording, into the shard's counters.
-void add_counters() {
-  const PollTotals polls = poll_totals();
-  rankscope_agent_add_counter(counter::kMpiPollsUnrecorded.data(), polls.unrecorded);
-  rankscope_agent_add_counter(counter::kMpiPollNsUnrecorded.data(), polls.estimated_ns());
-  rankscope_agent_add_counter(counter::kMpiPollsTimed.data(), polls.timed);
-  rankscope_agent_add_counter(counter::kMpiRequestsUntracked.data(), g_requests->untracked() + g_persistent->untracked());
-}
-
 // Every rank closes its shard; once all are complete, each leaves the mark
 // `rankscope run` merges them on (the merge runs outside the application).
 // The mark holds how many ranks wrote their shards into a folder rank 0
@@ -82,7 +83,6 @@ void add_counters() {
 // shards where they are instead of merging only its own node's.
 void close_shard(int64_t own_work) {
   AgentScope agent_calls;
-  add_counters();
   add_cost(counter::kCostMpiFinalizeNs, own_work);
   int complete = rankscope_agent_finish() ? 1 : 0, all_complete = 0;
   // Idle: other ranks may still be measuring their clocks.
@@ -143,7 +143,6 @@ void stop_at_abort(int errorcode) {
   if (!g_started) return;
   record_call(Call::kAbort, now());
   AgentScope agent_calls;
-  add_counters();
   rankscope_agent_add_counter(counter::kMpiAborted.data(), 1);
   rankscope_agent_add_counter(counter::kMpiAbortCode.data(), static_cast<uint32_t>(errorcode));
   rankscope_agent_finish();

@@ -156,6 +156,9 @@ assert m["status"] == "aborted" and m["wrote_state"], m
 assert m["inside"] == "MPI_Send to a rank not in the communicator, tag 0", m
 # What rank 1 captured before MPI ended it is kept, to its last call: the barrier before the send.
 assert m["last_call"] == "MPI_Barrier", m
+# And what the shim counted instead of recording, added as the shard closed.
+[rank1] = [r for r in json.load(open("fatal.info.json"))["ranks"] if r["rank"] == 1]
+assert "mpi_polls_unrecorded" in rank1["counters"] and "mpi_requests_untracked" in rank1["counters"], rank1["counters"]
 print("fatal MPI error shown:", m["inside"])
 PY
 echo "all in-process checks passed"

@@ -293,6 +293,10 @@ RANKSCOPE_AGENT_API void rankscope_agent_disable(const char* reason);
 RANKSCOPE_AGENT_API void rankscope_agent_add_gpu_uuid(const char* uuid);
 // Adds `value` to the data-quality counter `name` (e.g. cupti_records_dropped).
 RANKSCOPE_AGENT_API void rankscope_agent_add_counter(const char* name, uint64_t value);
+// What the MPI shim counted instead of recording (polls, untracked
+// requests): `add_counters` is called once, as the shard closes, however
+// the rank ends (MPI_Finalize, MPI_Abort, _exit, a signal).
+RANKSCOPE_AGENT_API void rankscope_agent_at_close(void (*add_counters)());
 // The base clock under rankscope_agent_now(), as clocksync::BaseClock::text()
 // writes it: the MPI shim has its own copy of the clock library, and builds
 // the clock it measures clock sync with from this, so that it measures
