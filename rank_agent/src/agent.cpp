@@ -838,19 +838,13 @@ bool Agent::finish() {
 
 Agent* agent() { return g_agent.load(std::memory_order_acquire); }
 
-int64_t monotonic_ns() {
-  timespec now;
-  ::clock_gettime(CLOCK_MONOTONIC, &now);
-  return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
-}
-
 // Waits, a second at most, until `done`; a signal cutting a pause short
 // does not shorten the wait.
 template <typename Done>
 void wait_a_second_for(Done&& done) {
-  const int64_t until = monotonic_ns() + 1'000'000'000;
+  const int64_t until = clocksync::raw_now_ns() + 1'000'000'000;
   const timespec pause{0, 10'000'000};
-  while (!done() && monotonic_ns() < until) ::nanosleep(&pause, nullptr);
+  while (!done() && clocksync::raw_now_ns() < until) ::nanosleep(&pause, nullptr);
 }
 
 // Has the flusher close the shard, and waits for it: only async-signal-safe

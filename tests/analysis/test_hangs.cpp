@@ -73,6 +73,24 @@ class HangsTest : public testing::ShardJobTest {
   }
 
   std::vector<Hang> hangs() { return find_hangs(Timeline(merged())); }
+
+  // Ranks 0 and 1 entered allreduce #3 of the world; rank 2 ended inside a
+  // send to `peer` and wrote it as it closed its shard, with `ended` among
+  // its counters: what the hang says of rank 2.
+  MissingRank ended_inside_a_send(int32_t peer, const Counters& ended) {
+    write_rank(0, {allreduce(kWorld, 3, 100, 5000, true)}, false);
+    write_rank(1, {allreduce(kWorld, 3, 120, 5000, true)}, false);
+    Event send = unfinished(event(EventKind::kMpiP2p, kSend, 80, 5000));
+    send.op = CommOp::kSend;
+    send.comm_hash = kWorld;
+    send.peer = peer;
+    send.correlation_id = 3;
+    write_rank(2, {send}, false, false, ended);
+    const std::vector<Hang> found = hangs();
+    EXPECT_EQ(found.size(), 1u);
+    if (found.size() != 1 || found[0].missing.size() != 1) return {};
+    return found[0].missing[0];
+  }
 };
 
 // Ranks 0 and 1 entered allreduce #3 of the world at 100 and 120 and wrote
@@ -131,26 +149,25 @@ TEST_F(HangsTest, MembersAreTheRanksThatMadeTheCommunicator) {
 }
 
 // Rank 2 was ended by its MPI inside a send to a rank that does not exist
-// (MPI_ERRORS_ARE_FATAL ends a process with _exit); its agent wrote the
-// send as it closed the shard, without a hang's dump.
+// (MPI_ERRORS_ARE_FATAL ends a process with _exit).
 TEST_F(HangsTest, ARankEndedByExitShowsAsAbortedInsideTheCallItDiedIn) {
-  write_rank(0, {allreduce(kWorld, 3, 100, 5000, true)}, false);
-  write_rank(1, {allreduce(kWorld, 3, 120, 5000, true)}, false);
-  Event send = unfinished(event(EventKind::kMpiP2p, kSend, 80, 200));
-  send.op = CommOp::kSend;
-  send.comm_hash = kWorld;
-  send.peer = kNoPeer;
   Counters ended;
   ended.set(counter::kEndedByExitCall, 1);
   ended.set(counter::kExitStatus, 6);
-  write_rank(2, {send}, false, false, ended);
-  const std::vector<Hang> found = hangs();
-  ASSERT_EQ(found.size(), 1u);
-  ASSERT_EQ(found[0].missing.size(), 1u);
-  const MissingRank& m = found[0].missing[0];
+  const MissingRank m = ended_inside_a_send(kNoPeer, ended);
   EXPECT_EQ(m.status, "aborted");
   EXPECT_TRUE(m.wrote_state);
-  EXPECT_EQ(m.inside, "MPI_Send to a rank not in the communicator, tag 0");
+  EXPECT_EQ(m.inside, "MPI_Send to a rank not in the communicator, tag 3");
+}
+
+// Rank 2 was ended by mpirun's SIGTERM inside a send to rank 0.
+TEST_F(HangsTest, ARankEndedByASignalShowsAsTerminatedInsideItsCall) {
+  Counters ended;
+  ended.set(counter::kTerminatedBySignal, 15);
+  const MissingRank m = ended_inside_a_send(0, ended);
+  EXPECT_EQ(m.status, "terminated");
+  EXPECT_TRUE(m.wrote_state);
+  EXPECT_EQ(m.inside, "MPI_Send to rank 0, tag 3");
 }
 
 // The stall passed (--hang-action report): rank 2 entered at 6000, after the
