@@ -164,7 +164,9 @@ std::vector<Hang> find_hangs(const Timeline& timeline) {
           missing.inside += other.peer != kNoPeer ? (sends ? " to rank " : " from rank ") + std::to_string(other.peer)
                             : sends               ? " to a rank not in the communicator"
                                                   : " from any rank";
-          missing.inside += ", tag " + std::to_string(other.correlation_id);
+          // A p2p event's correlation id is its tag; a negative one is MPI_ANY_TAG.
+          const auto tag = static_cast<int32_t>(other.correlation_id);
+          missing.inside += tag >= 0 ? ", tag " + std::to_string(tag) : ", any tag";
         }
       }
       for (const Event& range : state.open_ranges) missing.open_ranges.push_back(timeline.string(range.name_id));

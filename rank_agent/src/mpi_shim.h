@@ -349,20 +349,31 @@ inline Event pending_collective_event(const Pending& p, int64_t begin, int64_t e
 // look-up in the request table on every wait. Set after MPI_Init.
 extern bool g_show_waits;
 
-// Waiting for nonblocking collectives is being inside one: the first of
-// `requests` that is a collective, as an event begun at `begin`.
-inline bool waited_collective(int count, const MPI_Request requests[], int64_t begin, Event& out) {
+// What a Wait waits for, shown as its thread's call in progress: the first of
+// `requests` that is a collective, as that collective begun at `begin` (a
+// rank waiting for it is inside it); else the first receive, then the first
+// send, as the `wait` call with that message's peer and tag (a receive is
+// what waits for another rank; an eager send completes on its own).
+inline bool waited_operation(Call wait, int count, const MPI_Request requests[], int64_t begin, Event& out) {
   if (!g_show_waits) return false;
+  Pending message{};
+  bool found_message = false;
   for (int i = 0; i < count; ++i) {
     Pending p;
-    if (requests[i] == MPI_REQUEST_NULL || !g_requests->find(key_of(requests[i]), p) ||
-        p.kind != EventKind::kMpiCollective) {
-      continue;
+    if (requests[i] == MPI_REQUEST_NULL || !g_requests->find(key_of(requests[i]), p)) continue;
+    if (p.kind == EventKind::kMpiCollective) {
+      out = pending_collective_event(p, begin, 0);
+      return true;
     }
-    out = pending_collective_event(p, begin, 0);
-    return true;
+    if (p.kind == EventKind::kMpiP2p && (!found_message || (message.op == CommOp::kSend && p.op == CommOp::kRecv))) {
+      message = p;
+      found_message = true;
+    }
   }
-  return false;
+  if (found_message) {
+    out = p2p_event(wait, begin, 0, message.comm, message.op, message.peer, message.tag, message.bytes, message.type, 0);
+  }
+  return found_message;
 }
 
 // The operation behind `request` is complete at `end`.

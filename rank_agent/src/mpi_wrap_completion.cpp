@@ -52,7 +52,7 @@ RANKSCOPE_EXPORT int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   int rc;
   {
     InProgress shown;
-    if (Event waited; waited_collective(1, &handle, begin, waited)) shown.show(waited);
+    if (Event waited; waited_operation(Call::kWait, 1, &handle, begin, waited)) shown.show(waited);
     rc = PMPI_Wait(request, kept);
   }
   const int64_t end = now();
@@ -86,7 +86,7 @@ int all(Call call, int count, MPI_Request requests[], MPI_Status statuses[], Run
   int rc;
   {
     InProgress shown;
-    if (Event waited; call == Call::kWaitall && waited_collective(count, requests, poll.begin(), waited)) {
+    if (Event waited; call == Call::kWaitall && waited_operation(call, count, requests, poll.begin(), waited)) {
       shown.show(waited);
     }
     rc = run(kept, &done);
@@ -104,8 +104,14 @@ int some(Call call, int count, MPI_Request requests[], int* completed, int indic
   CompletionScratch& scratch = completion_scratch();
   scratch.keep(count, requests);
   MPI_Status* kept = statuses == MPI_STATUSES_IGNORE ? scratch.statuses.data() : statuses;
-  PollTimer poll(call == Call::kWaitany || call == Call::kWaitsome);
-  const int rc = run(kept);
+  const bool waits = call == Call::kWaitany || call == Call::kWaitsome;
+  PollTimer poll(waits);
+  int rc;
+  {
+    InProgress shown;
+    if (Event waited; waits && waited_operation(call, count, requests, poll.begin(), waited)) shown.show(waited);
+    rc = run(kept);
+  }
   const bool done = *completed > 0 && *completed != MPI_UNDEFINED;
   if (poll.finish(done)) record_poll(call, poll);
   if (done) {

@@ -120,56 +120,95 @@ RANKSCOPE_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype type, int sour
   return rc;
 }
 
+namespace {
+
+// What a Sendrecv sends and receives.
+struct Exchange {
+  int dest, send_tag, send_count;
+  MPI_Datatype send_type;
+  int source, recv_tag, recv_count;
+  MPI_Datatype recv_type;
+};
+
+// Sendrecv and Sendrecv_replace: shown as their receive while they run, as
+// that is the half that waits for another rank (the send of a message small
+// enough to go eagerly completes on its own); recorded as both halves.
+template <typename Run>
+int exchange(Call call, const Exchange& x, MPI_Comm comm, MPI_Status* status, Run&& run) {
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  const int64_t begin = now();
+  int rc;
+  {
+    InProgress shown;
+    if (x.source != MPI_PROC_NULL) {
+      shown.show(p2p_event(call, begin, 0, info_for(comm), CommOp::kRecv, x.source, x.recv_tag,
+                           bytes_of(x.recv_count, x.recv_type), x.recv_type, 0));
+    } else if (x.dest != MPI_PROC_NULL) {
+      shown.show(p2p_event(call, begin, 0, info_for(comm), CommOp::kSend, x.dest, x.send_tag,
+                           bytes_of(x.send_count, x.send_type), x.send_type, 0));
+    }
+    rc = run(kept);
+  }
+  const int64_t end = now();
+  if (rc == MPI_SUCCESS) {
+    if (x.dest != MPI_PROC_NULL) {
+      const Event e = p2p_event(call, begin, end, info_for(comm), CommOp::kSend, x.dest, x.send_tag,
+                                bytes_of(x.send_count, x.send_type), x.send_type, kSeqAtCompletion);
+      rankscope_agent_record(&e);
+    }
+    record_received(call, begin, end, comm, *kept, x.recv_type);
+  }
+  return rc;
+}
+
+}  // namespace
+
 RANKSCOPE_EXPORT int MPI_Sendrecv(const void* send, int send_count, MPI_Datatype send_type, int dest, int send_tag,
                                   void* recv, int recv_count, MPI_Datatype recv_type, int source, int recv_tag,
                                   MPI_Comm comm, MPI_Status* status) {
   RANKSCOPE_PASS_THROUGH(PMPI_Sendrecv(send, send_count, send_type, dest, send_tag, recv, recv_count, recv_type, source,
                                        recv_tag, comm, status));
-  MPI_Status own;
-  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
-  const int64_t begin = now();
-  const int rc = PMPI_Sendrecv(send, send_count, send_type, dest, send_tag, recv, recv_count, recv_type, source,
-                               recv_tag, comm, kept);
-  const int64_t end = now();
-  if (rc == MPI_SUCCESS) {
-    if (dest != MPI_PROC_NULL) {
-      const Event e = p2p_event(Call::kSendrecv, begin, end, info_for(comm), CommOp::kSend, dest, send_tag,
-                                bytes_of(send_count, send_type), send_type, kSeqAtCompletion);
-      rankscope_agent_record(&e);
-    }
-    record_received(Call::kSendrecv, begin, end, comm, *kept, recv_type);
-  }
-  return rc;
+  return exchange(Call::kSendrecv, {dest, send_tag, send_count, send_type, source, recv_tag, recv_count, recv_type}, comm,
+                  status, [&](MPI_Status* kept) {
+                    return PMPI_Sendrecv(send, send_count, send_type, dest, send_tag, recv, recv_count, recv_type,
+                                         source, recv_tag, comm, kept);
+                  });
 }
 
 RANKSCOPE_EXPORT int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int send_tag, int source,
                                           int recv_tag, MPI_Comm comm, MPI_Status* status) {
   RANKSCOPE_PASS_THROUGH(PMPI_Sendrecv_replace(buf, count, type, dest, send_tag, source, recv_tag, comm, status));
-  MPI_Status own;
-  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
-  const int64_t begin = now();
-  const int rc = PMPI_Sendrecv_replace(buf, count, type, dest, send_tag, source, recv_tag, comm, kept);
-  const int64_t end = now();
-  if (rc == MPI_SUCCESS) {
-    if (dest != MPI_PROC_NULL) {
-      const Event e = p2p_event(Call::kSendrecv_replace, begin, end, info_for(comm), CommOp::kSend, dest, send_tag,
-                                bytes_of(count, type), type, kSeqAtCompletion);
-      rankscope_agent_record(&e);
-    }
-    record_received(Call::kSendrecv_replace, begin, end, comm, *kept, type);
-  }
-  return rc;
-}
-
-RANKSCOPE_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
-  RANKSCOPE_PASS_THROUGH(PMPI_Probe(source, tag, comm, status));
-  const int64_t begin = now();
-  const int rc = PMPI_Probe(source, tag, comm, status);
-  record_call(Call::kProbe, begin);
-  return rc;
+  return exchange(Call::kSendrecv_replace, {dest, send_tag, count, type, source, recv_tag, count, type}, comm, status,
+                  [&](MPI_Status* kept) {
+                    return PMPI_Sendrecv_replace(buf, count, type, dest, send_tag, source, recv_tag, comm, kept);
+                  });
 }
 
 // ------------------------------------------------------------- probes ---
+
+namespace {
+
+// A blocking probe waits for a message as a receive does: shown as one while it runs.
+// `run(begin)` probes.
+template <typename Run>
+int blocking_probe(Call call, int source, int tag, MPI_Comm comm, Run&& run) {
+  const int64_t begin = now();
+  int rc;
+  {
+    const InProgress shown(p2p_event(call, begin, 0, info_for(comm), CommOp::kRecv, source, tag, 0, MPI_DATATYPE_NULL, 0));
+    rc = run(begin);
+  }
+  record_call(call, begin);
+  return rc;
+}
+
+}  // namespace
+
+RANKSCOPE_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  RANKSCOPE_PASS_THROUGH(PMPI_Probe(source, tag, comm, status));
+  return blocking_probe(Call::kProbe, source, tag, comm, [&](int64_t) { return PMPI_Probe(source, tag, comm, status); });
+}
 
 RANKSCOPE_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
   RANKSCOPE_PASS_THROUGH(PMPI_Iprobe(source, tag, comm, flag, status));
@@ -195,11 +234,11 @@ RANKSCOPE_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message*
   RANKSCOPE_PASS_THROUGH(PMPI_Mprobe(source, tag, comm, message, status));
   MPI_Status own;
   MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
-  const int64_t begin = now();
-  const int rc = PMPI_Mprobe(source, tag, comm, message, kept);
-  record_call(Call::kMprobe, begin);
-  if (rc == MPI_SUCCESS) note_matched(*message, comm, *kept, begin);
-  return rc;
+  return blocking_probe(Call::kMprobe, source, tag, comm, [&](int64_t begin) {
+    const int rc = PMPI_Mprobe(source, tag, comm, message, kept);
+    if (rc == MPI_SUCCESS) note_matched(*message, comm, *kept, begin);
+    return rc;
+  });
 }
 
 RANKSCOPE_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,

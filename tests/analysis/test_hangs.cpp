@@ -74,22 +74,31 @@ class HangsTest : public testing::ShardJobTest {
 
   std::vector<Hang> hangs() { return find_hangs(Timeline(merged())); }
 
-  // Ranks 0 and 1 entered allreduce #3 of the world; rank 2 ended inside a
-  // send to `peer` and wrote it as it closed its shard, with `ended` among
-  // its counters: what the hang says of rank 2.
-  MissingRank ended_inside_a_send(int32_t peer, const Counters& ended) {
+  // Ranks 0 and 1 entered allreduce #3 of the world; rank 2 is inside the
+  // point-to-point call `call` (unfinished from 80 to 5000): what the hang
+  // says of rank 2. Arguments as write_rank's.
+  MissingRank inside_a_message_call(Event call, bool wrote_state, const Counters& ended = {}) {
     write_rank(0, {allreduce(kWorld, 3, 100, 5000, true)}, false);
     write_rank(1, {allreduce(kWorld, 3, 120, 5000, true)}, false);
-    Event send = unfinished(event(EventKind::kMpiP2p, kSend, 80, 5000));
-    send.op = CommOp::kSend;
-    send.comm_hash = kWorld;
-    send.peer = peer;
-    send.correlation_id = 3;
-    write_rank(2, {send}, false, false, ended);
+    call.kind = EventKind::kMpiP2p;
+    call.begin_ns = 80;
+    call.end_ns = 5000;
+    call.comm_hash = kWorld;
+    write_rank(2, {unfinished(call)}, false, wrote_state, ended);
     const std::vector<Hang> found = hangs();
     EXPECT_EQ(found.size(), 1u);
     if (found.size() != 1 || found[0].missing.size() != 1) return {};
     return found[0].missing[0];
+  }
+
+  // Rank 2 ended inside a send to `peer` with tag 3, and wrote it as it
+  // closed its shard, with `ended` among its counters.
+  MissingRank ended_inside_a_send(int32_t peer, const Counters& ended) {
+    Event send = event(EventKind::kMpiP2p, kSend, 0, 0);
+    send.op = CommOp::kSend;
+    send.peer = peer;
+    send.correlation_id = 3;
+    return inside_a_message_call(send, false, ended);
   }
 };
 
@@ -146,6 +155,16 @@ TEST_F(HangsTest, MembersAreTheRanksThatMadeTheCommunicator) {
   EXPECT_FALSE(found[0].members_known);
   ASSERT_EQ(found[0].missing.size(), 1u);
   EXPECT_EQ(found[0].missing[0].inside, "MPI_Recv from rank 2, tag 7");
+}
+
+// Rank 2 waits for a message from any rank with any tag (MPI_ANY_TAG, -1,
+// kept as the p2p event's correlation id).
+TEST_F(HangsTest, AReceiveFromAnyRankWithAnyTagSaysSo) {
+  Event receive = event(EventKind::kMpiP2p, kRecv, 0, 0);
+  receive.op = CommOp::kRecv;
+  receive.peer = kNoPeer;
+  receive.correlation_id = static_cast<uint32_t>(-1);
+  EXPECT_EQ(inside_a_message_call(receive, true).inside, "MPI_Recv from any rank, any tag");
 }
 
 // Rank 2 was ended by its MPI inside a send to a rank that does not exist

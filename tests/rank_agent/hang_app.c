@@ -1,10 +1,16 @@
 /* A job that hangs the way real ones do: every rank makes a few collectives,
- * then one rank is late to an MPI_Allreduce (it sleeps, or waits in an
- * MPI_Recv nobody sends to) while the others wait inside it; with
- * "nonblocking", the others post an MPI_Iallreduce and wait in MPI_Wait.
+ * then one rank is late to an MPI_Allreduce (it sleeps, or waits for a
+ * message nobody sends) while the others wait inside it; with "nonblocking",
+ * the others post an MPI_Iallreduce and wait in MPI_Wait. The late rank's
+ * wait for a message: "recv", an MPI_Recv from any rank with tag 99; "wait",
+ * "waitany" or "waitall", an MPI_Irecv from rank 0 with tag 98 (for
+ * "waitall", after an MPI_Isend to rank 0 with tag 97) and that wait;
+ * "sendrecv", an MPI_Sendrecv to rank 0 with tag 97, from rank 0 with tag 98;
+ * "mprobe", an MPI_Mprobe from any rank with any tag.
  * Built with NVTX (HANG_APP_NVTX), every rank is inside the range "step 4"
  * from the barrier on, and the late rank inside "late work" too.
- * Usage: hang_app LATE_RANK sleep SECONDS [nonblocking] | LATE_RANK recv */
+ * Usage: hang_app LATE_RANK sleep SECONDS [nonblocking]
+ *        hang_app LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +27,8 @@
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: hang_app LATE_RANK sleep SECONDS [nonblocking] | LATE_RANK recv\n");
+    fprintf(stderr, "usage: hang_app LATE_RANK sleep SECONDS [nonblocking] | "
+                    "LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe\n");
     return 2;
   }
   MPI_Init(&argc, &argv);
@@ -33,10 +40,29 @@ int main(int argc, char** argv) {
   RANGE_PUSH("step 4");
   if (rank == atoi(argv[1])) {
     RANGE_PUSH("late work");
-    if (strcmp(argv[2], "recv") == 0) {
+    const char* how = argv[2];
+    int sent = rank, index = 0;
+    MPI_Request requests[2];
+    if (strcmp(how, "recv") == 0) {
       MPI_Recv(&value, 1, MPI_INT, MPI_ANY_SOURCE, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    } else {
+    } else if (strcmp(how, "wait") == 0 || strcmp(how, "waitany") == 0) {
+      MPI_Irecv(&value, 1, MPI_INT, 0, 98, MPI_COMM_WORLD, &requests[0]);
+      if (how[4] == 'a') MPI_Waitany(1, requests, &index, MPI_STATUS_IGNORE);
+      else MPI_Wait(&requests[0], MPI_STATUS_IGNORE);
+    } else if (strcmp(how, "waitall") == 0) {
+      MPI_Isend(&sent, 1, MPI_INT, 0, 97, MPI_COMM_WORLD, &requests[0]);
+      MPI_Irecv(&value, 1, MPI_INT, 0, 98, MPI_COMM_WORLD, &requests[1]);
+      MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
+    } else if (strcmp(how, "sendrecv") == 0) {
+      MPI_Sendrecv(&sent, 1, MPI_INT, 0, 97, &value, 1, MPI_INT, 0, 98, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (strcmp(how, "mprobe") == 0) {
+      MPI_Message message;
+      MPI_Mprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &message, MPI_STATUS_IGNORE);
+    } else if (strcmp(how, "sleep") == 0) {
       sleep((unsigned)atoi(argc > 3 ? argv[3] : "60"));
+    } else {
+      fprintf(stderr, "hang_app: no such way to be late: %s\n", how);
+      MPI_Abort(MPI_COMM_WORLD, 2);
     }
     RANGE_POP();
   }

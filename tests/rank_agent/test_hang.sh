@@ -69,6 +69,25 @@ timeout 120 "$mpiexec" -n 4 "$rankscope" run -o "$work/recv.h5" --hang-timeout 2
 "$rankscope" report recv.h5 --format json -o recv.json
 check_hang recv.json MPI_Allreduce 0,2,3 1 yes "MPI_Recv from any rank, tag 99" MPI_Barrier
 
+# The late rank waits for a message in each blocking call that can: the
+# report names the call, the peer and the tag (MODE|INSIDE|LAST_CALL).
+while IFS='|' read -r -u 3 mode inside last; do
+  echo "== the late rank waits for a message in $mode"
+  status=0
+  timeout 120 "$mpiexec" -n 2 "$rankscope" run -o "$work/late-$mode.h5" --hang-timeout 2 --hang-action abort -- \
+    "$hang_app" 1 "$mode" >"late-$mode.log" 2>&1 || status=$?
+  [ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { cat "late-$mode.log"; fail "the hung job ended with status $status"; }
+  "$rankscope" merge "$work/late-$mode.h5.shards" -o "late-$mode.h5" >/dev/null
+  "$rankscope" report "late-$mode.h5" --format json -o "late-$mode.json"
+  check_hang "late-$mode.json" MPI_Allreduce 0 1 yes "$inside" "$last"
+done 3<<'MODES'
+wait|MPI_Wait from rank 0, tag 98|MPI_Irecv
+waitany|MPI_Waitany from rank 0, tag 98|MPI_Irecv
+waitall|MPI_Waitall from rank 0, tag 98|MPI_Irecv
+sendrecv|MPI_Sendrecv from rank 0, tag 98|MPI_Barrier
+mprobe|MPI_Mprobe from any rank, any tag|MPI_Barrier
+MODES
+
 echo "== the others wait in MPI_Wait for an MPI_Iallreduce"
 status=0
 timeout 120 "$mpiexec" -n 3 "$rankscope" run -o "$work/wait.h5" --hang-timeout 2 --hang-action abort -- \
