@@ -791,10 +791,26 @@ std::string Agent::range_windows_summary() const {
   return nothing + " (the highest step that began: ProfilerStep#" + std::to_string(highest) + ")";
 }
 
+// A termination signal that came while the shard was closing waits for the
+// close (held back on the closing thread, or in its handler on another): the
+// thread that closed it, or waited for the close, must not carry on to end
+// the process normally, with another status, while the signal's handler
+// finishes its wait. The process ends by the signal, as it would have on its
+// arrival without the agent. Not on the flusher, whose close was asked by the
+// signal's handler, nor where _exit gives the status.
+void end_by_held_signal() {
+  if (t_on_flusher || g_exit_called.load(std::memory_order_acquire) != 0) return;
+  if (const int signal_number = g_terminating_signal.load(std::memory_order_acquire); signal_number != 0) {
+    ::signal(signal_number, SIG_DFL);
+    ::raise(signal_number);
+  }
+}
+
 bool Agent::finish() {
   if (finish_claimed_.exchange(true, std::memory_order_acq_rel)) {
     if (t_on_flusher) return false;
     closed_.wait(false, std::memory_order_acquire);
+    end_by_held_signal();
     return finish_result_;
   }
   // A termination signal handled on this thread now would wait for this
@@ -833,6 +849,7 @@ bool Agent::finish() {
   closed_.store(true, std::memory_order_release);
   closed_.notify_all();
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  end_by_held_signal();
   return finish_result_;
 }
 
