@@ -151,14 +151,7 @@ class Agent {
     ring_dump_asked_at_ns_.store(clock_.now_ns(), std::memory_order_relaxed);
     wake_flusher();
   }
-  // A name found no room: counted, and the flusher woken (once until it
-  // next adds room) to add a segment to the string table now.
-  void note_name_dropped() {
-    names_dropped_.fetch_add(1, std::memory_order_relaxed);
-    if (recorder_.strings().segments() < StringTable::kMaxSegments && !room_asked_.exchange(true, std::memory_order_relaxed)) {
-      wake_flusher();
-    }
-  }
+  void note_name_dropped() { names_dropped_.fetch_add(1, std::memory_order_relaxed); }
   void add_gpu_uuid(std::string_view uuid);
   void call_at_close(void (*add_counters)()) { at_close_.store(add_counters, std::memory_order_release); }
   void add_to_counter(std::string_view name, uint64_t value) {
@@ -215,7 +208,6 @@ class Agent {
 
   std::atomic<uint64_t> events_unwritten_{0};
   std::atomic<uint64_t> names_dropped_{0};
-  std::atomic<bool> room_asked_{false};
   std::atomic<void (*)()> at_close_{nullptr};  // rankscope_agent_at_close
   mutable std::mutex source_counters_mutex_;
   Counters source_counters_;  // counted by the capture sources (rankscope_agent_add_counter)
@@ -771,7 +763,6 @@ void Agent::flusher_loop() {
         flush_once(Flush::kRoutine);
       }
       recorder_.strings().grow();
-      room_asked_.store(false, std::memory_order_relaxed);
       watch_for_hang();
       steer_window();
     }

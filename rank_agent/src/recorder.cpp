@@ -1,6 +1,7 @@
 #include "recorder.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -134,13 +135,18 @@ StringTable::~StringTable() {
 
 uint32_t StringTable::intern(std::string_view text) {
   const uint64_t hash = hash_bytes(text.data(), text.size());
-  const uint32_t count = count_.load(std::memory_order_acquire);
-  // Older segments take no new names, but keep the ids they gave.
-  for (uint32_t s = 0; s + 1 < count; ++s) {
-    if (const uint32_t id = segments_[s]->find(hash, text); id != kNoId) return first_id(s) + id;
+  for (;;) {
+    const uint32_t count = count_.load(std::memory_order_acquire);
+    // Older segments take no new names, but keep the ids they gave.
+    for (uint32_t s = 0; s + 1 < count; ++s) {
+      if (const uint32_t id = segments_[s]->find(hash, text); id != kNoId) return first_id(s) + id;
+    }
+    if (const uint32_t id = segments_[count - 1]->find_or_add(hash, text); id != kNoId) return first_id(count - 1) + id;
+    // A burst of names (100,000 step names registered up front) fills the
+    // newest segment before the writer thread next wakes to add room: the
+    // one time an application's thread allocates.
+    if (!add_segment_after(count)) return kNoId;
   }
-  const uint32_t id = segments_[count - 1]->find_or_add(hash, text);
-  return id == kNoId ? kNoId : first_id(count - 1) + id;
 }
 
 std::string_view StringTable::text(uint32_t id) const {
@@ -166,20 +172,34 @@ void StringTable::collect(Cursor& cursor, std::vector<std::pair<uint32_t, std::s
   }
 }
 
-void StringTable::grow() {
-  const uint32_t count = count_.load(std::memory_order_relaxed);
+void StringTable::grow() { add_segment_after(count_.load(std::memory_order_acquire)); }
+
+bool StringTable::add_segment_after(uint32_t count) {
+  bool idle = false;
+  if (!growing_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) {
+    // Another thread adds one: a few microseconds.
+    while (growing_.load(std::memory_order_acquire)) sched_yield();
+    return count_.load(std::memory_order_acquire) > count;
+  }
+  const auto done = [&](bool added) {
+    growing_.store(false, std::memory_order_release);
+    return added;
+  };
+  if (count_.load(std::memory_order_acquire) != count) return done(true);  // added since the caller looked
   const Segment& newest = *segments_[count - 1];
   const bool ids_short = newest.ids.size() >= newest.capacity / 4 * 3;
   const bool text_short = newest.arena_used.load(std::memory_order_relaxed) >= newest.arena_bytes / 4 * 3;
-  if (count == kMaxSegments || !(ids_short || text_short)) return;
+  // A name too long for the room left in a segment with room to spare is dropped, not given a segment.
+  if (count == kMaxSegments || !(ids_short || text_short)) return done(false);
   // Text and entries are mapped as they are written; the hash slots, spread
   // evenly, are all mapped once a segment holds some thousands of names.
   try {
     segments_[count] = new Segment(newest.capacity * 2, std::min(newest.arena_bytes * 2, 64u << 20));
   } catch (const std::bad_alloc&) {
-    return;
+    return done(false);
   }
   count_.store(count + 1, std::memory_order_release);
+  return done(true);
 }
 
 // ------------------------------------------------------------ TrackTable ---

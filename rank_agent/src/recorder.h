@@ -80,17 +80,23 @@ class StringTable {
   };
   // Appends the strings ready to write since `cursor` to `out`, and moves it past them.
   void collect(Cursor& cursor, std::vector<std::pair<uint32_t, std::string_view>>& out) const;
-  // The writer thread, each time it wakes: adds a segment once the newest's
-  // ids or text are three quarters used (none past kMaxSegments, or without
-  // memory: the names that do not fit are then dropped, and counted).
+  // The writer thread, each time it wakes, adds a segment once the newest's
+  // ids or text are three quarters used; intern() does when it finds the
+  // newest full. None past kMaxSegments, or without memory: the names that
+  // do not fit are then dropped (kNoId), and counted.
   void grow();
   uint32_t segments() const { return count_.load(std::memory_order_acquire); }
 
  private:
   struct Segment;
   static uint32_t first_id(uint32_t segment) { return kFirstSegmentStrings * ((1u << segment) - 1); }
+  // Adds segment `count` when `count` are published and the newest is three
+  // quarters used; whether there are now more than `count`. One thread adds
+  // at a time; the others wait for it.
+  bool add_segment_after(uint32_t count);
   Segment* segments_[kMaxSegments] = {};  // [0, count_) published, owned
   std::atomic<uint32_t> count_{0};
+  std::atomic<bool> growing_{false};
 };
 
 // Tracks of one rank: threads, CUDA streams, communicators.

@@ -8,7 +8,8 @@
 # in a domain the job never uses opens no window and says so; bad forms
 # and combinations are refused; and on nvtx_app, a name per step,
 # --steps 69000:69002 past the 65,536 names the agent's string table first
-# holds. Without NVTX capture (NVTX_APP=none) only the refusals are checked.
+# holds, and --steps 99999 of a ddp_sim that registers its 100,000 step
+# names at once. Without NVTX capture (NVTX_APP=none) only the refusals are checked.
 # Usage: test_step_windows.sh RANKSCOPE DDP_SIM MPIEXEC NVTX_APP|none
 set -euo pipefail
 rankscope=$1 ddp_sim=$2 mpiexec=$3 nvtx_app=$4
@@ -108,4 +109,10 @@ echo "== --steps 69000:69002 of a job that names each step (the string table gro
   { cat long.log; fail "long: the run failed"; }
 "$rankscope" info --check --json long.h5 >long-info.json || fail "long: info --check refused the timeline"
 check long "[69000, 69001, 69002]" "capture_windows >= 1" "names_dropped == 0"  # its two threads cut windows of their own
+echo "== --steps 99999 of a job that registers its 100,000 step names up front (a burst the writer thread does not wait for)"
+"$mpiexec" -n 1 "$rankscope" run -o "$work/burst.h5" --steps 99999:99999 -- "$ddp_sim" --steps 100000 --warmup-steps 0 \
+  --layers 1 --layer-mb 0.001 --forward-us 0 --optimizer-us 0 --progress-us 0 >burst.log 2>&1 ||
+  { cat burst.log; fail "burst: the run failed"; }
+"$rankscope" info --check --json burst.h5 >burst-info.json || fail "burst: info --check refused the timeline"
+check burst "[99999]" "capture_windows == 1" "names_dropped == 0"
 echo "step windows ok"
