@@ -7,14 +7,16 @@ set -euo pipefail
 rankscope=$1 ddp_sim=$2 mpiexec=$3
 . "$(dirname "$0")/../support/job_script.sh"
 
+# 3,000 steps (at least 7 s): few enough step names that the first flush's
+# strings (some 60 KB) are written quickly, and a shard of 256 KB holds events.
 "$mpiexec" -n 4 "$rankscope" run -o "$work/job.h5" --flush-ms 50 -- \
-  "$ddp_sim" --steps 100000 --layers 8 --layer-mb 1 --forward-us 100 >run.log 2>&1 &
+  "$ddp_sim" --steps 3000 --layers 8 --layer-mb 1 --forward-us 100 >run.log 2>&1 &
 job=$!
 
 # The victim: the process rank 2 runs in, once every rank has written events.
 victim=
 for _ in $(seq 300); do
-  if [ "$(find job.h5.shards -name 'rank-*.shard' -size +64k 2>/dev/null | wc -l)" -eq 4 ]; then
+  if [ "$(find job.h5.shards -name 'rank-*.shard' -size +256k 2>/dev/null | wc -l)" -eq 4 ]; then
     for pid in $(pgrep -x ddp_sim || true); do
       if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx RANKSCOPE_RANK=2; then victim=$pid; fi
     done
