@@ -1,8 +1,11 @@
 // Hangs: collectives some ranks entered and never left, from the incomplete
-// events a hang's dump writes (docs/agent.md, "Hangs"), and who never came.
+// events a hang's dump writes (docs/agent.md, "Hangs"), and who never came;
+// and deadlocks, ranks each inside a call waiting for a message from (or to)
+// the next, in a cycle.
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "rankscope/analysis/analysis.h"
@@ -109,6 +112,20 @@ std::string collective_text(const Timeline& timeline, const Event& e, const std:
   return timeline.string(e.name_id) + " #" + std::to_string(e.seq) + " of " + (comm.empty() ? "its communicator" : comm);
 }
 
+// A call that is not a collective; for a message, with its peer and tag:
+// "MPI_Recv from rank 2, tag 7".
+std::string call_text(const Timeline& timeline, const Event& e) {
+  std::string text = timeline.string(e.name_id);
+  if (e.kind != EventKind::kMpiP2p) return text;
+  const bool sends = e.op == CommOp::kSend;
+  text += e.peer != kNoPeer ? (sends ? " to rank " : " from rank ") + std::to_string(e.peer)
+          : sends           ? " to a rank not in the communicator"
+                            : " from any rank";
+  // A p2p event's correlation id is its tag; a negative one is MPI_ANY_TAG.
+  const auto tag = static_cast<int32_t>(e.correlation_id);
+  return text + (tag >= 0 ? ", tag " + std::to_string(tag) : ", any tag");
+}
+
 }  // namespace
 
 std::vector<Hang> find_hangs(const Timeline& timeline) {
@@ -157,17 +174,7 @@ std::vector<Hang> find_hangs(const Timeline& timeline) {
         const Event& other = state.unfinished.front();
         missing.inside = collective_text(timeline, other, members_of(timeline, other.comm_hash).name);
       } else if (!state.unfinished_other.empty()) {
-        const Event& other = state.unfinished_other.front();
-        missing.inside = timeline.string(other.name_id);
-        if (other.kind == EventKind::kMpiP2p) {
-          const bool sends = other.op == CommOp::kSend;
-          missing.inside += other.peer != kNoPeer ? (sends ? " to rank " : " from rank ") + std::to_string(other.peer)
-                            : sends               ? " to a rank not in the communicator"
-                                                  : " from any rank";
-          // A p2p event's correlation id is its tag; a negative one is MPI_ANY_TAG.
-          const auto tag = static_cast<int32_t>(other.correlation_id);
-          missing.inside += tag >= 0 ? ", tag " + std::to_string(tag) : ", any tag";
-        }
+        missing.inside = call_text(timeline, state.unfinished_other.front());
       }
       for (const Event& range : state.open_ranges) missing.open_ranges.push_back(timeline.string(range.name_id));
       read_missing(timeline, hang, written_ns, missing);
@@ -181,6 +188,53 @@ std::vector<Hang> find_hangs(const Timeline& timeline) {
   };
   std::stable_sort(hangs.begin(), hangs.end(), [&](const Hang& a, const Hang& b) { return longest(a) > longest(b); });
   return hangs;
+}
+
+std::vector<Deadlock> find_deadlocks(const Timeline& timeline) {
+  std::vector<Deadlock> deadlocks;
+  if (!may_hold_hangs(timeline)) return deadlocks;
+  const int32_t world = timeline.world_size();
+  // Each rank's wait: the message call it entered first among those it was
+  // inside of, where that call names its peer.
+  std::vector<std::optional<Event>> waits(static_cast<size_t>(world));
+  for (int32_t r = 0; r < world; ++r) {
+    for (const Event& e : read_unfinished(timeline, r).unfinished_other) {
+      if (e.kind != EventKind::kMpiP2p || e.peer < 0 || e.peer >= world) continue;
+      std::optional<Event>& wait = waits[static_cast<size_t>(r)];
+      if (!wait || e.begin_ns < wait->begin_ns) wait = e;
+    }
+  }
+  // Each rank waits for one peer at most: following the waits from each rank
+  // not yet seen either leaves them or comes back to a rank of this walk.
+  std::vector<int32_t> walk_of(static_cast<size_t>(world), -1);
+  for (int32_t start = 0; start < world; ++start) {
+    int32_t r = start;
+    while (r >= 0 && walk_of[static_cast<size_t>(r)] < 0 && waits[static_cast<size_t>(r)]) {
+      walk_of[static_cast<size_t>(r)] = start;
+      r = waits[static_cast<size_t>(r)]->peer;
+    }
+    if (r < 0 || walk_of[static_cast<size_t>(r)] != start || !waits[static_cast<size_t>(r)]) continue;
+    // r is on a cycle found by this walk: read it from its lowest rank.
+    std::vector<int32_t> cycle{r};
+    for (int32_t next = waits[static_cast<size_t>(r)]->peer; next != r; next = waits[static_cast<size_t>(next)]->peer) {
+      cycle.push_back(next);
+    }
+    std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
+    Deadlock deadlock;
+    for (const int32_t member : cycle) {
+      const Event& e = *waits[static_cast<size_t>(member)];
+      deadlock.waits.push_back({member, e.peer, call_text(timeline, e), e.begin_ns, e.end_ns - e.begin_ns});
+    }
+    deadlocks.push_back(std::move(deadlock));
+  }
+  const auto longest = [](const Deadlock& d) {
+    int64_t most = 0;
+    for (const MessageWait& w : d.waits) most = std::max(most, w.waited_ns);
+    return most;
+  };
+  std::stable_sort(deadlocks.begin(), deadlocks.end(),
+                   [&](const Deadlock& a, const Deadlock& b) { return longest(a) > longest(b); });
+  return deadlocks;
 }
 
 }  // namespace rankscope::analysis

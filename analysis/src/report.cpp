@@ -132,6 +132,7 @@ Report make_report(const Timeline& timeline, const ReportOptions& options) {
   report.buckets = analyze_buckets(report.profile, report.overlap);
   report.capture_cost = capture_cost(timeline);
   report.hangs = find_hangs(timeline);
+  report.deadlocks = find_deadlocks(timeline);
   report.damage = timeline.damage();
   return report;
 }
@@ -208,6 +209,23 @@ std::string describe_hang(const Hang& h) {
   return out;
 }
 
+// A cycle of ranks waiting for each other's messages, and each one's call.
+std::string describe_deadlock(const Deadlock& d) {
+  std::string cycle;
+  int64_t longest_ns = 0;
+  for (const MessageWait& w : d.waits) {
+    cycle += std::to_string(w.rank) + " > ";
+    longest_ns = std::max(longest_ns, w.waited_ns);
+  }
+  std::string out = "DEADLOCK: rank" + std::string(d.waits.size() > 1 ? "s " : " ") + cycle +
+                    std::to_string(d.waits.front().rank) + " each wait for the next, up to " +
+                    format_duration(longest_ns) + "\n";
+  for (const MessageWait& w : d.waits) {
+    out += "  rank " + std::to_string(w.rank) + ": inside " + w.inside + " for " + format_duration(w.waited_ns) + "\n";
+  }
+  return out;
+}
+
 std::string report_text(const Report& report) {
   const JobProfile& job = report.profile;
   std::string out;
@@ -221,6 +239,10 @@ std::string report_text(const Report& report) {
   for (size_t i = 0; i < report.hangs.size() && i < 3; ++i) out += describe_hang(report.hangs[i]);
   if (report.hangs.size() > 3) {
     out += "  ... " + std::to_string(report.hangs.size() - 3) + " more unfinished collectives (JSON lists them all)\n";
+  }
+  for (size_t i = 0; i < report.deadlocks.size() && i < 3; ++i) out += describe_deadlock(report.deadlocks[i]);
+  if (report.deadlocks.size() > 3) {
+    out += "  ... " + std::to_string(report.deadlocks.size() - 3) + " more deadlocks (JSON lists them all)\n";
   }
 
   out += "\nstragglers:";
@@ -358,6 +380,19 @@ void write_hangs_json(JsonWriter& json, const std::vector<Hang>& hangs) {
   json.end_array();
 }
 
+void write_deadlocks_json(JsonWriter& json, const std::vector<Deadlock>& deadlocks) {
+  json.begin_array();
+  for (const Deadlock& d : deadlocks) {
+    json.begin_object().key("waits").begin_array();
+    for (const MessageWait& w : d.waits) {
+      json.begin_object().key("rank").value(w.rank).key("peer").value(w.peer).key("inside").value(w.inside);
+      json.key("since_ns").value(w.since_ns).key("waited_ns").value(w.waited_ns).end_object();
+    }
+    json.end_array().end_object();
+  }
+  json.end_array();
+}
+
 std::string report_json(const Report& report) {
   const JobProfile& job = report.profile;
   JsonWriter json;
@@ -367,6 +402,8 @@ std::string report_json(const Report& report) {
   write_damage_json(json, report.damage);
   json.key("hangs");
   write_hangs_json(json, report.hangs);
+  json.key("deadlocks");
+  write_deadlocks_json(json, report.deadlocks);
   const std::vector<int64_t> steps = step_durations(job);
   json.key("steps").begin_object().key("numbers").begin_array();
   for (uint64_t n : job.step_numbers) json.value(n);

@@ -688,11 +688,13 @@ std::string report_html(const Report& report) {
     out += "<p class=\"alert\">Damaged timeline: " + escape(report.damage.summary()) +
            "; every figure here leaves those rows out.</p>\n";
   }
-  if (!report.hangs.empty()) {
+  if (!report.hangs.empty() || !report.deadlocks.empty()) {
     out += "<section id=\"hang-section\">\n<h2>Hangs</h2>\n<pre class=\"alert\">";
     for (const Hang& hang : report.hangs) out += escape(describe_hang(hang));
+    for (const Deadlock& deadlock : report.deadlocks) out += escape(describe_deadlock(deadlock));
     out += "</pre>\n<p class=\"caption\">Collectives some ranks entered and never left (run --hang-timeout, or "
-           "ranks ended inside them), and what the ranks that had not entered were doing.</p>\n</section>\n";
+           "ranks ended inside them), and what the ranks that had not entered were doing; ranks that each waited "
+           "for a message of the next, in a cycle.</p>\n</section>\n";
   }
   write_wait_heatmap(report, out);
   write_straggler_table(report, out);

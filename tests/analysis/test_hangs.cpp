@@ -216,6 +216,64 @@ TEST_F(HangsTest, AJobThatEndedWellHasNone) {
   write_rank(1, {allreduce(kWorld, 0, 100, 200, false)}, false, false);
   write_rank(2, {allreduce(kWorld, 0, 100, 200, false)}, false, false);
   EXPECT_TRUE(hangs().empty());
+  EXPECT_TRUE(find_deadlocks(Timeline(merged())).empty());
+}
+
+// A message call its rank was inside of when it wrote its state, from `begin` to 5000.
+Event waiting(uint32_t name, CommOp op, int32_t peer, int64_t begin) {
+  Event e = unfinished(event(EventKind::kMpiP2p, name, begin, 5000));
+  e.op = op;
+  e.comm_hash = kWorld;
+  e.peer = peer;
+  e.correlation_id = 5;
+  return e;
+}
+
+// Rank 0 receives from rank 2, rank 2 sends to rank 1 (a message too large
+// to go eagerly), rank 1 receives from rank 0: none can go on. Read from
+// the lowest rank; no collective was left unfinished.
+TEST_F(HangsTest, RanksEachWaitingForTheNextAreADeadlock) {
+  write_rank(0, {waiting(kRecv, CommOp::kRecv, 2, 100)}, false);
+  write_rank(1, {event(EventKind::kMpiCollective, kBarrier, 50, 90), waiting(kRecv, CommOp::kRecv, 0, 300)}, false);
+  write_rank(2, {waiting(kSend, CommOp::kSend, 1, 200)}, false);
+  const Timeline timeline(merged());
+  EXPECT_TRUE(find_hangs(timeline).empty());
+  const std::vector<Deadlock> found = find_deadlocks(timeline);
+  ASSERT_EQ(found.size(), 1u);
+  ASSERT_EQ(found[0].waits.size(), 3u);
+  const std::vector<std::pair<int32_t, int32_t>> edges = {{0, 2}, {2, 1}, {1, 0}};
+  for (size_t i = 0; i < edges.size(); ++i) {
+    EXPECT_EQ(found[0].waits[i].rank, edges[i].first) << i;
+    EXPECT_EQ(found[0].waits[i].peer, edges[i].second) << i;
+  }
+  EXPECT_EQ(found[0].waits[1].inside, "MPI_Send to rank 1, tag 5");
+  EXPECT_EQ(found[0].waits[1].since_ns, 200);
+  EXPECT_EQ(found[0].waits[1].waited_ns, 4800);
+  EXPECT_EQ(describe_deadlock(found[0]),
+            "DEADLOCK: ranks 0 > 2 > 1 > 0 each wait for the next, up to 4.9 µs\n"
+            "  rank 0: inside MPI_Recv from rank 2, tag 5 for 4.9 µs\n"
+            "  rank 2: inside MPI_Send to rank 1, tag 5 for 4.8 µs\n"
+            "  rank 1: inside MPI_Recv from rank 0, tag 5 for 4.7 µs\n");
+}
+
+// Rank 0 waits for rank 1, which waits for rank 2, which is at work (in no
+// call); a receive from any rank waits for no one in particular: no cycle.
+TEST_F(HangsTest, AChainThatEndsInARankAtWorkIsNoDeadlock) {
+  write_rank(0, {waiting(kRecv, CommOp::kRecv, 1, 100)}, false);
+  write_rank(1, {waiting(kRecv, CommOp::kRecv, 2, 100)}, false);
+  write_rank(2, {event(EventKind::kMpiCollective, kBarrier, 50, 90), unfinished(event(EventKind::kNvtxRange, kLateWork, 95, 5000))},
+             false);
+  EXPECT_TRUE(find_deadlocks(Timeline(merged())).empty());
+}
+
+TEST_F(HangsTest, AReceiveFromAnyRankClosesNoCycle) {
+  write_rank(0, {waiting(kRecv, CommOp::kRecv, 1, 100)}, false);
+  write_rank(1, {waiting(kRecv, CommOp::kRecv, kNoPeer, 100)}, false);
+  write_rank(2, {waiting(kRecv, CommOp::kRecv, 2, 100)}, false);
+  const std::vector<Deadlock> found = find_deadlocks(Timeline(merged()));
+  ASSERT_EQ(found.size(), 1u) << "rank 2 waits for itself, a cycle of one";
+  ASSERT_EQ(found[0].waits.size(), 1u);
+  EXPECT_EQ(found[0].waits[0].rank, 2);
 }
 
 }  // namespace

@@ -6,11 +6,13 @@
  * "waitany" or "waitall", an MPI_Irecv from rank 0 with tag 98 (for
  * "waitall", after an MPI_Isend to rank 0 with tag 97) and that wait;
  * "sendrecv", an MPI_Sendrecv to rank 0 with tag 97, from rank 0 with tag 98;
- * "mprobe", an MPI_Mprobe from any rank with any tag.
+ * "mprobe", an MPI_Mprobe from any rank with any tag. With "ring", no rank
+ * is late: each waits in an MPI_Recv from the next (tag 5), a deadlock.
  * Built with NVTX (HANG_APP_NVTX), every rank is inside the range "step 4"
  * from the barrier on, and the late rank inside "late work" too.
  * Usage: hang_app LATE_RANK sleep SECONDS [nonblocking]
- *        hang_app LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe */
+ *        hang_app LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe
+ *        hang_app 0 ring */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +30,7 @@
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: hang_app LATE_RANK sleep SECONDS [nonblocking] | "
-                    "LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe\n");
+                    "LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe | 0 ring\n");
     return 2;
   }
   MPI_Init(&argc, &argv);
@@ -38,7 +40,11 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 3; ++i) MPI_Allreduce(&value, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   MPI_Barrier(MPI_COMM_WORLD);
   RANGE_PUSH("step 4");
-  if (rank == atoi(argv[1])) {
+  if (strcmp(argv[2], "ring") == 0) {
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Recv(&value, 1, MPI_INT, (rank + 1) % size, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else if (rank == atoi(argv[1])) {
     RANGE_PUSH("late work");
     const char* how = argv[2];
     int sent = rank, index = 0;

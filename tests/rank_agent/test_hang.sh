@@ -4,7 +4,8 @@
 # state is in its shard, and the report of the merged shards names the
 # collective, the ranks inside it and the rank that never came with what it
 # was doing; with report, the job goes on and the stall is in the report; a
-# rank killed before it could write its state is named from what it flushed.
+# rank killed before it could write its state is named from what it flushed;
+# ranks waiting for each other's messages in a cycle are a deadlock.
 # Usage: test_hang.sh RANKSCOPE HANG_APP MPIEXEC nvtx|none (whether HANG_APP has its NVTX ranges)
 set -euo pipefail
 rankscope=$1 hang_app=$2 mpiexec=$3
@@ -87,6 +88,28 @@ waitall|MPI_Waitall from rank 0, tag 98|MPI_Irecv
 sendrecv|MPI_Sendrecv from rank 0, tag 98|MPI_Barrier
 mprobe|MPI_Mprobe from any rank, any tag|MPI_Barrier
 MODES
+
+echo "== a deadlock: each rank waits in an MPI_Recv from the next, until mpirun ends the job"
+# No collective is involved, so no --hang-timeout: the ranks write the calls
+# they are inside of when mpirun passes on timeout's SIGTERM.
+status=0
+timeout -s TERM 6 "$mpiexec" -n 3 "$rankscope" run -o "$work/ring.h5" -- "$hang_app" 0 ring >ring.log 2>&1 || status=$?
+[ "$status" -eq 124 ] || { cat ring.log; fail "the deadlocked job ended with status $status, not by timeout"; }
+"$rankscope" merge "$work/ring.h5.shards" -o ring.h5 >/dev/null 2>&1 || true
+"$rankscope" report ring.h5 --format json -o ring.json
+python3 - <<'PY' || { cat ring.log; "$rankscope" info ring.h5; fail "the deadlock was not named"; }
+import json
+report = json.load(open("ring.json"))
+assert report["hangs"] == [], report["hangs"]
+[deadlock] = report["deadlocks"]
+waits = deadlock["waits"]
+assert [(w["rank"], w["peer"]) for w in waits] == [(0, 1), (1, 2), (2, 0)], waits
+assert all(w["inside"] == "MPI_Recv from rank %d, tag 5" % w["peer"] and w["waited_ns"] > 2e9 for w in waits), waits
+print("deadlock named:", waits)
+PY
+"$rankscope" report ring.h5 >ring.txt
+grep -q "^DEADLOCK: ranks 0 > 1 > 2 > 0 each wait for the next, up to " ring.txt ||
+  { cat ring.txt; fail "the text report does not lead with the deadlock"; }
 
 echo "== the others wait in MPI_Wait for an MPI_Iallreduce"
 status=0

@@ -285,6 +285,25 @@ std::vector<Hang> find_hangs(const Timeline& timeline);
 // A hang in a few lines: "HANG: MPI_Allreduce #3 of MPI_COMM_WORLD: ...", then one line per missing rank.
 std::string describe_hang(const Hang& hang);
 
+// Ranks that ended, or wrote a hang's state, each inside a point-to-point
+// call that waits for one peer (a receive from it, a send to it), in a
+// cycle: none of them could go on. A hang with no collective in it.
+struct MessageWait {
+  int32_t rank = -1;
+  int32_t peer = -1;      // the world rank it waited for
+  std::string inside;     // "MPI_Recv from rank 1, tag 5"
+  int64_t since_ns = 0;   // when it entered the call, on the timeline's clock
+  int64_t waited_ns = 0;  // until its state was written
+};
+struct Deadlock {
+  std::vector<MessageWait> waits;  // each waits for the next one's rank, the last for the first's; the lowest rank first
+};
+// Every such cycle, the one with the longest wait first. Reads events only
+// of jobs where a rank wrote a hang's state or did not end normally.
+std::vector<Deadlock> find_deadlocks(const Timeline& timeline);
+// "DEADLOCK: ranks 0 > 1 > 2 > 0 each wait for the next: ...", then one line per rank.
+std::string describe_deadlock(const Deadlock& deadlock);
+
 struct Report {
   JobProfile profile;
   std::vector<RankOverlap> overlap;
@@ -292,6 +311,7 @@ struct Report {
   BucketReport buckets;
   std::vector<CaptureCost> capture_cost;
   std::vector<Hang> hangs;
+  std::vector<Deadlock> deadlocks;
   TimelineDamage damage;  // rows the analyses left out, found while reading
 };
 struct ReportOptions {
