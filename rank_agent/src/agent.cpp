@@ -87,7 +87,7 @@ uint64_t calibrate_event_cost_ps(const clocksync::Clock& clock) {
 }
 
 // A process may end off the agent's own paths (MPI_Finalize, exit): by a
-// signal, or by _exit. Either asks the flusher to close the shard and waits
+// signal, or by _exit. Either asks the closer to close the shard and waits
 // for it (close_before_end); these say which, for the shard's counters.
 // Lock-free atomics: safe in a signal handler, and ordered across threads.
 static_assert(std::atomic<int>::is_always_lock_free);
@@ -96,9 +96,14 @@ std::atomic<int> g_terminating_signal{0};
 std::atomic<int> g_exit_called{0};
 std::atomic<int> g_exit_status{0};
 
-// Set on the flusher's own thread: finish() there must not wait for a close
-// begun elsewhere, which waits for the flusher to end.
-constinit thread_local bool t_on_flusher = false;
+// The agent's own threads: the flusher, which writes at nice 19, and the
+// closer, which closes the shard at the application's priority when a
+// signal or _exit ends the process (a close at nice 19 waits seconds for a
+// core where every core runs a rank, past mpirun's SIGKILL). Neither waits
+// for a close begun elsewhere (a close at a normal end joins the flusher),
+// and neither ends the process.
+enum class OwnThread : uint8_t { kNone, kFlusher, kCloser };
+constinit thread_local OwnThread t_own_thread = OwnThread::kNone;
 
 // What a flush writes: routinely, what came since the last (with --ring,
 // nothing: the ring keeps it); a dump, the ring's window up to the instant
@@ -134,7 +139,7 @@ class Agent {
   void set_job_start(int64_t wall_ns);
   void add_sync_point(const SyncPoint& point);
   // Closes the shard, once: from the thread that calls it first. A second
-  // caller waits for that close, but the flusher, which that close waits for.
+  // caller waits for that close, but the agent's own threads.
   bool finish();
   // From a signal handler too: the shard's end record is written.
   bool closed() const { return closed_.load(std::memory_order_acquire); }
@@ -143,6 +148,13 @@ class Agent {
   void wake_flusher() const {
     const uint64_t one = 1;
     [[maybe_unused]] const ssize_t written = ::write(wake_fd_, &one, sizeof(one));
+  }
+  // From a signal handler or _exit: the closer closes the shard; the flusher
+  // leaves its loop when it next runs.
+  void ask_close() const {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t written = ::write(close_fd_, &one, sizeof(one));
+    wake_flusher();
   }
   // From SIGUSR2's handler: the ring's window is cut at the signal's
   // arrival, which mpirun makes about the same instant on every rank.
@@ -162,6 +174,7 @@ class Agent {
  private:
   bool open(std::string& why_not);
   void flusher_loop();
+  void closer_loop();
   void flush_once(Flush how, int64_t dump_at_ns = INT64_MAX);
   bool write_open_state(int64_t now, bool with_sources);
   void watch_for_hang();
@@ -252,7 +265,9 @@ class Agent {
 
   std::thread flusher_;
   int wake_fd_ = -1;  // an eventfd: writable from a signal handler, unlike a condition variable
+  int close_fd_ = -1;  // the closer's, likewise
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> flusher_busy_{false};  // between its wake and its next wait
 
   std::atomic<bool> finish_claimed_{false};
   std::atomic<bool> closed_{false};
@@ -409,8 +424,11 @@ void Agent::start_capture() {
   event_cost_ps_ = calibrate_event_cost_ps(clock_);
   capture_.store(capture_bits, std::memory_order_release);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  close_fd_ = ::eventfd(0, EFD_CLOEXEC);
   start_cost_ns_ = nanoseconds_since(started_);
   flusher_ = std::thread([this] { flusher_loop(); });
+  // Waits in a read until the process ends; the agent is never freed.
+  std::thread([this] { closer_loop(); }).detach();
 }
 
 void Agent::disable(const std::string& reason) {
@@ -730,9 +748,22 @@ void Agent::dump_ring(const char* asked_by, int64_t at_ns) {
   report(printf_string("%s: wrote the last %.1f s of events (--ring)", asked_by, static_cast<double>(ring_ns_) * 1e-9));
 }
 
+void Agent::closer_loop() {
+  pthread_setname_np(pthread_self(), "rankscope-close");
+  t_own_thread = OwnThread::kCloser;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  uint64_t count = 0;
+  while (g_end_asked.load(std::memory_order_acquire) == 0) {
+    if (::read(close_fd_, &count, sizeof(count)) < 0 && errno != EINTR) return;
+  }
+  finish();
+}
+
 void Agent::flusher_loop() {
   pthread_setname_np(pthread_self(), "rankscope-flush");
-  t_on_flusher = true;
+  t_own_thread = OwnThread::kFlusher;
   // The lowest priority among the process's threads: where the application
   // has a core per rank, the flusher takes only what the application leaves
   // (its writes are short and few, and buffers cover the wait; on Linux a
@@ -744,29 +775,32 @@ void Agent::flusher_loop() {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
   pollfd wake{wake_fd_, POLLIN, 0};
-  while (!stopping_.load(std::memory_order_acquire)) {
+  for (;;) {
     if (::poll(&wake, 1, flush_ms_) > 0) {
       uint64_t count = 0;
       [[maybe_unused]] const ssize_t got = ::read(wake_fd_, &count, sizeof(count));
     }
-    if (g_end_asked.load(std::memory_order_acquire) != 0) {
-      finish();
+    // Busy before it looks at stopping_, which the closer sets before it
+    // looks at busy (both sequentially consistent): either this thread sees
+    // the close coming and does nothing more, or the closer waits for it.
+    flusher_busy_.store(true);
+    if (stopping_.load() || g_end_asked.load() != 0) {
+      flusher_busy_.store(false);
       return;
     }
-    if (!stopping_.load(std::memory_order_acquire)) {
-      // mpirun passes one SIGUSR2 on to some ranks twice: signals within a second of a dump are that dump's.
-      const int64_t asked_at = ring_dump_asked_at_ns_.exchange(0, std::memory_order_relaxed);
-      if (asked_at != 0 && asked_at - signal_dumped_at_ns_ >= 1'000'000'000) {
-        signal_dumped_at_ns_ = asked_at;
-        dump_ring("SIGUSR2", asked_at);
-      } else {
-        flush_once(Flush::kRoutine);
-      }
-      recorder_.strings().grow();
-      watch_for_hang();
-      steer_window();
+    // mpirun passes one SIGUSR2 on to some ranks twice: signals within a second of a dump are that dump's.
+    const int64_t asked_at = ring_dump_asked_at_ns_.exchange(0, std::memory_order_relaxed);
+    if (asked_at != 0 && asked_at - signal_dumped_at_ns_ >= 1'000'000'000) {
+      signal_dumped_at_ns_ = asked_at;
+      dump_ring("SIGUSR2", asked_at);
+    } else {
+      flush_once(Flush::kRoutine);
     }
+    recorder_.strings().grow();
+    watch_for_hang();
+    steer_window();
     flusher_cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
+    flusher_busy_.store(false);
   }
 }
 
@@ -787,10 +821,10 @@ std::string Agent::range_windows_summary() const {
 // thread that closed it, or waited for the close, must not carry on to end
 // the process normally, with another status, while the signal's handler
 // finishes its wait. The process ends by the signal, as it would have on its
-// arrival without the agent. Not on the flusher, whose close was asked by the
-// signal's handler, nor where _exit gives the status.
+// arrival without the agent. Not on the agent's own threads, whose close was
+// asked by the signal's handler, nor where _exit gives the status.
 void end_by_held_signal() {
-  if (t_on_flusher || g_exit_called.load(std::memory_order_acquire) != 0) return;
+  if (t_own_thread != OwnThread::kNone || g_exit_called.load(std::memory_order_acquire) != 0) return;
   if (const int signal_number = g_terminating_signal.load(std::memory_order_acquire); signal_number != 0) {
     ::signal(signal_number, SIG_DFL);
     ::raise(signal_number);
@@ -799,7 +833,7 @@ void end_by_held_signal() {
 
 bool Agent::finish() {
   if (finish_claimed_.exchange(true, std::memory_order_acq_rel)) {
-    if (t_on_flusher) return false;
+    if (t_own_thread != OwnThread::kNone) return false;
     closed_.wait(false, std::memory_order_acquire);
     end_by_held_signal();
     return finish_result_;
@@ -815,10 +849,15 @@ bool Agent::finish() {
     const auto finish_began = std::chrono::steady_clock::now();
     capture_.store(0, std::memory_order_release);
     for (CaptureSource* source : started_sources_) source->stop();
-    stopping_.store(true, std::memory_order_release);
-    if (!t_on_flusher) {
+    stopping_.store(true);
+    if (t_own_thread == OwnThread::kNone) {
       wake_flusher();
       if (flusher_.joinable()) flusher_.join();
+    } else if (t_own_thread == OwnThread::kCloser) {
+      // The flusher, at nice 19, may wait long for a core: the closer waits
+      // only for a write it is in the middle of, never for it to be scheduled.
+      const timespec pause{0, 1'000'000};
+      while (flusher_busy_.load()) ::nanosleep(&pause, nullptr);
     }
     if (const auto add_counters = at_close_.load(std::memory_order_acquire)) add_counters();
     flush_once(Flush::kFinal);
@@ -855,16 +894,16 @@ void wait_a_second_for(Done&& done) {
   while (!done() && clocksync::raw_now_ns() < until) ::nanosleep(&pause, nullptr);
 }
 
-// Has the flusher close the shard, and waits for it: only async-signal-safe
+// Has the closer close the shard, and waits for it: only async-signal-safe
 // work, as a signal handler and _exit need. A second end (another thread's
 // signal, _exit in a handler) waits for the same close.
 void close_before_end(Agent& agent) {
-  if (g_end_asked.exchange(1, std::memory_order_acq_rel) == 0) agent.wake_flusher();
+  if (g_end_asked.exchange(1, std::memory_order_acq_rel) == 0) agent.ask_close();
   wait_a_second_for([&] { return agent.closed(); });
 }
 
 // mpirun ends the other ranks with SIGTERM when one rank dies. The agent
-// lets its flusher close the shard first, then the signal does what it
+// has its closer close the shard first, then the signal does what it
 // would have done: those ranks' shards are whole, and only the rank that
 // really died shows as dead.
 void on_terminate(int signal_number) {

@@ -6,9 +6,9 @@
 # was doing; with report, the job goes on and the stall is in the report; a
 # rank killed before it could write its state is named from what it flushed;
 # ranks waiting for each other's messages in a cycle are a deadlock.
-# Usage: test_hang.sh RANKSCOPE HANG_APP MPIEXEC nvtx|none (whether HANG_APP has its NVTX ranges)
+# Usage: test_hang.sh RANKSCOPE HANG_APP MPIEXEC nvtx|none (whether HANG_APP has its NVTX ranges) STALL_THREAD
 set -euo pipefail
-rankscope=$1 hang_app=$2 mpiexec=$3
+rankscope=$1 hang_app=$2 mpiexec=$3 stall_thread=$5
 export hang_app_ranges=$4
 . "$(dirname "$0")/../support/job_script.sh"
 export OMPI_MCA_mpi_yield_when_idle=1  # waiting ranks leave the cores to the others
@@ -91,9 +91,10 @@ MODES
 
 echo "== a deadlock: each rank waits in an MPI_Recv from the next, until mpirun ends the job"
 # No collective is involved, so no --hang-timeout: the ranks write the calls
-# they are inside of when mpirun passes on timeout's SIGTERM.
+# they are inside of when mpirun passes on timeout's SIGTERM (to mpirun alone,
+# as a batch system or Ctrl-C sends it: --foreground).
 status=0
-timeout -s TERM 6 "$mpiexec" -n 3 "$rankscope" run -o "$work/ring.h5" -- "$hang_app" 0 ring >ring.log 2>&1 || status=$?
+timeout --foreground -s TERM 6 "$mpiexec" -n 3 "$rankscope" run -o "$work/ring.h5" -- "$hang_app" 0 ring >ring.log 2>&1 || status=$?
 [ "$status" -eq 124 ] || { cat ring.log; fail "the deadlocked job ended with status $status, not by timeout"; }
 "$rankscope" merge "$work/ring.h5.shards" -o ring.h5 >/dev/null 2>&1 || true
 "$rankscope" report ring.h5 --format json -o ring.json
@@ -110,6 +111,33 @@ PY
 "$rankscope" report ring.h5 >ring.txt
 grep -q "^DEADLOCK: ranks 0 > 1 > 2 > 0 each wait for the next, up to " ring.txt ||
   { cat ring.txt; fail "the text report does not lead with the deadlock"; }
+
+echo "== the deadlock again, rank 0's writer thread held stopped: the shard is closed without it"
+# As a writer thread at nice 19 that finds no core for seconds where every
+# core runs a rank: the close after mpirun's SIGTERM must not wait for it.
+"$mpiexec" -n 2 "$rankscope" run -o "$work/stalled.h5" -- "$hang_app" 0 ring >stalled.log 2>&1 &
+job=$!
+# Both ranks inside their receive: their shards have what came before it.
+victim=$(rank_process hang_app 0 stalled.h5.shards 2 +1k)
+[ -n "$victim" ] || { cat stalled.log; fail "rank 0 never started"; }
+sleep 1
+"$stall_thread" "$victim" rankscope-flush 60 >stall.log 2>&1 &
+for _ in $(seq 100); do grep -q "^stalled" stall.log && break; sleep 0.1; done
+grep -q "^stalled" stall.log || { cat stall.log; fail "rank 0's writer thread could not be stopped"; }
+kill -TERM "$job"
+timeout 60 tail --pid="$job" -f /dev/null || fail "the job did not end after its SIGTERM"
+job=
+"$rankscope" merge "$work/stalled.h5.shards" -o stalled.h5 >/dev/null 2>&1 || true
+"$rankscope" report stalled.h5 --format json -o stalled.json
+"$rankscope" info --json stalled.h5 >stalled-info.json
+python3 - <<'PY' || { cat stalled.log; "$rankscope" info stalled.h5; fail "rank 0's shard was not closed without its writer thread"; }
+import json
+ranks = json.load(open("stalled-info.json"))["ranks"]
+assert [r["status"] for r in ranks] == ["terminated", "terminated"], [r["status"] for r in ranks]
+[deadlock] = json.load(open("stalled.json"))["deadlocks"]
+assert [(w["rank"], w["peer"]) for w in deadlock["waits"]] == [(0, 1), (1, 0)], deadlock
+print("closed without the writer thread:", deadlock)
+PY
 
 echo "== the others wait in MPI_Wait for an MPI_Iallreduce"
 status=0
@@ -149,15 +177,8 @@ echo "== no --hang-timeout: a long wait is no hang"
 echo "== a late rank killed before anyone wrote a state: named from its flushed events"
 "$mpiexec" -n 3 "$rankscope" run -o "$work/killed.h5" --flush-ms 50 -- "$hang_app" 2 sleep 100 >killed.log 2>&1 &
 job=$!
-victim=
-for _ in $(seq 300); do
-  for pid in $(pgrep -x hang_app || true); do
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx RANKSCOPE_RANK=2; then victim=$pid; fi
-  done
-  # Once the others are inside the allreduce (the barrier before it flushed).
-  [ -n "$victim" ] && [ "$(find killed.h5.shards -name 'rank-*.shard' -size +4k 2>/dev/null | wc -l)" -eq 3 ] && break
-  sleep 0.1
-done
+# Once the others are inside the allreduce (the barrier before it flushed).
+victim=$(rank_process hang_app 2 killed.h5.shards 3 +4k)
 [ -n "$victim" ] || { cat killed.log; fail "rank 2 never started"; }
 sleep 1
 kill -9 "$victim"

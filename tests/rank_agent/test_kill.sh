@@ -14,16 +14,7 @@ rankscope=$1 ddp_sim=$2 mpiexec=$3
 job=$!
 
 # The victim: the process rank 2 runs in, once every rank has written events.
-victim=
-for _ in $(seq 300); do
-  if [ "$(find job.h5.shards -name 'rank-*.shard' -size +256k 2>/dev/null | wc -l)" -eq 4 ]; then
-    for pid in $(pgrep -x ddp_sim || true); do
-      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx RANKSCOPE_RANK=2; then victim=$pid; fi
-    done
-    [ -n "$victim" ] && break
-  fi
-  sleep 0.1
-done
+victim=$(rank_process ddp_sim 2 job.h5.shards 4 +256k)
 [ -n "$victim" ] || { cat run.log; fail "rank 2 never started writing events"; }
 
 killed_at=$(date +%s)
