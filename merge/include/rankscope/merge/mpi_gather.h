@@ -29,10 +29,12 @@ void check_all(MPI_Comm comm, const std::string& local_error);
 
 template <typename Row>
 std::vector<Row> allgather_rows(MPI_Comm comm, const std::vector<Row>& local) {
-  const std::vector<char> all =
-      allgather_bytes(comm, std::string(reinterpret_cast<const char*>(local.data()), local.size() * sizeof(Row)));
+  // An empty vector's data() may be null, which memcpy must not be given even for no bytes.
+  const std::string bytes =
+      local.empty() ? std::string() : std::string(reinterpret_cast<const char*>(local.data()), local.size() * sizeof(Row));
+  const std::vector<char> all = allgather_bytes(comm, bytes);
   std::vector<Row> rows(all.size() / sizeof(Row));
-  std::memcpy(rows.data(), all.data(), rows.size() * sizeof(Row));
+  if (!rows.empty()) std::memcpy(rows.data(), all.data(), rows.size() * sizeof(Row));
   return rows;
 }
 
