@@ -109,6 +109,17 @@ void BM_MpiSendRecvSelf(benchmark::State& state) {
   benchmark::DoNotOptimize(in);
 }
 
+// A halo exchange's call, with itself: two events (its send and its
+// receive); shown as its receive while inside.
+void BM_MpiSendrecvSelf(benchmark::State& state) {
+  int out = 1, in = 0;
+  run_calls(
+      state,
+      [&] { MPI_Sendrecv(&out, 1, MPI_INT, 0, 7, &in, 1, MPI_INT, 0, 7, MPI_COMM_SELF, MPI_STATUS_IGNORE); },
+      {{"MPI_Sendrecv", 2}});
+  benchmark::DoNotOptimize(in);
+}
+
 // Polling a request that does not complete, as ddp_sim does after every
 // backward layer: the shim records nothing, but still wraps the call.
 void BM_MpiTestallPending(benchmark::State& state) {
@@ -144,6 +155,7 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("BM_MpiAllreduceSelf", BM_MpiAllreduceSelf);
   benchmark::RegisterBenchmark("BM_MpiIallreduceWaitSelf", BM_MpiIallreduceWaitSelf);
   benchmark::RegisterBenchmark("BM_MpiSendRecvSelf", BM_MpiSendRecvSelf);
+  benchmark::RegisterBenchmark("BM_MpiSendrecvSelf", BM_MpiSendrecvSelf);
   benchmark::RegisterBenchmark("BM_MpiTestallPending", BM_MpiTestallPending);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
