@@ -111,6 +111,9 @@ PY
 "$rankscope" report ring.h5 >ring.txt
 grep -q "^DEADLOCK: ranks 0 > 1 > 2 > 0 each wait for the next, up to " ring.txt ||
   { cat ring.txt; fail "the text report does not lead with the deadlock"; }
+"$rankscope" report ring.h5 --format html -o ring.html
+grep -q 'id="hang-section"' ring.html && grep -q "DEADLOCK: ranks 0 &gt; 1 &gt; 2 &gt; 0 each wait for the next" ring.html ||
+  fail "the HTML report has no deadlock in its hang section"
 
 echo "== the deadlock again, rank 0's writer thread held stopped: the shard is closed without it"
 # As a writer thread at nice 19 that finds no core for seconds where every
