@@ -31,12 +31,18 @@ struct RingReference {
   Fleet log_fleet{{}};       // of the first round's rings' logarithms; its spread no less than that of kResolution
   double baseline_gbps = 0;  // Rules::ring_baseline_gbps, where its rings were as wide as this run's
   std::string set_aside;     // why the baseline's ring was not: its rings were of other widths
+  // The pairs are measured last, under whatever else then loads the machine
+  // or the fabric: where the reference pairs (two sound nodes each) ran
+  // below gbps(), their median over it, and every pair is judged against
+  // them. Below 1 only; see pairs_load().
+  double pairs_load = 1;
 
   double median_gbps() const { return std::exp(log_fleet.median); }
   double gbps() const { return baseline_gbps > 0 ? baseline_gbps : median_gbps(); }
   std::string what() const {
     return baseline_gbps > 0 ? "the baseline's ring" : "the first round's median ring" + set_aside;
   }
+  double pairs_gbps() const { return pairs_load * gbps(); }
   std::pair<Verdict, double> judge(double figure, const Rules& rules) const {
     const double ratio = figure / gbps();
     // Against the baseline, by the ratio alone, as a rule is.
@@ -70,7 +76,7 @@ inline RingReference ring_reference(const std::vector<RingTest>& tests, const Ru
 }
 
 inline std::pair<Verdict, double> judge_ring(const RingTest& test, const RingReference& reference, const Rules& rules) {
-  return reference.judge(ring_figure(test), rules);
+  return reference.judge(ring_figure(test) / (test.pair ? reference.pairs_load : 1), rules);
 }
 
 // What bisection made of the tests: the nodes it left alone (suspects), in
@@ -152,6 +158,25 @@ inline Bisection bisect(const std::vector<RingTest>& tests, const Rules& rules) 
     if (partner >= 0) out.confirmations.emplace_back(suspect, partner);
   }
   return out;
+}
+
+// RingReference::pairs_load of `tests`: the reference pairs are the pairs of
+// two sound nodes that are no crossing link, measured in the same stage as
+// the suspects' pairs. A median of 3 or more, so that one slow reference pair
+// (a slow link no ring had crossed) cannot lower the bar for the others.
+inline double pairs_load(const std::vector<RingTest>& tests, const Bisection& bisection, const RingReference& reference) {
+  const auto sound = [&](int n) { return std::find(bisection.sound.begin(), bisection.sound.end(), n) != bisection.sound.end(); };
+  std::vector<double> figures;
+  for (const RingTest& test : tests) {
+    if (!test.pair || test.nodes.size() != 2 || !sound(test.nodes[0]) || !sound(test.nodes[1])) continue;
+    const std::pair<int, int> link = std::minmax(test.nodes[0], test.nodes[1]);
+    if (std::find(bisection.crossing_links.begin(), bisection.crossing_links.end(), link) != bisection.crossing_links.end())
+      continue;
+    if (ring_figure(test) > 0) figures.push_back(ring_figure(test));
+  }
+  constexpr size_t kFewestReferencePairs = 3;
+  if (figures.size() < kFewestReferencePairs || reference.gbps() <= 0) return 1;
+  return std::min(1.0, rankscope::median(figures, 0) / reference.gbps());
 }
 
 }  // namespace rankscope::acceptance

@@ -165,8 +165,9 @@ void judge_rows(Acceptance& out, const Measurements& in, const Rules& rules) {
 // halves; where nothing explains them, they may have been noise, and the
 // suspect is to be retested.
 void judge_group_tests(Acceptance& out, const Measurements& in, const Rules& rules) {
-  const RingReference reference = ring_reference(in.ring_tests, rules);
   const Bisection bisection = bisect(in.ring_tests, rules);
+  RingReference reference = ring_reference(in.ring_tests, rules);
+  reference.pairs_load = pairs_load(in.ring_tests, bisection, reference);
   for (int s : bisection.suspects) out.suspects.push_back(in.nodes[static_cast<size_t>(s)].inventory.host);
   const size_t nodes = in.nodes.size();
   std::vector<const RingTest*> last(nodes);
@@ -220,7 +221,8 @@ void judge_group_tests(Acceptance& out, const Measurements& in, const Rules& rul
                                       " robust deviations of the rings on a log scale (retest when within them), retest "
                                       "below " + printf_string("%.2f", rules.retest_below) + " and beyond them") +
                            "; a failed ring is bisected, and a node left alone fails when its link with a node known "
-                           "sound fails too";
+                           "sound fails too; pairs are judged against the reference pairs of sound nodes where those "
+                           "ran slower (under the load of their moment)";
   for (size_t n = 0; n < nodes; ++n) {
     if (!last[n]) continue;  // never tested: the run was cut short
     const RingTest& ring = *last[n];
@@ -230,7 +232,10 @@ void judge_group_tests(Acceptance& out, const Measurements& in, const Rules& rul
                 printf_string("%.2f GB/s", figure) + " (the slowest node of its last ring, of " +
                     std::to_string(ring.nodes.size()) + " nodes in round " + std::to_string(ring.round + 1) +
                     printf_string("; its own %.2f GB/s)", ring.gbps[static_cast<size_t>(at)]),
-                printf_string("%.2f GB/s", reference.gbps()) + " (" + reference.what() + ")",
+                printf_string("%.2f GB/s", reference.gbps()) + " (" + reference.what() + ")" +
+                    (reference.pairs_load < 1 ? printf_string("; pairs against their reference pairs' %.2f GB/s",
+                                                              reference.pairs_gbps())
+                                              : ""),
                 reference.gbps() > 0 ? figure / reference.gbps() : 1, rule, Verdict::pass};
     if (!is(bisection.suspects, n)) {
       // A failed ring not bisected (the run was cut short), or one within noise.

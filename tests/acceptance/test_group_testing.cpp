@@ -263,6 +263,72 @@ TEST(GroupTesting, ASuspectWhosePairWithASoundNodeIsToBeRetestedIsNeitherFailedN
   EXPECT_EQ(a.suspects, (std::vector<std::string>{"node6", "node7"}));
 }
 
+// Rings of two at 2 GB/s, node5 bad (the ring 4-5 at 0.05), and the machine busier once the pairs are
+// measured: `reference_pairs` are the figures of the pairs of sound nodes, in plan order; node4's pair
+// with its sound node runs as they do, node5's at 0.05.
+Measurements pairs_measured_under_load(const std::vector<double>& reference_pairs, double node4_pair) {
+  Measurements m = healthy_fleet(8, false);
+  m.link_screen = LinkScreen::group_testing;
+  for (int r = 0; r < 4; ++r) m.ring_tests.push_back({0, {2 * r, 2 * r + 1}, {r == 2 ? 0.05 : 2.0, r == 2 ? 0.05 : 2.0}});
+  const GroupTestingStep step = next_group_tests(8, m.ring_tests);
+  size_t reference = 0;
+  for (const auto& [a, b] : step.links) {
+    const bool with_4 = a == 4 || b == 4, with_5 = a == 5 || b == 5;
+    const double gbps = with_5 ? 0.05 : with_4 ? node4_pair : reference_pairs.at(reference++);
+    m.ring_tests.push_back({1, {a, b}, {gbps, gbps}, true});
+    m.links.push_back({a, b, {gbps}, {50}});
+  }
+  EXPECT_EQ(reference, reference_pairs.size());
+  return m;
+}
+
+TEST(GroupTesting, PairsAreJudgedAgainstTheReferencePairsWhereTheseRanSlower) {
+  // Everything at 0.6 of the first round's rings while the pairs were measured: node5 still fails (at
+  // 0.05, it is slow against anything), node4 is sound there and cleared by node5, and no pair of sound
+  // nodes fails.
+  const Acceptance a = judge(pairs_measured_under_load({1.2, 1.2, 1.2}, 1.2));
+  EXPECT_EQ(failed_nodes(a), std::set<std::string>{"node5"});
+  const Check& four = check_named(a.nodes[4], "network");
+  EXPECT_EQ(four.verdict, Verdict::pass) << four.value;
+  EXPECT_NE(four.value.find("slow beside node5, which fails"), std::string::npos) << four.value;
+  EXPECT_NE(four.reference.find("the first round's median ring); pairs against their reference pairs' 1.20 GB/s"),
+            std::string::npos)
+      << four.reference;
+  EXPECT_NE(four.rule.find("pairs are judged against the reference pairs of sound nodes where those ran slower"),
+            std::string::npos)
+      << four.rule;
+  for (const LinkVerdict& link : a.links) {
+    if (link.verdict == Verdict::fail) {
+      EXPECT_EQ(link.cause.rfind("node node5", 0), 0u) << link.cause;
+    }
+  }
+  for (const RingVerdict& ring : a.ring_tests) {
+    if (ring.pair && std::find(ring.hosts.begin(), ring.hosts.end(), "node5") == ring.hosts.end()) {
+      EXPECT_EQ(ring.verdict, Verdict::pass) << ring.hosts[0] << "-" << ring.hosts[1] << " at " << ring.ratio;
+    }
+  }
+}
+
+TEST(GroupTesting, OneSlowReferencePairLowersTheBarForNoOtherPair) {
+  // The median of the reference pairs is at the rings' 2 GB/s: a pair at 0.6 of it fails, and so does the
+  // slow reference pair, on its own.
+  const Acceptance a = judge(pairs_measured_under_load({0.3, 2.0, 2.0}, 1.2));
+  EXPECT_EQ(failed_nodes(a), (std::set<std::string>{"node4", "node5"}));
+  const Check& four = check_named(a.nodes[4], "network");
+  EXPECT_EQ(four.reference.find("reference pairs'"), std::string::npos) << four.reference;
+  const auto slow_reference = std::find_if(a.ring_tests.begin(), a.ring_tests.end(),
+                                           [](const RingVerdict& r) { return r.pair && r.gbps == 0.3; });
+  ASSERT_NE(slow_reference, a.ring_tests.end());
+  EXPECT_EQ(slow_reference->verdict, Verdict::fail);
+  // With only two pairs of sound nodes, their median is no reference: rings judge the pairs.
+  Measurements few = pairs_measured_under_load({1.2, 1.2, 1.2}, 1.2);
+  ASSERT_TRUE(few.ring_tests.back().pair);
+  ASSERT_EQ(few.ring_tests.back().gbps.front(), 1.2) << "the last pair is a reference pair";
+  few.ring_tests.pop_back();
+  few.links.pop_back();
+  EXPECT_EQ(failed_nodes(judge(few)), (std::set<std::string>{"node4", "node5"}));
+}
+
 TEST(GroupTesting, TheSummariesShowTheRings) {
   SimulatedFleet fleet{16, {6}};
   auto [m, rounds] = fleet.run();

@@ -7,7 +7,9 @@
 # ring fails, bisection leaves host5 and host6, host6 fails network (slow with a node
 # known sound too), host5 is cleared by it, no other node fails network,
 # and the run fails. On these shared cores a pair now and then strays:
-# host5's pair may be to be retested, and host5 with it. Compute, memory and the reference job
+# host5's pair may be to be retested, and host5 with it. The pairs are
+# judged against the reference pairs of sound nodes where those ran slower
+# (round 2 once ran at 0.6 of round 1, under the load of other tests). Compute, memory and the reference job
 # are accept's other checks (hosts.accept), and on eight hosts sharing two
 # cores they are left unjudged here. The healthy run's timeline holds every
 # ring's transfers, each send matched to its receive. The slow run is judged

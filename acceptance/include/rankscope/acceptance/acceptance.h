@@ -275,7 +275,9 @@ struct RingVerdict {
   std::vector<std::string> hosts;  // in ring order
   Verdict verdict = Verdict::pass;
   double gbps = 0;   // the slowest node's
-  double ratio = 1;  // to the first round's median ring, or to the baseline's (Rules::ring_baseline_gbps)
+  // To the first round's median ring, or to the baseline's (Rules::ring_baseline_gbps); a pair's to the
+  // reference pairs where those ran slower than either.
+  double ratio = 1;
 };
 
 struct Acceptance {
