@@ -123,7 +123,9 @@ std::string call_text(const Timeline& timeline, const Event& e) {
                             : " from any rank";
   // A p2p event's correlation id is its tag; a negative one is MPI_ANY_TAG.
   const auto tag = static_cast<int32_t>(e.correlation_id);
-  return text + (tag >= 0 ? ", tag " + std::to_string(tag) : ", any tag");
+  text += tag >= 0 ? ", tag " + std::to_string(tag) : ", any tag";
+  // Polled since its begin, with the thread's own work between the polls.
+  return e.flags & kFlagPolling ? text + " (polling)" : text;
 }
 
 }  // namespace

@@ -53,6 +53,26 @@ uint64_t calibrate_poll_cost_ps() {
   return static_cast<uint64_t>(fastest) * 1000 / kRounds;
 }
 
+namespace {
+
+void show_as_polling(Event& event) {
+  CallInProgress* call = thread_call();
+  if (!call) return;
+  event.flags |= kFlagPolling;
+  call->enter(event);
+}
+
+}  // namespace
+
+void show_polled(Call call, int count, const MPI_Request requests[]) {
+  if (Event polled; waited_operation(call, count, requests, now(), polled)) show_as_polling(polled);
+}
+
+void show_probing(Call call, int source, int tag, MPI_Comm comm) {
+  Event probing = probe_event(call, source, tag, comm);
+  show_as_polling(probing);
+}
+
 PollTotals poll_totals() {
   PollTotals totals;
   const uint32_t taken = std::min(g_poll_slots_taken.load(std::memory_order_relaxed), kPollCountSlots);

@@ -176,6 +176,8 @@ inline Event make_event(EventKind kind, Call call, int64_t begin, int64_t end) {
 
 // The calling thread's call in progress (agent.h), found once per thread.
 [[gnu::tls_model("initial-exec")]] extern constinit thread_local CallInProgress* t_call;
+inline CallInProgress* thread_call() { return t_call ? t_call : (t_call = rankscope_agent_call_in_progress()); }
+inline void forget_polling();  // "polls", below
 
 // Shows `event` as the thread's call in progress while in scope: a blocking
 // call that may wait on other ranks, for a hang's dump to name.
@@ -184,8 +186,10 @@ class InProgress {
   InProgress() = default;  // nothing shown until show()
   explicit InProgress(const Event& event) { show(event); }
   void show(const Event& event) {
-    call_ = t_call ? t_call : (t_call = rankscope_agent_call_in_progress());
-    if (call_) call_->enter(event);
+    call_ = thread_call();
+    if (!call_) return;
+    forget_polling();
+    call_->enter(event);
   }
   ~InProgress() {
     if (call_) call_->leave();
@@ -239,6 +243,11 @@ inline Event p2p_event(Call call, int64_t begin, int64_t end, CommInfo* info, Co
   e.datatype = data_type_of(type);
   e.seq = seq == kSeqAtCompletion ? message_seq(info, op, peer, tag) : seq;
   return e;
+}
+
+// A probe waits for a message as a receive does: the receive it shows, from now.
+inline Event probe_event(Call call, int source, int tag, MPI_Comm comm) {
+  return p2p_event(call, now(), 0, info_for(comm), CommOp::kRecv, source, tag, 0, MPI_DATATYPE_NULL, 0);
 }
 
 void record_received(Call call, int64_t begin, int64_t end, MPI_Comm comm, const MPI_Status& status, MPI_Datatype type);
@@ -406,9 +415,13 @@ struct PollCounts {
 struct PollThread {
   PollCounts* counts = nullptr;
   bool shared = false;
+  bool polling = false;  // polls have completed nothing since this thread's last completion (polling_begins())
   uint32_t until_timed = 0;
 };
 [[gnu::tls_model("initial-exec")]] extern constinit thread_local PollThread t_poll;
+
+// A blocking call shows its own call in progress over the polling shown, and clears it when it returns.
+inline void forget_polling() { t_poll.polling = false; }
 
 void claim_poll_counts(PollThread& thread);
 
@@ -456,6 +469,39 @@ class PollTimer {
   int64_t begin_ = 0;
   int64_t end_ = 0;
 };
+
+// A poll or a wait of the thread completed something: it polls no more.
+inline void end_polling() {
+  PollThread& thread = t_poll;
+  if (!thread.polling) return;
+  thread.polling = false;
+  // Outside blocking calls, the thread's call in progress is its polling or nothing.
+  if (CallInProgress* call = t_call) call->leave();
+}
+
+// Under the hang watch (g_show_waits), a poll that completes nothing shows
+// what it polls for as its thread's call in progress, flagged kFlagPolling
+// and begun at this poll, until a poll completes something or a blocking
+// call shows its own. A rank that spins on MPI_Test for a message that never
+// comes waits for it as surely as one inside MPI_Wait, though it spends most
+// of that time between polls. Whether this poll is the first of such a run
+// (the caller then shows it with show_polled or show_probing, out of line);
+// the polls after it pay one test of a flag.
+[[gnu::always_inline]] inline bool polling_begins(bool completed) {
+  if (!g_show_waits) return false;  // nor is anything shown without it
+  PollThread& thread = t_poll;
+  if (completed) {
+    end_polling();
+    return false;
+  }
+  if (thread.polling) return false;
+  thread.polling = true;  // looked at once per run of polls, whether anything is found or not
+  return true;
+}
+// A Test of `requests`, shown as waited_operation() finds it.
+[[gnu::cold]] void show_polled(Call call, int count, const MPI_Request requests[]);
+// An Iprobe or Improbe, shown as a receive from `source` with `tag`.
+[[gnu::cold]] void show_probing(Call call, int source, int tag, MPI_Comm comm);
 
 inline void record_poll(Call call, const PollTimer& poll) {
   const Event e = make_event(EventKind::kMpiCall, call, poll.begin(), poll.end());

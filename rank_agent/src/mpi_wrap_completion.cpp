@@ -1,6 +1,7 @@
 // The Wait and Test families' wrappers: each records the operations it
 // completes. A Test that completes nothing is a poll, counted rather than
-// recorded (mpi_shim.h, "polls").
+// recorded, and shown as its thread's polling under the hang watch
+// (mpi_shim.h, "polls").
 #include <algorithm>
 #include <vector>
 
@@ -58,6 +59,7 @@ RANKSCOPE_EXPORT int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   const int64_t end = now();
   record_call(Call::kWait, begin);
   complete(handle, kept, end);
+  end_polling();
   return rc;
 }
 
@@ -70,6 +72,7 @@ RANKSCOPE_EXPORT int MPI_Test(MPI_Request* request, int* flag, MPI_Status* statu
   const int rc = PMPI_Test(request, flag, kept);
   if (poll.finish(*flag)) record_poll(Call::kTest, poll);
   if (*flag) complete(handle, kept, poll.end());
+  if (polling_begins(*flag)) show_polled(Call::kTest, 1, &handle);
   return rc;
 }
 
@@ -95,6 +98,7 @@ int all(Call call, int count, MPI_Request requests[], MPI_Status statuses[], Run
   if (done) {
     for (int i = 0; i < count; ++i) complete(scratch.requests[static_cast<size_t>(i)], &kept[i], poll.end());
   }
+  if (polling_begins(done)) show_polled(call, count, scratch.requests.data());
   return rc;
 }
 
@@ -120,6 +124,7 @@ int some(Call call, int count, MPI_Request requests[], int* completed, int indic
       complete(scratch.requests[static_cast<size_t>(index)], &kept[i], poll.end());
     }
   }
+  if (polling_begins(done)) show_polled(call, count, scratch.requests.data());
   return rc;
 }
 

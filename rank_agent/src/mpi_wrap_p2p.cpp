@@ -189,17 +189,16 @@ RANKSCOPE_EXPORT int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype typ
 
 namespace {
 
-// A blocking probe waits for a message as a receive does: shown as one while it runs.
-// `run(begin)` probes.
+// A blocking probe, shown as a receive while it runs; `run(begin)` probes.
 template <typename Run>
 int blocking_probe(Call call, int source, int tag, MPI_Comm comm, Run&& run) {
-  const int64_t begin = now();
+  const Event probing = probe_event(call, source, tag, comm);
   int rc;
   {
-    const InProgress shown(p2p_event(call, begin, 0, info_for(comm), CommOp::kRecv, source, tag, 0, MPI_DATATYPE_NULL, 0));
-    rc = run(begin);
+    const InProgress shown(probing);
+    rc = run(probing.begin_ns);
   }
-  record_call(call, begin);
+  record_call(call, probing.begin_ns);
   return rc;
 }
 
@@ -215,6 +214,7 @@ RANKSCOPE_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, M
   PollTimer poll;
   const int rc = PMPI_Iprobe(source, tag, comm, flag, status);
   if (poll.finish(rc == MPI_SUCCESS && *flag)) record_poll(Call::kIprobe, poll);
+  if (polling_begins(rc == MPI_SUCCESS && *flag)) show_probing(Call::kIprobe, source, tag, comm);
   return rc;
 }
 
@@ -251,6 +251,7 @@ RANKSCOPE_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, 
   const bool matched = rc == MPI_SUCCESS && *flag;
   if (poll.finish(matched)) record_poll(Call::kImprobe, poll);
   if (matched) note_matched(*message, comm, *kept, poll.begin());
+  if (polling_begins(matched)) show_probing(Call::kImprobe, source, tag, comm);
   return rc;
 }
 

@@ -19,7 +19,8 @@ namespace {
 
 constexpr uint16_t kThreadTrack = 0, kWorldTrack = 1, kSplitTrack = 2;
 constexpr uint64_t kWorld = 5, kSplit = 99;
-constexpr uint32_t kAllreduce = 0, kBarrier = 1, kLateWork = 2, kWorldName = 3, kSplitName = 4, kRecv = 5, kSend = 6;
+constexpr uint32_t kAllreduce = 0, kBarrier = 1, kLateWork = 2, kWorldName = 3, kSplitName = 4, kRecv = 5, kSend = 6,
+                   kTest = 7;
 
 Event event(EventKind kind, uint32_t name, int64_t begin, int64_t end) {
   return testing::host_event(kind, name, begin, end, kThreadTrack);
@@ -57,7 +58,7 @@ class HangsTest : public testing::ShardJobTest {
     const std::pair<uint32_t, std::string_view> names[] = {
         {kAllreduce, "MPI_Allreduce"},  {kBarrier, "MPI_Barrier"},        {kLateWork, "late work"},
         {kWorldName, "MPI_COMM_WORLD"}, {kSplitName, "MPI comm 99 (3 ranks)"}, {kRecv, "MPI_Recv"},
-        {kSend, "MPI_Send"}};
+        {kSend, "MPI_Send"},           {kTest, "MPI_Test"}};
     ASSERT_TRUE(writer.write_strings(names, 0));
     std::vector<Track> tracks = {{7, kThreadTrack, 0, -1, TrackType::kThread, 0, 0},
                                  {kWorld, kWorldTrack, kWorldName, -1, TrackType::kMpiComm, 0, 0}};
@@ -274,6 +275,22 @@ TEST_F(HangsTest, AReceiveFromAnyRankClosesNoCycle) {
   ASSERT_EQ(found.size(), 1u) << "rank 2 waits for itself, a cycle of one";
   ASSERT_EQ(found[0].waits.size(), 1u);
   EXPECT_EQ(found[0].waits[0].rank, 2);
+}
+
+// Rank 0 polls with MPI_Test for a message from rank 1, at its own work
+// between the polls; rank 1 is inside an MPI_Recv from rank 0: a deadlock
+// all the same, and the poll says that it polls.
+TEST_F(HangsTest, ARankPollingForAMessageWaitsForItToo) {
+  Event polling = waiting(kTest, CommOp::kRecv, 1, 100);
+  polling.flags |= kFlagPolling;
+  write_rank(0, {polling}, false);
+  write_rank(1, {waiting(kRecv, CommOp::kRecv, 0, 300)}, false);
+  write_rank(2, {}, false);
+  const std::vector<Deadlock> found = find_deadlocks(Timeline(merged()));
+  ASSERT_EQ(found.size(), 1u);
+  ASSERT_EQ(found[0].waits.size(), 2u);
+  EXPECT_EQ(found[0].waits[0].inside, "MPI_Test from rank 1, tag 5 (polling)");
+  EXPECT_EQ(found[0].waits[1].inside, "MPI_Recv from rank 0, tag 5");
 }
 
 }  // namespace

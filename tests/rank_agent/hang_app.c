@@ -6,13 +6,17 @@
  * "waitany" or "waitall", an MPI_Irecv from rank 0 with tag 98 (for
  * "waitall", after an MPI_Isend to rank 0 with tag 97) and that wait;
  * "sendrecv", an MPI_Sendrecv to rank 0 with tag 97, from rank 0 with tag 98;
- * "mprobe", an MPI_Mprobe from any rank with any tag. With "ring", no rank
- * is late: each waits in an MPI_Recv from the next (tag 5), a deadlock.
+ * "mprobe", an MPI_Mprobe from any rank with any tag; "test", an MPI_Irecv
+ * from rank 0 with tag 98 polled with MPI_Test, "iprobe" the same message
+ * polled with MPI_Iprobe, each poll a millisecond of other work apart;
+ * "tested", a message to itself polled until received, then a sleep. With
+ * "ring", no rank is late: each waits in an MPI_Recv from the next (tag 5),
+ * a deadlock; with "ring test", each polls its MPI_Irecv with MPI_Test.
  * Built with NVTX (HANG_APP_NVTX), every rank is inside the range "step 4"
  * from the barrier on, and the late rank inside "late work" too.
  * Usage: hang_app LATE_RANK sleep SECONDS [nonblocking]
- *        hang_app LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe
- *        hang_app 0 ring */
+ *        hang_app LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe|test|iprobe|tested
+ *        hang_app 0 ring [test] */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,10 +31,20 @@
 #define RANGE_POP() ((void)0)
 #endif
 
+/* Polls the receive posted as `request` with MPI_Test until it completes. */
+static void poll_until_received(MPI_Request* request) {
+  int received = 0;
+  for (;;) {
+    MPI_Test(request, &received, MPI_STATUS_IGNORE);
+    if (received) return;
+    usleep(1000);
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: hang_app LATE_RANK sleep SECONDS [nonblocking] | "
-                    "LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe | 0 ring\n");
+                    "LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe|test|iprobe|tested | 0 ring [test]\n");
     return 2;
   }
   MPI_Init(&argc, &argv);
@@ -43,7 +57,13 @@ int main(int argc, char** argv) {
   if (strcmp(argv[2], "ring") == 0) {
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    MPI_Recv(&value, 1, MPI_INT, (rank + 1) % size, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (argc > 3 && strcmp(argv[3], "test") == 0) {
+      MPI_Request request;
+      MPI_Irecv(&value, 1, MPI_INT, (rank + 1) % size, 5, MPI_COMM_WORLD, &request);
+      poll_until_received(&request);
+    } else {
+      MPI_Recv(&value, 1, MPI_INT, (rank + 1) % size, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
   } else if (rank == atoi(argv[1])) {
     RANGE_PUSH("late work");
     const char* how = argv[2];
@@ -64,6 +84,23 @@ int main(int argc, char** argv) {
     } else if (strcmp(how, "mprobe") == 0) {
       MPI_Message message;
       MPI_Mprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &message, MPI_STATUS_IGNORE);
+    } else if (strcmp(how, "test") == 0) {
+      MPI_Irecv(&value, 1, MPI_INT, 0, 98, MPI_COMM_WORLD, &requests[0]);
+      poll_until_received(&requests[0]);
+    } else if (strcmp(how, "tested") == 0) {
+      int received = 0;
+      MPI_Irecv(&value, 1, MPI_INT, rank, 96, MPI_COMM_WORLD, &requests[0]);
+      MPI_Test(&requests[0], &received, MPI_STATUS_IGNORE);
+      MPI_Send(&sent, 1, MPI_INT, rank, 96, MPI_COMM_WORLD);
+      if (!received) poll_until_received(&requests[0]);
+      sleep(60);
+    } else if (strcmp(how, "iprobe") == 0) {
+      int found = 0;
+      for (;;) {
+        MPI_Iprobe(0, 98, MPI_COMM_WORLD, &found, MPI_STATUS_IGNORE);
+        if (found) break;
+        usleep(1000);
+      }
     } else if (strcmp(how, "sleep") == 0) {
       sleep((unsigned)atoi(argc > 3 ? argv[3] : "60"));
     } else {

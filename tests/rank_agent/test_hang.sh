@@ -13,11 +13,12 @@ export hang_app_ranges=$4
 . "$(dirname "$0")/../support/job_script.sh"
 export OMPI_MCA_mpi_yield_when_idle=1  # waiting ranks leave the cores to the others
 
-# check_hang REPORT_JSON CALL ENTERED MISSING WROTE_STATE INSIDE_PREFIX LAST_CALL
+# check_hang REPORT_JSON CALL ENTERED MISSING WROTE_STATE INSIDE_PREFIX LAST_CALL (a regular expression)
 check_hang() {
   python3 - "$@" <<'PY'
 import json, sys
 report, call, entered, missing, wrote, inside, last = sys.argv[1:]
+import re
 hangs = json.load(open(report))["hangs"]
 assert len(hangs) == 1, hangs
 h = hangs[0]
@@ -28,7 +29,7 @@ assert h["missing_ranks"] == [int(missing)] and h["members_known"], h
 m = h["missing"][0]
 assert m["rank"] == int(missing) and m["wrote_state"] == (wrote == "yes"), m
 assert m["inside"].startswith(inside) if inside else m["inside"] == "", m
-assert m["last_call"] == last, m
+assert re.fullmatch(last, m["last_call"]), m
 # The ranges open in its written state; a rank killed before it wrote one has none.
 import os
 ranges = ["step 4", "late work"] if os.environ["hang_app_ranges"] == "nvtx" and wrote == "yes" else []
@@ -70,8 +71,11 @@ timeout 120 "$mpiexec" -n 4 "$rankscope" run -o "$work/recv.h5" --hang-timeout 2
 "$rankscope" report recv.h5 --format json -o recv.json
 check_hang recv.json MPI_Allreduce 0,2,3 1 yes "MPI_Recv from any rank, tag 99" MPI_Barrier
 
-# The late rank waits for a message in each blocking call that can: the
-# report names the call, the peer and the tag (MODE|INSIDE|LAST_CALL).
+# The late rank waits for a message in each blocking call that can, and
+# polls for one: the report names the call, the peer and the tag
+# (MODE|INSIDE|LAST_CALL). A poll that took 10 µs or more is recorded, and
+# may be the last call. A rank whose polling ended in a receive, then
+# sleeps, polls no more.
 while IFS='|' read -r -u 3 mode inside last; do
   echo "== the late rank waits for a message in $mode"
   status=0
@@ -87,6 +91,9 @@ waitany|MPI_Waitany from rank 0, tag 98|MPI_Irecv
 waitall|MPI_Waitall from rank 0, tag 98|MPI_Irecv
 sendrecv|MPI_Sendrecv from rank 0, tag 98|MPI_Barrier
 mprobe|MPI_Mprobe from any rank, any tag|MPI_Barrier
+test|MPI_Test from rank 0, tag 98 (polling)|MPI_Irecv|MPI_Test
+iprobe|MPI_Iprobe from rank 0, tag 98 (polling)|MPI_Barrier|MPI_Iprobe
+tested||MPI_Test
 MODES
 
 echo "== a deadlock: each rank waits in an MPI_Recv from the next, until mpirun ends the job"
@@ -114,6 +121,23 @@ grep -q "^DEADLOCK: ranks 0 > 1 > 2 > 0 each wait for the next, up to " ring.txt
 "$rankscope" report ring.h5 --format html -o ring.html
 grep -q 'id="hang-section"' ring.html && grep -q "DEADLOCK: ranks 0 &gt; 1 &gt; 2 &gt; 0 each wait for the next" ring.html ||
   fail "the HTML report has no deadlock in its hang section"
+
+echo "== the deadlock again, each rank polling its receive with MPI_Test"
+# Polls are shown under the hang watch, which no collective sets off here.
+status=0
+timeout --foreground -s TERM 6 "$mpiexec" -n 3 "$rankscope" run -o "$work/ring-test.h5" --hang-timeout 600 -- \
+  "$hang_app" 0 ring test >ring-test.log 2>&1 || status=$?
+[ "$status" -eq 124 ] || { cat ring-test.log; fail "the deadlocked job ended with status $status, not by timeout"; }
+"$rankscope" merge "$work/ring-test.h5.shards" -o ring-test.h5 >/dev/null 2>&1 || true
+"$rankscope" report ring-test.h5 --format json -o ring-test.json
+python3 - <<'PY' || { cat ring-test.log; "$rankscope" info ring-test.h5; fail "the deadlock of polling ranks was not named"; }
+import json
+[deadlock] = json.load(open("ring-test.json"))["deadlocks"]
+waits = deadlock["waits"]
+assert [(w["rank"], w["peer"]) for w in waits] == [(0, 1), (1, 2), (2, 0)], waits
+assert all(w["inside"] == "MPI_Test from rank %d, tag 5 (polling)" % w["peer"] and w["waited_ns"] > 2e9 for w in waits), waits
+print("deadlock of polling ranks named:", waits)
+PY
 
 echo "== the deadlock again, rank 0's writer thread held stopped: the shard is closed without it"
 # As a writer thread at nice 19 that finds no core for seconds where every

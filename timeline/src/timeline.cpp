@@ -216,7 +216,7 @@ const char* damaged_field(const Event& e, const RankInfo& rank, size_t strings, 
   if (static_cast<unsigned>(e.protocol) >= kProtocolCount) {
     return not_a(static_cast<unsigned>(e.protocol), "a protocol"), "protocol";
   }
-  if (e.flags >= kFlagExternalCorrelation << 1) return not_a(e.flags, "a set of known flags"), "flags";
+  if (e.flags >= kFlagPolling << 1) return not_a(e.flags, "a set of known flags"), "flags";
   if (e.name_id >= strings) return not_a(e.name_id, "in the string table"), "name_id";
   if (e.end_ns < e.begin_ns) return problem = "before begin_ns", "end_ns";
   if (e.begin_ns < rank.first_ns || e.end_ns > rank.last_ns) {

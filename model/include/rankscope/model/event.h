@@ -56,6 +56,7 @@ enum EventFlags : uint8_t {
   kFlagClockRepaired = 1 << 1,      // shifted by the post-hoc happens-before repair
   kFlagIncomplete = 1 << 2,         // begin seen, end never recorded (end = last time heard)
   kFlagExternalCorrelation = 1 << 3,  // correlation_id is an external id (a NCCL collective's), not CUDA's
+  kFlagPolling = 1 << 4,  // a call in progress that is a thread's polling (MPI_Test, MPI_Iprobe) since begin, between polls too
 };
 
 inline constexpr int32_t kNoPeer = -1;
