@@ -299,7 +299,8 @@ void write_ring_table(const Acceptance& acceptance, std::string& out) {
          "first round's median ring (or the baseline's); a failed ring is split in two and each half tested in the next round, down to "
          "single nodes. Then pairs: each such node with a node known sound, the two ends of a link that joined "
          "the halves of a failed ring whose halves passed, and pairs of sound nodes, each judged as a ring and "
-         "measured as a link.</p>\n";
+         "measured as a link. Where those pairs of sound nodes ran slower than the rings (a load of the moment), "
+         "a pair is judged against them too: one slow against the rings alone is to be retested.</p>\n";
 }
 
 // Group testing's pairs as links, worst first.

@@ -54,7 +54,8 @@ std::string summary_text(const Acceptance& acceptance) {
     const size_t suspects = acceptance.suspects.size();
     text += "\ngroup testing (" + std::to_string(acceptance.ring_tests.size()) + " ring tests in " +
             std::to_string(rounds) + (rounds == 1 ? " round, " : " rounds, ") + std::to_string(suspects) +
-            (suspects == 1 ? " suspect" : " suspects") + "; the slowest node of each ring, and its ratio to the reference ring: the first round's median, or the baseline's):\n";
+            (suspects == 1 ? " suspect" : " suspects") + "; the slowest node of each ring, and its ratio to the reference ring: the first round's median, or the baseline's; "
+            "a pair's to the reference pairs where those ran slower):\n";
     for (const RingVerdict* ring : worst_first(acceptance.ring_tests)) {
       if (ring->verdict == Verdict::pass && acceptance.ring_tests.size() > 8) continue;
       std::string hosts;

@@ -612,10 +612,11 @@ void Agent::watch_for_hang() {
   if (!hang_dumped_) {
     Event oldest{};
     // Collectives only: a receive may wait for work as long as it likes.
-    // MPI's are calls the application's threads are inside of; NCCL's run
-    // on the GPU, after the call that enqueued them returned.
+    // MPI's are calls the application's threads are inside of (or waits
+    // for them; a thread that polls one may be at work between its polls);
+    // NCCL's run on the GPU, after the call that enqueued them returned.
     const auto consider = [&](const Event& event) {
-      if (is_collective_kind(event.kind) && now - event.begin_ns >= hang_timeout_ns_ &&
+      if (is_collective_kind(event.kind) && !(event.flags & kFlagPolling) && now - event.begin_ns >= hang_timeout_ns_ &&
           (oldest.begin_ns == 0 || event.begin_ns < oldest.begin_ns)) {
         oldest = event;
       }

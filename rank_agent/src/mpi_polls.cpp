@@ -60,6 +60,7 @@ void show_as_polling(Event& event) {
   if (!call) return;
   event.flags |= kFlagPolling;
   call->enter(event);
+  t_poll.unanswered_polls = kPollsBeforeShown;
 }
 
 }  // namespace

@@ -415,13 +415,13 @@ struct PollCounts {
 struct PollThread {
   PollCounts* counts = nullptr;
   bool shared = false;
-  bool polling = false;  // polls have completed nothing since this thread's last completion (polling_begins())
+  uint8_t unanswered_polls = 0;  // in a row; kPollsBeforeShown once shown (polling_to_show())
   uint32_t until_timed = 0;
 };
 [[gnu::tls_model("initial-exec")]] extern constinit thread_local PollThread t_poll;
 
 // A blocking call shows its own call in progress over the polling shown, and clears it when it returns.
-inline void forget_polling() { t_poll.polling = false; }
+inline void forget_polling() { t_poll.unanswered_polls = 0; }
 
 void claim_poll_counts(PollThread& thread);
 
@@ -470,32 +470,44 @@ class PollTimer {
   int64_t end_ = 0;
 };
 
-// A poll or a wait of the thread completed something: it polls no more.
+// Polls in a row that complete nothing, with no blocking call between them,
+// before the thread is shown polling: one check now and then between other
+// calls (a pre-posted receive for a stop message, tested once a step) is no
+// wait.
+constexpr uint8_t kPollsBeforeShown = 2;
+
+// A poll or a wait of the thread completed something, or had nothing left
+// to complete: it polls no more.
 inline void end_polling() {
   PollThread& thread = t_poll;
-  if (!thread.polling) return;
-  thread.polling = false;
+  if (thread.unanswered_polls == 0) return;
+  const bool shown = thread.unanswered_polls == kPollsBeforeShown;
+  thread.unanswered_polls = 0;
   // Outside blocking calls, the thread's call in progress is its polling or nothing.
-  if (CallInProgress* call = t_call) call->leave();
+  if (CallInProgress* call = t_call; call && shown) call->leave();
 }
 
-// Under the hang watch (g_show_waits), a poll that completes nothing shows
-// what it polls for as its thread's call in progress, flagged kFlagPolling
-// and begun at this poll, until a poll completes something or a blocking
-// call shows its own. A rank that spins on MPI_Test for a message that never
-// comes waits for it as surely as one inside MPI_Wait, though it spends most
-// of that time between polls. Whether this poll is the first of such a run
-// (the caller then shows it with show_polled or show_probing, out of line);
-// the polls after it pay one test of a flag.
-[[gnu::always_inline]] inline bool polling_begins(bool completed) {
+// Under the hang watch (g_show_waits), polls that complete nothing, from the
+// kPollsBeforeShown-th in a row on, show what they poll for as the thread's
+// call in progress, flagged kFlagPolling and begun at that poll, until a
+// poll or wait of the thread completes something or a blocking call shows
+// its own. A rank that spins on MPI_Test for a message that never comes
+// waits for it as surely as one inside MPI_Wait, though it spends most of
+// that time between polls. Whether this poll is to show it: the caller then
+// does, out of line (show_polled, show_probing), and every poll looks again
+// until something to show is found; the polls after that pay one test.
+[[gnu::always_inline]] inline bool polling_to_show(bool completed) {
   if (!g_show_waits) return false;  // nor is anything shown without it
-  PollThread& thread = t_poll;
+  uint8_t& unanswered = t_poll.unanswered_polls;
   if (completed) {
     end_polling();
     return false;
   }
-  if (thread.polling) return false;
-  thread.polling = true;  // looked at once per run of polls, whether anything is found or not
+  if (unanswered == kPollsBeforeShown) return false;  // shown
+  if (unanswered + 1 < kPollsBeforeShown) {
+    ++unanswered;
+    return false;
+  }
   return true;
 }
 // A Test of `requests`, shown as waited_operation() finds it.

@@ -72,7 +72,7 @@ RANKSCOPE_EXPORT int MPI_Test(MPI_Request* request, int* flag, MPI_Status* statu
   const int rc = PMPI_Test(request, flag, kept);
   if (poll.finish(*flag)) record_poll(Call::kTest, poll);
   if (*flag) complete(handle, kept, poll.end());
-  if (polling_begins(*flag)) show_polled(Call::kTest, 1, &handle);
+  if (polling_to_show(rc != MPI_SUCCESS || *flag)) show_polled(Call::kTest, 1, &handle);
   return rc;
 }
 
@@ -98,11 +98,12 @@ int all(Call call, int count, MPI_Request requests[], MPI_Status statuses[], Run
   if (done) {
     for (int i = 0; i < count; ++i) complete(scratch.requests[static_cast<size_t>(i)], &kept[i], poll.end());
   }
-  if (polling_begins(done)) show_polled(call, count, scratch.requests.data());
+  if (polling_to_show(done || rc != MPI_SUCCESS)) show_polled(call, count, scratch.requests.data());
   return rc;
 }
 
-// Waitany, Testany, Waitsome, Testsome: the call names the completed indices.
+// Waitany, Testany, Waitsome, Testsome: the call names the completed indices
+// (`completed` of them; MPI_UNDEFINED: none of `requests` was active).
 template <typename Run>
 int some(Call call, int count, MPI_Request requests[], int* completed, int indices[], MPI_Status statuses[], Run&& run) {
   CompletionScratch& scratch = completion_scratch();
@@ -124,7 +125,10 @@ int some(Call call, int count, MPI_Request requests[], int* completed, int indic
       complete(scratch.requests[static_cast<size_t>(index)], &kept[i], poll.end());
     }
   }
-  if (polling_begins(done)) show_polled(call, count, scratch.requests.data());
+  const bool nothing_active = *completed == MPI_UNDEFINED;
+  if (polling_to_show(waits || done || nothing_active || rc != MPI_SUCCESS)) {
+    show_polled(call, count, scratch.requests.data());
+  }
   return rc;
 }
 
@@ -152,7 +156,7 @@ RANKSCOPE_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int* index, 
   MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
   return some(Call::kWaitany, count, requests, &completed, index, kept, [&](MPI_Status* s) {
     const int rc = PMPI_Waitany(count, requests, index, s);
-    completed = *index == MPI_UNDEFINED ? 0 : 1;
+    completed = *index == MPI_UNDEFINED ? MPI_UNDEFINED : 1;
     return rc;
   });
 }
@@ -164,7 +168,7 @@ RANKSCOPE_EXPORT int MPI_Testany(int count, MPI_Request requests[], int* index, 
   MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
   return some(Call::kTestany, count, requests, &completed, index, kept, [&](MPI_Status* s) {
     const int rc = PMPI_Testany(count, requests, index, flag, s);
-    completed = *flag && *index != MPI_UNDEFINED ? 1 : 0;
+    completed = !*flag ? 0 : *index == MPI_UNDEFINED ? MPI_UNDEFINED : 1;
     return rc;
   });
 }

@@ -214,7 +214,7 @@ RANKSCOPE_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, M
   PollTimer poll;
   const int rc = PMPI_Iprobe(source, tag, comm, flag, status);
   if (poll.finish(rc == MPI_SUCCESS && *flag)) record_poll(Call::kIprobe, poll);
-  if (polling_begins(rc == MPI_SUCCESS && *flag)) show_probing(Call::kIprobe, source, tag, comm);
+  if (polling_to_show(rc != MPI_SUCCESS || *flag)) show_probing(Call::kIprobe, source, tag, comm);
   return rc;
 }
 
@@ -251,7 +251,7 @@ RANKSCOPE_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, 
   const bool matched = rc == MPI_SUCCESS && *flag;
   if (poll.finish(matched)) record_poll(Call::kImprobe, poll);
   if (matched) note_matched(*message, comm, *kept, poll.begin());
-  if (polling_begins(matched)) show_probing(Call::kImprobe, source, tag, comm);
+  if (polling_to_show(rc != MPI_SUCCESS || *flag)) show_probing(Call::kImprobe, source, tag, comm);
   return rc;
 }
 
@@ -389,5 +389,6 @@ RANKSCOPE_EXPORT int MPI_Request_free(MPI_Request* request) {
   Pending active;
   if (g_requests->take(key, active)) record_completed(active, nullptr, now());
   g_persistent->take(key, active);
+  end_polling();  // it may have been the request polled for
   return rc;
 }

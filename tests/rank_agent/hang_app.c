@@ -9,13 +9,14 @@
  * "mprobe", an MPI_Mprobe from any rank with any tag; "test", an MPI_Irecv
  * from rank 0 with tag 98 polled with MPI_Test, "iprobe" the same message
  * polled with MPI_Iprobe, each poll a millisecond of other work apart;
- * "tested", a message to itself polled until received, then a sleep. With
+ * "tested", a message to itself polled until received, then a sleep;
+ * "checked", that receive from rank 0 tested once, then a sleep. With
  * "ring", no rank is late: each waits in an MPI_Recv from the next (tag 5),
  * a deadlock; with "ring test", each polls its MPI_Irecv with MPI_Test.
  * Built with NVTX (HANG_APP_NVTX), every rank is inside the range "step 4"
  * from the barrier on, and the late rank inside "late work" too.
  * Usage: hang_app LATE_RANK sleep SECONDS [nonblocking]
- *        hang_app LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe|test|iprobe|tested
+ *        hang_app LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe|test|iprobe|tested|checked
  *        hang_app 0 ring [test] */
 #include <mpi.h>
 #include <stdio.h>
@@ -44,7 +45,7 @@ static void poll_until_received(MPI_Request* request) {
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: hang_app LATE_RANK sleep SECONDS [nonblocking] | "
-                    "LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe|test|iprobe|tested | 0 ring [test]\n");
+                    "LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe|test|iprobe|tested|checked | 0 ring [test]\n");
     return 2;
   }
   MPI_Init(&argc, &argv);
@@ -91,8 +92,15 @@ int main(int argc, char** argv) {
       int received = 0;
       MPI_Irecv(&value, 1, MPI_INT, rank, 96, MPI_COMM_WORLD, &requests[0]);
       MPI_Test(&requests[0], &received, MPI_STATUS_IGNORE);
-      MPI_Send(&sent, 1, MPI_INT, rank, 96, MPI_COMM_WORLD);
-      if (!received) poll_until_received(&requests[0]);
+      MPI_Test(&requests[0], &received, MPI_STATUS_IGNORE);
+      MPI_Isend(&sent, 1, MPI_INT, rank, 96, MPI_COMM_WORLD, &requests[1]);
+      poll_until_received(&requests[0]);
+      poll_until_received(&requests[1]);
+      sleep(60);
+    } else if (strcmp(how, "checked") == 0) {
+      int received = 0;
+      MPI_Irecv(&value, 1, MPI_INT, 0, 98, MPI_COMM_WORLD, &requests[0]);
+      MPI_Test(&requests[0], &received, MPI_STATUS_IGNORE);
       sleep(60);
     } else if (strcmp(how, "iprobe") == 0) {
       int found = 0;

@@ -75,7 +75,8 @@ check_hang recv.json MPI_Allreduce 0,2,3 1 yes "MPI_Recv from any rank, tag 99" 
 # polls for one: the report names the call, the peer and the tag
 # (MODE|INSIDE|LAST_CALL). A poll that took 10 µs or more is recorded, and
 # may be the last call. A rank whose polling ended in a receive, then
-# sleeps, polls no more.
+# sleeps, polls no more; one that tested a receive once and then sleeps
+# (a check between its work) is not polling.
 while IFS='|' read -r -u 3 mode inside last; do
   echo "== the late rank waits for a message in $mode"
   status=0
@@ -94,6 +95,7 @@ mprobe|MPI_Mprobe from any rank, any tag|MPI_Barrier
 test|MPI_Test from rank 0, tag 98 (polling)|MPI_Irecv|MPI_Test
 iprobe|MPI_Iprobe from rank 0, tag 98 (polling)|MPI_Barrier|MPI_Iprobe
 tested||MPI_Test
+checked||MPI_Irecv|MPI_Test
 MODES
 
 echo "== a deadlock: each rank waits in an MPI_Recv from the next, until mpirun ends the job"
