@@ -10,13 +10,15 @@
  * from rank 0 with tag 98 polled with MPI_Test, "iprobe" the same message
  * polled with MPI_Iprobe, each poll a millisecond of other work apart;
  * "tested", a message to itself polled until received, then a sleep;
- * "checked", that receive from rank 0 tested once, then a sleep. With
+ * "checked", that receive from rank 0 tested once, then a sleep; "freed",
+ * tested twice, then cancelled and freed, then a sleep. With
  * "ring", no rank is late: each waits in an MPI_Recv from the next (tag 5),
  * a deadlock; with "ring test", each polls its MPI_Irecv with MPI_Test.
  * Built with NVTX (HANG_APP_NVTX), every rank is inside the range "step 4"
  * from the barrier on, and the late rank inside "late work" too.
  * Usage: hang_app LATE_RANK sleep SECONDS [nonblocking]
- *        hang_app LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe|test|iprobe|tested|checked
+ *        hang_app LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe|test|iprobe|tested|checked|freed
+ *        hang_app LATE_RANK sleep SECONDS polled: the others poll an MPI_Iallreduce with MPI_Test
  *        hang_app 0 ring [test] */
 #include <mpi.h>
 #include <stdio.h>
@@ -32,8 +34,8 @@
 #define RANGE_POP() ((void)0)
 #endif
 
-/* Polls the receive posted as `request` with MPI_Test until it completes. */
-static void poll_until_received(MPI_Request* request) {
+/* Polls `request` with MPI_Test until it completes. */
+static void poll_until_complete(MPI_Request* request) {
   int received = 0;
   for (;;) {
     MPI_Test(request, &received, MPI_STATUS_IGNORE);
@@ -45,7 +47,7 @@ static void poll_until_received(MPI_Request* request) {
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: hang_app LATE_RANK sleep SECONDS [nonblocking] | "
-                    "LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe|test|iprobe|tested|checked | 0 ring [test]\n");
+                    "LATE_RANK recv|wait|waitany|waitall|sendrecv|mprobe|test|iprobe|tested|checked|freed | 0 ring [test]\n");
     return 2;
   }
   MPI_Init(&argc, &argv);
@@ -61,7 +63,7 @@ int main(int argc, char** argv) {
     if (argc > 3 && strcmp(argv[3], "test") == 0) {
       MPI_Request request;
       MPI_Irecv(&value, 1, MPI_INT, (rank + 1) % size, 5, MPI_COMM_WORLD, &request);
-      poll_until_received(&request);
+      poll_until_complete(&request);
     } else {
       MPI_Recv(&value, 1, MPI_INT, (rank + 1) % size, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     }
@@ -87,20 +89,25 @@ int main(int argc, char** argv) {
       MPI_Mprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &message, MPI_STATUS_IGNORE);
     } else if (strcmp(how, "test") == 0) {
       MPI_Irecv(&value, 1, MPI_INT, 0, 98, MPI_COMM_WORLD, &requests[0]);
-      poll_until_received(&requests[0]);
+      poll_until_complete(&requests[0]);
     } else if (strcmp(how, "tested") == 0) {
       int received = 0;
       MPI_Irecv(&value, 1, MPI_INT, rank, 96, MPI_COMM_WORLD, &requests[0]);
       MPI_Test(&requests[0], &received, MPI_STATUS_IGNORE);
       MPI_Test(&requests[0], &received, MPI_STATUS_IGNORE);
       MPI_Isend(&sent, 1, MPI_INT, rank, 96, MPI_COMM_WORLD, &requests[1]);
-      poll_until_received(&requests[0]);
-      poll_until_received(&requests[1]);
+      poll_until_complete(&requests[0]);
+      poll_until_complete(&requests[1]);
       sleep(60);
-    } else if (strcmp(how, "checked") == 0) {
+    } else if (strcmp(how, "checked") == 0 || strcmp(how, "freed") == 0) {
       int received = 0;
       MPI_Irecv(&value, 1, MPI_INT, 0, 98, MPI_COMM_WORLD, &requests[0]);
       MPI_Test(&requests[0], &received, MPI_STATUS_IGNORE);
+      if (how[0] == 'f') {
+        MPI_Test(&requests[0], &received, MPI_STATUS_IGNORE);
+        MPI_Cancel(&requests[0]);
+        MPI_Request_free(&requests[0]);
+      }
       sleep(60);
     } else if (strcmp(how, "iprobe") == 0) {
       int found = 0;
@@ -117,10 +124,11 @@ int main(int argc, char** argv) {
     }
     RANGE_POP();
   }
-  if (argc > 4 && strcmp(argv[4], "nonblocking") == 0) {
+  if (argc > 4 && (strcmp(argv[4], "nonblocking") == 0 || strcmp(argv[4], "polled") == 0)) {
     MPI_Request request;
     MPI_Iallreduce(&value, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &request);
-    MPI_Wait(&request, MPI_STATUS_IGNORE);
+    if (argv[4][0] == 'p') poll_until_complete(&request);
+    else MPI_Wait(&request, MPI_STATUS_IGNORE);
   } else {
     MPI_Allreduce(&value, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   }

@@ -16,9 +16,8 @@ export OMPI_MCA_mpi_yield_when_idle=1  # waiting ranks leave the cores to the ot
 # check_hang REPORT_JSON CALL ENTERED MISSING WROTE_STATE INSIDE_PREFIX LAST_CALL (a regular expression)
 check_hang() {
   python3 - "$@" <<'PY'
-import json, sys
+import json, re, sys
 report, call, entered, missing, wrote, inside, last = sys.argv[1:]
-import re
 hangs = json.load(open(report))["hangs"]
 assert len(hangs) == 1, hangs
 h = hangs[0]
@@ -76,7 +75,8 @@ check_hang recv.json MPI_Allreduce 0,2,3 1 yes "MPI_Recv from any rank, tag 99" 
 # (MODE|INSIDE|LAST_CALL). A poll that took 10 µs or more is recorded, and
 # may be the last call. A rank whose polling ended in a receive, then
 # sleeps, polls no more; one that tested a receive once and then sleeps
-# (a check between its work) is not polling.
+# (a check between its work) is not polling, nor one that freed the
+# request it polled.
 while IFS='|' read -r -u 3 mode inside last; do
   echo "== the late rank waits for a message in $mode"
   status=0
@@ -96,6 +96,7 @@ test|MPI_Test from rank 0, tag 98 (polling)|MPI_Irecv|MPI_Test
 iprobe|MPI_Iprobe from rank 0, tag 98 (polling)|MPI_Barrier|MPI_Iprobe
 tested||MPI_Test
 checked||MPI_Irecv|MPI_Test
+freed||MPI_Irecv|MPI_Test|MPI_Request_free
 MODES
 
 echo "== a deadlock: each rank waits in an MPI_Recv from the next, until mpirun ends the job"
@@ -196,6 +197,13 @@ report = json.load(open("report.json"))
 allreduce = [g for g in report["collectives_summary"]["groups"] if g["op"] == "AllReduce"][0]
 assert allreduce["count"] == 4 and allreduce["ranks"] == 3, allreduce
 PY
+
+echo "== ranks that poll an MPI_Iallreduce while the late rank sleeps 6 s set off no hang watch"
+# They may be at work between their polls; waited on (above), it is a hang.
+"$mpiexec" -n 3 "$rankscope" run -o "$work/polled.h5" --hang-timeout 2 --hang-action abort -- \
+  "$hang_app" 2 sleep 6 polled >polled.log 2>&1 || { cat polled.log; fail "the job polling its collective was ended"; }
+! grep -q "(--hang-timeout)" polled.log || { cat polled.log; fail "a polled collective set off the hang watch"; }
+"$rankscope" report polled.h5 --format json | python3 -c 'import json, sys; assert json.load(sys.stdin)["hangs"] == []'
 
 echo "== no --hang-timeout: a long wait is no hang"
 "$mpiexec" -n 3 "$rankscope" run -o "$work/plain.h5" -- "$hang_app" 2 sleep 3 >plain.log 2>&1 ||
