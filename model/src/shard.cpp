@@ -298,6 +298,25 @@ ShardScan ShardFile::scan() const {
     damage.problems.push_back(path_ + ": file header damaged at byte 0; reading the chunks after it");
   }
 
+  // Where the first readable chunk header at or after `from` begins (before
+  // `until`); size_ when there is none.
+  std::vector<char> window;
+  const auto next_chunk_from = [&](uint64_t from, uint64_t until = UINT64_MAX) {
+    window.resize(1 << 20);
+    const uint64_t last = std::min(until, size_);
+    for (uint64_t base = from; base + sizeof(ChunkHeader) <= size_ && base < last;
+         base += window.size() - sizeof(ChunkHeader)) {
+      const size_t n = read_at(fd_, window.data(), window.size(), base, path_);
+      for (size_t i = 0; i + sizeof(ChunkHeader) <= n && base + i < last; ++i) {
+        if (std::memcmp(window.data() + i, &kChunkMagic, 4) != 0) continue;
+        ChunkHeader candidate;
+        std::memcpy(&candidate, window.data() + i, sizeof(candidate));
+        if (header_is_valid(candidate)) return base + i;
+      }
+      if (n < window.size()) break;
+    }
+    return size_;
+  };
   std::vector<char> payload;
   uint64_t offset = sizeof(ShardFileHeader);
   while (offset < size_) {
@@ -306,14 +325,25 @@ ShardScan ShardFile::scan() const {
     if (got == sizeof(header) && header_is_valid(header)) {
       const uint64_t end = offset + sizeof(header) + header.payload_bytes;
       const bool is_events = header.type == static_cast<uint16_t>(ChunkType::kEvents);
-      if (end > size_) {
-        damage.truncated_bytes += size_ - offset;
+      // A write cut short (the process killed mid-write, a full disk) may be
+      // followed by chunks written later (by `rankscope run`, after the
+      // process died): they begin inside this chunk's extent.
+      const auto cut_short = [&](uint64_t later_chunk) {
+        const uint64_t present = std::min(later_chunk, size_) - offset;
+        damage.truncated_bytes += present;
         if (is_events) damage.events_lost += header.item_count;
         damage.problems.push_back(path_ + ": " + std::string(chunk_type_name(header.type)) + " chunk at byte " +
-                                  std::to_string(offset) + " is cut short (" + std::to_string(size_ - offset) +
-                                  " of " + std::to_string(end - offset) + " bytes present)" +
+                                  std::to_string(offset) + " is cut short (" + std::to_string(present) + " of " +
+                                  std::to_string(end - offset) + " bytes present" +
+                                  (later_chunk < size_ ? ", then a chunk written later" : "") + ")" +
                                   (is_events ? "; " + std::to_string(header.item_count) + " events lost" : ""));
-        break;
+      };
+      if (end > size_) {
+        const uint64_t later_chunk = next_chunk_from(offset + sizeof(header));
+        cut_short(later_chunk);
+        if (later_chunk == size_) break;
+        offset = later_chunk;
+        continue;
       }
       payload.resize(header.payload_bytes);
       read_at(fd_, payload.data(), payload.size(), offset + sizeof(header), path_);
@@ -352,6 +382,10 @@ ShardScan ShardFile::scan() const {
       }
       if (sound) {
         if (is_known_chunk_type(header.type)) scan.last_ns = std::max(scan.last_ns, header.last_ns);
+      } else if (const uint64_t later_chunk = next_chunk_from(offset + sizeof(header), end); later_chunk < end) {
+        cut_short(later_chunk);
+        offset = later_chunk;
+        continue;
       } else {
         ++damage.chunks_corrupt;
         if (is_events) damage.events_lost += header.item_count;
@@ -370,22 +404,7 @@ ShardScan ShardFile::scan() const {
                                 std::to_string(offset) + ") are a chunk header cut short");
       break;
     }
-    uint64_t next = size_;
-    std::vector<char> window(1 << 20);
-    for (uint64_t base = offset + 1; base + sizeof(header) <= size_ && next == size_;
-         base += window.size() - sizeof(header)) {
-      const size_t n = read_at(fd_, window.data(), window.size(), base, path_);
-      for (size_t i = 0; i + sizeof(header) <= n; ++i) {
-        if (std::memcmp(window.data() + i, &kChunkMagic, 4) != 0) continue;
-        ChunkHeader candidate;
-        std::memcpy(&candidate, window.data() + i, sizeof(candidate));
-        if (header_is_valid(candidate)) {
-          next = base + i;
-          break;
-        }
-      }
-      if (n < window.size()) break;
-    }
+    const uint64_t next = next_chunk_from(offset + 1);
     ++damage.chunks_corrupt;
     damage.bytes_skipped += next - offset;
     damage.problems.push_back(path_ + ": unreadable data at bytes " + std::to_string(offset) + "-" +

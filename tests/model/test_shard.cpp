@@ -137,6 +137,37 @@ TEST_F(ShardTest, ShardCutAnywhereKeepsEveryWholeChunk) {
   }
 }
 
+// A process killed mid-write leaves a chunk cut short; `rankscope run`
+// then appends what it saw of the death. The chunk written later is read,
+// and so is every whole chunk before the cut.
+TEST_F(ShardTest, AChunkWrittenAfterACutIsRead) {
+  const auto truth = write(6000, 300, /*clean=*/false);
+  const std::vector<char> original = read_file(truth.path);
+  const ShardScan clean = ShardFile(truth.path).scan();
+  std::mt19937_64 random(7);
+  std::vector<uint64_t> cuts;
+  for (int i = 0; i < 60; ++i) cuts.push_back(sizeof(ShardFileHeader) + 64 + random() % (original.size() - 96));
+  for (const auto& ref : clean.event_chunks) cuts.insert(cuts.end(), {ref.payload_offset + 8, ref.payload_offset - 4});
+  const fs::path cut_path = dir_ / "appended.shard";
+  for (const uint64_t cut : cuts) {
+    write_file(cut_path, std::vector<char>(original.begin(), original.begin() + static_cast<long>(cut)));
+    Counters later;
+    later.set("killed_by_signal", 9);
+    ShardWriter writer;
+    ASSERT_TRUE(writer.open_existing(cut_path.string())) << writer.error();
+    ASSERT_TRUE(writer.write_counters(later, 1234));
+    writer = ShardWriter();
+    const ShardScan scan = ShardFile(cut_path.string()).scan();
+    uint64_t expected = 0;
+    for (const auto& ref : clean.event_chunks) {
+      if (ref.payload_offset + uint64_t{ref.count} * sizeof(Event) <= cut) expected += ref.count;
+    }
+    EXPECT_EQ(scan.event_count, expected) << "cut at byte " << cut;
+    EXPECT_EQ(scan.counters.get("killed_by_signal"), 9u) << "cut at byte " << cut;
+    EXPECT_FALSE(scan.ended);
+  }
+}
+
 TEST_F(ShardTest, FlippedBytesLoseOnlyTheChunksTheyHit) {
   const auto truth = write(6000, 300);
   const std::vector<char> original = read_file(truth.path);
