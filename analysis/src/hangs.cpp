@@ -135,6 +135,7 @@ std::vector<Hang> find_hangs(const Timeline& timeline) {
   if (!may_hold_hangs(timeline)) return hangs;
   std::vector<RankState> states;
   for (int32_t r = 0; r < timeline.world_size(); ++r) states.push_back(read_unfinished(timeline, r));
+  const std::vector<RankEnd> ends = rank_ends(timeline);
 
   std::map<std::tuple<uint64_t, uint8_t, uint64_t>, size_t> index;  // (comm, op, seq) -> hang
   for (int32_t r = 0; r < timeline.world_size(); ++r) {
@@ -168,6 +169,7 @@ std::vector<Hang> find_hangs(const Timeline& timeline) {
       MissingRank missing;
       missing.rank = r;
       missing.status = rank_status_name(info.status);
+      missing.killed = describe_kill(ends[static_cast<size_t>(r)]);
       // A rank writes the calls it is inside of on a hang, and when it ends by a signal or _exit.
       missing.wrote_state = info.counters.get(counter::kHangDumps) != 0 ||
                             (info.status != RankStatus::kDead && (info.counters.get(counter::kTerminatedBySignal) != 0 ||

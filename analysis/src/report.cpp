@@ -133,6 +133,7 @@ Report make_report(const Timeline& timeline, const ReportOptions& options) {
   report.capture_cost = capture_cost(timeline);
   report.hangs = find_hangs(timeline);
   report.deadlocks = find_deadlocks(timeline);
+  report.ends = rank_ends(timeline);
   report.damage = timeline.damage();
   return report;
 }
@@ -195,7 +196,8 @@ std::string describe_hang(const Hang& h) {
          (h.members_known ? "" : " (of the members known)") + "\n";
   for (size_t i = 0; i < h.missing.size() && i < 4; ++i) {
     const MissingRank& m = h.missing[i];
-    out += "  rank " + std::to_string(m.rank) + " (" + m.status + (m.wrote_state ? ", wrote its state" : ", state not written") +
+    out += "  rank " + std::to_string(m.rank) + " (" + m.status + (m.killed.empty() ? "" : ", " + m.killed) +
+           (m.wrote_state ? ", wrote its state" : ", state not written") +
            "): " + (m.inside.empty() ? "in no collective" : "inside " + m.inside) +
            ranges_text(m.open_ranges) +
            (m.last_call.empty() ? "; no call recorded"
@@ -236,6 +238,13 @@ std::string report_text(const Report& report) {
                 format_duration(median_ns(steps)).c_str(), clock_summary(job).c_str());
   out += line;
   if (!report.damage.empty()) out += "DAMAGED: " + report.damage.summary() + "; every figure here leaves those rows out\n";
+  size_t killed = 0;
+  for (const RankEnd& end : report.ends) {
+    if (const std::string kill = describe_kill(end); !kill.empty() && ++killed <= 4) {
+      out += "KILLED: rank " + std::to_string(end.rank) + " " + kill + "\n";
+    }
+  }
+  if (killed > 4) out += "  ... " + std::to_string(killed - 4) + " more ranks killed (JSON lists them all)\n";
   for (size_t i = 0; i < report.hangs.size() && i < 3; ++i) out += describe_hang(report.hangs[i]);
   if (report.hangs.size() > 3) {
     out += "  ... " + std::to_string(report.hangs.size() - 3) + " more unfinished collectives (JSON lists them all)\n";
@@ -327,6 +336,7 @@ std::string report_text(const Report& report) {
                   median_text(g.transfer, transfer_unmeasured(g)).c_str());
     out += line;
   }
+  if (const std::string memory = peak_memory_summary(report.ends); !memory.empty()) out += "\n" + memory + "\n";
   if (!report.capture_cost.empty()) {
     out += "\ncapture cost (time each rank's process spent on capture; calls estimated):\n";
     const CaptureCost& worst = largest_share(report.capture_cost);
@@ -367,6 +377,9 @@ void write_hangs_json(JsonWriter& json, const std::vector<Hang>& hangs) {
     json.end_array().key("members_known").value(h.members_known).key("missing").begin_array();
     for (const MissingRank& m : h.missing) {
       json.begin_object().key("rank").value(m.rank).key("status").value(m.status).key("wrote_state").value(m.wrote_state);
+      json.key("killed");
+      if (m.killed.empty()) json.null();
+      else json.value(m.killed);
       json.key("inside").value(m.inside).key("open_ranges").begin_array();
       for (const std::string& range : m.open_ranges) json.value(range);
       json.end_array().key("last_call").value(m.last_call);
@@ -393,6 +406,26 @@ void write_deadlocks_json(JsonWriter& json, const std::vector<Deadlock>& deadloc
   json.end_array();
 }
 
+// Inside a rank's object: `killed` and `process`, each null where not recorded.
+void write_rank_end_json(JsonWriter& json, const RankEnd& end) {
+  json.key("killed");
+  if (end.killed_by_signal > 0) {
+    json.begin_object().key("signal").value(int64_t{end.killed_by_signal}).key("oom_kills").value(end.oom_kills);
+    json.key("text").value(describe_kill(end)).end_object();
+  } else {
+    json.null();
+  }
+  json.key("process");
+  if (!end.usage) {
+    json.null();
+    return;
+  }
+  const ProcessUsage& u = *end.usage;
+  json.begin_object().key("peak_rss_bytes").value(u.peak_rss_bytes).key("user_cpu_ns").value(u.user_cpu_ns);
+  json.key("system_cpu_ns").value(u.system_cpu_ns).key("involuntary_switches").value(u.involuntary_switches);
+  json.key("major_faults").value(u.major_faults).end_object();
+}
+
 std::string report_json(const Report& report) {
   const JobProfile& job = report.profile;
   JsonWriter json;
@@ -414,6 +447,7 @@ std::string report_json(const Report& report) {
     const RankProfile& rank = job.ranks[r];
     json.begin_object().key("rank").value(rank.rank).key("host").value(rank.host).key("node_id").value(rank.node_id);
     json.key("status").value(rank_status_name(rank.status));
+    write_rank_end_json(json, report.ends.at(r));
     if (rank.status == RankStatus::kMissing) {
       json.key("scores").null().key("scores_reason").value(kNoDataReason);
     } else if (r < report.stragglers.ranks.size()) {

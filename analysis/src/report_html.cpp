@@ -652,6 +652,33 @@ void write_bucket_section(const Report& report, std::string& out) {
   out += "</section>\n";
 }
 
+// ------------------------------------------------------------ processes ---
+
+void write_process_section(const Report& report, std::string& out) {
+  const std::string memory = peak_memory_summary(report.ends);
+  if (memory.empty()) return;  // no agent or launcher recorded any
+  out += "<section id=\"process-section\">\n<h2>What each rank's process used</h2>\n<p>" + escape(memory) + "</p>\n";
+  out += "<details><summary>per-rank memory and CPU</summary>\n<div class=\"table-wrap\"><table id=\"process-table\">\n"
+         "<thead><tr><th class=\"num\">rank</th><th>status</th><th class=\"num\">peak memory</th>"
+         "<th class=\"num\">user CPU</th><th class=\"num\">system CPU</th>"
+         "<th class=\"num\">involuntary switches</th><th class=\"num\">major faults</th></tr></thead>\n<tbody>\n";
+  for (const RankEnd& end : report.ends) {
+    if (!end.usage) continue;
+    const ProcessUsage& u = *end.usage;
+    out += "<tr><td class=\"num\">" + std::to_string(end.rank) + "</td><td>" +
+           std::string(rank_status_name(end.status)) + "</td><td class=\"num\">" +
+           format_bytes(static_cast<double>(u.peak_rss_bytes)) + "</td><td class=\"num\">" +
+           format_duration(static_cast<double>(u.user_cpu_ns)) + "</td><td class=\"num\">" +
+           format_duration(static_cast<double>(u.system_cpu_ns)) + "</td><td class=\"num\">" +
+           std::to_string(u.involuntary_switches) + "</td><td class=\"num\">" + std::to_string(u.major_faults) +
+           "</td></tr>\n";
+  }
+  out += "</tbody></table></div>\n</details>\n<p class=\"caption\">As the kernel counted them (getrusage): the "
+         "agent's figures as the rank closed its shard, <code>rankscope run</code>'s for a process killed before it "
+         "could. Many involuntary switches mean more runnable threads than cores; major faults, memory paged back "
+         "in from disk.</p>\n</section>\n";
+}
+
 // ---------------------------------------------------------- capture cost ---
 
 void write_capture_cost_section(const Report& report, std::string& out) {
@@ -688,6 +715,16 @@ std::string report_html(const Report& report) {
     out += "<p class=\"alert\">Damaged timeline: " + escape(report.damage.summary()) +
            "; every figure here leaves those rows out.</p>\n";
   }
+  std::string killed;
+  for (const RankEnd& end : report.ends) {
+    if (const std::string kill = describe_kill(end); !kill.empty()) killed += "rank " + std::to_string(end.rank) + " " + kill + "\n";
+  }
+  if (!killed.empty()) {
+    out += "<section id=\"killed-section\">\n<h2>Ranks killed</h2>\n<pre class=\"alert\">" + escape(killed) +
+           "</pre>\n<p class=\"caption\">Processes killed before they could close their shards (a SIGKILL from "
+           "<code>kill -9</code>, the OOM killer or mpirun signalled twice; a crash), as <code>rankscope run</code> saw "
+           "them: their events after the last flush are lost.</p>\n</section>\n";
+  }
   if (!report.hangs.empty() || !report.deadlocks.empty()) {
     out += "<section id=\"hang-section\">\n<h2>Hangs</h2>\n<pre class=\"alert\">";
     for (const Hang& hang : report.hangs) out += escape(describe_hang(hang));
@@ -700,6 +737,7 @@ std::string report_html(const Report& report) {
   write_straggler_table(report, out);
   write_overlap_section(report, out);
   write_bucket_section(report, out);
+  write_process_section(report, out);
   write_capture_cost_section(report, out);
   out += page_end();
   return out;

@@ -87,6 +87,12 @@ std::string info_text(const Timeline& timeline, bool events_checked) {
   out += "\nmissing ranks: " + format_rank_list(job.missing) + "\n";
   out += "dead ranks: " + format_rank_list(job.dead);
   out += job.dead.empty() ? "\n" : " (no end-of-capture record; see 'last heard')\n";
+  const std::vector<analysis::RankEnd> ends = analysis::rank_ends(timeline);
+  for (const analysis::RankEnd& end : ends) {
+    if (const std::string kill = analysis::describe_kill(end); !kill.empty()) {
+      out += "  rank " + std::to_string(end.rank) + ": " + kill + "\n";
+    }
+  }
   if (!job.terminated.empty()) {
     out += "terminated ranks: " + format_rank_list(job.terminated) + " (ended by a signal, shard closed first)\n";
   }
@@ -98,7 +104,7 @@ std::string info_text(const Timeline& timeline, bool events_checked) {
   std::string quality;
   for (const RankInfo& rank : timeline.ranks()) {
     for (const auto& [name, value] : rank.counters.entries()) {
-      if (value == 0 || counter::is_cost(name)) continue;  // costs, shown below
+      if (value == 0 || counter::is_cost(name) || counter::is_process_usage(name)) continue;  // shown below
       const std::string_view meaning = counter::meaning(name);
       quality += "  rank " + std::to_string(rank.rank) + ": " + name + " = " + std::to_string(value) + "  (" +
                  std::string(meaning.empty() ? "not known to this version of rankscope" : meaning) + ")\n";
@@ -106,6 +112,9 @@ std::string info_text(const Timeline& timeline, bool events_checked) {
   }
   out += "data quality: " + std::string(quality.empty() ? "no problems counted\n" : "\n" + quality);
 
+  if (const std::string memory = analysis::peak_memory_summary(ends); !memory.empty()) {
+    out += memory + " (`rankscope report` in HTML or JSON has each rank's memory and CPU)\n";
+  }
   if (const std::vector<analysis::CaptureCost> costs = analysis::capture_cost(timeline); !costs.empty()) {
     const analysis::CaptureCost& worst = analysis::largest_share(costs);
     int64_t total = 0;

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -33,7 +34,9 @@
 #include "commands/command.h"
 #include "rankscope/clocksync/sync_mpi.h"
 #include "rankscope/merge/merge.h"
+#include "rankscope/model/counters.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/process_usage.h"
 #include "rankscope/model/shard.h"
 #include "rankscope/model/text.h"
 #include "rankscope/rank_agent/agent.h"
@@ -263,13 +266,62 @@ pid_t start_application(const std::vector<std::string>& command, const std::vect
   return child;
 }
 
-int wait_for(pid_t child) {
+int wait_for(pid_t child, rusage* usage = nullptr) {
   int status = 0;
-  while (::waitpid(child, &status, 0) < 0) {
+  while (::wait4(child, &status, 0, usage) < 0) {
     if (errno != EINTR) throw Error(std::string("waiting for the application failed: ") + std::strerror(errno));
   }
   return status;
 }
+
+// What the rank's own end could not record. A process killed before its
+// shard was closed (SIGKILL: kill -9, the OOM killer, mpirun signalled
+// twice; a crash the agent does not catch) leaves no end record, and its
+// counters as they were up to a second before. Its parent, this process,
+// adds what it saw to the shard: the signal, what the process used (wait4),
+// and the OOM kills counted in its memory cgroup since it started. The
+// shard still has no end record, as the events after its last flush are
+// lost: the rank stays `dead`.
+class DeathRecord {
+ public:
+  // Before the application starts.
+  DeathRecord() : oom_kills_before_(oom_kill_count(::getpid())) {}
+
+  void add_if_killed(const fs::path& shard, int status, const rusage& usage, int rank) const {
+    if (!WIFSIGNALED(status) || !fs::exists(shard)) return;
+    const int signal_number = WTERMSIG(status);
+    try {
+      const ShardScan scan = ShardFile(shard.string()).scan();
+      if (scan.ended) return;
+      Counters counters = scan.counters;
+      counters.set(counter::kKilledBySignal, static_cast<uint64_t>(signal_number));
+      set_usage_counters(counters, usage);
+      const std::optional<uint64_t> oom_kills_after = oom_kill_count(::getpid());
+      const uint64_t oom_kills = oom_kills_before_ && oom_kills_after && *oom_kills_after > *oom_kills_before_
+                                     ? *oom_kills_after - *oom_kills_before_
+                                     : 0;
+      if (oom_kills > 0) counters.set(counter::kOomKills, oom_kills);
+      ShardWriter writer;
+      // Stamped as the rank was last heard from, which this does not change.
+      if (!writer.open_existing(shard.string()) ||
+          !writer.write_counters(counters, scan.last_ns == INT64_MIN ? 0 : scan.last_ns)) {
+        throw Error(writer.error());
+      }
+      std::fprintf(stderr,
+                   "rankscope run: rank %d: the application was killed by signal %d (%s) before its shard was "
+                   "closed%s; what it flushed is kept in %s\n",
+                   rank, signal_number, strsignal(signal_number),
+                   oom_kills > 0 ? "; the kernel's OOM killer killed a process of its memory cgroup meanwhile" : "",
+                   shard.c_str());
+    } catch (const Error& error) {
+      std::fprintf(stderr, "rankscope run: rank %d: cannot record how the application ended: %s\n", rank,
+                   error.what());
+    }
+  }
+
+ private:
+  std::optional<uint64_t> oom_kills_before_;
+};
 
 // The application's exit status as this process's own: the same code, or
 // death by the same signal.
@@ -350,9 +402,12 @@ int merge_in_own_process(std::vector<std::string> command) {
 int run_in_process(const RunOptions& options, const Identity& id, const fs::path& shard_dir) {
   set_agent_environment(options, id, shard_dir, "inprocess");
   remove_stale_shards(shard_dir, id);
+  const DeathRecord death;
   const pid_t application = start_application(
       options.command, {agent_library("librankscope_mpi.so"), agent_library("librankscope_capture.so")});
-  const int status = wait_for(application);
+  rusage usage{};
+  const int status = wait_for(application, &usage);
+  death.add_if_killed(shard_dir / shard_file_name(id.rank), status, usage, id.rank);
 
   // The MPI shim leaves this mark in MPI_Finalize once every rank's shard is
   // complete (docs/agent.md).
@@ -494,9 +549,12 @@ class Sidecar {
     remove_stale_shards(shard_dir_, id_);
     MPI_Barrier(MPI_COMM_WORLD);
 
+    const DeathRecord death;
     const pid_t child = start_child(master_addr, master_port);
     int status = 0;
-    wait_with_sync_rounds(child, status);
+    rusage usage{};
+    wait_with_sync_rounds(child, status, usage);
+    death.add_if_killed(shard_dir_ / shard_file_name(id_.rank), status, usage, id_.rank);
     measure();
     append_measurements();
     write_timeline();
@@ -535,7 +593,7 @@ class Sidecar {
 
   // Every sidecar takes part in every round, so they tick together: each
   // tick, an allreduce says whether any application still runs.
-  void wait_with_sync_rounds(pid_t child, int& status) {
+  void wait_with_sync_rounds(pid_t child, int& status, rusage& usage) {
     using Clock = std::chrono::steady_clock;
     constexpr auto kTick = std::chrono::milliseconds(100);
     auto next_round = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -543,7 +601,7 @@ class Sidecar {
     bool running = true;
     for (;;) {
       if (running) {
-        const pid_t done = ::waitpid(child, &status, WNOHANG);
+        const pid_t done = ::wait4(child, &status, WNOHANG, &usage);
         if (done == child) running = false;
       }
       // {still running, round due} here; anywhere, after. Idle: the

@@ -39,6 +39,13 @@ constexpr Definition kRegistry[] = {
     {kMpiPollsTimed, "polls timed (one in 256 per thread) for that estimate"},
     {kMpiRequestsUntracked,
      "nonblocking requests posted while the agent's request table was full: their completions are not recorded"},
+    {kKilledBySignal,
+     "the signal that ended the process before its shard was closed (9, SIGKILL: kill -9, the OOM killer, mpirun "
+     "signalled twice; or a crash the agent does not catch), as `rankscope run` saw it: events after the last flush "
+     "are lost"},
+    {kOomKills,
+     "processes the kernel's OOM killer killed in the rank's memory cgroup while it ran (memory.events or "
+     "memory.oom_control); beside killed_by_signal = 9, the likely killer"},
     {kCuptiRecordsDropped, "CUDA activity records CUPTI dropped because it had no buffer for them"},
     {kCuptiRecordsWithoutTimestamps,
      "CUDA activity records without timestamps (a kernel that had not run at the final flush), not recorded"},
@@ -95,6 +102,14 @@ constexpr Definition kRegistry[] = {
     {kCostEventPs, "capture cost: one recorded call, calibrated in the process, in ps"},
     {kCostPollPs, "capture cost: one poll that is only counted, calibrated in the process, in ps"},
     {kCostBufferBytes, "capture cost: event buffer memory the agent used, in bytes"},
+    {kProcessPeakRssBytes, "the process's peak resident memory, in bytes (ru_maxrss)"},
+    {kProcessUserCpuNs, "CPU time the process's threads ran in user mode, in ns"},
+    {kProcessSystemCpuNs, "CPU time the kernel ran for the process's threads, in ns"},
+    {kProcessInvoluntarySwitches,
+     "times the kernel took a core from one of the process's threads to run another (ru_nivcsw): thousands a second "
+     "mean more runnable threads than cores"},
+    {kProcessMajorFaults, "page faults the process waited on a disk read for (ru_majflt): memory paged out, or files "
+                          "mapped and read for the first time"},
 };
 
 }  // namespace

@@ -22,6 +22,7 @@ border:1px solid #e2e2e2;border-radius:4px;padding:10px 14px}
 .facts dt{color:#666}
 .facts dd{margin:0}
 .alert{color:#b00020;font-weight:600}
+pre.alert{white-space:pre-wrap}
 .good{color:#2a7a2a;font-weight:600}
 .note{color:#666;font-style:italic}
 .caption{color:#555;font-size:13px;max-width:920px;margin:4px 0 10px}

@@ -31,6 +31,7 @@
 #include "rankscope/clocksync/clock.h"
 #include "rankscope/model/counters.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/process_usage.h"
 #include "rankscope/model/shard.h"
 #include "rankscope/model/steps.h"
 #include "rankscope/model/text.h"
@@ -506,6 +507,9 @@ Counters Agent::counters() const {
   c.set(counter::kCostFinishNs, finish_cost_ns_);
   c.set(counter::kCostEventPs, event_cost_ps_);
   c.set(counter::kCostBufferBytes, recorder_.buffer_bytes_used());
+  // Each time counters are written (about once a second): a rank killed
+  // outright keeps figures at most that old, until its launcher writes its own.
+  if (rusage usage{}; ::getrusage(RUSAGE_SELF, &usage) == 0) set_usage_counters(c, usage);
   return c;
 }
 

@@ -70,7 +70,9 @@ class HangsTest : public testing::ShardJobTest {
     ASSERT_TRUE(writer.write_events(events));
     Counters counters = ended;
     if (wrote_state) counters.set(counter::kHangDumps, 1);
-    ASSERT_TRUE(writer.close(counters, 10'000));
+    // A killed rank's shard has no end record, only what its launcher added.
+    if (ended.get(counter::kKilledBySignal) != 0) ASSERT_TRUE(writer.write_counters(counters, 5'000));
+    else ASSERT_TRUE(writer.close(counters, 10'000));
   }
 
   std::vector<Hang> hangs() { return find_hangs(Timeline(merged())); }
@@ -188,6 +190,54 @@ TEST_F(HangsTest, ARankEndedByASignalShowsAsTerminatedInsideItsCall) {
   EXPECT_EQ(m.status, "terminated");
   EXPECT_TRUE(m.wrote_state);
   EXPECT_EQ(m.inside, "MPI_Send to rank 0, tag 3");
+}
+
+// The OOM killer killed rank 2 at work, while ranks 0 and 1 waited in an
+// allreduce; its launcher recorded the signal, the kill and its peak memory.
+TEST_F(HangsTest, ARankKilledByTheOomKillerIsNamedSo) {
+  write_rank(0, {allreduce(kWorld, 3, 100, 5000, true)}, false);
+  write_rank(1, {allreduce(kWorld, 3, 120, 5000, true)}, false);
+  Counters killed;
+  killed.set(counter::kKilledBySignal, 9);
+  killed.set(counter::kOomKills, 1);
+  killed.set(counter::kProcessPeakRssBytes, 3ull << 30);
+  write_rank(2, {event(EventKind::kMpiCollective, kBarrier, 50, 90)}, false, false, killed);
+  const std::vector<Hang> found = hangs();
+  ASSERT_EQ(found.size(), 1u);
+  ASSERT_EQ(found[0].missing.size(), 1u);
+  const MissingRank& m = found[0].missing[0];
+  EXPECT_EQ(m.status, "dead");
+  EXPECT_FALSE(m.wrote_state);
+  const std::string kill =
+      "killed by SIGKILL (signal 9) before its shard was closed; the kernel's OOM killer killed 1 process of its memory "
+      "cgroup meanwhile; peak memory 3 GiB";
+  EXPECT_EQ(m.killed, kill);
+  EXPECT_NE(describe_hang(found[0]).find("rank 2 (dead, " + kill + ", state not written)"), std::string::npos)
+      << describe_hang(found[0]);
+
+  const Timeline timeline(merged());
+  const std::vector<RankEnd> ends = rank_ends(timeline);
+  ASSERT_EQ(ends.size(), 3u);
+  EXPECT_EQ(ends[2].killed_by_signal, 9);
+  EXPECT_EQ(describe_kill(ends[0]), "");
+  EXPECT_EQ(peak_memory_summary(ends), "peak memory per rank: median 3 GiB, largest 3 GiB (rank 2) of the 1 rank that recorded it");
+  const std::string text = report_text(make_report(timeline));
+  EXPECT_NE(text.find("KILLED: rank 2 " + kill + "\n"), std::string::npos) << text;
+}
+
+// A rank whose shard was closed is not a killed one, whatever its counters say.
+TEST_F(HangsTest, OnlyADeadRankIsKilled) {
+  Counters closed;
+  closed.set(counter::kTerminatedBySignal, 15);
+  closed.set(counter::kProcessPeakRssBytes, 1 << 20);
+  write_rank(0, {allreduce(kWorld, 3, 100, 5000, true)}, false, true, closed);
+  write_rank(1, {allreduce(kWorld, 3, 120, 5000, true)}, false);
+  write_rank(2, {allreduce(kWorld, 3, 130, 5000, true)}, false);
+  const std::vector<RankEnd> ends = rank_ends(Timeline(merged()));
+  EXPECT_EQ(ends[0].killed_by_signal, 0);
+  ASSERT_TRUE(ends[0].usage);
+  EXPECT_EQ(ends[0].usage->peak_rss_bytes, 1u << 20);
+  EXPECT_FALSE(ends[1].usage);
 }
 
 // The stall passed (--hang-action report): rank 2 entered at 6000, after the

@@ -6,6 +6,7 @@
 #include "rankscope/model/event.h"
 #include "rankscope/model/json.h"
 #include "rankscope/model/metadata.h"
+#include "rankscope/model/process_usage.h"
 
 namespace rankscope {
 namespace {
@@ -130,6 +131,54 @@ TEST(CounterRegistry, EveryCounterIsNamedOnceAndDescribed) {
   EXPECT_TRUE(counter::meaning("no_such_counter").empty());
   EXPECT_TRUE(counter::is_cost(counter::kCostPollPs));
   EXPECT_FALSE(counter::is_cost(counter::kEventsDropped));
+  EXPECT_TRUE(counter::is_process_usage(counter::kProcessPeakRssBytes));
+  EXPECT_FALSE(counter::is_process_usage(counter::kKilledBySignal));
+}
+
+TEST(ProcessUsage, TheKernelsFiguresBecomeCounters) {
+  rusage usage{};
+  usage.ru_maxrss = 2048;  // KiB
+  usage.ru_utime = {3, 250000};
+  usage.ru_stime = {0, 1000};
+  usage.ru_nivcsw = 17;
+  usage.ru_majflt = 4;
+  Counters counters;
+  set_usage_counters(counters, usage);
+  EXPECT_EQ(counters.get(counter::kProcessPeakRssBytes), 2048u * 1024);
+  EXPECT_EQ(counters.get(counter::kProcessUserCpuNs), 3'250'000'000u);
+  EXPECT_EQ(counters.get(counter::kProcessSystemCpuNs), 1'000'000u);
+  EXPECT_EQ(counters.get(counter::kProcessInvoluntarySwitches), 17u);
+  EXPECT_EQ(counters.get(counter::kProcessMajorFaults), 4u);
+}
+
+// /proc/self/mountinfo and /proc/PID/cgroup as a hybrid (v1 and v2) host, a
+// unified (v2 only) host and a container whose mount root is its own cgroup have them.
+constexpr const char* kHybridMounts =
+    "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+    "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+    "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime shared:9 - cgroup cgroup rw,memory\n"
+    "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+constexpr const char* kUnifiedMounts = "29 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
+
+TEST(ProcessUsage, TheOomCountOfTheProcesssMemoryCgroupIsFound) {
+  EXPECT_EQ(memory_cgroup_oom_file("4:memory:/job/step0\n1:cpu:/\n0::/\n", kHybridMounts),
+            "/sys/fs/cgroup/memory/job/step0/memory.oom_control");
+  EXPECT_EQ(memory_cgroup_oom_file("5:cpuacct,memory:/\n0::/x\n", kHybridMounts),
+            "/sys/fs/cgroup/memory/memory.oom_control");
+  EXPECT_EQ(memory_cgroup_oom_file("0::/user.slice/job-7.scope\n", kUnifiedMounts),
+            "/sys/fs/cgroup/user.slice/job-7.scope/memory.events");
+  EXPECT_EQ(memory_cgroup_oom_file("0::/kubepods/pod1/c1\n",
+                                   "29 23 0:26 /kubepods/pod1/c1 /sys/fs/cgroup ro - cgroup2 cgroup2 rw\n"),
+            "/sys/fs/cgroup/memory.events");
+  EXPECT_EQ(memory_cgroup_oom_file("4:memory:/a\n", "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n"), "");
+  EXPECT_EQ(memory_cgroup_oom_file("", kUnifiedMounts), "");
+}
+
+TEST(ProcessUsage, OomKillsAreReadFromEitherFile) {
+  EXPECT_EQ(parse_oom_kill_count("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n"), 3u);
+  EXPECT_EQ(parse_oom_kill_count("low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\n"), 2u);
+  EXPECT_FALSE(parse_oom_kill_count("oom_kill_disable 0\nunder_oom 0\n"));
+  EXPECT_FALSE(parse_oom_kill_count("oom_kill lots\n"));
 }
 
 }  // namespace

@@ -261,6 +261,7 @@ struct HangEntry {
 struct MissingRank {
   int32_t rank = -1;
   std::string status;        // the rank's status ("complete", "terminated", "dead", ...)
+  std::string killed;        // describe_kill of the rank, or ""
   std::string inside;        // the collective it was inside of instead ("MPI_Bcast #4 of MPI_COMM_WORLD"), or ""
   std::vector<std::string> open_ranges;  // NVTX ranges open in its written state, outermost first
   std::string last_call;     // its last call that ended before the state was written ("MPI_Barrier"), or ""
@@ -304,6 +305,31 @@ std::vector<Deadlock> find_deadlocks(const Timeline& timeline);
 // "DEADLOCK: ranks 0 > 1 > 2 > 0 each wait for the next: ...", then one line per rank.
 std::string describe_deadlock(const Deadlock& deadlock);
 
+// How each rank's process ended and what it used (docs/report.md, "How
+// ranks ended"): the process_* counters of the agent or, for a process
+// killed before its shard was closed, of `rankscope run`.
+struct ProcessUsage {
+  uint64_t peak_rss_bytes = 0;
+  uint64_t user_cpu_ns = 0;
+  uint64_t system_cpu_ns = 0;
+  uint64_t involuntary_switches = 0;
+  uint64_t major_faults = 0;
+};
+struct RankEnd {
+  int32_t rank = -1;
+  RankStatus status = RankStatus::kMissing;
+  int killed_by_signal = 0;  // 0: not killed before its shard was closed (or not known)
+  uint64_t oom_kills = 0;    // in its memory cgroup while it ran
+  std::optional<ProcessUsage> usage;
+};
+std::vector<RankEnd> rank_ends(const Timeline& timeline);  // by rank
+// "killed by SIGKILL (signal 9) before its shard was closed; the kernel's
+// OOM killer killed 1 process of its memory cgroup meanwhile; peak memory
+// 310 MiB"; "" for a rank not killed.
+std::string describe_kill(const RankEnd& end);
+// "peak memory per rank: median 42 MiB, largest 310 MiB (rank 2)"; "" when no rank recorded it.
+std::string peak_memory_summary(const std::vector<RankEnd>& ends);
+
 struct Report {
   JobProfile profile;
   std::vector<RankOverlap> overlap;
@@ -312,6 +338,7 @@ struct Report {
   std::vector<CaptureCost> capture_cost;
   std::vector<Hang> hangs;
   std::vector<Deadlock> deadlocks;
+  std::vector<RankEnd> ends;
   TimelineDamage damage;  // rows the analyses left out, found while reading
 };
 struct ReportOptions {

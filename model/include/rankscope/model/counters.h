@@ -1,8 +1,9 @@
 // Every data-quality counter by name, with what it means: the one registry
 // the agent, the merge and the importers name their counters from and
 // `rankscope info` explains them with (`rankscope info --counters` lists it).
-// Counters whose names start with kCostPrefix are what capture cost, not
-// problems with the data.
+// Counters whose names start with kCostPrefix are what capture cost, and
+// those that start with kProcessPrefix what the rank's process used; neither
+// is a problem with the data.
 #pragma once
 
 #include <span>
@@ -33,6 +34,10 @@ inline constexpr std::string_view kMpiPollsUnrecorded = "mpi_polls_unrecorded";
 inline constexpr std::string_view kMpiPollNsUnrecorded = "mpi_poll_ns_unrecorded";
 inline constexpr std::string_view kMpiPollsTimed = "mpi_polls_timed";
 inline constexpr std::string_view kMpiRequestsUntracked = "mpi_requests_untracked";
+// How a process ended that could not close its shard, as `rankscope run`,
+// its parent, saw it (docs/agent.md, "How each rank ended"):
+inline constexpr std::string_view kKilledBySignal = "killed_by_signal";
+inline constexpr std::string_view kOomKills = "oom_kills";
 // CUDA capture (CUPTI) and NCCL's profiler plugin:
 inline constexpr std::string_view kCuptiRecordsDropped = "cupti_records_dropped";
 inline constexpr std::string_view kCuptiRecordsWithoutTimestamps = "cupti_records_without_timestamps";
@@ -81,6 +86,16 @@ inline constexpr std::string_view kCostEventPs = "agent_cost_event_ps";
 inline constexpr std::string_view kCostPollPs = "agent_cost_poll_ps";
 inline constexpr std::string_view kCostBufferBytes = "agent_cost_buffer_bytes";
 
+// What the rank's process used, as the kernel counted it (getrusage): the
+// agent's figures as it closed the shard, `rankscope run`'s where the
+// process was killed.
+inline constexpr std::string_view kProcessPrefix = "process_";
+inline constexpr std::string_view kProcessPeakRssBytes = "process_peak_rss_bytes";
+inline constexpr std::string_view kProcessUserCpuNs = "process_user_cpu_ns";
+inline constexpr std::string_view kProcessSystemCpuNs = "process_system_cpu_ns";
+inline constexpr std::string_view kProcessInvoluntarySwitches = "process_involuntary_switches";
+inline constexpr std::string_view kProcessMajorFaults = "process_major_faults";
+
 struct Definition {
   std::string_view name;
   std::string_view meaning;  // one line, as `rankscope info` prints it
@@ -94,5 +109,7 @@ std::string_view meaning(std::string_view name);
 
 // Whether a counter states what capture cost rather than a problem.
 constexpr bool is_cost(std::string_view name) { return name.starts_with(kCostPrefix); }
+// Whether a counter states what the rank's process used rather than a problem.
+constexpr bool is_process_usage(std::string_view name) { return name.starts_with(kProcessPrefix); }
 
 }  // namespace rankscope::counter
