@@ -97,7 +97,11 @@ Counters merged_counters(const ShardScan& scan) {
   counters.set(counter::kEventsLost, scan.damage.events_lost);
   counters.set(counter::kBytesSkipped, scan.damage.bytes_skipped);
   counters.set(counter::kTruncatedBytes, scan.damage.truncated_bytes);
-  counters.set(counter::kNothingCaptured, scan.event_count == 0 && scan.damage.events_lost == 0 ? 1 : 0);
+  // A process killed before its first flush captured events; they were lost with it.
+  counters.set(counter::kNothingCaptured, scan.event_count == 0 && scan.damage.events_lost == 0 &&
+                                                  scan.counters.get(counter::kKilledBySignal) == 0
+                                              ? 1
+                                              : 0);
   // Set once the events are merged; present from the start so every process
   // knows each rank's number of counters before writing.
   for (std::string_view name : {counter::kNamesMissing, counter::kClockViolations, counter::kClockViolationWorstNs, counter::kClockCheckSkipped,

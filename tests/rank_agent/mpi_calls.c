@@ -3,7 +3,8 @@
    2 ranks. With "abort" as its argument, rank 1 calls MPI_Abort(…, 7) at the end;
    with "fatal", rank 1 sends to a rank that does not exist, an error that
    MPI_ERRORS_ARE_FATAL (MPI_COMM_WORLD's default) makes MPI end the job for.
-   Usage: mpi_calls FILE_FOR_MPI_IO [abort|fatal] */
+   With "crash", rank 1 writes through a null pointer (SIGSEGV).
+   Usage: mpi_calls FILE_FOR_MPI_IO [abort|fatal|crash] */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -98,6 +99,14 @@ int main(int argc, char** argv) {
   if (argc > 2 && strcmp(argv[2], "fatal") == 0) {
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 1) MPI_Send(out, 1, MPI_DOUBLE, size, 0, MPI_COMM_WORLD);
+    for (;;) MPI_Barrier(MPI_COMM_WORLD);
+  }
+  if (argc > 2 && strcmp(argv[2], "crash") == 0) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+      volatile int* nowhere = NULL;
+      *nowhere = 1;
+    }
     for (;;) MPI_Barrier(MPI_COMM_WORLD);
   }
   MPI_Finalize();
