@@ -287,12 +287,13 @@ class DeathRecord {
   // Before the application starts.
   DeathRecord() : oom_kills_before_(oom_kill_count(::getpid())) {}
 
-  void add_if_killed(const fs::path& shard, int status, const rusage& usage, int rank) const {
+  void add_if_killed(const fs::path& shard, pid_t application, int status, const rusage& usage, int rank) const {
     if (!WIFSIGNALED(status) || !fs::exists(shard)) return;
     const int signal_number = WTERMSIG(status);
     try {
       const ShardScan scan = ShardFile(shard.string()).scan();
-      if (scan.ended) return;
+      // Killed before its agent wrote a shard, the one there is an earlier job's.
+      if (scan.ended || !scan.metadata || scan.metadata->pid != application) return;
       Counters counters = scan.counters;
       counters.set(counter::kKilledBySignal, static_cast<uint64_t>(signal_number));
       set_usage_counters(counters, usage);
@@ -407,7 +408,7 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
       options.command, {agent_library("librankscope_mpi.so"), agent_library("librankscope_capture.so")});
   rusage usage{};
   const int status = wait_for(application, &usage);
-  death.add_if_killed(shard_dir / shard_file_name(id.rank), status, usage, id.rank);
+  death.add_if_killed(shard_dir / shard_file_name(id.rank), application, status, usage, id.rank);
 
   // The MPI shim leaves this mark in MPI_Finalize once every rank's shard is
   // complete (docs/agent.md).
@@ -554,7 +555,7 @@ class Sidecar {
     int status = 0;
     rusage usage{};
     wait_with_sync_rounds(child, status, usage);
-    death.add_if_killed(shard_dir_ / shard_file_name(id_.rank), status, usage, id_.rank);
+    death.add_if_killed(shard_dir_ / shard_file_name(id_.rank), child, status, usage, id_.rank);
     measure();
     append_measurements();
     write_timeline();
