@@ -962,8 +962,13 @@ Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, R
   unsigned long long available = std::strtoull(first_value("/proc/meminfo", "MemAvailable").c_str(), nullptr, 10) << 10;
   MPI_Allreduce(MPI_IN_PLACE, &largest_cache, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm);
   MPI_Allreduce(&available, &least_available, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm);
-  const size_t triad_bytes = triad_bytes_for(level.triad_bytes, largest_cache, least_available);
-  const std::string triad_stage = "memory: triad over " + std::to_string(triad_bytes >> 20) + " MiB";
+  const size_t rule_bytes = triad_bytes_for(level.triad_bytes, largest_cache, least_available);
+  const size_t triad_bytes = level.memory_bytes != 0 ? level.memory_bytes : rule_bytes;
+  const std::string triad_stage =
+      "memory: triad over " + std::to_string(triad_bytes >> 20) + " MiB" +
+      (triad_bytes < rule_bytes ? " (--memory-mb; the STREAM rule asks " + std::to_string(rule_bytes >> 20) +
+                                      " MiB, so caches may serve part of it)"
+                                : "");
   const auto run_gemm = [&] { return gemm_gflops(level.gemm_n, threads); };
   const auto run_triad = [&] { return triad_gbps(triad_bytes, threads); };
   repeat_on_nodes(gemm_stage, "accept: compute", every_node, level.repeats, gemm, &NodeMeasurements::gemm_gflops, run_gemm);

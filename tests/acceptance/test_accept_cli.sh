@@ -65,7 +65,8 @@ PY
 status=0
 "$rankscope" accept --level quick --timeline one.h5 >again.txt 2>again.log || status=$?
 [ "$status" -eq 1 ] && grep -q "one.h5" again.log && [ ! -s again.txt ] || { cat again.log; fail "an existing timeline was not refused"; }
-"$rankscope" accept --level quick >one.txt 2>/dev/null || fail "accept in text failed"
+"$rankscope" accept --level quick --memory-mb 48 >one.txt 2>one-text.log || { cat one-text.log; fail "accept in text failed"; }
+grep -q "memory: triad over 48 MiB" one-text.log || { cat one-text.log; fail "--memory-mb did not set the triad's size"; }
 head -1 one.txt | grep -q "^acceptance: PASS (1 of 1 nodes and 0 of 0 links accepted)" || { cat one.txt; fail "text summary"; }
 grep -q "^reference job: 12 steps, median step .* ms, CV .*, straggler: n/a (only rank 0 has data" one.txt ||
   { cat one.txt; fail "no reference job in the text"; }
@@ -165,6 +166,9 @@ echo "== a bad level"
 status=0
 "$rankscope" accept --level slow >bad.txt 2>bad.log || status=$?
 [ "$status" -eq 2 ] && grep -q "rankscope accept: --level" bad.log || { cat bad.log; fail "bad level: exit status $status"; }
+status=0
+"$rankscope" accept --memory-mb 0 >bad.txt 2>bad.log || status=$?
+[ "$status" -eq 2 ] && grep -q "rankscope accept: --memory-mb" bad.log || { cat bad.log; fail "bad --memory-mb: exit status $status"; }
 echo "== rules and baselines"
 "$rankscope" accept --level quick --save-baseline base.txt >/dev/null 2>save.log || { cat save.log; fail "saving a baseline"; }
 grep -q "baseline base.txt written" save.log || { cat save.log; fail "no word of the baseline"; }

@@ -70,6 +70,7 @@ struct AcceptOptions {
   std::string output;  // stdout when empty
   bool overwrite = false;
   bool one_at_a_time = false;
+  uint64_t memory_mb = 0;  // 0: the STREAM rule's size
   std::string links = "auto";
   std::string rules, baseline, save_baseline;
   std::string timeline;  // a temporary file when not given
@@ -95,6 +96,7 @@ int accept_nodes(const acceptance::NodeRanks& ranks, const AcceptOptions& option
   });
   acceptance::Level level = acceptance::level_named(options.level);
   level.one_at_a_time = options.one_at_a_time;
+  level.memory_bytes = size_t{options.memory_mb} << 20;
   level.link_screen = acceptance::link_screen_for(options.links, processes);
   // Rank 0 judges; its files are read before anything is measured, so a mistake in them costs no run.
   Judgement judgement;
@@ -180,6 +182,11 @@ Command add_accept(CLI::App& parent) {
   app->add_flag("--one-at-a-time", options->one_at_a_time,
                "Measure one node and one link at a time (slower), each end of the link on a core of its own: for "
                "nodes that share cores, memory or an uplink, such as virtual machines on one host or test hosts");
+  app->add_option("--memory-mb", options->memory_mb,
+                  "The memory check's triad over this many MiB (its three arrays together) instead of the STREAM "
+                  "rule's 12 times the largest last-level cache (within a quarter of the memory available): for "
+                  "nodes whose cache makes that take too long, such as test hosts sharing one machine")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   app->add_option("--links", options->links,
                   "How links are screened: pairs (every pair of nodes), groups (group testing: rings of nodes, "
                   "bisected where slow, suspects confirmed with a sound node) or auto (pairs up to " +

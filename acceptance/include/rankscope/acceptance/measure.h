@@ -23,6 +23,9 @@ namespace rankscope::acceptance {
 struct Level {
   int gemm_n = 1024;                 // the GEMM's matrices are n × n doubles
   size_t triad_bytes = 256u << 20;   // three arrays together
+  // --memory-mb: the triad's three arrays together as the user gave them (0:
+  // triad_bytes_for's, the STREAM rule within the memory available).
+  size_t memory_bytes = 0;
   int gpu_gemm_n = 4096;             // each GPU's GEMM: n × n bf16 matrices
   size_t gpu_triad_bytes = 1u << 30; // each GPU's triad: three arrays together
   double gpu_sustain_seconds = 5;    // the GEMM held on every GPU of a node at once (0: not held)
