@@ -11,7 +11,8 @@
 # all exiting with the verdict, and an error reaches every rank; a bad
 # level is a usage error; a baseline saved, then judging the node by it and by a rule
 # file; mistakes in those files named with their place, before anything is
-# measured. The fleet's verdicts, and the timeline of several nodes (links,
+# measured; --memory-mb sets the triad's size (the runs after the first use 384
+# MiB, so that a machine with a large cache does not take minutes of each). The fleet's verdicts, and the timeline of several nodes (links,
 # causality), are tested on test hosts (tests/hosts/test_accept.sh); the
 # collectives over several ranks, by accept.collectives.np5.
 # Usage: test_accept_cli.sh RANKSCOPE MPIEXEC
@@ -63,7 +64,7 @@ report = json.load(open("report.json"))
 assert len(rank["steps"]) == 12, len(rank["steps"])
 PY
 status=0
-"$rankscope" accept --level quick --timeline one.h5 >again.txt 2>again.log || status=$?
+"$rankscope" accept --level quick --memory-mb 384 --timeline one.h5 >again.txt 2>again.log || status=$?
 [ "$status" -eq 1 ] && grep -q "one.h5" again.log && [ ! -s again.txt ] || { cat again.log; fail "an existing timeline was not refused"; }
 "$rankscope" accept --level quick --memory-mb 48 >one.txt 2>one-text.log || { cat one-text.log; fail "accept in text failed"; }
 grep -q "memory: triad over 48 MiB" one-text.log || { cat one-text.log; fail "--memory-mb did not set the triad's size"; }
@@ -72,7 +73,7 @@ grep -q "^reference job: 12 steps, median step .* ms, CV .*, straggler: n/a (onl
   { cat one.txt; fail "no reference job in the text"; }
 
 echo "== -o: the summary to a file"
-"$rankscope" accept --level quick --format html -o page.html >page.out 2>page.log ||
+"$rankscope" accept --level quick --memory-mb 384 --format html -o page.html >page.out 2>page.log ||
   { cat page.log; fail "accept --format html -o page.html failed"; }
 [ ! -s page.out ] || fail "with -o, something was printed on stdout"
 grep -q "rankscope accept: wrote page.html" page.log || { cat page.log; fail "no word of the file written"; }
@@ -116,17 +117,17 @@ expect 2 "rankscope accept: --output: an empty path names no file" "$rankscope" 
 expect 1 "group testing needs 8 nodes or more (4 rings to judge each against), not 1: screen the links of fewer with --links pairs" \
   "$rankscope" accept --links groups
 expect 2 "rankscope accept: --links" "$rankscope" accept --links some
-"$rankscope" accept --level quick --format html -o page.html -f 2>page.log ||
+"$rankscope" accept --level quick --memory-mb 384 --format html -o page.html -f 2>page.log ||
   { cat page.log; fail "accept -f over its own page failed"; }
 grep -q "<title>rankscope acceptance: PASS" page.html || fail "page.html is not a new page"
-"$rankscope" accept --level quick -o one.txt -f 2>/dev/null || fail "accept -f over its own text summary failed"
+"$rankscope" accept --level quick --memory-mb 384 -o one.txt -f 2>/dev/null || fail "accept -f over its own text summary failed"
 head -1 one.txt | grep -q "^acceptance: PASS (1 of 1 nodes" || { cat one.txt; fail "text summary in one.txt"; }
 [ -z "$(ls ./*.partial 2>/dev/null)" ] || fail "a .partial file was left behind: $(ls ./*.partial)"
 
 echo "== under mpirun: every CPU of the node, and a rank per GPU"
 # mpirun binds one or two ranks to a core each (here, as on any node): the
 # node's compute and memory are still measured on every CPU it has.
-"$mpiexec" -n 1 "$rankscope" accept --format json >bound.json 2>bound.log || { cat bound.log; fail "accept under mpirun -n 1"; }
+"$mpiexec" -n 1 "$rankscope" accept --memory-mb 384 --format json >bound.json 2>bound.log || { cat bound.log; fail "accept under mpirun -n 1"; }
 python3 - "$(nproc)" <<'PY'
 import json, sys
 [node] = json.load(open("bound.json"))["nodes"]
@@ -142,7 +143,7 @@ used = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(f"rank CPU time {used.ru_utime} {used.ru_stime}", file=sys.stderr)
 sys.exit(status)
 PY
-"$mpiexec" -n 3 python3 "$work/cpu_time.py" "$rankscope" accept --format json >three.json 2>three.log ||
+"$mpiexec" -n 3 python3 "$work/cpu_time.py" "$rankscope" accept --memory-mb 384 --format json >three.json 2>three.log ||
   { cat three.log; fail "three ranks on one node"; }
 grep -q "rankscope accept: 3 ranks on 1 nodes: the first rank of each node measures it, 2 others wait" three.log ||
   { cat three.log; fail "no word of the ranks that wait"; }
@@ -170,17 +171,17 @@ status=0
 "$rankscope" accept --memory-mb 0 >bad.txt 2>bad.log || status=$?
 [ "$status" -eq 2 ] && grep -q "rankscope accept: --memory-mb" bad.log || { cat bad.log; fail "bad --memory-mb: exit status $status"; }
 echo "== rules and baselines"
-"$rankscope" accept --level quick --save-baseline base.txt >/dev/null 2>save.log || { cat save.log; fail "saving a baseline"; }
+"$rankscope" accept --level quick --memory-mb 384 --save-baseline base.txt >/dev/null 2>save.log || { cat save.log; fail "saving a baseline"; }
 grep -q "baseline base.txt written" save.log || { cat save.log; fail "no word of the baseline"; }
 grep -q "^rankscope-accept-baseline 1$" base.txt && grep -q "^level quick$" base.txt && grep -q "^nodes 1$" base.txt &&
   grep -Eq "^compute_gflops [0-9.e+]+$" base.txt && grep -Eq "^memory_gbps [0-9.e+]+$" base.txt || { cat base.txt; fail "baseline"; }
 status=0
-"$rankscope" accept --level quick --save-baseline base.txt >/dev/null 2>again.log || status=$?
+"$rankscope" accept --level quick --memory-mb 384 --save-baseline base.txt >/dev/null 2>again.log || status=$?
 [ "$status" -eq 1 ] && grep -q "error: base.txt (--save-baseline) exists and is a rankscope accept baseline: give --overwrite (-f)" again.log ||
   { cat again.log; fail "a baseline written over"; }
 # This machine against its own baseline, with room for a shared machine's noise.
 printf 'compute_gflops >= 0.5 baseline\nmemory_gbps >= 0.5 baseline  # noisy neighbours\n' >loose.rules
-"$rankscope" accept --level quick --baseline base.txt --rules loose.rules --format json >self.json 2>self.log ||
+"$rankscope" accept --level quick --memory-mb 384 --baseline base.txt --rules loose.rules --format json >self.json 2>self.log ||
   { cat self.log self.json; fail "a node failed its own baseline"; }
 python3 - <<'PY'
 import json
@@ -192,7 +193,7 @@ PY
 # A baseline from a node ten times faster: this one fails on compute, by the baseline's default 5 % rule.
 awk '$1 == "compute_gflops" { $2 = $2 * 10 } { print }' base.txt >fast.txt
 status=0
-"$rankscope" accept --level quick --baseline fast.txt >fast.out 2>fast.log || status=$?
+"$rankscope" accept --level quick --memory-mb 384 --baseline fast.txt >fast.out 2>fast.log || status=$?
 [ "$status" -eq 1 ] && head -1 fast.out | grep -q "^acceptance: FAIL" &&
   grep -q "fail rule compute_gflops: .* against .* (baseline fast.txt); compute_gflops >= 0.95 baseline (default)" fast.out ||
   { cat fast.out fast.log; fail "a node ten times below its baseline"; }
