@@ -12,24 +12,25 @@
 
 namespace rankscope::analysis {
 
+RankEnd rank_end(int32_t rank, RankStatus status, const Counters& c) {
+  RankEnd end;
+  end.rank = rank;
+  end.status = status;
+  // A killed rank's launcher writes the signal; a shard closed after all (a
+  // later merge of a shard appended to by hand) is not a killed rank's.
+  if (status == RankStatus::kDead) end.killed_by_signal = static_cast<int>(c.get(counter::kKilledBySignal));
+  end.oom_kills = c.get(counter::kOomKills);
+  if (c.get(counter::kProcessPeakRssBytes) != 0) {
+    end.usage = ProcessUsage{c.get(counter::kProcessPeakRssBytes), c.get(counter::kProcessUserCpuNs),
+                             c.get(counter::kProcessSystemCpuNs), c.get(counter::kProcessInvoluntarySwitches),
+                             c.get(counter::kProcessMajorFaults)};
+  }
+  return end;
+}
+
 std::vector<RankEnd> rank_ends(const Timeline& timeline) {
   std::vector<RankEnd> ends;
-  for (const RankInfo& info : timeline.ranks()) {
-    RankEnd end;
-    end.rank = info.rank;
-    end.status = info.status;
-    const Counters& c = info.counters;
-    // A killed rank's launcher writes the signal; a shard closed after all (a
-    // later merge of a shard appended to by hand) is not a killed rank's.
-    if (info.status == RankStatus::kDead) end.killed_by_signal = static_cast<int>(c.get(counter::kKilledBySignal));
-    end.oom_kills = c.get(counter::kOomKills);
-    if (c.get(counter::kProcessPeakRssBytes) != 0) {
-      end.usage = ProcessUsage{c.get(counter::kProcessPeakRssBytes), c.get(counter::kProcessUserCpuNs),
-                               c.get(counter::kProcessSystemCpuNs), c.get(counter::kProcessInvoluntarySwitches),
-                               c.get(counter::kProcessMajorFaults)};
-    }
-    ends.push_back(end);
-  }
+  for (const RankInfo& info : timeline.ranks()) ends.push_back(rank_end(info.rank, info.status, info.counters));
   return ends;
 }
 

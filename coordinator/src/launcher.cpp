@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "commands/command.h"
+#include "rankscope/analysis/analysis.h"
 #include "rankscope/clocksync/sync_mpi.h"
 #include "rankscope/merge/merge.h"
 #include "rankscope/model/counters.h"
@@ -308,11 +309,8 @@ class DeathRecord {
           !writer.write_counters(counters, scan.last_ns == INT64_MIN ? 0 : scan.last_ns)) {
         throw Error(writer.error());
       }
-      std::fprintf(stderr,
-                   "rankscope run: rank %d: the application was killed by signal %d (%s) before its shard was "
-                   "closed%s; what it flushed is kept in %s\n",
-                   rank, signal_number, strsignal(signal_number),
-                   oom_kills > 0 ? "; the kernel's OOM killer killed a process of its memory cgroup meanwhile" : "",
+      std::fprintf(stderr, "rankscope run: rank %d: the application was %s; what it flushed is kept in %s\n", rank,
+                   analysis::describe_kill(analysis::rank_end(rank, RankStatus::kDead, counters)).c_str(),
                    shard.c_str());
     } catch (const Error& error) {
       std::fprintf(stderr, "rankscope run: rank %d: cannot record how the application ended: %s\n", rank,

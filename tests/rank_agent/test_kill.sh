@@ -32,7 +32,7 @@ echo "mpirun ended $(( $(date +%s) - killed_at )) s after the kill, status $stat
 grep -q "^dead ranks: 2 " info.txt || fail "info does not name rank 2 alone as dead"
 grep -q "^  rank 2: killed by SIGKILL (signal 9) before its shard was closed; peak memory" info.txt ||
   fail "info does not say rank 2 was killed"
-grep -q "rankscope run: rank 2: the application was killed by signal 9" run.log || fail "rank 2's rankscope run said nothing"
+grep -q "rankscope run: rank 2: the application was killed by SIGKILL (signal 9) before its shard was closed; peak memory" run.log || fail "rank 2's rankscope run said nothing"
 "$rankscope" info --json job.h5 >info.json
 python3 - <<'PY'
 import json

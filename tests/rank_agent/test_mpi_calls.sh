@@ -163,7 +163,7 @@ print("fatal MPI error shown:", m["inside"])
 PY
 echo "== a crash: rank 1's rankscope run sees it killed by SIGSEGV and says so in its shard"
 failing_job crash
-grep -q "rank 1: the application was killed by signal 11" crash.log || { cat crash.log; fail "rank 1's rankscope run said nothing"; }
+grep -q "rankscope run: rank 1: the application was killed by SIGSEGV (signal 11) before its shard was closed" crash.log || { cat crash.log; fail "rank 1's rankscope run said nothing"; }
 python3 - <<'PY'
 import json
 info = json.load(open("crash.info.json"))

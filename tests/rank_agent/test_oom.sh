@@ -46,7 +46,7 @@ status=0
   /usr/bin/python3 grow.py) >run.log 2>&1 || status=$?
 cat run.log
 [ "$status" -ne 0 ] || fail "the job ended well: the OOM killer never struck"
-grep -q "rankscope run: rank 1: the application was killed by signal 9 (Killed) before its shard was closed; the kernel's OOM killer" run.log ||
+grep -q "rankscope run: rank 1: the application was killed by SIGKILL (signal 9) before its shard was closed; the kernel's OOM killer killed 1 process of its memory cgroup meanwhile; peak memory" run.log ||
   fail "rank 1's rankscope run did not say the OOM killer killed it"
 
 "$rankscope" merge job.h5.shards -o job.h5

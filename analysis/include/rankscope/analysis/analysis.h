@@ -322,6 +322,9 @@ struct RankEnd {
   uint64_t oom_kills = 0;    // in its memory cgroup while it ran
   std::optional<ProcessUsage> usage;
 };
+// One rank's end from its counters: a timeline's, or those `rankscope run`
+// writes for the process it saw killed.
+RankEnd rank_end(int32_t rank, RankStatus status, const Counters& counters);
 std::vector<RankEnd> rank_ends(const Timeline& timeline);  // by rank
 // "killed by SIGKILL (signal 9) before its shard was closed; the kernel's
 // OOM killer killed 1 process of its memory cgroup meanwhile; peak memory
