@@ -169,10 +169,11 @@ std::vector<Hang> find_hangs(const Timeline& timeline) {
       MissingRank missing;
       missing.rank = r;
       missing.status = rank_status_name(info.status);
-      missing.killed = describe_kill(ends[static_cast<size_t>(r)]);
-      // A rank writes the calls it is inside of on a hang, and when it ends by a signal or _exit.
+      missing.killed = describe_fatal_signal(ends[static_cast<size_t>(r)]);
+      // A rank writes the calls it is inside of on a hang, and when it ends by a signal, a crash or _exit.
       missing.wrote_state = info.counters.get(counter::kHangDumps) != 0 ||
                             (info.status != RankStatus::kDead && (info.counters.get(counter::kTerminatedBySignal) != 0 ||
+                                                                  info.counters.get(counter::kCrashSignal) != 0 ||
                                                                   info.counters.get(counter::kEndedByExitCall) != 0));
       if (!state.unfinished.empty()) {
         const Event& other = state.unfinished.front();

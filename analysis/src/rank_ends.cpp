@@ -3,7 +3,9 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <span>
 
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/model/counters.h"
@@ -19,6 +21,10 @@ RankEnd rank_end(int32_t rank, RankStatus status, const Counters& c) {
   // A killed rank's launcher writes the signal; a shard closed after all (a
   // later merge of a shard appended to by hand) is not a killed rank's.
   if (status == RankStatus::kDead) end.killed_by_signal = static_cast<int>(c.get(counter::kKilledBySignal));
+  if (status == RankStatus::kCrashed) {
+    end.crash = Crash{static_cast<int>(c.get(counter::kCrashSignal)), static_cast<int>(c.get(counter::kCrashSignalCode)),
+                      c.get(counter::kCrashAddress), c.get(counter::kCrashThread)};
+  }
   end.oom_kills = c.get(counter::kOomKills);
   if (c.get(counter::kProcessPeakRssBytes) != 0) {
     end.usage = ProcessUsage{c.get(counter::kProcessPeakRssBytes), c.get(counter::kProcessUserCpuNs),
@@ -34,11 +40,70 @@ std::vector<RankEnd> rank_ends(const Timeline& timeline) {
   return ends;
 }
 
-std::string describe_kill(const RankEnd& end) {
-  if (end.killed_by_signal <= 0) return "";
-  const char* abbreviation = sigabbrev_np(end.killed_by_signal);
-  std::string out = "killed by " + (abbreviation ? "SIG" + std::string(abbreviation) + " " : std::string()) +
-                    "(signal " + std::to_string(end.killed_by_signal) + ") before its shard was closed";
+namespace {
+
+std::string signal_name(int signal_number) {
+  const char* abbreviation = sigabbrev_np(signal_number);
+  return abbreviation ? "SIG" + std::string(abbreviation) : "signal " + std::to_string(signal_number);
+}
+
+// The kernel's reason (si_code) for a fault, as sigaction(2) lists them.
+std::string_view fault_reason(int signal_number, int code) {
+  static constexpr std::string_view kSegv[] = {"address not mapped", "no permission for the address",
+                                               "outside the address bounds", "denied by a protection key"};
+  static constexpr std::string_view kBus[] = {"misaligned address",
+                                              "no memory behind the address (a mapped file cut short, /dev/shm full)",
+                                              "object-specific hardware error", "memory error (machine check)",
+                                              "memory error (machine check)"};
+  static constexpr std::string_view kFpe[] = {"integer divide by zero", "integer overflow", "floating-point divide by zero",
+                                              "floating-point overflow", "floating-point underflow",
+                                              "floating-point inexact result", "invalid floating-point operation",
+                                              "subscript out of range"};
+  static constexpr std::string_view kIll[] = {"illegal opcode",     "illegal operand",    "illegal addressing mode",
+                                              "illegal trap",       "privileged opcode",  "privileged register",
+                                              "coprocessor error",  "internal stack error"};
+  const auto pick = [code](std::span<const std::string_view> reasons) {
+    return code >= 1 && static_cast<size_t>(code) <= reasons.size() ? reasons[static_cast<size_t>(code) - 1]
+                                                                    : std::string_view();
+  };
+  switch (signal_number) {
+    case SIGSEGV: return pick(kSegv);
+    case SIGBUS: return pick(kBus);
+    case SIGFPE: return pick(kFpe);
+    case SIGILL: return pick(kIll);
+    default: return {};
+  }
+}
+
+std::string describe_crash(const Crash& crash) {
+  std::string out = "crashed with " + signal_name(crash.signal) + " (signal " + std::to_string(crash.signal);
+  if (crash.code == 0) {
+    out += crash.signal == SIGABRT ? ": abort(), from an assert, std::terminate or the program itself" : ": sent by a process";
+  } else if (const std::string_view reason = fault_reason(crash.signal, crash.code); !reason.empty()) {
+    out += ": " + std::string(reason);
+  }
+  out += ")";
+  if (crash.address != 0 || (crash.code != 0 && (crash.signal == SIGSEGV || crash.signal == SIGBUS))) {
+    char address[32];
+    std::snprintf(address, sizeof(address), "0x%llx", static_cast<unsigned long long>(crash.address));
+    out += (crash.signal == SIGSEGV || crash.signal == SIGBUS ? " at " : " at instruction ") + std::string(address);
+  }
+  if (crash.thread != 0) out += " on thread " + std::to_string(crash.thread);
+  return out + "; its shard was closed first, with the calls it was inside";
+}
+
+}  // namespace
+
+std::string describe_fatal_signal(const RankEnd& end) {
+  std::string out;
+  if (end.crash) {
+    out = describe_crash(*end.crash);
+  } else if (end.killed_by_signal > 0) {
+    out = "killed by " + signal_name(end.killed_by_signal) + " (signal " + std::to_string(end.killed_by_signal) +
+          ") before its shard was closed";
+  } else {
+    return "";
+  }
   if (end.oom_kills > 0) {
     out += "; the kernel's OOM killer killed " + std::to_string(end.oom_kills) + " process" +
            (end.oom_kills == 1 ? "" : "es") + " of its memory cgroup meanwhile";

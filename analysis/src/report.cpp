@@ -196,7 +196,9 @@ std::string describe_hang(const Hang& h) {
          (h.members_known ? "" : " (of the members known)") + "\n";
   for (size_t i = 0; i < h.missing.size() && i < 4; ++i) {
     const MissingRank& m = h.missing[i];
-    out += "  rank " + std::to_string(m.rank) + " (" + m.status + (m.killed.empty() ? "" : ", " + m.killed) +
+    // "crashed with SIGSEGV …" says the status too.
+    const std::string how = m.killed.empty() ? m.status : m.status == "crashed" ? m.killed : m.status + ", " + m.killed;
+    out += "  rank " + std::to_string(m.rank) + " (" + how +
            (m.wrote_state ? ", wrote its state" : ", state not written") +
            "): " + (m.inside.empty() ? "in no collective" : "inside " + m.inside) +
            ranges_text(m.open_ranges) +
@@ -238,13 +240,13 @@ std::string report_text(const Report& report) {
                 format_duration(median_ns(steps)).c_str(), clock_summary(job).c_str());
   out += line;
   if (!report.damage.empty()) out += "DAMAGED: " + report.damage.summary() + "; every figure here leaves those rows out\n";
-  size_t killed = 0;
+  size_t ended = 0;
   for (const RankEnd& end : report.ends) {
-    if (const std::string kill = describe_kill(end); !kill.empty() && ++killed <= 4) {
-      out += "KILLED: rank " + std::to_string(end.rank) + " " + kill + "\n";
+    if (const std::string how = describe_fatal_signal(end); !how.empty() && ++ended <= 4) {
+      out += (end.crash ? "CRASHED: rank " : "KILLED: rank ") + std::to_string(end.rank) + " " + how + "\n";
     }
   }
-  if (killed > 4) out += "  ... " + std::to_string(killed - 4) + " more ranks killed (JSON lists them all)\n";
+  if (ended > 4) out += "  ... " + std::to_string(ended - 4) + " more ranks killed or crashed (JSON lists them all)\n";
   for (size_t i = 0; i < report.hangs.size() && i < 3; ++i) out += describe_hang(report.hangs[i]);
   if (report.hangs.size() > 3) {
     out += "  ... " + std::to_string(report.hangs.size() - 3) + " more unfinished collectives (JSON lists them all)\n";
@@ -406,12 +408,20 @@ void write_deadlocks_json(JsonWriter& json, const std::vector<Deadlock>& deadloc
   json.end_array();
 }
 
-// Inside a rank's object: `killed` and `process`, each null where not recorded.
+// Inside a rank's object: `killed`, `crashed` and `process`, each null where not recorded.
 void write_rank_end_json(JsonWriter& json, const RankEnd& end) {
   json.key("killed");
   if (end.killed_by_signal > 0) {
     json.begin_object().key("signal").value(int64_t{end.killed_by_signal}).key("oom_kills").value(end.oom_kills);
-    json.key("text").value(describe_kill(end)).end_object();
+    json.key("text").value(describe_fatal_signal(end)).end_object();
+  } else {
+    json.null();
+  }
+  json.key("crashed");
+  if (end.crash) {
+    json.begin_object().key("signal").value(int64_t{end.crash->signal}).key("code").value(int64_t{end.crash->code});
+    json.key("address").value(end.crash->address).key("thread").value(end.crash->thread);
+    json.key("text").value(describe_fatal_signal(end)).end_object();
   } else {
     json.null();
   }

@@ -717,13 +717,14 @@ std::string report_html(const Report& report) {
   }
   std::string killed;
   for (const RankEnd& end : report.ends) {
-    if (const std::string kill = describe_kill(end); !kill.empty()) killed += "rank " + std::to_string(end.rank) + " " + kill + "\n";
+    if (const std::string how = describe_fatal_signal(end); !how.empty()) killed += "rank " + std::to_string(end.rank) + " " + how + "\n";
   }
   if (!killed.empty()) {
-    out += "<section id=\"killed-section\">\n<h2>Ranks killed</h2>\n<pre class=\"alert\">" + escape(killed) +
+    out += "<section id=\"killed-section\">\n<h2>Ranks killed or crashed</h2>\n<pre class=\"alert\">" + escape(killed) +
            "</pre>\n<p class=\"caption\">Processes killed before they could close their shards (a SIGKILL from "
-           "<code>kill -9</code>, the OOM killer or mpirun signalled twice; a crash), as <code>rankscope run</code> saw "
-           "them: their events after the last flush are lost.</p>\n</section>\n";
+           "<code>kill -9</code>, the OOM killer or mpirun signalled twice), as <code>rankscope run</code> saw them: "
+           "their events after the last flush are lost. A crashed process (a fault or abort()) closed its shard "
+           "first: its events up to the crash are kept.</p>\n</section>\n";
   }
   if (!report.hangs.empty() || !report.deadlocks.empty()) {
     out += "<section id=\"hang-section\">\n<h2>Hangs</h2>\n<pre class=\"alert\">";

@@ -16,7 +16,7 @@ struct JobSummary {
   int64_t first_ns = INT64_MAX;
   int64_t last_ns = INT64_MIN;
   std::vector<uint64_t> by_kind = std::vector<uint64_t>(kEventKindCount, 0);
-  std::vector<int32_t> missing, dead, terminated, aborted;
+  std::vector<int32_t> missing, dead, terminated, aborted, crashed;
 
   JobIdentity job;  // each part as the lowest rank that knows it says (the merge let no rank contradict it)
 
@@ -30,6 +30,7 @@ JobSummary summarize(const Timeline& timeline) {
     if (rank.status == RankStatus::kDead) job.dead.push_back(rank.rank);
     if (rank.status == RankStatus::kTerminated) job.terminated.push_back(rank.rank);
     if (rank.status == RankStatus::kAborted) job.aborted.push_back(rank.rank);
+    if (rank.status == RankStatus::kCrashed) job.crashed.push_back(rank.rank);
     if (rank.event_count > 0) {
       job.first_ns = std::min(job.first_ns, rank.first_ns);
       job.last_ns = std::max(job.last_ns, rank.last_ns);
@@ -88,17 +89,27 @@ std::string info_text(const Timeline& timeline, bool events_checked) {
   out += "dead ranks: " + format_rank_list(job.dead);
   out += job.dead.empty() ? "\n" : " (no end-of-capture record; see 'last heard')\n";
   const std::vector<analysis::RankEnd> ends = analysis::rank_ends(timeline);
-  for (const analysis::RankEnd& end : ends) {
-    if (const std::string kill = analysis::describe_kill(end); !kill.empty()) {
-      out += "  rank " + std::to_string(end.rank) + ": " + kill + "\n";
+  // Each killed or crashed rank's line under its list.
+  const auto fatal_signals = [&](RankStatus status) {
+    for (const analysis::RankEnd& end : ends) {
+      if (end.status != status) continue;
+      if (const std::string how = analysis::describe_fatal_signal(end); !how.empty()) {
+        out += "  rank " + std::to_string(end.rank) + ": " + how + "\n";
+      }
     }
-  }
+  };
+  fatal_signals(RankStatus::kDead);
   if (!job.terminated.empty()) {
     out += "terminated ranks: " + format_rank_list(job.terminated) + " (ended by a signal, shard closed first)\n";
   }
   if (!job.aborted.empty()) {
     out += "aborted ranks: " + format_rank_list(job.aborted) +
            " (called MPI_Abort, or ended by MPI or the program with _exit: see mpi_abort_code and exit_status below)\n";
+  }
+  if (!job.crashed.empty()) {
+    out += "crashed ranks: " + format_rank_list(job.crashed) +
+           " (a crash or abort() ended the process; its shard was closed first)\n";
+    fatal_signals(RankStatus::kCrashed);
   }
 
   std::string quality;
@@ -215,6 +226,9 @@ std::string info_json(const Timeline& timeline, bool events_checked) {
   json.end_array();
   json.key("aborted_ranks").begin_array();
   for (int32_t r : job.aborted) json.value(r);
+  json.end_array();
+  json.key("crashed_ranks").begin_array();
+  for (int32_t r : job.crashed) json.value(r);
   json.end_array();
   json.key("clock").begin_object();
   analysis::write_clock_reference_json(json, timeline.clock_corrected(), analysis::clock_reference(timeline));

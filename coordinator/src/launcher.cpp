@@ -277,7 +277,7 @@ int wait_for(pid_t child, rusage* usage = nullptr) {
 
 // What the rank's own end could not record. A process killed before its
 // shard was closed (SIGKILL: kill -9, the OOM killer, mpirun signalled
-// twice; a crash the agent does not catch) leaves no end record, and its
+// twice; a crash the agent could not catch) leaves no end record, and its
 // counters as they were up to a second before. Its parent, this process,
 // adds what it saw to the shard: the signal, what the process used (wait4),
 // and the OOM kills counted in its memory cgroup since it started. The
@@ -294,7 +294,16 @@ class DeathRecord {
     try {
       const ShardScan scan = ShardFile(shard.string()).scan();
       // Killed before its agent wrote a shard, the one there is an earlier job's.
-      if (scan.ended || !scan.metadata || scan.metadata->pid != application) return;
+      if (!scan.metadata || scan.metadata->pid != application) return;
+      if (scan.ended) {
+        // A crash the agent caught: it closed the shard, and said how.
+        if (scan.counters.get(counter::kCrashSignal) != 0) {
+          std::fprintf(stderr, "rankscope run: rank %d: the application %s: %s\n", rank,
+                       analysis::describe_fatal_signal(analysis::rank_end(rank, RankStatus::kCrashed, scan.counters)).c_str(),
+                       shard.c_str());
+        }
+        return;
+      }
       Counters counters = scan.counters;
       counters.set(counter::kKilledBySignal, static_cast<uint64_t>(signal_number));
       set_usage_counters(counters, usage);
@@ -310,7 +319,7 @@ class DeathRecord {
         throw Error(writer.error());
       }
       std::fprintf(stderr, "rankscope run: rank %d: the application was %s; what it flushed is kept in %s\n", rank,
-                   analysis::describe_kill(analysis::rank_end(rank, RankStatus::kDead, counters)).c_str(),
+                   analysis::describe_fatal_signal(analysis::rank_end(rank, RankStatus::kDead, counters)).c_str(),
                    shard.c_str());
     } catch (const Error& error) {
       std::fprintf(stderr, "rankscope run: rank %d: cannot record how the application ended: %s\n", rank,

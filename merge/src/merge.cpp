@@ -494,6 +494,7 @@ schema::RankRow rank_row(const OwnedShard& shard, uint64_t event_offset, uint64_
   const bool aborted = scan.counters.get(counter::kMpiAborted) != 0 ||
                        (scan.counters.get(counter::kEndedByExitCall) != 0 && scan.counters.get(counter::kExitStatus) != 0);
   const RankStatus status = !scan.ended                                           ? RankStatus::kDead
+                            : scan.counters.get(counter::kCrashSignal) != 0        ? RankStatus::kCrashed
                             : aborted                                             ? RankStatus::kAborted
                             : scan.counters.get(counter::kTerminatedBySignal) != 0 ? RankStatus::kTerminated
                                                                                    : RankStatus::kComplete;

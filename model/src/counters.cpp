@@ -22,6 +22,15 @@ constexpr Definition kRegistry[] = {
      "1: the process ended by _exit, which runs no exit handlers (Open MPI ends a rank so when MPI aborts it: an "
      "error under MPI_ERRORS_ARE_FATAL, a peer lost); the agent closed its shard first, with the calls it was inside"},
     {kExitStatus, "the status the process gave _exit; not 0 shows the rank as aborted"},
+    {kCrashSignal,
+     "the fatal signal that ended the process: a crash (11 SIGSEGV, 7 SIGBUS, 8 SIGFPE, 4 SIGILL) or abort() (6 "
+     "SIGABRT: an assert, std::terminate, a watchdog); the agent closed the shard first, with the calls it was inside "
+     "(the rank's status is `crashed`)"},
+    {kCrashSignalCode,
+     "why the kernel raised that signal (its si_code: for SIGSEGV 1 address not mapped, 2 no permission); 0 where a "
+     "process sent it (abort(), kill)"},
+    {kCrashAddress, "the faulting address (SIGSEGV, SIGBUS) or instruction (SIGFPE, SIGILL) the kernel gave"},
+    {kCrashThread, "the thread id (gettid) of the thread that crashed, its thread track's id"},
     {kHangDumps,
      "1: a rank of the job was inside one collective longer than --hang-timeout, and this rank wrote out its state "
      "(the calls it was inside, as incomplete events: `report`'s hangs)"},

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -96,6 +97,13 @@ std::atomic<int> g_end_asked{0};
 std::atomic<int> g_terminating_signal{0};
 std::atomic<int> g_exit_called{0};
 std::atomic<int> g_exit_status{0};
+// A fatal signal the agent caught (docs/agent.md, "How each rank ended"): a
+// crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL) or abort() (an assert,
+// std::terminate, a watchdog's abort), with what the kernel said of it.
+std::atomic<int> g_crash_signal{0};
+std::atomic<int> g_crash_code{0};  // si_code where the kernel raised it; 0 where a process sent it
+std::atomic<uint64_t> g_crash_address{0};
+std::atomic<int> g_crash_thread{0};
 
 // The agent's own threads: the flusher, which writes at nice 19, and the
 // closer, which closes the shard at the application's priority when a
@@ -490,6 +498,12 @@ Counters Agent::counters() const {
     c.set(counter::kEndedByExitCall, 1);
     c.set(counter::kExitStatus, static_cast<uint64_t>(g_exit_status.load(std::memory_order_relaxed) & 0xff));
   }
+  if (const int crash = g_crash_signal.load(std::memory_order_acquire); crash != 0) {
+    c.set(counter::kCrashSignal, static_cast<uint64_t>(crash));
+    c.set(counter::kCrashSignalCode, static_cast<uint64_t>(g_crash_code.load(std::memory_order_relaxed)));
+    c.set(counter::kCrashAddress, g_crash_address.load(std::memory_order_relaxed));
+    c.set(counter::kCrashThread, static_cast<uint64_t>(g_crash_thread.load(std::memory_order_relaxed)));
+  }
   c.set(counter::kHangDumps, hang_dumped_ ? 1 : 0);
   const uint64_t windows = windows_opened_ + range_windows_.windows_opened();
   if (const uint64_t outside = recorder_.outside_window(); outside != 0 || windows != 1) {
@@ -830,6 +844,12 @@ std::string Agent::range_windows_summary() const {
 // asked by the signal's handler, nor where _exit gives the status.
 void end_by_held_signal() {
   if (t_own_thread != OwnThread::kNone || g_exit_called.load(std::memory_order_acquire) != 0) return;
+  // A crash on another thread: its handler ends the process once its shard
+  // is closed and the crash passed on, as the crash would have at once.
+  if (g_crash_signal.load(std::memory_order_acquire) != 0) {
+    const timespec pause{5, 0};
+    ::nanosleep(&pause, nullptr);
+  }
   if (const int signal_number = g_terminating_signal.load(std::memory_order_acquire); signal_number != 0) {
     ::signal(signal_number, SIG_DFL);
     ::raise(signal_number);
@@ -941,6 +961,87 @@ void handle_termination() {
   }
 }
 
+// A crash ends the process before the flusher's next write, and the events
+// it loses are its last ones, which say what it was doing. The crash
+// handler has the closer close the shard, as on_terminate does, then passes
+// the signal on to the action the agent found there, so that the process
+// ends as it would have: with Open MPI's backtrace or Python's
+// faulthandler, a core dump, the same status. Only where the default was
+// in place: a program's own handler (a runtime that recovers from faults)
+// is left alone.
+constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+// Per signal, the action the agent found, written before its handler is
+// put in place, and read only by that handler.
+struct sigaction g_action_found[NSIG];
+
+void on_crash(int signal_number, siginfo_t* info, void* context);
+
+bool crash_handler_in_place(int signal_number) {
+  struct sigaction current {};
+  return ::sigaction(signal_number, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+         current.sa_sigaction == on_crash;
+}
+
+void put_crash_handler(int signal_number) {
+  struct sigaction handler {};
+  handler.sa_sigaction = on_crash;
+  sigemptyset(&handler.sa_mask);
+  // On the alternate stack where the thread has one: a stack overflow is a crash too.
+  handler.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  ::sigaction(signal_number, &handler, nullptr);
+}
+
+// The action found there takes the signal from the kernel, as it would
+// have without the agent: a fault the kernel raised comes again when the
+// instruction runs again, with the same siginfo and context (no frame of the
+// agent's in a backtrace); a signal sent (abort(), kill) is sent again, and
+// comes as this handler returns.
+void pass_crash_on(int signal_number, const siginfo_t* info) {
+  ::sigaction(signal_number, &g_action_found[signal_number], nullptr);
+  if (!(info && info->si_code > 0)) ::raise(signal_number);
+}
+
+void on_crash(int signal_number, siginfo_t* info, void*) {
+  Agent* a = agent();
+  if (a && a->in_this_process() && t_own_thread == OwnThread::kNone) {
+    if (g_crash_signal.load(std::memory_order_acquire) == 0) {
+      // si_code > 0: the kernel raised it, and for these signals si_addr is the fault's address.
+      const bool by_kernel = info && info->si_code > 0;
+      g_crash_code.store(by_kernel ? info->si_code : 0, std::memory_order_relaxed);
+      g_crash_address.store(by_kernel && signal_number != SIGABRT ? reinterpret_cast<uintptr_t>(info->si_addr) : 0,
+                            std::memory_order_relaxed);
+      g_crash_thread.store(static_cast<int>(::gettid()), std::memory_order_relaxed);
+      int none = 0;
+      g_crash_signal.compare_exchange_strong(none, signal_number, std::memory_order_acq_rel);
+    }
+    close_before_end(*a);
+  }
+  pass_crash_on(signal_number, info);
+}
+
+// The main thread's alternate signal stack, where it has none: the crash
+// handler's only way to run when the stack itself overflowed. A program
+// that sets its own replaces it.
+void give_main_thread_a_signal_stack() {
+  stack_t current {};
+  if (::sigaltstack(nullptr, &current) != 0 || !(current.ss_flags & SS_DISABLE)) return;
+  const size_t size = std::max<size_t>(64 * 1024, static_cast<size_t>(::sysconf(_SC_SIGSTKSZ)) * 4);
+  void* memory = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (memory == MAP_FAILED) return;
+  const stack_t stack{memory, 0, size};
+  if (::sigaltstack(&stack, nullptr) != 0) ::munmap(memory, size);
+}
+
+void handle_crashes() {
+  for (const int signal_number : kCrashSignals) {
+    struct sigaction current {};
+    if (::sigaction(signal_number, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;
+    g_action_found[signal_number] = current;
+    put_crash_handler(signal_number);
+  }
+  give_main_thread_a_signal_stack();
+}
+
 // With --ring, SIGUSR2 (mpirun passes it to every rank) writes what the
 // ring holds; only where the application left the default in place, which
 // would have ended the process.
@@ -965,6 +1066,7 @@ __attribute__((constructor)) void start_agent() {
   g_agent.store(started, std::memory_order_release);
   started->start_capture();
   handle_termination();
+  handle_crashes();
   if (started->ring_on()) handle_ring_dump();
   pthread_atfork(nullptr, nullptr, [] {
     // A forked child (a DataLoader worker) has no flusher and must not write
@@ -1070,6 +1172,30 @@ void rankscope_agent_add_counter(const char* name, uint64_t value) {
 
 void rankscope_agent_at_close(void (*add_counters)()) {
   if (auto* a = agent()) a->call_at_close(add_counters);
+}
+
+// Open MPI puts its own crash handlers (a backtrace) only where it finds the
+// default action: the agent's step aside for PMPI_Init, and then pass a
+// crash on to what it put there.
+void rankscope_agent_before_mpi_init(int* aside) {
+  namespace agent_ns = rankscope::agent;
+  *aside = 0;
+  for (const int signal_number : agent_ns::kCrashSignals) {
+    if (!agent_ns::crash_handler_in_place(signal_number)) continue;
+    ::sigaction(signal_number, &agent_ns::g_action_found[signal_number], nullptr);
+    *aside |= 1 << signal_number;
+  }
+}
+
+void rankscope_agent_after_mpi_init(int aside) {
+  namespace agent_ns = rankscope::agent;
+  for (const int signal_number : agent_ns::kCrashSignals) {
+    if (!(aside & (1 << signal_number))) continue;
+    struct sigaction current {};
+    if (::sigaction(signal_number, nullptr, &current) != 0) continue;
+    agent_ns::g_action_found[signal_number] = current;
+    agent_ns::put_crash_handler(signal_number);
+  }
 }
 
 const char* rankscope_agent_clock_base() {

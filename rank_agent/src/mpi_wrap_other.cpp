@@ -11,18 +11,27 @@ using namespace rankscope::agent;
 
 // ------------------------------------------------------ start and stop ---
 
-RANKSCOPE_EXPORT int MPI_Init(int* argc, char*** argv) {
+namespace {
+
+template <typename Init>
+int init(Call call, Init&& run_init) {
   const int64_t begin = now();
-  const int rc = PMPI_Init(argc, argv);
-  if (rc == MPI_SUCCESS) start_after_init(Call::kInit, begin);
+  int crash_handlers_aside = 0;
+  rankscope_agent_before_mpi_init(&crash_handlers_aside);
+  const int rc = run_init();
+  rankscope_agent_after_mpi_init(crash_handlers_aside);
+  if (rc == MPI_SUCCESS) start_after_init(call, begin);
   return rc;
 }
 
+}  // namespace
+
+RANKSCOPE_EXPORT int MPI_Init(int* argc, char*** argv) {
+  return init(Call::kInit, [&] { return PMPI_Init(argc, argv); });
+}
+
 RANKSCOPE_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
-  const int64_t begin = now();
-  const int rc = PMPI_Init_thread(argc, argv, required, provided);
-  if (rc == MPI_SUCCESS) start_after_init(Call::kInit_thread, begin);
-  return rc;
+  return init(Call::kInit_thread, [&] { return PMPI_Init_thread(argc, argv, required, provided); });
 }
 
 RANKSCOPE_EXPORT int MPI_Finalize() {

@@ -3,9 +3,11 @@
    2 ranks. With "abort" as its argument, rank 1 calls MPI_Abort(…, 7) at the end;
    with "fatal", rank 1 sends to a rank that does not exist, an error that
    MPI_ERRORS_ARE_FATAL (MPI_COMM_WORLD's default) makes MPI end the job for.
-   With "crash", rank 1 writes through a null pointer (SIGSEGV).
-   Usage: mpi_calls FILE_FOR_MPI_IO [abort|fatal|crash] */
+   With "kill", rank 1 sends itself SIGKILL, as the OOM killer would
+   (crashes: crash_app).
+   Usage: mpi_calls FILE_FOR_MPI_IO [abort|fatal|kill] */
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -101,12 +103,9 @@ int main(int argc, char** argv) {
     if (rank == 1) MPI_Send(out, 1, MPI_DOUBLE, size, 0, MPI_COMM_WORLD);
     for (;;) MPI_Barrier(MPI_COMM_WORLD);
   }
-  if (argc > 2 && strcmp(argv[2], "crash") == 0) {
+  if (argc > 2 && strcmp(argv[2], "kill") == 0) {
     MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 1) {
-      volatile int* nowhere = NULL;
-      *nowhere = 1;
-    }
+    if (rank == 1) raise(SIGKILL);
     for (;;) MPI_Barrier(MPI_COMM_WORLD);
   }
   MPI_Finalize();

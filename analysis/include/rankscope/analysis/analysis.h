@@ -261,7 +261,7 @@ struct HangEntry {
 struct MissingRank {
   int32_t rank = -1;
   std::string status;        // the rank's status ("complete", "terminated", "dead", ...)
-  std::string killed;        // describe_kill of the rank, or ""
+  std::string killed;        // describe_fatal_signal of the rank, or ""
   std::string inside;        // the collective it was inside of instead ("MPI_Bcast #4 of MPI_COMM_WORLD"), or ""
   std::vector<std::string> open_ranges;  // NVTX ranges open in its written state, outermost first
   std::string last_call;     // its last call that ended before the state was written ("MPI_Barrier"), or ""
@@ -315,21 +315,32 @@ struct ProcessUsage {
   uint64_t involuntary_switches = 0;
   uint64_t major_faults = 0;
 };
+// A fatal signal the agent caught, the shard closed first (the crash_* counters).
+struct Crash {
+  int signal = 0;
+  int code = 0;           // the kernel's si_code; 0: a process sent it (abort(), kill)
+  uint64_t address = 0;   // the fault's address (SIGSEGV, SIGBUS) or instruction (SIGFPE, SIGILL); 0: none given
+  uint64_t thread = 0;    // the crashing thread's id, its thread track's
+};
 struct RankEnd {
   int32_t rank = -1;
   RankStatus status = RankStatus::kMissing;
   int killed_by_signal = 0;  // 0: not killed before its shard was closed (or not known)
   uint64_t oom_kills = 0;    // in its memory cgroup while it ran
+  std::optional<Crash> crash;  // a `crashed` rank's
   std::optional<ProcessUsage> usage;
 };
 // One rank's end from its counters: a timeline's, or those `rankscope run`
 // writes for the process it saw killed.
 RankEnd rank_end(int32_t rank, RankStatus status, const Counters& counters);
 std::vector<RankEnd> rank_ends(const Timeline& timeline);  // by rank
-// "killed by SIGKILL (signal 9) before its shard was closed; the kernel's
-// OOM killer killed 1 process of its memory cgroup meanwhile; peak memory
-// 310 MiB"; "" for a rank not killed.
-std::string describe_kill(const RankEnd& end);
+// How a fatal signal ended the rank: "killed by SIGKILL (signal 9) before
+// its shard was closed; the kernel's OOM killer killed 1 process of its
+// memory cgroup meanwhile; peak memory 310 MiB", or "crashed with SIGSEGV
+// (signal 11: address not mapped) at 0x0 on thread 4242; its shard was
+// closed first, with the calls it was inside; peak memory 40 MiB"; "" for a
+// rank neither killed nor crashed.
+std::string describe_fatal_signal(const RankEnd& end);
 // "peak memory per rank: median 42 MiB, largest 310 MiB (rank 2)"; "" when no rank recorded it.
 std::string peak_memory_summary(const std::vector<RankEnd>& ends);
 

@@ -16,7 +16,7 @@ std::string info_text(const Timeline& timeline, bool events_checked);
 // pid, local_rank, node_id, launcher, agent_version, capture, gpu_uuids,
 // start_wall_ns, status, events, drops, first_ns, last_ns, last_heard_ns,
 // counters), events_by_kind, missing_ranks, dead_ranks, terminated_ranks,
-// aborted_ranks, clock, integrity (checksummed, events_checked, sound, damage).
+// aborted_ranks, crashed_ranks, clock, integrity (checksummed, events_checked, sound, damage).
 std::string info_json(const Timeline& timeline, bool events_checked);
 
 // Every data-quality counter rankscope knows, with what it means

@@ -24,6 +24,11 @@ inline constexpr std::string_view kMpiAborted = "mpi_aborted";
 inline constexpr std::string_view kMpiAbortCode = "mpi_abort_code";
 inline constexpr std::string_view kEndedByExitCall = "ended_by_exit_call";
 inline constexpr std::string_view kExitStatus = "exit_status";
+// A fatal signal the agent caught, its shard closed first (docs/agent.md, "How each rank ended"):
+inline constexpr std::string_view kCrashSignal = "crash_signal";
+inline constexpr std::string_view kCrashSignalCode = "crash_signal_code";
+inline constexpr std::string_view kCrashAddress = "crash_address";
+inline constexpr std::string_view kCrashThread = "crash_thread";
 inline constexpr std::string_view kHangDumps = "hang_dumps";
 inline constexpr std::string_view kRingDumps = "ring_dumps";
 inline constexpr std::string_view kRingEventsAgedOut = "ring_events_aged_out";

@@ -297,6 +297,12 @@ RANKSCOPE_AGENT_API void rankscope_agent_add_counter(const char* name, uint64_t 
 // requests): `add_counters` is called once, as the shard closes, however
 // the rank ends (MPI_Finalize, MPI_Abort, _exit, a signal).
 RANKSCOPE_AGENT_API void rankscope_agent_at_close(void (*add_counters)());
+// Around PMPI_Init and PMPI_Init_thread: the agent's crash handlers step
+// aside, so that the MPI library finds the actions the agent found (Open
+// MPI puts its backtrace handler only where it finds the default), and come
+// back in front of whatever it put there. `aside` says which stepped aside.
+RANKSCOPE_AGENT_API void rankscope_agent_before_mpi_init(int* aside);
+RANKSCOPE_AGENT_API void rankscope_agent_after_mpi_init(int aside);
 // The base clock under rankscope_agent_now(), as clocksync::BaseClock::text()
 // writes it: the MPI shim has its own copy of the clock library, and builds
 // the clock it measures clock sync with from this, so that it measures

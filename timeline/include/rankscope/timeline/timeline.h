@@ -23,6 +23,7 @@ enum class RankStatus : uint8_t {
   kMissing = 2,   // no shard for this rank
   kTerminated = 3,  // a signal ended the process; the agent closed its shard first
   kAborted = 4,     // the application called MPI_Abort (its code: counter mpi_abort_code); shard closed first
+  kCrashed = 5,     // a crash or abort() ended the process (counter crash_signal); shard closed first
 };
 const char* rank_status_name(RankStatus status);
 

@@ -1,0 +1,92 @@
+/* A rank ended by a fatal signal, on 2 ranks. Both make 20 MPI_Allreduce;
+   then rank 1 ends as MODE says while rank 0 waits in MPI_Barrier for
+   mpirun to end it:
+     segv      writes through a null pointer
+     thread    the same, on a thread of its own
+     abort     calls abort(), as an assert or std::terminate does
+     overflow  recurses until its stack overflows
+     fpe       divides an integer by zero
+     recover   its own SIGSEGV handler, set before MPI_Init, recovers from
+               the fault (siglongjmp), and the job ends normally.
+   Usage: crash_app MODE */
+#include <mpi.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static sigjmp_buf recovery;
+static volatile sig_atomic_t faults_recovered = 0;
+
+static void recover_from_fault(int signal_number) {
+  (void)signal_number;
+  ++faults_recovered;
+  siglongjmp(recovery, 1);
+}
+
+static void write_through_null(void) {
+  volatile int* nowhere = NULL;
+  *nowhere = 1;
+}
+
+static void* crash_on_thread(void* unused) {
+  (void)unused;
+  write_through_null();
+  return NULL;
+}
+
+/* Far deeper than any stack: read at run time, so the recursion is not known to be infinite. */
+static volatile int deepest = 1 << 30;
+
+static int recurse(int depth) {
+  if (depth >= deepest) return 0;
+  volatile char frame[4096];
+  frame[0] = (char)depth;
+  return recurse(depth + 1) + frame[0];
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "";
+  if (strcmp(mode, "recover") == 0) {
+    struct sigaction handler;
+    memset(&handler, 0, sizeof handler);
+    handler.sa_handler = recover_from_fault;
+    sigemptyset(&handler.sa_mask);
+    sigaction(SIGSEGV, &handler, NULL);
+  }
+  MPI_Init(&argc, &argv);
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  double value = rank, sum = 0;
+  for (int i = 0; i < 20; ++i) MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  if (strcmp(mode, "recover") == 0) {
+    if (rank == 1 && sigsetjmp(recovery, 1) == 0) write_through_null();
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1 && faults_recovered != 1) {
+      fprintf(stderr, "crash_app: the program's own handler did not recover from the fault\n");
+      return 3;
+    }
+    MPI_Finalize();
+    return 0;
+  }
+  if (rank == 1) {
+    if (strcmp(mode, "segv") == 0) write_through_null();
+    if (strcmp(mode, "thread") == 0) {
+      pthread_t thread;
+      pthread_create(&thread, NULL, crash_on_thread, NULL);
+      pthread_join(thread, NULL);
+    }
+    if (strcmp(mode, "abort") == 0) abort();
+    if (strcmp(mode, "overflow") == 0) return recurse(0);
+    if (strcmp(mode, "fpe") == 0) {
+      /* Both volatile: 1 / x compiles to a comparison, with no division to fault. */
+      volatile int numerator = 7, zero = 0;
+      return numerator / zero;
+    }
+    fprintf(stderr, "crash_app: unknown mode '%s'\n", mode);
+    return 2;
+  }
+  for (;;) MPI_Barrier(MPI_COMM_WORLD);
+}

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# A rank that crashes (a fault, abort(), a stack overflow) closes its shard
+# before the crash ends it: its events up to the crash are kept, even those
+# no routine flush had written (--flush-ms 60000 here), it is named
+# `crashed` with the signal, the kernel's reason, the address and the
+# thread, and the crash reaches what the program had without rankscope: Open
+# MPI's backtrace (with no frame of rankscope's), Python's faulthandler, the
+# same exit status. A program's own handler that recovers from faults is
+# left alone. Usage: test_crash.sh RANKSCOPE CRASH_APP MPIEXEC
+set -euo pipefail
+rankscope=$1 crash_app=$2 mpiexec=$3
+. "$(dirname "$0")/../support/job_script.sh"
+
+# crash_job MODE: crash_app on 2 ranks under rankscope run, its timeline
+# merged into MODE.h5 and described in MODE.info and MODE.info.json; the
+# job's exit status in MODE.status.
+crash_job() {
+  local mode=$1 status=0
+  "$mpiexec" -n 2 "$rankscope" run --flush-ms 60000 -o "$mode.h5" -- "$crash_app" "$mode" >"$mode.log" 2>&1 || status=$?
+  echo "$status" >"$mode.status"
+  [ "$status" -ne 0 ] || { cat "$mode.log"; fail "the $mode job exited 0"; }
+  "$rankscope" merge "$mode.h5.shards" -o "$mode.h5" >/dev/null 2>&1 || fail "merging the $mode job's shards failed"
+  "$rankscope" info "$mode.h5" >"$mode.info"
+  "$rankscope" info --json "$mode.h5" >"$mode.info.json"
+  "$rankscope" report --format json "$mode.h5" -o "$mode.report.json"
+}
+
+# crashed MODE SIGNAL CODE: rank 1 crashed with SIGNAL (si_code CODE), and
+# kept every event it made: 20 allreduces, though nothing was flushed.
+crashed() {
+  python3 - "$@" <<'PY'
+import json, sys
+mode, signal, code = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+info = json.load(open(f"{mode}.info.json"))
+ranks = {r["rank"]: r for r in info["ranks"]}
+assert info["crashed_ranks"] == [1] and info["dead_ranks"] == [], (info["crashed_ranks"], info["dead_ranks"])
+assert ranks[1]["status"] == "crashed", ranks[1]["status"]
+counters = ranks[1]["counters"]
+assert counters.get("crash_signal") == signal, counters
+assert counters.get("crash_signal_code", 0) == code, counters
+assert counters.get("crash_thread", 0) > 0, counters
+assert counters.get("process_peak_rss_bytes", 0) > 0, counters
+assert "killed_by_signal" not in counters, counters
+# Rank 0, ended by mpirun's SIGTERM, closed its shard too.
+assert ranks[0]["status"] == "terminated", ranks[0]["status"]
+report = {r["rank"]: r for r in json.load(open(f"{mode}.report.json"))["ranks"]}
+crash = report[1]["crashed"]
+assert crash["signal"] == signal and crash["code"] == code and crash["thread"] == counters["crash_thread"], crash
+assert report[1]["killed"] is None and report[0]["crashed"] is None, report
+print(f"{mode}: rank 1 {crash['text']}")
+PY
+  "$rankscope" info --check "$1.h5" >/dev/null || fail "the $1 timeline does not check"
+  "$rankscope" export "$1.h5" --ranks 1 --chrome "$1.json" >/dev/null
+  local allreduces
+  allreduces=$(python3 -c 'import json, sys
+events = json.load(open(sys.argv[1]))
+events = events["traceEvents"] if isinstance(events, dict) else events
+print(sum(e.get("name") == "MPI_Allreduce" and e.get("ph") == "X" for e in events))' "$1.json")
+  [ "$allreduces" -eq 20 ] || fail "rank 1 kept $allreduces of its 20 allreduces after the $1 crash"
+}
+
+echo "== a null-pointer write: Open MPI's backtrace as without rankscope, the events kept"
+crash_job segv
+crashed segv 11 1
+grep -q "^  rank 1: crashed with SIGSEGV (signal 11: address not mapped) at 0x0 on thread [0-9]*; its shard was closed first" segv.info ||
+  { cat segv.info; fail "info does not describe the crash"; }
+grep -q "rankscope run: rank 1: the application crashed with SIGSEGV (signal 11: address not mapped) at 0x0" segv.log ||
+  { cat segv.log; fail "rank 1's rankscope run did not say it crashed"; }
+grep -q "Signal: Segmentation fault (11)" segv.log && grep -q "Failing at address: (nil)" segv.log ||
+  { cat segv.log; fail "Open MPI's backtrace of the crash is gone"; }
+! grep -q "librankscope" segv.log || { cat segv.log; fail "the backtrace names rankscope's library"; }
+python3 - <<'PY'
+import json
+ranks = {r["rank"]: r for r in json.load(open("segv.info.json"))["ranks"]}
+# The main thread's id is the process's.
+assert ranks[1]["counters"]["crash_thread"] == ranks[1]["pid"], ranks[1]
+PY
+"$rankscope" report segv.h5 >segv.report
+grep -q "^CRASHED: rank 1 crashed with SIGSEGV" segv.report || { cat segv.report; fail "the report does not name the crash"; }
+grep -q "rank 1 (crashed with SIGSEGV.*wrote its state)" segv.report || { cat segv.report; fail "the hang does not name the crashed rank"; }
+"$rankscope" report --format html segv.h5 -o segv.html
+grep -q 'id="killed-section"' segv.html && grep -q "rank 1 crashed with SIGSEGV" segv.html ||
+  fail "the HTML report does not name the crash"
+# The same job without rankscope ends with the same status.
+status=0
+"$mpiexec" -n 2 "$crash_app" segv >plain.log 2>&1 || status=$?
+[ "$status" -eq "$(cat segv.status)" ] || fail "the job's status is $(cat segv.status) under rankscope, $status without"
+
+echo "== a crash on a thread of the program's: that thread named"
+crash_job thread
+crashed thread 11 1
+python3 - <<'PY'
+import json
+ranks = {r["rank"]: r for r in json.load(open("thread.info.json"))["ranks"]}
+assert ranks[1]["counters"]["crash_thread"] != ranks[1]["pid"], ranks[1]
+PY
+
+echo "== abort(): sent by the process itself, Open MPI's handler still shown"
+crash_job abort
+crashed abort 6 0
+grep -q "crashed with SIGABRT (signal 6: abort(), from an assert, std::terminate or the program itself)" abort.info ||
+  { cat abort.info; fail "info does not describe the abort"; }
+grep -q "Signal: Aborted (6)" abort.log || { cat abort.log; fail "Open MPI's report of the abort is gone"; }
+
+echo "== a stack overflow: the handler runs on the alternate stack rankscope gives the main thread"
+crash_job overflow
+crashed overflow 11 "$(python3 -c 'import json; print(json.load(open("overflow.info.json"))["ranks"][1]["counters"].get("crash_signal_code", 0))')"
+grep -Eq "crashed with SIGSEGV \(signal 11: (address not mapped|no permission for the address)\)" overflow.info ||
+  { cat overflow.info; fail "info does not describe the overflow"; }
+
+echo "== an integer divided by zero"
+crash_job fpe
+crashed fpe 8 1
+grep -q "crashed with SIGFPE (signal 8: integer divide by zero) at instruction 0x" fpe.info ||
+  { cat fpe.info; fail "info does not describe the division"; }
+
+echo "== the program's own handler recovers from a fault: rankscope leaves it alone"
+"$mpiexec" -n 2 "$rankscope" run -o recover.h5 -- "$crash_app" recover >recover.log 2>&1 ||
+  { cat recover.log; fail "the job whose handler recovers failed"; }
+"$rankscope" info --json recover.h5 >recover.info.json
+python3 - <<'PY'
+import json
+info = json.load(open("recover.info.json"))
+assert [r["status"] for r in info["ranks"]] == ["complete", "complete"], info["ranks"]
+assert all("crash_signal" not in r["counters"] for r in info["ranks"]), info["ranks"]
+PY
+
+echo "== sidecar mode: Python's faulthandler reports, then the crash ends the process"
+status=0
+"$mpiexec" -n 1 "$rankscope" run --mode sidecar -o "$work/python.h5" -- \
+  /usr/bin/python3 -X faulthandler -c 'import ctypes; ctypes.string_at(0)' >python.log 2>&1 || status=$?
+[ "$status" -ne 0 ] || { cat python.log; fail "the crashing Python job exited 0"; }
+grep -q "Fatal Python error: Segmentation fault" python.log || { cat python.log; fail "faulthandler's report is gone"; }
+[ -f python.h5 ] || { cat python.log; fail "the sidecar wrote no timeline"; }
+"$rankscope" info python.h5 >python.info
+grep -q "^crashed ranks: 0 " python.info && grep -q "^  rank 0: crashed with SIGSEGV (signal 11" python.info ||
+  { cat python.info; fail "info does not name the Python crash"; }
+echo "all crash checks passed"
