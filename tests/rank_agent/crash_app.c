@@ -1,4 +1,4 @@
-/* A rank ended by a fatal signal, on 2 ranks. Both make 20 MPI_Allreduce;
+/* A rank ended by a fatal signal, on 2 ranks. Both make COUNT MPI_Allreduce (20);
    then rank 1 ends as MODE says while rank 0 waits in MPI_Barrier for
    mpirun to end it:
      segv      writes through a null pointer
@@ -8,7 +8,7 @@
      fpe       divides an integer by zero
      recover   its own SIGSEGV handler, set before MPI_Init, recovers from
                the fault (siglongjmp), and the job ends normally.
-   Usage: crash_app MODE */
+   Usage: crash_app MODE [COUNT] */
 #include <mpi.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   double value = rank, sum = 0;
-  for (int i = 0; i < 20; ++i) MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  const long count = argc > 2 ? atol(argv[2]) : 20;
+  for (long i = 0; i < count; ++i) MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   if (strcmp(mode, "recover") == 0) {
     if (rank == 1 && sigsetjmp(recovery, 1) == 0) write_through_null();
     MPI_Barrier(MPI_COMM_WORLD);
