@@ -14,7 +14,7 @@
 
 namespace rankscope::analysis {
 
-RankEnd rank_end(int32_t rank, RankStatus status, const Counters& c) {
+RankEnd rank_end(int32_t rank, RankStatus status, const Counters& c, int64_t pid) {
   RankEnd end;
   end.rank = rank;
   end.status = status;
@@ -22,8 +22,13 @@ RankEnd rank_end(int32_t rank, RankStatus status, const Counters& c) {
   // later merge of a shard appended to by hand) is not a killed rank's.
   if (status == RankStatus::kDead) end.killed_by_signal = static_cast<int>(c.get(counter::kKilledBySignal));
   if (status == RankStatus::kCrashed) {
-    end.crash = Crash{static_cast<int>(c.get(counter::kCrashSignal)), static_cast<int>(c.get(counter::kCrashSignalCode)),
-                      c.get(counter::kCrashAddress), c.get(counter::kCrashThread)};
+    Crash& crash = end.crash.emplace();
+    crash.signal = static_cast<int>(c.get(counter::kCrashSignal));
+    crash.code = static_cast<int>(c.get(counter::kCrashSignalCode));
+    crash.address = c.get(counter::kCrashAddress);
+    crash.thread = c.get(counter::kCrashThread);
+    crash.sender_pid = static_cast<int64_t>(c.get(counter::kCrashSenderPid));
+    crash.sent_by_itself = crash.sender_pid != 0 && crash.sender_pid == pid;
   }
   end.oom_kills = c.get(counter::kOomKills);
   if (c.get(counter::kProcessPeakRssBytes) != 0) {
@@ -36,7 +41,20 @@ RankEnd rank_end(int32_t rank, RankStatus status, const Counters& c) {
 
 std::vector<RankEnd> rank_ends(const Timeline& timeline) {
   std::vector<RankEnd> ends;
-  for (const RankInfo& info : timeline.ranks()) ends.push_back(rank_end(info.rank, info.status, info.counters));
+  for (const RankInfo& info : timeline.ranks()) {
+    RankEnd& end = ends.emplace_back(rank_end(info.rank, info.status, info.counters, info.pid));
+    if (!end.crash) continue;
+    timeline.for_each_event_block(info.rank, [&](const std::vector<Event>& events) {
+      for (const Event& e : events) {
+        if (e.kind != EventKind::kInstant) continue;
+        const std::string_view name = timeline.string(e.name_id);
+        if (!name.starts_with(kCrashInstantPrefix)) continue;
+        if (const size_t at = name.find(kCrashInstantWhere); at != std::string_view::npos) {
+          end.crash->where = std::string(name.substr(at + kCrashInstantWhere.size()));
+        }
+      }
+    });
+  }
   return ends;
 }
 
@@ -49,8 +67,16 @@ std::string signal_name(int signal_number) {
 
 // The kernel's reason (si_code) for a fault, as sigaction(2) lists them.
 std::string_view fault_reason(int signal_number, int code) {
-  static constexpr std::string_view kSegv[] = {"address not mapped", "no permission for the address",
-                                               "outside the address bounds", "denied by a protection key"};
+  static constexpr std::string_view kSegv[] = {"address not mapped",
+                                               "no permission for the address",
+                                               "outside the address bounds",
+                                               "denied by a protection key",
+                                               "application data integrity not enabled",
+                                               "application data integrity error",
+                                               "application data integrity error",
+                                               "memory tag check, found later",
+                                               "memory tag check",
+                                               "control-flow protection (shadow stack)"};
   static constexpr std::string_view kBus[] = {"misaligned address",
                                               "no memory behind the address (a mapped file cut short, /dev/shm full)",
                                               "object-specific hardware error", "memory error (machine check)",
@@ -77,17 +103,30 @@ std::string_view fault_reason(int signal_number, int code) {
 
 std::string describe_crash(const Crash& crash) {
   std::string out = "crashed with " + signal_name(crash.signal) + " (signal " + std::to_string(crash.signal);
+  // x86's general protection fault (a non-canonical pointer) gives no address.
+  const bool general_protection = crash.signal == SIGSEGV && crash.code == SI_KERNEL;
   if (crash.code == 0) {
-    out += crash.signal == SIGABRT ? ": abort(), from an assert, std::terminate or the program itself" : ": sent by a process";
+    if (crash.sent_by_itself) {
+      out += crash.signal == SIGABRT ? ": abort(), from an assert, std::terminate or the program itself"
+                                     : ": raised by the process itself, by raise() or a handler passing a fault on, "
+                                       "so the address is not known";
+    } else {
+      out += crash.sender_pid != 0 ? ": sent by process " + std::to_string(crash.sender_pid) : ": sent by a process";
+    }
+  } else if (general_protection) {
+    out += ": general protection fault, a wild pointer, at an address not known";
   } else if (const std::string_view reason = fault_reason(crash.signal, crash.code); !reason.empty()) {
     out += ": " + std::string(reason);
   }
   out += ")";
-  if (crash.address != 0 || (crash.code != 0 && (crash.signal == SIGSEGV || crash.signal == SIGBUS))) {
+  const bool data_address = (crash.signal == SIGSEGV && !general_protection) || crash.signal == SIGBUS;
+  // The instruction's address says less than the code it is in, where that is known.
+  if ((crash.address != 0 || (crash.code != 0 && data_address)) && (data_address || crash.where.empty())) {
     char address[32];
     std::snprintf(address, sizeof(address), "0x%llx", static_cast<unsigned long long>(crash.address));
-    out += (crash.signal == SIGSEGV || crash.signal == SIGBUS ? " at " : " at instruction ") + std::string(address);
+    out += (data_address ? " at " : " at instruction ") + std::string(address);
   }
+  if (!crash.where.empty()) out += " in " + crash.where;
   if (crash.thread != 0) out += " on thread " + std::to_string(crash.thread);
   return out + "; its shard was closed first, with the calls it was inside";
 }

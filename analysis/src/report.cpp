@@ -421,6 +421,7 @@ void write_rank_end_json(JsonWriter& json, const RankEnd& end) {
   if (end.crash) {
     json.begin_object().key("signal").value(int64_t{end.crash->signal}).key("code").value(int64_t{end.crash->code});
     json.key("address").value(end.crash->address).key("thread").value(end.crash->thread);
+    json.key("where").value(end.crash->where);
     json.key("text").value(describe_fatal_signal(end)).end_object();
   } else {
     json.null();

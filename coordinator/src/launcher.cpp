@@ -296,11 +296,19 @@ class DeathRecord {
       // Killed before its agent wrote a shard, the one there is an earlier job's.
       if (!scan.metadata || scan.metadata->pid != application) return;
       if (scan.ended) {
-        // A crash the agent caught: it closed the shard, and said how.
         if (scan.counters.get(counter::kCrashSignal) != 0) {
+          // A crash the agent caught: it closed the shard, and said how.
+          const analysis::RankEnd end = analysis::rank_end(rank, RankStatus::kCrashed, scan.counters, application);
           std::fprintf(stderr, "rankscope run: rank %d: the application %s: %s\n", rank,
-                       analysis::describe_fatal_signal(analysis::rank_end(rank, RankStatus::kCrashed, scan.counters)).c_str(),
-                       shard.c_str());
+                       analysis::describe_fatal_signal(end).c_str(), shard.c_str());
+        } else if (static_cast<int>(scan.counters.get(counter::kTerminatedBySignal)) != signal_number) {
+          // After the close: a crash at exit (a destructor, a library's teardown), past what the capture covers.
+          const char* abbreviation = sigabbrev_np(signal_number);
+          std::fprintf(stderr,
+                       "rankscope run: rank %d: the application ended by %s%s(signal %d) after its shard was closed: "
+                       "the capture is whole\n",
+                       rank, abbreviation ? "SIG" : "", abbreviation ? (std::string(abbreviation) + " ").c_str() : "",
+                       signal_number);
         }
         return;
       }
@@ -319,7 +327,7 @@ class DeathRecord {
         throw Error(writer.error());
       }
       std::fprintf(stderr, "rankscope run: rank %d: the application was %s; what it flushed is kept in %s\n", rank,
-                   analysis::describe_fatal_signal(analysis::rank_end(rank, RankStatus::kDead, counters)).c_str(),
+                   analysis::describe_fatal_signal(analysis::rank_end(rank, RankStatus::kDead, counters, application)).c_str(),
                    shard.c_str());
     } catch (const Error& error) {
       std::fprintf(stderr, "rankscope run: rank %d: cannot record how the application ended: %s\n", rank,

@@ -31,6 +31,9 @@ constexpr Definition kRegistry[] = {
      "process sent it (abort(), kill)"},
     {kCrashAddress, "the faulting address (SIGSEGV, SIGBUS) or instruction (SIGFPE, SIGILL) the kernel gave"},
     {kCrashThread, "the thread id (gettid) of the thread that crashed, its thread track's id"},
+    {kCrashSenderPid,
+     "the process that sent the crash signal, where a process did (crash_signal_code 0): the rank's own pid for "
+     "abort(), raise() or a handler passing a fault on (Python's faulthandler), which leaves the address unknown"},
     {kHangDumps,
      "1: a rank of the job was inside one collective longer than --hang-timeout, and this rank wrote out its state "
      "(the calls it was inside, as incomplete events: `report`'s hangs)"},

@@ -2,7 +2,9 @@
 // `rankscope run` names, writes the rank's shard from a background thread,
 // and finishes at MPI_Finalize (through the MPI shim) or at exit.
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -11,6 +13,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/ucontext.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -104,6 +107,11 @@ std::atomic<int> g_crash_signal{0};
 std::atomic<int> g_crash_code{0};  // si_code where the kernel raised it; 0 where a process sent it
 std::atomic<uint64_t> g_crash_address{0};
 std::atomic<int> g_crash_thread{0};
+std::atomic<uint64_t> g_crash_instruction{0};  // where a fault the kernel raised happened; 0: not one
+std::atomic<int64_t> g_crash_at_ns{0};          // on the rank's clock
+std::atomic<int> g_crash_sender{0};             // the pid that sent it, where a process did
+std::atomic<bool> g_crash_claimed{false};       // by the first thread to crash, whose crash the counters describe
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int64_t>::is_always_lock_free);
 
 // The agent's own threads: the flusher, which writes at nice 19, and the
 // closer, which closes the shard at the application's priority when a
@@ -112,6 +120,7 @@ std::atomic<int> g_crash_thread{0};
 // for a close begun elsewhere (a close at a normal end joins the flusher),
 // and neither ends the process.
 enum class OwnThread : uint8_t { kNone, kFlusher, kCloser };
+void place_crash_handlers_once();
 constinit thread_local OwnThread t_own_thread = OwnThread::kNone;
 
 // What a flush writes: routinely, what came since the last (with --ring,
@@ -186,6 +195,7 @@ class Agent {
   void closer_loop();
   void flush_once(Flush how, int64_t dump_at_ns = INT64_MAX);
   bool write_open_state(int64_t now, bool with_sources);
+  bool write_crash();
   void watch_for_hang();
   void steer_window();
   void steer_by_ranges();
@@ -240,6 +250,7 @@ class Agent {
   uint64_t event_cost_ps_ = 0;
   std::atomic<uint64_t> flusher_cpu_ns_{0};
   uint64_t finish_cost_ns_ = 0;
+  bool crash_written_ = false;
   uint64_t shard_write_errors_ = 0;
   uint64_t sources_off_ = 0;
 
@@ -503,6 +514,9 @@ Counters Agent::counters() const {
     c.set(counter::kCrashSignalCode, static_cast<uint64_t>(g_crash_code.load(std::memory_order_relaxed)));
     c.set(counter::kCrashAddress, g_crash_address.load(std::memory_order_relaxed));
     c.set(counter::kCrashThread, static_cast<uint64_t>(g_crash_thread.load(std::memory_order_relaxed)));
+    if (const int sender = g_crash_sender.load(std::memory_order_relaxed); sender != 0) {
+      c.set(counter::kCrashSenderPid, static_cast<uint64_t>(sender));
+    }
   }
   c.set(counter::kHangDumps, hang_dumped_ ? 1 : 0);
   const uint64_t windows = windows_opened_ + range_windows_.windows_opened();
@@ -590,6 +604,65 @@ void Agent::flush_once(Flush how, int64_t dump_at_ns) {
     if (!writer_.write_counters(counters(), now)) return failed();
     counters_written_at_ = now;
   }
+}
+
+// Where a fault happened, as the loader knows it: "crash_app+0x12a4
+// (write_through_null+0x8)", the symbol where the module exports one; ""
+// where no module holds the instruction.
+std::string code_location(uint64_t instruction) {
+  Dl_info found{};
+  void* symbol_entry = nullptr;
+  if (instruction == 0 || ::dladdr1(reinterpret_cast<void*>(instruction), &found, &symbol_entry, RTLD_DL_SYMENT) == 0 ||
+      !found.dli_fname) {
+    return "";
+  }
+  const auto* symbol = static_cast<const ElfW(Sym)*>(symbol_entry);
+  const std::string_view path = found.dli_fname;
+  const std::string module(path.substr(path.rfind('/') + 1));
+  std::string out = printf_string("%s+0x%llx", module.empty() ? "?" : module.c_str(),
+                                  static_cast<unsigned long long>(instruction - reinterpret_cast<uintptr_t>(found.dli_fbase)));
+  // The nearest symbol before an internal function is another's: only one that holds the instruction.
+  if (found.dli_sname && found.dli_saddr && symbol &&
+      instruction - reinterpret_cast<uintptr_t>(found.dli_saddr) < symbol->st_size) {
+    out += printf_string(" (%s+0x%llx)", found.dli_sname,
+                         static_cast<unsigned long long>(instruction - reinterpret_cast<uintptr_t>(found.dli_saddr)));
+  }
+  return out;
+}
+
+// A crash the handler caught, as an instant on the crashing thread's track
+// at the instant it came: "crash: SIGSEGV in crash_app+0x12a4"
+// (docs/format.md, "Crashes"). Before the final flush, which writes its
+// name and track.
+bool Agent::write_crash() {
+  const int signal_number = g_crash_signal.load(std::memory_order_acquire);
+  if (signal_number == 0 || crash_written_) return true;
+  crash_written_ = true;
+  const auto thread = static_cast<uint64_t>(g_crash_thread.load(std::memory_order_relaxed));
+  char thread_name[64] = "thread";
+  if (const int fd = ::open(printf_string("/proc/self/task/%llu/comm", static_cast<unsigned long long>(thread)).c_str(),
+                            O_RDONLY | O_CLOEXEC);
+      fd >= 0) {
+    const ssize_t got = ::read(fd, thread_name, sizeof(thread_name) - 1);
+    ::close(fd);
+    if (got > 1) thread_name[got - 1] = '\0';  // without its newline
+  }
+  const uint32_t thread_name_id = recorder_.strings().intern(std::string(thread_name) + " " + std::to_string(thread));
+  const uint32_t track = recorder_.tracks().find_or_add(TrackType::kThread, thread, -1,
+                                                        thread_name_id == kNoId ? 0 : thread_name_id);
+  const char* abbreviation = sigabbrev_np(signal_number);
+  const std::string where = code_location(g_crash_instruction.load(std::memory_order_relaxed));
+  const uint32_t name_id = recorder_.strings().intern(
+      std::string(kCrashInstantPrefix) + (abbreviation ? "SIG" + std::string(abbreviation) : std::to_string(signal_number)) +
+      (where.empty() ? "" : std::string(kCrashInstantWhere) + where));
+  if (track == kNoId || name_id == kNoId) return true;  // counted where the tables were full
+  Event crash{};
+  crash.kind = EventKind::kInstant;
+  crash.begin_ns = crash.end_ns = g_crash_at_ns.load(std::memory_order_relaxed);
+  crash.name_id = name_id;
+  crash.track = static_cast<uint16_t>(track);
+  crash.peer = kNoPeer;
+  return write_failed_ || writer_.write_events(std::span<Event>(&crash, 1));
 }
 
 // The calls the application's threads are inside of now and, with
@@ -794,10 +867,15 @@ void Agent::flusher_loop() {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
   pollfd wake{wake_fd_, POLLIN, 0};
+  bool woken_before = false;
   for (;;) {
     if (::poll(&wake, 1, flush_ms_) > 0) {
       uint64_t count = 0;
       [[maybe_unused]] const ssize_t got = ::read(wake_fd_, &count, sizeof(count));
+    }
+    if (!woken_before) {
+      woken_before = true;
+      place_crash_handlers_once();
     }
     // Busy before it looks at stopping_, which the closer sets before it
     // looks at busy (both sequentially consistent): either this thread sees
@@ -885,6 +963,7 @@ bool Agent::finish() {
       while (flusher_busy_.load()) ::nanosleep(&pause, nullptr);
     }
     if (const auto add_counters = at_close_.load(std::memory_order_acquire)) add_counters();
+    if (!write_crash()) ++shard_write_errors_;
     flush_once(Flush::kFinal);
     // A window by ranges may open and close between two wakes of the
     // writer thread, unsaid: rank 0 sums up at the end.
@@ -938,8 +1017,11 @@ void on_terminate(int signal_number) {
     g_terminating_signal.compare_exchange_strong(none, signal_number, std::memory_order_acq_rel);
     close_before_end(*a);
     // Another thread is in _exit, with the status the process is to end
-    // with: it ends the process once the shard is closed.
-    if (g_exit_called.load(std::memory_order_acquire) != 0) wait_a_second_for([] { return false; });
+    // with, or in a crash, which is to end it: it ends the process once the
+    // shard is closed.
+    if (g_exit_called.load(std::memory_order_acquire) != 0 || g_crash_claimed.load(std::memory_order_acquire)) {
+      wait_a_second_for([] { return false; });
+    }
   }
   ::signal(signal_number, SIG_DFL);
   ::raise(signal_number);
@@ -965,15 +1047,21 @@ void handle_termination() {
 // it loses are its last ones, which say what it was doing. The crash
 // handler has the closer close the shard, as on_terminate does, then passes
 // the signal on to the action the agent found there, so that the process
-// ends as it would have: with Open MPI's backtrace or Python's
-// faulthandler, a core dump, the same status. Only where the default was
-// in place: a program's own handler (a runtime that recovers from faults)
-// is left alone.
+// ends as it would have: with Open MPI's backtrace, a core dump, the same
+// status. Only where the program left the default in place once under way:
+// a handler of its own (a runtime that recovers from faults, Rust's or a
+// JVM's, Python's faulthandler) is left alone.
 constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 // Per signal, the action the agent found, written before its handler is
 // put in place, and read only by that handler.
 struct sigaction g_action_found[NSIG];
-
+// Whether the handlers were put in place: a runtime that looks for the
+// default at its start (Rust's standard library, a JVM, Open MPI's
+// MPI_Init) must find it, so they go in once the program is under way, at
+// the end of MPI_Init or at the flusher's first wake, whichever is first;
+// MPI_Init reserves the choice while it runs.
+enum class CrashHandlers : int { kNotYet, kPlaced, kMpiInitRunning };
+std::atomic<CrashHandlers> g_crash_handlers{CrashHandlers::kNotYet};
 void on_crash(int signal_number, siginfo_t* info, void* context);
 
 bool crash_handler_in_place(int signal_number) {
@@ -982,64 +1070,135 @@ bool crash_handler_in_place(int signal_number) {
          current.sa_sigaction == on_crash;
 }
 
-void put_crash_handler(int signal_number) {
+void put_crash_handler(int signal_number, const struct sigaction& found) {
+  g_action_found[signal_number] = found;
   struct sigaction handler {};
   handler.sa_sigaction = on_crash;
+  // mpirun's SIGTERM, once the crash came, must not end the process before the crash goes on.
   sigemptyset(&handler.sa_mask);
+  sigaddset(&handler.sa_mask, SIGTERM);
+  sigaddset(&handler.sa_mask, SIGINT);
   // On the alternate stack where the thread has one: a stack overflow is a crash too.
   handler.sa_flags = SA_SIGINFO | SA_ONSTACK;
   ::sigaction(signal_number, &handler, nullptr);
+}
+
+void place_crash_handlers() {
+  for (const int signal_number : kCrashSignals) {
+    struct sigaction current {};
+    if (::sigaction(signal_number, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      put_crash_handler(signal_number, current);
+    }
+  }
+}
+
+// At the flusher's first wake.
+void place_crash_handlers_once() {
+  CrashHandlers not_yet = CrashHandlers::kNotYet;
+  if (g_crash_handlers.compare_exchange_strong(not_yet, CrashHandlers::kPlaced)) place_crash_handlers();
+}
+
+#ifndef BUS_MCEERR_AO
+#define BUS_MCEERR_AO 5
+#endif
+#ifndef SEGV_MTEAERR
+#define SEGV_MTEAERR 8
+#endif
+
+// Whether the fault comes again as the instruction runs again: the kernel
+// raised it for this instruction (not a memory error found later, or a
+// tag check the hardware made after the fact).
+bool fault_comes_again(int signal_number, const siginfo_t* info) {
+  if (!info || info->si_code <= 0) return false;
+  if (signal_number == SIGBUS && info->si_code == BUS_MCEERR_AO) return false;
+  if (signal_number == SIGSEGV && info->si_code == SEGV_MTEAERR) return false;
+  return signal_number != SIGABRT;
 }
 
 // The action found there takes the signal from the kernel, as it would
 // have without the agent: a fault the kernel raised comes again when the
 // instruction runs again, with the same siginfo and context (no frame of the
 // agent's in a backtrace); a signal sent (abort(), kill) is sent again, and
-// comes as this handler returns.
-void pass_crash_on(int signal_number, const siginfo_t* info) {
-  ::sigaction(signal_number, &g_action_found[signal_number], nullptr);
-  if (!(info && info->si_code > 0)) ::raise(signal_number);
+// comes as this handler returns. A handler put after the agent's that calls
+// it as the action before it (chaining) is left in place: the agent does
+// what the action it found would have done.
+void pass_crash_on(int signal_number, siginfo_t* info, void* context) {
+  if (crash_handler_in_place(signal_number)) {
+    ::sigaction(signal_number, &g_action_found[signal_number], nullptr);
+    if (!fault_comes_again(signal_number, info)) ::raise(signal_number);
+    return;
+  }
+  const struct sigaction found = g_action_found[signal_number];
+  // As the kernel would, for the next time: that handler may return, and the fault come again.
+  if (found.sa_flags & SA_RESETHAND) g_action_found[signal_number] = {};
+  if (found.sa_handler == SIG_IGN) return;
+  if (found.sa_handler == SIG_DFL) {
+    // The default action, now: the signal is blocked in the handler that called this one.
+    ::signal(signal_number, SIG_DFL);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, signal_number);
+    ::pthread_sigmask(SIG_UNBLOCK, &only, nullptr);
+    ::raise(signal_number);
+    return;
+  }
+  if (found.sa_flags & SA_SIGINFO) {
+    found.sa_sigaction(signal_number, info, context);
+  } else {
+    found.sa_handler(signal_number);
+  }
 }
 
-void on_crash(int signal_number, siginfo_t* info, void*) {
+// The instruction a fault the kernel raised stopped the thread at.
+uint64_t faulting_instruction(const void* context) {
+  const auto* machine = static_cast<const ucontext_t*>(context);
+#if defined(__x86_64__)
+  return static_cast<uint64_t>(machine->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+  return machine->uc_mcontext.pc;
+#else
+  (void)machine;
+  return 0;
+#endif
+}
+
+void on_crash(int signal_number, siginfo_t* info, void* context) {
   Agent* a = agent();
   if (a && a->in_this_process() && t_own_thread == OwnThread::kNone) {
-    if (g_crash_signal.load(std::memory_order_acquire) == 0) {
-      // si_code > 0: the kernel raised it, and for these signals si_addr is the fault's address.
+    if (!g_crash_claimed.exchange(true, std::memory_order_acq_rel)) {
+      g_crash_at_ns.store(a->now(), std::memory_order_relaxed);
       const bool by_kernel = info && info->si_code > 0;
       g_crash_code.store(by_kernel ? info->si_code : 0, std::memory_order_relaxed);
+      // si_addr: the fault's address (SIGSEGV, SIGBUS) or instruction (SIGFPE, SIGILL).
       g_crash_address.store(by_kernel && signal_number != SIGABRT ? reinterpret_cast<uintptr_t>(info->si_addr) : 0,
                             std::memory_order_relaxed);
+      g_crash_instruction.store(by_kernel && context ? faulting_instruction(context) : 0, std::memory_order_relaxed);
+      g_crash_sender.store(!by_kernel && info ? static_cast<int>(info->si_pid) : 0, std::memory_order_relaxed);
       g_crash_thread.store(static_cast<int>(::gettid()), std::memory_order_relaxed);
-      int none = 0;
-      g_crash_signal.compare_exchange_strong(none, signal_number, std::memory_order_acq_rel);
+      g_crash_signal.store(signal_number, std::memory_order_release);
+    } else {
+      // Another thread's crash, being recorded: the close must find it whole.
+      for (int spins = 0; g_crash_signal.load(std::memory_order_acquire) == 0 && spins < 1'000'000; ++spins) {
+      }
     }
     close_before_end(*a);
   }
-  pass_crash_on(signal_number, info);
+  pass_crash_on(signal_number, info, context);
 }
 
 // The main thread's alternate signal stack, where it has none: the crash
-// handler's only way to run when the stack itself overflowed. A program
-// that sets its own replaces it.
+// handler's only way to run when the stack itself overflowed. Below it a
+// page no one may touch, so that overflowing it faults rather than writes
+// over the mapping beneath. A program that sets its own replaces it.
 void give_main_thread_a_signal_stack() {
   stack_t current {};
   if (::sigaltstack(nullptr, &current) != 0 || !(current.ss_flags & SS_DISABLE)) return;
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const size_t size = std::max<size_t>(64 * 1024, static_cast<size_t>(::sysconf(_SC_SIGSTKSZ)) * 4);
-  void* memory = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  void* memory = ::mmap(nullptr, page + size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (memory == MAP_FAILED) return;
-  const stack_t stack{memory, 0, size};
-  if (::sigaltstack(&stack, nullptr) != 0) ::munmap(memory, size);
-}
-
-void handle_crashes() {
-  for (const int signal_number : kCrashSignals) {
-    struct sigaction current {};
-    if (::sigaction(signal_number, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;
-    g_action_found[signal_number] = current;
-    put_crash_handler(signal_number);
-  }
-  give_main_thread_a_signal_stack();
+  const stack_t stack{static_cast<char*>(memory) + page, 0, size};
+  if (::mprotect(memory, page, PROT_NONE) != 0 || ::sigaltstack(&stack, nullptr) != 0) ::munmap(memory, page + size);
 }
 
 // With --ring, SIGUSR2 (mpirun passes it to every rank) writes what the
@@ -1066,7 +1225,7 @@ __attribute__((constructor)) void start_agent() {
   g_agent.store(started, std::memory_order_release);
   started->start_capture();
   handle_termination();
-  handle_crashes();
+  give_main_thread_a_signal_stack();
   if (started->ring_on()) handle_ring_dump();
   pthread_atfork(nullptr, nullptr, [] {
     // A forked child (a DataLoader worker) has no flusher and must not write
@@ -1175,12 +1334,21 @@ void rankscope_agent_at_close(void (*add_counters)()) {
 }
 
 // Open MPI puts its own crash handlers (a backtrace) only where it finds the
-// default action: the agent's step aside for PMPI_Init, and then pass a
-// crash on to what it put there.
+// default action: the agent's step aside for PMPI_Init, or wait for it to
+// be placed, and then pass a crash on to what it put there.
+namespace rankscope::agent {
+namespace {
+struct sigaction g_action_before_mpi_init[NSIG];
+}  // namespace
+}  // namespace rankscope::agent
+
 void rankscope_agent_before_mpi_init(int* aside) {
   namespace agent_ns = rankscope::agent;
   *aside = 0;
+  auto not_yet = agent_ns::CrashHandlers::kNotYet;
+  agent_ns::g_crash_handlers.compare_exchange_strong(not_yet, agent_ns::CrashHandlers::kMpiInitRunning);
   for (const int signal_number : agent_ns::kCrashSignals) {
+    ::sigaction(signal_number, nullptr, &agent_ns::g_action_before_mpi_init[signal_number]);
     if (!agent_ns::crash_handler_in_place(signal_number)) continue;
     ::sigaction(signal_number, &agent_ns::g_action_found[signal_number], nullptr);
     *aside |= 1 << signal_number;
@@ -1189,13 +1357,18 @@ void rankscope_agent_before_mpi_init(int* aside) {
 
 void rankscope_agent_after_mpi_init(int aside) {
   namespace agent_ns = rankscope::agent;
+  const bool placing_now = agent_ns::g_crash_handlers.load() == agent_ns::CrashHandlers::kMpiInitRunning;
   for (const int signal_number : agent_ns::kCrashSignals) {
-    if (!(aside & (1 << signal_number))) continue;
     struct sigaction current {};
     if (::sigaction(signal_number, nullptr, &current) != 0) continue;
-    agent_ns::g_action_found[signal_number] = current;
-    agent_ns::put_crash_handler(signal_number);
+    const struct sigaction& before = agent_ns::g_action_before_mpi_init[signal_number];
+    // MPI's own, put where it found the default (what the agent stepped aside for, or the default itself).
+    const bool put_by_mpi = current.sa_handler != before.sa_handler && before.sa_handler == SIG_DFL;
+    if ((aside & (1 << signal_number)) || (placing_now && (current.sa_handler == SIG_DFL || put_by_mpi))) {
+      agent_ns::put_crash_handler(signal_number, current);
+    }
   }
+  if (placing_now) agent_ns::g_crash_handlers.store(agent_ns::CrashHandlers::kPlaced);
 }
 
 const char* rankscope_agent_clock_base() {

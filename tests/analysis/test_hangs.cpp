@@ -256,15 +256,31 @@ TEST_F(HangsTest, ARankThatCrashedIsNamedWithTheSignalTheAddressAndTheThread) {
 
 // What the kernel's reasons and the signals sent by a process read as.
 TEST(RankEnds, ACrashIsDescribedByItsSignalAndTheKernelsReason) {
-  const auto described = [](int signal_number, int code, uint64_t address) {
+  const auto described = [](int signal_number, int code, uint64_t address, int64_t sender = 0, std::string where = "") {
     RankEnd end;
     end.status = RankStatus::kCrashed;
-    end.crash = Crash{signal_number, code, address, 0};
+    Crash& crash = end.crash.emplace();
+    crash.signal = signal_number, crash.code = code, crash.address = address;
+    crash.sender_pid = sender, crash.sent_by_itself = sender == 77;
+    crash.where = std::move(where);
     const std::string text = describe_fatal_signal(end);
     return text.substr(0, text.find(';'));
   };
-  EXPECT_EQ(described(SIGABRT, 0, 0), "crashed with SIGABRT (signal 6: abort(), from an assert, std::terminate or the program itself)");
+  EXPECT_EQ(described(SIGABRT, 0, 0, 77), "crashed with SIGABRT (signal 6: abort(), from an assert, std::terminate or the program itself)");
+  EXPECT_EQ(described(SIGABRT, 0, 0, 1234), "crashed with SIGABRT (signal 6: sent by process 1234)");
   EXPECT_EQ(described(SIGSEGV, 0, 0), "crashed with SIGSEGV (signal 11: sent by a process)");
+  // Python's faulthandler reports the fault, then raises the signal again.
+  EXPECT_EQ(described(SIGSEGV, 0, 0, 77),
+            "crashed with SIGSEGV (signal 11: raised by the process itself, by raise() or a handler passing a fault on, "
+            "so the address is not known)");
+  // A wild (non-canonical) pointer on x86: the kernel gives no address, and 0 is not one.
+  EXPECT_EQ(described(SIGSEGV, SI_KERNEL, 0),
+            "crashed with SIGSEGV (signal 11: general protection fault, a wild pointer, at an address not known)");
+  EXPECT_EQ(described(SIGSEGV, SEGV_MAPERR, 0, 0, "crash_app+0x12a4 (write_through_null+0x8)"),
+            "crashed with SIGSEGV (signal 11: address not mapped) at 0x0 in crash_app+0x12a4 (write_through_null+0x8)");
+  // Where the code is known, the instruction's address says nothing more.
+  EXPECT_EQ(described(SIGFPE, FPE_INTDIV, 0x401000, 0, "crash_app+0x1000"),
+            "crashed with SIGFPE (signal 8: integer divide by zero) in crash_app+0x1000");
   EXPECT_EQ(described(SIGSEGV, SEGV_ACCERR, 0x1000), "crashed with SIGSEGV (signal 11: no permission for the address) at 0x1000");
   EXPECT_EQ(described(SIGBUS, BUS_ADRERR, 0x7f00),
             "crashed with SIGBUS (signal 7: no memory behind the address (a mapped file cut short, /dev/shm full)) at 0x7f00");

@@ -6,6 +6,11 @@
      abort     calls abort(), as an assert or std::terminate does
      overflow  recurses until its stack overflows
      fpe       divides an integer by zero
+     chain     the same, under a SIGSEGV handler of its own set after
+               MPI_Init that passes faults on to the action it found, as a
+               JVM's does (it says so on stderr)
+     finalized both call MPI_Finalize, and then rank 1 writes through a
+               null pointer, after its capture ended
      recover   its own SIGSEGV handler, set before MPI_Init, recovers from
                the fault (siglongjmp), and the job ends normally.
    Usage: crash_app MODE [COUNT] */
@@ -16,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static sigjmp_buf recovery;
 static volatile sig_atomic_t faults_recovered = 0;
@@ -24,6 +30,20 @@ static void recover_from_fault(int signal_number) {
   (void)signal_number;
   ++faults_recovered;
   siglongjmp(recovery, 1);
+}
+
+static struct sigaction action_found;
+
+static void pass_fault_on(int signal_number, siginfo_t* info, void* context) {
+  static const char line[] = "crash_app: a fault not ours: passing it on\n";
+  if (write(2, line, sizeof line - 1) < 0) return;
+  if (action_found.sa_flags & SA_SIGINFO) {
+    action_found.sa_sigaction(signal_number, info, context);
+  } else if (action_found.sa_handler != SIG_DFL && action_found.sa_handler != SIG_IGN) {
+    action_found.sa_handler(signal_number);
+  } else {
+    signal(signal_number, SIG_DFL);
+  }
 }
 
 static void write_through_null(void) {
@@ -72,8 +92,22 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 0;
   }
+  if (strcmp(mode, "finalized") == 0) {
+    MPI_Finalize();
+    if (rank == 1) write_through_null();
+    return 0;
+  }
   if (rank == 1) {
     if (strcmp(mode, "segv") == 0) write_through_null();
+    if (strcmp(mode, "chain") == 0) {
+      struct sigaction handler;
+      memset(&handler, 0, sizeof handler);
+      handler.sa_sigaction = pass_fault_on;
+      handler.sa_flags = SA_SIGINFO;
+      sigemptyset(&handler.sa_mask);
+      sigaction(SIGSEGV, &handler, &action_found);
+      write_through_null();
+    }
     if (strcmp(mode, "thread") == 0) {
       pthread_t thread;
       pthread_create(&thread, NULL, crash_on_thread, NULL);

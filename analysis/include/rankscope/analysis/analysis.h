@@ -321,6 +321,9 @@ struct Crash {
   int code = 0;           // the kernel's si_code; 0: a process sent it (abort(), kill)
   uint64_t address = 0;   // the fault's address (SIGSEGV, SIGBUS) or instruction (SIGFPE, SIGILL); 0: none given
   uint64_t thread = 0;    // the crashing thread's id, its thread track's
+  int64_t sender_pid = 0;  // the process that sent it, where one did (code 0); 0: not known
+  bool sent_by_itself = false;  // sender_pid is the rank's own (abort(), raise(), a handler passing a fault on)
+  std::string where;      // the code it faulted in ("crash_app+0x12a4"), from its crash instant; "" where not known
 };
 struct RankEnd {
   int32_t rank = -1;
@@ -332,7 +335,7 @@ struct RankEnd {
 };
 // One rank's end from its counters: a timeline's, or those `rankscope run`
 // writes for the process it saw killed.
-RankEnd rank_end(int32_t rank, RankStatus status, const Counters& counters);
+RankEnd rank_end(int32_t rank, RankStatus status, const Counters& counters, int64_t pid);
 std::vector<RankEnd> rank_ends(const Timeline& timeline);  // by rank
 // How a fatal signal ended the rank: "killed by SIGKILL (signal 9) before
 // its shard was closed; the kernel's OOM killer killed 1 process of its

@@ -29,6 +29,7 @@ inline constexpr std::string_view kCrashSignal = "crash_signal";
 inline constexpr std::string_view kCrashSignalCode = "crash_signal_code";
 inline constexpr std::string_view kCrashAddress = "crash_address";
 inline constexpr std::string_view kCrashThread = "crash_thread";
+inline constexpr std::string_view kCrashSenderPid = "crash_sender_pid";
 inline constexpr std::string_view kHangDumps = "hang_dumps";
 inline constexpr std::string_view kRingDumps = "ring_dumps";
 inline constexpr std::string_view kRingEventsAgedOut = "ring_events_aged_out";

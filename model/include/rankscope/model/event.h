@@ -28,6 +28,12 @@ enum class EventKind : uint8_t {
 };
 inline constexpr int kEventKindCount = 16;
 
+// The kInstant the agent writes on a crashing thread's track, at the crash:
+// "crash: SIGSEGV in crash_app+0x12a4 (write_through_null+0x8)", the place
+// left out where the loader knows none or a process sent the signal.
+inline constexpr std::string_view kCrashInstantPrefix = "crash: ";
+inline constexpr std::string_view kCrashInstantWhere = " in ";
+
 // Collective and point-to-point operations, shared by MPI and NCCL.
 enum class CommOp : uint8_t {
   kNone = 0,
