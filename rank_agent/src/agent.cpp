@@ -1345,6 +1345,8 @@ struct sigaction g_action_before_mpi_init[NSIG];
 void rankscope_agent_before_mpi_init(int* aside) {
   namespace agent_ns = rankscope::agent;
   *aside = 0;
+  // A process that does not capture keeps every action as it is.
+  if (auto* a = agent(); !a || !a->in_this_process()) return;
   auto not_yet = agent_ns::CrashHandlers::kNotYet;
   agent_ns::g_crash_handlers.compare_exchange_strong(not_yet, agent_ns::CrashHandlers::kMpiInitRunning);
   for (const int signal_number : agent_ns::kCrashSignals) {
@@ -1357,6 +1359,7 @@ void rankscope_agent_before_mpi_init(int* aside) {
 
 void rankscope_agent_after_mpi_init(int aside) {
   namespace agent_ns = rankscope::agent;
+  if (auto* a = agent(); !a || !a->in_this_process()) return;
   const bool placing_now = agent_ns::g_crash_handlers.load() == agent_ns::CrashHandlers::kMpiInitRunning;
   for (const int signal_number : agent_ns::kCrashSignals) {
     struct sigaction current {};
