@@ -11,6 +11,7 @@
 #include "rankscope/model/counters.h"
 #include "rankscope/model/format.h"
 #include "rankscope/model/statistics.h"
+#include "rankscope/model/text.h"
 
 namespace rankscope::analysis {
 
@@ -59,11 +60,6 @@ std::vector<RankEnd> rank_ends(const Timeline& timeline) {
 }
 
 namespace {
-
-std::string signal_name(int signal_number) {
-  const char* abbreviation = sigabbrev_np(signal_number);
-  return abbreviation ? "SIG" + std::string(abbreviation) : "signal " + std::to_string(signal_number);
-}
 
 // The kernel's reason (si_code) for a fault, as sigaction(2) lists them.
 std::string_view fault_reason(int signal_number, int code) {

@@ -303,12 +303,10 @@ class DeathRecord {
                        analysis::describe_fatal_signal(end).c_str(), shard.c_str());
         } else if (static_cast<int>(scan.counters.get(counter::kTerminatedBySignal)) != signal_number) {
           // After the close: a crash at exit (a destructor, a library's teardown), past what the capture covers.
-          const char* abbreviation = sigabbrev_np(signal_number);
           std::fprintf(stderr,
-                       "rankscope run: rank %d: the application ended by %s%s(signal %d) after its shard was closed: "
+                       "rankscope run: rank %d: the application ended by %s (signal %d) after its shard was closed: "
                        "the capture is whole\n",
-                       rank, abbreviation ? "SIG" : "", abbreviation ? (std::string(abbreviation) + " ").c_str() : "",
-                       signal_number);
+                       rank, signal_name(signal_number).c_str(), signal_number);
         }
         return;
       }

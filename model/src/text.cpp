@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 
 #include "rankscope/model/error.h"
 
@@ -91,6 +92,11 @@ std::string format_utc_time(int64_t ns_since_epoch) {
   std::snprintf(text, sizeof(text), "%04d-%02d-%02dT%02d:%02d:%02d.%09lldZ", utc.tm_year + 1900, utc.tm_mon + 1,
                 utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<long long>(fraction));
   return text;
+}
+
+std::string signal_name(int signal_number) {
+  const char* abbreviation = sigabbrev_np(signal_number);
+  return abbreviation ? "SIG" + std::string(abbreviation) : "signal " + std::to_string(signal_number);
 }
 
 }  // namespace rankscope

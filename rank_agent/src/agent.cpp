@@ -650,11 +650,9 @@ bool Agent::write_crash() {
   const uint32_t thread_name_id = recorder_.strings().intern(std::string(thread_name) + " " + std::to_string(thread));
   const uint32_t track = recorder_.tracks().find_or_add(TrackType::kThread, thread, -1,
                                                         thread_name_id == kNoId ? 0 : thread_name_id);
-  const char* abbreviation = sigabbrev_np(signal_number);
   const std::string where = code_location(g_crash_instruction.load(std::memory_order_relaxed));
-  const uint32_t name_id = recorder_.strings().intern(
-      std::string(kCrashInstantPrefix) + (abbreviation ? "SIG" + std::string(abbreviation) : std::to_string(signal_number)) +
-      (where.empty() ? "" : std::string(kCrashInstantWhere) + where));
+  const uint32_t name_id = recorder_.strings().intern(std::string(kCrashInstantPrefix) + signal_name(signal_number) +
+                                                      (where.empty() ? "" : std::string(kCrashInstantWhere) + where));
   if (track == kNoId || name_id == kNoId) return true;  // counted where the tables were full
   Event crash{};
   crash.kind = EventKind::kInstant;

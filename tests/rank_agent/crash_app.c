@@ -6,6 +6,10 @@
      abort     calls abort(), as an assert or std::terminate does
      overflow  recurses until its stack overflows
      fpe       divides an integer by zero
+     term      the same, while another thread sends the process SIGTERM
+               (as mpirun would) once the crash came
+     exit      the same, while the main thread calls exit(0) once the crash
+               came (crashes on a thread of its own)
      chain     the same, under a SIGSEGV handler of its own set after
                MPI_Init that passes faults on to the action it found, as a
                JVM's does (it says so on stderr)
@@ -18,9 +22,11 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static sigjmp_buf recovery;
@@ -54,6 +60,34 @@ static void write_through_null(void) {
 static void* crash_on_thread(void* unused) {
   (void)unused;
   write_through_null();
+  return NULL;
+}
+
+/* Set just before a crash, for the thread that then ends the process otherwise. */
+static atomic_int crashing = 0;
+
+static void crash_after_flag(void) {
+  atomic_store(&crashing, 1);
+  write_through_null();
+}
+
+static void* crash_after_flag_on_thread(void* unused) {
+  (void)unused;
+  crash_after_flag();
+  return NULL;
+}
+
+/* Once the crash came (its close under way), a millisecond on: SIGTERM, as mpirun sends. */
+static void* terminate_when_crashing(void* unused) {
+  (void)unused;
+  while (!atomic_load(&crashing)) {
+  }
+  const struct timespec millisecond = {0, 1000000};
+  nanosleep(&millisecond, NULL);
+  kill(getpid(), SIGTERM);
+  /* The crash, or the SIGTERM, ends the process meanwhile. */
+  const struct timespec a_while = {60, 0};
+  nanosleep(&a_while, NULL);
   return NULL;
 }
 
@@ -107,6 +141,20 @@ int main(int argc, char** argv) {
       sigemptyset(&handler.sa_mask);
       sigaction(SIGSEGV, &handler, &action_found);
       write_through_null();
+    }
+    if (strcmp(mode, "term") == 0) {
+      pthread_t thread;
+      pthread_create(&thread, NULL, terminate_when_crashing, NULL);
+      crash_after_flag();
+    }
+    if (strcmp(mode, "exit") == 0) {
+      pthread_t thread;
+      pthread_create(&thread, NULL, crash_after_flag_on_thread, NULL);
+      while (!atomic_load(&crashing)) {
+      }
+      const struct timespec millisecond = {0, 1000000};
+      nanosleep(&millisecond, NULL);
+      exit(0);
     }
     if (strcmp(mode, "thread") == 0) {
       pthread_t thread;

@@ -16,7 +16,11 @@ rankscope=$1 crash_app=$2 mpiexec=$3
 # job's exit status in MODE.status.
 crash_job() {
   local mode=$1 status=0
-  "$mpiexec" -n 2 "$rankscope" run --flush-ms 60000 -o "$mode.h5" -- "$crash_app" "$mode" >"$mode.log" 2>&1 || status=$?
+  # term: 300,000 unflushed events, so that the SIGTERM comes while the shard closes.
+  local count=20
+  [ "$mode" != term ] || count=300000
+  echo "$count" >"$mode.count"
+  "$mpiexec" -n 2 "$rankscope" run --flush-ms 60000 -o "$mode.h5" -- "$crash_app" "$mode" "$count" >"$mode.log" 2>&1 || status=$?
   echo "$status" >"$mode.status"
   [ "$status" -ne 0 ] || { cat "$mode.log"; fail "the $mode job exited 0"; }
   "$rankscope" merge "$mode.h5.shards" -o "$mode.h5" >/dev/null 2>&1 || fail "merging the $mode job's shards failed"
@@ -26,7 +30,7 @@ crash_job() {
 }
 
 # crashed MODE SIGNAL CODE: rank 1 crashed with SIGNAL (si_code CODE), and
-# kept every event it made: 20 allreduces, though nothing was flushed.
+# kept every event it made: its allreduces (MODE.count), though nothing was flushed.
 crashed() {
   python3 - "$@" <<'PY'
 import json, sys
@@ -56,7 +60,7 @@ PY
 events = json.load(open(sys.argv[1]))
 events = events["traceEvents"] if isinstance(events, dict) else events
 print(sum(e.get("name") == "MPI_Allreduce" and e.get("ph") == "X" for e in events))' "$1.json")
-  [ "$allreduces" -eq 20 ] || fail "rank 1 kept $allreduces of its 20 allreduces after the $1 crash"
+  [ "$allreduces" -eq "$(cat "$1.count")" ] || fail "rank 1 kept $allreduces of its $(cat "$1.count") allreduces after the $1 crash"
   # The crash itself: an instant on the crashing thread's track, after the last allreduce.
   python3 - "$1" <<'PY'
 import json, sys
@@ -110,6 +114,17 @@ import json
 ranks = {r["rank"]: r for r in json.load(open("thread.info.json"))["ranks"]}
 assert ranks[1]["counters"]["crash_thread"] != ranks[1]["pid"], ranks[1]
 PY
+
+echo "== mpirun's SIGTERM during the crash's close: the crash still ends the process"
+crash_job term
+crashed term 11 1
+grep -q "exited on signal 11" term.log || { cat term.log; fail "the SIGTERM, not the crash, ended rank 1"; }
+grep -q "Signal: Segmentation fault (11)" term.log || { cat term.log; fail "Open MPI's backtrace of the crash is gone"; }
+
+echo "== exit(0) on another thread during the crash's close: the crash still ends the process"
+crash_job exit
+crashed exit 11 1
+grep -q "exited on signal 11" exit.log || { cat exit.log; fail "exit(0), not the crash, ended rank 1"; }
 
 echo "== abort(): sent by the process itself, Open MPI's handler still shown"
 crash_job abort

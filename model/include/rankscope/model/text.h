@@ -43,6 +43,9 @@ std::vector<int32_t> parse_rank_list(std::string_view text, std::string_view wha
 // parse_rank_list reads.
 std::string format_rank_list(const std::vector<int32_t>& ranks);
 
+// A signal as people know it: "SIGSEGV"; "signal 40" for one without a name.
+std::string signal_name(int signal_number);
+
 // printf into a std::string.
 std::string printf_string(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
