@@ -911,6 +911,27 @@ std::string Agent::range_windows_summary() const {
   return nothing + " (the highest step that began: ProfilerStep#" + std::to_string(highest) + ")";
 }
 
+// Waits until `done`, `seconds` at most; a signal cutting a pause short
+// does not shorten the wait.
+template <typename Done>
+void wait_for(int64_t seconds, Done&& done) {
+  const int64_t until = clocksync::raw_now_ns() + seconds * 1'000'000'000;
+  const timespec pause{0, 10'000'000};
+  while (!done() && clocksync::raw_now_ns() < until) ::nanosleep(&pause, nullptr);
+}
+
+// A crash on another thread: its handler ends the process once its shard is
+// closed and the crash passed on, as the crash would have at once. A thread
+// that would end the process otherwise (exit, _exit, a held termination
+// signal) waits for it meanwhile; the crashing thread itself (a handler of
+// the program's that exits once the agent's returned) does not.
+void let_a_crash_end_the_process() {
+  if (g_crash_claimed.load(std::memory_order_acquire) &&
+      g_crash_thread.load(std::memory_order_acquire) != static_cast<int>(::gettid())) {
+    wait_for(5, [] { return false; });
+  }
+}
+
 // A termination signal that came while the shard was closing waits for the
 // close (held back on the closing thread, or in its handler on another): the
 // thread that closed it, or waited for the close, must not carry on to end
@@ -920,12 +941,7 @@ std::string Agent::range_windows_summary() const {
 // asked by the signal's handler, nor where _exit gives the status.
 void end_by_held_signal() {
   if (t_own_thread != OwnThread::kNone || g_exit_called.load(std::memory_order_acquire) != 0) return;
-  // A crash on another thread: its handler ends the process once its shard
-  // is closed and the crash passed on, as the crash would have at once.
-  if (g_crash_signal.load(std::memory_order_acquire) != 0) {
-    const timespec pause{5, 0};
-    ::nanosleep(&pause, nullptr);
-  }
+  let_a_crash_end_the_process();
   if (const int signal_number = g_terminating_signal.load(std::memory_order_acquire); signal_number != 0) {
     ::signal(signal_number, SIG_DFL);
     ::raise(signal_number);
@@ -987,21 +1003,12 @@ bool Agent::finish() {
 
 Agent* agent() { return g_agent.load(std::memory_order_acquire); }
 
-// Waits, a second at most, until `done`; a signal cutting a pause short
-// does not shorten the wait.
-template <typename Done>
-void wait_a_second_for(Done&& done) {
-  const int64_t until = clocksync::raw_now_ns() + 1'000'000'000;
-  const timespec pause{0, 10'000'000};
-  while (!done() && clocksync::raw_now_ns() < until) ::nanosleep(&pause, nullptr);
-}
-
 // Has the closer close the shard, and waits for it: only async-signal-safe
 // work, as a signal handler and _exit need. A second end (another thread's
 // signal, _exit in a handler) waits for the same close.
 void close_before_end(Agent& agent) {
   if (g_end_asked.exchange(1, std::memory_order_acq_rel) == 0) agent.ask_close();
-  wait_a_second_for([&] { return agent.closed(); });
+  wait_for(1, [&] { return agent.closed(); });
 }
 
 // mpirun ends the other ranks with SIGTERM when one rank dies. The agent
@@ -1018,7 +1025,7 @@ void on_terminate(int signal_number) {
     // with, or in a crash, which is to end it: it ends the process once the
     // shard is closed.
     if (g_exit_called.load(std::memory_order_acquire) != 0 || g_crash_claimed.load(std::memory_order_acquire)) {
-      wait_a_second_for([] { return false; });
+      wait_for(1, [] { return false; });
     }
   }
   ::signal(signal_number, SIG_DFL);
@@ -1057,8 +1064,9 @@ struct sigaction g_action_found[NSIG];
 // default at its start (Rust's standard library, a JVM, Open MPI's
 // MPI_Init) must find it, so they go in once the program is under way, at
 // the end of MPI_Init or at the flusher's first wake, whichever is first;
-// MPI_Init reserves the choice while it runs.
-enum class CrashHandlers : int { kNotYet, kPlaced, kMpiInitRunning };
+// MPI_Init reserves the choice while it runs, and waits for a placing under
+// way, which would otherwise put handlers where Open MPI looks for the default.
+enum class CrashHandlers : int { kNotYet, kPlacing, kPlaced, kMpiInitRunning };
 std::atomic<CrashHandlers> g_crash_handlers{CrashHandlers::kNotYet};
 void on_crash(int signal_number, siginfo_t* info, void* context);
 
@@ -1072,7 +1080,7 @@ void put_crash_handler(int signal_number, const struct sigaction& found) {
   g_action_found[signal_number] = found;
   struct sigaction handler {};
   handler.sa_sigaction = on_crash;
-  // mpirun's SIGTERM, once the crash came, must not end the process before the crash goes on.
+  // From the handler's first instruction (hold_termination_signals).
   sigemptyset(&handler.sa_mask);
   sigaddset(&handler.sa_mask, SIGTERM);
   sigaddset(&handler.sa_mask, SIGINT);
@@ -1093,7 +1101,10 @@ void place_crash_handlers() {
 // At the flusher's first wake.
 void place_crash_handlers_once() {
   CrashHandlers not_yet = CrashHandlers::kNotYet;
-  if (g_crash_handlers.compare_exchange_strong(not_yet, CrashHandlers::kPlaced)) place_crash_handlers();
+  if (g_crash_handlers.compare_exchange_strong(not_yet, CrashHandlers::kPlacing)) {
+    place_crash_handlers();
+    g_crash_handlers.store(CrashHandlers::kPlaced, std::memory_order_release);
+  }
 }
 
 #ifndef BUS_MCEERR_AO
@@ -1113,17 +1124,26 @@ bool fault_comes_again(int signal_number, const siginfo_t* info) {
   return signal_number != SIGABRT;
 }
 
-// The action found there takes the signal from the kernel, as it would
-// have without the agent: a fault the kernel raised comes again when the
-// instruction runs again, with the same siginfo and context (no frame of the
-// agent's in a backtrace); a signal sent (abort(), kill) is sent again, and
-// comes as this handler returns. A handler put after the agent's that calls
+// The signal again, with its siginfo, queued to this thread: it comes as
+// this handler returns, in the context the crash came in (no frame of the
+// agent's in a backtrace), and before any signal sent to the process
+// meanwhile, which waits for the process-wide queue. Whether the fault
+// would come again as the instruction runs again no longer matters:
+// another thread may have mapped the page since.
+bool queue_to_this_thread(int signal_number, siginfo_t* info) {
+  return info && ::syscall(SYS_rt_tgsigqueueinfo, ::getpid(), ::gettid(), signal_number, info) == 0;
+}
+
+// The action found there takes the signal, as it would have without the
+// agent. Where the queue refuses (a seccomp filter), a fault the kernel
+// raised comes again as the instruction runs again, and a signal sent
+// (abort(), kill) is sent again. A handler put after the agent's that calls
 // it as the action before it (chaining) is left in place: the agent does
 // what the action it found would have done.
 void pass_crash_on(int signal_number, siginfo_t* info, void* context) {
   if (crash_handler_in_place(signal_number)) {
     ::sigaction(signal_number, &g_action_found[signal_number], nullptr);
-    if (!fault_comes_again(signal_number, info)) ::raise(signal_number);
+    if (!queue_to_this_thread(signal_number, info) && !fault_comes_again(signal_number, info)) ::raise(signal_number);
     return;
   }
   const struct sigaction found = g_action_found[signal_number];
@@ -1160,9 +1180,30 @@ uint64_t faulting_instruction(const void* context) {
 #endif
 }
 
+// mpirun's SIGTERM, sent once another rank died, may come while the crash
+// closes the shard, or as it goes on: held back on this thread, here (a
+// handler that chains to the agent's brings no mask of the agent's) and in
+// the context the crash goes on in (restored as the handler returns), it
+// cannot end the process before the crash does, with another status and
+// without the crash's core dump or Open MPI's backtrace.
+void hold_termination_signals(void* context) {
+  sigset_t termination;
+  sigemptyset(&termination);
+  sigaddset(&termination, SIGTERM);
+  sigaddset(&termination, SIGINT);
+  ::pthread_sigmask(SIG_BLOCK, &termination, nullptr);
+  if (context) {
+    sigset_t& resumed = static_cast<ucontext_t*>(context)->uc_sigmask;
+    sigaddset(&resumed, SIGTERM);
+    sigaddset(&resumed, SIGINT);
+  }
+}
+
 void on_crash(int signal_number, siginfo_t* info, void* context) {
+  const int errno_found = errno;
   Agent* a = agent();
   if (a && a->in_this_process() && t_own_thread == OwnThread::kNone) {
+    hold_termination_signals(context);
     if (!g_crash_claimed.exchange(true, std::memory_order_acq_rel)) {
       g_crash_at_ns.store(a->now(), std::memory_order_relaxed);
       const bool by_kernel = info && info->si_code > 0;
@@ -1182,6 +1223,7 @@ void on_crash(int signal_number, siginfo_t* info, void* context) {
     close_before_end(*a);
   }
   pass_crash_on(signal_number, info, context);
+  errno = errno_found;
 }
 
 // The main thread's alternate signal stack, where it has none: the crash
@@ -1346,7 +1388,9 @@ void rankscope_agent_before_mpi_init(int* aside) {
   // A process that does not capture keeps every action as it is.
   if (auto* a = agent(); !a || !a->in_this_process()) return;
   auto not_yet = agent_ns::CrashHandlers::kNotYet;
-  agent_ns::g_crash_handlers.compare_exchange_strong(not_yet, agent_ns::CrashHandlers::kMpiInitRunning);
+  if (!agent_ns::g_crash_handlers.compare_exchange_strong(not_yet, agent_ns::CrashHandlers::kMpiInitRunning)) {
+    agent_ns::wait_for(1, [] { return agent_ns::g_crash_handlers.load() != agent_ns::CrashHandlers::kPlacing; });
+  }
   for (const int signal_number : agent_ns::kCrashSignals) {
     ::sigaction(signal_number, nullptr, &agent_ns::g_action_before_mpi_init[signal_number]);
     if (!agent_ns::crash_handler_in_place(signal_number)) continue;
@@ -1384,14 +1428,17 @@ const char* rankscope_agent_clock_base() {
 namespace {
 [[noreturn]] void exit_after_closing(int status) {
   namespace agent_ns = rankscope::agent;
-  if (auto* a = agent(); a && a->in_this_process() && !a->closed()) {
+  if (auto* a = agent(); a && a->in_this_process()) {
     // No signal handled on this thread may end the process meanwhile with another status.
     sigset_t all;
     sigfillset(&all);
     ::sigprocmask(SIG_BLOCK, &all, nullptr);
-    agent_ns::g_exit_status.store(status, std::memory_order_relaxed);
-    agent_ns::g_exit_called.store(1, std::memory_order_release);
-    agent_ns::close_before_end(*a);
+    if (!a->closed()) {
+      agent_ns::g_exit_status.store(status, std::memory_order_relaxed);
+      agent_ns::g_exit_called.store(1, std::memory_order_release);
+      agent_ns::close_before_end(*a);
+    }
+    agent_ns::let_a_crash_end_the_process();
   }
   if (agent_ns::g_next_exit) agent_ns::g_next_exit(status);
   for (;;) ::syscall(SYS_exit_group, status);

@@ -8,8 +8,17 @@
      fpe       divides an integer by zero
      term      the same, while another thread sends the process SIGTERM
                (as mpirun would) once the crash came
+     term_held the same, with SIGTERM held back on every thread but the
+               crashing one (the sender's, and Open MPI's, which inherit the
+               mask MPI_Init is called with), so that none other takes it
      exit      the same, while the main thread calls exit(0) once the crash
                came (crashes on a thread of its own)
+     _exit     the same, with _exit(0)
+     mended    writes to a page it made inaccessible, which another thread
+               makes writable again once the crash came: the write would
+               not fault again, and yet the crash must end the process
+     late_init as segv, MPI_Init called 0.5 s after the start, once the
+               agent's flusher has put its crash handlers in place
      chain     the same, under a SIGSEGV handler of its own set after
                MPI_Init that passes faults on to the action it found, as a
                JVM's does (it says so on stderr)
@@ -26,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -77,9 +87,15 @@ static void* crash_after_flag_on_thread(void* unused) {
   return NULL;
 }
 
-/* Once the crash came (its close under way), a millisecond on: SIGTERM, as mpirun sends. */
-static void* terminate_when_crashing(void* unused) {
-  (void)unused;
+/* Once the crash came (its close under way), a millisecond on: SIGTERM, as
+   mpirun sends; held back on this thread when `hold` is not NULL. */
+static void* terminate_when_crashing(void* hold) {
+  if (hold) {
+    sigset_t termination;
+    sigemptyset(&termination);
+    sigaddset(&termination, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &termination, NULL);
+  }
   while (!atomic_load(&crashing)) {
   }
   const struct timespec millisecond = {0, 1000000};
@@ -88,6 +104,20 @@ static void* terminate_when_crashing(void* unused) {
   /* The crash, or the SIGTERM, ends the process meanwhile. */
   const struct timespec a_while = {60, 0};
   nanosleep(&a_while, NULL);
+  return NULL;
+}
+
+/* A page the main thread writes to while it is inaccessible. */
+static char* mended_page;
+
+/* Once the crash came, a millisecond on: the page is made writable. */
+static void* mend_when_crashing(void* unused) {
+  (void)unused;
+  while (!atomic_load(&crashing)) {
+  }
+  const struct timespec millisecond = {0, 1000000};
+  nanosleep(&millisecond, NULL);
+  mprotect(mended_page, (size_t)sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE);
   return NULL;
 }
 
@@ -110,7 +140,16 @@ int main(int argc, char** argv) {
     sigemptyset(&handler.sa_mask);
     sigaction(SIGSEGV, &handler, NULL);
   }
+  sigset_t termination;
+  sigemptyset(&termination);
+  sigaddset(&termination, SIGTERM);
+  if (strcmp(mode, "term_held") == 0) pthread_sigmask(SIG_BLOCK, &termination, NULL);
+  if (strcmp(mode, "late_init") == 0) {
+    const struct timespec half_a_second = {0, 500000000};
+    nanosleep(&half_a_second, NULL);
+  }
   MPI_Init(&argc, &argv);
+  if (strcmp(mode, "term_held") == 0) pthread_sigmask(SIG_UNBLOCK, &termination, NULL);
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   double value = rank, sum = 0;
@@ -132,7 +171,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (rank == 1) {
-    if (strcmp(mode, "segv") == 0) write_through_null();
+    if (strcmp(mode, "segv") == 0 || strcmp(mode, "late_init") == 0) write_through_null();
     if (strcmp(mode, "chain") == 0) {
       struct sigaction handler;
       memset(&handler, 0, sizeof handler);
@@ -142,18 +181,28 @@ int main(int argc, char** argv) {
       sigaction(SIGSEGV, &handler, &action_found);
       write_through_null();
     }
-    if (strcmp(mode, "term") == 0) {
+    if (strcmp(mode, "term") == 0 || strcmp(mode, "term_held") == 0) {
       pthread_t thread;
-      pthread_create(&thread, NULL, terminate_when_crashing, NULL);
+      pthread_create(&thread, NULL, terminate_when_crashing, strcmp(mode, "term_held") == 0 ? &thread : NULL);
       crash_after_flag();
     }
-    if (strcmp(mode, "exit") == 0) {
+    if (strcmp(mode, "mended") == 0) {
+      mended_page = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      pthread_t thread;
+      pthread_create(&thread, NULL, mend_when_crashing, NULL);
+      atomic_store(&crashing, 1);
+      *(volatile char*)mended_page = 1;
+      fprintf(stderr, "crash_app: the write went on after its fault\n");
+      return 3;
+    }
+    if (strcmp(mode, "exit") == 0 || strcmp(mode, "_exit") == 0) {
       pthread_t thread;
       pthread_create(&thread, NULL, crash_after_flag_on_thread, NULL);
       while (!atomic_load(&crashing)) {
       }
       const struct timespec millisecond = {0, 1000000};
       nanosleep(&millisecond, NULL);
+      if (strcmp(mode, "_exit") == 0) _exit(0);
       exit(0);
     }
     if (strcmp(mode, "thread") == 0) {

@@ -11,18 +11,22 @@ set -euo pipefail
 rankscope=$1 crash_app=$2 mpiexec=$3
 . "$(dirname "$0")/../support/job_script.sh"
 
-# crash_job MODE: crash_app on 2 ranks under rankscope run, its timeline
-# merged into MODE.h5 and described in MODE.info and MODE.info.json; the
-# job's exit status in MODE.status.
+# crash_job MODE [FLUSH_MS]: crash_app on 2 ranks under rankscope run
+# (--flush-ms 60000: nothing flushed before the crash), its timeline merged
+# into MODE.h5 and described in MODE.info and MODE.info.json; the job's exit
+# status in MODE.status, which must be the same job's without rankscope.
 crash_job() {
-  local mode=$1 status=0
-  # term: 300,000 unflushed events, so that the SIGTERM comes while the shard closes.
+  local mode=$1 flush_ms=${2:-60000} status=0 plain_status=0
+  # term, mended: 300,000 unflushed events, so that the other thread acts while the shard closes.
   local count=20
-  [ "$mode" != term ] || count=300000
+  case $mode in term* | mended) count=300000 ;; esac
   echo "$count" >"$mode.count"
-  "$mpiexec" -n 2 "$rankscope" run --flush-ms 60000 -o "$mode.h5" -- "$crash_app" "$mode" "$count" >"$mode.log" 2>&1 || status=$?
+  "$mpiexec" -n 2 "$rankscope" run --flush-ms "$flush_ms" -o "$mode.h5" -- "$crash_app" "$mode" "$count" >"$mode.log" 2>&1 ||
+    status=$?
   echo "$status" >"$mode.status"
   [ "$status" -ne 0 ] || { cat "$mode.log"; fail "the $mode job exited 0"; }
+  "$mpiexec" -n 2 "$crash_app" "$mode" "$count" >"$mode.plain.log" 2>&1 || plain_status=$?
+  [ "$status" -eq "$plain_status" ] || { cat "$mode.log"; fail "the $mode job's status is $status under rankscope, $plain_status without"; }
   "$rankscope" merge "$mode.h5.shards" -o "$mode.h5" >/dev/null 2>&1 || fail "merging the $mode job's shards failed"
   "$rankscope" info "$mode.h5" >"$mode.info"
   "$rankscope" info --json "$mode.h5" >"$mode.info.json"
@@ -101,10 +105,6 @@ grep -q "rank 1 (crashed with SIGSEGV.*wrote its state)" segv.report || { cat se
 "$rankscope" report --format html segv.h5 -o segv.html
 grep -q 'id="killed-section"' segv.html && grep -q "rank 1 crashed with SIGSEGV" segv.html ||
   fail "the HTML report does not name the crash"
-# The same job without rankscope ends with the same status.
-status=0
-"$mpiexec" -n 2 "$crash_app" segv >plain.log 2>&1 || status=$?
-[ "$status" -eq "$(cat segv.status)" ] || fail "the job's status is $(cat segv.status) under rankscope, $status without"
 
 echo "== a crash on a thread of the program's: that thread named"
 crash_job thread
@@ -121,10 +121,30 @@ crashed term 11 1
 grep -q "exited on signal 11" term.log || { cat term.log; fail "the SIGTERM, not the crash, ended rank 1"; }
 grep -q "Signal: Segmentation fault (11)" term.log || { cat term.log; fail "Open MPI's backtrace of the crash is gone"; }
 
+echo "== the same, with no other thread of the program's to take the SIGTERM: it waits for the crash"
+crash_job term_held
+crashed term_held 11 1
+grep -q "exited on signal 11" term_held.log || { cat term_held.log; fail "the SIGTERM, not the crash, ended rank 1"; }
+grep -q "Signal: Segmentation fault (11)" term_held.log || { cat term_held.log; fail "Open MPI's backtrace of the crash is gone"; }
+
+echo "== a fault that would not come again (another thread made the page writable during the close): the crash still ends the process"
+crash_job mended
+crashed mended 11 2
+grep -q "exited on signal 11" mended.log || { cat mended.log; fail "the mended fault did not end rank 1"; }
+
 echo "== exit(0) on another thread during the crash's close: the crash still ends the process"
 crash_job exit
 crashed exit 11 1
 grep -q "exited on signal 11" exit.log || { cat exit.log; fail "exit(0), not the crash, ended rank 1"; }
+crash_job _exit
+crashed _exit 11 1
+grep -q "exited on signal 11" _exit.log || { cat _exit.log; fail "_exit(0), not the crash, ended rank 1"; }
+
+echo "== MPI_Init after the agent's handlers went in: they step aside for it, and Open MPI's backtrace is still shown"
+crash_job late_init 100
+crashed late_init 11 1
+grep -q "Signal: Segmentation fault (11)" late_init.log && grep -q "Failing at address: (nil)" late_init.log ||
+  { cat late_init.log; fail "Open MPI's backtrace of the crash is gone"; }
 
 echo "== abort(): sent by the process itself, Open MPI's handler still shown"
 crash_job abort
