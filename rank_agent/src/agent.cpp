@@ -911,6 +911,17 @@ std::string Agent::range_windows_summary() const {
   return nothing + " (the highest step that began: ProfilerStep#" + std::to_string(highest) + ")";
 }
 
+// The signals that end a process as mpirun does; the agent closes the shard
+// before they take effect.
+constexpr int kTerminationSignals[] = {SIGTERM, SIGINT};
+
+sigset_t termination_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const int signal_number : kTerminationSignals) sigaddset(&set, signal_number);
+  return set;
+}
+
 // Waits until `done`, `seconds` at most; a signal cutting a pause short
 // does not shorten the wait.
 template <typename Done>
@@ -957,10 +968,8 @@ bool Agent::finish() {
   }
   // A termination signal handled on this thread now would wait for this
   // very close: held back until it is done, the signal finds it closed.
-  sigset_t termination, before;
-  sigemptyset(&termination);
-  sigaddset(&termination, SIGTERM);
-  sigaddset(&termination, SIGINT);
+  const sigset_t termination = termination_signals();
+  sigset_t before;
   pthread_sigmask(SIG_BLOCK, &termination, &before);
   [this] {
     const auto finish_began = std::chrono::steady_clock::now();
@@ -1024,9 +1033,8 @@ void on_terminate(int signal_number) {
     // Another thread is in _exit, with the status the process is to end
     // with, or in a crash, which is to end it: it ends the process once the
     // shard is closed.
-    if (g_exit_called.load(std::memory_order_acquire) != 0 || g_crash_claimed.load(std::memory_order_acquire)) {
-      wait_for(1, [] { return false; });
-    }
+    if (g_exit_called.load(std::memory_order_acquire) != 0) wait_for(1, [] { return false; });
+    let_a_crash_end_the_process();
   }
   ::signal(signal_number, SIG_DFL);
   ::raise(signal_number);
@@ -1038,7 +1046,7 @@ ExitFunction g_next_exit = nullptr;
 
 // Only where the application left the default in place: its own handler stays its own.
 void handle_termination() {
-  for (const int signal_number : {SIGTERM, SIGINT}) {
+  for (const int signal_number : kTerminationSignals) {
     struct sigaction current {};
     if (::sigaction(signal_number, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;
     struct sigaction handler {};
@@ -1081,9 +1089,7 @@ void put_crash_handler(int signal_number, const struct sigaction& found) {
   struct sigaction handler {};
   handler.sa_sigaction = on_crash;
   // From the handler's first instruction (hold_termination_signals).
-  sigemptyset(&handler.sa_mask);
-  sigaddset(&handler.sa_mask, SIGTERM);
-  sigaddset(&handler.sa_mask, SIGINT);
+  handler.sa_mask = termination_signals();
   // On the alternate stack where the thread has one: a stack overflow is a crash too.
   handler.sa_flags = SA_SIGINFO | SA_ONSTACK;
   ::sigaction(signal_number, &handler, nullptr);
@@ -1187,15 +1193,11 @@ uint64_t faulting_instruction(const void* context) {
 // cannot end the process before the crash does, with another status and
 // without the crash's core dump or Open MPI's backtrace.
 void hold_termination_signals(void* context) {
-  sigset_t termination;
-  sigemptyset(&termination);
-  sigaddset(&termination, SIGTERM);
-  sigaddset(&termination, SIGINT);
+  const sigset_t termination = termination_signals();
   ::pthread_sigmask(SIG_BLOCK, &termination, nullptr);
   if (context) {
     sigset_t& resumed = static_cast<ucontext_t*>(context)->uc_sigmask;
-    sigaddset(&resumed, SIGTERM);
-    sigaddset(&resumed, SIGINT);
+    for (const int signal_number : kTerminationSignals) sigaddset(&resumed, signal_number);
   }
 }
 

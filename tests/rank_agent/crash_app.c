@@ -87,19 +87,18 @@ static void* crash_after_flag_on_thread(void* unused) {
   return NULL;
 }
 
-/* Once the crash came (its close under way), a millisecond on: SIGTERM, as
-   mpirun sends; held back on this thread when `hold` is not NULL. */
-static void* terminate_when_crashing(void* hold) {
-  if (hold) {
-    sigset_t termination;
-    sigemptyset(&termination);
-    sigaddset(&termination, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &termination, NULL);
-  }
+/* Until the crash came, and a millisecond on: its close under way. */
+static void wait_for_the_crash(void) {
   while (!atomic_load(&crashing)) {
   }
   const struct timespec millisecond = {0, 1000000};
   nanosleep(&millisecond, NULL);
+}
+
+/* SIGTERM during the crash's close, as mpirun sends. */
+static void* terminate_when_crashing(void* unused) {
+  (void)unused;
+  wait_for_the_crash();
   kill(getpid(), SIGTERM);
   /* The crash, or the SIGTERM, ends the process meanwhile. */
   const struct timespec a_while = {60, 0};
@@ -110,13 +109,10 @@ static void* terminate_when_crashing(void* hold) {
 /* A page the main thread writes to while it is inaccessible. */
 static char* mended_page;
 
-/* Once the crash came, a millisecond on: the page is made writable. */
+/* The page made writable during the crash's close. */
 static void* mend_when_crashing(void* unused) {
   (void)unused;
-  while (!atomic_load(&crashing)) {
-  }
-  const struct timespec millisecond = {0, 1000000};
-  nanosleep(&millisecond, NULL);
+  wait_for_the_crash();
   mprotect(mended_page, (size_t)sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE);
   return NULL;
 }
@@ -149,9 +145,10 @@ int main(int argc, char** argv) {
     nanosleep(&half_a_second, NULL);
   }
   MPI_Init(&argc, &argv);
-  if (strcmp(mode, "term_held") == 0) pthread_sigmask(SIG_UNBLOCK, &termination, NULL);
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  /* Rank 0 takes mpirun's SIGTERM at the end; rank 1 only on its crashing thread, below. */
+  if (strcmp(mode, "term_held") == 0 && rank == 0) pthread_sigmask(SIG_UNBLOCK, &termination, NULL);
   double value = rank, sum = 0;
   const long count = argc > 2 ? atol(argv[2]) : 20;
   for (long i = 0; i < count; ++i) MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -183,7 +180,9 @@ int main(int argc, char** argv) {
     }
     if (strcmp(mode, "term") == 0 || strcmp(mode, "term_held") == 0) {
       pthread_t thread;
-      pthread_create(&thread, NULL, terminate_when_crashing, strcmp(mode, "term_held") == 0 ? &thread : NULL);
+      pthread_create(&thread, NULL, terminate_when_crashing, NULL);
+      /* The sender, like Open MPI's threads, holds SIGTERM back, as it was when they began. */
+      if (strcmp(mode, "term_held") == 0) pthread_sigmask(SIG_UNBLOCK, &termination, NULL);
       crash_after_flag();
     }
     if (strcmp(mode, "mended") == 0) {
@@ -198,10 +197,7 @@ int main(int argc, char** argv) {
     if (strcmp(mode, "exit") == 0 || strcmp(mode, "_exit") == 0) {
       pthread_t thread;
       pthread_create(&thread, NULL, crash_after_flag_on_thread, NULL);
-      while (!atomic_load(&crashing)) {
-      }
-      const struct timespec millisecond = {0, 1000000};
-      nanosleep(&millisecond, NULL);
+      wait_for_the_crash();
       if (strcmp(mode, "_exit") == 0) _exit(0);
       exit(0);
     }
