@@ -1,9 +1,11 @@
 // Hangs: collectives some ranks entered and never left, from the incomplete
 // events a hang's dump writes (docs/agent.md, "Hangs"), and who never came;
+// NCCL sends and receives whose kernels waited for their peer, likewise;
 // and deadlocks, ranks each inside a call waiting for a message from (or to)
 // the next, in a cycle.
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -29,19 +31,65 @@ bool may_hold_hangs(const Timeline& timeline) {
   return false;
 }
 
+// Each NCCL communicator's members by their rank in it: the world rank
+// whose track for it is named "... (rank K of N)" (-1 for a member with no
+// such track). NCCL names a send's or a receive's peer by that rank.
+class NcclRanks {
+ public:
+  explicit NcclRanks(const Timeline& timeline) {
+    for (const RankInfo& info : timeline.ranks()) {
+      for (const Track& track : info.tracks) {
+        if (track.type != TrackType::kNcclComm) continue;
+        const std::string name = timeline.string(track.name_id);
+        const size_t open = name.rfind("(rank ");
+        if (open == std::string::npos) continue;
+        int rank = -1, size = 0;
+        if (std::sscanf(name.c_str() + open, "(rank %d of %d)", &rank, &size) != 2 || rank < 0 || rank >= size ||
+            size > timeline.world_size()) {
+          continue;
+        }
+        std::vector<int32_t>& members = members_[track.os_id];
+        if (members.size() < size_t(size)) members.resize(size_t(size), -1);
+        members[size_t(rank)] = info.rank;
+      }
+    }
+  }
+  int32_t world_rank(uint64_t comm, int32_t comm_rank) const {
+    const auto it = members_.find(comm);
+    if (it == members_.end() || comm_rank < 0 || size_t(comm_rank) >= it->second.size()) return kNoPeer;
+    return it->second[size_t(comm_rank)];
+  }
+  int32_t comm_rank(uint64_t comm, int32_t world_rank) const {
+    const auto it = members_.find(comm);
+    if (it == members_.end()) return kNoPeer;
+    const auto found = std::find(it->second.begin(), it->second.end(), world_rank);
+    return found == it->second.end() ? kNoPeer : int32_t(found - it->second.begin());
+  }
+
+ private:
+  std::map<uint64_t, std::vector<int32_t>> members_;
+};
+
 struct RankState {
   std::vector<Event> unfinished;  // collectives it never left
-  std::vector<Event> unfinished_other;  // other calls it never left (a receive)
+  // Other calls it never left (a receive); a NCCL send's or receive's
+  // `peer` here is its world rank.
+  std::vector<Event> unfinished_other;
   std::vector<Event> open_ranges;       // NVTX ranges open when it wrote its state
 };
 
-RankState read_unfinished(const Timeline& timeline, int32_t rank) {
+RankState read_unfinished(const Timeline& timeline, const NcclRanks& nccl, int32_t rank) {
   RankState state;
   timeline.for_each_event_block(rank, [&](const std::vector<Event>& events) {
     for (const Event& e : events) {
       if (!(e.flags & kFlagIncomplete)) continue;
-      if (e.kind == EventKind::kNvtxRange) state.open_ranges.push_back(e);
-      else if (is_call(e.kind) || e.kind == EventKind::kNcclCollectiveGpu) {
+      if (e.kind == EventKind::kNvtxRange) {
+        state.open_ranges.push_back(e);
+      } else if (e.kind == EventKind::kNcclP2pGpu) {
+        Event wait = e;
+        wait.peer = nccl.world_rank(e.comm_hash, e.peer);
+        state.unfinished_other.push_back(wait);
+      } else if (is_call(e.kind) || e.kind == EventKind::kNcclCollectiveGpu) {
         (is_collective_kind(e.kind) && e.comm_hash != 0 ? state.unfinished : state.unfinished_other).push_back(e);
       }
     }
@@ -49,18 +97,35 @@ RankState read_unfinished(const Timeline& timeline, int32_t rank) {
   return state;
 }
 
+struct JobState {
+  explicit JobState(const Timeline& timeline) : nccl(timeline) {
+    for (int32_t r = 0; r < timeline.world_size(); ++r) ranks.push_back(read_unfinished(timeline, nccl, r));
+  }
+  NcclRanks nccl;
+  std::vector<RankState> ranks;
+};
+
+// Whether `e`, an event of the rank `hang` waits for, is the call that
+// rank had not entered: the same collective, or the other half of the
+// send or receive (NCCL numbers each peer's sends, and its receives, in turn).
+bool is_awaited_call(const Event& e, const Hang& hang, int32_t waiter_comm_rank) {
+  if (e.comm_hash != hang.comm_hash || e.seq != hang.seq) return false;
+  if (!hang.point_to_point) return is_collective_kind(e.kind) && e.op == hang.op;
+  const CommOp other_half = hang.op == CommOp::kSend ? CommOp::kRecv : CommOp::kSend;
+  return e.kind == EventKind::kNcclP2pEnqueue && e.op == other_half && e.peer == waiter_comm_rank;
+}
+
 // A missing rank's last call that ended before the others' state was
-// written, and when it entered the hung collective after all (a hang that
+// written, and when it entered the hung call after all (a hang that
 // resolved itself, under --hang-action report).
-void read_missing(const Timeline& timeline, const Hang& hang, int64_t written_ns, MissingRank& missing) {
+void read_missing(const Timeline& timeline, const Hang& hang, int32_t waiter_comm_rank, int64_t written_ns,
+                  MissingRank& missing) {
   Event last{};
   bool has_last = false;
   timeline.for_each_event_block(missing.rank, [&](const std::vector<Event>& events) {
     for (const Event& e : events) {
       if (!is_call(e.kind) || (e.flags & kFlagIncomplete)) continue;
-      if (is_collective_kind(e.kind) && e.comm_hash == hang.comm_hash && e.op == hang.op && e.seq == hang.seq) {
-        missing.entered_at_ns = e.begin_ns;
-      }
+      if (is_awaited_call(e, hang, waiter_comm_rank)) missing.entered_at_ns = e.begin_ns;
       if (e.end_ns <= written_ns && (!has_last || e.end_ns >= last.end_ns)) {
         last = e;
         has_last = true;
@@ -92,17 +157,22 @@ Members members_of(const Timeline& timeline, uint64_t comm_hash) {
       break;
     }
   }
+  // "NCCL dp (rank 2 of 8)" is one member's name for it: the communicator is "NCCL dp (8 ranks)".
+  if (const size_t open = members.name.rfind("(rank "); open != std::string::npos) {
+    if (const size_t of = members.name.find(" of ", open); of != std::string::npos && members.name.back() == ')') {
+      members.name = members.name.substr(0, open) + "(" + members.name.substr(of + 4, members.name.size() - of - 5) +
+                     " ranks)";
+    }
+  }
   if (members.name == "MPI_COMM_WORLD") {
     members.ranks.clear();
     for (int32_t r = 0; r < timeline.world_size(); ++r) members.ranks.push_back(r);
     members.complete = true;
     return members;
   }
-  // "MPI comm 1234 (8 ranks)", "NCCL 5f3e... (rank 2 of 8)"
+  // "MPI comm 1234 (8 ranks)", "NCCL dp (8 ranks)"
   if (const size_t open = members.name.rfind('('); open != std::string::npos) {
-    const size_t of = members.name.find(" of ", open);
-    const size_t at = of != std::string::npos ? of + 4 : open + 1;
-    std::from_chars(members.name.c_str() + at, members.name.c_str() + members.name.size(), expected);
+    std::from_chars(members.name.c_str() + open + 1, members.name.c_str() + members.name.size(), expected);
   }
   members.complete = expected != 0 && members.ranks.size() == expected;
   return members;
@@ -113,11 +183,15 @@ std::string collective_text(const Timeline& timeline, const Event& e, const std:
 }
 
 // A call that is not a collective; for a message, with its peer and tag:
-// "MPI_Recv from rank 2, tag 7".
+// "MPI_Recv from rank 2, tag 7", "ncclSend to rank 3".
 std::string call_text(const Timeline& timeline, const Event& e) {
   std::string text = timeline.string(e.name_id);
-  if (e.kind != EventKind::kMpiP2p) return text;
   const bool sends = e.op == CommOp::kSend;
+  if (e.kind == EventKind::kNcclP2pGpu) {
+    return text + (sends ? " to " : " from ") +
+           (e.peer != kNoPeer ? "rank " + std::to_string(e.peer) : "a rank not in the timeline");
+  }
+  if (e.kind != EventKind::kMpiP2p) return text;
   text += e.peer != kNoPeer ? (sends ? " to rank " : " from rank ") + std::to_string(e.peer)
           : sends           ? " to a rank not in the communicator"
                             : " from any rank";
@@ -128,85 +202,18 @@ std::string call_text(const Timeline& timeline, const Event& e) {
   return e.flags & kFlagPolling ? text + " (polling)" : text;
 }
 
-}  // namespace
-
-std::vector<Hang> find_hangs(const Timeline& timeline) {
-  std::vector<Hang> hangs;
-  if (!may_hold_hangs(timeline)) return hangs;
-  std::vector<RankState> states;
-  for (int32_t r = 0; r < timeline.world_size(); ++r) states.push_back(read_unfinished(timeline, r));
-  const std::vector<RankEnd> ends = rank_ends(timeline);
-
-  std::map<std::tuple<uint64_t, uint8_t, uint64_t>, size_t> index;  // (comm, op, seq) -> hang
-  for (int32_t r = 0; r < timeline.world_size(); ++r) {
-    for (const Event& e : states[static_cast<size_t>(r)].unfinished) {
-      auto [it, added] = index.try_emplace({e.comm_hash, static_cast<uint8_t>(e.op), e.seq}, hangs.size());
-      if (added) {
-        Hang hang;
-        hang.call = timeline.string(e.name_id);
-        hang.op = e.op;
-        hang.comm_hash = e.comm_hash;
-        hang.seq = e.seq;
-        hangs.push_back(std::move(hang));
-      }
-      std::vector<HangEntry>& entered = hangs[it->second].entered;
-      if (std::none_of(entered.begin(), entered.end(), [&](const HangEntry& h) { return h.rank == r; })) {
-        entered.push_back({r, e.begin_ns, e.end_ns - e.begin_ns});
-      }
-    }
-  }
-  for (Hang& hang : hangs) {
-    const Members members = members_of(timeline, hang.comm_hash);
-    hang.comm = members.name;
-    hang.members_known = members.complete;
-    int64_t written_ns = 0;
-    for (const HangEntry& e : hang.entered) written_ns = std::max(written_ns, e.since_ns + e.waited_ns);
-    for (const int32_t r : members.ranks) {
-      if (std::any_of(hang.entered.begin(), hang.entered.end(), [&](const HangEntry& h) { return h.rank == r; })) continue;
-      hang.missing_ranks.push_back(r);
-      const RankInfo& info = timeline.ranks()[static_cast<size_t>(r)];
-      const RankState& state = states[static_cast<size_t>(r)];
-      MissingRank missing;
-      missing.rank = r;
-      missing.status = rank_status_name(info.status);
-      missing.killed = describe_fatal_signal(ends[static_cast<size_t>(r)]);
-      // A rank writes the calls it is inside of on a hang, and when it ends by a signal, a crash or _exit.
-      missing.wrote_state = info.counters.get(counter::kHangDumps) != 0 ||
-                            (info.status != RankStatus::kDead && (info.counters.get(counter::kTerminatedBySignal) != 0 ||
-                                                                  info.counters.get(counter::kCrashSignal) != 0 ||
-                                                                  info.counters.get(counter::kEndedByExitCall) != 0));
-      if (!state.unfinished.empty()) {
-        const Event& other = state.unfinished.front();
-        missing.inside = collective_text(timeline, other, members_of(timeline, other.comm_hash).name);
-      } else if (!state.unfinished_other.empty()) {
-        missing.inside = call_text(timeline, state.unfinished_other.front());
-      }
-      for (const Event& range : state.open_ranges) missing.open_ranges.push_back(timeline.string(range.name_id));
-      read_missing(timeline, hang, written_ns, missing);
-      hang.missing.push_back(std::move(missing));
-    }
-  }
-  const auto longest = [](const Hang& h) {
-    int64_t most = 0;
-    for (const HangEntry& e : h.entered) most = std::max(most, e.waited_ns);
-    return most;
-  };
-  std::stable_sort(hangs.begin(), hangs.end(), [&](const Hang& a, const Hang& b) { return longest(a) > longest(b); });
-  return hangs;
-}
-
-std::vector<Deadlock> find_deadlocks(const Timeline& timeline) {
+// Each rank's wait, the message call it entered first among those it was
+// inside of, where that call names its peer; the cycles these close.
+std::vector<Deadlock> deadlocks_in(const Timeline& timeline, const JobState& job) {
   std::vector<Deadlock> deadlocks;
-  if (!may_hold_hangs(timeline)) return deadlocks;
   const int32_t world = timeline.world_size();
-  // Each rank's wait: the message call it entered first among those it was
-  // inside of, where that call names its peer.
   std::vector<std::optional<Event>> waits(static_cast<size_t>(world));
   for (int32_t r = 0; r < world; ++r) {
-    for (const Event& e : read_unfinished(timeline, r).unfinished_other) {
-      if (e.kind != EventKind::kMpiP2p || e.peer < 0 || e.peer >= world) continue;
+    for (const Event& e : job.ranks[static_cast<size_t>(r)].unfinished_other) {
+      if ((e.kind != EventKind::kMpiP2p && e.kind != EventKind::kNcclP2pGpu) || e.peer < 0 || e.peer >= world) continue;
       std::optional<Event>& wait = waits[static_cast<size_t>(r)];
-      if (!wait || e.begin_ns < wait->begin_ns) wait = e;
+      // A kernel's window recorded again as the rank ended, cut at its begin, is the same wait.
+      if (!wait || e.begin_ns < wait->begin_ns || (e.begin_ns == wait->begin_ns && e.end_ns > wait->end_ns)) wait = e;
     }
   }
   // Each rank waits for one peer at most: following the waits from each rank
@@ -240,6 +247,115 @@ std::vector<Deadlock> find_deadlocks(const Timeline& timeline) {
   std::stable_sort(deadlocks.begin(), deadlocks.end(),
                    [&](const Deadlock& a, const Deadlock& b) { return longest(a) > longest(b); });
   return deadlocks;
+}
+
+Hang hang_of(const Timeline& timeline, const Event& e) {
+  Hang hang;
+  hang.call = timeline.string(e.name_id);
+  hang.op = e.op;
+  hang.comm_hash = e.comm_hash;
+  hang.seq = e.seq;
+  return hang;
+}
+
+}  // namespace
+
+std::vector<Hang> find_hangs(const Timeline& timeline) {
+  std::vector<Hang> hangs;
+  if (!may_hold_hangs(timeline)) return hangs;
+  const JobState job(timeline);
+  const std::vector<RankEnd> ends = rank_ends(timeline);
+
+  std::map<std::tuple<uint64_t, uint8_t, uint64_t>, size_t> index;  // (comm, op, seq) -> hang
+  for (int32_t r = 0; r < timeline.world_size(); ++r) {
+    for (const Event& e : job.ranks[static_cast<size_t>(r)].unfinished) {
+      auto [it, added] = index.try_emplace({e.comm_hash, static_cast<uint8_t>(e.op), e.seq}, hangs.size());
+      if (added) hangs.push_back(hang_of(timeline, e));
+      std::vector<HangEntry>& entered = hangs[it->second].entered;
+      if (std::none_of(entered.begin(), entered.end(), [&](const HangEntry& h) { return h.rank == r; })) {
+        entered.push_back({r, e.begin_ns, e.end_ns - e.begin_ns});
+      }
+    }
+  }
+  // A NCCL send or receive is one rank's, and its peer the one member it
+  // waits for; one that closes a cycle of waits is told as the deadlock.
+  std::vector<std::pair<int32_t, int32_t>> deadlocked;  // (rank, the peer it waits for)
+  for (const Deadlock& deadlock : deadlocks_in(timeline, job)) {
+    for (const MessageWait& wait : deadlock.waits) deadlocked.emplace_back(wait.rank, wait.peer);
+  }
+  for (int32_t r = 0; r < timeline.world_size(); ++r) {
+    // (comm, op, seq, peer) -> hang: a kernel's window recorded again as
+    // the rank ended, cut at its begin, is the same wait.
+    std::map<std::tuple<uint64_t, uint8_t, uint64_t, int32_t>, size_t> own;
+    for (const Event& e : job.ranks[static_cast<size_t>(r)].unfinished_other) {
+      if (e.kind != EventKind::kNcclP2pGpu ||
+          std::find(deadlocked.begin(), deadlocked.end(), std::pair{r, e.peer}) != deadlocked.end()) {
+        continue;
+      }
+      const auto [it, added] = own.try_emplace({e.comm_hash, static_cast<uint8_t>(e.op), e.seq, e.peer}, hangs.size());
+      if (!added) {
+        HangEntry& entered = hangs[it->second].entered.front();
+        entered.waited_ns = std::max(entered.waited_ns, e.end_ns - entered.since_ns);
+        continue;
+      }
+      Hang hang = hang_of(timeline, e);
+      hang.point_to_point = true;
+      hang.peer = e.peer;
+      hang.entered.push_back({r, e.begin_ns, e.end_ns - e.begin_ns});
+      hangs.push_back(std::move(hang));
+    }
+  }
+  for (Hang& hang : hangs) {
+    Members members = members_of(timeline, hang.comm_hash);
+    hang.comm = members.name;
+    int32_t waiter_comm_rank = kNoPeer;
+    if (hang.point_to_point) {
+      const int32_t waiter = hang.entered.front().rank;
+      waiter_comm_rank = job.nccl.comm_rank(hang.comm_hash, waiter);
+      members.ranks.clear();
+      if (hang.peer != kNoPeer && hang.peer != waiter) members.ranks.push_back(hang.peer);
+      members.complete = hang.peer != kNoPeer;
+    }
+    hang.members_known = members.complete;
+    int64_t written_ns = 0;
+    for (const HangEntry& e : hang.entered) written_ns = std::max(written_ns, e.since_ns + e.waited_ns);
+    for (const int32_t r : members.ranks) {
+      if (std::any_of(hang.entered.begin(), hang.entered.end(), [&](const HangEntry& h) { return h.rank == r; })) continue;
+      hang.missing_ranks.push_back(r);
+      const RankInfo& info = timeline.ranks()[static_cast<size_t>(r)];
+      const RankState& state = job.ranks[static_cast<size_t>(r)];
+      MissingRank missing;
+      missing.rank = r;
+      missing.status = rank_status_name(info.status);
+      missing.killed = describe_fatal_signal(ends[static_cast<size_t>(r)]);
+      // A rank writes the calls it is inside of on a hang, and when it ends by a signal, a crash or _exit.
+      missing.wrote_state = info.counters.get(counter::kHangDumps) != 0 ||
+                            (info.status != RankStatus::kDead && (info.counters.get(counter::kTerminatedBySignal) != 0 ||
+                                                                  info.counters.get(counter::kCrashSignal) != 0 ||
+                                                                  info.counters.get(counter::kEndedByExitCall) != 0));
+      if (!state.unfinished.empty()) {
+        const Event& other = state.unfinished.front();
+        missing.inside = collective_text(timeline, other, members_of(timeline, other.comm_hash).name);
+      } else if (!state.unfinished_other.empty()) {
+        missing.inside = call_text(timeline, state.unfinished_other.front());
+      }
+      for (const Event& range : state.open_ranges) missing.open_ranges.push_back(timeline.string(range.name_id));
+      read_missing(timeline, hang, waiter_comm_rank, written_ns, missing);
+      hang.missing.push_back(std::move(missing));
+    }
+  }
+  const auto longest = [](const Hang& h) {
+    int64_t most = 0;
+    for (const HangEntry& e : h.entered) most = std::max(most, e.waited_ns);
+    return most;
+  };
+  std::stable_sort(hangs.begin(), hangs.end(), [&](const Hang& a, const Hang& b) { return longest(a) > longest(b); });
+  return hangs;
+}
+
+std::vector<Deadlock> find_deadlocks(const Timeline& timeline) {
+  if (!may_hold_hangs(timeline)) return {};
+  return deadlocks_in(timeline, JobState(timeline));
 }
 
 }  // namespace rankscope::analysis

@@ -185,15 +185,27 @@ std::string describe_hang(const Hang& h) {
     written_ns = std::max(written_ns, e.since_ns + e.waited_ns);
     longest_ns = std::max(longest_ns, e.waited_ns);
   }
-  std::string out = "HANG: " + h.call + " #" + std::to_string(h.seq) + " of " +
+  const bool sends = h.op == CommOp::kSend;
+  const std::string peer = !h.point_to_point    ? std::string()
+                           : h.peer == kNoPeer ? (sends ? " to a rank" : " from a rank")
+                                               : (sends ? " to rank " : " from rank ") + std::to_string(h.peer);
+  std::string out = "HANG: " + h.call + " #" + std::to_string(h.seq) + peer + " of " +
                     (h.comm.empty() ? "an unknown communicator" : h.comm) + ": rank" + (entered.size() > 1 ? "s " : " ") +
                     format_rank_list(entered) + " inside, up to " + format_duration(longest_ns) + "; ";
-  if (h.missing_ranks.empty()) {
+  if (h.point_to_point) {
+    if (h.missing_ranks.empty()) {
+      return out + (h.members_known ? "its peer is itself\n" : "its peer is not in the timeline\n");
+    }
+  } else if (h.missing_ranks.empty()) {
     out += h.members_known ? "every member entered\n" : "the communicator's other members are not known\n";
     return out;
   }
-  out += "had not entered: rank" + std::string(h.missing_ranks.size() > 1 ? "s " : " ") + format_rank_list(h.missing_ranks) +
-         (h.members_known ? "" : " (of the members known)") + "\n";
+  if (h.point_to_point) {
+    out += "rank " + std::to_string(h.peer) + " had not begun the matching " + (sends ? "receive" : "send") + "\n";
+  } else {
+    out += "had not entered: rank" + std::string(h.missing_ranks.size() > 1 ? "s " : " ") +
+           format_rank_list(h.missing_ranks) + (h.members_known ? "" : " (of the members known)") + "\n";
+  }
   for (size_t i = 0; i < h.missing.size() && i < 4; ++i) {
     const MissingRank& m = h.missing[i];
     // "crashed with SIGSEGV …" says the status too.
@@ -369,6 +381,9 @@ void write_hangs_json(JsonWriter& json, const std::vector<Hang>& hangs) {
   for (const Hang& h : hangs) {
     json.begin_object().key("call").value(h.call).key("op").value(comm_op_name(h.op));
     json.key("comm_hash").value(h.comm_hash).key("comm").value(h.comm).key("seq").value(h.seq);
+    json.key("point_to_point").value(h.point_to_point).key("peer");
+    if (h.point_to_point && h.peer != kNoPeer) json.value(h.peer);
+    else json.null();
     json.key("entered").begin_array();
     for (const HangEntry& e : h.entered) {
       json.begin_object().key("rank").value(e.rank).key("since_ns").value(e.since_ns).key("waited_ns").value(e.waited_ns);

@@ -259,7 +259,7 @@ class Agent {
   bool hang_abort_ = false;
   std::string hang_file_;
   bool hang_dumped_ = false;
-  std::vector<Event> gpu_collectives_;  // NCCL's running now, looked at each wake
+  std::vector<Event> gpu_tasks_;  // NCCL's collectives, sends and receives running now, looked at each wake
   int64_t end_rank_at_ns_ = 0;  // --hang-action abort: when this rank ends itself (0: not due)
   bool end_signalled_ = false;
   int64_t hang_file_checked_ns_ = 0;  // when the hang file was last looked for
@@ -700,22 +700,25 @@ void Agent::watch_for_hang() {
   const int64_t now = clock_.now_ns();
   if (!hang_dumped_) {
     Event oldest{};
-    // Collectives only: a receive may wait for work as long as it likes.
-    // MPI's are calls the application's threads are inside of (or waits
-    // for them; a thread that polls one may be at work between its polls);
-    // NCCL's run on the GPU, after the call that enqueued them returned.
+    // Collectives, and NCCL's sends and receives: a thread in MPI_Recv may
+    // wait for work as long as it likes, but a NCCL kernel that waits holds
+    // back all the work queued on its stream after it. MPI's are calls the
+    // application's threads are inside of (or waits for them; a thread that
+    // polls one may be at work between its polls); NCCL's run on the GPU,
+    // after the call that enqueued them returned.
     const auto consider = [&](const Event& event) {
-      if (is_collective_kind(event.kind) && !(event.flags & kFlagPolling) && now - event.begin_ns >= hang_timeout_ns_ &&
+      const bool watched = is_collective_kind(event.kind) || event.kind == EventKind::kNcclP2pGpu;
+      if (watched && !(event.flags & kFlagPolling) && now - event.begin_ns >= hang_timeout_ns_ &&
           (oldest.begin_ns == 0 || event.begin_ns < oldest.begin_ns)) {
         oldest = event;
       }
     };
     recorder_.for_each_call_in_progress(consider);
-    gpu_collectives_.clear();
+    gpu_tasks_.clear();
     for (const CaptureSource* source : started_sources_) {
-      if (source->bit() == kCaptureNccl) source->add_open_events(now, gpu_collectives_);
+      if (source->bit() == kCaptureNccl) source->add_open_events(now, gpu_tasks_);
     }
-    for (const Event& event : gpu_collectives_) consider(event);
+    for (const Event& event : gpu_tasks_) consider(event);
     // Once a second at most: on a shared file system every rank's look is a
     // request to its metadata server.
     if (oldest.begin_ns == 0) {
@@ -733,11 +736,16 @@ void Agent::watch_for_hang() {
         fd = create();
       }
       if (fd >= 0) {
+        // A send or receive names its peer by its rank in the communicator, as NCCL does.
+        const std::string peer =
+            oldest.kind != EventKind::kNcclP2pGpu ? std::string()
+            : oldest.op == CommOp::kSend          ? printf_string(" to rank %d", oldest.peer)
+                                                  : printf_string(" from rank %d", oldest.peer);
         const std::string line =
-            printf_string("inside %s #%llu of communicator %016llx for %.1f s (--hang-timeout): every rank writes out "
-                          "its state",
+            printf_string("inside %s #%llu%s of communicator %016llx for %.1f s (--hang-timeout): every rank writes "
+                          "out its state",
                           std::string(comm_op_name(oldest.op)).c_str(), static_cast<unsigned long long>(oldest.seq),
-                          static_cast<unsigned long long>(oldest.comm_hash),
+                          peer.c_str(), static_cast<unsigned long long>(oldest.comm_hash),
                           static_cast<double>(now - oldest.begin_ns) * 1e-9) +
             (hang_abort_ ? printf_string("; the job ends in %.1f s (--hang-action abort)", static_cast<double>(grace_ns) * 1e-9)
                          : std::string());

@@ -772,18 +772,17 @@ class NcclSource final : public CaptureSource {
     return true;
   }
 
-  // Collectives running on the GPU now: a channel began and not every
-  // channel ended (stop means enqueued; a hung collective's kernel spins
-  // until its peers come). Scans the ring's last turn, on the writer thread.
+  // Collectives, sends and receives running on the GPU now: a channel
+  // began and not every channel ended (stop means enqueued; a hung task's
+  // kernel spins until its peers come). Scans the ring's last turn, on the
+  // writer thread.
   void add_open_events(int64_t now, std::vector<Event>& out) const override {
     const uint64_t claims = g_task_claims.load(std::memory_order_relaxed);
     for (uint64_t claim = claims > kTaskSlots ? claims - kTaskSlots : 0; claim < claims; ++claim) {
       const TaskSlot& slot = g_tasks[claim % kTaskSlots];
       if (slot.claim.load(std::memory_order_acquire) != claim) continue;
       const uint32_t state = slot.state.load(std::memory_order_acquire);
-      if (!(state & kChannelSeen) || (state & kGpuRecorded) || slot.event.kind != EventKind::kNcclCollectiveEnqueue) {
-        continue;
-      }
+      if (!(state & kChannelSeen) || (state & kGpuRecorded)) continue;
       const uint32_t stopped = static_cast<uint32_t>(slot.channels_stopped.load(std::memory_order_relaxed) & 0xffff);
       if (slot.channels_expected != 0 && stopped >= slot.channels_expected) continue;
       std::optional<Event> gpu = gpu_event(slot);

@@ -18,10 +18,13 @@
 namespace rankscope::analysis {
 namespace {
 
-constexpr uint16_t kThreadTrack = 0, kWorldTrack = 1, kSplitTrack = 2;
-constexpr uint64_t kWorld = 5, kSplit = 99;
+constexpr uint16_t kThreadTrack = 0, kWorldTrack = 1, kSplitTrack = 2, kNcclTrack = 3;
+constexpr uint64_t kWorld = 5, kSplit = 99, kNccl = 0x5eed;
 constexpr uint32_t kAllreduce = 0, kBarrier = 1, kLateWork = 2, kWorldName = 3, kSplitName = 4, kRecv = 5, kSend = 6,
-                   kTest = 7;
+                   kTest = 7, kNcclName = 8, kNcclRecv = 9, kNcclSend = 10, kNcclAllreduce = 11;
+// Each rank's rank in the NCCL communicator kNccl, as NCCL numbers its
+// members: not the world's order, so that a peer's world rank is found.
+constexpr int32_t nccl_rank_of(int32_t world_rank) { return (world_rank + 2) % 3; }
 
 Event event(EventKind kind, uint32_t name, int64_t begin, int64_t end) {
   return testing::host_event(kind, name, begin, end, kThreadTrack);
@@ -59,11 +62,16 @@ class HangsTest : public testing::ShardJobTest {
     const std::pair<uint32_t, std::string_view> names[] = {
         {kAllreduce, "MPI_Allreduce"},  {kBarrier, "MPI_Barrier"},        {kLateWork, "late work"},
         {kWorldName, "MPI_COMM_WORLD"}, {kSplitName, "MPI comm 99 (3 ranks)"}, {kRecv, "MPI_Recv"},
-        {kSend, "MPI_Send"},           {kTest, "MPI_Test"}};
+        {kSend, "MPI_Send"},           {kTest, "MPI_Test"},           {kNcclRecv, "ncclRecv"},
+        {kNcclSend, "ncclSend"},       {kNcclAllreduce, "ncclAllReduce"}};
     ASSERT_TRUE(writer.write_strings(names, 0));
+    const std::string nccl_name = "NCCL pp (rank " + std::to_string(nccl_rank_of(rank)) + " of 3)";
+    const std::pair<uint32_t, std::string_view> nccl_names[] = {{kNcclName, nccl_name}};
+    ASSERT_TRUE(writer.write_strings(nccl_names, 0));
     std::vector<Track> tracks = {{7, kThreadTrack, 0, -1, TrackType::kThread, 0, 0},
                                  {kWorld, kWorldTrack, kWorldName, -1, TrackType::kMpiComm, 0, 0}};
     if (in_split) tracks.push_back({kSplit, kSplitTrack, kSplitName, -1, TrackType::kMpiComm, 0, 0});
+    tracks.push_back({kNccl, kNcclTrack, kNcclName, -1, TrackType::kNcclComm, 0, 0});
     ASSERT_TRUE(writer.write_tracks(tracks, 0));
     // Clocks measured exact within 10 ns, so that the merge checks causality.
     const SyncPoint points[2] = {{0, 0, 10}, {1'000'000'000, 0, 10}};
@@ -406,6 +414,107 @@ TEST_F(HangsTest, ARankPollingForAMessageWaitsForItToo) {
   ASSERT_EQ(found[0].waits.size(), 2u);
   EXPECT_EQ(found[0].waits[0].inside, "MPI_Test from rank 1, tag 5 (polling)");
   EXPECT_EQ(found[0].waits[1].inside, "MPI_Recv from rank 0, tag 5");
+}
+
+// A NCCL send's or receive's kernel running on the GPU when its rank wrote
+// its state, from `begin` to 5000; `peer` is the other side's world rank,
+// kept as NCCL gives it, its rank in the communicator.
+Event nccl_waiting(uint32_t name, CommOp op, int32_t peer, uint64_t seq, int64_t begin) {
+  Event e = unfinished(testing::host_event(EventKind::kNcclP2pGpu, name, begin, 5000, kNcclTrack));
+  e.op = op;
+  e.comm_hash = kNccl;
+  e.peer = nccl_rank_of(peer);
+  e.seq = seq;
+  return e;
+}
+
+// The host's half of a NCCL send or receive, enqueued from `begin` for 10 ns.
+Event nccl_enqueued(uint32_t name, CommOp op, int32_t peer, uint64_t seq, int64_t begin) {
+  Event e = event(EventKind::kNcclP2pEnqueue, name, begin, begin + 10);
+  e.op = op;
+  e.comm_hash = kNccl;
+  e.peer = nccl_rank_of(peer);
+  e.seq = seq;
+  return e;
+}
+
+// Rank 1's receive #3 from rank 0 waits on its GPU; rank 0 left an
+// all-reduce at 60 and is at work. One hang of rank 1 on rank 0 alone,
+// named by world ranks, in the communicator's own name.
+TEST_F(HangsTest, ANcclReceiveWaitingForItsPeerIsAHangOnThatPeer) {
+  Event last = event(EventKind::kNcclCollectiveEnqueue, kNcclAllreduce, 50, 60);
+  last.op = CommOp::kAllReduce;
+  last.comm_hash = kNccl;
+  write_rank(0, {last, unfinished(event(EventKind::kNvtxRange, kLateWork, 70, 5000))}, false);
+  // The kernel's window is written once more as the rank ends, cut at its begin.
+  Event cut = nccl_waiting(kNcclRecv, CommOp::kRecv, 0, 3, 100);
+  cut.end_ns = cut.begin_ns;
+  write_rank(1,
+             {nccl_enqueued(kNcclRecv, CommOp::kRecv, 0, 3, 90), nccl_waiting(kNcclRecv, CommOp::kRecv, 0, 3, 100), cut},
+             false);
+  write_rank(2, {}, false);
+  const Timeline timeline(merged());
+  EXPECT_TRUE(find_deadlocks(timeline).empty());
+  const std::vector<Hang> found = find_hangs(timeline);
+  ASSERT_EQ(found.size(), 1u);
+  const Hang& h = found[0];
+  EXPECT_TRUE(h.point_to_point);
+  EXPECT_EQ(h.peer, 0);
+  EXPECT_EQ(h.comm, "NCCL pp (3 ranks)");
+  ASSERT_EQ(h.entered.size(), 1u);
+  EXPECT_EQ(h.entered[0].rank, 1);
+  EXPECT_EQ(h.missing_ranks, std::vector<int32_t>{0});
+  EXPECT_TRUE(h.members_known);
+  EXPECT_EQ(describe_hang(h),
+            "HANG: ncclRecv #3 from rank 0 of NCCL pp (3 ranks): rank 1 inside, up to 4.9 µs; rank 0 had not begun the "
+            "matching send\n"
+            "  rank 0 (complete, wrote its state): in no collective; in ranges late work; last call ncclAllReduce ended "
+            "4.94 µs before the state was written\n");
+}
+
+// Rank 0 waits to send #3 to rank 2, which receives from rank 1 instead;
+// rank 2 began that receive from rank 0 later after all (--hang-action
+// report), after its receives #2 from rank 0 and #3 from rank 1, which are not it.
+TEST_F(HangsTest, ThePeerOfANcclSendIsDatedByTheMatchingReceiveAlone) {
+  write_rank(0, {nccl_waiting(kNcclSend, CommOp::kSend, 2, 3, 100)}, false);
+  write_rank(1, {}, false);
+  write_rank(2,
+             {nccl_enqueued(kNcclRecv, CommOp::kRecv, 0, 2, 40), nccl_waiting(kNcclRecv, CommOp::kRecv, 1, 3, 150),
+              nccl_enqueued(kNcclRecv, CommOp::kRecv, 1, 3, 6000), nccl_enqueued(kNcclRecv, CommOp::kRecv, 0, 3, 7000)},
+             false);
+  const std::vector<Hang> found = hangs();
+  ASSERT_EQ(found.size(), 2u) << "rank 0 on rank 2, and rank 2 on rank 1";
+  const Hang& send = found[0];
+  EXPECT_EQ(send.call, "ncclSend");
+  EXPECT_EQ(send.peer, 2);
+  ASSERT_EQ(send.missing.size(), 1u);
+  EXPECT_EQ(send.missing[0].inside, "ncclRecv from rank 1");
+  EXPECT_EQ(send.missing[0].entered_at_ns, 7000);
+  EXPECT_EQ(found[1].entered[0].rank, 2);
+  EXPECT_EQ(found[1].peer, 1);
+  ASSERT_EQ(found[1].missing.size(), 1u);
+  EXPECT_EQ(found[1].missing[0].entered_at_ns, 0) << "rank 1 never sent";
+  EXPECT_EQ(describe_hang(send).substr(0, describe_hang(send).find('\n')),
+            "HANG: ncclSend #3 to rank 2 of NCCL pp (3 ranks): rank 0 inside, up to 4.9 µs; rank 2 had not begun the "
+            "matching receive");
+}
+
+// Ranks 0 and 1 each receive from the next on the GPU, rank 2 is inside an
+// MPI_Recv from rank 0: one deadlock across NCCL and MPI, and no hang told
+// twice for it.
+TEST_F(HangsTest, NcclAndMpiWaitsCloseOneDeadlock) {
+  write_rank(0, {nccl_waiting(kNcclRecv, CommOp::kRecv, 1, 4, 100)}, false);
+  write_rank(1, {nccl_waiting(kNcclRecv, CommOp::kRecv, 2, 4, 200)}, false);
+  write_rank(2, {waiting(kRecv, CommOp::kRecv, 0, 300)}, false);
+  const Timeline timeline(merged());
+  EXPECT_TRUE(find_hangs(timeline).empty());
+  const std::vector<Deadlock> found = find_deadlocks(timeline);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(describe_deadlock(found[0]),
+            "DEADLOCK: ranks 0 > 1 > 2 > 0 each wait for the next, up to 4.9 µs\n"
+            "  rank 0: inside ncclRecv from rank 1 for 4.9 µs\n"
+            "  rank 1: inside ncclRecv from rank 2 for 4.8 µs\n"
+            "  rank 2: inside MPI_Recv from rank 0, tag 5 for 4.7 µs\n");
 }
 
 }  // namespace

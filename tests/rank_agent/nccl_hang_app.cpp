@@ -1,12 +1,19 @@
 // A program that trains like a PyTorch job on NCCL, for sidecar mode, where
 // no GPU and no NCCL exist: it loads the profiler plugin NCCL_PROFILER_PLUGIN
-// names as NCCL does and makes NCCL's calls to it for an all-reduce per
-// iteration (the task enqueued, then its two kernel channels start, and stop
-// once every rank has entered, as a real kernel waits for its peers). The
-// ranks meet through files in a shared folder; the GPU clock is
-// CLOCK_REALTIME, as %globaltimer is. One rank may sleep before one
-// iteration: the others' kernels then spin in that all-reduce.
-// Usage: nccl_hang_app FOLDER ITERATIONS [LATE_RANK LATE_ITERATION SLEEP_S]
+// names as NCCL does and makes NCCL's calls to it, each task enqueued, then
+// its kernel channels started, and stopped once its peers came, as a real
+// kernel waits for them. The ranks meet through files in a shared folder;
+// the GPU clock is CLOCK_REALTIME, as %globaltimer is. Modes:
+// - allreduce: an all-reduce per iteration; one rank may sleep before one
+//   iteration, and the others' kernels then spin in that all-reduce;
+// - pipeline: stages in a line, each receiving from the rank before it and
+//   sending to the one after; a rank that sleeps before an iteration leaves
+//   its neighbours' send and receive kernels waiting;
+// - ring: a send to the next rank and a receive from the one before, in one
+//   group; from DEADLOCK_ITERATION on, each rank receives before it sends
+//   (two groups), so every receive waits for a send that never begins.
+// Usage: nccl_hang_app allreduce|pipeline FOLDER ITERATIONS [LATE_RANK LATE_ITERATION SLEEP_S]
+//        nccl_hang_app ring FOLDER ITERATIONS [DEADLOCK_ITERATION]
 // (RANK and WORLD_SIZE from the environment, as torch.distributed reads them).
 #include <dlfcn.h>
 #include <time.h>
@@ -35,29 +42,133 @@ int env_int(const char* name) {
   return text ? std::atoi(text) : -1;
 }
 
+bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+void touch(const std::string& path) {
+  if (FILE* f = std::fopen(path.c_str(), "w")) std::fclose(f);
+}
+
+void wait_for(const std::string& path) {
+  while (!exists(path)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 // Every rank's file for this iteration, as the kernels' peers.
 void wait_for_peers(const std::string& folder, int iteration, int rank, int world) {
   const std::string prefix = folder + "/" + std::to_string(iteration) + ".";
-  if (FILE* f = std::fopen((prefix + std::to_string(rank)).c_str(), "w")) std::fclose(f);
-  for (int peer = 0; peer < world; ++peer) {
-    while (access((prefix + std::to_string(peer)).c_str(), F_OK) != 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  touch(prefix + std::to_string(rank));
+  for (int peer = 0; peer < world; ++peer) wait_for(prefix + std::to_string(peer));
+}
+
+class Rank {
+ public:
+  struct Task {
+    void* channels[2] = {};
+    int count = 0;
+  };
+  Rank(abi::ProfilerV5& profiler, std::string folder, int rank, int world)
+      : profiler_(profiler), folder_(std::move(folder)), rank_(rank), world_(world) {
+    int mask = 0;
+    profiler_.init(&context_, 0x5eed'0000'0000'0001, &mask, "world", 1, world, rank, nullptr);
+  }
+  ~Rank() { profiler_.finalize(context_); }
+
+  void allreduce(int iteration) {
+    abi::EventDescrV5 coll{};
+    coll.type = abi::kProfileColl;
+    coll.rank = rank_;
+    coll.coll.seqNumber = uint64_t(iteration);
+    coll.coll.func = "AllReduce";
+    coll.coll.count = 1 << 20;
+    coll.coll.datatype = "ncclFloat32";
+    coll.coll.nChannels = 2;
+    coll.coll.algo = "RING";
+    coll.coll.proto = "SIMPLE";
+    Task task = launch(coll, 2);
+    wait_for_peers(folder_, iteration, rank_, world_);
+    finish(task);
+  }
+
+  // A send or receive's kernel posts its half, then waits for the other's.
+  struct Message {
+    Task task;
+    std::string other_half;
+  };
+  Message post(bool send, int peer, int iteration) {
+    abi::EventDescrV5 p2p{};
+    p2p.type = abi::kProfileP2p;
+    p2p.rank = rank_;
+    p2p.p2p.func = send ? "Send" : "Recv";
+    p2p.p2p.datatype = "ncclFloat32";
+    p2p.p2p.count = 1 << 18;
+    p2p.p2p.peer = peer;
+    p2p.p2p.nChannels = 1;
+    Message message{launch(p2p, 1), half(!send, peer, rank_, iteration)};
+    touch(half(send, rank_, peer, iteration));
+    return message;
+  }
+  void finish(const Message& message) {
+    wait_for(message.other_half);
+    finish(message.task);
+  }
+
+ private:
+  std::string half(bool send, int from, int to, int iteration) const {
+    return folder_ + "/" + std::to_string(iteration) + (send ? ".send." : ".recv.") + std::to_string(from) + "." +
+           std::to_string(to);
+  }
+
+  Task launch(abi::EventDescrV5& descr, int channels) {
+    void* handle = nullptr;
+    profiler_.startEvent(context_, &handle, &descr);
+    profiler_.stopEvent(handle);  // enqueued
+    Task task;
+    task.count = channels;
+    for (int c = 0; c < channels; ++c) {
+      abi::EventDescrV5 channel{};
+      channel.type = abi::kProfileKernelCh;
+      channel.parentObj = handle;
+      channel.kernelCh.channelId = uint8_t(c);
+      channel.kernelCh.pTimer = gpu_now();
+      profiler_.startEvent(nullptr, &task.channels[c], &channel);
+    }
+    return task;
+  }
+  void finish(const Task& task) {
+    for (int c = 0; c < task.count; ++c) {
+      abi::StateArgsV5 args{};
+      args.kernelCh.pTimer = gpu_now();
+      profiler_.recordEventState(task.channels[c], abi::kStateKernelChStop, &args);
+      profiler_.stopEvent(task.channels[c]);
     }
   }
+
+  abi::ProfilerV5& profiler_;
+  const std::string folder_;
+  const int rank_, world_;
+  void* context_ = nullptr;
+};
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: nccl_hang_app allreduce|pipeline FOLDER ITERATIONS [LATE_RANK LATE_ITERATION SLEEP_S]\n"
+               "       nccl_hang_app ring FOLDER ITERATIONS [DEADLOCK_ITERATION]\n");
+  return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 && argc != 6) {
-    std::fprintf(stderr, "usage: nccl_hang_app FOLDER ITERATIONS [LATE_RANK LATE_ITERATION SLEEP_S]\n");
-    return 2;
-  }
-  const std::string folder = argv[1];
-  const int iterations = std::atoi(argv[2]);
-  const int late_rank = argc == 6 ? std::atoi(argv[3]) : -1;
-  const int late_iteration = argc == 6 ? std::atoi(argv[4]) : -1;
-  const int sleep_s = argc == 6 ? std::atoi(argv[5]) : 0;
+  if (argc < 4) return usage();
+  const std::string mode = argv[1];
+  const bool ring = mode == "ring";
+  const bool arguments_fit = ring ? argc == 4 || argc == 5 : argc == 4 || argc == 7;
+  if ((mode != "allreduce" && mode != "pipeline" && !ring) || !arguments_fit) return usage();
+  const std::string folder = argv[2];
+  const int iterations = std::atoi(argv[3]);
+  const int late_rank = argc == 7 ? std::atoi(argv[4]) : -1;
+  const int late_iteration = argc == 7 ? std::atoi(argv[5]) : -1;
+  const int sleep_s = argc == 7 ? std::atoi(argv[6]) : 0;
+  const int deadlock_iteration = ring && argc == 5 ? std::atoi(argv[4]) : iterations;
   const int rank = env_int("RANK"), world = env_int("WORLD_SIZE");
   const char* path = std::getenv("NCCL_PROFILER_PLUGIN");
   if (rank < 0 || world < 1 || !path) {
@@ -70,45 +181,29 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nccl_hang_app: no ncclProfiler_v5 in %s\n", path);
     return 2;
   }
-  void* context = nullptr;
-  int mask = 0;
-  profiler->init(&context, 0x5eed'0000'0000'0001, &mask, "world", 1, world, rank, nullptr);
-  // The ranks start apart (a loaded machine, sidecars each starting a
-  // program): they meet first, outside any collective.
-  wait_for_peers(folder, -1, rank, world);
-  for (int i = 0; i < iterations; ++i) {
-    if (rank == late_rank && i == late_iteration) std::this_thread::sleep_for(std::chrono::seconds(sleep_s));
-    abi::EventDescrV5 coll{};
-    coll.type = abi::kProfileColl;
-    coll.rank = rank;
-    coll.coll.seqNumber = uint64_t(i);
-    coll.coll.func = "AllReduce";
-    coll.coll.count = 1 << 20;
-    coll.coll.datatype = "ncclFloat32";
-    coll.coll.nChannels = 2;
-    coll.coll.algo = "RING";
-    coll.coll.proto = "SIMPLE";
-    void* task = nullptr;
-    profiler->startEvent(context, &task, &coll);
-    profiler->stopEvent(task);  // enqueued
-    void* channels[2] = {};
-    for (uint8_t c = 0; c < 2; ++c) {
-      abi::EventDescrV5 channel{};
-      channel.type = abi::kProfileKernelCh;
-      channel.parentObj = task;
-      channel.kernelCh.channelId = c;
-      channel.kernelCh.pTimer = gpu_now();
-      profiler->startEvent(nullptr, &channels[c], &channel);
-    }
-    wait_for_peers(folder, i, rank, world);
-    for (void* channel : channels) {
-      abi::StateArgsV5 args{};
-      args.kernelCh.pTimer = gpu_now();
-      profiler->recordEventState(channel, abi::kStateKernelChStop, &args);
-      profiler->stopEvent(channel);
+  {
+    Rank me(*profiler, folder, rank, world);
+    // The ranks start apart (a loaded machine, sidecars each starting a
+    // program): they meet first, outside any collective.
+    wait_for_peers(folder, -1, rank, world);
+    const int next = (rank + 1) % world, previous = (rank + world - 1) % world;
+    for (int i = 0; i < iterations; ++i) {
+      if (rank == late_rank && i == late_iteration) std::this_thread::sleep_for(std::chrono::seconds(sleep_s));
+      if (mode == "allreduce") {
+        me.allreduce(i);
+      } else if (mode == "pipeline") {
+        if (rank > 0) me.finish(me.post(false, previous, i));
+        if (rank < world - 1) me.finish(me.post(true, next, i));
+      } else if (i < deadlock_iteration) {
+        const Rank::Message send = me.post(true, next, i), receive = me.post(false, previous, i);
+        me.finish(send);
+        me.finish(receive);
+      } else {
+        me.finish(me.post(false, previous, i));
+        me.finish(me.post(true, next, i));
+      }
     }
   }
-  profiler->finalize(context);
-  std::printf("nccl_hang_app: rank %d: %d all-reduces\n", rank, iterations);
+  std::printf("nccl_hang_app: rank %d: %d iterations of %s\n", rank, iterations, mode.c_str());
   return 0;
 }

@@ -1,50 +1,105 @@
 #!/usr/bin/env bash
-# --hang-timeout on NCCL collectives, in sidecar mode: nccl_hang_app makes
-# NCCL's profiler calls for an all-reduce per iteration, its kernels waiting
-# for every rank; rank 2 sleeps 100 s before the fourth. With --hang-action
-# abort the job ends within a minute, and the report names the all-reduce
-# (#3 of the communicator), ranks 0 and 1 inside it since the timeout, and
-# rank 2 as the one that never came, with its last call. Without a hang the
-# same job passes with no hang in the report.
+# --hang-timeout on NCCL's kernels, in sidecar mode: nccl_hang_app makes
+# NCCL's profiler calls, its kernels waiting for their peers (its modes say
+# how). With --hang-action abort each hung job ends within a minute, and the
+# report says what hung:
+# - allreduce, rank 2 sleeping 100 s before the fourth: the all-reduce (#3 of
+#   the communicator), ranks 0 and 1 inside it since the timeout, and rank 2
+#   as the one that never came, with its last call;
+# - pipeline, rank 1 sleeping before the fourth iteration: rank 0's send #3
+#   to rank 1 and rank 2's receive #3 from it, each a hang on rank 1 alone;
+# - ring, each rank receiving before it sends from the fourth iteration on:
+#   the deadlock 0 > 2 > 1 > 0 of their receives, and no hang besides.
+# Without a hang, the all-reduces and the ring's grouped sends and receives
+# pass with no hang in the report.
 # Usage: test_nccl_hang.sh RANKSCOPE NCCL_HANG_APP MPIEXEC
 set -euo pipefail
 rankscope=$1 app=$2 mpiexec=$3
 . "$(dirname "$0")/../support/job_script.sh"
 export OMPI_MCA_mpi_yield_when_idle=1
 
-echo "== no hang"
-mkdir meet-healthy
-"$mpiexec" -n 3 "$rankscope" run -o "$work/healthy.h5" --mode sidecar --capture nccl --hang-timeout 5 -- \
-  "$app" "$work/meet-healthy" 6 >healthy.log 2>&1 || { cat healthy.log; fail "the healthy run failed"; }
-"$rankscope" report --format json healthy.h5 >healthy.json
-/usr/bin/python3 -c "
+# healthy NAME MODE ITERATIONS
+healthy() {
+  echo "== no hang: $2"
+  mkdir "meet-$1"
+  "$mpiexec" -n 3 "$rankscope" run -o "$work/$1.h5" --mode sidecar --capture nccl --hang-timeout 5 -- \
+    "$app" "$2" "$work/meet-$1" "$3" >"$1.log" 2>&1 || { cat "$1.log"; fail "the healthy $2 run failed"; }
+  "$rankscope" report --format json "$1.h5" >"$1.json"
+  /usr/bin/python3 -c "
 import json, sys
-r = json.load(open('healthy.json'))
-assert r.get('hangs', []) == [], r['hangs']
-" || fail "a hang in a healthy job"
-grep -q "hang-timeout" healthy.log && { cat healthy.log; fail "a healthy job was taken for hung"; }
+r = json.load(open('$1.json'))
+assert r.get('hangs', []) == [] and r.get('deadlocks', []) == [], r
+" || fail "a hang in a healthy $2 job"
+  if grep -q "hang-timeout" "$1.log"; then cat "$1.log"; fail "a healthy $2 job was taken for hung"; fi
+}
 
-echo "== rank 2 sleeps before the fourth all-reduce"
-mkdir meet-hung
-started=$(date +%s)
-status=0
-timeout 120 "$mpiexec" -n 3 "$rankscope" run -o "$work/hung.h5" --mode sidecar --capture nccl --hang-timeout 5 \
-  --hang-action abort -- "$app" "$work/meet-hung" 6 2 3 100 >hung.log 2>&1 || status=$?
-took=$(($(date +%s) - started))
-[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { cat hung.log; fail "the hung job ended with status $status"; }
-[ "$took" -lt 60 ] || fail "the hung job took $took s to end"
-grep -q "inside AllReduce #3 of communicator 5eed000000000001 for [0-9.]* s (--hang-timeout)" hung.log ||
-  { cat hung.log; fail "no rank said which collective hung"; }
-[ -f hung.h5 ] || "$rankscope" merge "$work/hung.h5.shards" -o hung.h5 >/dev/null
-"$rankscope" report --format json hung.h5 >hung.json
+# hung NAME EXPECTED_LINE MODE ARGS...: the job, ended by --hang-action abort, its report in NAME.json
+hung() {
+  local name=$1 line=$2
+  shift 2
+  echo "== hung: $*"
+  mkdir "meet-$name"
+  local started status=0 took
+  started=$(date +%s)
+  timeout 120 "$mpiexec" -n 3 "$rankscope" run -o "$work/$name.h5" --mode sidecar --capture nccl --hang-timeout 5 \
+    --hang-action abort -- "$app" "$1" "$work/meet-$name" "${@:2}" >"$name.log" 2>&1 || status=$?
+  took=$(($(date +%s) - started))
+  [ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { cat "$name.log"; fail "the hung $1 job ended with status $status"; }
+  [ "$took" -lt 60 ] || fail "the hung $1 job took $took s to end"
+  grep -Eq "$line for [0-9.]* s \(--hang-timeout\)" "$name.log" || { cat "$name.log"; fail "no rank said what hung in $1"; }
+  [ -f "$name.h5" ] || "$rankscope" merge "$work/$name.h5.shards" -o "$name.h5" >/dev/null
+  "$rankscope" report --format json "$name.h5" >"$name.json"
+  "$rankscope" report "$name.h5" >"$name.txt"
+  echo "ended in $took s"
+  awk '/^(HANG|DEADLOCK)/ { shown = 1 } /^$/ { shown = 0 } shown' "$name.txt"
+}
+
+healthy healthy allreduce 6
+healthy healthy-ring ring 6
+
+hung hung "inside AllReduce #3 of communicator 5eed000000000001" allreduce 6 2 3 100
 /usr/bin/python3 - <<'PY'
 import json
-[h] = json.load(open("hung.json"))["hangs"]
-assert (h["op"], h["seq"], h["comm_hash"]) == ("AllReduce", 3, 0x5eed000000000001), h
+r = json.load(open("hung.json"))
+[h] = r["hangs"]
+assert r["deadlocks"] == [], r["deadlocks"]
+assert (h["op"], h["seq"], h["comm_hash"], h["point_to_point"]) == ("AllReduce", 3, 0x5eed000000000001, False), h
+assert h["comm"] == "NCCL world (3 ranks)", h["comm"]
 assert [e["rank"] for e in h["entered"]] == [0, 1] and all(e["waited_ns"] >= 4.5e9 for e in h["entered"]), h
 assert h["missing_ranks"] == [2] and h["members_known"], h
 m = h["missing"][0]
 assert m["wrote_state"] and m["inside"] == "" and m["last_call"] == "ncclAllReduce" and m["entered_at_ns"] is None, m
 print(f"hang named: {h['call']} #{h['seq']} of {h['comm']}, ranks 0,1 inside; rank 2 missing, last call {m['last_call']}")
 PY
-echo "NCCL hang ok (ended in $took s)"
+
+hung pipeline "inside (Send #3 to|Recv #3 from) rank 1 of communicator 5eed000000000001" pipeline 6 1 3 100
+/usr/bin/python3 - <<'PY'
+import json
+r = json.load(open("pipeline.json"))
+assert r["deadlocks"] == [], r["deadlocks"]
+hangs = sorted(r["hangs"], key=lambda h: h["entered"][0]["rank"])
+assert [(h["call"], h["seq"], h["peer"], h["point_to_point"]) for h in hangs] == \
+    [("ncclSend", 3, 1, True), ("ncclRecv", 3, 1, True)], hangs
+for h, waiter in zip(hangs, (0, 2)):
+    assert [e["rank"] for e in h["entered"]] == [waiter] and h["entered"][0]["waited_ns"] >= 4.5e9, h
+    assert h["missing_ranks"] == [1] and h["members_known"], h
+    m = h["missing"][0]
+    assert m["wrote_state"] and m["inside"] == "" and m["last_call"] == "ncclSend" and m["entered_at_ns"] is None, m
+print("pipeline: rank 0's send #3 and rank 2's receive #3 each a hang on rank 1, last call", hangs[0]["missing"][0]["last_call"])
+PY
+grep -q "^HANG: ncclSend #3 to rank 1 of NCCL world (3 ranks): rank 0 inside, up to .*; rank 1 had not begun the matching receive$" \
+  pipeline.txt || { cat pipeline.txt; fail "the text report does not name rank 0's send as waiting for rank 1"; }
+
+hung ring "inside Recv #3 from rank [0-2] of communicator 5eed000000000001" ring 6 3
+/usr/bin/python3 - <<'PY'
+import json
+r = json.load(open("ring.json"))
+assert r["hangs"] == [], r["hangs"]
+[d] = r["deadlocks"]
+waits = [(w["rank"], w["peer"], w["inside"]) for w in d["waits"]]
+assert waits == [(0, 2, "ncclRecv from rank 2"), (2, 1, "ncclRecv from rank 1"), (1, 0, "ncclRecv from rank 0")], waits
+assert all(w["waited_ns"] >= 4.5e9 for w in d["waits"]), d
+print("ring: deadlock", " > ".join(str(w[0]) for w in waits), "> 0")
+PY
+grep -q "^DEADLOCK: ranks 0 > 2 > 1 > 0 each wait for the next" ring.txt || { cat ring.txt; fail "no DEADLOCK line"; }
+echo "NCCL hangs ok"

@@ -48,7 +48,7 @@ Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> appl
       ->check(finite_range(kMinSyncIntervalS, kMaxSyncIntervalS))
       ->capture_default_str();
   app->add_option("--hang-timeout", options->hang_timeout_s,
-                  "Seconds a rank may be inside one collective (MPI, or NCCL on its GPU) before every rank writes out its state (0: off)")
+                  "Seconds a rank may be inside one collective (MPI, or NCCL on its GPU), or one NCCL send or receive on its GPU, before every rank writes out its state (0: off)")
       ->check(finite_range(0, kMaxHangTimeoutS) &
               CLI::Validator(
                   [](const std::string& text) {

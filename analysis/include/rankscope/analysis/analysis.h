@@ -273,15 +273,21 @@ struct Hang {
   std::string call;          // "MPI_Allreduce"
   CommOp op = CommOp::kNone;
   uint64_t comm_hash = 0;
-  std::string comm;          // the communicator's track name ("MPI_COMM_WORLD")
+  std::string comm;          // the communicator's name ("MPI_COMM_WORLD", "NCCL dp (8 ranks)")
   uint64_t seq = 0;
+  // A NCCL send or receive, not a collective: one rank's, waiting for one
+  // member, `peer` (its world rank; kNoPeer where it is not in the timeline).
+  bool point_to_point = false;
+  int32_t peer = kNoPeer;
   std::vector<HangEntry> entered;  // by rank
   std::vector<int32_t> missing_ranks;
   std::vector<MissingRank> missing;  // one per missing rank
   bool members_known = true;  // false: some members of the communicator are not in the timeline
 };
-// Every unfinished collective, the longest waited first. Reads events only
-// of jobs where a rank wrote a hang's state or did not end normally.
+// Every unfinished collective, and every NCCL send or receive whose kernel
+// waited for its peer but is no part of a deadlock (find_deadlocks has
+// those), the longest waited first. Reads events only of jobs where a rank
+// wrote a hang's state or did not end normally.
 std::vector<Hang> find_hangs(const Timeline& timeline);
 // A hang in a few lines: "HANG: MPI_Allreduce #3 of MPI_COMM_WORLD: ...", then one line per missing rank.
 std::string describe_hang(const Hang& hang);
