@@ -14,19 +14,25 @@ rankscope=$1 crash_app=$2 mpiexec=$3
 # crash_job MODE [FLUSH_MS]: crash_app on 2 ranks under rankscope run
 # (--flush-ms 60000: nothing flushed before the crash), its timeline merged
 # into MODE.h5 and described in MODE.info and MODE.info.json; the job's exit
-# status in MODE.status, which must be the same job's without rankscope.
+# status in MODE.status, which must be the crash's without rankscope.
 crash_job() {
   local mode=$1 flush_ms=${2:-60000} status=0 plain_status=0
   # term, mended: 300,000 unflushed events, so that the other thread acts while the shard closes.
   local count=20
   case $mode in term* | mended) count=300000 ;; esac
+  # Without rankscope, what another thread does once the crash came (a SIGTERM, a mended page, exit)
+  # races Open MPI's own handler, and may end the job before the crash does: the status to match is
+  # that of the same crash with nothing racing it.
+  local plain_mode=$mode
+  case $mode in term* | mended) plain_mode=segv ;; exit | _exit) plain_mode=thread ;; esac
   echo "$count" >"$mode.count"
   "$mpiexec" -n 2 "$rankscope" run --flush-ms "$flush_ms" -o "$mode.h5" -- "$crash_app" "$mode" "$count" >"$mode.log" 2>&1 ||
     status=$?
   echo "$status" >"$mode.status"
   [ "$status" -ne 0 ] || { cat "$mode.log"; fail "the $mode job exited 0"; }
-  "$mpiexec" -n 2 "$crash_app" "$mode" "$count" >"$mode.plain.log" 2>&1 || plain_status=$?
-  [ "$status" -eq "$plain_status" ] || { cat "$mode.log"; fail "the $mode job's status is $status under rankscope, $plain_status without"; }
+  "$mpiexec" -n 2 "$crash_app" "$plain_mode" "$count" >"$mode.plain.log" 2>&1 || plain_status=$?
+  [ "$status" -eq "$plain_status" ] ||
+    { cat "$mode.log"; fail "the $mode job's status is $status under rankscope, $plain_status for $plain_mode without"; }
   "$rankscope" merge "$mode.h5.shards" -o "$mode.h5" >/dev/null 2>&1 || fail "merging the $mode job's shards failed"
   "$rankscope" info "$mode.h5" >"$mode.info"
   "$rankscope" info --json "$mode.h5" >"$mode.info.json"
