@@ -71,14 +71,12 @@ class NcclRanks {
 };
 
 struct RankState {
-  std::vector<Event> unfinished;  // collectives it never left
-  // Other calls it never left (a receive); a NCCL send's or receive's
-  // `peer` here is its world rank.
-  std::vector<Event> unfinished_other;
+  std::vector<Event> unfinished;        // collectives it never left
+  std::vector<Event> unfinished_other;  // other calls it never left (a receive), NCCL's sends and receives
   std::vector<Event> open_ranges;       // NVTX ranges open when it wrote its state
 };
 
-RankState read_unfinished(const Timeline& timeline, const NcclRanks& nccl, int32_t rank) {
+RankState read_unfinished(const Timeline& timeline, int32_t rank) {
   RankState state;
   timeline.for_each_event_block(rank, [&](const std::vector<Event>& events) {
     for (const Event& e : events) {
@@ -86,9 +84,7 @@ RankState read_unfinished(const Timeline& timeline, const NcclRanks& nccl, int32
       if (e.kind == EventKind::kNvtxRange) {
         state.open_ranges.push_back(e);
       } else if (e.kind == EventKind::kNcclP2pGpu) {
-        Event wait = e;
-        wait.peer = nccl.world_rank(e.comm_hash, e.peer);
-        state.unfinished_other.push_back(wait);
+        state.unfinished_other.push_back(e);
       } else if (is_call(e.kind) || e.kind == EventKind::kNcclCollectiveGpu) {
         (is_collective_kind(e.kind) && e.comm_hash != 0 ? state.unfinished : state.unfinished_other).push_back(e);
       }
@@ -97,22 +93,47 @@ RankState read_unfinished(const Timeline& timeline, const NcclRanks& nccl, int32
   return state;
 }
 
+CommOp other_half(CommOp op) { return op == CommOp::kSend ? CommOp::kRecv : CommOp::kSend; }
+
 struct JobState {
   explicit JobState(const Timeline& timeline) : nccl(timeline) {
-    for (int32_t r = 0; r < timeline.world_size(); ++r) ranks.push_back(read_unfinished(timeline, nccl, r));
+    for (int32_t r = 0; r < timeline.world_size(); ++r) ranks.push_back(read_unfinished(timeline, r));
+  }
+  // The world rank a message call names: NCCL names it by its rank in the communicator.
+  int32_t peer_of(const Event& e) const {
+    return e.kind == EventKind::kNcclP2pGpu ? nccl.world_rank(e.comm_hash, e.peer) : e.peer;
+  }
+  // The other half of `rank`'s NCCL send or receive `e` where its peer's
+  // kernel for it had begun and not ended too (its latest copy), or null.
+  const Event* matching_half(int32_t rank, const Event& e) const {
+    const int32_t peer = peer_of(e);
+    if (e.kind != EventKind::kNcclP2pGpu || peer < 0 || size_t(peer) >= ranks.size()) return nullptr;
+    const Event* found = nullptr;
+    for (const Event& m : ranks[size_t(peer)].unfinished_other) {
+      if (m.kind == EventKind::kNcclP2pGpu && m.comm_hash == e.comm_hash && m.seq == e.seq &&
+          m.op == other_half(e.op) && peer_of(m) == rank && (!found || m.end_ns > found->end_ns)) {
+        found = &m;
+      }
+    }
+    return found;
   }
   NcclRanks nccl;
   std::vector<RankState> ranks;
 };
 
+// The same NCCL send or receive, as each copy of its kernel's window shows it.
+bool same_transfer(const Event& a, const Event& b) {
+  return a.kind == b.kind && a.comm_hash == b.comm_hash && a.op == b.op && a.seq == b.seq && a.peer == b.peer;
+}
+
 // Whether `e`, an event of the rank `hang` waits for, is the call that
-// rank had not entered: the same collective, or the other half of the
-// send or receive (NCCL numbers each peer's sends, and its receives, in turn).
+// rank had not entered: the same collective, or the kernel of the other
+// half of the send or receive (NCCL numbers its sends to each peer, and its
+// receives from each, in turn).
 bool is_awaited_call(const Event& e, const Hang& hang, int32_t waiter_comm_rank) {
   if (e.comm_hash != hang.comm_hash || e.seq != hang.seq) return false;
-  if (!hang.point_to_point) return is_collective_kind(e.kind) && e.op == hang.op;
-  const CommOp other_half = hang.op == CommOp::kSend ? CommOp::kRecv : CommOp::kSend;
-  return e.kind == EventKind::kNcclP2pEnqueue && e.op == other_half && e.peer == waiter_comm_rank;
+  if (!hang.point_to_point) return is_call(e.kind) && is_collective_kind(e.kind) && e.op == hang.op;
+  return e.kind == EventKind::kNcclP2pGpu && e.op == other_half(hang.op) && e.peer == waiter_comm_rank;
 }
 
 // A missing rank's last call that ended before the others' state was
@@ -124,8 +145,9 @@ void read_missing(const Timeline& timeline, const Hang& hang, int32_t waiter_com
   bool has_last = false;
   timeline.for_each_event_block(missing.rank, [&](const std::vector<Event>& events) {
     for (const Event& e : events) {
-      if (!is_call(e.kind) || (e.flags & kFlagIncomplete)) continue;
+      if (e.flags & kFlagIncomplete) continue;
       if (is_awaited_call(e, hang, waiter_comm_rank)) missing.entered_at_ns = e.begin_ns;
+      if (!is_call(e.kind)) continue;
       if (e.end_ns <= written_ns && (!has_last || e.end_ns >= last.end_ns)) {
         last = e;
         has_last = true;
@@ -182,14 +204,15 @@ std::string collective_text(const Timeline& timeline, const Event& e, const std:
   return timeline.string(e.name_id) + " #" + std::to_string(e.seq) + " of " + (comm.empty() ? "its communicator" : comm);
 }
 
-// A call that is not a collective; for a message, with its peer and tag:
-// "MPI_Recv from rank 2, tag 7", "ncclSend to rank 3".
-std::string call_text(const Timeline& timeline, const Event& e) {
+// A call that is not a collective; for a message, with its peer (by world
+// rank) and tag: "MPI_Recv from rank 2, tag 7", "ncclSend to rank 3".
+std::string call_text(const Timeline& timeline, const JobState& job, const Event& e) {
   std::string text = timeline.string(e.name_id);
   const bool sends = e.op == CommOp::kSend;
   if (e.kind == EventKind::kNcclP2pGpu) {
+    const int32_t peer = job.peer_of(e);
     return text + (sends ? " to " : " from ") +
-           (e.peer != kNoPeer ? "rank " + std::to_string(e.peer) : "a rank not in the timeline");
+           (peer != kNoPeer ? "rank " + std::to_string(peer) : "a rank not in the timeline");
   }
   if (e.kind != EventKind::kMpiP2p) return text;
   text += e.peer != kNoPeer ? (sends ? " to rank " : " from rank ") + std::to_string(e.peer)
@@ -202,22 +225,36 @@ std::string call_text(const Timeline& timeline, const Event& e) {
   return e.flags & kFlagPolling ? text + " (polling)" : text;
 }
 
-// Each rank's wait, the message call it entered first among those it was
-// inside of, where that call names its peer; the cycles these close.
-std::vector<Deadlock> deadlocks_in(const Timeline& timeline, const JobState& job) {
-  std::vector<Deadlock> deadlocks;
-  const int32_t world = timeline.world_size();
-  std::vector<std::optional<Event>> waits(static_cast<size_t>(world));
+// A rank's wait for one peer: the message call it entered first among
+// those it was inside of that name their peer. A NCCL send or receive whose
+// peer's kernel for the other half had begun too waits for no rank: the
+// transfer itself did not complete.
+struct Wait {
+  Event call;
+  int32_t peer = kNoPeer;  // world rank
+};
+
+// The cycles of ranks' waits, each read from its lowest rank: (rank, its wait) in turn.
+std::vector<std::vector<std::pair<int32_t, Wait>>> cycles_of_waits(const JobState& job) {
+  const auto world = static_cast<int32_t>(job.ranks.size());
+  std::vector<std::optional<Wait>> waits(static_cast<size_t>(world));
   for (int32_t r = 0; r < world; ++r) {
     for (const Event& e : job.ranks[static_cast<size_t>(r)].unfinished_other) {
-      if ((e.kind != EventKind::kMpiP2p && e.kind != EventKind::kNcclP2pGpu) || e.peer < 0 || e.peer >= world) continue;
-      std::optional<Event>& wait = waits[static_cast<size_t>(r)];
-      // A kernel's window recorded again as the rank ended, cut at its begin, is the same wait.
-      if (!wait || e.begin_ns < wait->begin_ns || (e.begin_ns == wait->begin_ns && e.end_ns > wait->end_ns)) wait = e;
+      const int32_t peer = job.peer_of(e);
+      if ((e.kind != EventKind::kMpiP2p && e.kind != EventKind::kNcclP2pGpu) || peer < 0 || peer >= world ||
+          job.matching_half(r, e)) {
+        continue;
+      }
+      std::optional<Wait>& wait = waits[static_cast<size_t>(r)];
+      // The call entered first; of the same wait's copies, the longer.
+      const bool earlier = !wait || e.begin_ns < wait->call.begin_ns ||
+                           (e.begin_ns == wait->call.begin_ns && e.end_ns > wait->call.end_ns);
+      if (earlier) wait = Wait{e, peer};
     }
   }
   // Each rank waits for one peer at most: following the waits from each rank
   // not yet seen either leaves them or comes back to a rank of this walk.
+  std::vector<std::vector<std::pair<int32_t, Wait>>> cycles;
   std::vector<int32_t> walk_of(static_cast<size_t>(world), -1);
   for (int32_t start = 0; start < world; ++start) {
     int32_t r = start;
@@ -226,18 +263,26 @@ std::vector<Deadlock> deadlocks_in(const Timeline& timeline, const JobState& job
       r = waits[static_cast<size_t>(r)]->peer;
     }
     if (r < 0 || walk_of[static_cast<size_t>(r)] != start || !waits[static_cast<size_t>(r)]) continue;
-    // r is on a cycle found by this walk: read it from its lowest rank.
-    std::vector<int32_t> cycle{r};
+    // r is on a cycle found by this walk.
+    std::vector<int32_t> members{r};
     for (int32_t next = waits[static_cast<size_t>(r)]->peer; next != r; next = waits[static_cast<size_t>(next)]->peer) {
-      cycle.push_back(next);
+      members.push_back(next);
     }
-    std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
-    Deadlock deadlock;
-    for (const int32_t member : cycle) {
-      const Event& e = *waits[static_cast<size_t>(member)];
-      deadlock.waits.push_back({member, e.peer, call_text(timeline, e), e.begin_ns, e.end_ns - e.begin_ns});
+    std::rotate(members.begin(), std::min_element(members.begin(), members.end()), members.end());
+    std::vector<std::pair<int32_t, Wait>>& cycle = cycles.emplace_back();
+    for (const int32_t member : members) cycle.emplace_back(member, *waits[static_cast<size_t>(member)]);
+  }
+  return cycles;
+}
+
+std::vector<Deadlock> deadlocks_in(const Timeline& timeline, const JobState& job) {
+  std::vector<Deadlock> deadlocks;
+  for (const auto& cycle : cycles_of_waits(job)) {
+    Deadlock& deadlock = deadlocks.emplace_back();
+    for (const auto& [rank, wait] : cycle) {
+      const Event& e = wait.call;
+      deadlock.waits.push_back({rank, wait.peer, call_text(timeline, job, e), e.begin_ns, e.end_ns - e.begin_ns});
     }
-    deadlocks.push_back(std::move(deadlock));
   }
   const auto longest = [](const Deadlock& d) {
     int64_t most = 0;
@@ -278,20 +323,25 @@ std::vector<Hang> find_hangs(const Timeline& timeline) {
     }
   }
   // A NCCL send or receive is one rank's, and its peer the one member it
-  // waits for; one that closes a cycle of waits is told as the deadlock.
-  std::vector<std::pair<int32_t, int32_t>> deadlocked;  // (rank, the peer it waits for)
-  for (const Deadlock& deadlock : deadlocks_in(timeline, job)) {
-    for (const MessageWait& wait : deadlock.waits) deadlocked.emplace_back(wait.rank, wait.peer);
+  // waits for; one that closes a cycle of waits is told as the deadlock. A
+  // transfer whose both halves' kernels had begun is one hang, the send's,
+  // with both ranks inside.
+  std::vector<std::pair<int32_t, Event>> deadlocked;  // (rank, its wait)
+  for (const auto& cycle : cycles_of_waits(job)) {
+    for (const auto& [rank, wait] : cycle) deadlocked.emplace_back(rank, wait.call);
   }
+  const auto in_deadlock = [&](int32_t rank, const Event& e) {
+    return std::any_of(deadlocked.begin(), deadlocked.end(),
+                       [&](const auto& wait) { return wait.first == rank && same_transfer(wait.second, e); });
+  };
   for (int32_t r = 0; r < timeline.world_size(); ++r) {
-    // (comm, op, seq, peer) -> hang: a kernel's window recorded again as
-    // the rank ended, cut at its begin, is the same wait.
+    // (comm, op, seq, peer in the communicator) -> hang: a kernel's window
+    // recorded again as the rank ended, cut at its begin, is the same wait.
     std::map<std::tuple<uint64_t, uint8_t, uint64_t, int32_t>, size_t> own;
     for (const Event& e : job.ranks[static_cast<size_t>(r)].unfinished_other) {
-      if (e.kind != EventKind::kNcclP2pGpu ||
-          std::find(deadlocked.begin(), deadlocked.end(), std::pair{r, e.peer}) != deadlocked.end()) {
-        continue;
-      }
+      if (e.kind != EventKind::kNcclP2pGpu || in_deadlock(r, e)) continue;
+      const Event* other_half = job.matching_half(r, e);
+      if (other_half && e.op == CommOp::kRecv) continue;  // the send's hang
       const auto [it, added] = own.try_emplace({e.comm_hash, static_cast<uint8_t>(e.op), e.seq, e.peer}, hangs.size());
       if (!added) {
         HangEntry& entered = hangs[it->second].entered.front();
@@ -300,8 +350,11 @@ std::vector<Hang> find_hangs(const Timeline& timeline) {
       }
       Hang hang = hang_of(timeline, e);
       hang.point_to_point = true;
-      hang.peer = e.peer;
+      hang.peer = job.peer_of(e);
       hang.entered.push_back({r, e.begin_ns, e.end_ns - e.begin_ns});
+      if (other_half) {
+        hang.entered.push_back({hang.peer, other_half->begin_ns, other_half->end_ns - other_half->begin_ns});
+      }
       hangs.push_back(std::move(hang));
     }
   }
@@ -337,7 +390,7 @@ std::vector<Hang> find_hangs(const Timeline& timeline) {
         const Event& other = state.unfinished.front();
         missing.inside = collective_text(timeline, other, members_of(timeline, other.comm_hash).name);
       } else if (!state.unfinished_other.empty()) {
-        missing.inside = call_text(timeline, state.unfinished_other.front());
+        missing.inside = call_text(timeline, job, state.unfinished_other.front());
       }
       for (const Event& range : state.open_ranges) missing.open_ranges.push_back(timeline.string(range.name_id));
       read_missing(timeline, hang, waiter_comm_rank, written_ns, missing);

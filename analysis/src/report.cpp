@@ -185,6 +185,7 @@ std::string describe_hang(const Hang& h) {
     written_ns = std::max(written_ns, e.since_ns + e.waited_ns);
     longest_ns = std::max(longest_ns, e.waited_ns);
   }
+  std::sort(entered.begin(), entered.end());
   const bool sends = h.op == CommOp::kSend;
   const std::string peer = !h.point_to_point    ? std::string()
                            : h.peer == kNoPeer ? (sends ? " to a rank" : " from a rank")
@@ -194,7 +195,12 @@ std::string describe_hang(const Hang& h) {
                     format_rank_list(entered) + " inside, up to " + format_duration(longest_ns) + "; ";
   if (h.point_to_point) {
     if (h.missing_ranks.empty()) {
-      return out + (h.members_known ? "its peer is itself\n" : "its peer is not in the timeline\n");
+      const bool peer_inside =
+          std::any_of(h.entered.begin(), h.entered.end(), [&](const HangEntry& e) { return e.rank == h.peer; });
+      return out + (peer_inside ? "rank " + std::to_string(h.peer) + " is inside the matching " +
+                                      (sends ? "receive" : "send") + ": the transfer itself did not complete\n"
+                    : h.members_known ? "its peer is itself\n"
+                                      : "its peer is not in the timeline\n");
     }
   } else if (h.missing_ranks.empty()) {
     out += h.members_known ? "every member entered\n" : "the communicator's other members are not known\n";

@@ -731,7 +731,8 @@ std::string report_html(const Report& report) {
     for (const Hang& hang : report.hangs) out += escape(describe_hang(hang));
     for (const Deadlock& deadlock : report.deadlocks) out += escape(describe_deadlock(deadlock));
     out += "</pre>\n<p class=\"caption\">Collectives some ranks entered and never left (run --hang-timeout, or "
-           "ranks ended inside them), and NCCL sends and receives whose kernels waited for their peer, with what "
+           "ranks ended inside them), and NCCL sends and receives whose kernels waited for their peer or for the "
+           "transfer itself, with what "
            "the ranks that had not entered were doing; ranks that each waited for a message of the next, in a "
            "cycle.</p>\n</section>\n";
   }

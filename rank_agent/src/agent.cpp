@@ -28,6 +28,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "rankscope/rank_agent/agent.h"
@@ -263,7 +264,10 @@ class Agent {
   int64_t end_rank_at_ns_ = 0;  // --hang-action abort: when this rank ends itself (0: not due)
   bool end_signalled_ = false;
   int64_t hang_file_checked_ns_ = 0;  // when the hang file was last looked for
-  std::vector<std::pair<uint32_t, int64_t>> calls_written_;  // (track, begin) of what was written as incomplete
+  // What was written as incomplete, by (track, begin, op, seq, peer): a NCCL
+  // group's send and receive share their communicator's track and may share a
+  // channel's start stamp.
+  std::vector<std::tuple<uint32_t, int64_t, CommOp, uint64_t, int32_t>> calls_written_;
 
   // The flight recorder: the flusher's, but for the setting.
   int64_t ring_ns_ = 0;  // 0: off
@@ -673,7 +677,7 @@ bool Agent::write_open_state(int64_t now, bool with_sources) {
     for (const CaptureSource* source : started_sources_) source->add_open_events(now, found);
   }
   for (Event& event : found) {
-    const std::pair<uint32_t, int64_t> key{event.track, event.begin_ns};
+    const std::tuple key{uint32_t{event.track}, event.begin_ns, event.op, event.seq, event.peer};
     if (std::find(calls_written_.begin(), calls_written_.end(), key) != calls_written_.end()) continue;
     calls_written_.push_back(key);
     event.end_ns = std::max(now, event.begin_ns);

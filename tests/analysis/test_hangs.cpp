@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -438,6 +439,14 @@ Event nccl_enqueued(uint32_t name, CommOp op, int32_t peer, uint64_t seq, int64_
   return e;
 }
 
+// The kernel of a NCCL send or receive that ran from `begin` for 10 ns.
+Event nccl_ran(uint32_t name, CommOp op, int32_t peer, uint64_t seq, int64_t begin) {
+  Event e = nccl_waiting(name, op, peer, seq, begin);
+  e.flags = 0;
+  e.end_ns = begin + 10;
+  return e;
+}
+
 // Rank 1's receive #3 from rank 0 waits on its GPU; rank 0 left an
 // all-reduce at 60 and is at work. One hang of rank 1 on rank 0 alone,
 // named by world ranks, in the communicator's own name.
@@ -474,13 +483,15 @@ TEST_F(HangsTest, ANcclReceiveWaitingForItsPeerIsAHangOnThatPeer) {
 
 // Rank 0 waits to send #3 to rank 2, which receives from rank 1 instead;
 // rank 2 began that receive from rank 0 later after all (--hang-action
-// report), after its receives #2 from rank 0 and #3 from rank 1, which are not it.
-TEST_F(HangsTest, ThePeerOfANcclSendIsDatedByTheMatchingReceiveAlone) {
+// report): its kernel, not the call that enqueued it, is when, and not the
+// kernels of its receives #2 from rank 0 and #3 from rank 1.
+TEST_F(HangsTest, ThePeerOfANcclSendIsDatedByTheMatchingReceivesKernelAlone) {
   write_rank(0, {nccl_waiting(kNcclSend, CommOp::kSend, 2, 3, 100)}, false);
   write_rank(1, {}, false);
   write_rank(2,
-             {nccl_enqueued(kNcclRecv, CommOp::kRecv, 0, 2, 40), nccl_waiting(kNcclRecv, CommOp::kRecv, 1, 3, 150),
-              nccl_enqueued(kNcclRecv, CommOp::kRecv, 1, 3, 6000), nccl_enqueued(kNcclRecv, CommOp::kRecv, 0, 3, 7000)},
+             {nccl_enqueued(kNcclRecv, CommOp::kRecv, 0, 2, 40), nccl_ran(kNcclRecv, CommOp::kRecv, 0, 2, 45),
+              nccl_waiting(kNcclRecv, CommOp::kRecv, 1, 3, 150), nccl_enqueued(kNcclRecv, CommOp::kRecv, 1, 3, 6000),
+              nccl_enqueued(kNcclRecv, CommOp::kRecv, 0, 3, 7000), nccl_ran(kNcclRecv, CommOp::kRecv, 0, 3, 7100)},
              false);
   const std::vector<Hang> found = hangs();
   ASSERT_EQ(found.size(), 2u) << "rank 0 on rank 2, and rank 2 on rank 1";
@@ -489,7 +500,7 @@ TEST_F(HangsTest, ThePeerOfANcclSendIsDatedByTheMatchingReceiveAlone) {
   EXPECT_EQ(send.peer, 2);
   ASSERT_EQ(send.missing.size(), 1u);
   EXPECT_EQ(send.missing[0].inside, "ncclRecv from rank 1");
-  EXPECT_EQ(send.missing[0].entered_at_ns, 7000);
+  EXPECT_EQ(send.missing[0].entered_at_ns, 7100);
   EXPECT_EQ(found[1].entered[0].rank, 2);
   EXPECT_EQ(found[1].peer, 1);
   ASSERT_EQ(found[1].missing.size(), 1u);
@@ -497,6 +508,113 @@ TEST_F(HangsTest, ThePeerOfANcclSendIsDatedByTheMatchingReceiveAlone) {
   EXPECT_EQ(describe_hang(send).substr(0, describe_hang(send).find('\n')),
             "HANG: ncclSend #3 to rank 2 of NCCL pp (3 ranks): rank 0 inside, up to 4.9 µs; rank 2 had not begun the "
             "matching receive");
+}
+
+// A peer that enqueued the matching receive, its kernel held back behind
+// its own receive that waits, had not begun it.
+TEST_F(HangsTest, APeerThatOnlyEnqueuedTheOtherHalfHadNotBegunIt) {
+  write_rank(0, {nccl_waiting(kNcclSend, CommOp::kSend, 1, 2, 100)}, false);
+  write_rank(1, {nccl_waiting(kNcclRecv, CommOp::kRecv, 2, 2, 90), nccl_enqueued(kNcclRecv, CommOp::kRecv, 0, 2, 95)},
+             false);
+  write_rank(2, {}, false);
+  const std::vector<Hang> found = hangs();
+  const auto send = std::find_if(found.begin(), found.end(), [](const Hang& h) { return h.entered[0].rank == 0; });
+  ASSERT_NE(send, found.end());
+  ASSERT_EQ(send->missing.size(), 1u);
+  EXPECT_EQ(send->missing[0].entered_at_ns, 0);
+  EXPECT_EQ(send->missing[0].inside, "ncclRecv from rank 2");
+  EXPECT_EQ(send->missing[0].last_call, "ncclRecv");
+}
+
+// Rank 0's send #3 to rank 1 and rank 1's receive #3 from rank 0 both run
+// (a link that stalled): neither waits for the other to come, so they are
+// one hang with both inside, and no deadlock; rank 2, receiving from rank 1,
+// waits for rank 1, which is inside that receive.
+TEST_F(HangsTest, ASendAndItsReceiveBothRunningAreATransferThatDidNotComplete) {
+  write_rank(0, {nccl_waiting(kNcclSend, CommOp::kSend, 1, 3, 100)}, false);
+  Event cut = nccl_waiting(kNcclRecv, CommOp::kRecv, 0, 3, 200);
+  cut.end_ns = cut.begin_ns;
+  write_rank(1, {nccl_waiting(kNcclRecv, CommOp::kRecv, 0, 3, 200), cut}, false);
+  write_rank(2, {nccl_waiting(kNcclRecv, CommOp::kRecv, 1, 3, 300)}, false);
+  const Timeline timeline(merged());
+  EXPECT_TRUE(find_deadlocks(timeline).empty());
+  const std::vector<Hang> found = find_hangs(timeline);
+  ASSERT_EQ(found.size(), 2u);
+  const Hang& transfer = found[0];
+  EXPECT_EQ(transfer.call, "ncclSend");
+  EXPECT_EQ(transfer.peer, 1);
+  ASSERT_EQ(transfer.entered.size(), 2u);
+  EXPECT_EQ(transfer.entered[0].rank, 0);
+  EXPECT_EQ(transfer.entered[1].rank, 1);
+  EXPECT_EQ(transfer.entered[1].since_ns, 200);
+  EXPECT_EQ(transfer.entered[1].waited_ns, 4800) << "the receive's longer copy";
+  EXPECT_TRUE(transfer.missing_ranks.empty());
+  EXPECT_EQ(describe_hang(transfer),
+            "HANG: ncclSend #3 to rank 1 of NCCL pp (3 ranks): ranks 0,1 inside, up to 4.9 µs; rank 1 is inside the "
+            "matching receive: the transfer itself did not complete\n");
+  const Hang& waiting_for_one = found[1];
+  EXPECT_EQ(waiting_for_one.entered[0].rank, 2);
+  EXPECT_EQ(waiting_for_one.missing_ranks, std::vector<int32_t>{1});
+  EXPECT_EQ(waiting_for_one.missing[0].inside, "ncclRecv from rank 0");
+}
+
+// Every rank's grouped send to the next and receive from the one before
+// run together, none ending: transfers that did not complete, no deadlock.
+TEST_F(HangsTest, ARingOfRunningTransfersIsNoDeadlock) {
+  for (int32_t r = 0; r < 3; ++r) {
+    write_rank(r,
+               {nccl_waiting(kNcclSend, CommOp::kSend, (r + 1) % 3, 4, 100 + r),
+                nccl_waiting(kNcclRecv, CommOp::kRecv, (r + 2) % 3, 4, 100 + r)},
+               false);
+  }
+  const Timeline timeline(merged());
+  EXPECT_TRUE(find_deadlocks(timeline).empty());
+  const std::vector<Hang> found = find_hangs(timeline);
+  ASSERT_EQ(found.size(), 3u);
+  for (const Hang& h : found) {
+    EXPECT_EQ(h.call, "ncclSend");
+    EXPECT_EQ(h.entered.size(), 2u);
+    EXPECT_TRUE(h.missing_ranks.empty());
+  }
+}
+
+// Rank 0's group sends to rank 1, whose receive runs, and receives from rank
+// 2, which is inside an MPI_Recv from rank 0: the deadlock is 0 > 2 > 0, and
+// rank 0's send, begun first, is the transfer with rank 1 that did not complete.
+TEST_F(HangsTest, AGroupsWaitIsItsHalfWhosePeerHadNotBegun) {
+  write_rank(0,
+             {nccl_waiting(kNcclSend, CommOp::kSend, 1, 4, 100), nccl_waiting(kNcclRecv, CommOp::kRecv, 2, 4, 110)},
+             false);
+  write_rank(1, {nccl_waiting(kNcclRecv, CommOp::kRecv, 0, 4, 120)}, false);
+  write_rank(2, {waiting(kRecv, CommOp::kRecv, 0, 300)}, false);
+  const Timeline timeline(merged());
+  const std::vector<Deadlock> deadlocks = find_deadlocks(timeline);
+  ASSERT_EQ(deadlocks.size(), 1u);
+  ASSERT_EQ(deadlocks[0].waits.size(), 2u);
+  EXPECT_EQ(deadlocks[0].waits[0].rank, 0);
+  EXPECT_EQ(deadlocks[0].waits[0].inside, "ncclRecv from rank 2");
+  EXPECT_EQ(deadlocks[0].waits[1].rank, 2);
+  const std::vector<Hang> found = find_hangs(timeline);
+  ASSERT_EQ(found.size(), 1u) << "rank 0's receive is told in the deadlock alone";
+  EXPECT_EQ(found[0].call, "ncclSend");
+  EXPECT_EQ(found[0].entered.size(), 2u);
+}
+
+// Sends to two members not in the timeline, each its first to that peer
+// (#0): two hangs, not one.
+TEST_F(HangsTest, SendsToTwoPeersNotInTheTimelineAreTwoHangs) {
+  Event to_three = nccl_waiting(kNcclSend, CommOp::kSend, 0, 0, 100), to_four = to_three;
+  to_three.peer = 3;  // ranks in the communicator that no track names
+  to_four.peer = 4;
+  write_rank(0, {to_three, to_four}, false);
+  write_rank(1, {}, false);
+  write_rank(2, {}, false);
+  const std::vector<Hang> found = hangs();
+  ASSERT_EQ(found.size(), 2u);
+  for (const Hang& h : found) {
+    EXPECT_EQ(h.peer, kNoPeer);
+    EXPECT_FALSE(h.members_known);
+  }
 }
 
 // Ranks 0 and 1 each receive from the next on the GPU, rank 2 is inside an

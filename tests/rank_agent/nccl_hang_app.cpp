@@ -10,9 +10,13 @@
 //   sending to the one after; a rank that sleeps before an iteration leaves
 //   its neighbours' send and receive kernels waiting;
 // - ring: a send to the next rank and a receive from the one before, in one
-//   group; from DEADLOCK_ITERATION on, each rank receives before it sends
-//   (two groups), so every receive waits for a send that never begins.
-// Usage: nccl_hang_app allreduce|pipeline FOLDER ITERATIONS [LATE_RANK LATE_ITERATION SLEEP_S]
+//   group (one kernel: its channels start together, and it ends once both
+//   peers came); from DEADLOCK_ITERATION on, each rank receives before it
+//   sends (two groups), so every receive waits for a send that never begins;
+// - stall: the ring's groups, one rank's kernel at one iteration stalling
+//   for SLEEP_S once begun (a link that stopped): every send and receive of
+//   that iteration runs, and none ends.
+// Usage: nccl_hang_app allreduce|pipeline|stall FOLDER ITERATIONS [LATE_RANK LATE_ITERATION SLEEP_S]
 //        nccl_hang_app ring FOLDER ITERATIONS [DEADLOCK_ITERATION]
 // (RANK and WORLD_SIZE from the environment, as torch.distributed reads them).
 #include <dlfcn.h>
@@ -83,7 +87,7 @@ class Rank {
     coll.coll.nChannels = 2;
     coll.coll.algo = "RING";
     coll.coll.proto = "SIMPLE";
-    Task task = launch(coll, 2);
+    Task task = launch(coll, 2, gpu_now());
     wait_for_peers(folder_, iteration, rank_, world_);
     finish(task);
   }
@@ -94,21 +98,27 @@ class Rank {
     std::string other_half;
   };
   Message post(bool send, int peer, int iteration) {
-    abi::EventDescrV5 p2p{};
-    p2p.type = abi::kProfileP2p;
-    p2p.rank = rank_;
-    p2p.p2p.func = send ? "Send" : "Recv";
-    p2p.p2p.datatype = "ncclFloat32";
-    p2p.p2p.count = 1 << 18;
-    p2p.p2p.peer = peer;
-    p2p.p2p.nChannels = 1;
-    Message message{launch(p2p, 1), half(!send, peer, rank_, iteration)};
+    Message message = launch_half(send, peer, iteration, gpu_now());
     touch(half(send, rank_, peer, iteration));
     return message;
   }
   void finish(const Message& message) {
     wait_for(message.other_half);
     finish(message.task);
+  }
+  // A group's send to `next` and receive from `previous`, one kernel,
+  // which may stall for `stall_s` once begun, before it posts its halves.
+  void exchange(int next, int previous, int iteration, int stall_s) {
+    const uint64_t began = gpu_now();
+    const Message send = launch_half(true, next, iteration, began);
+    const Message receive = launch_half(false, previous, iteration, began);
+    std::this_thread::sleep_for(std::chrono::seconds(stall_s));
+    touch(half(true, rank_, next, iteration));
+    touch(half(false, rank_, previous, iteration));
+    wait_for(send.other_half);
+    wait_for(receive.other_half);
+    finish(send.task);
+    finish(receive.task);
   }
 
  private:
@@ -117,7 +127,20 @@ class Rank {
            std::to_string(to);
   }
 
-  Task launch(abi::EventDescrV5& descr, int channels) {
+  Message launch_half(bool send, int peer, int iteration, uint64_t began) {
+    abi::EventDescrV5 p2p{};
+    p2p.type = abi::kProfileP2p;
+    p2p.rank = rank_;
+    p2p.p2p.func = send ? "Send" : "Recv";
+    p2p.p2p.datatype = "ncclFloat32";
+    p2p.p2p.count = 1 << 18;
+    p2p.p2p.peer = peer;
+    p2p.p2p.nChannels = 1;
+    return Message{launch(p2p, 1, began), half(!send, peer, rank_, iteration)};
+  }
+
+  // Its channels' start read as `began`: a kernel's channels that start together read one stamp.
+  Task launch(abi::EventDescrV5& descr, int channels, uint64_t began) {
     void* handle = nullptr;
     profiler_.startEvent(context_, &handle, &descr);
     profiler_.stopEvent(handle);  // enqueued
@@ -128,7 +151,7 @@ class Rank {
       channel.type = abi::kProfileKernelCh;
       channel.parentObj = handle;
       channel.kernelCh.channelId = uint8_t(c);
-      channel.kernelCh.pTimer = gpu_now();
+      channel.kernelCh.pTimer = began;
       profiler_.startEvent(nullptr, &task.channels[c], &channel);
     }
     return task;
@@ -150,7 +173,7 @@ class Rank {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: nccl_hang_app allreduce|pipeline FOLDER ITERATIONS [LATE_RANK LATE_ITERATION SLEEP_S]\n"
+               "usage: nccl_hang_app allreduce|pipeline|stall FOLDER ITERATIONS [LATE_RANK LATE_ITERATION SLEEP_S]\n"
                "       nccl_hang_app ring FOLDER ITERATIONS [DEADLOCK_ITERATION]\n");
   return 2;
 }
@@ -162,7 +185,7 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   const bool ring = mode == "ring";
   const bool arguments_fit = ring ? argc == 4 || argc == 5 : argc == 4 || argc == 7;
-  if ((mode != "allreduce" && mode != "pipeline" && !ring) || !arguments_fit) return usage();
+  if ((mode != "allreduce" && mode != "pipeline" && mode != "stall" && !ring) || !arguments_fit) return usage();
   const std::string folder = argv[2];
   const int iterations = std::atoi(argv[3]);
   const int late_rank = argc == 7 ? std::atoi(argv[4]) : -1;
@@ -188,16 +211,19 @@ int main(int argc, char** argv) {
     wait_for_peers(folder, -1, rank, world);
     const int next = (rank + 1) % world, previous = (rank + world - 1) % world;
     for (int i = 0; i < iterations; ++i) {
-      if (rank == late_rank && i == late_iteration) std::this_thread::sleep_for(std::chrono::seconds(sleep_s));
+      const bool late = rank == late_rank && i == late_iteration;
+      if (mode == "stall") {
+        me.exchange(next, previous, i, late ? sleep_s : 0);
+        continue;
+      }
+      if (late) std::this_thread::sleep_for(std::chrono::seconds(sleep_s));
       if (mode == "allreduce") {
         me.allreduce(i);
       } else if (mode == "pipeline") {
         if (rank > 0) me.finish(me.post(false, previous, i));
         if (rank < world - 1) me.finish(me.post(true, next, i));
       } else if (i < deadlock_iteration) {
-        const Rank::Message send = me.post(true, next, i), receive = me.post(false, previous, i);
-        me.finish(send);
-        me.finish(receive);
+        me.exchange(next, previous, i, 0);
       } else {
         me.finish(me.post(false, previous, i));
         me.finish(me.post(true, next, i));

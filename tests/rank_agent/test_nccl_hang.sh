@@ -9,7 +9,10 @@
 # - pipeline, rank 1 sleeping before the fourth iteration: rank 0's send #3
 #   to rank 1 and rank 2's receive #3 from it, each a hang on rank 1 alone;
 # - ring, each rank receiving before it sends from the fourth iteration on:
-#   the deadlock 0 > 2 > 1 > 0 of their receives, and no hang besides.
+#   the deadlock 0 > 2 > 1 > 0 of their receives, and no hang besides;
+# - stall, rank 1's group kernel of the fourth iteration stalling once begun:
+#   each send #3 and its peer's receive both inside (every rank's send and
+#   receive share their kernel's start stamp, and both are written), no deadlock.
 # Without a hang, the all-reduces and the ring's grouped sends and receives
 # pass with no hang in the report.
 # Usage: test_nccl_hang.sh RANKSCOPE NCCL_HANG_APP MPIEXEC
@@ -102,4 +105,18 @@ assert all(w["waited_ns"] >= 4.5e9 for w in d["waits"]), d
 print("ring: deadlock", " > ".join(str(w[0]) for w in waits), "> 0")
 PY
 grep -q "^DEADLOCK: ranks 0 > 2 > 1 > 0 each wait for the next" ring.txt || { cat ring.txt; fail "no DEADLOCK line"; }
+hung stall "inside (Send #3 to|Recv #3 from) rank [0-2] of communicator 5eed000000000001" stall 6 1 3 100
+/usr/bin/python3 - <<'PY'
+import json
+r = json.load(open("stall.json"))
+assert r["deadlocks"] == [], r["deadlocks"]
+hangs = sorted(r["hangs"], key=lambda h: h["entered"][0]["rank"])
+assert [(h["call"], h["seq"], h["peer"]) for h in hangs] == [("ncclSend", 3, 1), ("ncclSend", 3, 2), ("ncclSend", 3, 0)], hangs
+for sender, h in enumerate(hangs):
+    assert [e["rank"] for e in h["entered"]] == [sender, (sender + 1) % 3], h
+    assert all(e["waited_ns"] >= 4.5e9 for e in h["entered"]) and h["missing_ranks"] == [], h
+print("stall: each rank's send #3 and its peer's receive both inside, no deadlock")
+PY
+grep -q "^HANG: ncclSend #3 to rank 1 of NCCL world (3 ranks): ranks 0,1 inside, up to .*; rank 1 is inside the matching receive: the transfer itself did not complete$" \
+  stall.txt || { cat stall.txt; fail "the text report does not tell the stalled transfer"; }
 echo "NCCL hangs ok"

@@ -277,6 +277,8 @@ struct Hang {
   uint64_t seq = 0;
   // A NCCL send or receive, not a collective: one rank's, waiting for one
   // member, `peer` (its world rank; kNoPeer where it is not in the timeline).
+  // Where the peer's kernel for the other half had begun too, the transfer
+  // itself did not complete: the send's rank is in `entered` first, the peer after it.
   bool point_to_point = false;
   int32_t peer = kNoPeer;
   std::vector<HangEntry> entered;  // by rank
@@ -285,8 +287,9 @@ struct Hang {
   bool members_known = true;  // false: some members of the communicator are not in the timeline
 };
 // Every unfinished collective, and every NCCL send or receive whose kernel
-// waited for its peer but is no part of a deadlock (find_deadlocks has
-// those), the longest waited first. Reads events only of jobs where a rank
+// waited for its peer, or with its peer's for the transfer (the send's
+// alone), but is no part of a deadlock (find_deadlocks has those), the
+// longest waited first. Reads events only of jobs where a rank
 // wrote a hang's state or did not end normally.
 std::vector<Hang> find_hangs(const Timeline& timeline);
 // A hang in a few lines: "HANG: MPI_Allreduce #3 of MPI_COMM_WORLD: ...", then one line per missing rank.
