@@ -93,7 +93,14 @@ RankState read_unfinished(const Timeline& timeline, int32_t rank) {
   return state;
 }
 
-CommOp other_half(CommOp op) { return op == CommOp::kSend ? CommOp::kRecv : CommOp::kSend; }
+// Whether `m`, a peer's event, is the kernel of the other half of a NCCL
+// send or receive (comm, seq, op) made by the member `comm_rank` of comm
+// (NCCL numbers its sends to each peer, and its receives from each, in turn).
+bool is_other_half(const Event& m, uint64_t comm, uint64_t seq, CommOp op, int32_t comm_rank) {
+  const CommOp other_half = op == CommOp::kSend ? CommOp::kRecv : CommOp::kSend;
+  return m.kind == EventKind::kNcclP2pGpu && m.comm_hash == comm && m.seq == seq && m.op == other_half &&
+         m.peer == comm_rank;
+}
 
 struct JobState {
   explicit JobState(const Timeline& timeline) : nccl(timeline) {
@@ -108,12 +115,10 @@ struct JobState {
   const Event* matching_half(int32_t rank, const Event& e) const {
     const int32_t peer = peer_of(e);
     if (e.kind != EventKind::kNcclP2pGpu || peer < 0 || size_t(peer) >= ranks.size()) return nullptr;
+    const int32_t comm_rank = nccl.comm_rank(e.comm_hash, rank);
     const Event* found = nullptr;
     for (const Event& m : ranks[size_t(peer)].unfinished_other) {
-      if (m.kind == EventKind::kNcclP2pGpu && m.comm_hash == e.comm_hash && m.seq == e.seq &&
-          m.op == other_half(e.op) && peer_of(m) == rank && (!found || m.end_ns > found->end_ns)) {
-        found = &m;
-      }
+      if (is_other_half(m, e.comm_hash, e.seq, e.op, comm_rank) && (!found || m.end_ns > found->end_ns)) found = &m;
     }
     return found;
   }
@@ -128,12 +133,11 @@ bool same_transfer(const Event& a, const Event& b) {
 
 // Whether `e`, an event of the rank `hang` waits for, is the call that
 // rank had not entered: the same collective, or the kernel of the other
-// half of the send or receive (NCCL numbers its sends to each peer, and its
-// receives from each, in turn).
+// half of the send or receive.
 bool is_awaited_call(const Event& e, const Hang& hang, int32_t waiter_comm_rank) {
-  if (e.comm_hash != hang.comm_hash || e.seq != hang.seq) return false;
-  if (!hang.point_to_point) return is_call(e.kind) && is_collective_kind(e.kind) && e.op == hang.op;
-  return e.kind == EventKind::kNcclP2pGpu && e.op == other_half(hang.op) && e.peer == waiter_comm_rank;
+  if (hang.point_to_point) return is_other_half(e, hang.comm_hash, hang.seq, hang.op, waiter_comm_rank);
+  return e.comm_hash == hang.comm_hash && e.seq == hang.seq && is_call(e.kind) && is_collective_kind(e.kind) &&
+         e.op == hang.op;
 }
 
 // A missing rank's last call that ended before the others' state was

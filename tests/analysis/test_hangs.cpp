@@ -576,6 +576,10 @@ TEST_F(HangsTest, ARingOfRunningTransfersIsNoDeadlock) {
     EXPECT_EQ(h.entered.size(), 2u);
     EXPECT_TRUE(h.missing_ranks.empty());
   }
+  const auto from_two = std::find_if(found.begin(), found.end(), [](const Hang& h) { return h.entered[0].rank == 2; });
+  ASSERT_NE(from_two, found.end());
+  EXPECT_NE(describe_hang(*from_two).find(": ranks 0,2 inside,"), std::string::npos)
+      << "the ranks inside in rank order, the sender's first in `entered` alone: " << describe_hang(*from_two);
 }
 
 // Rank 0's group sends to rank 1, whose receive runs, and receives from rank
