@@ -15,8 +15,13 @@
 //   sends (two groups), so every receive waits for a send that never begins;
 // - stall: the ring's groups, one rank's kernel at one iteration stalling
 //   for SLEEP_S once begun (a link that stopped): every send and receive of
-//   that iteration runs, and none ends.
-// Usage: nccl_hang_app allreduce|pipeline|stall FOLDER ITERATIONS [LATE_RANK LATE_ITERATION SLEEP_S]
+//   that iteration runs, and none ends;
+// - relay: the pipeline's stages, one rank's receive kernel at one iteration
+//   stalling for SLEEP_S once begun, and its send to the next stage enqueued
+//   at once behind it on its stream (NCCL returns at the enqueue), its kernel
+//   beginning only once the receive ended: the next stage's receive waits for
+//   a send that was called but has not begun.
+// Usage: nccl_hang_app allreduce|pipeline|stall|relay FOLDER ITERATIONS [LATE_RANK LATE_ITERATION SLEEP_S]
 //        nccl_hang_app ring FOLDER ITERATIONS [DEADLOCK_ITERATION]
 // (RANK and WORLD_SIZE from the environment, as torch.distributed reads them).
 #include <dlfcn.h>
@@ -120,6 +125,19 @@ class Rank {
     finish(send.task);
     finish(receive.task);
   }
+  // A receive from `previous` whose kernel stalls for `stall_s` once begun,
+  // and the send to `next` queued behind it on the stream.
+  void relay_stalled(int previous, int next, int iteration, int stall_s) {
+    const Message receive = launch_half(false, previous, iteration, gpu_now());
+    abi::EventDescrV5 send = half_descr(true, next);
+    void* send_enqueued = enqueue(send);
+    std::this_thread::sleep_for(std::chrono::seconds(stall_s));
+    touch(half(false, rank_, previous, iteration));
+    finish(receive);
+    const Message sent{start(send_enqueued, 1, gpu_now()), half(false, next, rank_, iteration)};
+    touch(half(true, rank_, next, iteration));
+    finish(sent);
+  }
 
  private:
   std::string half(bool send, int from, int to, int iteration) const {
@@ -128,6 +146,10 @@ class Rank {
   }
 
   Message launch_half(bool send, int peer, int iteration, uint64_t began) {
+    abi::EventDescrV5 p2p = half_descr(send, peer);
+    return Message{launch(p2p, 1, began), half(!send, peer, rank_, iteration)};
+  }
+  abi::EventDescrV5 half_descr(bool send, int peer) const {
     abi::EventDescrV5 p2p{};
     p2p.type = abi::kProfileP2p;
     p2p.rank = rank_;
@@ -136,20 +158,24 @@ class Rank {
     p2p.p2p.count = 1 << 18;
     p2p.p2p.peer = peer;
     p2p.p2p.nChannels = 1;
-    return Message{launch(p2p, 1, began), half(!send, peer, rank_, iteration)};
+    return p2p;
   }
 
-  // Its channels' start read as `began`: a kernel's channels that start together read one stamp.
-  Task launch(abi::EventDescrV5& descr, int channels, uint64_t began) {
+  Task launch(abi::EventDescrV5& descr, int channels, uint64_t began) { return start(enqueue(descr), channels, began); }
+  void* enqueue(abi::EventDescrV5& descr) {
     void* handle = nullptr;
     profiler_.startEvent(context_, &handle, &descr);
-    profiler_.stopEvent(handle);  // enqueued
+    profiler_.stopEvent(handle);
+    return handle;
+  }
+  // Its channels' start read as `began`: a kernel's channels that start together read one stamp.
+  Task start(void* enqueued, int channels, uint64_t began) {
     Task task;
     task.count = channels;
     for (int c = 0; c < channels; ++c) {
       abi::EventDescrV5 channel{};
       channel.type = abi::kProfileKernelCh;
-      channel.parentObj = handle;
+      channel.parentObj = enqueued;
       channel.kernelCh.channelId = uint8_t(c);
       channel.kernelCh.pTimer = began;
       profiler_.startEvent(nullptr, &task.channels[c], &channel);
@@ -173,7 +199,7 @@ class Rank {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: nccl_hang_app allreduce|pipeline|stall FOLDER ITERATIONS [LATE_RANK LATE_ITERATION SLEEP_S]\n"
+               "usage: nccl_hang_app allreduce|pipeline|stall|relay FOLDER ITERATIONS [LATE_RANK LATE_ITERATION SLEEP_S]\n"
                "       nccl_hang_app ring FOLDER ITERATIONS [DEADLOCK_ITERATION]\n");
   return 2;
 }
@@ -185,7 +211,7 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   const bool ring = mode == "ring";
   const bool arguments_fit = ring ? argc == 4 || argc == 5 : argc == 4 || argc == 7;
-  if ((mode != "allreduce" && mode != "pipeline" && mode != "stall" && !ring) || !arguments_fit) return usage();
+  if ((mode != "allreduce" && mode != "pipeline" && mode != "stall" && mode != "relay" && !ring) || !arguments_fit) return usage();
   const std::string folder = argv[2];
   const int iterations = std::atoi(argv[3]);
   const int late_rank = argc == 7 ? std::atoi(argv[4]) : -1;
@@ -216,10 +242,14 @@ int main(int argc, char** argv) {
         me.exchange(next, previous, i, late ? sleep_s : 0);
         continue;
       }
+      if (mode == "relay" && late && rank > 0 && rank < world - 1) {
+        me.relay_stalled(previous, next, i, sleep_s);
+        continue;
+      }
       if (late) std::this_thread::sleep_for(std::chrono::seconds(sleep_s));
       if (mode == "allreduce") {
         me.allreduce(i);
-      } else if (mode == "pipeline") {
+      } else if (mode == "pipeline" || mode == "relay") {
         if (rank > 0) me.finish(me.post(false, previous, i));
         if (rank < world - 1) me.finish(me.post(true, next, i));
       } else if (i < deadlock_iteration) {

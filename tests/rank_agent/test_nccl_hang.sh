@@ -12,7 +12,11 @@
 #   the deadlock 0 > 2 > 1 > 0 of their receives, and no hang besides;
 # - stall, rank 1's group kernel of the fourth iteration stalling once begun:
 #   each send #3 and its peer's receive both inside (every rank's send and
-#   receive share their kernel's start stamp, and both are written), no deadlock.
+#   receive share their kernel's start stamp, and both are written), no deadlock;
+# - relay, rank 1's receive kernel of the fourth iteration stalling once begun,
+#   its send to rank 2 called but queued behind it: rank 0's send #3 with
+#   rank 1 inside the receive, and rank 2's receive #3 as a hang on rank 1,
+#   which made the call but had not begun it; no deadlock.
 # Without a hang, the all-reduces and the ring's grouped sends and receives
 # pass with no hang in the report.
 # Usage: test_nccl_hang.sh RANKSCOPE NCCL_HANG_APP MPIEXEC
@@ -119,4 +123,21 @@ print("stall: each rank's send #3 and its peer's receive both inside, no deadloc
 PY
 grep -q "^HANG: ncclSend #3 to rank 1 of NCCL world (3 ranks): ranks 0,1 inside, up to .*; rank 1 is inside the matching receive: the transfer itself did not complete$" \
   stall.txt || { cat stall.txt; fail "the text report does not tell the stalled transfer"; }
+hung relay "inside (Send #3 to rank 1|Recv #3 from rank [01]) of communicator 5eed000000000001" relay 6 1 3 100
+/usr/bin/python3 - <<'PY'
+import json
+r = json.load(open("relay.json"))
+assert r["deadlocks"] == [], r["deadlocks"]
+hangs = sorted(r["hangs"], key=lambda h: h["entered"][0]["rank"])
+assert [(h["call"], h["seq"], h["peer"]) for h in hangs] == [("ncclSend", 3, 1), ("ncclRecv", 3, 1)], hangs
+transfer, downstream = hangs
+assert [e["rank"] for e in transfer["entered"]] == [0, 1] and transfer["missing_ranks"] == [], transfer
+assert [e["rank"] for e in downstream["entered"]] == [2] and downstream["missing_ranks"] == [1], downstream
+m = downstream["missing"][0]
+assert m["wrote_state"] and m["inside"] == "ncclRecv from rank 0" and m["last_call"] == "ncclSend", m
+assert m["entered_at_ns"] is None, m
+print("relay: the stalled transfer 0 > 1, and rank 2's receive waiting on rank 1's send, called but not begun")
+PY
+grep -q "^HANG: ncclRecv #3 from rank 1 of NCCL world (3 ranks): rank 2 inside, up to .*; rank 1 had not begun the matching send$" \
+  relay.txt || { cat relay.txt; fail "the text report does not tell rank 2's receive as waiting on rank 1"; }
 echo "NCCL hangs ok"
