@@ -53,6 +53,21 @@ uint64_t calibrate_poll_cost_ps() {
   return static_cast<uint64_t>(fastest) * 1000 / kRounds;
 }
 
+// Out of line: the wrappers inline polling_to_show, and a thread that spins
+// is past this after its first polls.
+bool poll_completes_run() {
+  PollThread& thread = t_poll;
+  const CallInProgress* call = thread_call();
+  const uint32_t other_calls = call ? call->other_calls() : 0;
+  if (other_calls != thread.other_calls_at_poll) thread.unanswered_polls = 0;
+  thread.other_calls_at_poll = other_calls;
+  if (thread.unanswered_polls + 1 < kPollsBeforeShown) {
+    ++thread.unanswered_polls;
+    return false;
+  }
+  return true;
+}
+
 namespace {
 
 void show_as_polling(Event& event) {

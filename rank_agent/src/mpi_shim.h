@@ -416,6 +416,7 @@ struct PollThread {
   PollCounts* counts = nullptr;
   bool shared = false;
   uint8_t unanswered_polls = 0;  // in a row; kPollsBeforeShown once shown (polling_to_show())
+  uint32_t other_calls_at_poll = 0;  // CallInProgress::other_calls() at the last of them
   uint32_t until_timed = 0;
 };
 [[gnu::tls_model("initial-exec")]] extern constinit thread_local PollThread t_poll;
@@ -470,11 +471,14 @@ class PollTimer {
   int64_t end_ = 0;
 };
 
-// Polls in a row that complete nothing, with no blocking call between them,
-// before the thread is shown polling: one check now and then between other
-// calls (a pre-posted receive for a stop message, tested once a step) is no
-// wait.
+// Polls in a row that complete nothing, with no blocking call and no NCCL
+// call between them, before the thread is shown polling: one check now and
+// then between other calls (a pre-posted receive for a stop message, tested
+// once a step) is no wait.
 constexpr uint8_t kPollsBeforeShown = 2;
+// Counts a poll that completed nothing, not yet shown, into the thread's
+// run of them: whether it is the kPollsBeforeShown-th in a row.
+bool poll_completes_run();
 
 // A poll or a wait of the thread completed something, or had nothing left
 // to complete: it polls no more.
@@ -504,11 +508,7 @@ inline void end_polling() {
     return false;
   }
   if (unanswered == kPollsBeforeShown) return false;  // shown
-  if (unanswered + 1 < kPollsBeforeShown) {
-    ++unanswered;
-    return false;
-  }
-  return true;
+  return poll_completes_run();
 }
 // A Test of `requests`, shown as waited_operation() finds it.
 [[gnu::cold]] void show_polled(Call call, int count, const MPI_Request requests[]);

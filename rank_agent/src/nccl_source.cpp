@@ -490,6 +490,8 @@ void correlate(Event& e, uint64_t claim, const void* parent) {
 // handle cell, or nullptr when there is no slot.
 HandleCell* start_task(Communicator& comm, EventKind kind, const char* func, const char* datatype, size_t task_count,
                        uint8_t channels, const void* parent) {
+  // On the thread that made the NCCL call: MPI polls either side of it are no polls in a row.
+  if (CallInProgress* call = rankscope_agent_call_in_progress()) call->count_other_call();
   HandleCell* cell = claim_task();
   if (!cell) return nullptr;
   TaskSlot& slot = g_tasks[cell->claim % kTaskSlots];

@@ -1,9 +1,8 @@
 // A program that trains like a PyTorch job on NCCL, for sidecar mode, where
-// no GPU and no NCCL exist: it loads the profiler plugin NCCL_PROFILER_PLUGIN
-// names as NCCL does and makes NCCL's calls to it, each task enqueued, then
-// its kernel channels started, and stopped once its peers came, as a real
-// kernel waits for them. The ranks meet through files in a shared folder;
-// the GPU clock is CLOCK_REALTIME, as %globaltimer is. Modes:
+// no GPU and no NCCL exist: it makes NCCL's calls to the profiler plugin
+// (fake_nccl.h), each kernel's channels stopped once its peers came, as a
+// real kernel waits for them. The ranks meet through files in a shared
+// folder. Modes:
 // - allreduce: an all-reduce per iteration; one rank may sleep before one
 //   iteration, and the others' kernels then spin in that all-reduce;
 // - pipeline: stages in a line, each receiving from the rank before it and
@@ -24,8 +23,6 @@
 // Usage: nccl_hang_app allreduce|pipeline|stall|relay FOLDER ITERATIONS [LATE_RANK LATE_ITERATION SLEEP_S]
 //        nccl_hang_app ring FOLDER ITERATIONS [DEADLOCK_ITERATION]
 // (RANK and WORLD_SIZE from the environment, as torch.distributed reads them).
-#include <dlfcn.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -34,17 +31,12 @@
 #include <string>
 #include <thread>
 
-#include "nccl_profiler_abi.h"
+#include "fake_nccl.h"
 
 namespace abi = rankscope::nccl_profiler;
+using fake_nccl::gpu_now;
 
 namespace {
-
-uint64_t gpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
-}
 
 int env_int(const char* name) {
   const char* text = std::getenv(name);
@@ -69,32 +61,17 @@ void wait_for_peers(const std::string& folder, int iteration, int rank, int worl
 }
 
 class Rank {
+  using Task = fake_nccl::Communicator::Task;
+
  public:
-  struct Task {
-    void* channels[2] = {};
-    int count = 0;
-  };
   Rank(abi::ProfilerV5& profiler, std::string folder, int rank, int world)
-      : profiler_(profiler), folder_(std::move(folder)), rank_(rank), world_(world) {
-    int mask = 0;
-    profiler_.init(&context_, 0x5eed'0000'0000'0001, &mask, "world", 1, world, rank, nullptr);
-  }
-  ~Rank() { profiler_.finalize(context_); }
+      : nccl_(profiler, rank, world), folder_(std::move(folder)), rank_(rank), world_(world) {}
 
   void allreduce(int iteration) {
-    abi::EventDescrV5 coll{};
-    coll.type = abi::kProfileColl;
-    coll.rank = rank_;
-    coll.coll.seqNumber = uint64_t(iteration);
-    coll.coll.func = "AllReduce";
-    coll.coll.count = 1 << 20;
-    coll.coll.datatype = "ncclFloat32";
-    coll.coll.nChannels = 2;
-    coll.coll.algo = "RING";
-    coll.coll.proto = "SIMPLE";
-    Task task = launch(coll, 2, gpu_now());
+    abi::EventDescrV5 coll = nccl_.allreduce(uint64_t(iteration));
+    const Task task = nccl_.launch(coll, 2, gpu_now());
     wait_for_peers(folder_, iteration, rank_, world_);
-    finish(task);
+    nccl_.finish(task);
   }
 
   // A send or receive's kernel posts its half, then waits for the other's.
@@ -109,7 +86,7 @@ class Rank {
   }
   void finish(const Message& message) {
     wait_for(message.other_half);
-    finish(message.task);
+    nccl_.finish(message.task);
   }
   // A group's send to `next` and receive from `previous`, one kernel,
   // which may stall for `stall_s` once begun, before it posts its halves.
@@ -122,19 +99,19 @@ class Rank {
     touch(half(false, rank_, previous, iteration));
     wait_for(send.other_half);
     wait_for(receive.other_half);
-    finish(send.task);
-    finish(receive.task);
+    nccl_.finish(send.task);
+    nccl_.finish(receive.task);
   }
   // A receive from `previous` whose kernel stalls for `stall_s` once begun,
   // and the send to `next` queued behind it on the stream.
   void relay_stalled(int previous, int next, int iteration, int stall_s) {
     const Message receive = launch_half(false, previous, iteration, gpu_now());
-    abi::EventDescrV5 send = half_descr(true, next);
-    void* send_enqueued = enqueue(send);
+    abi::EventDescrV5 send = nccl_.send_or_receive(true, next);
+    void* send_enqueued = nccl_.enqueue(send);
     std::this_thread::sleep_for(std::chrono::seconds(stall_s));
     touch(half(false, rank_, previous, iteration));
     finish(receive);
-    const Message sent{start(send_enqueued, 1, gpu_now()), half(false, next, rank_, iteration)};
+    const Message sent{nccl_.start(send_enqueued, 1, gpu_now()), half(false, next, rank_, iteration)};
     touch(half(true, rank_, next, iteration));
     finish(sent);
   }
@@ -144,57 +121,14 @@ class Rank {
     return folder_ + "/" + std::to_string(iteration) + (send ? ".send." : ".recv.") + std::to_string(from) + "." +
            std::to_string(to);
   }
-
   Message launch_half(bool send, int peer, int iteration, uint64_t began) {
-    abi::EventDescrV5 p2p = half_descr(send, peer);
-    return Message{launch(p2p, 1, began), half(!send, peer, rank_, iteration)};
-  }
-  abi::EventDescrV5 half_descr(bool send, int peer) const {
-    abi::EventDescrV5 p2p{};
-    p2p.type = abi::kProfileP2p;
-    p2p.rank = rank_;
-    p2p.p2p.func = send ? "Send" : "Recv";
-    p2p.p2p.datatype = "ncclFloat32";
-    p2p.p2p.count = 1 << 18;
-    p2p.p2p.peer = peer;
-    p2p.p2p.nChannels = 1;
-    return p2p;
+    abi::EventDescrV5 p2p = nccl_.send_or_receive(send, peer);
+    return Message{nccl_.launch(p2p, 1, began), half(!send, peer, rank_, iteration)};
   }
 
-  Task launch(abi::EventDescrV5& descr, int channels, uint64_t began) { return start(enqueue(descr), channels, began); }
-  void* enqueue(abi::EventDescrV5& descr) {
-    void* handle = nullptr;
-    profiler_.startEvent(context_, &handle, &descr);
-    profiler_.stopEvent(handle);
-    return handle;
-  }
-  // Its channels' start read as `began`: a kernel's channels that start together read one stamp.
-  Task start(void* enqueued, int channels, uint64_t began) {
-    Task task;
-    task.count = channels;
-    for (int c = 0; c < channels; ++c) {
-      abi::EventDescrV5 channel{};
-      channel.type = abi::kProfileKernelCh;
-      channel.parentObj = enqueued;
-      channel.kernelCh.channelId = uint8_t(c);
-      channel.kernelCh.pTimer = began;
-      profiler_.startEvent(nullptr, &task.channels[c], &channel);
-    }
-    return task;
-  }
-  void finish(const Task& task) {
-    for (int c = 0; c < task.count; ++c) {
-      abi::StateArgsV5 args{};
-      args.kernelCh.pTimer = gpu_now();
-      profiler_.recordEventState(task.channels[c], abi::kStateKernelChStop, &args);
-      profiler_.stopEvent(task.channels[c]);
-    }
-  }
-
-  abi::ProfilerV5& profiler_;
+  fake_nccl::Communicator nccl_;
   const std::string folder_;
   const int rank_, world_;
-  void* context_ = nullptr;
 };
 
 int usage() {
@@ -219,17 +153,12 @@ int main(int argc, char** argv) {
   const int sleep_s = argc == 7 ? std::atoi(argv[6]) : 0;
   const int deadlock_iteration = ring && argc == 5 ? std::atoi(argv[4]) : iterations;
   const int rank = env_int("RANK"), world = env_int("WORLD_SIZE");
-  const char* path = std::getenv("NCCL_PROFILER_PLUGIN");
-  if (rank < 0 || world < 1 || !path) {
-    std::fprintf(stderr, "nccl_hang_app: needs RANK, WORLD_SIZE and NCCL_PROFILER_PLUGIN\n");
+  if (rank < 0 || world < 1) {
+    std::fprintf(stderr, "nccl_hang_app: needs RANK and WORLD_SIZE\n");
     return 2;
   }
-  void* library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  auto* profiler = library ? static_cast<abi::ProfilerV5*>(dlsym(library, "ncclProfiler_v5")) : nullptr;
-  if (!profiler) {
-    std::fprintf(stderr, "nccl_hang_app: no ncclProfiler_v5 in %s\n", path);
-    return 2;
-  }
+  abi::ProfilerV5* profiler = fake_nccl::load_plugin("nccl_hang_app");
+  if (!profiler) return 2;
   {
     Rank me(*profiler, folder, rank, world);
     // The ranks start apart (a loaded machine, sidecars each starting a

@@ -7,8 +7,9 @@
 # rank killed before it could write its state is named from what it flushed;
 # ranks waiting for each other's messages in a cycle are a deadlock.
 # Usage: test_hang.sh RANKSCOPE HANG_APP MPIEXEC nvtx|none (whether HANG_APP has its NVTX ranges) STALL_THREAD
+#        STEP_CHECK_APP|none (built with the NCCL plugin)
 set -euo pipefail
-rankscope=$1 hang_app=$2 mpiexec=$3 stall_thread=$5
+rankscope=$1 hang_app=$2 mpiexec=$3 stall_thread=$5 step_check_app=$6
 export hang_app_ranges=$4
 . "$(dirname "$0")/../support/job_script.sh"
 export OMPI_MCA_mpi_yield_when_idle=1  # waiting ranks leave the cores to the others
@@ -98,6 +99,24 @@ tested||MPI_Test
 checked||MPI_Irecv|MPI_Test
 freed||MPI_Irecv|MPI_Test|MPI_Request_free
 MODES
+
+# A stop message tested once a step, with the step's NCCL all-reduce
+# between the tests, is no wait; the same tests in a row are polling.
+if [ "$step_check_app" != none ]; then
+  while IFS='|' read -r -u 3 mode inside last; do
+    echo "== the late rank tests a stop message each step, with NCCL calls: $mode"
+    status=0
+    timeout 120 "$mpiexec" -n 2 "$rankscope" run -o "$work/step-$mode.h5" --capture mpi,nccl --hang-timeout 2 \
+      --hang-action abort -- "$step_check_app" 1 20 "$mode" >"step-$mode.log" 2>&1 || status=$?
+    [ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { cat "step-$mode.log"; fail "the hung job ended with status $status"; }
+    "$rankscope" merge "$work/step-$mode.h5.shards" -o "step-$mode.h5" >/dev/null
+    "$rankscope" report "step-$mode.h5" --format json -o "step-$mode.json"
+    hang_app_ranges=none check_hang "step-$mode.json" MPI_Allreduce 0 1 yes "$inside" "$last"
+  done 3<<'MODES'
+nccl||ncclAllReduce
+none|MPI_Test from rank 0, tag 98 (polling)|MPI_Irecv|MPI_Test
+MODES
+fi
 
 echo "== a deadlock: each rank waits in an MPI_Recv from the next, until mpirun ends the job"
 # No collective is involved, so no --hang-timeout: the ranks write the calls

@@ -228,11 +228,18 @@ class CallInProgress {
     return out.begin_ns != 0;
   }
 
+  // The thread's calls that are not MPI's (a NCCL collective, send or
+  // receive enqueued): two MPI polls with one between are no polls in a
+  // row, as with a blocking MPI call between. Only the thread reads it.
+  void count_other_call() { ++other_calls_; }
+  uint32_t other_calls() const { return other_calls_; }
+
  private:
   static constexpr size_t kWords = sizeof(Event) / sizeof(uint64_t);
   static_assert(offsetof(Event, begin_ns) == 0);
   SequenceLock lock_;
   std::atomic<uint64_t> words_[kWords] = {};
+  uint32_t other_calls_ = 0;
 };
 
 // Track value meaning "the calling thread's track" in record().
