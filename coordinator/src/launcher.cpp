@@ -212,16 +212,76 @@ void prepend_preload(const std::vector<fs::path>& libraries) {
   set("LD_PRELOAD", preload);
 }
 
-// Shards of an earlier, larger job in the same folder would be taken for this
-// job's; the first rank removes those past this job's size.
-void remove_stale_shards(const fs::path& shard_dir, const Identity& id) {
-  if (id.rank != 0) return;
+// Every rank of one job writes the same mark into the shard folder before its
+// application can write a shard. A folder whose mark names another job, or
+// that holds shards and no mark, holds what an earlier job left there (it
+// ended without MPI_Finalize, or its timeline could not be written): that
+// job's only record, never written over.
+constexpr const char* kJobMarkFileName = "job";
+
+// The same in every rank of the job and no other; empty where the launcher
+// names no job and there are several ranks, which then cannot tell theirs.
+std::string job_mark(const Identity& id) {
+  if (!id.job_id.empty()) return id.job_id;
+  return id.world_size == 1 ? "pid:" + std::to_string(::getpid()) : std::string();
+}
+
+std::optional<std::string> read_job_mark(const fs::path& path) {
+  std::FILE* file = std::fopen(path.c_str(), "r");
+  if (!file) return std::nullopt;
+  char text[512] = {};
+  const size_t length = std::fread(text, 1, sizeof(text) - 1, file);
+  std::fclose(file);
+  return std::string(text, length);
+}
+
+bool holds_shards(const fs::path& shard_dir) {
   std::error_code ignored;
   for (const auto& entry : fs::directory_iterator(shard_dir, ignored)) {
-    const std::string name = entry.path().filename().string();
-    const auto rank = shard_file_rank(name);
-    if (rank && *rank >= id.world_size) fs::remove(entry.path(), ignored);
+    if (is_shard_file(entry.path().filename().string())) return true;
   }
+  return false;
+}
+
+void claim_shard_folder(const fs::path& shard_dir, const Identity& id) {
+  const std::string mark = job_mark(id);
+  if (mark.empty()) return;
+  const fs::path mark_path = shard_dir / kJobMarkFileName;
+  const auto refuse = [&](const std::string& other_job) {
+    throw Error("cannot write the shards to " + shard_dir.string() + ": it holds the shards of an earlier job" +
+                (other_job.empty() ? std::string() : " (" + other_job + ")") + ", its only record; merge them with `" +
+                "rankscope merge " + shard_dir.string() + " -o FILE` and then remove the folder, or choose another -o");
+  };
+  // Twice at most: a rank of this job may put its mark in place between our look and our own.
+  for (int look = 0; look < 2; ++look) {
+    if (const auto found = read_job_mark(mark_path)) {
+      if (*found != mark) refuse(*found);
+      return;
+    }
+    if (holds_shards(shard_dir)) refuse("");
+    // Written whole, then put in place unless another rank was first.
+    const fs::path partial = shard_dir / (std::string(kJobMarkFileName) + "." + std::to_string(::getpid()) + ".partial");
+    std::FILE* file = std::fopen(partial.c_str(), "w");
+    bool written = file && std::fwrite(mark.data(), 1, mark.size(), file) == mark.size();
+    if (file) written = std::fclose(file) == 0 && written;
+    if (!written) throw Error("cannot write " + partial.string() + ": " + errno_text(errno));
+    const int placed = ::link(partial.c_str(), mark_path.c_str());
+    const int link_error = errno;
+    std::error_code ignored;
+    fs::remove(partial, ignored);
+    if (placed == 0) return;
+    if (link_error != EEXIST) throw Error("cannot write " + mark_path.string() + ": " + errno_text(link_error));
+  }
+}
+
+// Once no shard is left in the folder, what the job kept beside them goes, and the folder with it.
+void remove_shard_folder(const fs::path& shard_dir) {
+  if (holds_shards(shard_dir)) return;
+  std::error_code ignored;
+  for (const char* name : {agent::kHangFileName, agent::kControlFileName, kJobMarkFileName}) {
+    fs::remove(shard_dir / name, ignored);
+  }
+  fs::remove(shard_dir, ignored);
 }
 
 [[noreturn]] void exec_command(const std::vector<std::string>& command) {
@@ -347,6 +407,12 @@ int pass_status_on(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+// A program that succeeded, but whose timeline could not be written: this
+// run failed, with rankscope's own status. Any other the program's.
+int status_without_timeline(int status) {
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 2 : pass_status_on(status);
+}
+
 // The `rankscope merge` that makes the timeline of the shards.
 std::vector<std::string> merge_command(const fs::path& shard_dir, const RunOptions& options) {
   std::vector<std::string> command = {this_executable().string(), "merge", shard_dir.string(), "-o", options.output};
@@ -358,14 +424,6 @@ std::string command_line(const std::vector<std::string>& command) {
   std::string line;
   for (const std::string& arg : command) line += (line.empty() ? "" : " ") + arg;
   return line;
-}
-
-bool holds_shards(const fs::path& shard_dir) {
-  std::error_code ignored;
-  for (const auto& entry : fs::directory_iterator(shard_dir, ignored)) {
-    if (is_shard_file(entry.path().filename().string())) return true;
-  }
-  return false;
 }
 
 // Nodes without a shared file system: each node's ranks wrote their shards
@@ -415,7 +473,6 @@ int merge_in_own_process(std::vector<std::string> command) {
 // timeline, so no HDF5 or merge code ever enters the application.
 int run_in_process(const RunOptions& options, const Identity& id, const fs::path& shard_dir) {
   set_agent_environment(options, id, shard_dir, "inprocess");
-  remove_stale_shards(shard_dir, id);
   const DeathRecord death;
   const pid_t application = start_application(
       options.command, {agent_library("librankscope_mpi.so"), agent_library("librankscope_capture.so")});
@@ -434,6 +491,7 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
     std::fclose(mark);
   }
   fs::remove(finalized, ignored);
+  bool timeline_failed = false;
   if (id.rank == 0) {
     const std::vector<std::string> merge = merge_command(shard_dir, options);
     const int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -445,20 +503,21 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
                    "rankscope run: the application ended without calling MPI_Finalize on every rank (exit status %d): "
                    "its shards are kept in %s; merge them with: %s\n",
                    exit_status, shard_dir.c_str(), command_line(merge).c_str());
+      timeline_failed = true;
     } else if (ranks_elsewhere > 0) {
       report_unshared_folder(shard_dir, options, ranks_elsewhere, id.world_size);
     } else if (merge_in_own_process(merge) != 0) {
       std::fprintf(stderr, "rankscope run: writing the timeline failed; the shards stay in %s for: %s\n",
                    shard_dir.c_str(), command_line(merge).c_str());
+      timeline_failed = true;
     } else {
       for (int rank = 0; rank < id.world_size; ++rank) fs::remove(shard_dir / shard_file_name(rank), ignored);
-      fs::remove(shard_dir / agent::kHangFileName, ignored);
     }
   }
-  // The last rank to get here finds the folder empty, as does every rank of
-  // a job whose application wrote no shard (it could not start, say).
-  fs::remove(shard_dir, ignored);
-  return pass_status_on(status);
+  // The last rank to get here finds no shard left, as does every rank of a
+  // job whose application wrote none (it could not start, say).
+  remove_shard_folder(shard_dir);
+  return timeline_failed ? status_without_timeline(status) : pass_status_on(status);
 }
 
 // ---------------------------------------------------------- sidecar ---
@@ -560,8 +619,6 @@ class Sidecar {
     const std::string master_addr = broadcast_string(id_.rank == 0 ? master_address() : "", 0);
     int master_port = id_.rank == 0 ? given_or_free_port() : 0;
     MPI_Bcast(&master_port, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    remove_stale_shards(shard_dir_, id_);
-    MPI_Barrier(MPI_COMM_WORLD);
 
     const DeathRecord death;
     const pid_t child = start_child(master_addr, master_port);
@@ -574,6 +631,8 @@ class Sidecar {
     write_timeline();
     return status;
   }
+  // On the first rank, which writes it.
+  bool timeline_failed() const { return timeline_failed_; }
 
  private:
   pid_t start_child(const std::string& master_addr, int master_port) {
@@ -661,6 +720,7 @@ class Sidecar {
       MergeOptions merge;
       merge.inputs = {shard_dir_.string()};
       merge.output = options_.output;
+      merge.replace_output = options_.overwrite;
       const MergeResult result = merge_shards(MPI_COMM_WORLD, merge);
       if (id_.rank == 0) {
         cli::print_merge_problems("run", result, "shard", stderr);
@@ -672,20 +732,17 @@ class Sidecar {
         std::error_code ignored;
         fs::remove(shard_, ignored);
         MPI_Barrier(MPI_COMM_WORLD);
-        if (id_.rank == 0) {
-          fs::remove(shard_dir_ / agent::kHangFileName, ignored);
-          fs::remove(shard_dir_, ignored);
-        }
+        if (id_.rank == 0) remove_shard_folder(shard_dir_);
       }
     } catch (const Error& e) {
       if (id_.rank == 0) {
+        timeline_failed_ = true;
         // A folder with no shard (the application could not start, say) is no result to keep.
         if (holds_shards(shard_dir_)) {
           std::fprintf(stderr, "rankscope run: writing the timeline failed: %s; the shards stay in %s for `rankscope merge`\n",
                        e.what(), shard_dir_.c_str());
         } else {
-          std::error_code ignored;
-          fs::remove(shard_dir_, ignored);
+          remove_shard_folder(shard_dir_);
           std::fprintf(stderr, "rankscope run: writing the timeline failed: %s\n", e.what());
         }
       }
@@ -698,6 +755,7 @@ class Sidecar {
   int node_id_ = 0;
   int64_t job_start_wall_ns_ = 0;
   std::optional<clocksync::ClockSynchronizer> sync_;
+  bool timeline_failed_ = false;
   std::vector<SyncPoint> points_;
   std::string shard_;
 };
@@ -706,15 +764,17 @@ int run_sidecar(const RunOptions& options, const Identity& id, const fs::path& s
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SINGLE, &provided);
   int status = 0;
+  bool timeline_failed = false;
   try {
     Sidecar sidecar(options, id, shard_dir);
     status = sidecar.run();
+    timeline_failed = sidecar.timeline_failed();
   } catch (const Error& e) {
     std::fprintf(stderr, "rankscope run: %s\n", e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Finalize();
-  return pass_status_on(status);
+  return timeline_failed ? status_without_timeline(status) : pass_status_on(status);
 }
 
 }  // namespace
@@ -820,8 +880,14 @@ bool program_uses_mpi(const std::vector<std::string>& command, std::string& evid
     evidence = program->string() + " uses mpi4py";
     return true;
   }
-  // An interpreter: look at its script, the first argument that is not an option.
+  // An interpreter: its code given on the command line (python -c CODE, or
+  // -m MODULE), or its script, the first argument that is not an option.
   for (size_t i = 1; i < command.size(); ++i) {
+    if ((command[i] == "-c" || command[i] == "-m") && i + 1 < command.size()) {
+      if (command[i + 1].find("mpi4py") == std::string::npos) break;
+      evidence = command[0] + " " + command[i] + " uses mpi4py";
+      return true;
+    }
     if (command[i].empty() || command[i][0] == '-') continue;
     if (!file_mentions(command[i], {"mpi4py", "MPI_Init"}).empty()) {
       evidence = command[i] + " uses mpi4py";
@@ -842,6 +908,7 @@ int run_application(const RunOptions& options) {
     throw Error("cannot write the shards to " + shard_dir.string() + ": " +
                 (error ? error.message() : std::strerror(errno)) + " (choose another -o)");
   }
+  claim_shard_folder(shard_dir, id);
   std::string mode = options.mode, why = "as asked";
   if (mode == "auto") {
     std::string evidence;

@@ -25,6 +25,7 @@
 #include "rankscope/model/counters.h"
 #include "rankscope/model/crc32c.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/temporary_paths.h"
 #include "rankscope/model/input_files.h"
 #include "rankscope/model/shard.h"
 #include "rankscope/model/text.h"
@@ -1165,8 +1166,13 @@ MergeResult merge_shards(MPI_Comm comm, const MergeOptions& options) {
   const std::string partial = options.output + ".partial";
   const HappensBeforeCheck::Result causality = write_timeline(comm, partial, options, shards, layout, strings, repair);
   std::string error;
-  if (process == 0 && ::rename(partial.c_str(), options.output.c_str()) != 0) {
-    error = "cannot move " + partial + " to " + options.output + ": " + errno_text(errno);
+  if (process == 0) {
+    try {
+      move_into_place(partial, options.output, options.replace_output);
+    } catch (const Error& e) {
+      error = e.what();
+      ::unlink(partial.c_str());
+    }
   }
   check_all(comm, error);
 

@@ -1,7 +1,12 @@
 #include "rankscope/model/temporary_paths.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <csignal>
@@ -9,6 +14,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "rankscope/model/error.h"
 
 namespace rankscope {
 namespace {
@@ -89,6 +96,30 @@ void remove_temporary_paths_on_signals() {
       ::raise(signal_number);
     }).detach();
   });
+}
+
+void move_into_place(const std::string& partial, const std::string& output, bool replace) {
+  int error = 0;
+  if (replace) {
+    if (std::rename(partial.c_str(), output.c_str()) == 0) return;
+    error = errno;
+  } else if (::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, output.c_str(), RENAME_NOREPLACE) == 0) {
+    return;
+  } else {
+    error = errno;
+    // A file system without it (NFS before 4.x servers that have it): a hard link is as exclusive.
+    if (error == EINVAL || error == ENOSYS) {
+      if (::link(partial.c_str(), output.c_str()) == 0) {
+        ::unlink(partial.c_str());
+        return;
+      }
+      error = errno;
+    }
+  }
+  if (error == EEXIST) {
+    throw Error(output + " appeared while it was written, and is not replaced: give --overwrite (-f) to replace it");
+  }
+  throw Error("cannot move " + partial + " to " + output + ": " + errno_text(error));
 }
 
 }  // namespace rankscope

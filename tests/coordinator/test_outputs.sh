@@ -164,6 +164,36 @@ expect 2 "rankscope export: --warn-size-mb" "$rankscope" export job.h5 --chrome 
 "$rankscope" --version >/dev/null || fail "--version failed"
 "$rankscope" run --help >/dev/null || fail "run --help failed"
 
+echo "== a run never writes over what an earlier job kept, nor over an -o that appeared meanwhile"
+# Shards an earlier job left (it ended without MPI_Finalize): written by no
+# rank of this job, with no mark of it, or with another job's.
+"$make_shards" kept.h5.shards 2 10 >/dev/null
+kept kept.h5.shards/rank-00001.shard
+expect 2 "cannot write the shards to $work/kept.h5.shards: it holds the shards of an earlier job, its only record; merge them with \`rankscope merge $work/kept.h5.shards -o FILE\`" \
+  "$rankscope" run -o kept.h5 -- true
+echo -n "openmpi:1" >kept.h5.shards/job
+expect 2 "it holds the shards of an earlier job (openmpi:1)" "$mpiexec" -n 2 "$rankscope" run -o kept.h5 -- true
+unchanged kept.h5.shards/rank-00001.shard
+[ ! -e kept.h5 ] || fail "a refused run wrote its timeline"
+expect 2 "appeared.h5 appeared while it was written, and is not replaced" \
+  "$rankscope" run --mode sidecar -o appeared.h5 -- sh -c 'echo mine >appeared.h5'
+[ "$(cat appeared.h5)" = mine ] || fail "sidecar: the file made while the job ran was written over"
+[ -e appeared.h5.shards/rank-00000.shard ] || fail "sidecar: the shards were not kept for merge"
+rm -rf appeared.h5 appeared.h5.shards
+expect 2 "appeared.h5 (-o) exists and is not a rankscope timeline: it is not replaced" "$rankscope" run --mode inprocess -o appeared.h5 -- \
+  /usr/bin/python3 -c "from mpi4py import MPI; open('appeared.h5', 'w').write('mine')"
+[ "$(cat appeared.h5)" = mine ] || fail "inprocess: the file made while the job ran was written over"
+[ -e appeared.h5.shards/rank-00000.shard ] || fail "inprocess: the shards were not kept for merge"
+rm -rf appeared.h5 appeared.h5.shards
+expect 2 "newdir/ (-o) names a folder (it ends in /), not a file" "$rankscope" run -o newdir/ -- true
+[ ! -e newdir ] || fail "run -o newdir/ made a folder"
+# A program that succeeded whose timeline could not be written: status 2.
+expect 2 "writing the timeline failed" "$rankscope" run --mode sidecar -o gone.h5 -- sh -c 'sleep 0.5; rm -r gone.h5.shards'
+# Nor one that ended without MPI_Finalize: the timeline is not written.
+expect 2 "the application ended without calling MPI_Finalize on every rank (exit status 0)" \
+  "$rankscope" run --mode inprocess -o unfinished.h5 -- true
+rm -rf unfinished.h5.shards
+
 echo "== a run whose application cannot start leaves no shard folder"
 for mode in sidecar inprocess; do
   expect 127 "cannot run ./no-such-program" "$rankscope" run --mode "$mode" -o never.h5 -- ./no-such-program

@@ -1084,6 +1084,39 @@ TEST_F(MergeTest, ReadOnlyOutputIsNamed) {
       << error;
 }
 
+// An output made while the timeline was written (by the program profiled,
+// say) is left as it is without replace_output, and replaced with it.
+TEST_F(MergeTest, AnOutputThatAppearedMeanwhileIsReplacedOnlyWhenAsked) {
+  testing::SyntheticJob job;
+  job.world_size = 2;
+  job.events_per_rank = 100;
+  write_job(job);
+  const fs::path output = dir_ / "job.h5";
+  if (process_rank() == 0) {
+    std::FILE* file = std::fopen(output.c_str(), "w");
+    ASSERT_NE(file, nullptr);
+    std::fputs("someone's", file);
+    std::fclose(file);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::string error;
+  try {
+    merge({dir_.string()}, output.string());
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("job.h5 appeared while it was written, and is not replaced"), std::string::npos) << error;
+  EXPECT_EQ(fs::file_size(output), std::string("someone's").size());
+  EXPECT_FALSE(fs::exists(dir_ / "job.h5.partial"));
+
+  MergeOptions replacing;
+  replacing.inputs = {dir_.string()};
+  replacing.output = output.string();
+  replacing.replace_output = true;
+  EXPECT_GT(merge_shards(MPI_COMM_WORLD, replacing).events, 0u);
+  EXPECT_GT(fs::file_size(output), std::string("someone's").size()) << "the timeline replaced it";
+}
+
 TEST_F(MergeTest, TimelineOfAnotherVersionIsRefused) {
   const std::string path = (dir_ / "future.h5").string();
   if (process_rank() == 0) {

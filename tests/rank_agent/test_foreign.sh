@@ -39,6 +39,10 @@ echo "== an mpi4py script on 4 ranks"
 "$mpiexec" -n 4 "$rankscope" run -o "$work/py.h5" -- "$python" ring.py >py.log 2>&1 || { cat py.log; fail "mpi4py run failed"; }
 cat py.log
 grep -q "in-process mode (ring.py uses mpi4py)" py.log || fail "auto mode did not see that the script uses MPI"
+# The same code given with -c.
+"$mpiexec" -n 2 "$rankscope" run -o "$work/py-c.h5" -- "$python" -c "$(cat ring.py)" >py-c.log 2>&1 ||
+  { cat py-c.log; fail "mpi4py run of python -c failed"; }
+grep -q "in-process mode ($python -c uses mpi4py)" py-c.log || { cat py-c.log; fail "auto mode did not see that -c uses MPI"; }
 "$summary" py.h5 >py.json
 python3 - <<'PY'
 import json

@@ -62,6 +62,8 @@ sleep 3
 "$rankscope" trigger "$work/triggered.h5.shards" stop >stop.txt || fail "trigger stop failed"
 grep -q "(trigger 2)$" stop.txt || { cat stop.txt; fail "the second trigger is not numbered 2"; }
 wait "$job" || { cat triggered.log; fail "the triggered run failed"; }
+# The triggers' file goes with the shards: a trigger for the ended job finds none.
+[ ! -e "$work/triggered.h5.shards" ] || fail "the triggered job left its shard folder: $(ls "$work/triggered.h5.shards")"
 job=
 check triggered 3 "events_outside_window > 0" "capture_windows == 1"
 status=0

@@ -43,6 +43,7 @@ class ShardJobTest : public ::testing::Test {
     MergeOptions options;
     options.inputs = {dir_.string()};
     options.output = (dir_ / "job.h5").string();
+    options.replace_output = true;  // each test's job in turn
     merge_shards(MPI_COMM_WORLD, options);
     return options.output;
   }

@@ -52,14 +52,13 @@ constexpr unsigned kMaxThreads = 1024;
 
 Command add_import_kineto(CLI::App& parent) {
   auto options = std::make_shared<KinetoImportOptions>();
-  auto overwrite = std::make_shared<bool>(false);
   CLI::App* app = parent.add_subcommand(
       "import-kineto", "Import torch.profiler traces, one per rank, into a timeline with aligned clocks (docs/import.md)");
   app->add_option("traces", options->inputs, "Trace files (.json, .json.gz), or folders holding them")
       ->required()
       ->check(kNonEmptyPath);
   app->add_option("-o,--output", options->output, "The timeline to write (HDF5)")->required()->check(kNonEmptyPath);
-  add_overwrite_flag(*app, *overwrite);
+  add_overwrite_flag(*app, options->replace_output);
   // One pattern per --comm-kernel, so that traces may follow it.
   app->add_option("--comm-kernel", options->comm_kernel_patterns,
                   "Regex for kernels that communicate though the trace does not say so (e.g. DeepEP's); repeatable")
@@ -70,11 +69,11 @@ Command add_import_kineto(CLI::App& parent) {
   app->add_flag("--same-job", options->same_job,
                 "Import traces as one job even where their distributedInfo disagrees or they were recorded hours "
                 "apart (with a warning)");
-  return {app, [options, overwrite] {
+  return {app, [options] {
             return run_under_mpi("import-kineto", [&](int process, int processes) {
               const auto started = std::chrono::steady_clock::now();
               const auto partial = prepare_timeline_output(MPI_COMM_WORLD, expand_trace_inputs(options->inputs),
-                                                           options->output, *overwrite);
+                                                           options->output, options->replace_output);
               const KinetoImportResult result = import_kineto(MPI_COMM_WORLD, *options);
               const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
               const double peak_mib = job_peak_mib(MPI_COMM_WORLD);

@@ -9,13 +9,12 @@ namespace rankscope::cli {
 Command add_merge(CLI::App& parent) {
   auto options = std::make_shared<MergeOptions>();
   auto check_memory_mb = std::make_shared<uint64_t>(options->check_memory_bytes >> 20);
-  auto overwrite = std::make_shared<bool>(false);
   CLI::App* app = parent.add_subcommand("merge", "Merge per-rank shards into one HDF5 timeline (runs under mpirun too)");
   app->add_option("shards", options->inputs, "Shard files, or folders holding *.shard files")
       ->required()
       ->check(kNonEmptyPath);
   app->add_option("-o,--output", options->output, "The timeline to write (HDF5)")->required()->check(kNonEmptyPath);
-  add_overwrite_flag(*app, *overwrite);
+  add_overwrite_flag(*app, options->replace_output);
   app->add_option("--block-events", options->block_events, "Events per write")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
   app->add_option("--check-memory-mb", *check_memory_mb,
@@ -24,11 +23,11 @@ Command add_merge(CLI::App& parent) {
   app->add_flag("--repair-clock", options->repair_clock,
                 "Move each rank whose collectives or messages break causality by the smallest constant shift that removes "
                 "the violations (changes measured times; off by default)");
-  return {app, [options, check_memory_mb, overwrite] {
+  return {app, [options, check_memory_mb] {
             options->check_memory_bytes = *check_memory_mb << 20;
             return run_under_mpi("merge", [&](int process, int processes) {
               const auto partial = prepare_timeline_output(MPI_COMM_WORLD, expand_shard_inputs(options->inputs),
-                                                           options->output, *overwrite);
+                                                           options->output, options->replace_output);
               const MergeResult result = merge_shards(MPI_COMM_WORLD, *options);
               const double peak_mib = job_peak_mib(MPI_COMM_WORLD);
               if (process != 0) return;

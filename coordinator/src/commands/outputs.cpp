@@ -160,6 +160,9 @@ bool same_path(const std::string& a, const std::string& b) {
 }
 
 void check_output(const Output& output, const std::vector<std::string>& inputs, bool overwrite) {
+  if (!output.path.empty() && output.path.back() == '/') {
+    throw Error(output.path + " (" + output.option + ") names a folder (it ends in /), not a file: choose a file");
+  }
   const auto existing = stat_of(output.path);
   if (!existing) return;
   for (const std::string& input : inputs) {

@@ -17,6 +17,7 @@ namespace rankscope {
 struct KinetoImportOptions {
   std::vector<std::string> inputs;  // trace files (.json, .json.gz), or folders holding them
   std::string output;               // the timeline
+  bool replace_output = false;      // as MergeOptions::replace_output
   // Kernels that communicate though neither NCCL's arguments nor a
   // record_param_comms says so (DeepEP, NVSHMEM, ...): ECMAScript regexes
   // searched in kernel names.

@@ -12,6 +12,9 @@ namespace rankscope {
 struct MergeOptions {
   std::vector<std::string> inputs;  // shard files, or folders whose *.shard files are taken
   std::string output;               // the timeline; written as OUTPUT.partial, renamed when complete
+  // Whether an OUTPUT that exists when the timeline is complete is replaced
+  // (--overwrite); else one that appeared meanwhile fails the merge.
+  bool replace_output = false;
   uint64_t block_events = 1 << 18;  // events per write
   // Memory per process for the happens-before check: collectives (32 bytes
   // per instance) and point-to-point messages (40 bytes per send or receive,

@@ -23,6 +23,12 @@ class TemporaryPath {
   std::string path_;
 };
 
+// Puts a finished `partial` in place as `output`. Unless `replace`, an
+// `output` that appeared while it was written (made by another command, or by
+// the program profiled) is not written over: Error, and `partial` stays for
+// its owner to remove.
+void move_into_place(const std::string& partial, const std::string& output, bool replace);
+
 // From now on SIGINT, SIGTERM and SIGHUP (those not ignored) remove every
 // TemporaryPath, then end the process as the signal would have. Call it
 // before the process starts any thread: a thread watches for the signals,
