@@ -238,7 +238,7 @@ enum Layer : uint8_t {
   kCommunicating,   // an MPI or NCCL operation in flight, or an MPI call
   kComputing,       // GPU job: a compute kernel runs
   kGpuBusy,         // GPU job: any GPU activity
-  kWaitWindow,      // between this rank's arrival at a collective and the last rank's
+  kWaitWindow,      // between this rank's arrival at a collective and the last rank's, or inside an unfinished one
   kTransferWindow,  // between the last arrival and this rank's end of that collective
   kLayerCount,
 };
@@ -311,7 +311,7 @@ class RankSweep {
     const bool busy = computing || communicating || (gpu_ && open_[kGpuBusy] > 0);
     if (!busy) step.idle_ns += dt;
     if (communicating && !computing) {
-      if (!wait_windows_.empty()) step.exposed_wait_ns += dt;
+      if (open_[kWaitWindow] > 0) step.exposed_wait_ns += dt;
       else step.exposed_transfer_ns += dt;
     }
     if (!computing) {
@@ -426,7 +426,13 @@ void second_pass(const Timeline& timeline, JobProfile& job) {
         open_before(e.begin_ns);
         const bool on_thread = e.track >= tracks.size() || tracks[e.track] == TrackType::kThread;
         classify(e, job.gpu, on_thread, e.name_id < nccl_named.size() && nccl_named[e.name_id], layers, count);
-        for (int i = 0; i < count; ++i) sweep.open(e.begin_ns, e.end_ns, layers[i]);
+        for (int i = 0; i < count; ++i) {
+          sweep.open(e.begin_ns, e.end_ns, layers[i]);
+          // Unfinished when the state was written (a hang): waiting, to the end, for what never came.
+          if (layers[i] == kCommunicating && (e.flags & kFlagIncomplete)) {
+            sweep.open(e.begin_ns, e.end_ns, kWaitWindow);
+          }
+        }
       }
     });
     open_before(INT64_MAX - 1);

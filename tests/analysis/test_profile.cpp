@@ -177,6 +177,24 @@ TEST_F(ProfileTest, AJobWithoutStepsIsOneStepPerRank) {
   EXPECT_EQ(job.ranks[0].steps[0].exposed_wait_ns, 50);
 }
 
+// A hang's state: both ranks in allreduce 0, then rank 0 inside allreduce 1
+// from 400 until its state was written at 900, which rank 1 never entered.
+TEST_F(ProfileTest, TimeInsideAnUnfinishedCollectiveIsAWaitNotATransfer) {
+  if (process_ == 0) {
+    Event unfinished = collective(kAllreduce, 1, 400, 900, kThreadTrack);
+    unfinished.flags |= kFlagIncomplete;
+    write_rank(0, {range(kStep0, 0, 1000), collective(kAllreduce, 0, 100, 300, kThreadTrack), unfinished});
+    write_rank(1, {range(kStep0, 0, 1000), collective(kAllreduce, 0, 200, 300, kThreadTrack)});
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const JobProfile job = profile();
+  ASSERT_EQ(job.collectives.size(), 1u) << "the unfinished allreduce is no instance";
+  const RankStep& r0 = job.ranks[0].steps[0];
+  EXPECT_EQ(r0.comm_ns, 200 + 500);
+  EXPECT_EQ(r0.exposed_wait_ns, 100 + 500) << "its wait for rank 1 in allreduce 0, and all of allreduce 1";
+  EXPECT_EQ(r0.exposed_transfer_ns, 100);
+}
+
 // HTA's figures on GPU events: two steps, so its window keeps the work
 // launched before the second starts (at 10 µs); names decide the classes.
 TEST_F(ProfileTest, HtaCompatFollowsHtasDefinitions) {
