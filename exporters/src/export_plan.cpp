@@ -32,16 +32,17 @@ int64_t resolve(const TimeBound& bound, int64_t job_begin_ns, int64_t open) {
 // selected step's latest end, over the selected ranks.
 void narrow_to_steps(const Timeline& timeline, const StepSelection& steps, Plan& plan) {
   const std::vector<int64_t> step_of = step_numbers(timeline.strings());
+  const auto step_number = [&](const Event& e) {
+    return e.kind == EventKind::kNvtxRange && e.name_id < step_of.size() ? step_of[e.name_id] : int64_t{-1};
+  };
   const int64_t first = steps.first ? static_cast<int64_t>(*steps.first) : 0;
   const int64_t last = steps.last ? static_cast<int64_t>(*steps.last) : INT64_MAX;
-  int64_t begin = INT64_MAX, end = INT64_MIN, lowest = INT64_MAX, highest = -1;
+  int64_t begin = INT64_MAX, end = INT64_MIN;
   EventStream events(timeline, plan.selection.ranks);
   for (int32_t rank : plan.selection.ranks) {
     plan.events_read += events.stream(rank, [&](const Event& e) {
-      if (e.kind != EventKind::kNvtxRange || e.name_id >= step_of.size() || step_of[e.name_id] < 0) return true;
-      const int64_t n = step_of[e.name_id];
-      lowest = std::min(lowest, n);
-      highest = std::max(highest, n);
+      const int64_t n = step_number(e);
+      if (n < 0) return true;
       if (n > last) return false;  // steps come in order: the rest of the rank is later
       if (n >= first) {
         begin = std::min(begin, e.begin_ns);
@@ -51,6 +52,18 @@ void narrow_to_steps(const Timeline& timeline, const StepSelection& steps, Plan&
     });
   }
   if (begin > end) {
+    // The steps the ranks have, every one of them read for the message.
+    int64_t lowest = INT64_MAX, highest = -1;
+    EventStream every_event(timeline, plan.selection.ranks);
+    for (int32_t rank : plan.selection.ranks) {
+      every_event.stream(rank, [&](const Event& e) {
+        if (const int64_t n = step_number(e); n >= 0) {
+          lowest = std::min(lowest, n);
+          highest = std::max(highest, n);
+        }
+        return true;
+      });
+    }
     throw Error(timeline.path() + ": no ProfilerStep#N range with N in " + steps.text() + " on the selected ranks" +
                 (highest < 0 ? " (they have no ProfilerStep ranges)"
                              : " (they have steps " + std::to_string(lowest) + " to " + std::to_string(highest) + ")"));
