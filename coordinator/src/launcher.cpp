@@ -407,12 +407,6 @@ int pass_status_on(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-// A program that succeeded, but whose timeline could not be written: this
-// run failed, with rankscope's own status. Any other the program's.
-int status_without_timeline(int status) {
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 2 : pass_status_on(status);
-}
-
 // The `rankscope merge` that makes the timeline of the shards.
 std::vector<std::string> merge_command(const fs::path& shard_dir, const RunOptions& options) {
   std::vector<std::string> command = {this_executable().string(), "merge", shard_dir.string(), "-o", options.output};
@@ -491,7 +485,6 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
     std::fclose(mark);
   }
   fs::remove(finalized, ignored);
-  bool timeline_failed = false;
   if (id.rank == 0) {
     const std::vector<std::string> merge = merge_command(shard_dir, options);
     const int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -503,13 +496,11 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
                    "rankscope run: the application ended without calling MPI_Finalize on every rank (exit status %d): "
                    "its shards are kept in %s; merge them with: %s\n",
                    exit_status, shard_dir.c_str(), command_line(merge).c_str());
-      timeline_failed = true;
     } else if (ranks_elsewhere > 0) {
       report_unshared_folder(shard_dir, options, ranks_elsewhere, id.world_size);
     } else if (merge_in_own_process(merge) != 0) {
       std::fprintf(stderr, "rankscope run: writing the timeline failed; the shards stay in %s for: %s\n",
                    shard_dir.c_str(), command_line(merge).c_str());
-      timeline_failed = true;
     } else {
       for (int rank = 0; rank < id.world_size; ++rank) fs::remove(shard_dir / shard_file_name(rank), ignored);
     }
@@ -517,7 +508,7 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
   // The last rank to get here finds no shard left, as does every rank of a
   // job whose application wrote none (it could not start, say).
   remove_shard_folder(shard_dir);
-  return timeline_failed ? status_without_timeline(status) : pass_status_on(status);
+  return pass_status_on(status);
 }
 
 // ---------------------------------------------------------- sidecar ---
@@ -631,9 +622,6 @@ class Sidecar {
     write_timeline();
     return status;
   }
-  // On the first rank, which writes it.
-  bool timeline_failed() const { return timeline_failed_; }
-
  private:
   pid_t start_child(const std::string& master_addr, int master_port) {
     set_agent_environment(options_, id_, shard_dir_, "sidecar");
@@ -736,7 +724,6 @@ class Sidecar {
       }
     } catch (const Error& e) {
       if (id_.rank == 0) {
-        timeline_failed_ = true;
         // A folder with no shard (the application could not start, say) is no result to keep.
         if (holds_shards(shard_dir_)) {
           std::fprintf(stderr, "rankscope run: writing the timeline failed: %s; the shards stay in %s for `rankscope merge`\n",
@@ -755,7 +742,6 @@ class Sidecar {
   int node_id_ = 0;
   int64_t job_start_wall_ns_ = 0;
   std::optional<clocksync::ClockSynchronizer> sync_;
-  bool timeline_failed_ = false;
   std::vector<SyncPoint> points_;
   std::string shard_;
 };
@@ -764,17 +750,15 @@ int run_sidecar(const RunOptions& options, const Identity& id, const fs::path& s
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SINGLE, &provided);
   int status = 0;
-  bool timeline_failed = false;
   try {
     Sidecar sidecar(options, id, shard_dir);
     status = sidecar.run();
-    timeline_failed = sidecar.timeline_failed();
   } catch (const Error& e) {
     std::fprintf(stderr, "rankscope run: %s\n", e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Finalize();
-  return timeline_failed ? status_without_timeline(status) : pass_status_on(status);
+  return pass_status_on(status);
 }
 
 }  // namespace

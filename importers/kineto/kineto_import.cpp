@@ -172,6 +172,16 @@ std::vector<std::string> expand_trace_inputs(const std::vector<std::string>& inp
       ".json or .json.gz traces");
 }
 
+std::string comm_kernel_pattern_problem(const std::string& pattern) {
+  if (pattern.empty()) return "is empty: it would match every kernel";
+  try {
+    std::regex check(pattern);
+  } catch (const std::regex_error& e) {
+    return std::string("is not a regular expression: ") + e.what();
+  }
+  return "";
+}
+
 KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   int process = 0, processes = 1;
@@ -183,17 +193,15 @@ KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& optio
 
   kineto::ImportSettings settings;
   settings.comm_kernel_patterns = options.comm_kernel_patterns;
-  std::string error;
   for (const std::string& pattern : settings.comm_kernel_patterns) {
-    try {
-      std::regex check(pattern);
-    } catch (const std::regex_error& e) {
-      throw Error("--comm-kernel \"" + pattern + "\" is not a regular expression: " + e.what());
+    if (const std::string problem = comm_kernel_pattern_problem(pattern); !problem.empty()) {
+      throw Error("--comm-kernel \"" + pattern + "\" " + problem);
     }
   }
 
   // The shards go beside the timeline, where every process can see them, in
   // a folder of a name no other folder has, so nothing there is replaced.
+  std::string error;
   std::optional<TemporaryPath> shard_folder;
   if (process == 0) {
     std::string name = options.output + ".import-XXXXXX";

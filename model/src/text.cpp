@@ -25,9 +25,8 @@ std::string printf_string(const char* format, ...) {
 }
 
 std::vector<int32_t> parse_rank_list(std::string_view text, std::string_view what) {
-  const auto bad = [&] {
-    return Error(std::string(what) + ": '" + std::string(text) + "' is not a list of ranks like 0-3,8");
-  };
+  const std::string prefix = what.empty() ? std::string() : std::string(what) + ": ";
+  const auto bad = [&] { return Error(prefix + "'" + std::string(text) + "' is not a list of ranks like 0-3,8"); };
   std::vector<int32_t> ranks;
   std::string_view rest = text;
   while (true) {
@@ -38,7 +37,7 @@ std::vector<int32_t> parse_rank_list(std::string_view text, std::string_view wha
     const auto last = dash == std::string_view::npos ? first : parse_integer<uint64_t>(item.substr(dash + 1));
     if (!first || !last || *last < *first || *last > INT32_MAX) throw bad();
     if (*last - *first >= (uint64_t{1} << 24)) {
-      throw Error(std::string(what) + ": the range '" + std::string(item) + "' is too long");
+      throw Error(prefix + "the range '" + std::string(item) + "' is too long");
     }
     for (uint64_t r = *first; r <= *last; ++r) ranks.push_back(static_cast<int32_t>(r));
     if (comma == std::string_view::npos) break;

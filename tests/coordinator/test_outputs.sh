@@ -160,6 +160,16 @@ expect 2 "rankscope import-kineto: --threads" "$rankscope" import-kineto traces 
 expect 2 "rankscope import-kineto: --threads" "$rankscope" import-kineto traces -o x.h5 --threads 100000
 expect 2 "rankscope export: --warn-size-mb" "$rankscope" export job.h5 --chrome x.json --warn-size-mb -1
 expect 2 "rankscope export: --warn-size-mb" "$rankscope" export job.h5 --chrome x.json --warn-size-mb 1e300
+expect 2 "rankscope run: --capture: names no capture source (known: mpi, nvtx, cuda, nccl)" \
+  "$rankscope" run --capture '' -o x.h5 -- true
+for ranks in '' 3-1 a 0-; do
+  expect 2 "rankscope export: --ranks: '$ranks' is not a list of ranks like 0-3,8" \
+    "$rankscope" export job.h5 --chrome x.json --ranks "$ranks"
+done
+expect 2 "rankscope import-kineto: --comm-kernel: \"\" is empty: it would match every kernel" \
+  "$rankscope" import-kineto traces -o x.h5 --comm-kernel ''
+expect 2 "rankscope import-kineto: --comm-kernel: \"(\" is not a regular expression" \
+  "$rankscope" import-kineto traces -o x.h5 --comm-kernel '('
 [ ! -e x.h5 ] && [ ! -e x.json ] && [ ! -e x.h5.shards ] || fail "a usage error left an output"
 "$rankscope" --version >/dev/null || fail "--version failed"
 "$rankscope" run --help >/dev/null || fail "run --help failed"
@@ -175,22 +185,22 @@ echo -n "openmpi:1" >kept.h5.shards/job
 expect 2 "it holds the shards of an earlier job (openmpi:1)" "$mpiexec" -n 2 "$rankscope" run -o kept.h5 -- true
 unchanged kept.h5.shards/rank-00001.shard
 [ ! -e kept.h5 ] || fail "a refused run wrote its timeline"
-expect 2 "appeared.h5 appeared while it was written, and is not replaced" \
+# The program's status stays its own (0) when its timeline is not written.
+expect 0 "appeared.h5 appeared while it was written, and is not replaced" \
   "$rankscope" run --mode sidecar -o appeared.h5 -- sh -c 'echo mine >appeared.h5'
 [ "$(cat appeared.h5)" = mine ] || fail "sidecar: the file made while the job ran was written over"
 [ -e appeared.h5.shards/rank-00000.shard ] || fail "sidecar: the shards were not kept for merge"
 rm -rf appeared.h5 appeared.h5.shards
-expect 2 "appeared.h5 (-o) exists and is not a rankscope timeline: it is not replaced" "$rankscope" run --mode inprocess -o appeared.h5 -- \
+expect 0 "appeared.h5 (-o) exists and is not a rankscope timeline: it is not replaced" "$rankscope" run --mode inprocess -o appeared.h5 -- \
   /usr/bin/python3 -c "from mpi4py import MPI; open('appeared.h5', 'w').write('mine')"
 [ "$(cat appeared.h5)" = mine ] || fail "inprocess: the file made while the job ran was written over"
 [ -e appeared.h5.shards/rank-00000.shard ] || fail "inprocess: the shards were not kept for merge"
 rm -rf appeared.h5 appeared.h5.shards
 expect 2 "newdir/ (-o) names a folder (it ends in /), not a file" "$rankscope" run -o newdir/ -- true
 [ ! -e newdir ] || fail "run -o newdir/ made a folder"
-# A program that succeeded whose timeline could not be written: status 2.
-expect 2 "writing the timeline failed" "$rankscope" run --mode sidecar -o gone.h5 -- sh -c 'sleep 0.5; rm -r gone.h5.shards'
-# Nor one that ended without MPI_Finalize: the timeline is not written.
-expect 2 "the application ended without calling MPI_Finalize on every rank (exit status 0)" \
+# A timeline that could not be written is said, and the status stays the program's.
+expect 3 "writing the timeline failed" "$rankscope" run --mode sidecar -o gone.h5 -- sh -c 'sleep 0.5; rm -r gone.h5.shards; exit 3'
+expect 0 "the application ended without calling MPI_Finalize on every rank (exit status 0)" \
   "$rankscope" run --mode inprocess -o unfinished.h5 -- true
 rm -rf unfinished.h5.shards
 

@@ -83,7 +83,17 @@ Command add_export(CLI::App& parent) {
       ->check(kNonEmptyPath);
   app->add_option("--chrome", command->chrome, "Write Chrome trace-event JSON here (.json)")->check(kNonEmptyPath);
   add_overwrite_flag(*app, command->overwrite);
-  app->add_option("--ranks", command->ranks, "Only these ranks, e.g. 0-3,8");
+  app->add_option("--ranks", command->ranks, "Only these ranks, e.g. 0-3,8")
+      ->check(CLI::Validator(
+          [](const std::string& text) {
+            try {
+              parse_rank_list(text, "");
+              return std::string();
+            } catch (const Error& e) {
+              return std::string(e.what());
+            }
+          },
+          "RANKS"));
   app->add_option("--time", command->time,
                   "Only events overlapping START:END: ns on the timeline, or +N[ns|us|ms|s] from the job's first event; "
                   "either end may be empty (e.g. +1.5s:+2s)");

@@ -62,7 +62,13 @@ Command add_import_kineto(CLI::App& parent) {
   // One pattern per --comm-kernel, so that traces may follow it.
   app->add_option("--comm-kernel", options->comm_kernel_patterns,
                   "Regex for kernels that communicate though the trace does not say so (e.g. DeepEP's); repeatable")
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->check(CLI::Validator(
+          [](const std::string& pattern) {
+            const std::string problem = comm_kernel_pattern_problem(pattern);
+            return problem.empty() ? problem : "\"" + pattern + "\" " + problem;
+          },
+          "REGEX"));
   app->add_option("--threads", options->threads, "Traces read at once per process (0: one per core)")
       ->check(CLI::Range(0u, kMaxThreads))
       ->capture_default_str();

@@ -13,10 +13,12 @@ namespace {
 
 const CLI::Validator kCaptureList(
     [](const std::string& list) {
+      const std::string known = " (known: " + std::string(agent::kKnownCaptureSources) + ")";
+      if (list.empty()) return "names no capture source" + known;
       std::string_view unknown;
       agent::parse_capture_list(list, &unknown);
       if (unknown.empty()) return std::string();
-      return "unknown source '" + std::string(unknown) + "' (known: " + std::string(agent::kKnownCaptureSources) + ")";
+      return "unknown source '" + std::string(unknown) + "'" + known;
     },
     "");
 

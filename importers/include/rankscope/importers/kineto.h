@@ -63,6 +63,10 @@ struct KinetoImportResult {
 // Damage inside a trace is counted, not thrown.
 KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& options);
 
+// What is wrong with a --comm-kernel pattern ("" for nothing): empty, it
+// would match every kernel; else it must be an ECMAScript regex.
+std::string comm_kernel_pattern_problem(const std::string& pattern);
+
 // Expands folders to the trace files inside them, sorted by name.
 std::vector<std::string> expand_trace_inputs(const std::vector<std::string>& inputs);
 

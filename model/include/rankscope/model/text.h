@@ -35,7 +35,7 @@ Int env_integer(const char* name, Int fallback) {
 }
 
 // "0-3,8" -> 0 1 2 3 8, sorted, without repeats; throws Error quoting the
-// text, prefixed with `what` (the option or variable it came from).
+// text, prefixed with `what` (the option or variable it came from), if any.
 std::vector<int32_t> parse_rank_list(std::string_view text, std::string_view what = "--ranks");
 
 // The inverse, for people: runs of three or more as "A-B", the rest one by
