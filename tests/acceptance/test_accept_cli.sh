@@ -65,7 +65,7 @@ assert len(rank["steps"]) == 12, len(rank["steps"])
 PY
 status=0
 "$rankscope" accept --level quick --memory-mb 384 --timeline one.h5 >again.txt 2>again.log || status=$?
-[ "$status" -eq 1 ] && grep -q "one.h5" again.log && [ ! -s again.txt ] || { cat again.log; fail "an existing timeline was not refused"; }
+[ "$status" -eq 1 ] && grep -qF "one.h5 (--timeline) exists" again.log && [ ! -s again.txt ] || { cat again.log; fail "an existing timeline was not refused"; }
 "$rankscope" accept --level quick --memory-mb 48 >one.txt 2>one-text.log || { cat one-text.log; fail "accept in text failed"; }
 grep -q "memory: triad over 48 MiB (--memory-mb; the STREAM rule asks [0-9]* MiB, so caches may serve part of it)" one-text.log || { cat one-text.log; fail "--memory-mb did not set the triad's size"; }
 head -1 one.txt | grep -q "^acceptance: PASS (1 of 1 nodes and 0 of 0 links accepted)" || { cat one.txt; fail "text summary"; }

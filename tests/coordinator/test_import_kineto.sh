@@ -271,7 +271,7 @@ cp "$work/job/rank-0.json" "$work/copy_rank-0.json"
 refused "one rank twice" "rank-0.json and .*copy_rank-0.json are both rank 0" "$work/job/rank-0.json" "$work/copy_rank-0.json"
 echo "not json" >"$work/junk_rank-5.json"
 refused "not JSON" "junk_rank-5.json is not a JSON object" "$work/junk_rank-5.json"
-refused "a bad pattern" '--comm-kernel "(" is not a regular expression' --comm-kernel "(" "$work/job/rank-0.json"
+refused "a bad pattern" '--comm-kernel: "(" is not a regular expression' --comm-kernel "(" "$work/job/rank-0.json"
 # A kernel the trace does not call communication becomes so by --comm-kernel
 # (repeatable, traces after it): the GEMMs of rank 0, here. A pattern that
 # matches no kernel is named in a warning.

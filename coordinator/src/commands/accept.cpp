@@ -106,7 +106,7 @@ int accept_nodes(const acceptance::NodeRanks& ranks, const AcceptOptions& option
       check_files({}, {{"--save-baseline", options.save_baseline, OutputKind::kAcceptBaseline}}, options.overwrite);
   });
   std::unique_ptr<TemporaryPath> partial;
-  if (!options.timeline.empty()) partial = prepare_timeline_output(nodes, {}, options.timeline, options.overwrite);
+  if (!options.timeline.empty()) partial = prepare_timeline_output(nodes, {}, "--timeline", options.timeline, options.overwrite);
   // The summary, to -o or stdout.
   const auto give = [&](const acceptance::Acceptance& judged, const acceptance::Measurements& measured) {
     const std::string text = summary(options.format, judged, measured);

@@ -79,7 +79,7 @@ Command add_import_kineto(CLI::App& parent) {
             return run_under_mpi("import-kineto", [&](int process, int processes) {
               const auto started = std::chrono::steady_clock::now();
               const auto partial = prepare_timeline_output(MPI_COMM_WORLD, expand_trace_inputs(options->inputs),
-                                                           options->output, options->replace_output);
+                                                           "-o", options->output, options->replace_output);
               const KinetoImportResult result = import_kineto(MPI_COMM_WORLD, *options);
               const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
               const double peak_mib = job_peak_mib(MPI_COMM_WORLD);

@@ -27,7 +27,7 @@ Command add_merge(CLI::App& parent) {
             options->check_memory_bytes = *check_memory_mb << 20;
             return run_under_mpi("merge", [&](int process, int processes) {
               const auto partial = prepare_timeline_output(MPI_COMM_WORLD, expand_shard_inputs(options->inputs),
-                                                           options->output, options->replace_output);
+                                                           "-o", options->output, options->replace_output);
               const MergeResult result = merge_shards(MPI_COMM_WORLD, *options);
               const double peak_mib = job_peak_mib(MPI_COMM_WORLD);
               if (process != 0) return;

@@ -215,8 +215,9 @@ void run_on_process_0(MPI_Comm comm, const std::function<void()>& body) {
 }
 
 std::unique_ptr<TemporaryPath> prepare_timeline_output(MPI_Comm comm, const std::vector<std::string>& inputs,
-                                                       const std::string& output, bool overwrite) {
-  run_on_process_0(comm, [&] { check_files(inputs, {{"-o", output, OutputKind::kTimeline}}, overwrite); });
+                                                       const std::string& option, const std::string& output,
+                                                       bool overwrite) {
+  run_on_process_0(comm, [&] { check_files(inputs, {{option, output, OutputKind::kTimeline}}, overwrite); });
   int process = 0;
   MPI_Comm_rank(comm, &process);
   return process == 0 ? std::make_unique<TemporaryPath>(partial_path(output)) : nullptr;

@@ -49,12 +49,14 @@ void check_files(const std::vector<std::string>& inputs, const std::vector<Outpu
 // process, so that none goes on alone or waits for it forever.
 void run_on_process_0(MPI_Comm comm, const std::function<void()>& body);
 
-// Before the processes of `comm` write the timeline `output` from `inputs`:
+// Before the processes of `comm` write the timeline `output` (given by the
+// command's `option`, which errors name) from `inputs`:
 // check_files on process 0 (run_on_process_0); then, on process 0, what
 // removes OUTPUT.partial should the process end before the timeline is
 // complete.
 std::unique_ptr<TemporaryPath> prepare_timeline_output(MPI_Comm comm, const std::vector<std::string>& inputs,
-                                                       const std::string& output, bool overwrite);
+                                                       const std::string& option, const std::string& output,
+                                                       bool overwrite);
 
 // A text output (a report, an acceptance summary) replaced all or nothing.
 // Made before the work that fills it: OUTPUT.partial is created at once, so
