@@ -501,6 +501,7 @@ JobProfile build_profile(const Timeline& timeline) {
     rank.host = info.host;
     rank.node_id = info.node_id;
     rank.status = info.status;
+    rank.without_events = info.status != RankStatus::kMissing && info.event_count == 0;
     job.ranks.push_back(std::move(rank));
     job.clocks.push_back(info.clock);
   }

@@ -253,10 +253,11 @@ std::string report_text(const Report& report) {
   std::string out;
   char line[1024];
   const std::vector<int64_t> steps = step_durations(job);
-  std::snprintf(line, sizeof(line), "%s: %d ranks, %zu steps, mean step %s (median %s); %s\n", job.path.c_str(),
-                job.world_size, job.step_numbers.size(), format_duration(mean_ns(steps)).c_str(),
-                format_duration(median_ns(steps)).c_str(), clock_summary(job).c_str());
-  out += line;
+  const std::string step_time = steps.empty() ? std::string("n/a (") + kNoStepTimesReason + ")"
+                                              : format_duration(mean_ns(steps)) + " (median " +
+                                                    format_duration(median_ns(steps)) + ")";
+  out += job.path + ": " + std::to_string(job.world_size) + " ranks, " + std::to_string(job.step_numbers.size()) +
+         " steps, mean step " + step_time + "; " + clock_summary(job) + "\n";
   if (!report.damage.empty()) out += "DAMAGED: " + report.damage.summary() + "; every figure here leaves those rows out\n";
   size_t ended = 0;
   for (const RankEnd& end : report.ends) {
@@ -308,6 +309,10 @@ std::string report_text(const Report& report) {
       break;
     }
     ++shown;
+    if (job.ranks[i].without_events) {
+      out += printf_string("  rank %-5d n/a: %s\n", o.rank, kNoEventsReason);
+      continue;
+    }
     if (!o.wait_unmeasured.empty()) unmeasured_waits[o.wait_unmeasured].push_back(o.rank);
     std::snprintf(line, sizeof(line), "  rank %-5d overlap %6s   exposed %10s: wait %10s, transfer %10s   idle %5.1f %%\n",
                   o.rank,
@@ -472,7 +477,9 @@ std::string report_json(const Report& report) {
   const std::vector<int64_t> steps = step_durations(job);
   json.key("steps").begin_object().key("numbers").begin_array();
   for (uint64_t n : job.step_numbers) json.value(n);
-  json.end_array().key("mean_step_ns").value(mean_ns(steps)).key("median_step_ns").value(median_ns(steps)).end_object();
+  const char* no_step_times = steps.empty() ? kNoStepTimesReason : "";
+  json.end_array().figure("mean_step_ns", mean_ns(steps), no_step_times);
+  json.figure("median_step_ns", median_ns(steps), no_step_times).end_object();
 
   json.key("ranks").begin_array();
   for (size_t r = 0; r < job.ranks.size(); ++r) {
@@ -525,8 +532,9 @@ std::string report_json(const Report& report) {
   }
 
   json.key("overlap").begin_array();
-  for (const RankOverlap& o : report.overlap) {
-    const std::string no_data = o.status == RankStatus::kMissing ? kNoDataReason : "";
+  for (size_t r = 0; r < report.overlap.size(); ++r) {
+    const RankOverlap& o = report.overlap[r];
+    const std::string no_data = rank_unmeasured(job.ranks.at(r));
     const auto unless_missing = [&](const std::string& reason) { return no_data.empty() ? reason : no_data; };
     json.begin_object().key("rank").value(o.rank).key("status").value(rank_status_name(o.status));
     json.figure("comm_comp_overlap_pct", o.comm_comp_overlap_pct,

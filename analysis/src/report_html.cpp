@@ -106,8 +106,11 @@ void write_header(const Report& report, std::string& out) {
   }
   out += "<dt>Ranks</dt><dd>" + ranks + "</dd>\n";
   out += "<dt>Steps</dt><dd>" + std::to_string(step_count(job)) + "</dd>\n";
-  out += "<dt>Mean step time</dt><dd>" + format_duration(mean_step_ns(job)) +
-         " <span class=\"note\">(over every rank's steps)</span></dd>\n";
+  const int64_t mean_step = mean_step_ns(job);
+  out += "<dt>Mean step time</dt><dd>" +
+         (mean_step == kUnknown ? "n/a <span class=\"note\">(" + escape(kNoStepTimesReason) + ")</span>"
+                                : format_duration(mean_step) + " <span class=\"note\">(over every rank's steps)</span>") +
+         "</dd>\n";
   out += std::string("<dt>Compute</dt><dd>") +
          (job.gpu ? "GPU kernels" : "CPU time outside MPI calls (no GPU events)") + "</dd>\n";
 
@@ -421,6 +424,13 @@ void write_rank_table(const Report& report, std::string& out) {
     if (rank.status == RankStatus::kMissing) {
       out += "<tr><td class=\"num\">" + std::to_string(rank.rank) +
              "</td><td></td><td class=\"num\">—</td><td>missing</td><td colspan=\"8\">no data</td></tr>\n";
+      continue;
+    }
+    if (profile && profile->without_events) {
+      out += "<tr><td class=\"num\">" + std::to_string(rank.rank) + "</td><td>" + escape(profile->host) +
+             "</td><td class=\"num\">" + (profile->node_id >= 0 ? std::to_string(profile->node_id) : "—") +
+             "</td><td>" + rank_status_name(profile->status) + "</td><td colspan=\"8\">" +
+             escape(kNoEventsReason) + "</td></tr>\n";
       continue;
     }
     const auto wait_figure = [&](int64_t ns) {

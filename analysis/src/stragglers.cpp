@@ -1005,8 +1005,13 @@ StragglerReport find_stragglers(const JobProfile& job) {
   const JobFacts facts = gather(job);
   StragglerReport report;
   for (const RankFacts& rank : facts.ranks) report.ranks.push_back(rank.scores);
-  if (const std::vector<int32_t> present = job.ranks_with_data(); present.size() < 2) {
-    report.unmeasured = present.empty() ? "no rank has data"
+  // A rank whose shard holds no event has nothing to be compared by.
+  std::vector<int32_t> present;
+  for (const RankProfile& rank : job.ranks) {
+    if (rank.status != RankStatus::kMissing && !rank.without_events) present.push_back(rank.rank);
+  }
+  if (present.size() < 2) {
+    report.unmeasured = present.empty() ? (job.ranks_with_data().empty() ? "no rank has data" : kNoStepTimesReason)
                                         : "only rank " + std::to_string(present.front()) +
                                               " has data: there is no other rank to compare it with";
     return report;

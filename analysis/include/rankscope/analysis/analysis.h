@@ -85,6 +85,7 @@ struct RankProfile {
   std::string host;
   int32_t node_id = -1;
   RankStatus status = RankStatus::kComplete;
+  bool without_events = false;  // it has a shard or trace, but not one event
   std::vector<RankStep> steps;  // index = JobProfile::steps index; a step this rank lacks has kUnknown times
   // Why its arrivals cannot be compared with other ranks' (no other rank has
   // data, none of its collectives was matched with another rank's, or the
@@ -120,6 +121,16 @@ std::string clock_reference_text(std::optional<int32_t> reference);
 
 // Why a figure of a missing rank is null.
 inline constexpr const char* kNoDataReason = "missing: the rank has no shard or trace";
+// Why a figure of a rank with a shard or trace but not one event is null.
+inline constexpr const char* kNoEventsReason = "the rank captured no event: `rankscope info` shows its counters";
+// Why step times are null: no rank of the job has an event to time a step by.
+inline constexpr const char* kNoStepTimesReason =
+    "no rank captured an event: `rankscope info` shows each rank's counters";
+// kNoDataReason, kNoEventsReason, or empty for a rank with figures.
+inline const char* rank_unmeasured(const RankProfile& rank) {
+  if (rank.status == RankStatus::kMissing) return kNoDataReason;
+  return rank.without_events ? kNoEventsReason : "";
+}
 // Why arrivals of different ranks cannot be compared on a timeline whose clocks were not aligned.
 inline constexpr const char* kClocksNotAlignedReason =
     "the ranks' clocks were not aligned, so their arrival times cannot be compared";
