@@ -408,12 +408,13 @@ void write_overlap_bars(const Report& report, std::string& out) {
   write_svg_close(out);
 }
 
+// Per-rank tables of larger jobs start folded so that they do not bury the sections below.
+constexpr size_t kRankTablesOpenUpTo = 32;
+
 void write_rank_table(const Report& report, std::string& out) {
   const JobProfile& job = report.profile;
-  // Long tables start folded so that they do not bury the sections below.
-  constexpr size_t kOpenUpTo = 32;
   out += printf_string("<details%s><summary>per-rank figures, %zu ranks (totals over all steps)</summary>\n",
-                       report.overlap.size() <= kOpenUpTo ? " open" : "", report.overlap.size());
+                       report.overlap.size() <= kRankTablesOpenUpTo ? " open" : "", report.overlap.size());
   out += "<div class=\"table-wrap\"><table id=\"rank-table\">\n<thead><tr><th class=\"num\">rank</th><th>host</th>"
          "<th class=\"num\">node</th><th>status</th><th class=\"num\">comm overlapped</th>"
          "<th class=\"num\">compute</th><th class=\"num\">communication</th><th class=\"num\">overlap</th>"
@@ -452,6 +453,36 @@ void write_rank_table(const Report& report, std::string& out) {
   out += "</tbody></table></div>\n</details>\n";
 }
 
+// --hta-compat: HTA's own figures per rank, beside rankscope's above.
+void write_hta_table(const Report& report, std::string& out) {
+  if (std::none_of(report.overlap.begin(), report.overlap.end(), [](const RankOverlap& o) { return o.hta; })) {
+    return;
+  }
+  out += printf_string("<details%s><summary>as Holistic Trace Analysis defines them (--hta-compat): kernels classified "
+                       "by name, its window, whole µs</summary>\n",
+                       report.overlap.size() <= kRankTablesOpenUpTo ? " open" : "");
+  out += "<div class=\"table-wrap\"><table id=\"hta-table\">\n<thead><tr><th class=\"num\">rank</th>"
+         "<th class=\"num\">comm overlapped</th><th class=\"num\">kernel time</th><th class=\"num\">idle</th>"
+         "<th class=\"num\">compute</th><th class=\"num\">non-compute</th></tr></thead>\n<tbody>\n";
+  for (const RankOverlap& rank : report.overlap) {
+    if (!rank.hta) continue;
+    const HtaFigures& hta = *rank.hta;
+    out += "<tr><td class=\"num\">" + std::to_string(rank.rank) + "</td><td class=\"num\">" +
+           (std::isnan(hta.comm_comp_overlap_pct) ? std::string("no communication kernel")
+                                                  : printf_string("%.2f %%", hta.comm_comp_overlap_pct)) +
+           "</td>";
+    if (hta.kernel_time_ns == 0) {
+      out += "<td colspan=\"4\">no GPU event in its window</td></tr>\n";
+      continue;
+    }
+    out += "<td class=\"num\">" + format_duration(hta.kernel_time_ns) + "</td>" +
+           printf_string("<td class=\"num\">%.2f %%</td><td class=\"num\">%.2f %%</td><td class=\"num\">%.2f %%</td>"
+                         "</tr>\n",
+                         hta.idle_pct, hta.compute_pct, hta.non_compute_pct);
+  }
+  out += "</tbody></table></div>\n</details>\n";
+}
+
 void write_overlap_section(const Report& report, std::string& out) {
   out += "<section id=\"overlap-section\">\n<h2>Communication overlapped by compute</h2>\n";
   if (report.overlap.empty()) {
@@ -461,6 +492,7 @@ void write_overlap_section(const Report& report, std::string& out) {
     out += "<p class=\"caption\">The share of each rank's communication time during which it also computed. "
            "Communication that is not overlapped is exposed: the rank waits for it.</p>\n";
     write_rank_table(report, out);
+    write_hta_table(report, out);
   }
   out += "</section>\n";
 }

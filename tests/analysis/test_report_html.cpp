@@ -2,6 +2,7 @@
 // renders it: tests/support/check_html_render.py.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "html_page_checks.h"
@@ -144,6 +145,26 @@ TEST(ReportHtml, SingleRankWithoutCommunication) {
   EXPECT_EQ(html.find("class=\"mean\""), std::string::npos) << "no mean overlap without communication";
   EXPECT_NE(html.find("id=\"bucket-note\""), std::string::npos);
   EXPECT_NE(html.find("no straggler found"), std::string::npos);
+}
+
+// --hta-compat: HTA's figures in a table of their own, only when computed.
+TEST(ReportHtml, HtaFiguresHaveTheirTable) {
+  Report report = test::sample_report(3, 10);
+  EXPECT_EQ(report_html(report).find("id=\"hta-table\""), std::string::npos);
+  report.overlap[0].hta = analysis::HtaFigures{62.75, 47'227'000, 12.68, 71.66, 15.67};
+  report.overlap[1].hta = analysis::HtaFigures{NAN, 1'000'000, 10, 90, 0};
+  report.overlap[2].hta = analysis::HtaFigures{NAN, 0, 0, 0, 0};
+  const std::string html = report_html(report);
+  expect_well_formed_and_self_contained(html);
+  EXPECT_NE(html.find("id=\"hta-table\""), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"num\">0</td><td class=\"num\">62.75 %</td><td class=\"num\">47.2 ms</td>"
+                      "<td class=\"num\">12.68 %</td><td class=\"num\">71.66 %</td><td class=\"num\">15.67 %</td>"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("<td class=\"num\">1</td><td class=\"num\">no communication kernel</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"num\">2</td><td class=\"num\">no communication kernel</td>"
+                      "<td colspan=\"4\">no GPU event in its window</td>"),
+            std::string::npos);
 }
 
 TEST(ReportHtml, DegenerateBucketFiguresStayFinite) {
