@@ -284,15 +284,59 @@ void remove_shard_folder(const fs::path& shard_dir) {
   fs::remove(shard_dir, ignored);
 }
 
-[[noreturn]] void exec_command(const std::vector<std::string>& command) {
-  std::vector<char*> argv;
-  for (const std::string& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  ::execvp(argv[0], argv.data());
-  const int error_number = errno;
-  std::fprintf(stderr, "rankscope run: cannot run %s: %s\n", command[0].c_str(), std::strerror(error_number));
-  std::_Exit(error_number == ENOENT ? 127 : 126);
-}
+// Whether the program could be executed, told to the process that forked it:
+// the child writes exec's errno into a close-on-exec pipe, which an exec that
+// succeeds closes unwritten. A program that never ran then leaves no errors
+// about the shard it could not write.
+class ExecReport {
+ public:
+  ExecReport() {
+    if (::pipe2(pipe_, O_CLOEXEC) != 0) {
+      throw Error(std::string("cannot start the application: pipe failed: ") + std::strerror(errno));
+    }
+  }
+  ExecReport(const ExecReport&) = delete;
+  ExecReport& operator=(const ExecReport&) = delete;
+  ~ExecReport() {
+    for (const int fd : pipe_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
+  // In the child.
+  [[noreturn]] void exec(const std::vector<std::string>& command) {
+    std::vector<char*> argv;
+    for (const std::string& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    const int error_number = errno;
+    std::fprintf(stderr, "rankscope run: cannot run %s: %s\n", command[0].c_str(), std::strerror(error_number));
+    // Should this write fail, the parent takes the program for started; its status still says 126 or 127.
+    [[maybe_unused]] const ssize_t told = ::write(pipe_[1], &error_number, sizeof(error_number));
+    std::_Exit(error_number == ENOENT ? 127 : 126);
+  }
+
+  // In the parent, once forked: 0 when the program runs, else why exec failed.
+  int exec_error() {
+    ::close(pipe_[1]);
+    pipe_[1] = -1;
+    int error_number = 0;
+    ssize_t got = 0;
+    do {
+      got = ::read(pipe_[0], &error_number, sizeof(error_number));
+    } while (got < 0 && errno == EINTR);
+    return got == static_cast<ssize_t>(sizeof(error_number)) ? error_number : 0;
+  }
+
+ private:
+  int pipe_[2] = {-1, -1};
+};
+
+// A forked program, and exec's errno when it could not be run (0: it runs).
+struct StartedProgram {
+  pid_t pid = -1;
+  int exec_error = 0;
+};
 
 // Signals for the application reach this process (mpirun ends a job with
 // SIGTERM to the processes it started): they are passed on.
@@ -311,8 +355,9 @@ void pass_signals_to(pid_t child, std::initializer_list<int> signals) {
   for (const int signal_number : signals) ::sigaction(signal_number, &forward, nullptr);
 }
 
-pid_t start_application(const std::vector<std::string>& command, const std::vector<fs::path>& preload) {
+StartedProgram start_application(const std::vector<std::string>& command, const std::vector<fs::path>& preload) {
   const pid_t parent = ::getpid();
+  ExecReport report;
   const pid_t child = ::fork();
   if (child < 0) throw Error(std::string("cannot start the application: fork failed: ") + std::strerror(errno));
   if (child == 0) {
@@ -321,10 +366,10 @@ pid_t start_application(const std::vector<std::string>& command, const std::vect
     if (::getppid() != parent) std::_Exit(1);
     set(agent::kEnvAgentPid, std::to_string(::getpid()));
     prepend_preload(preload);
-    exec_command(command);
+    report.exec(command);
   }
   pass_signals_to(child, {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGALRM});
-  return child;
+  return {child, report.exec_error()};
 }
 
 int wait_for(pid_t child, rusage* usage = nullptr) {
@@ -468,11 +513,11 @@ int merge_in_own_process(std::vector<std::string> command) {
 int run_in_process(const RunOptions& options, const Identity& id, const fs::path& shard_dir) {
   set_agent_environment(options, id, shard_dir, "inprocess");
   const DeathRecord death;
-  const pid_t application = start_application(
+  const StartedProgram application = start_application(
       options.command, {agent_library("librankscope_mpi.so"), agent_library("librankscope_capture.so")});
   rusage usage{};
-  const int status = wait_for(application, &usage);
-  death.add_if_killed(shard_dir / shard_file_name(id.rank), application, status, usage, id.rank);
+  const int status = wait_for(application.pid, &usage);
+  death.add_if_killed(shard_dir / shard_file_name(id.rank), application.pid, status, usage, id.rank);
 
   // The MPI shim leaves this mark in MPI_Finalize once every rank's shard is
   // complete (docs/agent.md).
@@ -489,8 +534,11 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
     const std::vector<std::string> merge = merge_command(shard_dir, options);
     const int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (!all_complete && !holds_shards(shard_dir)) {
-      std::fprintf(stderr, "rankscope run: the application ended (exit status %d) before any rank wrote a shard\n",
-                   exit_status);
+      // Where it could not be run, "cannot run" has said why.
+      if (application.exec_error == 0) {
+        std::fprintf(stderr, "rankscope run: the application ended (exit status %d) before any rank wrote a shard\n",
+                     exit_status);
+      }
     } else if (!all_complete) {
       std::fprintf(stderr,
                    "rankscope run: the application ended without calling MPI_Finalize on every rank (exit status %d): "
@@ -612,18 +660,22 @@ class Sidecar {
     MPI_Bcast(&master_port, 1, MPI_INT, 0, MPI_COMM_WORLD);
 
     const DeathRecord death;
-    const pid_t child = start_child(master_addr, master_port);
+    const StartedProgram program = start_child(master_addr, master_port);
     int status = 0;
     rusage usage{};
-    wait_with_sync_rounds(child, status, usage);
-    death.add_if_killed(shard_dir_ / shard_file_name(id_.rank), child, status, usage, id_.rank);
+    wait_with_sync_rounds(program.pid, status, usage);
+    death.add_if_killed(shard_dir_ / shard_file_name(id_.rank), program.pid, status, usage, id_.rank);
     measure();
-    append_measurements();
-    write_timeline();
+    // A program that could not be run wrote no shard to add them to.
+    if (program.exec_error == 0) append_measurements();
+    int started = program.exec_error == 0 ? 1 : 0, ranks_started = 0;
+    MPI_Allreduce(&started, &ranks_started, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (ranks_started > 0) write_timeline();
+    else if (id_.rank == 0) remove_shard_folder(shard_dir_);
     return status;
   }
  private:
-  pid_t start_child(const std::string& master_addr, int master_port) {
+  StartedProgram start_child(const std::string& master_addr, int master_port) {
     set_agent_environment(options_, id_, shard_dir_, "sidecar");
     // The program's events go on the clock this process measures (its TSC
     // calibration, not one the program would make of its own).
@@ -638,18 +690,19 @@ class Sidecar {
     set("MASTER_PORT", std::to_string(master_port));
     const std::vector<fs::path> preload = {agent_library("librankscope_sidecar_guard.so"),
                                            agent_library("librankscope_capture.so")};
+    ExecReport report;
     const pid_t child = ::fork();
     if (child < 0) throw Error(std::string("cannot start the application: fork failed: ") + std::strerror(errno));
     if (child == 0) {
       set(agent::kEnvAgentPid, std::to_string(::getpid()));
       prepend_preload(preload);
-      exec_command(options_.command);
+      report.exec(options_.command);
     }
     // mpirun passes SIGUSR1 and SIGUSR2 on to the processes it started: they
     // are the program's (a checkpoint, a profiler's trigger), not the end of
     // this sidecar, which they would be by default.
     pass_signals_to(child, {SIGUSR1, SIGUSR2});
-    return child;
+    return {child, report.exec_error()};
   }
 
   // Every sidecar takes part in every round, so they tick together: each

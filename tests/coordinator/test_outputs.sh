@@ -204,11 +204,16 @@ expect 0 "the application ended without calling MPI_Finalize on every rank (exit
   "$rankscope" run --mode inprocess -o unfinished.h5 -- true
 rm -rf unfinished.h5.shards
 
-echo "== a run whose application cannot start leaves no shard folder"
+echo "== a run whose application cannot start says so once, and leaves no shard folder"
 for mode in sidecar inprocess; do
   expect 127 "cannot run ./no-such-program" "$rankscope" run --mode "$mode" -o never.h5 -- ./no-such-program
   [ ! -e never.h5.shards ] || fail "$mode: the empty shard folder was left behind"
+  [ "$(grep -vc "mode (as asked); timeline never.h5$" err.txt)" -eq 1 ] ||
+    { cat err.txt >&2; fail "$mode: more was said than that the program cannot run"; }
 done
+expect 127 "cannot run ./no-such-program" "$mpiexec" -n 2 "$rankscope" run --mode sidecar -o never.h5 -- ./no-such-program
+[ ! -e never.h5.shards ] || fail "2 sidecars: the empty shard folder was left behind"
+! grep -q "clock measurements\|timeline failed\|wrote a shard" err.txt || { cat err.txt >&2; fail "2 sidecars: errors after cannot run"; }
 
 echo "== a signal leaves no temporary file or folder behind"
 # interrupted PATTERN COMMAND...: COMMAND is stopped once a path matching
