@@ -1,14 +1,19 @@
 #include "rankscope/model/temporary_paths.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <filesystem>
 #include <mutex>
@@ -21,7 +26,7 @@ namespace rankscope {
 namespace {
 
 // A signal handler may not take a lock or free memory; the watching thread
-// may, so removal happens there, with the full filesystem library.
+// may, so the paths are removed there.
 std::mutex g_mutex;
 
 std::vector<std::string>& registered_paths() {
@@ -37,6 +42,62 @@ std::function<void(int)>& registered_last_words() {
 void remove_quietly(const std::string& path) {
   std::error_code ignored;
   std::filesystem::remove_all(path, ignored);
+}
+
+// Every thread but the one removing the paths waits in this handler until
+// the process ends, so that none makes a file in a path while it goes (an
+// import writing its next shard into its folder, say).
+constexpr int kParkSignal = SIGURG;
+std::atomic<int> g_parked{0};
+
+void park_until_the_end(int) {
+  g_parked.fetch_add(1);
+  for (;;) ::pause();
+}
+
+// Parks the process's other threads; gives up waiting on one that exits meanwhile (or has the signal blocked)
+// after a second.
+void park_other_threads() {
+  struct sigaction park {};
+  park.sa_handler = park_until_the_end;
+  sigfillset(&park.sa_mask);
+  ::sigaction(kParkSignal, &park, nullptr);
+  const pid_t process = ::getpid(), self = static_cast<pid_t>(::syscall(SYS_gettid));
+  int signalled = 0;
+  if (DIR* tasks = ::opendir("/proc/self/task")) {
+    while (const dirent* task = ::readdir(tasks)) {
+      const pid_t thread = static_cast<pid_t>(std::atoi(task->d_name));
+      if (thread > 0 && thread != self && ::syscall(SYS_tgkill, process, thread, kParkSignal) == 0) ++signalled;
+    }
+    ::closedir(tasks);
+  }
+  for (int waited_ms = 0; g_parked.load() < signalled && waited_ms < 1000; ++waited_ms) ::usleep(1000);
+}
+
+// Removes `name` in the folder `at`, a folder with all it holds. With the
+// other threads parked, allocating could wait forever on a lock one of them
+// holds: this allocates nothing.
+void remove_tree(int at, const char* name) {
+  if (::unlinkat(at, name, 0) == 0 || errno != EISDIR) return;
+  const int folder = ::openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (folder < 0) return;
+  alignas(dirent64) char entries[8192];
+  // Entries removed while the folder is read may hide others from that read: read again from the start.
+  for (int pass = 0; pass < 4; ++pass) {
+    ::lseek(folder, 0, SEEK_SET);
+    for (long got; (got = ::syscall(SYS_getdents64, folder, entries, sizeof(entries))) > 0;) {
+      for (long offset = 0; offset < got;) {
+        // glibc's dirent64 is the kernel's linux_dirent64.
+        const auto* entry = reinterpret_cast<const dirent64*>(entries + offset);
+        if (std::strcmp(entry->d_name, ".") != 0 && std::strcmp(entry->d_name, "..") != 0) {
+          remove_tree(folder, entry->d_name);
+        }
+        offset += entry->d_reclen;
+      }
+    }
+    if (::unlinkat(at, name, AT_REMOVEDIR) == 0 || errno != ENOTEMPTY) break;
+  }
+  ::close(folder);
 }
 
 }  // namespace
@@ -84,10 +145,11 @@ void remove_temporary_paths_on_signals() {
         last_words = registered_last_words();
       }
       if (last_words) last_words(signal_number);
-      {
-        std::lock_guard<std::mutex> lock(g_mutex);
-        for (const std::string& path : registered_paths()) remove_quietly(path);
-      }
+      // Held to the end: no path is registered or removed by another thread meanwhile.
+      g_mutex.lock();
+      const std::vector<std::string> paths = registered_paths();
+      park_other_threads();
+      for (const std::string& path : paths) remove_tree(AT_FDCWD, path.c_str());
       std::signal(signal_number, SIG_DFL);
       sigset_t this_one;
       sigemptyset(&this_one);

@@ -11,6 +11,8 @@
 #include <csignal>
 #include <fstream>
 #include <iterator>
+#include <string>
+#include <thread>
 
 #include "rankscope/model/error.h"
 #include "rankscope/model/shard.h"
@@ -107,6 +109,39 @@ TEST_F(InputFiles, LastWordsComeBeforeTheTemporaryPathsGo) {
   std::string text((std::istreambuf_iterator<char>(said)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, std::to_string(SIGTERM) + " with the partial file");
   EXPECT_FALSE(fs::exists(partial));
+}
+
+// The threads of a process ended by SIGTERM stop before its temporary paths
+// go: one still writing into its folder (re-making it, even) leaves nothing.
+TEST_F(InputFiles, ASignalRemovesAFolderStillBeingWritten) {
+  const std::string folder = path("job.h5.import-busy"), ready = path("busy");
+  for (int round = 0; round < 20; ++round) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      remove_temporary_paths_on_signals();
+      const TemporaryPath temporary(folder);
+      std::thread writer([&] {
+        for (long n = 0;; ++n) {
+          std::error_code ignored;
+          fs::create_directories(folder + "/nested/" + std::to_string(n % 7), ignored);
+          std::ofstream(folder + "/nested/" + std::to_string(n % 7) + "/shard-" + std::to_string(n)) << "x";
+          if (n == 50) std::ofstream(ready) << "x";
+        }
+      });
+      writer.join();
+      std::_Exit(0);
+    }
+    for (int i = 0; i < 500 && !fs::exists(ready); ++i) ::usleep(2'000);
+    ASSERT_TRUE(fs::exists(ready));
+    ::usleep(static_cast<useconds_t>(round * 500));
+    ::kill(child, SIGTERM);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+    ASSERT_FALSE(fs::exists(folder)) << "round " << round;
+    fs::remove(ready);
+  }
 }
 
 }  // namespace
