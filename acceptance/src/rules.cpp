@@ -12,6 +12,7 @@
 #include "figures.h"
 #include "group_testing.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/input_files.h"
 #include "rankscope/model/statistics.h"
 #include "rankscope/model/text.h"
 
@@ -48,6 +49,7 @@ struct Line {
   std::string where;
 };
 std::vector<Line> read_lines(const std::string& path, std::string_view what) {
+  require_regular_file(path);  // a FIFO would be waited on; a folder or /dev/null read as an empty file
   std::ifstream file(path);
   if (!file) throw Error("cannot read the " + std::string(what) + " " + path);
   std::vector<Line> lines;

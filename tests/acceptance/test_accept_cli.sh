@@ -210,5 +210,8 @@ expect_error "typo.rules:2: a rule is METRIC >= VALUE or METRIC <= VALUE" --rule
 expect_error "loose.rules:1: 'compute_gflops >= 0.5 baseline' needs a baseline (--baseline FILE)" --level quick --rules loose.rules
 expect_error "base.txt: a baseline of level quick cannot judge a run of level full" --baseline base.txt --level full
 expect_error "cannot read the baseline absent.txt" --level quick --baseline absent.txt
+mkfifo rules.fifo
+expect_error "cannot read rules.fifo: it is a FIFO (named pipe), not a regular file" --level quick --rules rules.fifo
+expect_error "cannot read /dev/null: it is a character device, not a regular file" --level quick --baseline /dev/null
 
 echo "accept command ok"

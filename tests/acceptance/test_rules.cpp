@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 
@@ -75,6 +76,18 @@ TEST_F(Files, BadRulesNameFileAndLine) {
   EXPECT_EQ(error("fleet.fail_below 0.95\n"), (folder_ / "rules").string() + ": fleet.fail_below 0.95 lies above fleet.retest_below 0.9");
   EXPECT_EQ(error_of([&] { read_rule_file((folder_ / "absent").string()); }),
             "cannot read the rule file " + (folder_ / "absent").string());
+}
+
+// What is no regular file is refused by name, never waited on (a FIFO) nor read as empty (a folder, /dev/null).
+TEST_F(Files, RulesAndBaselinesAreRegularFiles) {
+  const std::string fifo = (folder_ / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(error_of([&] { read_rule_file(fifo); }),
+            "cannot read " + fifo + ": it is a FIFO (named pipe), not a regular file");
+  EXPECT_EQ(error_of([&] { read_baseline(folder_.string()); }),
+            "cannot read " + folder_.string() + ": it is a folder, not a regular file");
+  EXPECT_EQ(error_of([&] { read_rule_file("/dev/null"); }),
+            "cannot read /dev/null: it is a character device, not a regular file");
 }
 
 TEST_F(Files, ABaselineIsTheFleetMedianAndReadsBack) {
