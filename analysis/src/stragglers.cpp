@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <string_view>
 #include <tuple>
 
 #include "rankscope/analysis/analysis.h"
@@ -1005,10 +1006,10 @@ StragglerReport find_stragglers(const JobProfile& job) {
   const JobFacts facts = gather(job);
   StragglerReport report;
   for (const RankFacts& rank : facts.ranks) report.ranks.push_back(rank.scores);
-  // A rank whose shard holds no event has nothing to be compared by.
+  // Only ranks with figures can be compared: not a missing one, nor one whose shard holds no event.
   std::vector<int32_t> present;
   for (const RankProfile& rank : job.ranks) {
-    if (rank.status != RankStatus::kMissing && !rank.without_events) present.push_back(rank.rank);
+    if (std::string_view(rank_unmeasured(rank)).empty()) present.push_back(rank.rank);
   }
   if (present.size() < 2) {
     report.unmeasured = present.empty() ? (job.ranks_with_data().empty() ? "no rank has data" : kNoStepTimesReason)
