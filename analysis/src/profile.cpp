@@ -110,9 +110,14 @@ class FirstPass {
     for (const RankInfo& rank : timeline_.ranks()) {
       if (rank.status == RankStatus::kMissing) continue;
       const std::vector<TrackType> tracks = track_types(rank);
+      uint64_t events_read = 0;
       timeline_.for_each_event_block(rank.rank, [&](const std::vector<Event>& events) {
+        events_read += events.size();
         for (const Event& e : events) read(rank.rank, e, tracks);
       });
+      if (rank.event_count > 0 && events_read == 0) {
+        job_.ranks[static_cast<size_t>(rank.rank)].events = RankEvents::kAllDamaged;
+      }
     }
     // Steps: the union of the step numbers any rank ran, in order.
     for (const auto& steps : per_rank_steps_) {
@@ -129,7 +134,7 @@ class FirstPass {
       if (step_index.empty()) {
         // No steps marked: the rank's whole capture is one step.
         rank.steps.assign(1, RankStep{});
-        if (info.event_count > 0) rank.steps[0].times = {info.first_ns, info.last_ns};
+        if (rank.events == RankEvents::kRead && info.event_count > 0) rank.steps[0].times = {info.first_ns, info.last_ns};
         continue;
       }
       rank.steps.assign(step_index.size(), RankStep{});
@@ -501,7 +506,7 @@ JobProfile build_profile(const Timeline& timeline) {
     rank.host = info.host;
     rank.node_id = info.node_id;
     rank.status = info.status;
-    rank.without_events = info.status != RankStatus::kMissing && info.event_count == 0;
+    if (info.status != RankStatus::kMissing && info.event_count == 0) rank.events = RankEvents::kNoneCaptured;
     job.ranks.push_back(std::move(rank));
     job.clocks.push_back(info.clock);
   }

@@ -309,8 +309,8 @@ std::string report_text(const Report& report) {
       break;
     }
     ++shown;
-    if (job.ranks[i].without_events) {
-      out += printf_string("  rank %-5d n/a: %s\n", o.rank, kNoEventsReason);
+    if (const std::string_view unmeasured = rank_unmeasured(job.ranks[i]); !unmeasured.empty()) {
+      out += printf_string("  rank %-5d n/a: %s\n", o.rank, unmeasured.data());
       continue;
     }
     if (!o.wait_unmeasured.empty()) unmeasured_waits[o.wait_unmeasured].push_back(o.rank);

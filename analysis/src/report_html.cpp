@@ -427,11 +427,11 @@ void write_rank_table(const Report& report, std::string& out) {
              "</td><td></td><td class=\"num\">—</td><td>missing</td><td colspan=\"8\">no data</td></tr>\n";
       continue;
     }
-    if (profile && profile->without_events) {
+    if (const std::string_view unmeasured = profile ? rank_unmeasured(*profile) : ""; !unmeasured.empty()) {
       out += "<tr><td class=\"num\">" + std::to_string(rank.rank) + "</td><td>" + escape(profile->host) +
              "</td><td class=\"num\">" + (profile->node_id >= 0 ? std::to_string(profile->node_id) : "—") +
              "</td><td>" + rank_status_name(profile->status) + "</td><td colspan=\"8\">" +
-             escape(kNoEventsReason) + "</td></tr>\n";
+             escape(std::string(unmeasured)) + "</td></tr>\n";
       continue;
     }
     const auto wait_figure = [&](int64_t ns) {

@@ -121,7 +121,7 @@ TEST(ReportHtml, EmptyReportSaysWhatIsMissing) {
   expect_well_formed_and_self_contained(html);
   EXPECT_EQ(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("<dt>Steps</dt><dd>0</dd>"), std::string::npos);
-  EXPECT_NE(html.find("<dt>Mean step time</dt><dd>n/a <span class=\"note\">(no rank captured an event"),
+  EXPECT_NE(html.find("<dt>Mean step time</dt><dd>n/a <span class=\"note\">(no rank has an event to time a step by"),
             std::string::npos);
   EXPECT_NE(html.find("no straggler found"), std::string::npos);
   for (const char* note : {"wait-heatmap-note", "straggler-note", "overlap-note", "bucket-note"}) {

@@ -94,6 +94,17 @@ status=0; "$rankscope" info --check flipped.h5 >flipped.txt 2>/dev/null || statu
 "$rankscope" export flipped.h5 --perfetto flipped.pftrace >flipped.out 2>flipped.err ||
   fail "export of a timeline with rank 0's events unreadable failed: $(cat flipped.err)"
 grep -q "damaged and left out" flipped.err || fail "export of flipped /events gave no warning"
+# The report shows the rank whose every event was left out as unmeasured, not as zeros.
+"$rankscope" report flipped.h5 >flipped.report 2>/dev/null || fail "report of flipped /events failed"
+grep -qE "^  rank 0 +n/a: every event of the rank lies in damaged rows" flipped.report &&
+  grep -qE "^  rank 1 +overlap " flipped.report || fail "flipped: rank 0 is not shown unmeasured: $(cat flipped.report)"
+"$rankscope" report --format json flipped.h5 >flipped.json 2>/dev/null
+"$python" - flipped.json <<'PY' || fail "flipped: the JSON gives rank 0 figures"
+import json, sys
+overlap = json.load(open(sys.argv[1]))["overlap"]
+assert overlap[0]["compute_ns"] is None and "damaged rows" in overlap[0]["compute_ns_reason"], overlap[0]
+assert overlap[1]["compute_ns"] is not None, overlap[1]
+PY
 # A rank of several blocks loses only the damaged one.
 "$make_shards" synthetic 2 20000
 "$rankscope" merge synthetic -o synthetic.h5 >/dev/null

@@ -80,12 +80,19 @@ struct RankStep {
   int64_t exposed_comm_ns() const { return comm_ns - overlap_ns; }
 };
 
+// Whether a rank with a shard or trace has events to measure it by.
+enum class RankEvents : uint8_t {
+  kRead,          // at least one of its events was read
+  kNoneCaptured,  // its shard or trace holds not one event
+  kAllDamaged,    // it has events, but every one lies in rows of the timeline left out as damaged
+};
+
 struct RankProfile {
   int32_t rank = -1;
   std::string host;
   int32_t node_id = -1;
   RankStatus status = RankStatus::kComplete;
-  bool without_events = false;  // it has a shard or trace, but not one event
+  RankEvents events = RankEvents::kRead;
   std::vector<RankStep> steps;  // index = JobProfile::steps index; a step this rank lacks has kUnknown times
   // Why its arrivals cannot be compared with other ranks' (no other rank has
   // data, none of its collectives was matched with another rank's, or the
@@ -123,13 +130,21 @@ std::string clock_reference_text(std::optional<int32_t> reference);
 inline constexpr const char* kNoDataReason = "missing: the rank has no shard or trace";
 // Why a figure of a rank with a shard or trace but not one event is null.
 inline constexpr const char* kNoEventsReason = "the rank captured no event: `rankscope info` shows its counters";
+// Why a figure of a rank whose every event was left out as damaged is null.
+inline constexpr const char* kEventsDamagedReason =
+    "every event of the rank lies in damaged rows of the timeline: `rankscope info --check` names them";
 // Why step times are null: no rank of the job has an event to time a step by.
 inline constexpr const char* kNoStepTimesReason =
-    "no rank captured an event: `rankscope info` shows each rank's counters";
-// kNoDataReason, kNoEventsReason, or empty for a rank with figures.
+    "no rank has an event to time a step by: `rankscope info` shows each rank's counters";
+// kNoDataReason, kNoEventsReason, kEventsDamagedReason, or empty for a rank with figures.
 inline const char* rank_unmeasured(const RankProfile& rank) {
   if (rank.status == RankStatus::kMissing) return kNoDataReason;
-  return rank.without_events ? kNoEventsReason : "";
+  switch (rank.events) {
+    case RankEvents::kNoneCaptured: return kNoEventsReason;
+    case RankEvents::kAllDamaged: return kEventsDamagedReason;
+    case RankEvents::kRead: break;
+  }
+  return "";
 }
 // Why arrivals of different ranks cannot be compared on a timeline whose clocks were not aligned.
 inline constexpr const char* kClocksNotAlignedReason =
