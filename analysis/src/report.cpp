@@ -135,6 +135,7 @@ Report make_report(const Timeline& timeline, const ReportOptions& options) {
   report.deadlocks = find_deadlocks(timeline);
   report.ends = rank_ends(timeline);
   report.damage = timeline.damage();
+  report.losses = event_losses(timeline);
   return report;
 }
 
@@ -259,6 +260,10 @@ std::string report_text(const Report& report) {
   out += job.path + ": " + std::to_string(job.world_size) + " ranks, " + std::to_string(job.step_numbers.size()) +
          " steps, mean step " + step_time + "; " + clock_summary(job) + "\n";
   if (!report.damage.empty()) out += "DAMAGED: " + report.damage.summary() + "; every figure here leaves those rows out\n";
+  if (!report.losses.empty()) {
+    out += "INCOMPLETE: " + event_loss_summary(report.losses) +
+           "; those ranks' figures leave them out (`rankscope info` says why each was lost)\n";
+  }
   size_t ended = 0;
   for (const RankEnd& end : report.ends) {
     if (const std::string how = describe_fatal_signal(end); !how.empty() && ++ended <= 4) {
@@ -470,6 +475,13 @@ std::string report_json(const Report& report) {
   json.key("file").value(job.path).key("world_size").value(job.world_size).key("gpu").value(job.gpu);
   json.key("damage");
   write_damage_json(json, report.damage);
+  json.key("lost_events").begin_array();
+  for (const EventLoss& loss : report.losses) {
+    json.begin_object().key("rank").value(loss.rank).key("events").value(loss.events()).key("counters").begin_object();
+    for (const auto& [name, n] : loss.counted) json.key(name).value(n);
+    json.end_object().end_object();
+  }
+  json.end_array();
   json.key("hangs");
   write_hangs_json(json, report.hangs);
   json.key("deadlocks");

@@ -757,6 +757,10 @@ std::string report_html(const Report& report) {
     out += "<p class=\"alert\">Damaged timeline: " + escape(report.damage.summary()) +
            "; every figure here leaves those rows out.</p>\n";
   }
+  if (!report.losses.empty()) {
+    out += "<p class=\"alert\" id=\"lost-events\">Incomplete capture: " + escape(event_loss_summary(report.losses)) +
+           "; those ranks' figures leave them out (<code>rankscope info</code> says why each was lost).</p>\n";
+  }
   std::string killed;
   for (const RankEnd& end : report.ends) {
     if (const std::string how = describe_fatal_signal(end); !how.empty()) killed += "rank " + std::to_string(end.rank) + " " + how + "\n";

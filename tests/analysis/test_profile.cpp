@@ -10,6 +10,7 @@
 
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/merge/merge.h"
+#include "rankscope/model/counters.h"
 #include "rankscope/model/shard.h"
 #include "../support/shard_job_test.h"
 
@@ -46,7 +47,7 @@ Event call(uint32_t name, int64_t begin, int64_t end) {
 class ProfileTest : public testing::ShardJobTest {
  protected:
 
-  void write_rank(int32_t rank, std::vector<Event> events) {
+  void write_rank(int32_t rank, std::vector<Event> events, const Counters& counters = {}) {
     RankMetadata metadata;
     metadata.rank = rank;
     metadata.world_size = 2;
@@ -61,7 +62,7 @@ class ProfileTest : public testing::ShardJobTest {
                             {99, kCommTrack, 0, -1, TrackType::kMpiComm, 0, 0}};
     ASSERT_TRUE(writer.write_tracks(tracks, 0));
     ASSERT_TRUE(writer.write_events(events));
-    ASSERT_TRUE(writer.close(Counters{}, 10'000));
+    ASSERT_TRUE(writer.close(counters, 10'000));
   }
 
   JobProfile profile() { return build_profile(Timeline(merged())); }
@@ -175,6 +176,44 @@ TEST_F(ProfileTest, AJobWithoutStepsIsOneStepPerRank) {
   EXPECT_EQ(job.ranks[0].steps[0].times.duration(), 200);
   EXPECT_EQ(job.ranks[0].steps[0].comm_ns, 200);
   EXPECT_EQ(job.ranks[0].steps[0].exposed_wait_ns, 50);
+}
+
+// Rank 0's agent dropped 7 events and CUPTI 3 records; rank 1 lost nothing,
+// and events left out by choice (a paused capture) are no loss.
+TEST_F(ProfileTest, EventsTheCaptureLostAreSaidAboveTheFigures) {
+  if (process_ == 0) {
+    Counters lost;
+    lost.set(counter::kEventsDropped, 7);
+    lost.set(counter::kCuptiRecordsDropped, 3);
+    lost.set(counter::kEventsOutsideWindow, 50);
+    Counters paused;
+    paused.set(counter::kEventsOutsideWindow, 40);
+    write_rank(0, {collective(kAllreduce, 0, 100, 300, kThreadTrack)}, lost);
+    write_rank(1, {collective(kAllreduce, 0, 150, 300, kThreadTrack)}, paused);
+  }
+  const Report report = make_report(Timeline(merged()));
+  ASSERT_EQ(report.losses.size(), 1u);
+  EXPECT_EQ(report.losses[0].rank, 0);
+  EXPECT_EQ(report.losses[0].events(), 10u);
+  const std::string text = report_text(report);
+  EXPECT_NE(text.find("\nINCOMPLETE: 10 events captured are not in the timeline (rank 0: 7 events_dropped, 3 "
+                      "cupti_records_dropped); those ranks' figures leave them out"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(report_json(report).find(R"("lost_events":[{"rank":0,"events":10,"counters":{"events_dropped":7,)"
+                                     R"("cupti_records_dropped":3}}])"),
+            std::string::npos)
+      << report_json(report);
+  EXPECT_NE(report_html(report).find("Incomplete capture: 10 events captured are not in the timeline"),
+            std::string::npos);
+}
+
+TEST_F(ProfileTest, AJobWithNoLossSaysNothingOfIt) {
+  const JobProfile job = one_allreduce_each(0);
+  const Report report = make_report(Timeline(job.path));
+  EXPECT_TRUE(report.losses.empty());
+  EXPECT_EQ(report_text(report).find("INCOMPLETE"), std::string::npos);
+  EXPECT_NE(report_json(report).find(R"("lost_events":[])"), std::string::npos);
 }
 
 // A hang's state: both ranks in allreduce 0, then rank 0 inside allreduce 1

@@ -382,6 +382,18 @@ std::string describe_fatal_signal(const RankEnd& end);
 // "peak memory per rank: median 42 MiB, largest 310 MiB (rank 2)"; "" when no rank recorded it.
 std::string peak_memory_summary(const std::vector<RankEnd>& ends);
 
+// Events a rank's capture saw that its timeline lacks, by the counter that
+// counted them (counter::kEventLossCounters): its figures undercount.
+struct EventLoss {
+  int32_t rank = -1;
+  std::vector<std::pair<std::string, uint64_t>> counted;  // counter, events; in kEventLossCounters' order, none 0
+  uint64_t events() const;  // their sum
+};
+std::vector<EventLoss> event_losses(const Timeline& timeline);  // the ranks that lost events, by rank
+// "1210 events captured are not in the timeline (rank 0: 1200 events_dropped,
+// 10 cupti_records_dropped; ...)"; "" for no loss.
+std::string event_loss_summary(const std::vector<EventLoss>& losses);
+
 struct Report {
   JobProfile profile;
   std::vector<RankOverlap> overlap;
@@ -392,6 +404,7 @@ struct Report {
   std::vector<Deadlock> deadlocks;
   std::vector<RankEnd> ends;
   TimelineDamage damage;  // rows the analyses left out, found while reading
+  std::vector<EventLoss> losses;
 };
 struct ReportOptions {
   bool hta_compat = false;  // overlap and the temporal breakdown by HTA's definitions (docs/report.md)

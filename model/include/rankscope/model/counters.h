@@ -102,6 +102,15 @@ inline constexpr std::string_view kProcessSystemCpuNs = "process_system_cpu_ns";
 inline constexpr std::string_view kProcessInvoluntarySwitches = "process_involuntary_switches";
 inline constexpr std::string_view kProcessMajorFaults = "process_major_faults";
 
+// The counters of events a rank's capture saw (or a trace held) that its
+// timeline lacks: that rank's figures undercount what it did (`report`'s
+// INCOMPLETE line). Events left out by choice (a paused capture, the flight
+// recorder's window, polls only counted) are not among them.
+inline constexpr std::string_view kEventLossCounters[] = {
+    kEventsDropped,       kEventsUnwritten,      kRingEventsCrowdedOut,          kMpiRequestsUntracked,
+    kCuptiRecordsDropped, kNcclHandlesExhausted, kCuptiRecordsWithoutTimestamps, kNcclEventsWithoutContext,
+    kEventsLost,          kKinetoMalformed,      kKinetoMissingFields,           kKinetoBadTimes};
+
 struct Definition {
   std::string_view name;
   std::string_view meaning;  // one line, as `rankscope info` prints it
