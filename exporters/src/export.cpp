@@ -96,7 +96,7 @@ ExportResult export_timeline(const Timeline& timeline, ExportFormat format, cons
   if (result.estimated_bytes > options.warn_bytes && options.warn) {
     options.warn(export_detail::size_warning(plan, format, result.estimated_bytes, options.warn_bytes));
   }
-  export_detail::OutputFile out(output);
+  export_detail::OutputFile out(output, options.replace_output);
   const export_detail::Written written = format == ExportFormat::kPerfetto
                                              ? export_detail::write_perfetto(timeline, plan, out)
                                              : export_detail::write_chrome_json(timeline, plan, out);

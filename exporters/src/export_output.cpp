@@ -7,10 +7,12 @@
 #include <cstdio>
 
 #include "rankscope/model/error.h"
+#include "rankscope/model/temporary_paths.h"
 
 namespace rankscope::export_detail {
 
-OutputFile::OutputFile(std::string path) : path_(std::move(path)), partial_(path_ + ".partial") {
+OutputFile::OutputFile(std::string path, bool replace)
+    : path_(std::move(path)), partial_(path_ + ".partial"), replace_(replace) {
   fd_ = ::open(partial_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw Error("cannot write " + partial_ + ": " + errno_text(errno));
   writer_ = std::thread([this] { write_loop(); });
@@ -89,10 +91,11 @@ void OutputFile::commit() {
     ::unlink(partial_.c_str());
     throw Error("cannot write " + partial_ + ": " + errno_text(error));
   }
-  if (std::rename(partial_.c_str(), path_.c_str()) != 0) {
-    const int error = errno;
+  try {
+    move_into_place(partial_, path_, replace_);
+  } catch (const Error&) {
     ::unlink(partial_.c_str());
-    throw Error("cannot rename " + partial_ + " to " + path_ + ": " + errno_text(error));
+    throw;
   }
 }
 

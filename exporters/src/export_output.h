@@ -16,7 +16,9 @@ namespace rankscope::export_detail {
 
 class OutputFile {
  public:
-  explicit OutputFile(std::string path);  // throws Error naming the path
+  // Unless `replace`, a file that appears at `path` meanwhile is not written
+  // over (move_into_place). Throws Error naming the path.
+  OutputFile(std::string path, bool replace);
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
   ~OutputFile();  // removes the partial file unless committed
@@ -35,6 +37,7 @@ class OutputFile {
   void wait_until_written();                      // and rethrow its error
 
   std::string path_, partial_;
+  bool replace_ = false;
   int fd_ = -1;
   uint64_t bytes_ = 0;  // submitted
   std::mutex mutex_;

@@ -122,6 +122,16 @@ expect 2 "rankscope accept: --links" "$rankscope" accept --links some
 grep -q "<title>rankscope acceptance: PASS" page.html || fail "page.html is not a new page"
 "$rankscope" accept --level quick --memory-mb 384 -o one.txt -f 2>/dev/null || fail "accept -f over its own text summary failed"
 head -1 one.txt | grep -q "^acceptance: PASS (1 of 1 nodes" || { cat one.txt; fail "text summary in one.txt"; }
+# An -o that another program makes while accept measures (its .partial made at the start) is kept.
+"$rankscope" accept --level quick --memory-mb 48 -o appeared.txt >appeared.out 2>appeared.log &
+accepting=$!
+for _ in $(seq 400); do [ -e appeared.txt.partial ] && break; sleep 0.05; done
+[ -e appeared.txt.partial ] || fail "accept -o appeared.txt made no appeared.txt.partial"
+echo theirs >appeared.txt
+status=0; wait $accepting || status=$?
+[ $status -ne 0 ] && grep -q "appeared.txt appeared while it was written, and is not replaced" appeared.log ||
+  { cat appeared.log; fail "accept wrote over an -o that appeared meanwhile (status $status)"; }
+[ "$(cat appeared.txt)" = theirs ] || fail "appeared.txt was written over"
 [ -z "$(ls ./*.partial 2>/dev/null)" ] || fail "a .partial file was left behind: $(ls ./*.partial)"
 
 echo "== under mpirun: every CPU of the node, and a rank per GPU"

@@ -128,9 +128,11 @@ class ExportTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
-  static ExportResult run(ExportFormat format, const ExportOptions& options = {}) {
+  // Into the same file each time.
+  static ExportResult run(ExportFormat format, ExportOptions options = {}) {
     const Timeline timeline((dir_ / "job.h5").string());
     const char* name = format == ExportFormat::kPerfetto ? "out.pftrace" : "out.json";
+    options.replace_output = true;
     return export_timeline(timeline, format, (dir_ / name).string(), options);
   }
 
@@ -268,6 +270,32 @@ TEST_F(ExportTest, LargeOutputIsWarnedAboutWithASmallerSelection) {
   options.warn_bytes = uint64_t{1} << 30;
   run(ExportFormat::kChromeJson, options);
   EXPECT_TRUE(warnings.empty());
+}
+
+// Another program makes the output while the trace is written (here when the
+// size warning is given, after the output was checked and before it is
+// written): it is kept, and the export fails naming it, leaving no partial file.
+TEST_F(ExportTest, AnOutputThatAppearsMeanwhileIsNotWrittenOver) {
+  const fs::path output = dir_ / "appeared.pftrace";
+  ExportOptions options;
+  options.warn_bytes = 0;
+  options.warn = [&](const std::string&) { std::ofstream(output) << "theirs"; };
+  const Timeline timeline((dir_ / "job.h5").string());
+  try {
+    export_timeline(timeline, ExportFormat::kPerfetto, output.string(), options);
+    ADD_FAILURE() << "the export wrote over a file that appeared meanwhile";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("appeared.pftrace appeared while it was written, and is not replaced"),
+              std::string::npos)
+        << e.what();
+  }
+  std::string kept;
+  std::ifstream(output) >> kept;
+  EXPECT_EQ(kept, "theirs");
+  EXPECT_FALSE(fs::exists(output.string() + ".partial"));
+  options.replace_output = true;  // --overwrite
+  EXPECT_GT(export_timeline(timeline, ExportFormat::kPerfetto, output.string(), options).bytes, 6u);
+  fs::remove(output);
 }
 
 TEST_F(ExportTest, ChromeJsonIsOneObjectWithTraceEvents) {

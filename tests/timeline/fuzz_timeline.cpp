@@ -75,6 +75,7 @@ void read_as_every_command(const std::string& path, const std::string& scratch) 
     }
     rankscope::ExportOptions options;
     options.warn = [](const std::string&) {};
+    options.replace_output = true;  // both formats into one scratch file
     for (auto format : {rankscope::ExportFormat::kPerfetto, rankscope::ExportFormat::kChromeJson}) {
       try {
         rankscope::export_timeline(timeline, format, scratch + ".trace", options);

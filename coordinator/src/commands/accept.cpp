@@ -92,7 +92,7 @@ int accept_nodes(const acceptance::NodeRanks& ranks, const AcceptOptions& option
   run_on_process_0(nodes, [&] {
     if (options.output.empty()) return;
     check_files({}, {{"-o", options.output, accept_kind(options.format)}}, options.overwrite);
-    output.emplace(options.output);
+    output.emplace(options.output, options.overwrite);
   });
   acceptance::Level level = acceptance::level_named(options.level);
   level.one_at_a_time = options.one_at_a_time;
@@ -159,7 +159,7 @@ int accept_nodes(const acceptance::NodeRanks& ranks, const AcceptOptions& option
     acceptance::analyse_reference_job(timeline.path(), measured);
     const acceptance::Acceptance judged = judged_by(measured, judgement);
     if (!options.save_baseline.empty() && judged.verdict == acceptance::Verdict::pass) {
-      TextOutput(options.save_baseline).write(acceptance::baseline_text(measured, options.level));
+      TextOutput(options.save_baseline, options.overwrite).write(acceptance::baseline_text(measured, options.level));
       std::fprintf(stderr, "rankscope accept: baseline %s written\n", options.save_baseline.c_str());
     } else if (!options.save_baseline.empty()) {
       std::fprintf(stderr, "rankscope accept: no baseline written: a run that fails is no baseline\n");

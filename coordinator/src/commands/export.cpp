@@ -52,6 +52,7 @@ int run_export(const ExportCommand& command) {
   if (!command.time.empty()) options.time = parse_time_selection(command.time);
   if (!command.steps.empty()) options.steps = parse_step_selection(command.steps);  // checked: step_selection_check
   options.warn_bytes = command.warn_size_mb * 1'000'000;
+  options.replace_output = command.overwrite;
   options.warn = [](const std::string& text) { std::fprintf(stderr, "rankscope export: warning: %s\n", text.c_str()); };
   const Timeline timeline(command.timeline);
   try {

@@ -223,7 +223,8 @@ std::unique_ptr<TemporaryPath> prepare_timeline_output(MPI_Comm comm, const std:
   return process == 0 ? std::make_unique<TemporaryPath>(partial_path(output)) : nullptr;
 }
 
-TextOutput::TextOutput(std::string output) : output_(std::move(output)), partial_(partial_path(output_)) {
+TextOutput::TextOutput(std::string output, bool replace)
+    : output_(std::move(output)), replace_(replace), partial_(partial_path(output_)) {
   std::FILE* file = std::fopen(partial_.path().c_str(), "w");
   if (!file) throw Error("cannot write " + partial_.path() + ": " + errno_text(errno));
   std::fclose(file);
@@ -234,9 +235,7 @@ void TextOutput::write(std::string_view text) {
   if (!file) throw Error("cannot write " + partial_.path() + ": " + errno_text(errno));
   const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
   if (std::fclose(file) != 0 || !written) throw Error("cannot write " + partial_.path() + ": " + errno_text(errno));
-  if (std::rename(partial_.path().c_str(), output_.c_str()) != 0) {
-    throw Error("cannot rename " + partial_.path() + " to " + output_ + ": " + errno_text(errno));
-  }
+  move_into_place(partial_.path(), output_, replace_);
 }
 
 void add_overwrite_flag(CLI::App& app, bool& overwrite) {

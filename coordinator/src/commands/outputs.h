@@ -65,12 +65,15 @@ std::unique_ptr<TemporaryPath> prepare_timeline_output(MPI_Comm comm, const std:
 // a signal) before write().
 class TextOutput {
  public:
-  explicit TextOutput(std::string output);  // throws Error naming OUTPUT.partial
-  // Writes `text` to OUTPUT.partial and renames it OUTPUT; throws Error naming the file.
+  // Unless `replace`, an OUTPUT that appears meanwhile is not written over
+  // (move_into_place). Throws Error naming OUTPUT.partial.
+  TextOutput(std::string output, bool replace);
+  // Writes `text` to OUTPUT.partial and moves it into place as OUTPUT; throws Error naming the file.
   void write(std::string_view text);
 
  private:
   std::string output_;
+  bool replace_ = false;
   TemporaryPath partial_;
 };
 

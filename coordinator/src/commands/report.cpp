@@ -28,7 +28,7 @@ int run_report(const ReportOptions& options) {
   if (!options.output.empty()) outputs.push_back({"-o", options.output, report_kind(options.format)});
   check_files({options.timeline}, outputs, options.overwrite);
   std::optional<TextOutput> output;
-  if (!options.output.empty()) output.emplace(options.output);
+  if (!options.output.empty()) output.emplace(options.output, options.overwrite);
   analysis::Report report;
   {
     const Timeline timeline(options.timeline);

@@ -44,6 +44,9 @@ struct ExportOptions {
   // Warn (through `warn`, before writing) when the estimated output is larger.
   uint64_t warn_bytes = uint64_t{1} << 30;
   std::function<void(const std::string&)> warn;
+  // Whether an output that exists when the trace is complete is replaced
+  // (--overwrite); else one that appeared meanwhile fails the export.
+  bool replace_output = false;
 };
 
 // What was written, counted as trace viewers count it (the independent
