@@ -132,9 +132,11 @@ std::string rank_ranges(const std::vector<int32_t>& ranks) {
   return text;
 }
 
-std::string gigabytes(uint64_t bytes) {
+// In the unit --warn-size-mb counts in (10^6 bytes), GB from a gigabyte on.
+std::string output_size(uint64_t bytes) {
   char text[32];
-  std::snprintf(text, sizeof(text), "%.1f GB", static_cast<double>(bytes) * 1e-9);
+  if (bytes >= 1'000'000'000) std::snprintf(text, sizeof(text), "%.1f GB", static_cast<double>(bytes) * 1e-9);
+  else std::snprintf(text, sizeof(text), "%.1f MB", static_cast<double>(bytes) * 1e-6);
   return text;
 }
 
@@ -277,23 +279,30 @@ uint64_t estimate_bytes(const Plan& plan, ExportFormat format) {
 std::string size_warning(const Plan& plan, ExportFormat format, uint64_t estimated, uint64_t limit) {
   // Aim below the limit: the estimate is not exact.
   const double fraction = 0.8 * static_cast<double>(limit) / static_cast<double>(estimated);
-  std::vector<int32_t> fewer;
-  for (const RankPlan& rank : plan.ranks) fewer.push_back(rank.rank);
-  fewer.resize(std::max<size_t>(1, static_cast<size_t>(static_cast<double>(fewer.size()) * fraction)));
+  std::vector<std::string> selections;
+  // Ranks are taken whole, and a window to the µs: a suggestion that would
+  // still be too large, or select nothing, is not made.
+  if (const auto ranks = static_cast<size_t>(static_cast<double>(plan.ranks.size()) * fraction); ranks >= 1) {
+    std::vector<int32_t> fewer;
+    for (size_t i = 0; i < ranks; ++i) fewer.push_back(plan.ranks[i].rank);
+    selections.push_back("--ranks " + rank_ranges(fewer) + " (" + std::to_string(ranks) + " of " +
+                         std::to_string(plan.ranks.size()) + " ranks)");
+  }
   const int64_t begin = std::max(plan.selection.begin_ns, plan.job_begin_ns);
   const int64_t end = std::min(plan.selection.end_ns, plan.job_end_ns);
-  std::string text = "the " + std::string(export_format_name(format)) + " output would be about " + gigabytes(estimated) +
-                     ", more than a browser loads (about " + gigabytes(limit) + "); select less, e.g. --ranks " +
-                     rank_ranges(fewer) + " (" + std::to_string(fewer.size()) + " of " +
-                     std::to_string(plan.ranks.size()) + " ranks)";
-  if (end > begin) {
+  if (const double length_s = static_cast<double>(end - begin) * 1e-9 * fraction; end > begin && length_s >= 1e-6) {
     const double offset_s = static_cast<double>(begin - plan.job_begin_ns) * 1e-9;
-    const double length_s = static_cast<double>(end - begin) * 1e-9 * fraction;
     char window[96];
-    std::snprintf(window, sizeof(window), " or --time +%.6fs:+%.6fs", offset_s, offset_s + length_s);
-    text += window;
+    std::snprintf(window, sizeof(window), "--time +%.6fs:+%.6fs", offset_s, offset_s + length_s);
+    selections.emplace_back(window);
   }
-  return text + ", or open it with `trace_processor server http`";
+  std::string text = "the " + std::string(export_format_name(format)) + " output would be about " +
+                     output_size(estimated) + ", over the " + output_size(limit) +
+                     " warned at (--warn-size-mb; a browser loads about 1 GB); ";
+  if (!selections.empty()) {
+    text += "select less, e.g. " + selections[0] + (selections.size() > 1 ? " or " + selections[1] : "") + ", or ";
+  }
+  return text + "open it with `trace_processor server http`";
 }
 
 }  // namespace rankscope::export_detail

@@ -81,10 +81,9 @@ grep -q "window 1150000 to 1250000 ns" "$work/time.out" || fail "--time +150us:+
 export_and_check "$work/fixture.h5" time_ns --time 1150000:1250000 --ranks 1
 [ "$(count time_ns processes)" = 1 ] || fail "--time with --ranks"
 
-# The size warning, with a selection to try.
+# --warn-size-mb 0 never warns.
 "$rankscope" export "$work/fixture.h5" --chrome "$work/warn.json" --warn-size-mb 0 >/dev/null 2>"$work/warn.err"
-grep -q "warning: the chrome-json output would be about .* select less, e.g. --ranks 0" "$work/warn.err" ||
-  fail "no size warning: $(cat "$work/warn.err")"
+[ ! -s "$work/warn.err" ] || fail "--warn-size-mb 0 warned: $(cat "$work/warn.err")"
 
 # Errors name the file; bad selections are refused.
 set +e
@@ -105,6 +104,14 @@ set -e
 "$make_shards" "$work/synthetic" 4 20000 --shared-collectives 1 --messages 1 --skewed 1 >/dev/null
 "$rankscope" merge "$work/synthetic" -o "$work/synthetic.h5" >/dev/null
 export_and_check "$work/synthetic.h5" synthetic
+# The size warning, with selections to try that fit: fewer ranks, or a window as long as 80 % of the limit's share;
+# where not one rank fits, the window alone.
+"$rankscope" export "$work/synthetic.h5" --chrome "$work/warn8.json" --warn-size-mb 8 >/dev/null 2>"$work/warn.err"
+grep -qE "warning: the chrome-json output would be about [0-9.]+ MB, over the 8.0 MB warned at \(--warn-size-mb; a browser loads about 1 GB\); select less, e.g. --ranks 0 \(1 of 4 ranks\) or --time \+0.000000s:\+0.0[0-9]{5}s, or open it with" \
+  "$work/warn.err" || fail "no size warning with a selection: $(cat "$work/warn.err")"
+"$rankscope" export "$work/synthetic.h5" --chrome "$work/warn2.json" --warn-size-mb 2 >/dev/null 2>"$work/warn.err"
+grep -qE "select less, e.g. --time \+0.000000s:\+0.00[0-9]{4}s, or open it with" "$work/warn.err" &&
+  ! grep -q -- "--ranks" "$work/warn.err" || fail "a rank that does not fit was suggested: $(cat "$work/warn.err")"
 export_and_check "$work/synthetic.h5" synthetic_part --ranks 1-2 --time +20us:+2ms
 
 # --- a real profile: ddp_sim under mpiexec, steps marked with NVTX

@@ -260,16 +260,23 @@ TEST_F(ExportTest, BadSelectionsNameTheTimeline) {
 TEST_F(ExportTest, LargeOutputIsWarnedAboutWithASmallerSelection) {
   std::vector<std::string> warnings;
   ExportOptions options;
-  options.warn_bytes = 1000;
   options.warn = [&](const std::string& text) { warnings.push_back(text); };
+  const uint64_t estimated = run(ExportFormat::kChromeJson, options).estimated_bytes;
+  EXPECT_TRUE(warnings.empty());
+  // Room for 80 % of 0.7 of the output: one rank of two, or 56 % of the window.
+  options.warn_bytes = estimated * 7 / 10;
   run(ExportFormat::kChromeJson, options);
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("--ranks 0"), std::string::npos) << warnings[0];
-  EXPECT_NE(warnings[0].find("--time +"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("select less, e.g. --ranks 0 (1 of " + std::to_string(kFixtureRanks) + " ranks) or --time +"),
+            std::string::npos)
+      << warnings[0];
+  // Not one rank fits: only a shorter window is suggested.
   warnings.clear();
-  options.warn_bytes = uint64_t{1} << 30;
+  options.warn_bytes = estimated / (2 * kFixtureRanks);
   run(ExportFormat::kChromeJson, options);
-  EXPECT_TRUE(warnings.empty());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].find("--ranks"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("select less, e.g. --time +0.000000s:+"), std::string::npos) << warnings[0];
 }
 
 // Another program makes the output while the trace is written (here when the

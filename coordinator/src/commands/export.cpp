@@ -51,7 +51,7 @@ int run_export(const ExportCommand& command) {
   if (!command.ranks.empty()) options.ranks = parse_rank_list(command.ranks);
   if (!command.time.empty()) options.time = parse_time_selection(command.time);
   if (!command.steps.empty()) options.steps = parse_step_selection(command.steps);  // checked: step_selection_check
-  options.warn_bytes = command.warn_size_mb * 1'000'000;
+  options.warn_bytes = command.warn_size_mb == 0 ? UINT64_MAX : command.warn_size_mb * 1'000'000;
   options.replace_output = command.overwrite;
   options.warn = [](const std::string& text) { std::fprintf(stderr, "rankscope export: warning: %s\n", text.c_str()); };
   const Timeline timeline(command.timeline);
@@ -101,7 +101,7 @@ Command add_export(CLI::App& parent) {
   app->add_option("--steps", command->steps, "Only the time of ProfilerStep#A to #B, both included: A:B, A, A: or :B")
       ->check(step_selection_check(false));
   app->add_option("--warn-size-mb", command->warn_size_mb,
-                  "Warn, with a smaller selection, when the output is estimated beyond this many MB")
+                  "Warn, with a smaller selection, when the output is estimated beyond this many MB (0: never)")
       ->check(CLI::Range(uint64_t{0}, kMaxWarnSizeMb))
       ->capture_default_str();
   app->callback([command] {
