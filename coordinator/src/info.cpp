@@ -42,6 +42,14 @@ JobSummary summarize(const Timeline& timeline) {
   return job;
 }
 
+// Every event, when they were not read.
+uint64_t total_read(const EventsRead& events_read, const Timeline& timeline) {
+  if (!events_read) return timeline.event_count();
+  uint64_t total = 0;
+  for (const uint64_t n : *events_read) total += n;
+  return total;
+}
+
 }  // namespace
 
 std::string counters_text() {
@@ -52,13 +60,17 @@ std::string counters_text() {
   return out;
 }
 
-std::string info_text(const Timeline& timeline, bool events_checked) {
+std::string info_text(const Timeline& timeline, const EventsRead& events_read) {
   const JobSummary job = summarize(timeline);
+  const bool events_checked = events_read.has_value();
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof(line), "%s: %d ranks, %llu events over %s\n", timeline.path().c_str(),
-                timeline.world_size(), static_cast<unsigned long long>(timeline.event_count()),
-                format_duration(job.span_ns()).c_str());
+  std::string events = std::to_string(timeline.event_count()) + " events";
+  if (const uint64_t damaged = timeline.event_count() - total_read(events_read, timeline); damaged > 0) {
+    events += " (" + std::to_string(damaged) + " of them damaged and left out)";
+  }
+  std::snprintf(line, sizeof(line), "%s: %d ranks, %s over %s\n", timeline.path().c_str(), timeline.world_size(),
+                events.c_str(), format_duration(job.span_ns()).c_str());
   out += line;
   out += "job: " +
          (job.job.known() ? job.job.text() : "unknown (its shards were written before rankscope recorded it)") + "\n";
@@ -70,9 +82,11 @@ std::string info_text(const Timeline& timeline, bool events_checked) {
                               : rank.last_heard_ns == analysis::kUnknown
                                   ? "unknown"
                                   : "+" + format_duration(rank.last_heard_ns - job.first_ns);
-    std::snprintf(line, sizeof(line), "%6d  %-24s %8lld %12llu %10llu  %-9s %s\n", rank.rank,
-                  rank.host.empty() ? "-" : rank.host.c_str(), static_cast<long long>(rank.pid),
-                  static_cast<unsigned long long>(rank.event_count),
+    const uint64_t read = events_read ? events_read->at(static_cast<size_t>(rank.rank)) : rank.event_count;
+    const std::string events = read == rank.event_count ? std::to_string(read)
+                                                        : std::to_string(read) + " of " + std::to_string(rank.event_count);
+    std::snprintf(line, sizeof(line), "%6d  %-24s %8lld %12s %10llu  %-9s %s\n", rank.rank,
+                  rank.host.empty() ? "-" : rank.host.c_str(), static_cast<long long>(rank.pid), events.c_str(),
                   static_cast<unsigned long long>(rank.counters.get(counter::kEventsDropped)),
                   rank_status_name(rank.status), heard.c_str());
     out += line;
@@ -167,14 +181,18 @@ std::string info_text(const Timeline& timeline, bool events_checked) {
   return out;
 }
 
-std::string info_json(const Timeline& timeline, bool events_checked) {
+std::string info_json(const Timeline& timeline, const EventsRead& events_read) {
   const JobSummary job = summarize(timeline);
+  const bool events_checked = events_read.has_value();
   JsonWriter json;
   json.begin_object();
   json.key("file").value(timeline.path());
   json.key("format_version").value(int64_t{kTimelineVersion});
   json.key("world_size").value(timeline.world_size());
   json.key("events").value(timeline.event_count());
+  json.key("events_readable");
+  if (events_read) json.value(total_read(events_read, timeline));
+  else json.null();
   json.key("span_ns").value(job.span_ns());
   json.key("job").begin_object().key("id");
   if (job.job.id.empty()) json.null();
@@ -198,6 +216,9 @@ std::string info_json(const Timeline& timeline, bool events_checked) {
     json.key("start_wall_ns").value(rank.start_wall_ns);
     json.key("status").value(rank_status_name(rank.status));
     json.key("events").value(rank.event_count);
+    json.key("events_readable");
+    if (events_read) json.value(events_read->at(static_cast<size_t>(rank.rank)));
+    else json.null();
     json.key("drops").value(rank.counters.get(counter::kEventsDropped));
     json.key("first_ns").value(rank.first_ns);
     json.key("last_ns").value(rank.last_ns);

@@ -91,6 +91,15 @@ fresh flipped
 status=0; "$rankscope" info --check flipped.h5 >flipped.txt 2>/dev/null || status=$?
 [ $status -eq 1 ] && grep -q "/events row 0-[0-9]*: checksum mismatch" flipped.txt ||
   fail "flipped /events: $(tail -3 flipped.txt)"
+# What was read is told apart from what is stored: all of rank 0's events are left out.
+rank0_events=$("$rankscope" info --json sound.h5 |
+  "$python" -c 'import json, sys; print(json.load(sys.stdin)["ranks"][0]["events"])')
+head -1 flipped.txt | grep -q "events ($rank0_events of them damaged and left out)" &&
+  grep -qE "^ +0 .* 0 of $rank0_events +0 +complete" flipped.txt || fail "flipped: info --check counts: $(head -6 flipped.txt)"
+"$rankscope" info --check --json flipped.h5 >flipped.info.json 2>/dev/null || true
+[ "$(json_value flipped.info.json ranks.0.events_readable)" = 0 ] &&
+  [ "$(json_value flipped.info.json ranks.1.events_readable)" = "$(json_value flipped.info.json ranks.1.events)" ] ||
+  fail "flipped: events_readable in info --json"
 "$rankscope" export flipped.h5 --perfetto flipped.pftrace >flipped.out 2>flipped.err ||
   fail "export of a timeline with rank 0's events unreadable failed: $(cat flipped.err)"
 grep -q "damaged and left out" flipped.err || fail "export of flipped /events gave no warning"

@@ -64,9 +64,9 @@ const std::vector<Table>& tables() {
 void read_as_every_command(const std::string& path, const std::string& scratch) {
   try {
     const rankscope::Timeline timeline(path);
-    timeline.check_events();
-    rankscope::info_text(timeline, true);
-    rankscope::info_json(timeline, true);
+    const rankscope::EventsRead events_read = timeline.check_events();
+    rankscope::info_text(timeline, events_read);
+    rankscope::info_json(timeline, events_read);
     for (bool hta : {false, true}) {
       const rankscope::analysis::Report report = rankscope::analysis::make_report(timeline, {hta});
       rankscope::analysis::report_text(report);

@@ -526,8 +526,12 @@ void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::ve
   out.resize(kept);
 }
 
-void Timeline::check_events() const {
-  for (const RankInfo& rank : ranks_) for_each_event_block(rank.rank, [](const std::vector<Event>&) {});
+std::vector<uint64_t> Timeline::check_events() const {
+  std::vector<uint64_t> read(ranks_.size(), 0);
+  for (const RankInfo& rank : ranks_) {
+    for_each_event_block(rank.rank, [&](const std::vector<Event>& events) { read[static_cast<size_t>(rank.rank)] += events.size(); });
+  }
+  return read;
 }
 
 }  // namespace rankscope

@@ -34,8 +34,9 @@ Command add_info(CLI::App& parent) {
             return run_reporting_errors("info", [&] {
               require_regular_file(options->path);
               const Timeline timeline(options->path);
-              if (options->check) timeline.check_events();
-              std::fputs((options->json ? info_json(timeline, options->check) : info_text(timeline, options->check)).c_str(),
+              EventsRead events_read;
+              if (options->check) events_read = timeline.check_events();
+              std::fputs((options->json ? info_json(timeline, events_read) : info_text(timeline, events_read)).c_str(),
                          stdout);
               warn_about_damage("info", timeline);
               return options->check && !timeline.damage().empty() ? 1 : 0;

@@ -113,8 +113,9 @@ class Timeline {
     }
   }
 
-  // Reads every event, so that damage() covers the whole file.
-  void check_events() const;
+  // Reads every event, so that damage() covers the whole file. Gives the
+  // events read per rank (index = rank): damaged ones left out.
+  std::vector<uint64_t> check_events() const;
   // Damage found so far: the small tables are checked on opening, events as they are read.
   TimelineDamage damage() const;
   // Whether the timeline carries checksums of its events (/event_checksums;
