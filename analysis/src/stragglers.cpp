@@ -1006,7 +1006,7 @@ StragglerReport find_stragglers(const JobProfile& job) {
   const JobFacts facts = gather(job);
   StragglerReport report;
   for (const RankFacts& rank : facts.ranks) report.ranks.push_back(rank.scores);
-  // Only ranks with figures can be compared: not a missing one, nor one whose shard holds no event.
+  // Only ranks with figures can be compared: not a missing one, nor one without an event to measure it by.
   std::vector<int32_t> present;
   for (const RankProfile& rank : job.ranks) {
     if (std::string_view(rank_unmeasured(rank)).empty()) present.push_back(rank.rank);
