@@ -13,21 +13,59 @@ rankscope=$1 mpiexec=$2
 limit=$((256 << 20))
 v1_path=$(sed -n 's/^[0-9]*:\([^:]*,\)\{0,1\}memory\(,[^:]*\)\{0,1\}:\(.*\)$/\3/p' /proc/self/cgroup)
 if [ -n "$v1_path" ] && [ -d "/sys/fs/cgroup/memory$v1_path" ] && [ -w "/sys/fs/cgroup/memory$v1_path" ]; then
-  group=/sys/fs/cgroup/memory${v1_path%/}/rankscope-oom-$$
-  mkdir "$group"
-  echo "$limit" >"$group/memory.limit_in_bytes"
-  # No swap to spill into where the kernel counts it.
-  [ -e "$group/memory.memsw.limit_in_bytes" ] && echo "$limit" >"$group/memory.memsw.limit_in_bytes"
+  parent=/sys/fs/cgroup/memory${v1_path%/}
 elif grep -qw memory /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null && [ -w /sys/fs/cgroup ]; then
-  group=/sys/fs/cgroup/rankscope-oom-$$
-  mkdir "$group"
-  echo "$limit" >"$group/memory.max"
-  echo 0 >"$group/memory.swap.max" 2>/dev/null || true
+  parent=/sys/fs/cgroup
 else
   echo "SKIP: no memory cgroup this test can make (run as root)"
   exit 77
 fi
-trap 'cleanup; rmdir "$group" 2>/dev/null || true' EXIT
+groups=()
+trap 'cleanup; for g in "${groups[@]}"; do rmdir "$g" 2>/dev/null || true; done' EXIT
+
+# make_group: a fresh memory cgroup of $limit bytes and no swap, its path in $group.
+make_group() {
+  group=$parent/rankscope-oom-$$-${#groups[@]}
+  mkdir "$group"
+  groups+=("$group")
+  if [ -e "$group/memory.limit_in_bytes" ]; then
+    echo "$limit" >"$group/memory.limit_in_bytes"
+    # No swap to spill into where the kernel counts it.
+    [ -e "$group/memory.memsw.limit_in_bytes" ] && echo "$limit" >"$group/memory.memsw.limit_in_bytes"
+  else
+    echo "$limit" >"$group/memory.max"
+    echo 0 >"$group/memory.swap.max" 2>/dev/null || true
+  fi
+}
+# The processes the OOM killer has killed in $group (cgroup v1, v2).
+oom_kills() {
+  local file=$group/memory.oom_control
+  [ -e "$file" ] || file=$group/memory.events
+  sed -n 's/^oom_kill \([0-9]*\)$/\1/p' "$file"
+}
+
+# run_in_group LOG OUTPUT COMMAND...: runs the job in a fresh group, its
+# status in $status. Within milliseconds of the first kill the kernel can
+# choose a second victim there, before the first one's memory is given back:
+# the largest of the small processes left, a sidecar or mpiexec (a real job's
+# other ranks dwarf them). What rankscope records is judged on a run where
+# the OOM killer killed rank 1 alone; after one where it killed more, the
+# job runs again in a fresh group (three runs at most), its OUTPUT removed.
+run_in_group() {
+  local log=$1 output=$2 kills
+  shift 2
+  for _ in 1 2 3; do
+    make_group
+    status=0
+    (echo "$BASHPID" >"$group/cgroup.procs" && exec "$@") >"$log" 2>&1 || status=$?
+    kills=$(oom_kills)
+    [ "${kills:-0}" -gt 1 ] || return 0
+    echo "the OOM killer killed $kills processes of the job, not rank 1 alone: the job runs again"
+    rm -rf "$output" "$output.shards"
+  done
+  cat "$log"
+  fail "in three runs the OOM killer never killed rank 1 alone"
+}
 /usr/bin/python3 -c "import mpi4py" 2>/dev/null || fail "Debian's python3-mpi4py is missing (scripts/setup-deps.sh --tests installs it)"
 
 cat >grow.py <<'PY'
@@ -41,9 +79,8 @@ for step in range(2000):
         held.append(b"\x01" * (8 << 20))  # written, so resident
     time.sleep(0.01)
 PY
-status=0
-(echo "$BASHPID" >"$group/cgroup.procs" && exec "$mpiexec" -n 2 "$rankscope" run -o "$work/job.h5" --flush-ms 50 -- \
-  /usr/bin/python3 grow.py) >run.log 2>&1 || status=$?
+run_in_group run.log "$work/job.h5" "$mpiexec" -n 2 "$rankscope" run -o "$work/job.h5" --flush-ms 50 -- \
+  /usr/bin/python3 grow.py
 cat run.log
 [ "$status" -ne 0 ] || fail "the job ended well: the OOM killer never struck"
 grep -q "rankscope run: rank 1: the application was killed by SIGKILL (signal 9) before its shard was closed; the kernel's OOM killer killed 1 process of its memory cgroup meanwhile; peak memory" run.log ||
@@ -88,9 +125,8 @@ for step in range(2000):
         held.append(b"\x01" * (8 << 20))
     time.sleep(0.01)
 PY
-status=0
-(echo "$BASHPID" >"$group/cgroup.procs" && exec "$mpiexec" -n 2 "$rankscope" run --mode sidecar -o "$work/sidecar.h5" \
-  -- /usr/bin/python3 grow_alone.py) >sidecar.log 2>&1 || status=$?
+run_in_group sidecar.log "$work/sidecar.h5" "$mpiexec" -n 2 "$rankscope" run --mode sidecar -o "$work/sidecar.h5" -- \
+  /usr/bin/python3 grow_alone.py
 cat sidecar.log
 [ "$status" -ne 0 ] || fail "the sidecar job ended well: the OOM killer never struck"
 [ -f sidecar.h5 ] || fail "the sidecars wrote no timeline"
