@@ -23,7 +23,7 @@ struct JobSummary {
   int64_t span_ns() const { return first_ns <= last_ns ? last_ns - first_ns : 0; }
 };
 
-JobSummary summarize(const Timeline& timeline) {
+JobSummary summarize(const Timeline& timeline, const EventsRead& events_read) {
   JobSummary job;
   for (const RankInfo& rank : timeline.ranks()) {
     if (rank.status == RankStatus::kMissing) job.missing.push_back(rank.rank);
@@ -35,7 +35,9 @@ JobSummary summarize(const Timeline& timeline) {
       job.first_ns = std::min(job.first_ns, rank.first_ns);
       job.last_ns = std::max(job.last_ns, rank.last_ns);
     }
-    for (size_t k = 0; k < rank.events_by_kind.size(); ++k) job.by_kind[k] += rank.events_by_kind[k];
+    const std::vector<uint64_t>& by_kind =
+        events_read ? events_read->at(static_cast<size_t>(rank.rank)).by_kind : rank.events_by_kind;
+    for (size_t k = 0; k < by_kind.size(); ++k) job.by_kind[k] += by_kind[k];
     if (job.job.id.empty()) job.job.id = rank.job.id;
     if (job.job.start_wall_ns == 0) job.job.start_wall_ns = rank.job.start_wall_ns;
   }
@@ -46,7 +48,7 @@ JobSummary summarize(const Timeline& timeline) {
 uint64_t total_read(const EventsRead& events_read, const Timeline& timeline) {
   if (!events_read) return timeline.event_count();
   uint64_t total = 0;
-  for (const uint64_t n : *events_read) total += n;
+  for (const EventsReadOfRank& rank : *events_read) total += rank.events;
   return total;
 }
 
@@ -61,7 +63,7 @@ std::string counters_text() {
 }
 
 std::string info_text(const Timeline& timeline, const EventsRead& events_read) {
-  const JobSummary job = summarize(timeline);
+  const JobSummary job = summarize(timeline, events_read);
   const bool events_checked = events_read.has_value();
   std::string out;
   char line[512];
@@ -82,7 +84,7 @@ std::string info_text(const Timeline& timeline, const EventsRead& events_read) {
                               : rank.last_heard_ns == analysis::kUnknown
                                   ? "unknown"
                                   : "+" + format_duration(rank.last_heard_ns - job.first_ns);
-    const uint64_t read = events_read ? events_read->at(static_cast<size_t>(rank.rank)) : rank.event_count;
+    const uint64_t read = events_read ? events_read->at(static_cast<size_t>(rank.rank)).events : rank.event_count;
     const std::string events = read == rank.event_count ? std::to_string(read)
                                                         : std::to_string(read) + " of " + std::to_string(rank.event_count);
     std::snprintf(line, sizeof(line), "%6d  %-24s %8lld %12s %10llu  %-9s %s\n", rank.rank,
@@ -182,7 +184,7 @@ std::string info_text(const Timeline& timeline, const EventsRead& events_read) {
 }
 
 std::string info_json(const Timeline& timeline, const EventsRead& events_read) {
-  const JobSummary job = summarize(timeline);
+  const JobSummary job = summarize(timeline, events_read);
   const bool events_checked = events_read.has_value();
   JsonWriter json;
   json.begin_object();
@@ -217,7 +219,7 @@ std::string info_json(const Timeline& timeline, const EventsRead& events_read) {
     json.key("status").value(rank_status_name(rank.status));
     json.key("events").value(rank.event_count);
     json.key("events_readable");
-    if (events_read) json.value(events_read->at(static_cast<size_t>(rank.rank)));
+    if (events_read) json.value(events_read->at(static_cast<size_t>(rank.rank)).events);
     else json.null();
     json.key("drops").value(rank.counters.get(counter::kEventsDropped));
     json.key("first_ns").value(rank.first_ns);

@@ -100,6 +100,12 @@ head -1 flipped.txt | grep -q "events ($rank0_events of them damaged and left ou
 [ "$(json_value flipped.info.json ranks.0.events_readable)" = 0 ] &&
   [ "$(json_value flipped.info.json ranks.1.events_readable)" = "$(json_value flipped.info.json ranks.1.events)" ] ||
   fail "flipped: events_readable in info --json"
+# Events by kind are those read: rank 1's alone, not every row stored.
+"$python" - flipped.info.json <<'PY' || fail "flipped: events_by_kind in info --check --json counts rows left out"
+import json, sys
+info = json.load(open(sys.argv[1]))
+assert sum(info["events_by_kind"].values()) == info["events_readable"] < info["events"], info
+PY
 "$rankscope" export flipped.h5 --perfetto flipped.pftrace >flipped.out 2>flipped.err ||
   fail "export of a timeline with rank 0's events unreadable failed: $(cat flipped.err)"
 grep -q "damaged and left out" flipped.err || fail "export of flipped /events gave no warning"

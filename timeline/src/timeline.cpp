@@ -526,10 +526,14 @@ void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::ve
   out.resize(kept);
 }
 
-std::vector<uint64_t> Timeline::check_events() const {
-  std::vector<uint64_t> read(ranks_.size(), 0);
+std::vector<EventsReadOfRank> Timeline::check_events() const {
+  std::vector<EventsReadOfRank> read(ranks_.size());
   for (const RankInfo& rank : ranks_) {
-    for_each_event_block(rank.rank, [&](const std::vector<Event>& events) { read[static_cast<size_t>(rank.rank)] += events.size(); });
+    EventsReadOfRank& of_rank = read[static_cast<size_t>(rank.rank)];
+    for_each_event_block(rank.rank, [&](const std::vector<Event>& events) {
+      of_rank.events += events.size();
+      for (const Event& event : events) ++of_rank.by_kind.at(static_cast<size_t>(event.kind) - 1);
+    });
   }
   return read;
 }

@@ -11,9 +11,10 @@
 namespace rankscope {
 
 // `events_read`: what Timeline::check_events read of each rank, when every
-// event was read; the integrity verdict then covers the events too, and a
-// rank's events left out as damaged are told apart from those read.
-using EventsRead = std::optional<std::vector<uint64_t>>;
+// event was read; the integrity verdict then covers the events too, a
+// rank's events left out as damaged are told apart from those read, and the
+// events by kind are those read, not the counts the merge stored.
+using EventsRead = std::optional<std::vector<EventsReadOfRank>>;
 std::string info_text(const Timeline& timeline, const EventsRead& events_read);
 
 // Keys: file, format_version, world_size, events, events_readable, span_ns,

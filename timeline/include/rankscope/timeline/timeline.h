@@ -81,6 +81,12 @@ struct TimelineDamage {
   std::string summary() const;
 };
 
+// One rank's events as Timeline::check_events read them.
+struct EventsReadOfRank {
+  uint64_t events = 0;
+  std::vector<uint64_t> by_kind = std::vector<uint64_t>(kEventKindCount, 0);  // indexed by EventKind value - 1
+};
+
 class Timeline {
  public:
   // Opens and validates a timeline; throws Error naming the file and what is wrong.
@@ -113,9 +119,9 @@ class Timeline {
     }
   }
 
-  // Reads every event, so that damage() covers the whole file. Gives the
-  // events read per rank (index = rank): damaged ones left out.
-  std::vector<uint64_t> check_events() const;
+  // Reads every event, so that damage() covers the whole file. Gives what
+  // was read of each rank (index = rank): damaged events left out.
+  std::vector<EventsReadOfRank> check_events() const;
   // Damage found so far: the small tables are checked on opening, events as they are read.
   TimelineDamage damage() const;
   // Whether the timeline carries checksums of its events (/event_checksums;
