@@ -134,8 +134,9 @@ std::string describe_fatal_signal(const RankEnd& end) {
   if (end.crash) {
     out = describe_crash(*end.crash);
   } else if (end.killed_by_signal > 0) {
-    out = "killed by " + signal_name(end.killed_by_signal) + " (signal " + std::to_string(end.killed_by_signal) +
-          ") before its shard was closed";
+    const std::string signal = signal_name(end.killed_by_signal) + " (signal " + std::to_string(end.killed_by_signal) + ")";
+    out = end.crashed() ? "crashed with " + signal + " before its shard was closed, where its capture could not catch the crash"
+                        : "killed by " + signal + " before its shard was closed";
   } else {
     return "";
   }

@@ -267,7 +267,7 @@ std::string report_text(const Report& report) {
   size_t ended = 0;
   for (const RankEnd& end : report.ends) {
     if (const std::string how = describe_fatal_signal(end); !how.empty() && ++ended <= 4) {
-      out += (end.crash ? "CRASHED: rank " : "KILLED: rank ") + std::to_string(end.rank) + " " + how + "\n";
+      out += (end.crashed() ? "CRASHED: rank " : "KILLED: rank ") + std::to_string(end.rank) + " " + how + "\n";
     }
   }
   if (ended > 4) out += "  ... " + std::to_string(ended - 4) + " more ranks killed or crashed (JSON lists them all)\n";

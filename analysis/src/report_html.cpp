@@ -770,7 +770,8 @@ std::string report_html(const Report& report) {
            "</pre>\n<p class=\"caption\">Processes killed before they could close their shards (a SIGKILL from "
            "<code>kill -9</code>, the OOM killer or mpirun signalled twice), as <code>rankscope run</code> saw them: "
            "their events after the last flush are lost. A crashed process (a fault or abort()) closed its shard "
-           "first: its events up to the crash are kept.</p>\n</section>\n";
+           "first: its events up to the crash are kept, unless the crash came where its capture could not catch "
+           "it (before its handlers were in place, or under a handler the program set first).</p>\n</section>\n";
   }
   if (!report.hangs.empty() || !report.deadlocks.empty()) {
     out += "<section id=\"hang-section\">\n<h2>Hangs</h2>\n<pre class=\"alert\">";

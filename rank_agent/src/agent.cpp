@@ -38,6 +38,7 @@
 #include "rankscope/model/error.h"
 #include "rankscope/model/process_usage.h"
 #include "rankscope/model/shard.h"
+#include "rankscope/model/signals.h"
 #include "rankscope/model/steps.h"
 #include "rankscope/model/text.h"
 #include "rankscope/model/version.h"
@@ -1068,15 +1069,14 @@ void handle_termination() {
   }
 }
 
-// A crash ends the process before the flusher's next write, and the events
-// it loses are its last ones, which say what it was doing. The crash
-// handler has the closer close the shard, as on_terminate does, then passes
-// the signal on to the action the agent found there, so that the process
-// ends as it would have: with Open MPI's backtrace, a core dump, the same
-// status. Only where the program left the default in place once under way:
-// a handler of its own (a runtime that recovers from faults, Rust's or a
-// JVM's, Python's faulthandler) is left alone.
-constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+// A crash (kCrashSignals) ends the process before the flusher's next
+// write, and the events it loses are its last ones, which say what it was
+// doing. The crash handler has the closer close the shard, as on_terminate
+// does, then passes the signal on to the action the agent found there, so
+// that the process ends as it would have: with Open MPI's backtrace, a core
+// dump, the same status. Only where the program left the default in place
+// once under way: a handler of its own (a runtime that recovers from faults,
+// Rust's or a JVM's, Python's faulthandler) is left alone.
 // Per signal, the action the agent found, written before its handler is
 // put in place, and read only by that handler.
 struct sigaction g_action_found[NSIG];
@@ -1108,7 +1108,7 @@ void put_crash_handler(int signal_number, const struct sigaction& found) {
 }
 
 void place_crash_handlers() {
-  for (const int signal_number : kCrashSignals) {
+  for (const int signal_number : rankscope::kCrashSignals) {
     struct sigaction current {};
     if (::sigaction(signal_number, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
       put_crash_handler(signal_number, current);
@@ -1405,7 +1405,7 @@ void rankscope_agent_before_mpi_init(int* aside) {
   if (!agent_ns::g_crash_handlers.compare_exchange_strong(not_yet, agent_ns::CrashHandlers::kMpiInitRunning)) {
     agent_ns::wait_for(1, [] { return agent_ns::g_crash_handlers.load() != agent_ns::CrashHandlers::kPlacing; });
   }
-  for (const int signal_number : agent_ns::kCrashSignals) {
+  for (const int signal_number : rankscope::kCrashSignals) {
     ::sigaction(signal_number, nullptr, &agent_ns::g_action_before_mpi_init[signal_number]);
     if (!agent_ns::crash_handler_in_place(signal_number)) continue;
     ::sigaction(signal_number, &agent_ns::g_action_found[signal_number], nullptr);
@@ -1417,7 +1417,7 @@ void rankscope_agent_after_mpi_init(int aside) {
   namespace agent_ns = rankscope::agent;
   if (auto* a = agent(); !a || !a->in_this_process()) return;
   const bool placing_now = agent_ns::g_crash_handlers.load() == agent_ns::CrashHandlers::kMpiInitRunning;
-  for (const int signal_number : agent_ns::kCrashSignals) {
+  for (const int signal_number : rankscope::kCrashSignals) {
     struct sigaction current {};
     if (::sigaction(signal_number, nullptr, &current) != 0) continue;
     const struct sigaction& before = agent_ns::g_action_before_mpi_init[signal_number];

@@ -299,6 +299,28 @@ TEST(RankEnds, ACrashIsDescribedByItsSignalAndTheKernelsReason) {
   EXPECT_EQ(described(SIGSEGV, 99, 0x10), "crashed with SIGSEGV (signal 11) at 0x10");
 }
 
+// A crash the agent never caught (under a handler the program set first, or
+// before the agent's were in place): only its launcher saw the signal, yet
+// the rank is named as crashed, not killed.
+TEST_F(HangsTest, ACrashOnlyTheLauncherSawIsNamedACrash) {
+  write_rank(0, {allreduce(kWorld, 3, 100, 5000, true)}, false);
+  write_rank(1, {allreduce(kWorld, 3, 120, 5000, true)}, false);
+  Counters seen_by_launcher;
+  seen_by_launcher.set(counter::kKilledBySignal, SIGSEGV);
+  write_rank(2, {event(EventKind::kMpiCollective, kBarrier, 50, 90)}, false, false, seen_by_launcher);
+  const Timeline timeline(merged());
+  const std::vector<RankEnd> ends = rank_ends(timeline);
+  EXPECT_TRUE(ends[2].crashed());
+  EXPECT_FALSE(ends[2].crash);
+  EXPECT_FALSE(ends[0].crashed());
+  const std::string crash =
+      "crashed with SIGSEGV (signal 11) before its shard was closed, where its capture could not catch the crash";
+  EXPECT_EQ(describe_fatal_signal(ends[2]), crash);
+  const std::string text = report_text(make_report(timeline));
+  EXPECT_NE(text.find("CRASHED: rank 2 " + crash + "\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("KILLED:"), std::string::npos) << text;
+}
+
 // A rank whose shard was closed is not a killed one, whatever its counters say.
 TEST_F(HangsTest, OnlyADeadRankIsKilled) {
   Counters closed;

@@ -222,9 +222,14 @@ grep -q "Fatal Python error: Segmentation fault" python_late.log || { cat python
 grep -q "^  rank 0: crashed with SIGSEGV (signal 11: raised by the process itself, by raise() or a handler passing a fault on" python_late.info ||
   { cat python_late.info; fail "info does not say the crash was raised again"; }
 
-echo "== faulthandler from the start (-X faulthandler): rankscope leaves SIGSEGV to it, and the rank is killed"
+echo "== faulthandler from the start (-X faulthandler): rankscope leaves SIGSEGV to it; run still sees a crash"
 python_job python_early -X faulthandler -c 'import ctypes, time; time.sleep(1); ctypes.string_at(0)'
 grep -q "Fatal Python error: Segmentation fault" python_early.log || { cat python_early.log; fail "faulthandler's report is gone"; }
-grep -q "^  rank 0: killed by SIGSEGV (signal 11) before its shard was closed" python_early.info ||
-  { cat python_early.info; fail "info does not name the kill"; }
+uncaught="crashed with SIGSEGV (signal 11) before its shard was closed, where its capture could not catch the crash"
+grep -q "rankscope run: rank 0: the application $uncaught; peak memory" python_early.log ||
+  { cat python_early.log; fail "run does not name the crash its capture could not catch"; }
+grep -q "^  rank 0: $uncaught" python_early.info && grep -q "^dead ranks: 0 " python_early.info ||
+  { cat python_early.info; fail "info does not name the crash as a dead rank's"; }
+"$rankscope" report python_early.h5 >python_early.report
+grep -q "^CRASHED: rank 0 $uncaught" python_early.report || { cat python_early.report; fail "the report calls the crash a kill"; }
 echo "all crash checks passed"

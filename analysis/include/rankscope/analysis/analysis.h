@@ -11,6 +11,7 @@
 
 #include "rankscope/model/event.h"
 #include "rankscope/model/json.h"
+#include "rankscope/model/signals.h"
 #include "rankscope/timeline/timeline.h"
 
 namespace rankscope {
@@ -367,6 +368,10 @@ struct RankEnd {
   uint64_t oom_kills = 0;    // in its memory cgroup while it ran
   std::optional<Crash> crash;  // a `crashed` rank's
   std::optional<ProcessUsage> usage;
+
+  // A crash, caught by the agent or only seen by `rankscope run` (one before
+  // the agent's handlers were in place, or under a handler the program set first).
+  bool crashed() const { return crash.has_value() || is_crash_signal(killed_by_signal); }
 };
 // One rank's end from its counters: a timeline's, or those `rankscope run`
 // writes for the process it saw killed.
@@ -376,8 +381,10 @@ std::vector<RankEnd> rank_ends(const Timeline& timeline);  // by rank
 // its shard was closed; the kernel's OOM killer killed 1 process of its
 // memory cgroup meanwhile; peak memory 310 MiB", or "crashed with SIGSEGV
 // (signal 11: address not mapped) at 0x0 on thread 4242; its shard was
-// closed first, with the calls it was inside; peak memory 40 MiB"; "" for a
-// rank neither killed nor crashed.
+// closed first, with the calls it was inside; peak memory 40 MiB" (one the
+// agent never caught: "crashed with SIGSEGV (signal 11) before its shard was
+// closed, where its capture could not catch the crash"); "" for a rank
+// neither killed nor crashed.
 std::string describe_fatal_signal(const RankEnd& end);
 // "peak memory per rank: median 42 MiB, largest 310 MiB (rank 2)"; "" when no rank recorded it.
 std::string peak_memory_summary(const std::vector<RankEnd>& ends);
