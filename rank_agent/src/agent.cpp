@@ -2,9 +2,7 @@
 // `rankscope run` names, writes the rank's shard from a background thread,
 // and finishes at MPI_Finalize (through the MPI shim) or at exit.
 #include <dlfcn.h>
-#include <elf.h>
 #include <fcntl.h>
-#include <link.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -42,6 +40,7 @@
 #include "rankscope/model/steps.h"
 #include "rankscope/model/text.h"
 #include "rankscope/model/version.h"
+#include "code_location.h"
 #include "range_windows.h"
 #include "recorder.h"
 
@@ -609,30 +608,6 @@ void Agent::flush_once(Flush how, int64_t dump_at_ns) {
     if (!writer_.write_counters(counters(), now)) return failed();
     counters_written_at_ = now;
   }
-}
-
-// Where a fault happened, as the loader knows it: "crash_app+0x12a4
-// (write_through_null+0x8)", the symbol where the module exports one; ""
-// where no module holds the instruction.
-std::string code_location(uint64_t instruction) {
-  Dl_info found{};
-  void* symbol_entry = nullptr;
-  if (instruction == 0 || ::dladdr1(reinterpret_cast<void*>(instruction), &found, &symbol_entry, RTLD_DL_SYMENT) == 0 ||
-      !found.dli_fname) {
-    return "";
-  }
-  const auto* symbol = static_cast<const ElfW(Sym)*>(symbol_entry);
-  const std::string_view path = found.dli_fname;
-  const std::string module(path.substr(path.rfind('/') + 1));
-  std::string out = printf_string("%s+0x%llx", module.empty() ? "?" : module.c_str(),
-                                  static_cast<unsigned long long>(instruction - reinterpret_cast<uintptr_t>(found.dli_fbase)));
-  // The nearest symbol before an internal function is another's: only one that holds the instruction.
-  if (found.dli_sname && found.dli_saddr && symbol &&
-      instruction - reinterpret_cast<uintptr_t>(found.dli_saddr) < symbol->st_size) {
-    out += printf_string(" (%s+0x%llx)", found.dli_sname,
-                         static_cast<unsigned long long>(instruction - reinterpret_cast<uintptr_t>(found.dli_saddr)));
-  }
-  return out;
 }
 
 // A crash the handler caught, as an instant on the crashing thread's track

@@ -26,7 +26,11 @@
                null pointer, after its capture ended
      recover   its own SIGSEGV handler, set before MPI_Init, recovers from
                the fault (siglongjmp), and the job ends normally.
+     constructor dlopen()s a library whose constructor writes through a
+               null pointer: the crash comes inside dlopen, under the
+               loader's lock (the library is CRASH_CONSTRUCTOR_MODULE).
    Usage: crash_app MODE [COUNT] */
+#include <dlfcn.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -205,6 +209,10 @@ int main(int argc, char** argv) {
       pthread_t thread;
       pthread_create(&thread, NULL, crash_on_thread, NULL);
       pthread_join(thread, NULL);
+    }
+    if (strcmp(mode, "constructor") == 0 && !dlopen(CRASH_CONSTRUCTOR_MODULE, RTLD_NOW)) {
+      fprintf(stderr, "crash_app: %s\n", dlerror());
+      return 3;
     }
     if (strcmp(mode, "abort") == 0) abort();
     if (strcmp(mode, "overflow") == 0) return recurse(0);

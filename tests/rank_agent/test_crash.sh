@@ -112,6 +112,12 @@ grep -q "rank 1 (crashed with SIGSEGV.*wrote its state)" segv.report || { cat se
 grep -q 'id="killed-section"' segv.html && grep -q "rank 1 crashed with SIGSEGV" segv.html ||
   fail "the HTML report does not name the crash"
 
+echo "== a crash in a library's constructor, inside dlopen and the loader's lock: the shard closed, the library named"
+crash_job constructor
+crashed constructor 11 1
+grep -Eq "^  rank 1: crashed with SIGSEGV \(signal 11: address not mapped\) at 0x0 in libcrash_constructor.so\+0x[0-9a-f]+ \(crash_while_loaded\+0x0\) on thread" \
+  constructor.info || { cat constructor.info; fail "info does not name the library whose constructor crashed"; }
+
 echo "== a crash on a thread of the program's: that thread named"
 crash_job thread
 crashed thread 11 1
