@@ -48,7 +48,7 @@ JobSummary summarize(const Timeline& timeline, const EventsRead& events_read) {
 uint64_t total_read(const EventsRead& events_read, const Timeline& timeline) {
   if (!events_read) return timeline.event_count();
   uint64_t total = 0;
-  for (const EventsReadOfRank& rank : *events_read) total += rank.events;
+  for (const EventsReadOfRank& rank : *events_read) total += rank.events();
   return total;
 }
 
@@ -84,7 +84,7 @@ std::string info_text(const Timeline& timeline, const EventsRead& events_read) {
                               : rank.last_heard_ns == analysis::kUnknown
                                   ? "unknown"
                                   : "+" + format_duration(rank.last_heard_ns - job.first_ns);
-    const uint64_t read = events_read ? events_read->at(static_cast<size_t>(rank.rank)).events : rank.event_count;
+    const uint64_t read = events_read ? events_read->at(static_cast<size_t>(rank.rank)).events() : rank.event_count;
     const std::string events = read == rank.event_count ? std::to_string(read)
                                                         : std::to_string(read) + " of " + std::to_string(rank.event_count);
     std::snprintf(line, sizeof(line), "%6d  %-24s %8lld %12s %10llu  %-9s %s\n", rank.rank,
@@ -219,7 +219,7 @@ std::string info_json(const Timeline& timeline, const EventsRead& events_read) {
     json.key("status").value(rank_status_name(rank.status));
     json.key("events").value(rank.event_count);
     json.key("events_readable");
-    if (events_read) json.value(events_read->at(static_cast<size_t>(rank.rank)).events);
+    if (events_read) json.value(events_read->at(static_cast<size_t>(rank.rank)).events());
     else json.null();
     json.key("drops").value(rank.counters.get(counter::kEventsDropped));
     json.key("first_ns").value(rank.first_ns);

@@ -429,10 +429,9 @@ class DeathRecord {
           !writer.write_counters(counters, scan.last_ns == INT64_MIN ? 0 : scan.last_ns)) {
         throw Error(writer.error());
       }
+      const analysis::RankEnd end = analysis::rank_end(rank, RankStatus::kDead, counters, application);
       std::fprintf(stderr, "rankscope run: rank %d: the application %s%s; what it flushed is kept in %s\n", rank,
-                   is_crash_signal(signal_number) ? "" : "was ",
-                   analysis::describe_fatal_signal(analysis::rank_end(rank, RankStatus::kDead, counters, application)).c_str(),
-                   shard.c_str());
+                   end.crashed() ? "" : "was ", analysis::describe_fatal_signal(end).c_str(), shard.c_str());
     } catch (const Error& error) {
       std::fprintf(stderr, "rankscope run: rank %d: cannot record how the application ended: %s\n", rank,
                    error.what());

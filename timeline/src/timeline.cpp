@@ -526,12 +526,17 @@ void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::ve
   out.resize(kept);
 }
 
+uint64_t EventsReadOfRank::events() const {
+  uint64_t total = 0;
+  for (const uint64_t n : by_kind) total += n;
+  return total;
+}
+
 std::vector<EventsReadOfRank> Timeline::check_events() const {
   std::vector<EventsReadOfRank> read(ranks_.size());
   for (const RankInfo& rank : ranks_) {
     EventsReadOfRank& of_rank = read[static_cast<size_t>(rank.rank)];
     for_each_event_block(rank.rank, [&](const std::vector<Event>& events) {
-      of_rank.events += events.size();
       for (const Event& event : events) ++of_rank.by_kind.at(static_cast<size_t>(event.kind) - 1);
     });
   }

@@ -83,8 +83,9 @@ struct TimelineDamage {
 
 // One rank's events as Timeline::check_events read them.
 struct EventsReadOfRank {
-  uint64_t events = 0;
   std::vector<uint64_t> by_kind = std::vector<uint64_t>(kEventKindCount, 0);  // indexed by EventKind value - 1
+
+  uint64_t events() const;
 };
 
 class Timeline {
