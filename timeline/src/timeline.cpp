@@ -532,13 +532,18 @@ uint64_t EventsReadOfRank::events() const {
   return total;
 }
 
+// Blocks of 1 MiB, as the reader checks them, so that counting finds each in cache.
+constexpr uint64_t kCheckBlockRows = (1 << 20) / sizeof(Event);
+
 std::vector<EventsReadOfRank> Timeline::check_events() const {
   std::vector<EventsReadOfRank> read(ranks_.size());
   for (const RankInfo& rank : ranks_) {
     EventsReadOfRank& of_rank = read[static_cast<size_t>(rank.rank)];
     for_each_event_block(rank.rank, [&](const std::vector<Event>& events) {
-      for (const Event& event : events) ++of_rank.by_kind.at(static_cast<size_t>(event.kind) - 1);
-    });
+      // Every kind read is valid: the reader left out rows of any other.
+      uint64_t* counts = of_rank.by_kind.data();
+      for (const Event& event : events) ++counts[static_cast<size_t>(event.kind) - 1];
+    }, kCheckBlockRows);
   }
   return read;
 }
