@@ -15,10 +15,12 @@ if [ "${1:-}" = --bundle ]; then
 elif [ "${1:-}" = --bench ]; then
   packages+=(hpcc lammps meep-openmpi)
 elif [ "${1:-}" = --tests ]; then
-  # Real MPI programs profiled unchanged, the browser that renders the HTML
+  # Real MPI programs profiled unchanged, a program and launcher of another
+  # MPI (MPICH's, refused by name), the browser that renders the HTML
   # report, the bundle's test (tests/scripts/test_bundle.sh), and the test
-  # hosts' network (ip, tc).
-  packages+=(python3-mpi4py netpipe-openmpi chromium "${bundle_packages[@]}"
+  # hosts' network (ip, tc). MPICH's alternatives rank below Open MPI's, so
+  # mpirun and mpicc stay Open MPI's.
+  packages+=(python3-mpi4py netpipe-openmpi mpich netpipe-mpich2 chromium "${bundle_packages[@]}"
              gfortran libhdf5-dev python3-venv lammps meep-openmpi iproute2)
 fi
 missing=()

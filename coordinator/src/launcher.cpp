@@ -18,10 +18,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <optional>
 #include <span>
@@ -63,17 +65,20 @@ std::optional<int> env_number(const char* name) {
   return value && *value >= 0 ? value : std::nullopt;
 }
 
+struct Launcher {
+  const char* name;
+  const char *rank, *size, *local_rank, *local_size;
+  const char* started_by;  // what sets these, said where rankscope's MPI cannot join its job
+};
+constexpr Launcher kLaunchers[] = {
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI's mpirun"},
+    {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
+     "MPICH's or Intel MPI's mpiexec, or srun --mpi=pmi2"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "srun without --mpi=pmix"},
+};
+
 Identity launch_identity() {
-  struct Launcher {
-    const char* name;
-    const char *rank, *size, *local_rank, *local_size;
-  };
-  static constexpr Launcher kLaunchers[] = {
-      {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-       "OMPI_COMM_WORLD_LOCAL_SIZE"},
-      {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
-      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
-  };
   // The launcher's name for the job, the same in every rank of it: the first
   // of these that is set (Slurm's with its step, one srun of the job).
   struct JobName {
@@ -272,6 +277,17 @@ void claim_shard_folder(const fs::path& shard_dir, const Identity& id) {
     if (placed == 0) return;
     if (link_error != EEXIST) throw Error("cannot write " + mark_path.string() + ": " + errno_text(link_error));
   }
+}
+
+// Made, and claimed for this job, before any rank's application can write there.
+void prepare_shard_folder(const fs::path& shard_dir, const Identity& id) {
+  std::error_code error;
+  fs::create_directories(shard_dir, error);
+  if (error || ::access(shard_dir.c_str(), W_OK) != 0) {
+    throw Error("cannot write the shards to " + shard_dir.string() + ": " +
+                (error ? error.message() : std::strerror(errno)) + " (choose another -o)");
+  }
+  claim_shard_folder(shard_dir, id);
 }
 
 // Once no shard is left in the folder, what the job kept beside them goes, and the folder with it.
@@ -802,6 +818,24 @@ class Sidecar {
 int run_sidecar(const RunOptions& options, const Identity& id, const fs::path& shard_dir) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SINGLE, &provided);
+  // Refused by every rank together, before anything is written or run: a
+  // rank that went on alone would wait for the others.
+  std::exception_ptr refusal;
+  try {
+    int world_size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    check_launcher_joined(world_size);
+    prepare_shard_folder(shard_dir, id);
+  } catch (const Error&) {
+    refusal = std::current_exception();
+  }
+  int refused = refusal ? 1 : 0, refused_anywhere = 0;
+  MPI_Allreduce(&refused, &refused_anywhere, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (refused_anywhere) {
+    MPI_Finalize();
+    if (refusal) std::rethrow_exception(refusal);
+    return kRunErrorStatus;  // the rank that refused says why
+  }
   int status = 0;
   try {
     Sidecar sidecar(options, id, shard_dir);
@@ -816,13 +850,21 @@ int run_sidecar(const RunOptions& options, const Identity& id, const fs::path& s
 
 }  // namespace
 
-constexpr std::string_view kMpiLibraries[] = {"libmpi.so", "libmpi_mpifh.so", "libmpi_usempif08.so"};
+// The libraries of MPI implementations, by their names without the version:
+// libmpi.so.40 is Open MPI's C library, libmpich.so.12 MPICH's, libmpi.so.12
+// that of MPICH's ABI (Intel MPI's among them); the others are Fortran's.
+constexpr std::string_view kMpiCLibraries[] = {"libmpi", "libmpich"};
+constexpr std::string_view kMpiFortranLibraries[] = {"libmpi_mpifh", "libmpi_usempif08", "libmpi_usempi_ignore_tkr",
+                                                     "libmpifort", "libmpichfort"};
 
-std::string mpi_library_named(std::string_view text) {
-  for (const std::string_view library : kMpiLibraries) {
-    if (text.find(library) != std::string_view::npos) return std::string(library);
-  }
-  return "";
+bool named_in(std::string_view library, std::span<const std::string_view> stems) {
+  library.remove_prefix(library.rfind('/') + 1);  // a NEEDED entry or ldd's line may give a path
+  const size_t suffix = library.find(".so");
+  return suffix != std::string_view::npos && std::ranges::find(stems, library.substr(0, suffix)) != stems.end();
+}
+bool is_mpi_c_library(std::string_view library) { return named_in(library, kMpiCLibraries); }
+bool is_mpi_library(std::string_view library) {
+  return is_mpi_c_library(library) || named_in(library, kMpiFortranLibraries);
 }
 
 // The libraries a 64-bit ELF program names in its own DT_NEEDED entries, read
@@ -873,23 +915,29 @@ std::vector<std::string> elf_needed(const fs::path& path) {
   return needed;
 }
 
-// The MPI library among the shared libraries an ELF program loads: named by
-// the program itself, or else loaded through its own libraries (a program on
-// libmeep_mpi, say), as `ldd` resolves them: through the dynamic loader, so
-// the program itself never runs (a static one included).
-std::string mpi_library_loaded(const fs::path& program) {
-  for (const std::string& library : elf_needed(program)) {
-    if (std::string named = mpi_library_named(library); !named.empty()) return named;
+// The MPI libraries an ELF program loads, by the names the loader looks for
+// (libmpi.so.40): those the program names itself, and where these hold no C
+// library, those it loads through its own libraries too (a program on
+// libmeep_mpi, a Fortran one on libmpi_mpifh), as `ldd` resolves them:
+// through the dynamic loader, so the program itself never runs.
+std::vector<std::string> mpi_libraries_loaded(const fs::path& program) {
+  std::vector<std::string> found;
+  for (std::string& library : elf_needed(program)) {
+    if (is_mpi_library(library)) found.push_back(std::move(library));
   }
+  if (std::ranges::any_of(found, is_mpi_c_library)) return found;
   std::string command = "ldd '";
   for (const char c : program.string()) command += c == '\'' ? std::string("'\\''") : std::string(1, c);
   command += "' 2>/dev/null";
   std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return "";
-  std::string found;
+  if (!pipe) return found;
   char line[4096];
+  // "\tlibmpi.so.40 => /usr/lib/x86_64-linux-gnu/libmpi.so.40 (0x...)"
   while (std::fgets(line, sizeof(line), pipe)) {
-    if (found.empty()) found = mpi_library_named(line);
+    std::string_view name(line);
+    name.remove_prefix(std::min(name.find_first_not_of(" \t"), name.size()));
+    name = name.substr(0, name.find_first_of(" \t\n"));
+    if (is_mpi_library(name) && std::ranges::find(found, name) == found.end()) found.emplace_back(name);
   }
   ::pclose(pipe);
   return found;
@@ -897,12 +945,55 @@ std::string mpi_library_loaded(const fs::path& program) {
 
 bool is_elf(const fs::path& path) { return file_starts_with(path, "\x7f" "ELF"); }
 
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  const std::string_view version(text, static_cast<size_t>(std::max(length, 0)));
+  return std::string(version.substr(0, version.find(',')));
+}
+
+// In-process mode preloads the MPI shim, built against rankscope's MPI
+// library: a program of another MPI (MPICH's libmpich.so.12, Intel MPI's
+// libmpi.so.12) would load both, and its calls would reach its own MPI
+// through the shim with the handles of the other (MPI_Init fails).
+void check_program_mpi_is_the_shims(const std::vector<std::string>& command) {
+  const auto program = find_program(command.at(0));
+  if (!program || !is_elf(*program)) return;
+  const std::vector<std::string> loaded = mpi_libraries_loaded(*program);
+  const auto program_mpi = std::ranges::find_if(loaded, is_mpi_c_library);
+  if (program_mpi == loaded.end()) return;
+  const std::vector<std::string> needed = elf_needed(agent_library("librankscope_mpi.so"));
+  const auto shim_mpi = std::ranges::find_if(needed, is_mpi_c_library);
+  if (shim_mpi == needed.end() || fs::path(*shim_mpi).filename() == fs::path(*program_mpi).filename()) return;
+  const std::string ours = mpi_library_version();
+  throw Error(program->string() + " loads " + *program_mpi + ", another MPI than rankscope's (" + *shim_mpi + ", " +
+              ours + "): rankscope cannot capture its MPI calls, and its capture would make them fail; profile a " +
+              "build of the program for " + ours + " (made with its mpicc), started by its mpirun");
+}
+
+void check_launcher_joined(int mpi_world_size) {
+  const Identity id = launch_identity();
+  // Slurm tells the one process of a batch script that it is task 0 of all the job's tasks: alone, rightly.
+  const bool alone_rightly = id.rank == 0 && id.launcher == "slurm";
+  if (mpi_world_size != 1 || id.world_size <= 1 || alone_rightly) return;
+  const auto launcher =
+      std::ranges::find_if(kLaunchers, [&](const Launcher& l) { return id.launcher == l.name; });
+  if (launcher == std::end(kLaunchers)) return;
+  throw Error(printf_string("this process is rank %d of %d to its launcher (%s, %s: %s), but alone in its world to "
+                            "rankscope's MPI, %s, which cannot join that launcher's jobs: every process would take "
+                            "itself for the whole job and write over the others' results. Start rankscope with "
+                            "Open MPI's mpirun, or srun --mpi=pmix",
+                            id.rank, id.world_size, launcher->rank, launcher->size, launcher->started_by,
+                            mpi_library_version().c_str()));
+}
+
 bool program_uses_mpi(const std::vector<std::string>& command, std::string& evidence) {
   const auto program = find_program(command.at(0));
   if (!program) return false;
   if (is_elf(*program)) {
-    if (const std::string library = mpi_library_loaded(*program); !library.empty()) {
-      evidence = program->string() + " loads " + library;
+    if (const std::vector<std::string> libraries = mpi_libraries_loaded(*program); !libraries.empty()) {
+      evidence = program->string() + " loads " + libraries.front();
       return true;
     }
   }
@@ -938,14 +1029,6 @@ bool program_uses_mpi(const std::vector<std::string>& command, std::string& evid
 int run_application(const RunOptions& options) {
   const Identity id = launch_identity();
   const fs::path shard_dir = fs::absolute(options.output + ".shards");
-  // Found now, with a clear message, rather than by every rank's agent later.
-  std::error_code error;
-  fs::create_directories(shard_dir, error);
-  if (error || ::access(shard_dir.c_str(), W_OK) != 0) {
-    throw Error("cannot write the shards to " + shard_dir.string() + ": " +
-                (error ? error.message() : std::strerror(errno)) + " (choose another -o)");
-  }
-  claim_shard_folder(shard_dir, id);
   std::string mode = options.mode, why = "as asked";
   if (mode == "auto") {
     std::string evidence;
@@ -956,7 +1039,11 @@ int run_application(const RunOptions& options) {
     std::fprintf(stderr, "rankscope run: %s mode (%s); timeline %s\n",
                  mode == "inprocess" ? "in-process" : "sidecar", why.c_str(), options.output.c_str());
   }
-  return mode == "inprocess" ? run_in_process(options, id, shard_dir) : run_sidecar(options, id, shard_dir);
+  if (mode == "sidecar") return run_sidecar(options, id, shard_dir);
+  // Found now, with a clear message, rather than by every rank's agent later.
+  check_program_mpi_is_the_shims(options.command);
+  prepare_shard_folder(shard_dir, id);
+  return run_in_process(options, id, shard_dir);
 }
 
 }  // namespace rankscope

@@ -73,7 +73,7 @@ printf '#!/bin/sh\necho "$@" >>"%s/ldd-asked"\nexit 1\n' "$work" >fakebin/ldd
 chmod +x fakebin/ldd
 PATH="$work/fakebin:$PATH" "$mpiexec" -n 2 "$rankscope" run -o calls.h5 -- "$mpi_calls" "$work/io.dat" >calls.log 2>&1 ||
   { cat calls.log; fail "mpi_calls failed"; }
-grep -q "in-process mode (.* loads libmpi.so)" calls.log || { cat calls.log; fail "auto mode did not find libmpi in the program"; }
+grep -Eq "in-process mode \(.* loads libmpi\.so\.[0-9]+\)" calls.log || { cat calls.log; fail "auto mode did not find libmpi in the program"; }
 [ ! -e ldd-asked ] || fail "auto mode asked ldd about a program that names libmpi itself: $(cat ldd-asked)"
 "$summary" calls.h5 >calls.json
 python3 - <<'PY'

@@ -123,14 +123,13 @@ Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> appl
   });
   return {app, [options, application] {
             options->command = *application;
-            // Status 2: 1 may be the application's own.
             return run_reporting_errors(
                 "run",
                 [&] {
                   check_files({}, {{"-o", options->output, OutputKind::kTimeline}}, options->overwrite);
                   return run_application(*options);
                 },
-                2);
+                kRunErrorStatus);
           }};
 }
 

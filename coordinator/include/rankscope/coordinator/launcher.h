@@ -38,6 +38,9 @@ struct RunOptions {
   std::vector<std::string> command;     // the application and its arguments
 };
 
+// What `rankscope run` exits with for its own errors: 1 may be the application's.
+inline constexpr int kRunErrorStatus = 2;
+
 // In-process mode replaces this process with the application and does not
 // return unless that fails. Sidecar mode returns the application's exit
 // status, or re-raises the signal that ended it.
@@ -46,5 +49,11 @@ int run_application(const RunOptions& options);
 // Whether the program of `command` uses MPI, and what showed it: an MPI
 // library among its dependencies, MPI calls in its binary, mpi4py in its script.
 bool program_uses_mpi(const std::vector<std::string>& command, std::string& evidence);
+
+// Throws where the launcher started this process as one rank of several but
+// rankscope's MPI, initialized, found it alone in its world (MPICH's mpiexec,
+// srun without PMIx: launchers Open MPI cannot join). Each process would take
+// itself for the whole job and write over the others' shards and outputs.
+void check_launcher_joined(int mpi_world_size);
 
 }  // namespace rankscope
