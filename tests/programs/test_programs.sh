@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real MPI programs, unchanged, under `rankscope run` on 2 ranks: an mpi4py
-# script using h5py from PyPI, a C program on Debian's serial HDF5, Fortran
+# script using h5py from PyPI, a script on mpi4py's own wheel from PyPI, a C program on Debian's serial HDF5, Fortran
 # programs (`use mpi`, `use mpi_f08`, `include 'mpif.h'`), NetPIPE, LAMMPS and
 # Meep. Each runs three times:
 #   bare:     mpiexec -n 2 PROGRAM ARGS
@@ -13,11 +13,11 @@
 # Fortran programs count their own calls instead.
 #
 # Usage: test_programs.sh RANKSCOPE TIMELINE_SUMMARY MPIEXEC MPICOUNT_C CACHE_DIR
-#   CACHE_DIR (in the build tree) keeps the h5py virtual environment between
+#   CACHE_DIR (in the build tree) keeps the virtual environments from PyPI between
 #   runs, and the last run's files, one folder per program.
 #   RANKSCOPE_PROGRAMS="lammps meep" runs only those programs.
 # Exit status: 0 when every program passed, 1 when any failed, 77 when all
-# passed but the h5py program was skipped because PyPI could not be reached.
+# passed but a program from PyPI was skipped because PyPI could not be reached.
 set -uo pipefail
 rankscope=$(realpath "$1") summary=$(realpath "$2") mpiexec=$3 mpicount_c=$(realpath "$4") cache=$5
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,7 +25,7 @@ ranks=2
 # Each program runs in a few seconds alone; a run that takes longer than this
 # has hung (a rank waiting for a peer that died, say).
 limit_s=40
-all_programs="h5py hdf5_serial fortran_mpi fortran_f08 fortran_mpifh netpipe lammps meep"
+all_programs="h5py mpi4py_wheel hdf5_serial fortran_mpi fortran_f08 fortran_mpifh netpipe lammps meep"
 selected=${RANKSCOPE_PROGRAMS:-$all_programs}
 
 mkdir -p "$cache"
@@ -172,6 +172,43 @@ check_counts() {
 
 # --------------------------------------------------------------- programs ---
 
+# pypi_venv VENV [--system-site-packages] PIP_ARGUMENT...: a virtual
+# environment in the cache with packages from PyPI, made once: the caller
+# checks it and touches VENV/ready. Returns 1, the program marked skipped
+# (PyPI out of reach) or failed, when it cannot be made.
+pypi_venv() {
+  local venv=$1 options=()
+  shift
+  [ "$1" = --system-site-packages ] && { options=("$1"); shift; }
+  [ -f "$venv/ready" ] && return 0
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "${options[@]}" "$venv" ||
+    { fail "cannot make a virtual environment: install Debian's python3-venv"; return 1; }
+  echo "installing $* from PyPI into $venv"
+  "$venv/bin/pip" install --retries 2 --timeout 30 "$@" >"$venv.pip.log" 2>&1 && return 0
+  if grep -qiE 'NewConnectionError|ConnectTimeout|ReadTimeout|Max retries exceeded|Temporary failure in name resolution|Name or service not known|Network is unreachable|ProxyError|Could not fetch URL' "$venv.pip.log"; then
+    echo "SKIP: $program: pip cannot reach PyPI to install $*: $(grep -m1 -iE 'retrying|error' "$venv.pip.log")"
+    skipped+=("$program")
+    return 1
+  fi
+  fail "pip install $* failed ($venv.pip.log):"
+  tail -n 15 "$venv.pip.log" >&2
+  return 1
+}
+
+# python_script VENV SCRIPT OUTPUTS: one of our scripts under VENV's Python,
+# run three times with arguments it echoes, its outputs compared by the
+# function OUTPUTS, its calls counted.
+python_script() {
+  local args=("two words" -o x.h5 -- last)
+  command=("$1/bin/python" "$here/$2" "${args[@]}")
+  run_three
+  check_argv "${args[@]}"
+  check_status || return
+  compare_outputs "$3"
+  check_counts "$work/$program/mpicount"
+}
+
 # mpi4py with h5py from PyPI. The wheel bundles its own HDF5, newer than
 # Debian's, and the program must keep using it while the agent, linked to
 # Debian's parallel HDF5, is preloaded. Debian's mpi4py (Open MPI) comes in
@@ -181,20 +218,7 @@ program_h5py() {
   local venv=$cache/h5py-venv
   /usr/bin/python3 -c "import mpi4py" || { fail "Debian's python3-mpi4py is not installed"; return; }
   if [ ! -f "$venv/ready" ]; then
-    rm -rf "$venv"
-    /usr/bin/python3 -m venv --system-site-packages "$venv" ||
-      { fail "cannot make a virtual environment: install Debian's python3-venv"; return; }
-    echo "installing h5py from PyPI into $venv"
-    if ! "$venv/bin/pip" install --ignore-installed --retries 2 --timeout 30 h5py >"$cache/pip.log" 2>&1; then
-      if grep -qiE 'NewConnectionError|ConnectTimeout|ReadTimeout|Max retries exceeded|Temporary failure in name resolution|Name or service not known|Network is unreachable|ProxyError|Could not fetch URL' "$cache/pip.log"; then
-        echo "SKIP: $program: pip cannot reach PyPI to install h5py: $(grep -m1 -iE 'retrying|error' "$cache/pip.log")"
-        skipped+=("$program")
-        return
-      fi
-      fail "pip install h5py failed ($cache/pip.log):"
-      tail -n 15 "$cache/pip.log" >&2
-      return
-    fi
+    pypi_venv "$venv" --system-site-packages --ignore-installed h5py || return
     "$venv/bin/python" - "$venv" <<'PY' || { fail "the virtual environment is not as intended"; return; }
 import sys, h5py, mpi4py
 assert h5py.__file__.startswith(sys.argv[1]), f"h5py comes from {h5py.__file__}, not from PyPI's wheel"
@@ -202,17 +226,30 @@ assert mpi4py.__file__.startswith("/usr/lib/python3/"), f"mpi4py comes from {mpi
 PY
     touch "$venv/ready"
   fi
-  local args=("two words" -o x.h5 -- last)
-  command=("$venv/bin/python" "$here/h5py_roundtrip.py" "${args[@]}")
-  run_three
-  check_argv "${args[@]}"
-  check_status || return
-  compare_outputs hdf5_outputs
-  check_counts "$work/$program/mpicount"
+  python_script "$venv" h5py_roundtrip.py hdf5_outputs
 }
 # The program's own lines, and its rank-N.h5 files, written without times so
 # that they are the same bytes in every run.
 hdf5_outputs() { same_stdout "$1" unmasked; same_files "$1" "rank-*.h5"; }
+
+# mpi4py's own wheel from PyPI (4.1 and later), which carries one extension
+# per MPI ABI and picks the one whose library it finds at import: with the
+# shim preloaded, Open MPI's must still be picked, and every call captured.
+program_mpi4py_wheel() {
+  local venv=$cache/mpi4py-venv
+  if [ ! -f "$venv/ready" ]; then
+    pypi_venv "$venv" "mpi4py>=4.1" || return
+    "$venv/bin/python" - "$venv" <<'PY' || { fail "the virtual environment is not as intended"; return; }
+import sys, mpi4py
+assert mpi4py.__file__.startswith(sys.argv[1]), f"mpi4py comes from {mpi4py.__file__}, not from PyPI's wheel"
+PY
+    touch "$venv/ready"
+  fi
+  python_script "$venv" mpi4py_calls.py mpi4py_outputs || return
+  grep -q "^MPI library: Open MPI" "$work/$program/profiled.out" ||
+    fail "under rankscope run the wheel did not pick its Open MPI extension: $(grep '^MPI library' "$work/$program/profiled.out")"
+}
+mpi4py_outputs() { same_stdout "$1" unmasked; }
 
 # C, linked to Debian's serial HDF5 (libhdf5_serial), whose symbols have the
 # same names as those of the parallel HDF5 the agent brings in.
