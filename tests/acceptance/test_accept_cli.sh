@@ -189,8 +189,10 @@ status=0
 "$rankscope" accept --level quick --memory-mb 384 --save-baseline base.txt >/dev/null 2>again.log || status=$?
 [ "$status" -eq 1 ] && grep -q "error: base.txt (--save-baseline) exists and is a rankscope accept baseline: give --overwrite (-f)" again.log ||
   { cat again.log; fail "a baseline written over"; }
-# This machine against its own baseline, with room for a shared machine's noise.
-printf 'compute_gflops >= 0.5 baseline\nmemory_gbps >= 0.5 baseline  # noisy neighbours\n' >loose.rules
+# This machine against its own baseline, with room for a shared machine's
+# noise: a test beside this one on two cores halves what the quick level
+# measures, and more (the baseline ten times above fails below, by 5 %).
+printf 'compute_gflops >= 0.1 baseline\nmemory_gbps >= 0.1 baseline  # noisy neighbours\n' >loose.rules
 "$rankscope" accept --level quick --memory-mb 384 --baseline base.txt --rules loose.rules --format json >self.json 2>self.log ||
   { cat self.log self.json; fail "a node failed its own baseline"; }
 python3 - <<'PY'
@@ -217,7 +219,7 @@ expect_error() {  # MESSAGE ARGS...
 }
 printf '# thresholds\ncompute_gflops => 3\n' >typo.rules
 expect_error "typo.rules:2: a rule is METRIC >= VALUE or METRIC <= VALUE" --rules typo.rules
-expect_error "loose.rules:1: 'compute_gflops >= 0.5 baseline' needs a baseline (--baseline FILE)" --level quick --rules loose.rules
+expect_error "loose.rules:1: 'compute_gflops >= 0.1 baseline' needs a baseline (--baseline FILE)" --level quick --rules loose.rules
 expect_error "base.txt: a baseline of level quick cannot judge a run of level full" --baseline base.txt --level full
 expect_error "cannot read the baseline absent.txt" --level quick --baseline absent.txt
 mkfifo rules.fifo
