@@ -68,14 +68,22 @@ std::optional<int> env_number(const char* name) {
 struct Launcher {
   const char* name;
   const char *rank, *size, *local_rank, *local_size;
-  const char* started_by;  // what sets these, said where rankscope's MPI cannot join its job
+  const char* only_with;  // set only by this launcher, where its rank variable is a common name; or null
+  // Said where rankscope's MPI cannot join the launcher's job: what sets these variables, and what to do instead.
+  const char* started_by;
+  const char* instead;
 };
+constexpr const char* kStartWithOpenMpi = "Start rankscope with Open MPI's mpirun, or srun --mpi=pmix";
 constexpr Launcher kLaunchers[] = {
     {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-     "OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI's mpirun"},
-    {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
-     "MPICH's or Intel MPI's mpiexec, or srun --mpi=pmi2"},
-    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "srun without --mpi=pmix"},
+     "OMPI_COMM_WORLD_LOCAL_SIZE", nullptr, "Open MPI's mpirun", kStartWithOpenMpi},
+    {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", nullptr,
+     "MPICH's or Intel MPI's mpiexec, or srun --mpi=pmi2", kStartWithOpenMpi},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", nullptr,
+     "srun without --mpi=pmix", kStartWithOpenMpi},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "torchrun",
+     "Start the job with Open MPI's mpirun in torchrun's place (mpirun -n PROCESSES rankscope run -- python SCRIPT): "
+     "sidecar mode gives the program RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT as torchrun does"},
 };
 
 Identity launch_identity() {
@@ -102,7 +110,7 @@ Identity launch_identity() {
   }
   for (const Launcher& l : kLaunchers) {
     const auto rank = env_number(l.rank);
-    if (!rank) continue;
+    if (!rank || (l.only_with && !std::getenv(l.only_with))) continue;
     id.launcher = l.name;
     id.rank = *rank;
     id.world_size = env_number(l.size).value_or(1);
@@ -982,10 +990,9 @@ void check_launcher_joined(int mpi_world_size) {
   if (launcher == std::end(kLaunchers)) return;
   throw Error(printf_string("this process is rank %d of %d to its launcher (%s, %s: %s), but alone in its world to "
                             "rankscope's MPI, %s, which cannot join that launcher's jobs: every process would take "
-                            "itself for the whole job and write over the others' results. Start rankscope with "
-                            "Open MPI's mpirun, or srun --mpi=pmix",
+                            "itself for the whole job and write over the others' results. %s",
                             id.rank, id.world_size, launcher->rank, launcher->size, launcher->started_by,
-                            mpi_library_version().c_str()));
+                            mpi_library_version().c_str(), launcher->instead));
 }
 
 bool program_uses_mpi(const std::vector<std::string>& command, std::string& evidence) {

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Another MPI than rankscope's (Open MPI): MPICH's mpiexec (hydra) and
-# NetPIPE built for MPICH (Debian's mpich and netpipe-mpich2). rankscope
-# cannot capture such a job, and must say so before anything runs: the
-# program of another MPI would fail in MPI_Init with the shim preloaded,
-# and rankscope's own processes, each alone in an Open MPI world of one,
-# would write over one another's shards and outputs.
+# Another MPI than rankscope's (Open MPI), or a launcher Open MPI cannot
+# join: MPICH's mpiexec (hydra) and NetPIPE built for MPICH (Debian's mpich
+# and netpipe-mpich2); the environments Slurm's srun without PMIx and
+# torchrun give their processes. rankscope cannot capture such a job, and
+# must say so before anything runs: the program of another MPI would fail in
+# MPI_Init with the shim preloaded, and rankscope's own processes, each alone
+# in an Open MPI world of one, would write over one another's shards and
+# outputs.
 # Usage: test_other_mpi.sh RANKSCOPE MPIEXEC
 set -euo pipefail
 rankscope=$1 mpiexec=$2
@@ -82,4 +84,23 @@ env SLURM_JOB_ID=4242 SLURM_PROCID=0 SLURM_NTASKS=4 \
   "$rankscope" run --mode sidecar -o batch.h5 -- touch "$work/batch-ran" >batch.log 2>&1 ||
   { cat batch.log; fail "a batch script's one process was refused"; }
 [ -e batch-ran ] && [ -s batch.h5 ] || { cat batch.log; fail "a batch script's one process left no timeline"; }
+echo "== torchrun's environment: every rank refuses, and says to start the job with mpirun instead"
+pids=()
+for rank in 0 1; do
+  env RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank LOCAL_WORLD_SIZE=2 TORCHELASTIC_RUN_ID=none MASTER_ADDR=127.0.0.1 \
+    MASTER_PORT=29400 "$rankscope" run -o torch.h5 -- touch "$work/torch-ran-$rank" >torch-$rank.log 2>&1 &
+  pids+=($!)
+done
+for rank in 0 1; do
+  status=0
+  wait "${pids[$rank]}" || status=$?
+  [ "$status" -eq 2 ] && grep -q "rank $rank of 2 to its launcher (RANK, WORLD_SIZE: torchrun)" torch-$rank.log &&
+    grep -q "Start the job with Open MPI's mpirun in torchrun's place" torch-$rank.log ||
+    { cat torch-$rank.log; fail "torchrun's rank $rank was not refused (status $status)"; }
+  [ ! -e torch-ran-$rank ] || fail "torchrun's rank $rank started its program"
+done
+nothing_left torch.h5 "torchrun"
+# RANK alone (a script's own variable, sidecar mode's child) names no launcher.
+env RANK=1 WORLD_SIZE=2 "$rankscope" run -o rank-only.h5 -- true >rank-only.log 2>&1 ||
+  { cat rank-only.log; fail "RANK and WORLD_SIZE without torchrun's TORCHELASTIC_RUN_ID were taken for a launcher"; }
 echo "PASS"
