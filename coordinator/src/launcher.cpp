@@ -832,7 +832,8 @@ int run_sidecar(const RunOptions& options, const Identity& id, const fs::path& s
   try {
     int world_size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-    check_launcher_joined(world_size);
+    // Rank 0 alone would run its program as a job of one, and the others not at all.
+    check_launcher_joined(world_size, LoneRankZero::kRefused);
     prepare_shard_folder(shard_dir, id);
   } catch (const Error&) {
     refusal = std::current_exception();
@@ -980,10 +981,10 @@ void check_program_mpi_is_the_shims(const std::vector<std::string>& command) {
               "build of the program for " + ours + " (made with its mpicc), started by its mpirun");
 }
 
-void check_launcher_joined(int mpi_world_size) {
+void check_launcher_joined(int mpi_world_size, LoneRankZero lone_rank_zero) {
   const Identity id = launch_identity();
   // Slurm tells the one process of a batch script that it is task 0 of all the job's tasks: alone, rightly.
-  const bool alone_rightly = id.rank == 0 && id.launcher == "slurm";
+  const bool alone_rightly = id.rank == 0 && (lone_rank_zero == LoneRankZero::kGoesOn || id.launcher == "slurm");
   if (mpi_world_size != 1 || id.world_size <= 1 || alone_rightly) return;
   const auto launcher =
       std::ranges::find_if(kLaunchers, [&](const Launcher& l) { return id.launcher == l.name; });

@@ -60,7 +60,7 @@ int run_under_mpi(const char* command, const std::function<void(int process, int
   MPI_Comm_size(MPI_COMM_WORLD, &processes);
   int status = 0;
   try {
-    check_launcher_joined(processes);
+    check_launcher_joined(processes, LoneRankZero::kGoesOn);
     body(process, processes);
   } catch (const UnrecoverableError& e) {
     if (process == 0) std::fprintf(stderr, "rankscope %s: error: %s\n", command, e.what());

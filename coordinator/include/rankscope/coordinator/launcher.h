@@ -52,8 +52,12 @@ bool program_uses_mpi(const std::vector<std::string>& command, std::string& evid
 
 // Throws where the launcher started this process as one rank of several but
 // rankscope's MPI, initialized, found it alone in its world (MPICH's mpiexec,
-// srun without PMIx: launchers Open MPI cannot join). Each process would take
-// itself for the whole job and write over the others' shards and outputs.
-void check_launcher_joined(int mpi_world_size);
+// srun without PMIx, torchrun: launchers Open MPI cannot join). Each process
+// would take itself for the whole job and write over the others' shards and
+// outputs. A command whose one process can do the whole job (a merge) lets
+// the launcher's rank 0 go on alone: it may be the one process of a script's
+// subprocess, started by that rank alone.
+enum class LoneRankZero { kGoesOn, kRefused };
+void check_launcher_joined(int mpi_world_size, LoneRankZero lone_rank_zero);
 
 }  // namespace rankscope
