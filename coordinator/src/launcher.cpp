@@ -954,6 +954,20 @@ std::vector<std::string> mpi_libraries_loaded(const fs::path& program) {
 
 bool is_elf(const fs::path& path) { return file_starts_with(path, "\x7f" "ELF"); }
 
+// The program a command runs, found once for auto mode and the MPI check:
+// its file on the PATH, and the MPI libraries it loads if it is an ELF
+// program (ldd, where asked, takes tens of milliseconds).
+struct ProgramFound {
+  std::optional<fs::path> path;
+  std::vector<std::string> mpi_libraries;
+};
+
+ProgramFound find_program_of(const std::vector<std::string>& command) {
+  ProgramFound found{find_program(command.at(0)), {}};
+  if (found.path && is_elf(*found.path)) found.mpi_libraries = mpi_libraries_loaded(*found.path);
+  return found;
+}
+
 std::string mpi_library_version() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int length = 0;
@@ -966,17 +980,14 @@ std::string mpi_library_version() {
 // library: a program of another MPI (MPICH's libmpich.so.12, Intel MPI's
 // libmpi.so.12) would load both, and its calls would reach its own MPI
 // through the shim with the handles of the other (MPI_Init fails).
-void check_program_mpi_is_the_shims(const std::vector<std::string>& command) {
-  const auto program = find_program(command.at(0));
-  if (!program || !is_elf(*program)) return;
-  const std::vector<std::string> loaded = mpi_libraries_loaded(*program);
-  const auto program_mpi = std::ranges::find_if(loaded, is_mpi_c_library);
-  if (program_mpi == loaded.end()) return;
+void check_program_mpi_is_the_shims(const ProgramFound& program) {
+  const auto program_mpi = std::ranges::find_if(program.mpi_libraries, is_mpi_c_library);
+  if (program_mpi == program.mpi_libraries.end()) return;
   const std::vector<std::string> needed = elf_needed(agent_library("librankscope_mpi.so"));
   const auto shim_mpi = std::ranges::find_if(needed, is_mpi_c_library);
   if (shim_mpi == needed.end() || fs::path(*shim_mpi).filename() == fs::path(*program_mpi).filename()) return;
   const std::string ours = mpi_library_version();
-  throw Error(program->string() + " loads " + *program_mpi + ", another MPI than rankscope's (" + *shim_mpi + ", " +
+  throw Error(program.path->string() + " loads " + *program_mpi + ", another MPI than rankscope's (" + *shim_mpi + ", " +
               ours + "): rankscope cannot capture its MPI calls, and its capture would make them fail; profile a " +
               "build of the program for " + ours + " (made with its mpicc), started by its mpirun");
 }
@@ -996,14 +1007,14 @@ void check_launcher_joined(int mpi_world_size, LoneRankZero lone_rank_zero) {
                             mpi_library_version().c_str(), launcher->instead));
 }
 
-bool program_uses_mpi(const std::vector<std::string>& command, std::string& evidence) {
-  const auto program = find_program(command.at(0));
+// Whether the program of `command` uses MPI, and what showed it: an MPI
+// library among its dependencies, MPI calls in its binary, mpi4py in its script.
+bool program_uses_mpi(const ProgramFound& found, const std::vector<std::string>& command, std::string& evidence) {
+  const auto& program = found.path;
   if (!program) return false;
-  if (is_elf(*program)) {
-    if (const std::vector<std::string> libraries = mpi_libraries_loaded(*program); !libraries.empty()) {
-      evidence = program->string() + " loads " + libraries.front();
-      return true;
-    }
+  if (!found.mpi_libraries.empty()) {
+    evidence = program->string() + " loads " + found.mpi_libraries.front();
+    return true;
   }
   // C (libmpi.so) and Fortran (libmpi_mpifh.so, libmpi_usempif08.so, mpi_init_) programs.
   const std::string in_binary =
@@ -1038,9 +1049,10 @@ int run_application(const RunOptions& options) {
   const Identity id = launch_identity();
   const fs::path shard_dir = fs::absolute(options.output + ".shards");
   std::string mode = options.mode, why = "as asked";
+  const ProgramFound program = mode == "sidecar" ? ProgramFound{} : find_program_of(options.command);
   if (mode == "auto") {
     std::string evidence;
-    mode = program_uses_mpi(options.command, evidence) ? "inprocess" : "sidecar";
+    mode = program_uses_mpi(program, options.command, evidence) ? "inprocess" : "sidecar";
     why = mode == "inprocess" ? evidence : "found no MPI in " + options.command[0];
   }
   if (id.rank == 0) {
@@ -1049,7 +1061,7 @@ int run_application(const RunOptions& options) {
   }
   if (mode == "sidecar") return run_sidecar(options, id, shard_dir);
   // Found now, with a clear message, rather than by every rank's agent later.
-  check_program_mpi_is_the_shims(options.command);
+  check_program_mpi_is_the_shims(program);
   prepare_shard_folder(shard_dir, id);
   return run_in_process(options, id, shard_dir);
 }

@@ -46,10 +46,6 @@ inline constexpr int kRunErrorStatus = 2;
 // status, or re-raises the signal that ended it.
 int run_application(const RunOptions& options);
 
-// Whether the program of `command` uses MPI, and what showed it: an MPI
-// library among its dependencies, MPI calls in its binary, mpi4py in its script.
-bool program_uses_mpi(const std::vector<std::string>& command, std::string& evidence);
-
 // Throws where the launcher started this process as one rank of several but
 // rankscope's MPI, initialized, found it alone in its world (MPICH's mpiexec,
 // srun without PMIx, torchrun: launchers Open MPI cannot join). Each process
