@@ -74,17 +74,26 @@ struct Launcher {
   const char* instead;
 };
 constexpr const char* kStartWithOpenMpi = "Start rankscope with Open MPI's mpirun, or srun --mpi=pmix";
+// The innermost launcher first: torchrun's processes inherit the variables
+// of an srun or mpirun that started torchrun itself.
 constexpr Launcher kLaunchers[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "torchrun",
+     "Start the job with Open MPI's mpirun in torchrun's place (mpirun -n PROCESSES rankscope run -- python SCRIPT): "
+     "sidecar mode gives the program RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT as torchrun does"},
     {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
      "OMPI_COMM_WORLD_LOCAL_SIZE", nullptr, "Open MPI's mpirun", kStartWithOpenMpi},
     {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", nullptr,
      "MPICH's or Intel MPI's mpiexec, or srun --mpi=pmi2", kStartWithOpenMpi},
     {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", nullptr,
      "srun without --mpi=pmix", kStartWithOpenMpi},
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "torchrun",
-     "Start the job with Open MPI's mpirun in torchrun's place (mpirun -n PROCESSES rankscope run -- python SCRIPT): "
-     "sidecar mode gives the program RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT as torchrun does"},
 };
+
+// A variable by which a launcher tells its process who it is in the job.
+bool names_a_launchers_rank(std::string_view name) {
+  return std::ranges::any_of(kLaunchers, [&](const Launcher& l) {
+    return name == l.rank || name == l.size || (l.only_with && name == l.only_with);
+  });
+}
 
 Identity launch_identity() {
   // The launcher's name for the job, the same in every rank of it: the first
@@ -508,7 +517,10 @@ int merge_in_own_process(std::vector<std::string> command) {
   std::vector<std::string> environment;
   for (char** variable = environ; *variable; ++variable) {
     const std::string_view text(*variable);
-    if (text.starts_with("OMPI_") || text.starts_with("PMIX_") || text.starts_with("PMI_")) continue;
+    if (text.starts_with("OMPI_") || text.starts_with("PMIX_") || text.starts_with("PMI_") ||
+        names_a_launchers_rank(text.substr(0, text.find('=')))) {
+      continue;
+    }
     environment.emplace_back(text);
   }
   std::vector<char*> envp;
@@ -843,6 +855,8 @@ int run_sidecar(const RunOptions& options, const Identity& id, const fs::path& s
   if (refused_anywhere) {
     MPI_Finalize();
     if (refusal) std::rethrow_exception(refusal);
+    // The folder this rank made and claimed is no earlier job's record: the next job must find it free.
+    remove_shard_folder(shard_dir);
     return kRunErrorStatus;  // the rank that refused says why
   }
   int status = 0;

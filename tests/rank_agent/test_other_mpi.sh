@@ -73,6 +73,27 @@ grep -q "rankscope merge: error: this process is rank 1 of 2 to its launcher" me
 "$rankscope" info merged.h5 >merged.info 2>&1 && grep -q "2 ranks" merged.info ||
   { cat merged.info; fail "rank 0 did not merge both ranks' shards"; }
 
+echo "== accept under MPICH's mpiexec: every rank refuses, rank 0 too (one node is not the nodes asked for)"
+status=0
+"$hydra" -n 2 "$rankscope" accept --level quick -o accept.html >accept.log 2>&1 || status=$?
+[ "$status" -ne 0 ] && [ "$(grep -c "rankscope accept: error: this process is rank [01] of 2" accept.log)" -eq 2 ] ||
+  { cat accept.log; fail "accept under MPICH's mpiexec was not refused on both ranks (status $status)"; }
+[ ! -e accept.html ] || fail "accept wrote a report of one node"
+
+echo "== in-process under Open MPI's mpirun inside a Slurm allocation: rank 0's merge is no member of either job"
+"$mpiexec" -n 2 -x SLURM_JOB_ID=7 -x SLURM_PROCID=1 -x SLURM_NTASKS=2 "$rankscope" run -o in-slurm.h5 -- \
+  /usr/bin/NPopenmpi -n 2 -u 64 -o in-slurm.out >in-slurm.log 2>&1 || { cat in-slurm.log; fail "NetPIPE failed"; }
+[ -s in-slurm.h5 ] || { cat in-slurm.log; fail "the timeline was not written: the merge took Slurm's task for its own"; }
+
+echo "== a refusal on one rank stops every rank, and leaves nothing behind"
+status=0
+"$mpiexec" -n 2 sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then out=/proc/refused.h5; else out=refused.h5; fi
+  exec "$0" run --mode sidecar -o "$out" -- touch "$PWD/refused-ran"' "$rankscope" >refused.log 2>&1 || status=$?
+[ "$status" -eq 2 ] && grep -q "cannot write the shards to /proc/refused.h5.shards" refused.log ||
+  { cat refused.log; fail "a rank that cannot write its shards did not stop the job (status $status)"; }
+[ ! -e refused-ran ] || fail "a program was started though a rank refused"
+nothing_left refused.h5 "the rank that could write its shards"
+
 echo "== Slurm's environment without PMIx: a task other than 0 refuses; a batch script's one process goes on"
 status=0
 env SLURM_JOB_ID=4242 SLURM_STEP_ID=0 SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=1 \
@@ -88,8 +109,10 @@ env SLURM_JOB_ID=4242 SLURM_PROCID=0 SLURM_NTASKS=4 \
 echo "== torchrun's environment: every rank refuses, and says to start the job with mpirun instead"
 pids=()
 for rank in 0 1; do
-  env RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank LOCAL_WORLD_SIZE=2 TORCHELASTIC_RUN_ID=none MASTER_ADDR=127.0.0.1 \
-    MASTER_PORT=29400 "$rankscope" run -o torch.h5 -- touch "$work/torch-ran-$rank" >torch-$rank.log 2>&1 &
+  # As `srun -n 1 torchrun --nproc-per-node 2` starts them: Slurm's task 0 of 1 is torchrun, not its workers.
+  env SLURM_JOB_ID=4242 SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=1 RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank \
+    LOCAL_WORLD_SIZE=2 TORCHELASTIC_RUN_ID=none MASTER_ADDR=127.0.0.1 MASTER_PORT=29400 \
+    "$rankscope" run -o torch.h5 -- touch "$work/torch-ran-$rank" >torch-$rank.log 2>&1 &
   pids+=($!)
 done
 for rank in 0 1; do

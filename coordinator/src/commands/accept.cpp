@@ -207,7 +207,7 @@ Command add_accept(CLI::App& parent) {
       ->check(kNonEmptyPath);
   return {app, [options] {
             int verdict = 0;
-            const int status = run_under_mpi("accept", [&](int, int) {
+            const int status = run_under_mpi("accept", LoneRankZero::kRefused, [&](int, int) {
               const acceptance::NodeRanks ranks(MPI_COMM_WORLD);
               int outcome = 0;
               if (ranks.measures()) {

@@ -43,7 +43,8 @@ CLI::Validator step_selection_check(bool repeats) {
       repeats ? "A:B[/PERIOD]" : "A:B");
 }
 
-int run_under_mpi(const char* command, const std::function<void(int process, int processes)>& body) {
+int run_under_mpi(const char* command, LoneRankZero lone_rank_zero,
+                  const std::function<void(int process, int processes)>& body) {
   // A lone process, not started by mpirun, needs no network: Open MPI's UCX
   // start-up alone would take 0.2 s of a command that takes less. Settings
   // the user made win.
@@ -60,7 +61,7 @@ int run_under_mpi(const char* command, const std::function<void(int process, int
   MPI_Comm_size(MPI_COMM_WORLD, &processes);
   int status = 0;
   try {
-    check_launcher_joined(processes, LoneRankZero::kGoesOn);
+    check_launcher_joined(processes, lone_rank_zero);
     body(process, processes);
   } catch (const UnrecoverableError& e) {
     if (process == 0) std::fprintf(stderr, "rankscope %s: error: %s\n", command, e.what());

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 
+#include "rankscope/coordinator/launcher.h"
 #include "rankscope/merge/merge.h"
 #include "rankscope/timeline/timeline.h"
 
@@ -45,7 +46,10 @@ CLI::Validator step_selection_check(bool repeats);
 // Runs `body` on every process of MPI_COMM_WORLD; errors are printed once,
 // by process 0, as "rankscope COMMAND: error: ...". Temporary files are
 // removed when a signal ends the process (remove_temporary_paths_on_signals).
-int run_under_mpi(const char* command, const std::function<void(int process, int processes)>& body);
+// `lone_rank_zero`: whether the command's launcher rank 0, alone in a world
+// of one, can do the command's whole job (check_launcher_joined).
+int run_under_mpi(const char* command, LoneRankZero lone_rank_zero,
+                  const std::function<void(int process, int processes)>& body);
 
 // Runs `body` in one process; an Error it throws is printed as "rankscope
 // COMMAND: error: ..." and becomes `error_status`.

@@ -25,7 +25,7 @@ Command add_merge(CLI::App& parent) {
                 "the violations (changes measured times; off by default)");
   return {app, [options, check_memory_mb] {
             options->check_memory_bytes = *check_memory_mb << 20;
-            return run_under_mpi("merge", [&](int process, int processes) {
+            return run_under_mpi("merge", LoneRankZero::kGoesOn, [&](int process, int processes) {
               const auto partial = prepare_timeline_output(MPI_COMM_WORLD, expand_shard_inputs(options->inputs),
                                                            "-o", options->output, options->replace_output);
               const MergeResult result = merge_shards(MPI_COMM_WORLD, *options);
