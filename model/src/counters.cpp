@@ -9,7 +9,7 @@ constexpr Definition kRegistry[] = {
     {kShardWriteErrors, "chunks the agent could not write to its shard"},
     {kEventsUnwritten, "events captured but not written: the shard could not be written"},
     {kNamesDropped, "names not recorded: the agent's string table was full"},
-    {kSourcesOff, "requested capture sources that could not start (the run's stderr says why)"},
+    {kSourcesOff, "requested capture sources that could not start, or stopped part way (the run's stderr says why)"},
     {kNothingCaptured,
      "1: the rank ran but captured no event: its program made none of the captured calls where rankscope sees them "
      "(a static binary, an MPI other than the one rankscope was built with)"},
@@ -61,6 +61,9 @@ constexpr Definition kRegistry[] = {
     {kCuptiRecordsDropped, "CUDA activity records CUPTI dropped because it had no buffer for them"},
     {kCuptiRecordsWithoutTimestamps,
      "CUDA activity records without timestamps (a kernel that had not run at the final flush), not recorded"},
+    {kCuptiLeftToOtherClient,
+     "1: CUDA capture stopped part way: another CUPTI client (torch.profiler, Nsight) subscribed, and rankscope left "
+     "CUPTI to it; the rank's GPU work after that is not on the timeline"},
     {kNcclHandlesExhausted, "NCCL tasks not recorded: every ring slot tried was still being enqueued"},
     {kNcclEventsWithoutContext, "NCCL tasks of a communicator whose init gave no context (out of memory)"},
     {kNcclChannelsUnparented, "NCCL KernelCh events whose parent is not a recorded task (its start had no handle)"},

@@ -154,6 +154,7 @@ class Agent {
   bool ring_on() const { return ring_ns_ > 0; }
 
   void disable(const std::string& reason);
+  void source_off(uint32_t bit, const std::string& why);
   void set_placement(int32_t world_size, int32_t local_rank, int32_t local_size, int32_t node_id);
   void set_job_start(int64_t wall_ns);
   void add_sync_point(const SyncPoint& point);
@@ -253,7 +254,7 @@ class Agent {
   uint64_t finish_cost_ns_ = 0;
   bool crash_written_ = false;
   uint64_t shard_write_errors_ = 0;
-  uint64_t sources_off_ = 0;
+  std::atomic<uint64_t> sources_off_{0};
 
   // Hangs: the flusher's own, but for the settings.
   int64_t hang_timeout_ns_ = 0;  // 0: not watched
@@ -429,7 +430,7 @@ void Agent::start_capture() {
   for (CaptureSource* source : built_capture_sources()) built |= source->bit();
   if (const uint32_t missing = requested_ & ~built) {
     capture_bits &= built;
-    ++sources_off_;
+    sources_off_.fetch_add(1, std::memory_order_relaxed);
     report("this rankscope was built without " + std::string(missing & kCaptureNvtx ? "NVTX " : "") +
            (missing & kCaptureCuda ? "CUDA " : "") + (missing & kCaptureNccl ? "NCCL " : "") +
            "capture (configure with the CUDA toolkit present); capturing the rest");
@@ -441,8 +442,7 @@ void Agent::start_capture() {
       started_sources_.push_back(source);
     } else {
       capture_bits &= ~source->bit();
-      ++sources_off_;
-      report(std::string(capture_source_label(source->bit())) + " capture is off: " + source_why_not);
+      source_off(source->bit(), source_why_not);
     }
   }
   event_cost_ps_ = calibrate_event_cost_ps(clock_);
@@ -458,6 +458,14 @@ void Agent::start_capture() {
 void Agent::disable(const std::string& reason) {
   if (capture_.exchange(0) != 0) report("capture disabled: " + reason);
   agent_errors_.fetch_add(1, std::memory_order_relaxed);
+}
+
+// At start, or part way (CUDA capture leaving CUPTI to another tool): the
+// source's bit goes off with one line saying why.
+void Agent::source_off(uint32_t bit, const std::string& why) {
+  capture_.fetch_and(~bit, std::memory_order_acq_rel);
+  sources_off_.fetch_add(1, std::memory_order_relaxed);
+  report(std::string(capture_source_label(bit)) + " capture is off: " + why);
 }
 
 void Agent::set_placement(int32_t world_size, int32_t local_rank, int32_t local_size, int32_t node_id) {
@@ -507,7 +515,7 @@ Counters Agent::counters() const {
   c.set(counter::kShardWriteErrors, shard_write_errors_);
   c.set(counter::kEventsUnwritten, events_unwritten_.load(std::memory_order_relaxed));
   c.set(counter::kNamesDropped, names_dropped_.load(std::memory_order_relaxed));
-  c.set(counter::kSourcesOff, sources_off_);
+  c.set(counter::kSourcesOff, sources_off_.load(std::memory_order_relaxed));
   c.set(counter::kTerminatedBySignal, static_cast<uint64_t>(g_terminating_signal.load(std::memory_order_acquire)));
   if (g_exit_called.load(std::memory_order_acquire) != 0) {
     c.set(counter::kEndedByExitCall, 1);
@@ -1348,6 +1356,10 @@ const char* rankscope_agent_shard_path() {
 
 void rankscope_agent_disable(const char* reason) {
   if (auto* a = agent()) a->disable(reason);
+}
+
+void rankscope_agent_source_off(uint32_t source, const char* why) {
+  if (auto* a = agent(); a && why) a->source_off(source, why);
 }
 
 void rankscope_agent_add_gpu_uuid(const char* uuid) {

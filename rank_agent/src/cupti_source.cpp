@@ -18,11 +18,20 @@
 // CUPTI fills one buffer per thread and hands it back, when it is full or
 // flushed, on a thread of its own: the buffer is translated in place into
 // events (src/cupti_records.h) and returns to the pool.
+//
+// CUPTI takes one subscriber per process, and the agent subscribes first,
+// as the library loads. A tool that subscribes later (torch.profiler's
+// Kineto, which gives up on CUDA when refused) reaches this library's
+// cuptiSubscribe first, which the preload puts ahead of libcupti's: the
+// source then hands back every buffer, leaves CUPTI as it found it and
+// passes the call on, so that the other tool gets CUPTI.
 #include <cupti.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -32,6 +41,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -238,6 +248,17 @@ class CuptiSource final : public CaptureSource {
 
   void stop() override { shut_down(); }
 
+  // Another CUPTI client subscribes (`client` names it): everything CUPTI
+  // holds is taken, and CUPTI is left to it, with its own clock back.
+  void leave_to(const std::string& client) {
+    if (!shut_down()) return;
+    cupti_.register_timestamp_callback(&realtime_now_ns);
+    rankscope_agent_add_counter(counter::kCuptiLeftToOtherClient.data(), 1);
+    const std::string why = "another CUPTI client subscribed (" + client +
+                            "); rankscope leaves CUPTI to it, with the GPU work recorded until now";
+    rankscope_agent_source_off(kCaptureCuda, why.c_str());
+  }
+
   // From InitializeInjection, inside cuInit. An atexit handler registered now
   // runs before those registered earlier (the agent's, which writes the
   // shard), so GPU records are in the agent's buffers when it writes them.
@@ -425,12 +446,13 @@ class CuptiSource final : public CaptureSource {
     subscribed_ = false;
   }
 
-  // At finish or at exit, whichever comes first; never in a forked child,
-  // which has no flusher thread and whose parent still captures.
-  void shut_down() {
-    if (::getpid() != pid_) return;
+  // At finish, at exit or for another CUPTI client, whichever comes first;
+  // never in a forked child, which has no flusher thread and whose parent
+  // still captures. True for the call that stopped the source.
+  bool shut_down() {
+    if (::getpid() != pid_) return false;
     State expected = State::kRunning;
-    if (!state_.compare_exchange_strong(expected, State::kStopped, std::memory_order_acq_rel)) return;
+    if (!state_.compare_exchange_strong(expected, State::kStopped, std::memory_order_acq_rel)) return false;
     {
       std::lock_guard lock(flush_mutex_);
       stop_flushing_ = true;
@@ -443,6 +465,14 @@ class CuptiSource final : public CaptureSource {
     cupti_.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     draining_.store(false, std::memory_order_release);
     undo_configuration();
+    return true;
+  }
+
+  // CUPTI's own timestamps on Linux, which a client taking CUPTI over expects.
+  static uint64_t CUPTIAPI realtime_now_ns() {
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(now.tv_nsec);
   }
 
   // Buffers come back on their own only when full; flushing them as often as
@@ -507,7 +537,66 @@ bool push_external_correlation(uint64_t id) { return CuptiSource::cupti_source()
 
 void pop_external_correlation() { CuptiSource::cupti_source().pop_external_id(); }
 
+namespace {
+
+// A function of the libcupti the program calls: the next definition after
+// this library's in the global scope or, where the program's libcupti lies
+// in a local scope only (a Python extension's dependency), the one loaded.
+void* program_cupti_function(const char* name) {
+  if (void* function = ::dlsym(RTLD_NEXT, name)) return function;
+  std::vector<std::string> loaded;
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* paths) {
+        const std::string_view path = info->dlpi_name ? info->dlpi_name : "";
+        if (path.substr(path.rfind('/') + 1).starts_with("libcupti.so")) {
+          static_cast<std::vector<std::string>*>(paths)->emplace_back(path);
+        }
+        return 0;
+      },
+      &loaded);
+  for (const std::string& path : loaded) {
+    void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (library == nullptr) continue;
+    void* function = ::dlsym(library, name);
+    ::dlclose(library);  // only the reference RTLD_NOLOAD took
+    if (function != nullptr) return function;
+  }
+  return nullptr;
+}
+
+// The other client: the name it gave CUPTI, or the library that called.
+std::string subscribing_client(const void* caller, const CUpti_SubscriberParams* params) {
+  if (params != nullptr && params->subscriberName != nullptr && *params->subscriberName) return params->subscriberName;
+  Dl_info info{};
+  if (::dladdr(caller, &info) != 0 && info.dli_fname != nullptr && *info.dli_fname) {
+    const std::string_view path = info.dli_fname;
+    return "called from " + std::string(path.substr(path.rfind('/') + 1));
+  }
+  return "a tool";
+}
+
+}  // namespace
+
 }  // namespace rankscope::agent
+
+// CUPTI's subscription, as a tool other than rankscope makes it: the
+// preloaded capture library is found before libcupti (see the top of this file).
+extern "C" __attribute__((visibility("default"))) CUptiResult CUPTIAPI
+cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void* userdata) {
+  using namespace rankscope::agent;
+  CuptiSource::cupti_source().leave_to(subscribing_client(__builtin_return_address(0), nullptr));
+  const auto next = reinterpret_cast<decltype(&cuptiSubscribe)>(program_cupti_function("cuptiSubscribe"));
+  return next ? next(subscriber, callback, userdata) : CUPTI_ERROR_NOT_INITIALIZED;
+}
+
+extern "C" __attribute__((visibility("default"))) CUptiResult CUPTIAPI
+cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void* userdata,
+                  CUpti_SubscriberParams* params) {
+  using namespace rankscope::agent;
+  CuptiSource::cupti_source().leave_to(subscribing_client(__builtin_return_address(0), params));
+  const auto next = reinterpret_cast<decltype(&cuptiSubscribe_v2)>(program_cupti_function("cuptiSubscribe_v2"));
+  return next ? next(subscriber, callback, userdata, params) : CUPTI_ERROR_NOT_INITIALIZED;
+}
 
 // CUDA's injection entry (CUDA_INJECTION64_PATH), called in cuInit, once per
 // process. Nonzero tells CUDA the injection succeeded: also where this

@@ -30,6 +30,7 @@ CUpti_BuffersCallbackCompleteFunc g_complete = nullptr;
 CUpti_TimestampCallbackFunc g_clock = nullptr;
 bool g_delivered = false;
 int g_subscriber_token = 0;
+std::string g_subscriber;  // the subscriber's name; "" when none
 CUpti_CallbackFunc g_callback = nullptr;
 std::set<std::pair<int, int>> g_callbacks_enabled;  // (domain, cbid)
 
@@ -183,13 +184,17 @@ CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char** text)
 
 CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void*,
                                        CUpti_SubscriberParams* params) {
-  log("cuptiSubscribe_v2 " + std::string(params && params->subscriberName ? params->subscriberName : ""));
-  if (const char* holder = std::getenv("FAKE_CUPTI_HOLDER")) {
+  const std::string name = params && params->subscriberName ? params->subscriberName : "";
+  log("cuptiSubscribe_v2 " + name);
+  const char* holder = std::getenv("FAKE_CUPTI_HOLDER");
+  if (holder || !g_subscriber.empty()) {
     if (params && params->oldSubscriberName) {
-      std::snprintf(params->oldSubscriberName, params->oldSubscriberSize, "CUPTI for %s", holder);
+      std::snprintf(params->oldSubscriberName, params->oldSubscriberSize, "CUPTI for %s",
+                    holder ? holder : g_subscriber.c_str());
     }
     return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   }
+  g_subscriber = name.empty() ? "unnamed" : name;
   *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_token);
   g_callback = callback;
   return CUPTI_SUCCESS;
@@ -221,6 +226,8 @@ CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_Ca
 
 CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle) {
   log("cuptiUnsubscribe");
+  g_subscriber.clear();
+  g_callback = nullptr;
   return CUPTI_SUCCESS;
 }
 
@@ -325,5 +332,8 @@ __attribute__((visibility("default"))) const char* fake_cupti_log() {
   copy = g_log;
   return copy.c_str();
 }
+
+// For the test: a timestamp as CUPTI would stamp a record now (0 with no callback registered).
+__attribute__((visibility("default"))) uint64_t fake_cupti_timestamp() { return g_clock ? g_clock() : 0; }
 
 }  // extern "C"

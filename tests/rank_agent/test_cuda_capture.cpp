@@ -5,13 +5,18 @@
 //    called as cuInit calls it, does no harm;
 //  - "capture": a fake libcupti and libcuda (fake_cuda.cpp) stand in for
 //    CUDA, and what they hand over reaches the shard: the GPU's records on
-//    the agent's clock, on stream tracks and on the calling thread's track.
+//    the agent's clock, on stream tracks and on the calling thread's track;
+//  - "profiler_api": cudaProfilerStart and cudaProfilerStop steer the window;
+//  - "other_client_later": another tool subscribes to CUPTI while the agent
+//    captures, and gets it.
 #include <cupti.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <nvtx3/nvToolsExt.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <time.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -245,6 +250,55 @@ TEST(CudaCapture, ProfilerStartAndStopSteerTheWindow) {
     EXPECT_LT(position(calls, "cuptiEnableCallback 1 " + call), position(calls, "cuProfilerStart")) << call;
     EXPECT_LT(position(calls, "cuptiEnableCallback 0 " + call), calls.size()) << call << " is left enabled";
   }
+}
+
+// A tool that subscribes to CUPTI after the agent did (torch.profiler's
+// Kineto gives up on CUDA when refused) gets CUPTI: the agent takes what
+// CUPTI holds, leaves it as it found it, with CUPTI's own clock back, and
+// captures on without CUDA.
+TEST(CudaCapture, AToolSubscribingLaterGetsCupti) {
+  if (expected() != "other_client_later") GTEST_SKIP() << "run for another case";
+  ASSERT_TRUE(rankscope_agent_capturing(rankscope::agent::kCaptureCuda));
+  const std::string shard = rankscope_agent_shard_path();
+  call_injection_entry_twice();
+  // As a program linked against libcupti calls it: the first definition in the global scope.
+  const auto subscribe = reinterpret_cast<decltype(&cuptiSubscribe)>(::dlsym(RTLD_DEFAULT, "cuptiSubscribe"));
+  ASSERT_NE(subscribe, nullptr);
+  CUpti_SubscriberHandle handle = nullptr;
+  ASSERT_EQ(subscribe(&handle, [](void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}, nullptr),
+            CUPTI_SUCCESS);
+  EXPECT_NE(handle, nullptr);
+  EXPECT_FALSE(rankscope_agent_capturing(rankscope::agent::kCaptureCuda));
+  EXPECT_TRUE(rankscope_agent_capturing(rankscope::agent::kCaptureNvtx));
+
+  // The tool's records are stamped as CUPTI stamps them when left alone: CLOCK_REALTIME.
+  void* fake = ::dlopen(std::getenv("RANKSCOPE_CUPTI_PATH"), RTLD_NOW | RTLD_NOLOAD);
+  const auto stamp = reinterpret_cast<uint64_t (*)()>(::dlsym(fake, "fake_cupti_timestamp"));
+  ASSERT_NE(stamp, nullptr);
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  const double realtime_ns = static_cast<double>(now.tv_sec) * 1e9 + static_cast<double>(now.tv_nsec);
+  EXPECT_NEAR(static_cast<double>(stamp()), realtime_ns, 1e9);
+
+  nvtxRangePushA("after");
+  nvtxRangePop();
+  ASSERT_TRUE(rankscope_agent_finish());
+  const auto back = read_shard(shard);
+  EXPECT_EQ(back.named("ncclDevKernel_AllReduce_Sum_f32_RING_LL").size(), 1u) << "the records CUPTI held are lost";
+  EXPECT_EQ(back.named("after").size(), 1u);
+  EXPECT_EQ(back.scan.counters.get("cupti_left_to_other_client"), 1u);
+  EXPECT_EQ(back.scan.counters.get("capture_sources_off"), 1u);
+
+  // Flushed, then unsubscribed, then CUPTI's clock back, all before the tool's subscription
+  // (an unnamed cuptiSubscribe_v2); and nothing of the agent's after it.
+  const std::vector<std::string> calls = fake_cupti_calls();
+  const size_t tools = position(calls, "cuptiSubscribe_v2 ");
+  ASSERT_LT(tools, calls.size());
+  EXPECT_LT(position(calls, "cuptiActivityFlushAll 1"), position(calls, "cuptiUnsubscribe"));
+  EXPECT_LT(position(calls, "cuptiUnsubscribe"), tools);
+  EXPECT_EQ(count_starting(calls, "cuptiActivityRegisterTimestampCallback"), 2u);
+  EXPECT_EQ(calls[tools - 1], "cuptiActivityRegisterTimestampCallback");
+  EXPECT_EQ(tools, calls.size() - 1) << "the agent called CUPTI after the tool took it: " << calls.back();
 }
 
 }  // namespace

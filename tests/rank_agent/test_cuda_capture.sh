@@ -3,7 +3,8 @@
 # prints exactly one line saying that CUDA capture is off and why, captures
 # NVTX, and exits 0: no CUPTI, no NVIDIA driver (only checked on a host
 # without one), an old driver, another CUPTI client. With a fake libcupti and
-# libcuda (fake_cuda.cpp) it captures, and prints nothing.
+# libcuda (fake_cuda.cpp) it captures, and prints nothing; a tool that
+# subscribes to CUPTI later gets it, with one line.
 # Usage: test_cuda_capture.sh TEST_BINARY CAPTURE_LIBRARY FAKE_CUDA_LIBRARY
 set -euo pipefail
 binary=$1 library=$2 fake=$3
@@ -21,7 +22,7 @@ fi
 # The fake driver is found as libcuda.so.1 before any real one.
 mkdir "$work/driver"
 ln -s "$fake" "$work/driver/libcuda.so.1"
-with_fake() { LD_LIBRARY_PATH=$work/driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} RANKSCOPE_CUPTI_PATH=$fake "$@"; }
+with_fake() { LD_LIBRARY_PATH=$work/driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} RANKSCOPE_CUPTI_PATH=${cupti:-$fake} "$@"; }
 
 # `sh -c 'exec'` keeps the pid the agent is told is its own.
 as_rank() { RANKSCOPE_SHARD_DIR=$work/$1 sh -c 'RANKSCOPE_AGENT_PID=$$ exec "$0"' "$binary"; }
@@ -53,5 +54,9 @@ FAKE_CUDA_DRIVER_VERSION=12040 with_fake check old_driver \
 FAKE_CUPTI_HOLDER="Nsight Systems" with_fake check other_subscriber \
   "$off another CUPTI client traces this process (CUPTI for Nsight Systems); rankscope leaves CUPTI to it"
 TEST_CUDA_EXPECT=capture with_fake check capture ""
+# The program's libcupti, found by its name where the program loaded it in a local scope only.
+ln -s "$fake" "$work/driver/libcupti.so.13"
+cupti=$work/driver/libcupti.so.13 TEST_CUDA_EXPECT=other_client_later with_fake check other_client_later \
+  "$off another CUPTI client subscribed (called from $(basename "$binary")); rankscope leaves CUPTI to it, with the GPU work recorded until now"
 TEST_CUDA_EXPECT=profiler_api RANKSCOPE_CAPTURE_RANGE=cudaProfilerApi with_fake check profiler_api \
   "rankscope agent: rank 0: --capture-range cudaProfilerApi: 2 capture windows recorded, "

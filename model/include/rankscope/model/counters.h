@@ -47,6 +47,7 @@ inline constexpr std::string_view kOomKills = "oom_kills";
 // CUDA capture (CUPTI) and NCCL's profiler plugin:
 inline constexpr std::string_view kCuptiRecordsDropped = "cupti_records_dropped";
 inline constexpr std::string_view kCuptiRecordsWithoutTimestamps = "cupti_records_without_timestamps";
+inline constexpr std::string_view kCuptiLeftToOtherClient = "cupti_left_to_other_client";
 inline constexpr std::string_view kNcclHandlesExhausted = "nccl_handles_exhausted";
 inline constexpr std::string_view kNcclEventsWithoutContext = "nccl_events_without_context";
 inline constexpr std::string_view kNcclChannelsUnparented = "nccl_kernel_channels_unparented";

@@ -294,6 +294,9 @@ RANKSCOPE_AGENT_API bool rankscope_agent_finish();
 RANKSCOPE_AGENT_API const char* rankscope_agent_shard_path();
 // Disables capture on this rank with one line on stderr naming the reason.
 RANKSCOPE_AGENT_API void rankscope_agent_disable(const char* reason);
+// Turns one capture source (a CaptureBit) off part way, the others capturing
+// on, with one line on stderr naming the source and why (as at start).
+RANKSCOPE_AGENT_API void rankscope_agent_source_off(uint32_t source, const char* why);
 // Off the hot path (a capture source learning about the rank's hardware or
 // its own losses; both are written with the next flush).
 // A GPU the rank uses, for the metadata's `gpu_uuids` (once, however often given).
