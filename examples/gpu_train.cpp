@@ -10,10 +10,12 @@
 // one GPU); then SGD updates the weights and the loss is copied back.
 //
 // The truth file lists, per step, every kernel by name, every copy and memset
-// with its bytes, and every collective. The kernels are counted by an
-// instrument independent of any profiler: one step's compute is captured into
-// a CUDA graph (never launched) and the graph's kernel nodes are read back
-// with their names, which also counts the kernels cuBLAS launches inside.
+// with its bytes, and every collective. They are counted by an instrument
+// independent of any profiler: one step's compute is captured into a CUDA
+// graph (never launched) and the graph's kernel, copy and memset nodes are
+// read back, which also counts what cuBLAS launches inside. An unnumbered
+// warm-up step runs first, so that one-time work (NCCL's connections, the
+// libraries' first uploads) falls outside the numbered steps.
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_profiler_api.h>
@@ -140,37 +142,63 @@ std::string demangled(const char* name) {
   return result;
 }
 
-// Kernel nodes of a captured graph, by demangled name.
-std::map<std::string, int> kernels_in(cudaGraph_t graph, const DriverGraphApi& driver) {
+struct Copy {
+  std::string kind;  // as CUPTI names it: HtoD, DtoH, DtoD
+  size_t bytes;
+};
+
+// What a captured graph holds: kernels by demangled name, copies, memsets.
+struct GraphWork {
+  std::map<std::string, int> kernels;
+  std::vector<Copy> copies;
+  std::vector<size_t> memsets;  // bytes
+};
+
+// "H" or "D": where a copy's end lies, as CUPTI's copy kinds name it.
+const char* memory_side(const void* pointer) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());
+    return "H";  // pageable host memory CUDA never saw
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged ? "D" : "H";
+}
+
+GraphWork work_in(cudaGraph_t graph, const DriverGraphApi& driver) {
   size_t count = 0;
   CHECK(cudaGraphGetNodes(graph, nullptr, &count));
   std::vector<cudaGraphNode_t> nodes(count);
   CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
-  std::map<std::string, int> kernels;
+  GraphWork work;
   for (cudaGraphNode_t node : nodes) {
     cudaGraphNodeType type{};
     CHECK(cudaGraphNodeGetType(node, &type));
-    if (type != cudaGraphNodeTypeKernel) continue;
-    CUDA_KERNEL_NODE_PARAMS params{};
-    if (driver.kernel_node_params(reinterpret_cast<CUgraphNode>(node), &params) != CUDA_SUCCESS) {
-      fail("cuGraphKernelNodeGetParams failed");
+    if (type == cudaGraphNodeTypeMemset) {
+      cudaMemsetParams params{};
+      CHECK(cudaGraphMemsetNodeGetParams(node, &params));
+      work.memsets.push_back(size_t{params.elementSize} * params.width * params.height);
+    } else if (type == cudaGraphNodeTypeMemcpy) {
+      cudaMemcpy3DParms params{};
+      CHECK(cudaGraphMemcpyNodeGetParams(node, &params));
+      work.copies.push_back({std::string(memory_side(params.srcPtr.ptr)) + "to" + memory_side(params.dstPtr.ptr),
+                             params.extent.width * params.extent.height * params.extent.depth});
+    } else if (type == cudaGraphNodeTypeKernel) {
+      CUDA_KERNEL_NODE_PARAMS params{};
+      if (driver.kernel_node_params(reinterpret_cast<CUgraphNode>(node), &params) != CUDA_SUCCESS) {
+        fail("cuGraphKernelNodeGetParams failed");
+      }
+      const char* name = nullptr;
+      CUresult named = CUDA_ERROR_INVALID_VALUE;
+      if (params.func != nullptr) named = driver.function_name(&name, params.func);
+      if (named != CUDA_SUCCESS && params.kern != nullptr) named = driver.kernel_name(&name, params.kern);
+      if (named != CUDA_SUCCESS || name == nullptr) fail("a captured kernel has no name");
+      ++work.kernels[demangled(name)];
     }
-    const char* name = nullptr;
-    CUresult named = CUDA_ERROR_INVALID_VALUE;
-    if (params.func != nullptr) named = driver.function_name(&name, params.func);
-    if (named != CUDA_SUCCESS && params.kern != nullptr) named = driver.kernel_name(&name, params.kern);
-    if (named != CUDA_SUCCESS || name == nullptr) fail("a captured kernel has no name");
-    ++kernels[demangled(name)];
   }
-  return kernels;
+  return work;
 }
 
 // ------------------------------------------------------------------ model ---
-
-struct Copy {
-  std::string kind;  // as CUPTI names it: HtoD, DtoH
-  size_t bytes;
-};
 
 class Trainer {
  public:
@@ -264,17 +292,29 @@ class Trainer {
     step_ms_.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count());
   }
 
-  // What one step launches, counted by a graph capture of it.
-  std::map<std::string, int> kernels_per_step() {
+  // One step before the numbered ones, as a training loop's first: NCCL
+  // connects and the libraries make their one-time uploads here, so that
+  // every numbered step launches the same work.
+  void warm_up() {
+    ddp_sim::nvtx::ScopedRange range("warmup");
+    compute_step(false);
+    CHECK(cudaStreamSynchronize(compute_));
+  }
+
+  // What one step launches, counted by a graph capture of it (which holds
+  // the libraries' copies and memsets too), and the staging copies of --comm
+  // mpi, which lie between MPI calls outside the graph.
+  GraphWork work_per_step() {
     DriverGraphApi driver;
     driver.load();
     cudaGraph_t graph = nullptr;
     CHECK(cudaStreamBeginCapture(compute_, cudaStreamCaptureModeThreadLocal));
     compute_step(true);
     CHECK(cudaStreamEndCapture(compute_, &graph));
-    std::map<std::string, int> kernels = kernels_in(graph, driver);
+    GraphWork work = work_in(graph, driver);
     CHECK(cudaGraphDestroy(graph));
-    return kernels;
+    for (const Copy& copy : staging_copies_per_step()) work.copies.push_back(copy);
+    return work;
   }
 
   // The kernels this program launches itself, counted by hand: a check on the graph's count.
@@ -285,8 +325,16 @@ class Trainer {
             {"gpu_train::kernel::sgd_update(float*, float const*, unsigned long, float)", static_cast<int>(buckets_.size())}};
   }
 
-  std::vector<Copy> copies_per_step() const {
+  // The copies and memsets this program makes itself: a check on the graph's count.
+  std::vector<Copy> own_copies_per_step() const {
     std::vector<Copy> copies = {{"HtoD", activation_floats_ * sizeof(float)}, {"DtoH", sizeof(float)}};
+    for (const Copy& copy : staging_copies_per_step()) copies.push_back(copy);
+    return copies;
+  }
+  std::vector<size_t> own_memsets_per_step() const { return {sizeof(float)}; }
+
+  std::vector<Copy> staging_copies_per_step() const {
+    std::vector<Copy> copies;
     if (options_.comm == "mpi") {
       for (const ddp_sim::Bucket& bucket : buckets_) {
         copies.push_back({"DtoH", bucket.bytes});
@@ -296,8 +344,7 @@ class Trainer {
     return copies;
   }
 
-  void write_truth(const std::string& path, const std::map<std::string, int>& kernels,
-                   const std::string& nccl_version) const {
+  void write_truth(const std::string& path, const GraphWork& work, const std::string& nccl_version) const {
     cudaDeviceProp properties{};
     int device = 0;
     CHECK(cudaGetDevice(&device));
@@ -323,17 +370,32 @@ class Trainer {
     json.key("device").begin_object().key("name").value(properties.name).key("uuid").value(uuid);
     json.key("driver_version").value(driver).key("runtime_version").value(runtime);
     json.key("nccl_version").value(nccl_version).end_object();
+    const auto copies = [&](rankscope::JsonWriter& json, const std::vector<Copy>& list) {
+      json.begin_array();
+      for (const Copy& copy : list) {
+        json.begin_object().key("kind").value(copy.kind).key("bytes").value(bytes(copy.bytes)).end_object();
+      }
+      json.end_array();
+    };
+    const auto memsets = [&](rankscope::JsonWriter& json, const std::vector<size_t>& list) {
+      json.begin_array();
+      for (size_t size : list) json.begin_object().key("bytes").value(bytes(size)).end_object();
+      json.end_array();
+    };
+    json.key("warmup_steps").value(1);
     json.key("per_step").begin_object();
     json.key("kernels");
-    counts(json, kernels);
+    counts(json, work.kernels);
     json.key("own_kernels");
     counts(json, own_kernels_per_step());
-    json.key("memcpy").begin_array();
-    for (const Copy& copy : copies_per_step()) {
-      json.begin_object().key("kind").value(copy.kind).key("bytes").value(bytes(copy.bytes)).end_object();
-    }
-    json.end_array();
-    json.key("memset").begin_array().begin_object().key("bytes").value(bytes(sizeof(float))).end_object().end_array();
+    json.key("memcpy");
+    copies(json, work.copies);
+    json.key("own_memcpy");
+    copies(json, own_copies_per_step());
+    json.key("memset");
+    memsets(json, work.memsets);
+    json.key("own_memset");
+    memsets(json, own_memsets_per_step());
     json.key("collectives").begin_array();
     for (const ddp_sim::Bucket& bucket : buckets_) {
       json.begin_object().key("api").value(options_.comm == "nccl" ? "ncclAllReduce" : "MPI_Allreduce");
@@ -491,7 +553,8 @@ int main(int argc, char** argv) {
                                    std::to_string(nccl_code % 100);
 
   Trainer trainer(options, rank, world_size);
-  const std::map<std::string, int> kernels = trainer.kernels_per_step();
+  const GraphWork work = trainer.work_per_step();
+  trainer.warm_up();
   for (int step = 0; step < options.steps; ++step) {
     if (!options.stall.empty() && options.stall[0] == rank && options.stall[1] == step) {
       std::this_thread::sleep_for(std::chrono::seconds(options.stall[2]));
@@ -506,7 +569,7 @@ int main(int argc, char** argv) {
   if (!options.truth_path.empty()) {
     std::string path = options.truth_path;
     if (const size_t at = path.find("%r"); at != std::string::npos) path.replace(at, 2, std::to_string(rank));
-    trainer.write_truth(path, kernels, nccl_version);
+    trainer.write_truth(path, work, nccl_version);
   }
   if (rank == 0) {
     std::vector<double> times(trainer.step_ms().begin() + std::min<size_t>(2, trainer.step_ms().size() - 1),
