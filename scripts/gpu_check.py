@@ -119,13 +119,16 @@ def kernel_checks(label, timeline, truths, steps=None):
         work = RankGpuWork(timeline, rank)
         per_step = truth["per_step"]
         expected_kernels = collections.Counter(per_step["kernels"])
-        own_ok = all(expected_kernels[name] == count for name, count in per_step["own_kernels"].items())
+        expected_copies = collections.Counter((c["kind"], c["bytes"]) for c in per_step["memcpy"])
+        expected_memsets = collections.Counter(m["bytes"] for m in per_step["memset"])
+        # What the program launches itself is in the graph's count (the libraries' work besides).
+        own_ok = (all(expected_kernels[name] == count for name, count in per_step["own_kernels"].items())
+                  and not collections.Counter((c["kind"], c["bytes"]) for c in per_step["own_memcpy"]) - expected_copies
+                  and not collections.Counter(m["bytes"] for m in per_step["own_memset"]) - expected_memsets)
         nccl_per_step = sum(1 for c in per_step["collectives"] if c["api"] == "ncclAllReduce")
         kernels = work.per_step(GPU_KERNEL, work.timeline.name)
         copies = work.per_step(GPU_MEMCPY, lambda e: (work.timeline.name(e).replace("memcpy ", ""), int(e["bytes"])))
         memsets = work.per_step(GPU_MEMSET, lambda e: int(e["bytes"]))
-        expected_copies = collections.Counter((c["kind"], c["bytes"]) for c in per_step["memcpy"])
-        expected_memsets = collections.Counter(m["bytes"] for m in per_step["memset"])
         mismatched = []
         launched = captured = 0
         for step in steps if steps is not None else range(truth["steps"]):
@@ -144,7 +147,7 @@ def kernel_checks(label, timeline, truths, steps=None):
         results.append(check(f"{label}: rank {rank}: kernels, copies and memsets per step equal the truth file",
                              not mismatched and own_ok, steps=len(steps) if steps is not None else truth["steps"], kernels_launched=launched,
                              kernels_captured_in_steps=captured, kernel_names=len(expected_kernels),
-                             own_kernels_in_graph_count=own_ok, mismatched_steps=mismatched[:3]))
+                             own_work_in_graph_count=own_ok, mismatched_steps=mismatched[:3]))
 
         # Causality: every GPU operation starts after the call that launched it began.
         lags, unlaunched = [], 0
@@ -333,6 +336,32 @@ def accept_check(path):
                   collectives=nccl_figures)]
 
 
+def coexistence_check(out, timeline):
+    """rankscope and torch.profiler in one process: rankscope leaves CUPTI to torch.profiler with its one line, the run
+    succeeds, and torch.profiler's trace has the step's kernels, each after the call that launched it (its clock is
+    CUPTI's own again)."""
+    log = open(os.path.join(out, "logs", "coexistence.log")).read()
+    status = dict(line.split("\t")[:2] for line in open(os.path.join(out, "steps.tsv")) if line.strip())
+    lines = [line for line in log.splitlines() if line.startswith("rankscope agent:") and "CUDA capture" in line]
+    kernels, launches = [], {}
+    for path in glob.glob(os.path.join(out, "coexistence-kineto", "*.json")):
+        for e in json.load(open(path)).get("traceEvents", []):
+            correlation = (e.get("args") or {}).get("correlation")
+            if e.get("cat") == "kernel":
+                kernels.append((correlation, float(e["ts"])))
+            elif e.get("cat") in ("cuda_runtime", "cuda_driver") and correlation is not None:
+                launches[correlation] = float(e["ts"])
+    lags = [ts - launches[c] for c, ts in kernels if c in launches]
+    return [check("coexistence: torch.profiler started in a process rankscope captures gets CUPTI",
+                  status.get("coexistence") == "0" and timeline is not None and len(lines) == 1
+                  and "another CUPTI client subscribed" in lines[0] and kernels and len(lags) == len(kernels)
+                  and min(lags) >= 0 and timeline.counters.get("cupti_left_to_other_client") == 1,
+                  exit_status=status.get("coexistence"), rankscope_lines=lines, torch_profiler_kernels=len(kernels),
+                  kernels_with_launch=len(lags), min_launch_to_start_us=round(min(lags), 3) if lags else None,
+                  median_launch_to_start_us=round(statistics.median(lags), 3) if lags else None,
+                  cupti_left_to_other_client=timeline.counters.get("cupti_left_to_other_client") if timeline else None)]
+
+
 def counters_check(timelines):
     bad = {}
     for name, timeline in timelines.items():
@@ -447,9 +476,7 @@ def main():
         guarded("PyTorch DDP buckets", lambda: bucket_check(path("torch-nccl2-report.json"),
                                                             truths("truth-torch-nccl2-*.json")[0]))
     timeline("torch-gloo2.h5")
-    guarded("coexistence", lambda: [check("coexistence: torch.profiler in a process rankscope captures",
-                                          **(lambda facts: {"passed": facts.pop("passed"), **facts})(
-                                              json.load(open(path("coexistence.json")))))])
+    guarded("coexistence", coexistence_check, out, timeline("coexistence.h5"))
     guarded("accept", accept_check, path("accept.json"))
     guarded("counters", counters_check, timelines)
     guarded("overhead", overhead, out)
