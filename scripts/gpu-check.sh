@@ -21,7 +21,8 @@ bundle=$(realpath "$1")
 out=$(realpath -m "$2")
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out/logs" "$out/overhead"
-: >"$out/steps.tsv"
+# A rerun of chosen steps (GPU_CHECK_ONLY) adds its lines to the earlier run's: the last line of a step counts.
+[ -n "${GPU_CHECK_ONLY:-}" ] || : >"$out/steps.tsv"
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
 tar -xJf "$bundle" -C "$prefix" || { echo "gpu-check: cannot unpack $bundle" >&2; exit 2; }

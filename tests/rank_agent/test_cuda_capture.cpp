@@ -83,6 +83,22 @@ TEST(CudaCapture, OffWhereItCannotRunWhileNvtxCapturesOn) {
   nvtxRangePushA("step");
   nvtxMarkA("checkpoint");
   nvtxRangePop();
+
+  // A tool's own subscription, which the capture library sees first, reaches
+  // the program's CUPTI and comes back with its answer, without a line.
+  const auto subscribe = reinterpret_cast<decltype(&cuptiSubscribe)>(::dlsym(RTLD_DEFAULT, "cuptiSubscribe"));
+  ASSERT_NE(subscribe, nullptr);
+  CUpti_SubscriberHandle handle = nullptr;
+  const CUptiResult result =
+      subscribe(&handle, [](void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}, nullptr);
+  if (fake_cupti_calls().empty()) {
+    EXPECT_NE(result, CUPTI_SUCCESS) << "no CUPTI, or no driver, to subscribe to";
+  } else if (std::getenv("FAKE_CUPTI_HOLDER")) {
+    EXPECT_EQ(result, CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+  } else {
+    EXPECT_EQ(result, CUPTI_SUCCESS);
+    EXPECT_NE(handle, nullptr);
+  }
   ASSERT_TRUE(rankscope_agent_finish());
 
   const auto back = read_shard(shard);
@@ -97,6 +113,7 @@ TEST(CudaCapture, OffWhereItCannotRunWhileNvtxCapturesOn) {
   EXPECT_EQ(back.scan.metadata->gpu_uuids, "");
   // Where a CUPTI was reached (the fake one), it was left as found.
   EXPECT_EQ(count_starting(fake_cupti_calls(), "cuptiActivityEnable"), 0u);
+  EXPECT_EQ(back.scan.counters.get("cupti_left_to_other_client"), 0u);
 }
 
 TEST(CudaCapture, GpuRecordsReachTheShardOnTheAgentsClockAndTracks) {

@@ -19,10 +19,13 @@ if objdump -p "$library" | grep NEEDED | grep -Eqi 'cupti|libcuda|nccl'; then
   fail "the capture library depends on a CUDA library"
 fi
 
-# The fake driver is found as libcuda.so.1 before any real one.
+# The fake driver is found as libcuda.so.1 before any real one; the fake
+# CUPTI goes by CUPTI's name, by which a tool's subscription finds it where
+# it lies in a local scope only (as a Python extension's dependency does).
 mkdir "$work/driver"
 ln -s "$fake" "$work/driver/libcuda.so.1"
-with_fake() { LD_LIBRARY_PATH=$work/driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} RANKSCOPE_CUPTI_PATH=${cupti:-$fake} "$@"; }
+ln -s "$fake" "$work/driver/libcupti.so.13"
+with_fake() { LD_LIBRARY_PATH=$work/driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} RANKSCOPE_CUPTI_PATH=$work/driver/libcupti.so.13 "$@"; }
 
 # `sh -c 'exec'` keeps the pid the agent is told is its own.
 as_rank() { RANKSCOPE_SHARD_DIR=$work/$1 sh -c 'RANKSCOPE_AGENT_PID=$$ exec "$0"' "$binary"; }
@@ -54,9 +57,7 @@ FAKE_CUDA_DRIVER_VERSION=12040 with_fake check old_driver \
 FAKE_CUPTI_HOLDER="Nsight Systems" with_fake check other_subscriber \
   "$off another CUPTI client traces this process (CUPTI for Nsight Systems); rankscope leaves CUPTI to it"
 TEST_CUDA_EXPECT=capture with_fake check capture ""
-# The program's libcupti, found by its name where the program loaded it in a local scope only.
-ln -s "$fake" "$work/driver/libcupti.so.13"
-cupti=$work/driver/libcupti.so.13 TEST_CUDA_EXPECT=other_client_later with_fake check other_client_later \
+TEST_CUDA_EXPECT=other_client_later with_fake check other_client_later \
   "$off another CUPTI client subscribed (called from $(basename "$binary")); rankscope leaves CUPTI to it, with the GPU work recorded until now"
 TEST_CUDA_EXPECT=profiler_api RANKSCOPE_CAPTURE_RANGE=cudaProfilerApi with_fake check profiler_api \
   "rankscope agent: rank 0: --capture-range cudaProfilerApi: 2 capture windows recorded, "
