@@ -135,6 +135,9 @@ std::string info_text(const Timeline& timeline, const EventsRead& events_read) {
       const std::string_view meaning = counter::meaning(name);
       quality += "  rank " + std::to_string(rank.rank) + ": " + name + " = " + std::to_string(value) + "  (" +
                  std::string(meaning.empty() ? "not known to this version of rankscope" : meaning) + ")\n";
+      if (name == counter::kNothingCaptured) {
+        quality += "    why: " + counter::nothing_captured_causes(rank.counters, rank.capture) + "\n";
+      }
     }
   }
   out += "data quality: " + std::string(quality.empty() ? "no problems counted\n" : "\n" + quality);

@@ -792,9 +792,9 @@ std::vector<std::string> shard_problems(const std::vector<OwnedShard>& shards) {
                          "was lost): it is merged without checking that it is of this job");
     }
     if (shard.counters.get(counter::kNothingCaptured) != 0) {
-      problems.push_back("rank " + std::to_string(shard.scan.rank()) + " captured nothing (capture: " +
-                         shard.scan.metadata.value_or(RankMetadata{}).capture +
-                         "): its program made none of those calls where rankscope sees them");
+      const std::string capture = shard.scan.metadata.value_or(RankMetadata{}).capture;
+      problems.push_back("rank " + std::to_string(shard.scan.rank()) + " captured nothing (capture: " + capture +
+                         "): " + counter::nothing_captured_causes(shard.counters, capture));
     }
   }
   return problems;

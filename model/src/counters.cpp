@@ -1,5 +1,7 @@
 #include "rankscope/model/counters.h"
 
+#include <vector>
+
 namespace rankscope::counter {
 namespace {
 
@@ -11,8 +13,8 @@ constexpr Definition kRegistry[] = {
     {kNamesDropped, "names not recorded: the agent's string table was full"},
     {kSourcesOff, "requested capture sources that could not start, or stopped part way (the run's stderr says why)"},
     {kNothingCaptured,
-     "1: the rank ran but captured no event: its program made none of the captured calls where rankscope sees them "
-     "(a static binary, an MPI other than the one rankscope was built with)"},
+     "1: the rank ran but captured no event; `rankscope info` and the run's warning say why, from its other "
+     "counters"},
     {kTerminatedBySignal,
      "the signal that ended the process; the agent closed the shard first (mpirun ends the other ranks this way when "
      "one dies)"},
@@ -72,6 +74,19 @@ constexpr Definition kRegistry[] = {
     {kNcclGpuWindowsPartial, "NCCL GPU events recorded without the last of nChannels (at slot reuse or at the end)"},
     {kNcclGpuTimeAfterCallback, "NCCL GPU stop stamps that mapped later than their callback; each raised the offset"},
     {kNcclGpuOffsetRaisedMaxNs, "the largest total raise of one NCCL communicator's GPU clock offset, in ns"},
+    {kPythonHookAttached, "1: rankscope's hook ran in the rank's Python interpreter"},
+    {kPythonTorchHooked,
+     "what the Python hook hooked in torch, as bits: 16 torch was imported, 1 steps (the optimizer's), 2 data "
+     "loading, 4 forward and backward, 8 torch.distributed collectives; 0: torch was never imported"},
+    {kPythonHookNotRun,
+     "1: the rank's process is a Python interpreter the hook did not run in (python -I, -E or -S ignores "
+     "PYTHONPATH): its steps, phases and torch.distributed collectives were not captured"},
+    {kPythonHookErrors,
+     "exceptions inside the Python hook, caught and never raised into the program (the first is said on stderr): "
+     "what they would have recorded is missing"},
+    {kPythonCollectiveEndsUnknown,
+     "torch.distributed collectives whose completion the hook could not see (no future, never waited on from "
+     "Python): recorded as ending when their call returned"},
     {kChunksCorrupt, "shard chunks that failed their checksum and were skipped"},
     {kEventsLost, "events in shard chunks that were damaged or cut short"},
     {kBytesSkipped, "unreadable shard bytes skipped to reach the next whole chunk"},
@@ -117,6 +132,7 @@ constexpr Definition kRegistry[] = {
     {kCostEventPs, "capture cost: one recorded call, calibrated in the process, in ps"},
     {kCostPollPs, "capture cost: one poll that is only counted, calibrated in the process, in ps"},
     {kCostBufferBytes, "capture cost: event buffer memory the agent used, in bytes"},
+    {kCostPythonHookNs, "capture cost: the time the Python hook spent in its own code on the program's threads, in ns"},
     {kProcessPeakRssBytes, "the process's peak resident memory, in bytes (ru_maxrss)"},
     {kProcessUserCpuNs, "CPU time the process's threads ran in user mode, in ns"},
     {kProcessSystemCpuNs, "CPU time the kernel ran for the process's threads, in ns"},
@@ -136,6 +152,42 @@ std::string_view meaning(std::string_view name) {
     if (definition.name == name) return definition.meaning;
   }
   return {};
+}
+
+// python_torch_hooked when torch was imported and nothing of it could be hooked.
+constexpr uint64_t kTorchImportedOnly = 16;
+
+std::string nothing_captured_causes(const Counters& counters, std::string_view capture) {
+  std::vector<std::string> causes;
+  const bool sidecar = capture.find("mode=sidecar") != std::string_view::npos;
+  const bool python = capture.find("python") != std::string_view::npos;
+  if (counters.get(kPythonHookNotRun) != 0) {
+    causes.push_back("its Python interpreter ignored PYTHONPATH (python -I, -E or -S), so rankscope's Python hook, "
+                     "which captures torch's steps and collectives, did not run");
+  } else if (counters.get(kPythonHookAttached) != 0 && counters.get(kPythonTorchHooked) == 0) {
+    causes.push_back("its Python program never imported torch, whose steps and collectives the Python hook captures");
+  } else if (counters.get(kPythonHookAttached) != 0 && counters.get(kPythonTorchHooked) == kTorchImportedOnly) {
+    causes.push_back("its torch has none of the APIs the Python hook needs (the run's stderr names them)");
+  } else if (counters.get(kPythonHookAttached) != 0 && counters.get(kEventsOutsideWindow) == 0) {
+    causes.push_back("its Python program imported torch but never trained: no optimizer step, DataLoader batch, "
+                     "forward, backward or torch.distributed collective");
+  } else if (sidecar && !python) {
+    causes.push_back("--capture leaves out python: a PyTorch job on gloo or the CPU shows only through the Python "
+                     "hook");
+  }
+  if (const uint64_t outside = counters.get(kEventsOutsideWindow); outside > 0) {
+    causes.push_back("its capture window took in none of its events (" + std::to_string(outside) +
+                     " counted outside it: --delay, --duration, --paused, --steps or --capture-range)");
+  }
+  if (causes.empty()) {
+    causes.push_back(sidecar ? "its program made no NVTX, CUDA or NCCL call that rankscope sees, and ran no Python "
+                               "that the hook could see"
+                             : "its program made no MPI call that rankscope sees (a static binary, or an MPI other "
+                               "than the one rankscope was built with)");
+  }
+  std::string text;
+  for (const std::string& cause : causes) text += (text.empty() ? "" : "; ") + cause;
+  return text;
 }
 
 }  // namespace rankscope::counter

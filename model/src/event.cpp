@@ -9,7 +9,7 @@ constexpr std::array<std::string_view, kEventKindCount + 1> kKindNames = {
     "invalid",        "nvtx_range",     "nvtx_mark", "mpi_call",          "mpi_collective",
     "mpi_p2p",        "cuda_api",       "gpu_kernel", "gpu_memcpy",       "gpu_memset",
     "gpu_sync",       "nccl_coll_enqueue", "nccl_coll_gpu", "nccl_p2p_enqueue", "nccl_p2p_gpu",
-    "instant",        "counter"};
+    "instant",        "counter",        "torch_collective", "torch_wait"};
 
 constexpr std::array<std::string_view, kCommOpCount> kOpNames = {
     "none",    "AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AllToAll",
@@ -56,6 +56,7 @@ std::string_view track_type_name(TrackType type) {
     case TrackType::kCounter: return "counter";
     case TrackType::kMpiComm: return "mpi_comm";
     case TrackType::kNvtxDomain: return "nvtx_domain";
+    case TrackType::kProcessGroup: return "process_group";
   }
   return "invalid";
 }

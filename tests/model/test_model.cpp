@@ -4,6 +4,7 @@
 
 #include "rankscope/model/counters.h"
 #include "rankscope/model/event.h"
+#include "rankscope/model/host_phases.h"
 #include "rankscope/model/json.h"
 #include "rankscope/model/metadata.h"
 #include "rankscope/model/process_usage.h"
@@ -25,6 +26,29 @@ TEST(EventModel, DataTypeSizes) {
   EXPECT_EQ(data_type_size(DataType::kBfloat16), 2u);
   EXPECT_EQ(data_type_size(DataType::kFloat8E4M3), 1u);
   EXPECT_EQ(data_type_size(DataType::kOther), 0u);
+}
+
+// The names torch.profiler, the Python hook and users give the phases of a step.
+TEST(HostPhases, KnownByTheNamesOfRanges) {
+  EXPECT_EQ(host_phase("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"), HostPhase::kDataLoading);
+  EXPECT_EQ(host_phase("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"), HostPhase::kDataLoading);
+  EXPECT_EQ(host_phase("DistributedDataParallel.forward"), HostPhase::kForward);
+  EXPECT_EQ(host_phase("autograd::engine::evaluate_function: AddmmBackward0"), HostPhase::kBackward);
+  EXPECT_EQ(host_phase("Optimizer.step#SGD.step"), HostPhase::kOptimizer);
+  EXPECT_EQ(host_phase("Optimizer.zero_grad#AdamW.zero_grad"), HostPhase::kOptimizer);
+  for (const char* name : {"forward", "Forward", "## forward ##", "forward_pass", "FWD"}) {
+    EXPECT_EQ(host_phase(name), HostPhase::kForward) << name;
+  }
+  for (const char* name : {"backward", "Backward Pass", "bwd"}) EXPECT_EQ(host_phase(name), HostPhase::kBackward) << name;
+  for (const char* name : {"optimizer", "optimizer.step", "optimizer_step", "Optimizer Step"}) {
+    EXPECT_EQ(host_phase(name), HostPhase::kOptimizer) << name;
+  }
+  EXPECT_EQ(host_phase("data loading"), HostPhase::kDataLoading);
+  for (const char* name : {"", "#", "ProfilerStep#3", "aten::addmm", "loss.backward", "forwarding", "my forward",
+                           "nccl:all_reduce", "gloo:all_reduce"}) {
+    EXPECT_EQ(host_phase(name), HostPhase::kNone) << name;
+  }
+  EXPECT_EQ(host_phase_name(HostPhase::kDataLoading), "data loading");
 }
 
 TEST(Metadata, EncodeDecodeRoundTrip) {
@@ -133,6 +157,28 @@ TEST(CounterRegistry, EveryCounterIsNamedOnceAndDescribed) {
   EXPECT_FALSE(counter::is_cost(counter::kEventsDropped));
   EXPECT_TRUE(counter::is_process_usage(counter::kProcessPeakRssBytes));
   EXPECT_FALSE(counter::is_process_usage(counter::kKilledBySignal));
+}
+
+// What a rank that captured nothing is told, by what its counters show.
+TEST(CounterRegistry, NothingCapturedNamesTheCauseItsCountersShow) {
+  const auto causes = [](std::initializer_list<std::pair<std::string_view, uint64_t>> values, std::string_view capture) {
+    Counters counters;
+    for (const auto& [name, value] : values) counters.set(name, value);
+    return counter::nothing_captured_causes(counters, capture);
+  };
+  const std::string_view sidecar = "mpi,nvtx,python mode=sidecar buffer_mb=64";
+  EXPECT_NE(causes({{counter::kPythonHookNotRun, 1}}, sidecar).find("ignored PYTHONPATH"), std::string::npos);
+  EXPECT_NE(causes({{counter::kPythonHookAttached, 1}}, sidecar).find("never imported torch"), std::string::npos);
+  EXPECT_NE(causes({{counter::kPythonHookAttached, 1}, {counter::kPythonTorchHooked, 16}}, sidecar)
+                .find("none of the APIs"), std::string::npos);
+  EXPECT_NE(causes({{counter::kPythonHookAttached, 1}, {counter::kPythonTorchHooked, 31}}, sidecar)
+                .find("never trained"), std::string::npos);
+  EXPECT_NE(causes({}, "mpi,nvtx mode=sidecar").find("--capture leaves out python"), std::string::npos);
+  const std::string windowed = causes({{counter::kPythonHookAttached, 1}, {counter::kPythonTorchHooked, 31},
+                                       {counter::kEventsOutsideWindow, 40}}, sidecar);
+  EXPECT_EQ(windowed.find("never trained"), std::string::npos) << windowed;  // it did: outside the window
+  EXPECT_EQ(windowed.find("its capture window took in none of its events (40 counted"), 0u) << windowed;
+  EXPECT_NE(causes({}, "mpi,nvtx mode=inprocess").find("no MPI call"), std::string::npos);
 }
 
 TEST(ProcessUsage, TheKernelsFiguresBecomeCounters) {

@@ -87,7 +87,7 @@ Handle rank_row_type() {
 Handle track_row_type() {
   Handle type(H5Tcreate(H5T_COMPOUND, sizeof(TrackRow)), H5Tclose);
   Handle track_type(H5Tenum_create(H5T_NATIVE_UINT8), H5Tclose);
-  for (uint8_t value = 1; value <= static_cast<uint8_t>(TrackType::kNvtxDomain); ++value) {
+  for (uint8_t value = 1; value <= static_cast<uint8_t>(kLastTrackType); ++value) {
     H5Tenum_insert(track_type, std::string(track_type_name(static_cast<TrackType>(value))).c_str(), &value);
   }
   H5Tinsert(type, "rank", offsetof(TrackRow, rank), H5T_NATIVE_INT32);

@@ -102,6 +102,12 @@ class Reader {
     return out;
   }
 
+  // The values in each row of a table: 1 for a 1-column table.
+  uint64_t columns(const char* name) const {
+    const std::vector<hsize_t> shape = dims(open(name));
+    return shape.size() == 2 ? shape[1] : 1;
+  }
+
   // Rows of `columns` values each; a row of a 1-column table is one Row.
   template <typename Row>
   Table<Row> read_table(const char* name, hid_t type, const std::function<void(TimelineDamage::Finding)>& note,
@@ -191,7 +197,7 @@ std::pair<std::string, std::string> rank_row_problem(const schema::RankRow& row,
 std::string track_row_problem(const schema::TrackRow& t, int32_t rank, size_t strings) {
   if (t.rank != rank) return "holds rank " + std::to_string(t.rank);
   if (t.id > UINT16_MAX) return "id " + std::to_string(t.id) + " is beyond what an event can name";
-  if (t.type < 1 || t.type > static_cast<uint8_t>(TrackType::kNvtxDomain)) {
+  if (t.type < 1 || t.type > static_cast<uint8_t>(kLastTrackType)) {
     return "type " + std::to_string(t.type) + " is not a track type";
   }
   if (t.name_id >= strings) return "name_id " + std::to_string(t.name_id) + " is not in the string table";
@@ -349,8 +355,11 @@ Timeline::Timeline(const std::string& path) : path_(path) {
 
     strings_ = read_strings(reader, note);
     const auto rows = reader.read_table<schema::RankRow>(schema::kRanks, schema::rank_row_type(), note);
-    const auto counts =
-        reader.read_table<uint64_t>(schema::kEventCounts, H5T_NATIVE_UINT64, note, kEventKindCount);
+    // Timelines written before the torch kinds have a column less.
+    const uint64_t kinds = reader.columns(schema::kEventCounts) == kEventKindCountBeforeTorch
+                               ? kEventKindCountBeforeTorch
+                               : kEventKindCount;
+    const auto counts = reader.read_table<uint64_t>(schema::kEventCounts, H5T_NATIVE_UINT64, note, kinds);
     const auto tracks = reader.read_table<schema::TrackRow>(schema::kTracks, schema::track_row_type(), note);
     const auto counters = reader.read_table<schema::CounterRow>(schema::kCounters, schema::counter_row_type(), note);
     // Timelines written before /clock had repair_shift_ns lack the member;
@@ -369,7 +378,7 @@ Timeline::Timeline(const std::string& path) : path_(path) {
       event_checksum_unreadable_ = std::move(checksums.unreadable);
       checksummed_ = true;
     }
-    if (counts.rows.size() != rows.rows.size() * kEventKindCount) {
+    if (counts.rows.size() != rows.rows.size() * kinds) {
       throw Error(path + ": /event_counts does not match /ranks");
     }
 
@@ -415,8 +424,9 @@ Timeline::Timeline(const std::string& path) : path_(path) {
       info.shard = fixed_text(row.shard);
       info.job = {fixed_text(row.job_id), row.job_start_wall_ns};
 
-      info.events_by_kind.assign(counts.rows.begin() + static_cast<long>(r * kEventKindCount),
-                                 counts.rows.begin() + static_cast<long>((r + 1) * kEventKindCount));
+      info.events_by_kind.assign(counts.rows.begin() + static_cast<long>(r * kinds),
+                                 counts.rows.begin() + static_cast<long>((r + 1) * kinds));
+      info.events_by_kind.resize(kEventKindCount, 0);
       uint64_t counted = 0;
       bool overflow = false;
       for (uint64_t n : info.events_by_kind) overflow |= __builtin_add_overflow(counted, n, &counted);

@@ -7,7 +7,10 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <string_view>
+
+#include "rankscope/model/metadata.h"
 
 namespace rankscope::counter {
 
@@ -56,6 +59,13 @@ inline constexpr std::string_view kNcclChannelsUnexpected = "nccl_kernel_channel
 inline constexpr std::string_view kNcclGpuWindowsPartial = "nccl_gpu_windows_partial";
 inline constexpr std::string_view kNcclGpuTimeAfterCallback = "nccl_gpu_time_after_callback";
 inline constexpr std::string_view kNcclGpuOffsetRaisedMaxNs = "nccl_gpu_offset_raised_max_ns";
+// rankscope's hook in a Python interpreter (docs/agent.md, "PyTorch"):
+inline constexpr std::string_view kPythonPrefix = "python_";
+inline constexpr std::string_view kPythonHookAttached = "python_hook_attached";
+inline constexpr std::string_view kPythonTorchHooked = "python_torch_hooked";
+inline constexpr std::string_view kPythonHookNotRun = "python_hook_not_run";
+inline constexpr std::string_view kPythonHookErrors = "python_hook_errors";
+inline constexpr std::string_view kPythonCollectiveEndsUnknown = "python_collective_ends_unknown";
 // The merge, reading shards and checking clocks:
 inline constexpr std::string_view kChunksCorrupt = "shard_chunks_corrupt";
 inline constexpr std::string_view kEventsLost = "shard_events_lost";
@@ -92,6 +102,7 @@ inline constexpr std::string_view kCostFlusherCpuNs = "agent_cost_flusher_cpu_ns
 inline constexpr std::string_view kCostEventPs = "agent_cost_event_ps";
 inline constexpr std::string_view kCostPollPs = "agent_cost_poll_ps";
 inline constexpr std::string_view kCostBufferBytes = "agent_cost_buffer_bytes";
+inline constexpr std::string_view kCostPythonHookNs = "agent_cost_python_hook_ns";
 
 // What the rank's process used, as the kernel counted it (getrusage): the
 // agent's figures as it closed the shard, `rankscope run`'s where the
@@ -122,6 +133,11 @@ std::span<const Definition> registry();
 
 // What a counter means; "" for a name not in the registry.
 std::string_view meaning(std::string_view name);
+
+// Why a rank captured nothing (nothing_captured = 1), as its counters and its
+// capture setting ("mpi,nvtx,python mode=sidecar ...", RankMetadata::capture)
+// tell: each cause that holds, in a sentence joined by "; ".
+std::string nothing_captured_causes(const Counters& counters, std::string_view capture);
 
 // Whether a counter states what capture cost rather than a problem.
 constexpr bool is_cost(std::string_view name) { return name.starts_with(kCostPrefix); }

@@ -25,8 +25,17 @@ enum class EventKind : uint8_t {
   kNcclP2pGpu = 14,
   kInstant = 15,          // marker without duration (step boundary, agent notice)
   kCounter = 16,          // sample of a counter track; the value is in `bytes`
+  // torch.distributed (c10d), of any backend (gloo, NCCL, MPI), as the
+  // Python hook or a torch.profiler trace sees it: a collective from the
+  // call (its arrival) to its completion, on its process group's track;
+  // and a thread blocked until c10d work completed (Work.wait, DDP's wait
+  // for its gradient buckets at the end of backward), on the thread's track.
+  kTorchCollective = 17,
+  kTorchWait = 18,
 };
-inline constexpr int kEventKindCount = 16;
+inline constexpr int kEventKindCount = 18;
+// Timelines written before the torch kinds count events by these kinds only.
+inline constexpr int kEventKindCountBeforeTorch = 16;
 
 // The kInstant the agent writes on a crashing thread's track, at the crash:
 // "crash: SIGSEGV in crash_app+0x12a4 (write_through_null+0x8)", the place
@@ -104,7 +113,9 @@ enum class TrackType : uint8_t {
   kCounter = 4,
   kMpiComm = 5,      // os_id = communicator hash, equal on every rank
   kNvtxDomain = 6,   // NVTX start/end ranges of one domain; os_id = domain index
+  kProcessGroup = 7,  // a torch.distributed process group; os_id = its hash, equal on every rank
 };
+inline constexpr TrackType kLastTrackType = TrackType::kProcessGroup;
 
 struct Track {
   uint64_t os_id;
@@ -117,10 +128,10 @@ struct Track {
 };
 static_assert(sizeof(Track) == 24, "Track layout is part of the file formats");
 
-// One instance of a collective on each member rank: MPI's, NCCL's enqueue or its GPU work.
+// One instance of a collective on each member rank: MPI's, NCCL's enqueue or its GPU work, c10d's.
 constexpr bool is_collective_kind(EventKind kind) {
   return kind == EventKind::kMpiCollective || kind == EventKind::kNcclCollectiveEnqueue ||
-         kind == EventKind::kNcclCollectiveGpu;
+         kind == EventKind::kNcclCollectiveGpu || kind == EventKind::kTorchCollective;
 }
 
 std::string_view event_kind_name(EventKind kind);
