@@ -221,6 +221,11 @@ void set_agent_environment(const RunOptions& options, const Identity& id, const 
   if (options.capture.find("nvtx") != std::string::npos) set("NVTX_INJECTION64_PATH", capture_library);
   if (options.capture.find("cuda") != std::string::npos) set("CUDA_INJECTION64_PATH", capture_library);
   if (options.capture.find("nccl") != std::string::npos) set("NCCL_PROFILER_PLUGIN", capture_library);
+  // Python interpreters find rankscope's sitecustomize first (docs/agent.md, "PyTorch").
+  if (agent::parse_capture_list(options.capture) & agent::kCapturePython) {
+    const char* path = std::getenv("PYTHONPATH");
+    set("PYTHONPATH", agent_library("python").string() + (path && *path ? ":" + std::string(path) : ""));
+  }
 }
 
 void prepend_preload(const std::vector<fs::path>& libraries) {

@@ -186,6 +186,7 @@ class Agent {
   void note_name_dropped() { names_dropped_.fetch_add(1, std::memory_order_relaxed); }
   void add_gpu_uuid(std::string_view uuid);
   void call_at_close(void (*add_counters)()) { at_close_.store(add_counters, std::memory_order_release); }
+  void say(const std::string& line) const { report(line); }
   void add_to_counter(std::string_view name, uint64_t value) {
     std::lock_guard lock(source_counters_mutex_);
     source_counters_.add(name, value);
@@ -1368,6 +1369,10 @@ void rankscope_agent_add_gpu_uuid(const char* uuid) {
 
 void rankscope_agent_add_counter(const char* name, uint64_t value) {
   if (auto* a = agent(); a && name) a->add_to_counter(name, value);
+}
+
+void rankscope_agent_say(const char* line) {
+  if (const auto* a = agent(); a && line) a->say(line);
 }
 
 void rankscope_agent_at_close(void (*add_counters)()) {

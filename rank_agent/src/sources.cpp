@@ -7,6 +7,7 @@
 
 namespace rankscope::agent {
 
+CaptureSource& python_capture_source();
 #if RANKSCOPE_HAVE_NVTX
 CaptureSource& nvtx_capture_source();
 #endif
@@ -19,6 +20,7 @@ int flush_interval_ms() { return std::max(10, env_integer<int>(kEnvFlushMs, 200)
 
 std::span<CaptureSource* const> built_capture_sources() {
   static CaptureSource* const sources[] = {
+      &python_capture_source(),
 #if RANKSCOPE_HAVE_NVTX
       &nvtx_capture_source(),
 #endif

@@ -639,7 +639,7 @@ TEST(TrackTable, OneIdPerTypeObjectAndDevice) {
 
 // The capture-source table names what --capture and RANKSCOPE_CAPTURE accept.
 TEST(CaptureSources, ListsParseByTheTable) {
-  EXPECT_EQ(parse_capture_list(kDefaultCapture), kCaptureMpi | kCaptureNvtx);
+  EXPECT_EQ(parse_capture_list(kDefaultCapture), kCaptureMpi | kCaptureNvtx | kCapturePython);
   EXPECT_EQ(parse_capture_list("nccl,cuda,mpi"), kCaptureNccl | kCaptureCuda | kCaptureMpi);
   std::string_view unknown;
   EXPECT_EQ(parse_capture_list("mpi,gpu,hip", &unknown), kCaptureMpi);

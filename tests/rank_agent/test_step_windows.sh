@@ -34,7 +34,7 @@ refused --steps 3:5 --paused -- "--paused excludes --steps"
 refused --capture-range nvtx: -- "is neither nvtx:NAME"
 refused --capture-range cuda:x -- "is neither nvtx:NAME"
 refused --capture-range nvtx:a --steps 1:2 -- "--steps excludes --capture-range"
-refused --steps 1:2 --capture mpi -- "--steps needs nvtx in --capture (it is mpi)"
+refused --steps 1:2 --capture mpi -- "--steps needs nvtx or python in --capture (it is mpi)"
 refused --capture-range nvtx:a --capture mpi -- "--capture-range needs nvtx in --capture (it is mpi)"
 refused --capture-range cudaProfilerApi --capture mpi,nvtx -- "--capture-range needs cuda in --capture (it is mpi,nvtx)"
 status=0

@@ -26,13 +26,14 @@ const CLI::Validator kCaptureList(
 
 Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> application) {
   auto options = std::make_shared<RunOptions>();
+  options->capture = agent::kDefaultCapture;
   CLI::App* app =
       parent.add_subcommand("run", "Profile one rank of a job: mpirun -n N rankscope run [OPTIONS] -- APP [ARGS...]");
   app->add_option("-o,--output", options->output, "The job's timeline (HDF5); shards go to OUTPUT.shards/ meanwhile")
       ->check(kNonEmptyPath)
       ->capture_default_str();
   add_overwrite_flag(*app, options->overwrite);
-  app->add_option("--capture", options->capture, "Capture sources, comma-separated: mpi, nvtx, cuda, nccl")
+  app->add_option("--capture", options->capture, "Capture sources, comma-separated: " + std::string(agent::kKnownCaptureSources))
       ->check(kCaptureList)
       ->capture_default_str();
   app->add_option("--mode", options->mode,
@@ -114,11 +115,15 @@ Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> appl
     agent::CaptureRange range;
     const bool by_profiler_api = agent::parse_capture_range(options->capture_range, range) &&
                                  range.kind == agent::CaptureRange::Kind::kCudaProfilerApi;
-    const char* needs = by_profiler_api ? "cuda" : "nvtx";
-    const bool by_ranges = !options->steps.empty() || !options->capture_range.empty();
-    if (by_ranges && !(capture & (by_profiler_api ? agent::kCaptureCuda : agent::kCaptureNvtx))) {
-      throw CLI::ValidationError(std::string(options->steps.empty() ? "--capture-range" : "--steps") + " needs " +
-                                 needs + " in --capture (it is " + options->capture + ")");
+    // Steps come from NVTX ranges or from the Python hook (the optimizer's steps).
+    const bool by_steps = !options->steps.empty();
+    const char* needs = by_steps ? "nvtx or python" : by_profiler_api ? "cuda" : "nvtx";
+    const uint32_t sources = by_steps          ? agent::kCaptureNvtx | agent::kCapturePython
+                             : by_profiler_api ? agent::kCaptureCuda
+                                               : agent::kCaptureNvtx;
+    if ((by_steps || !options->capture_range.empty()) && !(capture & sources)) {
+      throw CLI::ValidationError(std::string(by_steps ? "--steps" : "--capture-range") + " needs " + needs +
+                                 " in --capture (it is " + options->capture + ")");
     }
   });
   return {app, [options, application] {

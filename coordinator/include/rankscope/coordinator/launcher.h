@@ -22,7 +22,7 @@ inline constexpr double kMaxRunSeconds = 86400;
 struct RunOptions {
   std::string output = "rankscope.h5";  // the job's timeline; shards go to OUTPUT.shards/ meanwhile
   bool overwrite = false;               // an earlier timeline at `output` may be replaced
-  std::string capture = "mpi,nvtx";     // capture sources
+  std::string capture;                  // capture sources (`run` starts from the agent's default)
   std::string mode = "auto";            // auto, inprocess or sidecar
   uint64_t buffer_mb = 64;              // event buffers per rank
   uint32_t flush_ms = 200;              // how often the agent writes to its shard

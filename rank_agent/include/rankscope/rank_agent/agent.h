@@ -135,6 +135,7 @@ enum CaptureBit : uint32_t {
   kCaptureNvtx = 1 << 1,
   kCaptureCuda = 1 << 2,
   kCaptureNccl = 1 << 3,
+  kCapturePython = 1 << 4,  // rankscope's hook in a Python interpreter: torch's steps, phases and c10d
 };
 
 // The capture sources by name: the one table --capture, RANKSCOPE_CAPTURE
@@ -145,9 +146,10 @@ struct CaptureSourceName {
   CaptureBit bit;
 };
 inline constexpr CaptureSourceName kCaptureSourceNames[] = {
-    {"mpi", "MPI", kCaptureMpi}, {"nvtx", "NVTX", kCaptureNvtx}, {"cuda", "CUDA", kCaptureCuda}, {"nccl", "NCCL", kCaptureNccl}};
-inline constexpr std::string_view kDefaultCapture = "mpi,nvtx";
-inline constexpr std::string_view kKnownCaptureSources = "mpi, nvtx, cuda, nccl";
+    {"mpi", "MPI", kCaptureMpi},    {"nvtx", "NVTX", kCaptureNvtx},         {"cuda", "CUDA", kCaptureCuda},
+    {"nccl", "NCCL", kCaptureNccl}, {"python", "Python", kCapturePython}};
+inline constexpr std::string_view kDefaultCapture = "mpi,nvtx,python";
+inline constexpr std::string_view kKnownCaptureSources = "mpi, nvtx, cuda, nccl, python";
 
 // The CaptureBits of a comma-separated list of source names. An unknown name
 // is left out and, when `unknown` is given, the first is put there.
@@ -303,6 +305,8 @@ RANKSCOPE_AGENT_API void rankscope_agent_source_off(uint32_t source, const char*
 RANKSCOPE_AGENT_API void rankscope_agent_add_gpu_uuid(const char* uuid);
 // Adds `value` to the data-quality counter `name` (e.g. cupti_records_dropped).
 RANKSCOPE_AGENT_API void rankscope_agent_add_counter(const char* name, uint64_t value);
+// One line on stderr from a capture source: "rankscope agent: rank N: LINE".
+RANKSCOPE_AGENT_API void rankscope_agent_say(const char* line);
 // What the MPI shim counted instead of recording (polls, untracked
 // requests): `add_counters` is called once, as the shard closes, however
 // the rank ends (MPI_Finalize, MPI_Abort, _exit, a signal).

@@ -1,0 +1,45 @@
+"""rankscope's way into a Python program it profiles (docs/agent.md, "PyTorch").
+
+`rankscope run` puts this folder first on PYTHONPATH, so the interpreter
+imports this module at start-up, as it imports any sitecustomize. In the one
+process rankscope captures it starts the hook (rankscope_hook), which waits
+for torch to be imported; in every other Python process (a DataLoader worker
+started by spawn, a subprocess, torchrun's own agent) it does nothing more
+than look at two environment variables. Either way the sitecustomize this one
+shadows on sys.path (a distribution's, a virtual environment's, the user's)
+runs after it, as it would without rankscope.
+"""
+
+import os
+import sys
+
+
+def _start_hook():
+    if os.environ.get("RANKSCOPE_AGENT_PID") != str(os.getpid()):
+        return
+    try:
+        import rankscope_hook
+
+        rankscope_hook.start()
+    except Exception as error:  # the program runs on, as it would bare
+        sys.stderr.write("rankscope agent: the Python hook could not start (%s: %s); the program runs on "
+                         "without it\n" % (type(error).__name__, error))
+
+
+def _run_shadowed_sitecustomize():
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    # It is the sitecustomize the program knows: its own, under its own name.
+    sys.modules["sitecustomize"] = module
+    spec.loader.exec_module(module)
+
+
+_start_hook()
+_run_shadowed_sitecustomize()
