@@ -217,7 +217,7 @@ TransferModel fit_transfers(const JobProfile& job) {
 // ------------------------------------------------------------------ DDP ---
 
 // DDP's gradient allreduces run while backward goes on: nonblocking MPI
-// calls, or NCCL's, which are always asynchronous to the host.
+// or c10d calls, or NCCL's, which are always asynchronous to the host.
 bool is_gradient_allreduce(const CollectiveInstance& c) {
   return c.op == CommOp::kAllReduce && (c.nonblocking || c.source == CollectiveSource::kNccl);
 }
@@ -610,6 +610,10 @@ void analyze_fsdp(const JobProfile& job, BucketReport& report) {
 // from its own participations.
 BucketReport analyze_buckets(const JobProfile& job, const std::vector<RankOverlap>& /*overlap*/) {
   BucketReport report;
+  if (job.collectives.empty()) {
+    report.unmeasured = kNoCollectivesReason;
+    return report;
+  }
   // The fit describes the job's network whatever its parallelism; the DDP
   // predictor is its main user.
   const TransferModel transfers = fit_transfers(job);

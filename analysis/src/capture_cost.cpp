@@ -11,7 +11,8 @@ namespace {
 
 // The kinds an agent records on the application's own threads, each from one
 // wrapped call or range; GPU activity arrives in CUPTI's buffers instead, on
-// CUPTI's and the flusher's threads.
+// CUPTI's and the flusher's threads. The Python hook times itself, its
+// recording included (python_hook_ns).
 constexpr EventKind kHostKinds[] = {EventKind::kNvtxRange, EventKind::kNvtxMark, EventKind::kMpiCall,
                                     EventKind::kMpiCollective, EventKind::kMpiP2p,
                                     EventKind::kNcclCollectiveEnqueue, EventKind::kNcclP2pEnqueue};
@@ -42,6 +43,7 @@ std::vector<CaptureCost> capture_cost(const Timeline& timeline) {
     cost.polls_counted = c.get(counter::kMpiPollsUnrecorded);
     cost.events_ns = as_ns((host_events * c.get(counter::kCostEventPs) + cost.polls_counted * c.get(counter::kCostPollPs)) / 1000);
     cost.buffer_bytes = c.get(counter::kCostBufferBytes);
+    cost.python_hook_ns = as_ns(c.get(counter::kCostPythonHookNs));
     costs.push_back(cost);
   }
   return costs;

@@ -13,6 +13,7 @@
 
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/host_phases.h"
 #include "rankscope/model/steps.h"
 
 namespace rankscope::analysis {
@@ -157,8 +158,10 @@ class FirstPass {
     }
     // An unfinished collective (a hang's state) has no transfer to time: find_hangs reports it.
     if (!is_collective_kind(e.kind) || e.comm_hash == 0 || (e.flags & kFlagIncomplete)) return;
-    const bool nccl = e.kind != EventKind::kMpiCollective;
-    const InstanceKey key{e.comm_hash, e.seq, e.op, nccl ? CollectiveSource::kNccl : CollectiveSource::kMpi};
+    const CollectiveSource source = e.kind == EventKind::kMpiCollective     ? CollectiveSource::kMpi
+                                    : e.kind == EventKind::kTorchCollective ? CollectiveSource::kTorch
+                                                                            : CollectiveSource::kNccl;
+    const InstanceKey key{e.comm_hash, e.seq, e.op, source};
     auto [it, added] = index_.try_emplace(key, job_.collectives.size());
     if (added) {
       CollectiveInstance c;
@@ -175,8 +178,10 @@ class FirstPass {
     if (e.algorithm != Algorithm::kNone) c.algorithm = e.algorithm;
     if (e.protocol != Protocol::kNone) c.protocol = e.protocol;
     Participation& p = participation(c, rank);
-    if (!nccl) {
-      c.nonblocking |= e.track < tracks.size() && tracks[e.track] == TrackType::kMpiComm;
+    if (source != CollectiveSource::kNccl) {
+      // In flight on its communicator's or group's track: the rank went on meanwhile.
+      const TrackType track = e.track < tracks.size() ? tracks[e.track] : TrackType::kThread;
+      c.nonblocking |= track == TrackType::kMpiComm || track == TrackType::kProcessGroup;
       p.enqueue_ns = p.arrival_ns = p.start_ns = e.begin_ns;
       p.end_ns = e.end_ns;
     } else if (e.kind == EventKind::kNcclCollectiveEnqueue) {
@@ -245,8 +250,24 @@ enum Layer : uint8_t {
   kGpuBusy,         // GPU job: any GPU activity
   kWaitWindow,      // between this rank's arrival at a collective and the last rank's, or inside an unfinished one
   kTransferWindow,  // between the last arrival and this rank's end of that collective
+  kDataLoading,     // the host's phases (model/host_phases.h), from its ranges
+  kForward,
+  kBackward,
+  kOptimizer,
   kLayerCount,
 };
+
+// The layer of a host range of this phase.
+constexpr Layer phase_layer(HostPhase phase) {
+  switch (phase) {
+    case HostPhase::kDataLoading: return kDataLoading;
+    case HostPhase::kForward: return kForward;
+    case HostPhase::kBackward: return kBackward;
+    case HostPhase::kOptimizer: return kOptimizer;
+    case HostPhase::kNone: break;
+  }
+  return kLayerCount;
+}
 
 // A sweep over one rank's time: intervals open in time order; a heap holds
 // their ends. Only the intervals open at once are held, so memory does not
@@ -318,6 +339,14 @@ class RankSweep {
     if (communicating && !computing) {
       if (open_[kWaitWindow] > 0) step.exposed_wait_ns += dt;
       else step.exposed_transfer_ns += dt;
+    } else if (open_[kDataLoading] > 0) {
+      step.data_loading_ns += dt;
+    } else if (open_[kOptimizer] > 0) {
+      step.optimizer_ns += dt;
+    } else if (open_[kBackward] > 0) {
+      step.backward_ns += dt;
+    } else if (open_[kForward] > 0) {
+      step.forward_ns += dt;
     }
     if (!computing) {
       for (Participation* p : wait_windows_) p->exposed_wait_ns += dt;
@@ -348,8 +377,17 @@ void classify(const Event& e, bool gpu, bool on_thread, bool nccl_named, Layer o
     case EventKind::kMpiCall:
     case EventKind::kMpiCollective:
     case EventKind::kMpiP2p:
+    case EventKind::kTorchCollective:
       out[count++] = kCommunicating;
       if (!gpu && on_thread) out[count++] = kBlocked;
+      break;
+    case EventKind::kTorchWait:
+      // A thread waiting for c10d's work blocks a CPU job; on a GPU job only
+      // the GPU's time counts, and the host's waits are none of it.
+      if (!gpu && on_thread) {
+        out[count++] = kCommunicating;
+        out[count++] = kBlocked;
+      }
       break;
     case EventKind::kNcclCollectiveGpu:
     case EventKind::kNcclP2pGpu:
@@ -376,7 +414,11 @@ void classify(const Event& e, bool gpu, bool on_thread, bool nccl_named, Layer o
 
 void second_pass(const Timeline& timeline, JobProfile& job) {
   std::vector<bool> nccl_named;
-  for (const std::string& name : timeline.strings()) nccl_named.push_back(name.compare(0, 4, "nccl") == 0);
+  std::vector<HostPhase> phase_of_name;
+  for (const std::string& name : timeline.strings()) {
+    nccl_named.push_back(name.compare(0, 4, "nccl") == 0);
+    phase_of_name.push_back(host_phase(name));
+  }
   // Each rank's collective windows, in order of their begins.
   std::vector<std::vector<Window>> windows(job.ranks.size());
   for (CollectiveInstance& c : job.collectives) {
@@ -424,13 +466,21 @@ void second_pass(const Timeline& timeline, JobProfile& job) {
         }
       }
     };
-    Layer layers[3];
+    Layer layers[4];
     int count = 0;
     timeline.for_each_event_block(info.rank, [&](const std::vector<Event>& events) {
       for (const Event& e : events) {
         open_before(e.begin_ns);
         const bool on_thread = e.track >= tracks.size() || tracks[e.track] == TrackType::kThread;
         classify(e, job.gpu, on_thread, e.name_id < nccl_named.size() && nccl_named[e.name_id], layers, count);
+        if (e.kind == EventKind::kNvtxRange && e.name_id < phase_of_name.size()) {
+          if (const HostPhase phase = phase_of_name[e.name_id]; phase != HostPhase::kNone) {
+            layers[count++] = phase_layer(phase);
+            rank.phases_seen |= 1u << static_cast<unsigned>(phase);
+          }
+        }
+        rank.communicated |= e.kind == EventKind::kTorchWait || is_collective_kind(e.kind) ||
+                             std::find(layers, layers + count, kCommunicating) != layers + count;
         for (int i = 0; i < count; ++i) {
           sweep.open(e.begin_ns, e.end_ns, layers[i]);
           // Unfinished when the state was written (a hang): waiting, to the end, for what never came.
@@ -476,6 +526,13 @@ std::vector<int32_t> JobProfile::ranks_with_data() const {
     if (rank.status != RankStatus::kMissing) out.push_back(rank.rank);
   }
   return out;
+}
+
+std::string collectives_unmeasured(const JobProfile& job) {
+  if (job.collectives.empty()) return kNoCollectivesReason;
+  const bool matched = std::any_of(job.collectives.begin(), job.collectives.end(),
+                                   [](const CollectiveInstance& c) { return c.ranks.size() > 1; });
+  return matched ? "" : kNoMatchedCollectivesReason;
 }
 
 std::optional<int32_t> clock_reference(const Timeline& timeline) {

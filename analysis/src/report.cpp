@@ -57,7 +57,14 @@ std::vector<CollectiveGroup> collective_groups(const JobProfile& job) {
   return out;
 }
 
-const char* source_name(CollectiveSource source) { return source == CollectiveSource::kNccl ? "NCCL" : "MPI"; }
+const char* source_name(CollectiveSource source) {
+  switch (source) {
+    case CollectiveSource::kNccl: return "NCCL";
+    case CollectiveSource::kTorch: return "c10d";
+    case CollectiveSource::kMpi: break;
+  }
+  return "MPI";
+}
 
 // Why a group's arrival skew and waits are not measured; empty when they are.
 std::string arrivals_unmeasured(const JobProfile& job, const CollectiveGroup& g) {
@@ -101,6 +108,124 @@ std::string hta_line(const HtaFigures& hta) {
                        format_duration(hta.kernel_time_ns).c_str());
 }
 
+// A category's share of a rank's step time, or n/a where it was not measured.
+std::string share_text(const RankBreakdown& b, StepCategory category) {
+  const size_t c = static_cast<size_t>(category);
+  if (!b.category_unmeasured[c].empty()) return "n/a";
+  return format_percent(b.total.total_ns > 0 ? 100.0 * static_cast<double>(b.total.ns[c]) / b.total.total_ns : 0);
+}
+
+// Each rank's step time by category, in the order time is booked; the
+// reasons for what is n/a once each, with the ranks they hold for.
+void write_breakdown_text(const Report& report, std::string& out) {
+  out += "\nstep breakdown (share of each rank's step time; each ns counted once, in this order):\n";
+  std::map<std::string, std::vector<int32_t>> reasons;  // "category: why" -> ranks
+  size_t shown = 0;
+  for (const RankBreakdown& b : report.breakdown) {
+    if (report.profile.ranks[static_cast<size_t>(b.rank)].status == RankStatus::kMissing) continue;
+    if (++shown > 8 && report.breakdown.size() > 10) {
+      out += "  ... " + std::to_string(report.breakdown.size() - 8) + " more ranks (JSON and HTML list every rank)\n";
+      break;
+    }
+    if (!b.unmeasured.empty()) {
+      out += printf_string("  rank %-5d n/a: %s\n", b.rank, b.unmeasured.c_str());
+      continue;
+    }
+    const size_t comm = static_cast<size_t>(StepCategory::kCommunication);
+    std::string line = printf_string("  rank %-5d communication %s", b.rank, share_text(b, StepCategory::kCommunication).c_str());
+    if (b.category_unmeasured[comm].empty()) {
+      const double total = b.total.total_ns > 0 ? static_cast<double>(b.total.total_ns) : 1;
+      line += b.split_unmeasured.empty()
+                  ? " (wait " + format_percent(100.0 * b.total.comm_wait_ns / total) + ", transfer " +
+                        format_percent(100.0 * b.total.comm_transfer_ns / total) + ")"
+                  : " (wait and transfer n/a)";
+    }
+    for (int c = 1; c < kStepCategoryCount; ++c) {
+      const auto category = static_cast<StepCategory>(c);
+      line += std::string(", ") + step_category_label(category) + " " + share_text(b, category);
+    }
+    const size_t ran = std::max<size_t>(1, std::count_if(b.steps.begin(), b.steps.end(),
+                                                         [](const auto& step) { return step.has_value(); }));
+    out += line + "; of " + format_duration(b.total.total_ns / static_cast<int64_t>(ran)) + " per step\n";
+    for (int c = 0; c < kStepCategoryCount; ++c) {
+      if (!b.category_unmeasured[c].empty()) {
+        reasons[std::string(step_category_label(static_cast<StepCategory>(c))) + " n/a: " + b.category_unmeasured[c]]
+            .push_back(b.rank);
+      }
+    }
+    if (b.category_unmeasured[comm].empty() && !b.split_unmeasured.empty()) {
+      reasons["wait and transfer n/a: " + b.split_unmeasured].push_back(b.rank);
+    }
+  }
+  for (const auto& [reason, ranks] : reasons) {
+    out += "  (rank" + std::string(ranks.size() > 1 ? "s " : " ") + format_rank_list(ranks) + ") " + reason + "\n";
+  }
+}
+
+// A rank's split over its steps: each category's ns and share of the whole
+// (null with why where not measured).
+void write_split_json(JsonWriter& json, const RankBreakdown& b, const StepSplit& split) {
+  json.begin_object();
+  for (int c = 0; c < kStepCategoryCount; ++c) {
+    const auto category = static_cast<StepCategory>(c);
+    const std::string& unmeasured = b.category_unmeasured[c];
+    json.key(step_category_key(category)).begin_object().figure("ns", split.ns[c], unmeasured);
+    json.figure("pct", split.total_ns > 0 ? 100.0 * static_cast<double>(split.ns[c]) / split.total_ns : 0.0,
+                unmeasured);
+    if (category == StepCategory::kCommunication) {
+      const std::string& split_unmeasured = unmeasured.empty() ? b.split_unmeasured : unmeasured;
+      json.figure("wait_ns", split.comm_wait_ns, split_unmeasured);
+      json.figure("transfer_ns", split.comm_transfer_ns, split_unmeasured);
+    }
+    json.end_object();
+  }
+  json.end_object();
+}
+
+// One step's split, compact: each category's ns, null where the rank's
+// categories say why.
+void write_step_split_json(JsonWriter& json, const RankBreakdown& b, const StepSplit& split) {
+  json.begin_object();
+  const auto number = [&](const std::string& key, int64_t ns, const std::string& unmeasured) {
+    json.key(key);
+    unmeasured.empty() ? json.value(ns) : json.null();
+  };
+  for (int c = 0; c < kStepCategoryCount; ++c) {
+    const auto category = static_cast<StepCategory>(c);
+    number(step_category_key(category), split.ns[c], b.category_unmeasured[c]);
+    if (category == StepCategory::kCommunication) {
+      const std::string& unmeasured = b.category_unmeasured[c].empty() ? b.split_unmeasured : b.category_unmeasured[c];
+      number("communication_wait", split.comm_wait_ns, unmeasured);
+      number("communication_transfer", split.comm_transfer_ns, unmeasured);
+    }
+  }
+  json.end_object();
+}
+
+void write_breakdown_json(JsonWriter& json, const Report& report) {
+  const JobProfile& job = report.profile;
+  json.key("breakdown").begin_array();
+  for (const RankBreakdown& b : report.breakdown) {
+    json.begin_object().key("rank").value(b.rank);
+    if (!b.unmeasured.empty()) {
+      json.key("categories").null().key("categories_reason").value(b.unmeasured).end_object();
+      continue;
+    }
+    json.key("step_ns").value(b.total.total_ns).key("categories");
+    write_split_json(json, b, b.total);
+    json.key("steps").begin_array();
+    for (size_t s = 0; s < b.steps.size(); ++s) {
+      if (!b.steps[s]) continue;
+      json.begin_object().key("step").value(job.step_numbers[s]).key("step_ns").value(b.steps[s]->total_ns);
+      json.key("ns");
+      write_step_split_json(json, b, *b.steps[s]);
+      json.end_object();
+    }
+    json.end_array().end_object();
+  }
+  json.end_array();
+}
+
 }  // namespace
 
 void write_clock_json(JsonWriter& json, int32_t rank, RankStatus status, const RankClock& clock) {
@@ -123,6 +248,7 @@ void write_clock_reference_json(JsonWriter& json, bool corrected, std::optional<
 Report make_report(const Timeline& timeline, const ReportOptions& options) {
   Report report;
   report.profile = build_profile(timeline);
+  report.breakdown = step_breakdown(report.profile);
   report.overlap = overlap_by_rank(report.profile);
   if (options.hta_compat) {
     const std::vector<std::optional<HtaFigures>> hta = hta_figures(timeline);
@@ -293,6 +419,8 @@ std::string report_text(const Report& report) {
     out += "    " + s.evidence.substr(0, 400) + (s.evidence.size() > 400 ? "..." : "") + "\n";
   }
 
+  write_breakdown_text(report, out);
+
   out += "\noverlap (share of communication hidden by compute) and exposed communication per step, of it waiting "
          "for the last rank and transfer:\n";
   if (std::any_of(report.overlap.begin(), report.overlap.end(), [](const RankOverlap& o) { return o.hta; })) {
@@ -338,6 +466,7 @@ std::string report_text(const Report& report) {
   }
 
   const BucketReport& b = report.buckets;
+  if (!b.unmeasured.empty()) out += "\nDDP buckets and FSDP units: n/a: " + b.unmeasured + "\n";
   if (b.ddp) {
     std::string sizes;
     for (const BucketStats& bucket : b.buckets) sizes += (sizes.empty() ? "" : ", ") + format_bytes(bucket.bytes);
@@ -355,8 +484,12 @@ std::string report_text(const Report& report) {
   }
 
   const std::vector<CollectiveGroup> groups = collective_groups(job);
-  std::snprintf(line, sizeof(line), "\ncollectives: %zu instances matched across ranks\n", job.collectives.size());
-  out += line;
+  if (job.collectives.empty()) {
+    out += std::string("\ncollectives: n/a: ") + kNoCollectivesReason + "\n";
+  } else {
+    std::snprintf(line, sizeof(line), "\ncollectives: %zu instances matched across ranks\n", job.collectives.size());
+    out += line;
+  }
   for (size_t i = 0; i < groups.size() && i < 5; ++i) {
     const CollectiveGroup& g = groups[i];
     std::snprintf(line, sizeof(line), "  %-4s %-14s x%-6llu on %u ranks, median %s, skew median %s, transfer median %s\n",
@@ -387,6 +520,10 @@ std::string report_text(const Report& report) {
                     format_duration(c.flusher_cpu_ns).c_str(), static_cast<unsigned long long>(c.host_events),
                     format_duration(c.events_ns).c_str(), format_bytes(c.buffer_bytes).c_str());
       out += line;
+      if (c.python_hook_ns > 0) {
+        // Inside the rank's line, before its newline.
+        out.insert(out.size() - 1, "; Python hook " + format_duration(c.python_hook_ns) + " (measured)");
+      }
     }
   }
   return out;
@@ -527,6 +664,8 @@ std::string report_json(const Report& report) {
   }
   json.end_array();
 
+  write_breakdown_json(json, report);
+
   if (!report.stragglers.unmeasured.empty()) {
     json.key("stragglers").null().key("stragglers_reason").value(report.stragglers.unmeasured);
   } else {
@@ -570,7 +709,7 @@ std::string report_json(const Report& report) {
   json.end_array();
 
   const BucketReport& b = report.buckets;
-  json.key("buckets").begin_object().key("ddp").value(b.ddp).key("fsdp").value(b.fsdp);
+  json.key("buckets").begin_object().figure("ddp", b.ddp, b.unmeasured).figure("fsdp", b.fsdp, b.unmeasured);
   json.key("buckets").begin_array();
   for (const BucketStats& bucket : b.buckets) {
     json.begin_object().key("index").value(bucket.index).key("bytes").value(bucket.bytes);
@@ -598,7 +737,9 @@ std::string report_json(const Report& report) {
   }
   json.end_array().key("prefetch_note").value(b.prefetch_note).end_object();
 
-  json.key("collectives_summary").begin_object().key("instances").value(static_cast<uint64_t>(job.collectives.size()));
+  json.key("collectives_summary").begin_object();
+  json.figure("instances", static_cast<uint64_t>(job.collectives.size()),
+              job.collectives.empty() ? kNoCollectivesReason : "");
   json.key("groups").begin_array();
   for (const CollectiveGroup& g : collective_groups(job)) {
     json.begin_object().key("source").value(source_name(g.source)).key("op").value(comm_op_name(g.op));
@@ -618,7 +759,8 @@ std::string report_json(const Report& report) {
     json.key("start_ns").value(c.start_ns).key("mpi_init_ns").value(c.mpi_init_ns);
     json.key("mpi_finalize_ns").value(c.mpi_finalize_ns).key("finish_ns").value(c.finish_ns);
     json.key("flusher_cpu_ns").value(c.flusher_cpu_ns).key("host_events").value(c.host_events);
-    json.key("events_ns").value(c.events_ns).key("buffer_bytes").value(c.buffer_bytes).end_object();
+    json.key("events_ns").value(c.events_ns).key("buffer_bytes").value(c.buffer_bytes);
+    json.key("python_hook_ns").value(c.python_hook_ns).end_object();
   }
   json.end_array();
 

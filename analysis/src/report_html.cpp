@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +82,8 @@ constexpr const char* kStyle = R"(
 .prediction{fill:none;stroke:#555;stroke-width:1.5}.prediction-point{fill:#555}
 .recommended{stroke:#2a7a2a;stroke-width:1.5;stroke-dasharray:5 3}.recommended-label{fill:#2a7a2a;font-weight:600}
 .mean{stroke:#222;stroke-width:1;stroke-dasharray:4 3}
+.c-wait{fill:#e45756}.c-transfer{fill:#f58518}.c-data{fill:#72b7b2}.c-optimizer{fill:#b279a2}
+.c-backward{fill:#54a24b}.c-forward{fill:#4c78a8}.c-other{fill:#bab0ac}
 #straggler-table td{background:#fff}
 #straggler-table tbody tr:first-child td{border-bottom:none}
 )";
@@ -112,7 +115,7 @@ void write_header(const Report& report, std::string& out) {
                                 : format_duration(mean_step) + " <span class=\"note\">(over every rank's steps)</span>") +
          "</dd>\n";
   out += std::string("<dt>Compute</dt><dd>") +
-         (job.gpu ? "GPU kernels" : "CPU time outside MPI calls (no GPU events)") + "</dd>\n";
+         (job.gpu ? "GPU kernels" : "CPU time outside MPI calls and torch.distributed waits (no GPU events)") + "</dd>\n";
 
   int64_t largest_bound = 0;
   size_t unsynced = 0;
@@ -351,6 +354,117 @@ void write_straggler_table(const Report& report, std::string& out) {
 
 // --------------------------------------------------------------- overlap ---
 
+// ------------------------------------------------------- step breakdown ---
+
+// Per-rank tables of larger jobs start folded so that they do not bury the sections below.
+constexpr size_t kRankTablesOpenUpTo = 32;
+
+
+// The parts of a step as the bars draw them: communication's two halves, then
+// the categories in booking order.
+struct BreakdownPart {
+  const char* label;
+  const char* css_class;
+  int64_t StepSplit::*ns;  // communication's halves
+  StepCategory category;   // the others
+};
+constexpr BreakdownPart kBreakdownParts[] = {
+    {"communication: waiting for the last rank", "c-wait", &StepSplit::comm_wait_ns, StepCategory::kCommunication},
+    {"communication: transfer", "c-transfer", &StepSplit::comm_transfer_ns, StepCategory::kCommunication},
+    {"data loading", "c-data", nullptr, StepCategory::kDataLoading},
+    {"optimizer", "c-optimizer", nullptr, StepCategory::kOptimizer},
+    {"backward", "c-backward", nullptr, StepCategory::kBackward},
+    {"forward", "c-forward", nullptr, StepCategory::kForward},
+    {"other", "c-other", nullptr, StepCategory::kOther},
+};
+
+int64_t part_ns(const StepSplit& split, const BreakdownPart& part) {
+  return part.ns ? split.*part.ns : split.ns[static_cast<size_t>(part.category)];
+}
+
+// One bar per rank, its whole step time split by category.
+void write_breakdown_bars(const Report& report, std::string& out) {
+  const double left = 70, top = 48, bar = 16, pitch = 22, plot_width = 620;
+  const double height = top + pitch * static_cast<double>(report.breakdown.size()) + 10;
+  write_svg_open(out, "breakdown-bars", left + plot_width + 20, height, "each rank's step time by category");
+  // The legend in two rows: communication's halves, then the rest.
+  double x = left, legend_y = 6;
+  for (const BreakdownPart& part : kBreakdownParts) {
+    if (part.category == StepCategory::kDataLoading) x = left, legend_y += 18;
+    write_rect(out, x, legend_y, 10, 10, part.css_class);
+    write_text(out, x + 14, legend_y + 9, escape(part.label));
+    x += 14 + 6.5 * static_cast<double>(std::string_view(part.label).size()) + 14;
+  }
+  double y = top;
+  for (const RankBreakdown& b : report.breakdown) {
+    write_text(out, left - 6, y + 12, "rank " + std::to_string(b.rank), "text-anchor=\"end\"");
+    if (!b.unmeasured.empty() || b.total.total_ns <= 0) {
+      write_rect(out, left, y, plot_width, bar, "w-none", "rank " + std::to_string(b.rank) + ": " + escape(b.unmeasured));
+    } else {
+      double at = left;
+      for (const BreakdownPart& part : kBreakdownParts) {
+        const bool split_unknown = part.ns && !b.split_unmeasured.empty();
+        if (part.ns == &StepSplit::comm_transfer_ns && split_unknown) continue;  // drawn whole as one part
+        const int64_t ns = split_unknown ? b.total.ns[static_cast<size_t>(StepCategory::kCommunication)]
+                                         : part_ns(b.total, part);
+        const double share = static_cast<double>(std::max<int64_t>(ns, 0)) / static_cast<double>(b.total.total_ns);
+        if (share <= 0) continue;
+        const char* label = split_unknown ? "communication (wait and transfer n/a)" : part.label;
+        write_rect(out, at, y, share * plot_width, bar, part.css_class,
+                   "rank " + std::to_string(b.rank) + ": " + escape(label) + " " + format_percent(100 * share));
+        at += share * plot_width;
+      }
+    }
+    y += pitch;
+  }
+  write_svg_close(out);
+}
+
+void write_breakdown_section(const Report& report, std::string& out) {
+  out += "<section id=\"breakdown-section\">\n<h2>Where the step time goes</h2>\n";
+  write_breakdown_bars(report, out);
+  out += "<p class=\"caption\">Each rank's step time, each nanosecond counted once, in this order: communication "
+         "that nothing hid (waiting for the last rank, then transfer), data loading, optimizer, backward, forward "
+         "(the host's ranges of those phases), other. A category never seen on a rank is n/a below; its time is in "
+         "other.</p>\n";
+  const bool open = report.breakdown.size() <= kRankTablesOpenUpTo;
+  out += std::string("<details") + (open ? " open" : "") + "><summary>shares per rank</summary>\n"
+         "<div class=\"table-wrap\"><table id=\"breakdown-table\">\n<thead><tr><th class=\"num\">rank</th>"
+         "<th class=\"num\">step time</th>";
+  for (int c = 0; c < kStepCategoryCount; ++c) {
+    out += std::string("<th class=\"num\">") + step_category_label(static_cast<StepCategory>(c)) + "</th>";
+  }
+  out += "</tr></thead>\n<tbody>\n";
+  std::map<std::string, std::vector<int32_t>> reasons;
+  for (const RankBreakdown& b : report.breakdown) {
+    out += "<tr><td class=\"num\">" + std::to_string(b.rank) + "</td>";
+    if (!b.unmeasured.empty()) {
+      out += "<td colspan=\"" + std::to_string(kStepCategoryCount + 1) + "\">n/a: " + escape(b.unmeasured) + "</td></tr>\n";
+      continue;
+    }
+    const size_t ran = std::max<size_t>(1, std::count_if(b.steps.begin(), b.steps.end(),
+                                                         [](const auto& step) { return step.has_value(); }));
+    out += "<td class=\"num\">" + format_duration(b.total.total_ns / static_cast<int64_t>(ran)) + "</td>";
+    for (int c = 0; c < kStepCategoryCount; ++c) {
+      if (!b.category_unmeasured[c].empty()) {
+        out += "<td class=\"num\">n/a</td>";
+        reasons[std::string(step_category_label(static_cast<StepCategory>(c))) + ": " + b.category_unmeasured[c]]
+            .push_back(b.rank);
+        continue;
+      }
+      const double total = b.total.total_ns > 0 ? static_cast<double>(b.total.total_ns) : 1;
+      out += "<td class=\"num\">" + format_percent(100.0 * static_cast<double>(b.total.ns[c]) / total) + "</td>";
+    }
+    out += "</tr>\n";
+  }
+  out += "</tbody></table></div>\n</details>\n";
+  for (const auto& [reason, ranks] : reasons) {
+    write_note(out, "n/a on rank" + std::string(ranks.size() > 1 ? "s " : " ") + format_rank_list(ranks) + ", " +
+                        escape(reason) + ".");
+  }
+  out += "</section>\n";
+}
+
 void write_overlap_bars(const Report& report, std::string& out) {
   const size_t ranks = report.overlap.size();
   const int pitch = std::clamp(760 / static_cast<int>(std::min<size_t>(ranks, 760)), 1, 36);
@@ -407,9 +521,6 @@ void write_overlap_bars(const Report& report, std::string& out) {
   write_text(out, left + plot_width / 2, y(0) + 36, "rank", "class=\"axis-title\" text-anchor=\"middle\"");
   write_svg_close(out);
 }
-
-// Per-rank tables of larger jobs start folded so that they do not bury the sections below.
-constexpr size_t kRankTablesOpenUpTo = 32;
 
 void write_rank_table(const Report& report, std::string& out) {
   const JobProfile& job = report.profile;
@@ -660,6 +771,11 @@ void write_fsdp_units(const BucketReport& buckets, std::string& out) {
 void write_bucket_section(const Report& report, std::string& out) {
   const BucketReport& buckets = report.buckets;
   out += "<section id=\"bucket-section\">\n<h2>Gradient buckets</h2>\n";
+  if (!buckets.unmeasured.empty()) {
+    write_note(out, "Gradient buckets and FSDP units n/a: " + buckets.unmeasured + ".", "bucket-note");
+    out += "</section>\n";
+    return;
+  }
   if (buckets.buckets.empty() && buckets.predictions.empty() && buckets.units.empty()) {
     write_note(out, "No gradient buckets were found: the job has no gradient allreduces (DDP) nor all-gather and "
                     "reduce-scatter units (FSDP) inside its steps.", "bucket-note");
@@ -731,7 +847,8 @@ void write_capture_cost_section(const Report& report, std::string& out) {
          "<th class=\"num\">rank</th><th class=\"num\">total</th><th class=\"num\">share of the run</th>"
          "<th class=\"num\">agent start</th><th class=\"num\">MPI_Init</th><th class=\"num\">MPI_Finalize</th>"
          "<th class=\"num\">last flush</th><th class=\"num\">writer thread CPU</th>"
-         "<th class=\"num\">recorded calls (estimated)</th><th class=\"num\">buffer memory</th></tr></thead>\n<tbody>\n";
+         "<th class=\"num\">recorded calls (estimated)</th><th class=\"num\">Python hook</th>"
+         "<th class=\"num\">buffer memory</th></tr></thead>\n<tbody>\n";
   for (const CaptureCost& c : report.capture_cost) {
     out += "<tr><td class=\"num\">" + std::to_string(c.rank) + "</td><td class=\"num\">" +
            format_duration(c.total_ns()) + "</td><td class=\"num\">" + format_percent(c.share_pct()) +
@@ -739,13 +856,13 @@ void write_capture_cost_section(const Report& report, std::string& out) {
            format_duration(c.mpi_init_ns) + "</td><td class=\"num\">" + format_duration(c.mpi_finalize_ns) +
            "</td><td class=\"num\">" + format_duration(c.finish_ns) + "</td><td class=\"num\">" +
            format_duration(c.flusher_cpu_ns) + "</td><td class=\"num\">" + std::to_string(c.host_events) + " × " +
-           "≈ " + format_duration(c.events_ns) + "</td><td class=\"num\">" +
-           format_bytes(static_cast<double>(c.buffer_bytes)) + "</td></tr>\n";
+           "≈ " + format_duration(c.events_ns) + "</td><td class=\"num\">" + format_duration(c.python_hook_ns) +
+           "</td><td class=\"num\">" + format_bytes(static_cast<double>(c.buffer_bytes)) + "</td></tr>\n";
   }
   out += "</tbody></table></div>\n</details>\n<p class=\"caption\">Time the rank's process spent on capture "
          "rather than on the application: measured for start-up, MPI_Init, MPI_Finalize and the agent's writer "
          "thread; estimated for the recorded calls (their number times the cost of one, calibrated on the rank's "
-         "machine).</p>\n</section>\n";
+         "machine); measured for the Python hook's own code.</p>\n</section>\n";
 }
 
 }  // namespace
@@ -785,6 +902,7 @@ std::string report_html(const Report& report) {
   }
   write_wait_heatmap(report, out);
   write_straggler_table(report, out);
+  write_breakdown_section(report, out);
   write_overlap_section(report, out);
   write_bucket_section(report, out);
   write_process_section(report, out);

@@ -160,11 +160,11 @@ struct StepFacts {
   int64_t median_work_ns = 0;     // compute + idle (all but communication) of the median rank
 };
 
-// A rank's time of one sort (compute, idle) per step against the step's median rank.
+// A rank's time of one sort (compute, idle) per step against the median of the other ranks'.
 struct ExcessFacts {
-  int steps = 0, above = 0;      // steps it was measured in, and above the median rank in
+  int steps = 0, above = 0;      // steps it was measured in, and above the others' median in
   double p_value = 1;            // sign test: above in more steps than chance (1/2) has it
-  int64_t median_excess_ns = 0;  // median over steps of its time − the median rank's
+  int64_t median_excess_ns = 0;  // median over steps of its time − the others' median
 };
 
 // A rank's collectives tested for lateness: all of them, or one kind's.
@@ -423,15 +423,22 @@ void score_arrivals(JobFacts& facts) {
   }
 }
 
-ExcessFacts excess_over_median(const JobFacts& facts, const RankProfile& rank, int64_t RankStep::*time,
-                               int64_t StepFacts::*step_median) {
+// Against the median of the other ranks, not of all: of two ranks, the
+// median of both is their midpoint, which would halve a slow rank's excess.
+ExcessFacts excess_over_others(const JobFacts& facts, const RankProfile& rank, int64_t RankStep::*time) {
   ExcessFacts found;
   StepTally above;
-  std::vector<int64_t> excesses;
+  std::vector<int64_t> excesses, others;
   for (size_t s = 0; s < facts.step_count; ++s) {
     const RankStep* step = step_of(rank, s);
     if (!step) continue;
-    excesses.push_back(step->*time - facts.steps[s].*step_median);
+    others.clear();
+    for (const RankFacts& other : facts.ranks) {
+      if (other.profile->rank == rank.rank) continue;
+      if (const RankStep* theirs = step_of(*other.profile, s)) others.push_back(theirs->*time);
+    }
+    if (others.empty()) continue;
+    excesses.push_back(step->*time - static_cast<int64_t>(median(others, 0)));
     above.add(s, excesses.back() > 0);
   }
   found.steps = above.steps_observed();
@@ -444,8 +451,8 @@ ExcessFacts excess_over_median(const JobFacts& facts, const RankProfile& rank, i
 void score_compute(JobFacts& facts) {
   std::vector<int64_t> medians;
   for (RankFacts& rank : facts.ranks) {
-    rank.compute = excess_over_median(facts, *rank.profile, &RankStep::compute_ns, &StepFacts::median_compute_ns);
-    rank.idle = excess_over_median(facts, *rank.profile, &RankStep::idle_ns, &StepFacts::median_idle_ns);
+    rank.compute = excess_over_others(facts, *rank.profile, &RankStep::compute_ns);
+    rank.idle = excess_over_others(facts, *rank.profile, &RankStep::idle_ns);
     std::vector<int64_t> computes;
     for (size_t s = 0; s < facts.step_count; ++s)
       if (const RankStep* step = step_of(*rank.profile, s)) computes.push_back(step->compute_ns);
@@ -798,7 +805,7 @@ std::string compute_sentence(const JobFacts& facts, const RankFacts& rank) {
          " (median) against " + format_duration(median(peer_medians, 0)) + " for its peers' median (compute score " +
          score_text(rank.scores.compute_score_relative) + " relative to the fastest rank, " +
          score_text(rank.scores.compute_score_individual) + " against its own best step); it computed more than the " +
-         "step's median rank in " + excess_clause(rank.compute) + ".";
+         "other ranks' median in " + excess_clause(rank.compute) + ".";
 }
 
 std::string what_if_sentence(const Straggler& found) {
@@ -908,7 +915,7 @@ std::optional<Straggler> late_rank_verdict(const JobFacts& facts, const RankFact
                    compute_sentence(facts, rank);
   if (slow_host)
     found.evidence += " That does not explain the waits it caused, but its idle time does: it idled (neither "
-                      "computing nor communicating) more than the step's median rank in " +
+                      "computing nor communicating) more than the other ranks' median in " +
                       excess_clause(rank.idle) + ", so the delay comes before its compute: host-side work, data "
                       "loading or kernel launches.";
   found.evidence += what_if_sentence(found);
@@ -1017,6 +1024,8 @@ StragglerReport find_stragglers(const JobProfile& job) {
                                               " has data: there is no other rank to compare it with";
     return report;
   }
+  // Waits and arrivals are measured at collectives: without one on two ranks, nothing is.
+  if (report.unmeasured = collectives_unmeasured(job); !report.unmeasured.empty()) return report;
 
   // Arrival order, waits and exposed transfer compare times across ranks:
   // on clocks that were not aligned they measure the clocks' offsets. X(c)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -159,6 +160,102 @@ TEST_F(ProfileTest, SplitsEachStepIntoComputeCommunicationWaitTransferAndIdle) {
   // arrivals it rests on are on clocks nobody aligned.
   EXPECT_FALSE(job.clock_corrected);
   EXPECT_EQ(overlap[0].wait_unmeasured, "the ranks' clocks were not aligned, so their arrival times cannot be compared");
+}
+
+// A gloo DDP step worked by hand, as the Python hook records it (times in ns):
+// data loading 0..30, forward 30..50, backward 50..90, optimizer 95..100;
+// a gradient allreduce in flight on the process group's track from the call
+// (rank 0 at 60, rank 1 at 70) to its completion at 92, and the thread blocked
+// in DDP's wait from 85 (rank 1: 88) to 92.
+TEST_F(ProfileTest, AC10dStepIsBrokenDownByPhaseAndExposedCommunication) {
+  enum Name : uint32_t { kStep, kData, kForward, kBackward, kOptimizer, kGloo, kDdpWait };
+  const std::pair<uint32_t, std::string_view> names[] = {
+      {kStep, "ProfilerStep#0"}, {kData, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"},
+      {kForward, "forward"}, {kBackward, "backward"}, {kOptimizer, "Optimizer.step#SGD.step"},
+      {kGloo, "gloo:allreduce"}, {kDdpWait, "DistributedDataParallel: wait for gradient buckets"}};
+  constexpr uint16_t kGroupTrack = 1;
+  const Track tracks[] = {{7, kThreadTrack, 0, -1, TrackType::kThread, 0, 0},
+                          {42, kGroupTrack, 0, -1, TrackType::kProcessGroup, 0, 0}};
+  const auto rank_events = [&](int64_t arrival, int64_t wait_from) {
+    Event allreduce = testing::host_event(EventKind::kTorchCollective, kGloo, arrival, 92, kGroupTrack);
+    allreduce.op = CommOp::kAllReduce;
+    allreduce.comm_hash = 42;
+    allreduce.bytes = 1 << 20;
+    Event wait = testing::host_event(EventKind::kTorchWait, kDdpWait, wait_from, 92, kThreadTrack);
+    wait.comm_hash = 42;
+    return std::vector<Event>{range(kStep, 0, 100),      range(kData, 0, 30),          range(kForward, 30, 50),
+                              range(kBackward, 50, 90),  allreduce,                    wait,
+                              range(kOptimizer, 95, 100)};
+  };
+  if (process_ == 0) {
+    for (const int32_t rank : {0, 1}) {
+      RankMetadata metadata;
+      metadata.rank = rank;
+      metadata.world_size = 2;
+      ShardWriter writer;
+      ASSERT_TRUE(writer.open((dir_ / ("rank-" + std::to_string(rank) + ".shard")).string(), metadata, 0));
+      ASSERT_TRUE(writer.write_strings(names, 0));
+      ASSERT_TRUE(writer.write_tracks(tracks, 0));
+      std::vector<Event> events = rank_events(rank == 0 ? 60 : 70, rank == 0 ? 85 : 88);
+      std::sort(events.begin(), events.end(), event_time_order);
+      ASSERT_TRUE(writer.write_events(events));
+      ASSERT_TRUE(writer.close(Counters{}, 1000));
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const JobProfile job = profile();
+
+  ASSERT_EQ(job.collectives.size(), 1u);
+  const CollectiveInstance& allreduce = job.collectives[0];
+  EXPECT_EQ(allreduce.source, CollectiveSource::kTorch);
+  EXPECT_TRUE(allreduce.nonblocking) << "in flight on the group's track";
+  EXPECT_EQ(allreduce.bytes, uint64_t{1} << 20) << "the hook counts the whole; nothing is multiplied";
+  EXPECT_EQ(allreduce.last_arriver(), 1);
+  EXPECT_EQ(allreduce.ranks[0].wait_ns, 10);
+
+  const std::vector<RankBreakdown> breakdown = step_breakdown(job);
+  ASSERT_EQ(breakdown.size(), 2u);
+  const auto ns = [](const RankBreakdown& b, StepCategory c) { return b.total.ns[static_cast<size_t>(c)]; };
+  // Rank 0: blocked 85..92, all of it after the last arrival (70): transfer.
+  const RankBreakdown& r0 = breakdown[0];
+  EXPECT_EQ(r0.total.total_ns, 100);
+  EXPECT_EQ(r0.total.comm_wait_ns, 0) << "it computed while it waited for rank 1";
+  EXPECT_EQ(r0.total.comm_transfer_ns, 7);
+  EXPECT_EQ(ns(r0, StepCategory::kCommunication), 7);
+  EXPECT_EQ(ns(r0, StepCategory::kDataLoading), 30);
+  EXPECT_EQ(ns(r0, StepCategory::kForward), 20);
+  EXPECT_EQ(ns(r0, StepCategory::kBackward), 35) << "50..85, before DDP's wait";
+  EXPECT_EQ(ns(r0, StepCategory::kOptimizer), 5);
+  EXPECT_EQ(ns(r0, StepCategory::kOther), 3) << "92..95";
+  // Rank 1: blocked 88..92.
+  const RankBreakdown& r1 = breakdown[1];
+  EXPECT_EQ(r1.total.comm_transfer_ns, 4);
+  EXPECT_EQ(ns(r1, StepCategory::kBackward), 38);
+  for (const RankBreakdown& b : breakdown) {
+    for (const std::string& unmeasured : b.category_unmeasured) EXPECT_TRUE(unmeasured.empty()) << unmeasured;
+    EXPECT_EQ(b.split_unmeasured, kClocksNotAlignedReason) << "the shards carry no clock measurements";
+  }
+}
+
+// Ranges of no phase and no collective: those categories are n/a, with why, and their time is other.
+TEST_F(ProfileTest, WhatWasNotSeenIsNotMeasured) {
+  if (process_ == 0) {
+    write_rank(0, {range(kStep0, 0, 1000)});
+    write_rank(1, {range(kStep0, 0, 1000)});
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const JobProfile job = profile();
+  const std::vector<RankBreakdown> breakdown = step_breakdown(job);
+  for (const RankBreakdown& b : breakdown) {
+    for (int c = 0; c < kStepCategoryCount - 1; ++c) {
+      EXPECT_FALSE(b.category_unmeasured[c].empty()) << step_category_key(static_cast<StepCategory>(c));
+    }
+    EXPECT_TRUE(b.category_unmeasured[kStepCategoryCount - 1].empty()) << "other is always measured";
+    EXPECT_EQ(b.total.ns[static_cast<size_t>(StepCategory::kOther)], 1000);
+  }
+  EXPECT_EQ(breakdown[0].category_unmeasured[0], std::string(breakdown[0].split_unmeasured));
+  EXPECT_EQ(find_stragglers(job).unmeasured, kNoCollectivesReason);
+  EXPECT_EQ(analyze_buckets(job, overlap_by_rank(job)).unmeasured, kNoCollectivesReason);
 }
 
 // Rank 1 enters a collective rank 0 never does: neither instance is shared.

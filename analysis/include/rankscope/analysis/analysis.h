@@ -22,11 +22,13 @@ namespace rankscope::analysis {
 
 inline constexpr int64_t kUnknown = INT64_MIN;
 
-enum class CollectiveSource : uint8_t { kMpi = 1, kNccl = 2 };
+// Where a collective was seen: MPI's calls, NCCL's, or torch.distributed's
+// (c10d: any backend, from the Python hook or a torch.profiler trace).
+enum class CollectiveSource : uint8_t { kMpi = 1, kNccl = 2, kTorch = 3 };
 
 // One rank's part in one collective instance. Arrival is when the rank was
 // ready to communicate: the post of an MPI call, the start of the NCCL
-// kernel. Times are on the timeline's clock.
+// kernel, the c10d call. Times are on the timeline's clock.
 struct Participation {
   int32_t rank = -1;
   int64_t enqueue_ns = kUnknown;  // NCCL: when the host enqueued it; MPI: the call's begin
@@ -39,7 +41,8 @@ struct Participation {
 };
 
 // One instance of a collective, matched across ranks: NCCL by (communicator,
-// function, sequence number), MPI by (communicator, operation, call order).
+// function, sequence number), MPI by (communicator, operation, call order),
+// c10d by (process group, its collectives' order).
 struct CollectiveInstance {
   uint64_t comm_hash = 0;
   CommOp op = CommOp::kNone;
@@ -78,6 +81,12 @@ struct RankStep {
   int64_t exposed_wait_ns = 0;   // exposed communication spent waiting for the last rank
   int64_t exposed_transfer_ns = 0;  // the rest of the exposed communication
   int64_t idle_ns = 0;           // neither computing nor communicating
+  // The host's phases (model/host_phases.h), outside exposed communication,
+  // each ns booked once: data loading before optimizer, backward, forward.
+  int64_t data_loading_ns = 0;
+  int64_t forward_ns = 0;
+  int64_t backward_ns = 0;
+  int64_t optimizer_ns = 0;
   int64_t exposed_comm_ns() const { return comm_ns - overlap_ns; }
 };
 
@@ -95,6 +104,8 @@ struct RankProfile {
   RankStatus status = RankStatus::kComplete;
   RankEvents events = RankEvents::kRead;
   std::vector<RankStep> steps;  // index = JobProfile::steps index; a step this rank lacks has kUnknown times
+  uint32_t phases_seen = 0;     // bit 1 << HostPhase of each phase any of its ranges marked
+  bool communicated = false;    // it took part in a collective, or waited for one
   // Why its arrivals cannot be compared with other ranks' (no other rank has
   // data, none of its collectives was matched with another rank's, or the
   // clocks were not aligned); empty when they can. Waiting for the last rank
@@ -118,6 +129,9 @@ struct JobProfile {
   std::vector<int32_t> ranks_with_data() const;  // every rank but the missing ones
 };
 
+// kNoCollectivesReason or kNoMatchedCollectivesReason where it holds for `job`; empty otherwise.
+std::string collectives_unmeasured(const JobProfile& job);
+
 // The rank whose clock a timeline's times are on: the lowest rank with data
 // that is synchronised at offset 0 and drift 0. `rankscope run` measures
 // every clock against rank 0's, `import-kineto` against its reference rank's;
@@ -127,6 +141,12 @@ std::optional<int32_t> clock_reference(const Timeline& timeline);
 // "rank 3's clock", or what is known of a reference no rank with data is on.
 std::string clock_reference_text(std::optional<int32_t> reference);
 
+// Why figures that need collectives are null: none was seen, or none on two ranks.
+inline constexpr const char* kNoCollectivesReason =
+    "no collective was seen: no MPI, NCCL or torch.distributed (c10d) collective on any rank (a PyTorch job's "
+    "come from the Python hook of `rankscope run`, or from its torch.profiler traces)";
+inline constexpr const char* kNoMatchedCollectivesReason =
+    "no collective was matched across ranks: each one was seen on one rank only";
 // Why a figure of a missing rank is null.
 inline constexpr const char* kNoDataReason = "missing: the rank has no shard or trace";
 // Why a figure of a rank with a shard or trace but not one event is null.
@@ -155,6 +175,32 @@ inline constexpr const char* kClocksNotAlignedReason =
 JobProfile build_profile(const Timeline& timeline);
 
 // ------------------------------------------------------------ analyses ---
+
+// The step breakdown (docs/report.md, "Step breakdown"): each rank's step
+// time by what it was spent on, each ns booked once, in this order: exposed
+// communication (waiting for the last rank, or transfer nothing hid), then
+// the host's phases (data loading, optimizer, backward, forward: the ranges
+// of model/host_phases.h), then other.
+enum class StepCategory : uint8_t { kCommunication, kDataLoading, kOptimizer, kBackward, kForward, kOther };
+inline constexpr int kStepCategoryCount = 6;
+const char* step_category_key(StepCategory category);    // JSON: "communication", "data_loading", ...
+const char* step_category_label(StepCategory category);  // text: "communication", "data loading", ...
+
+struct StepSplit {
+  int64_t ns[kStepCategoryCount] = {};
+  int64_t comm_wait_ns = 0, comm_transfer_ns = 0;  // communication's two parts
+  int64_t total_ns = 0;                            // the step time split
+};
+struct RankBreakdown {
+  int32_t rank = -1;
+  std::string unmeasured;  // why the rank has no figures at all (missing, no event); empty when it has
+  // Why a category was not measured (its time is then in other); empty when it was.
+  std::string category_unmeasured[kStepCategoryCount];
+  std::string split_unmeasured;  // why communication's wait and transfer cannot be told apart
+  StepSplit total;               // over the steps it ran
+  std::vector<std::optional<StepSplit>> steps;  // by JobProfile step; nothing for a step it did not run
+};
+std::vector<RankBreakdown> step_breakdown(const JobProfile& job);
 
 // Holistic Trace Analysis' figures for one rank, by its definitions
 // (docs/report.md, "--hta-compat"): GPU events classified by kernel name,
@@ -236,6 +282,7 @@ struct BucketPrediction {
   int64_t step_ns = 0;
 };
 struct BucketReport {
+  std::string unmeasured;        // why no bucket or unit could be looked for (no collective seen); empty when they could
   bool ddp = false;              // gradient allreduces found
   bool fsdp = false;             // allgather / reduce-scatter units found
   std::vector<BucketStats> buckets;
@@ -269,7 +316,10 @@ struct CaptureCost {
   uint64_t polls_counted = 0;   // MPI polls counted, not recorded
   int64_t events_ns = 0;        // estimated: host_events and polls_counted times the calibrated cost of each
   uint64_t buffer_bytes = 0;    // event buffer memory the rank used (of --buffer-mb)
-  int64_t total_ns() const { return start_ns + mpi_init_ns + mpi_finalize_ns + finish_ns + flusher_cpu_ns + events_ns; }
+  int64_t python_hook_ns = 0;   // measured: the Python hook's own code on the program's threads
+  int64_t total_ns() const {
+    return start_ns + mpi_init_ns + mpi_finalize_ns + finish_ns + flusher_cpu_ns + events_ns + python_hook_ns;
+  }
   double share_pct() const { return capture_ns > 0 ? 100.0 * static_cast<double>(total_ns()) / static_cast<double>(capture_ns) : 0; }
 };
 // Ranks whose agent measured its cost (not imported traces), in rank order.
@@ -403,6 +453,7 @@ std::string event_loss_summary(const std::vector<EventLoss>& losses);
 
 struct Report {
   JobProfile profile;
+  std::vector<RankBreakdown> breakdown;
   std::vector<RankOverlap> overlap;
   StragglerReport stragglers;
   BucketReport buckets;
