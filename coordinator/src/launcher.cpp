@@ -78,8 +78,10 @@ constexpr const char* kStartWithOpenMpi = "Start rankscope with Open MPI's mpiru
 // of an srun or mpirun that started torchrun itself.
 constexpr Launcher kLaunchers[] = {
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "torchrun",
-     "Start the job with Open MPI's mpirun in torchrun's place (mpirun -n PROCESSES rankscope run -- python SCRIPT): "
-     "sidecar mode gives the program RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT as torchrun does"},
+     "Put rankscope between mpirun and torchrun, one per node: mpirun -n NODES --map-by ppr:1:node rankscope run "
+     "-- torchrun --nproc-per-node K SCRIPT; or start the job with mpirun in torchrun's place (mpirun -n PROCESSES "
+     "rankscope run -- python SCRIPT): sidecar mode gives the program RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and "
+     "MASTER_PORT as torchrun does"},
     {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
      "OMPI_COMM_WORLD_LOCAL_SIZE", nullptr, "Open MPI's mpirun", kStartWithOpenMpi},
     {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", nullptr,
@@ -678,6 +680,21 @@ std::string broadcast_string(std::string text, int root) {
   return text;
 }
 
+// torchrun, by its own name or as `python -m torch.distributed.run` (or
+// torch.distributed.launch): its workers, not it, are the job's ranks.
+bool is_torchrun(const std::vector<std::string>& command) {
+  if (fs::path(command.at(0)).filename() == "torchrun") return true;
+  for (size_t i = 1; i + 1 < command.size(); ++i) {
+    if (command[i] == "-m") return command[i + 1] == "torch.distributed.run" || command[i + 1] == "torch.distributed.launch";
+  }
+  return false;
+}
+
+// Sets `name` unless the user did.
+void set_unless_given(const char* name, const std::string& value) {
+  if (const char* given = std::getenv(name); !given || !*given) set(name, value);
+}
+
 class Sidecar {
  public:
   Sidecar(const RunOptions& options, const Identity& launched, const fs::path& shard_dir)
@@ -690,6 +707,8 @@ class Sidecar {
     id_.launcher = launched.launcher;
     id_.job_id = launched.job_id;
     node_id_ = where.node_id;
+    torchrun_ = is_torchrun(options.command);
+    worker_list_ = shard_dir / ("torchrun-workers-" + std::to_string(id_.rank));
     job_start_wall_ns_ = clocksync::job_start_wall_ns(MPI_COMM_WORLD);
     sync_.emplace(MPI_COMM_WORLD, clocksync::Clock::for_rank(id_.rank));
   }
@@ -705,7 +724,8 @@ class Sidecar {
     int status = 0;
     rusage usage{};
     wait_with_sync_rounds(program.pid, status, usage);
-    death.add_if_killed(shard_dir_ / shard_file_name(id_.rank), program.pid, status, usage, id_.rank);
+    // torchrun's workers, not torchrun, write the shards.
+    if (!torchrun_) death.add_if_killed(shard_dir_ / shard_file_name(id_.rank), program.pid, status, usage, id_.rank);
     measure();
     // A program that could not be run wrote no shard to add them to.
     if (program.exec_error == 0) append_measurements();
@@ -729,13 +749,23 @@ class Sidecar {
     set("LOCAL_WORLD_SIZE", std::to_string(id_.local_size));
     set("MASTER_ADDR", master_addr);
     set("MASTER_PORT", std::to_string(master_port));
+    if (torchrun_) {
+      // One torchrun per node, one node per sidecar: torchrun's own
+      // rendezvous, as its PET_ variables set its options (where the
+      // command line gives none).
+      set_unless_given("PET_NNODES", std::to_string(id_.world_size));
+      set_unless_given("PET_NODE_RANK", std::to_string(id_.rank));
+      set_unless_given("PET_MASTER_ADDR", master_addr);
+      set_unless_given("PET_MASTER_PORT", std::to_string(master_port));
+      set(agent::kEnvWorkerList, worker_list_.string());
+    }
     const std::vector<fs::path> preload = {agent_library("librankscope_sidecar_guard.so"),
                                            agent_library("librankscope_capture.so")};
     ExecReport report;
     const pid_t child = ::fork();
     if (child < 0) throw Error(std::string("cannot start the application: fork failed: ") + std::strerror(errno));
     if (child == 0) {
-      set(agent::kEnvAgentPid, std::to_string(::getpid()));
+      set(torchrun_ ? agent::kEnvWorkersOf : agent::kEnvAgentPid, std::to_string(::getpid()));
       prepend_preload(preload);
       report.exec(options_.command);
     }
@@ -783,13 +813,35 @@ class Sidecar {
     clocksync::idle_barrier(MPI_COMM_WORLD);
   }
 
-  // The measurements go into the application's shard, after what it wrote.
+  // The shards this sidecar's program wrote: its own rank's, or those of
+  // torchrun's workers (each on this node's clock), as they listed them.
+  std::vector<fs::path> program_shards() const {
+    if (!torchrun_) return {shard_dir_ / shard_file_name(id_.rank)};
+    std::vector<fs::path> shards;
+    std::FILE* list = std::fopen(worker_list_.c_str(), "r");
+    if (!list) return shards;
+    char line[256];
+    while (std::fgets(line, sizeof(line), list)) {
+      const std::string name(line, ::strcspn(line, "\n"));
+      // A restarted worker lists its shard again.
+      if (is_shard_file(name) && std::ranges::find(shards, shard_dir_ / name) == shards.end()) {
+        shards.push_back(shard_dir_ / name);
+      }
+    }
+    std::fclose(list);
+    return shards;
+  }
+
+  // The measurements go into the program's shards, after what they wrote.
   void append_measurements() {
-    shard_ = (shard_dir_ / shard_file_name(id_.rank)).string();
-    ShardWriter writer;
-    if (!writer.open_existing(shard_) || !writer.write_sync_points(points_, clocksync::Clock::for_rank(id_.rank).now_ns())) {
-      std::fprintf(stderr, "rankscope run: rank %d: cannot add clock measurements: %s\n", id_.rank,
-                   writer.error().c_str());
+    shards_ = program_shards();
+    for (const fs::path& shard : shards_) {
+      ShardWriter writer;
+      if (!writer.open_existing(shard.string()) ||
+          !writer.write_sync_points(points_, clocksync::Clock::for_rank(id_.rank).now_ns())) {
+        std::fprintf(stderr, "rankscope run: rank %d: cannot add clock measurements to %s: %s\n", id_.rank,
+                     shard.c_str(), writer.error().c_str());
+      }
     }
   }
 
@@ -812,9 +864,13 @@ class Sidecar {
       }
       if (result.dead_ranks.empty()) {
         std::error_code ignored;
-        fs::remove(shard_, ignored);
+        for (const fs::path& shard : shards_) fs::remove(shard, ignored);
+        fs::remove(worker_list_, ignored);
         MPI_Barrier(MPI_COMM_WORLD);
-        if (id_.rank == 0) remove_shard_folder(shard_dir_);
+        if (id_.rank == 0) {
+          remove_shard_folder(shard_dir_);
+          report_earlier_runs();
+        }
       }
     } catch (const Error& e) {
       if (id_.rank == 0) {
@@ -830,14 +886,29 @@ class Sidecar {
     }
   }
 
+  // torchelastic's restarts leave the workers' earlier runs in restart-N/.
+  void report_earlier_runs() const {
+    std::error_code ignored;
+    for (const auto& entry : fs::directory_iterator(shard_dir_, ignored)) {
+      const std::string name = entry.path().filename().string();
+      if (!entry.is_directory() || !name.starts_with(agent::kRestartFolderPrefix)) continue;
+      std::fprintf(stderr,
+                   "rankscope run: torchelastic restarted workers; the timeline holds their last run, and an earlier "
+                   "one's shards are kept in %s (rankscope merge %s -o %s.h5)\n",
+                   entry.path().c_str(), entry.path().c_str(), name.c_str());
+    }
+  }
+
   const RunOptions& options_;
   fs::path shard_dir_;
   Identity id_;
+  bool torchrun_ = false;
+  fs::path worker_list_;  // torchrun's workers list their shards here
+  std::vector<fs::path> shards_;  // what the program wrote
   int node_id_ = 0;
   int64_t job_start_wall_ns_ = 0;
   std::optional<clocksync::ClockSynchronizer> sync_;
   std::vector<SyncPoint> points_;
-  std::string shard_;
 };
 
 int run_sidecar(const RunOptions& options, const Identity& id, const fs::path& shard_dir) {

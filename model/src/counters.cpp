@@ -87,6 +87,9 @@ constexpr Definition kRegistry[] = {
     {kPythonCollectiveEndsUnknown,
      "torch.distributed collectives whose completion the hook could not see (no future, never waited on from "
      "Python): recorded as ending when their call returned"},
+    {kTorchelasticRestarts,
+     "times torchelastic restarted this rank's worker before the run the timeline holds: each earlier run's shard "
+     "is kept in the shard folder's restart-N/ (`rankscope merge` makes a timeline of it)"},
     {kChunksCorrupt, "shard chunks that failed their checksum and were skipped"},
     {kEventsLost, "events in shard chunks that were damaged or cut short"},
     {kBytesSkipped, "unreadable shard bytes skipped to reach the next whole chunk"},

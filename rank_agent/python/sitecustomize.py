@@ -1,13 +1,14 @@
 """rankscope's way into a Python program it profiles (docs/agent.md, "PyTorch").
 
 `rankscope run` puts this folder first on PYTHONPATH, so the interpreter
-imports this module at start-up, as it imports any sitecustomize. In the one
-process rankscope captures it starts the hook (rankscope_hook), which waits
-for torch to be imported; in every other Python process (a DataLoader worker
-started by spawn, a subprocess, torchrun's own agent) it does nothing more
-than look at two environment variables. Either way the sitecustomize this one
-shadows on sys.path (a distribution's, a virtual environment's, the user's)
-runs after it, as it would without rankscope.
+imports this module at start-up, as it imports any sitecustomize. In a
+process the rank agent captures (the one rankscope started, or a worker of
+the torchrun it started: the agent decides) it starts the hook
+(rankscope_hook), which waits for torch to be imported; in every other Python
+process of the job (a DataLoader worker started by spawn, a subprocess,
+torchrun itself) the agent says no, for about 2 ms. Either way the
+sitecustomize this one shadows on sys.path (a distribution's, a virtual
+environment's, the user's) runs after it, as it would without rankscope.
 """
 
 import os
@@ -15,7 +16,7 @@ import sys
 
 
 def _start_hook():
-    if os.environ.get("RANKSCOPE_AGENT_PID") != str(os.getpid()):
+    if not os.environ.get("RANKSCOPE_SHARD_DIR"):  # not a job of rankscope's
         return
     try:
         import rankscope_hook

@@ -194,6 +194,8 @@ class Agent {
 
  private:
   bool open(std::string& why_not);
+  void keep_earlier_run();
+  void join_worker_list() const;
   void flusher_loop();
   void closer_loop();
   void flush_once(Flush how, int64_t dump_at_ns = INT64_MAX);
@@ -213,6 +215,8 @@ class Agent {
   std::atomic<uint32_t> capture_{0};
   uint32_t requested_ = 0;
   int32_t rank_ = 0;
+  int32_t clock_rank_ = 0;  // whose clock it reads: its own, or a torchrun worker's sidecar's
+  bool torchrun_worker_ = false;
   pid_t pid_ = 0;
   uint64_t buffer_bytes_ = 0;
   int flush_ms_ = 200;
@@ -305,14 +309,20 @@ std::atomic<Agent*> g_agent{nullptr};
 Agent* Agent::start_from_environment() {
   const char* dir = std::getenv(kEnvShardDir);
   if (!dir || !*dir) return nullptr;
-  // Only the process `rankscope run` started (or execed into) captures; its
-  // children see the same environment and stay quiet.
-  if (env_integer<long>(kEnvAgentPid, -1) != static_cast<long>(::getpid())) return nullptr;
+  // Only the process `rankscope run` started (or execed into) captures, or
+  // the workers of the torchrun it started; their children see the same
+  // environment and stay quiet.
+  const bool started_by_run = env_integer<long>(kEnvAgentPid, -1) == static_cast<long>(::getpid());
+  const bool torchrun_worker = env_integer<long>(kEnvWorkersOf, -1) == static_cast<long>(::getppid()) &&
+                               env_integer<int32_t>("RANK", -1) >= 0;
+  if (!started_by_run && !torchrun_worker) return nullptr;
 
   auto* agent = new Agent();
   agent->started_ = std::chrono::steady_clock::now();
   agent->pid_ = ::getpid();
-  agent->rank_ = env_integer<int32_t>(kEnvRank, 0);
+  agent->clock_rank_ = env_integer<int32_t>(kEnvRank, 0);
+  agent->rank_ = torchrun_worker ? env_integer<int32_t>("RANK", 0) : agent->clock_rank_;
+  agent->torchrun_worker_ = torchrun_worker;
   const char* capture = std::getenv(kEnvCapture);
   agent->requested_ = parse_capture_list(capture ? capture : kDefaultCapture);
   agent->buffer_bytes_ = env_integer<uint64_t>(kEnvBufferMb, 64) << 20;
@@ -380,7 +390,7 @@ void Agent::steer_by_ranges() {
 
 bool Agent::open(std::string& why_not) {
   try {
-    clock_ = clocksync::Clock::for_rank(rank_);
+    clock_ = clocksync::Clock::for_rank(clock_rank_);
   } catch (const Error& e) {
     why_not = e.what();
     return false;
@@ -396,12 +406,17 @@ bool Agent::open(std::string& why_not) {
     return false;
   }
   shard_path_ += "/" + shard_file_name(rank_);
+  if (torchrun_worker_) keep_earlier_run();
 
   RankMetadata& m = metadata_;
   m.rank = rank_;
-  m.world_size = env_integer<int32_t>(kEnvWorldSize, 1);
-  m.local_rank = env_integer<int32_t>(kEnvLocalRank, -1);
-  m.local_size = env_integer<int32_t>(kEnvLocalSize, 0);
+  // A torchrun worker is the rank torchrun made it, in torchrun's job.
+  const auto placement = [&](const char* ours, const char* torchruns, int32_t fallback) {
+    return env_integer<int32_t>(torchrun_worker_ ? torchruns : ours, fallback);
+  };
+  m.world_size = placement(kEnvWorldSize, "WORLD_SIZE", 1);
+  m.local_rank = placement(kEnvLocalRank, "LOCAL_RANK", -1);
+  m.local_size = placement(kEnvLocalSize, "LOCAL_WORLD_SIZE", 0);
   m.node_id = env_integer<int32_t>(kEnvNodeId, -1);
   m.pid = pid_;
   char host[256] = {};
@@ -422,7 +437,40 @@ bool Agent::open(std::string& why_not) {
     why_not = writer_.error();
     return false;
   }
+  if (torchrun_worker_) join_worker_list();
   return true;
+}
+
+// A worker torchrun restarted (TORCHELASTIC_RESTART_COUNT N > 0) finds the
+// shard of its run before: that run's only record, moved to restart-(N-1)/
+// for `rankscope merge`, never written over.
+void Agent::keep_earlier_run() {
+  const int32_t restarts = env_integer<int32_t>("TORCHELASTIC_RESTART_COUNT", 0);
+  if (restarts <= 0 || ::access(shard_path_.c_str(), F_OK) != 0) return;
+  const std::string folder = shard_path_.substr(0, shard_path_.rfind('/') + 1) + kRestartFolderPrefix +
+                             std::to_string(restarts - 1);
+  const std::string kept = folder + "/" + shard_file_name(rank_);
+  if (!make_directories(folder) || ::rename(shard_path_.c_str(), kept.c_str()) != 0) {
+    report("cannot keep the shard of its run before torchelastic restarted it (" + errno_text(errno) +
+           "): this run writes over it");
+    return;
+  }
+  add_to_counter(counter::kTorchelasticRestarts, static_cast<uint64_t>(restarts));
+}
+
+// The sidecar that started torchrun adds its measurements to the shards this list names.
+void Agent::join_worker_list() const {
+  const char* list = std::getenv(kEnvWorkerList);
+  if (!list || !*list) return;
+  const int fd = ::open(list, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    report(std::string("cannot add its shard to the list of torchrun's workers ") + list + ": " + errno_text(errno));
+    return;
+  }
+  // One write of a short line: O_APPEND keeps the workers' lines whole.
+  const std::string line = shard_file_name(rank_) + "\n";
+  [[maybe_unused]] const ssize_t written = ::write(fd, line.data(), line.size());
+  ::close(fd);
 }
 
 void Agent::start_capture() {

@@ -119,7 +119,7 @@ for rank in 0 1; do
   status=0
   wait "${pids[$rank]}" || status=$?
   [ "$status" -eq 2 ] && grep -q "rank $rank of 2 to its launcher (RANK, WORLD_SIZE: torchrun)" torch-$rank.log &&
-    grep -q "Start the job with Open MPI's mpirun in torchrun's place" torch-$rank.log ||
+    grep -q "Put rankscope between mpirun and torchrun, one per node" torch-$rank.log ||
     { cat torch-$rank.log; fail "torchrun's rank $rank was not refused (status $status)"; }
   [ ! -e torch-ran-$rank ] || fail "torchrun's rank $rank started its program"
 done

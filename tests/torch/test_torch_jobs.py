@@ -4,7 +4,7 @@ what each script says of itself (its truth file) and against a bare run.
 
     test_torch_jobs.py SCENARIO RANKSCOPE VENV MPIEXEC WORK
 
-SCENARIO: ddp, ddp4, fsdp, kineto or edges (below). VENV is the virtual
+SCENARIO: ddp, ddp4, fsdp, torchrun, kineto or edges (below). VENV is the virtual
 environment with torch (torch_venv.sh makes it); MPIEXEC Open MPI's mpirun;
 WORK a folder of its own, made anew.
 Exit status 0: every check passed; 1: one failed (each failure is said).
@@ -167,6 +167,50 @@ def fsdp(ranks=2, steps=10):
           "%s: %d FSDP units found, the script has %d" % (name, len(result["buckets"]["units"]), units))
 
 
+def torchrun():
+    """mpirun starts one rankscope per node, which starts torchrun; its workers are the ranks."""
+    ranks, steps, slow_rank = 2, 14, 1
+    torchrun_command = [os.path.join(venv, "bin", "torchrun"), "--nproc-per-node", str(ranks)]
+    args = ["--steps", str(steps), "--slow-rank", str(slow_rank)]
+    bare_run, bare_truth = bare("train_ddp.py", ranks, args, "torchrun")
+    timeline = os.path.join(work, "torchrun.h5")
+    truth = os.path.join(work, "torchrun-{rank}.json")
+    done = run([mpiexec, "-n", "1", rankscope, "run", "-o", timeline, "--"] + torchrun_command +
+               [os.path.join(HERE, "train_ddp.py")] + args + ["--truth", truth])
+    if not check(done.returncode == 0, "torchrun: the profiled run failed (status %d)" % done.returncode):
+        return
+    same_as_bare("torchrun", bare_run, bare_truth, done, truth, ranks)
+    result = report(timeline)
+    check(result["world_size"] == ranks, "torchrun: %d ranks, torchrun started %d" % (result["world_size"], ranks))
+    check_steps("torchrun", result, steps)
+    check_straggler("torchrun", result, slow_rank)
+    check_data_loading("torchrun", result, truth, ranks)
+    expected = truths(truth, ranks)[0]["ddp"]["rebuilt_bucket_sizes"]
+    buckets = [b["bytes"] for b in result["buckets"]["buckets"]]
+    check(buckets == expected, "torchrun: buckets %s, DDP's %s" % (buckets, expected))
+
+    # torchelastic restarts the workers after rank 1's first run fails: the
+    # timeline holds the last run, the earlier one's shards are kept.
+    timeline = os.path.join(work, "restarted.h5")
+    done = run([mpiexec, "-n", "1", rankscope, "run", "-o", timeline, "--"] + torchrun_command +
+               ["--max-restarts", "1", os.path.join(HERE, "tiny_job.py"), "--fail-first-run"])
+    kept = glob.glob(timeline + ".shards/restart-0/rank-*.shard")
+    check(len(kept) == ranks, "torchrun restarted: the first run's shards kept: %s" % kept)
+    check("the timeline holds their last run, and an earlier one's shards are kept in" in done.stderr,
+          "torchrun restarted: the run does not say where the earlier run is")
+    result = report(timeline)
+    for rank in result["ranks"]:
+        check([s["step"] for s in rank["steps"]] == [0, 1, 2], "torchrun restarted: rank %d ran steps %s"
+              % (rank["rank"], [s["step"] for s in rank["steps"]]))
+    for rank in info(timeline)["ranks"]:
+        check(rank["counters"].get("torchelastic_restarts") == 1, "torchrun restarted: rank %d counts %s restarts"
+              % (rank["rank"], rank["counters"].get("torchelastic_restarts")))
+    earlier = os.path.join(work, "earlier.h5")
+    done = run([rankscope, "merge", timeline + ".shards/restart-0", "-o", earlier])
+    check(done.returncode == 0 and info(earlier)["world_size"] == ranks, "torchrun restarted: the earlier run "
+          "does not merge")
+
+
 def kineto():
     """The same job's torch.profiler traces, imported."""
     ranks, steps, slow_rank = 2, 14, 1
@@ -270,7 +314,7 @@ def edges():
 
 
 SCENARIOS = {"ddp": ddp, "ddp4": lambda: ddp(ranks=4, slow_rank=2, steps=12), "fsdp": fsdp, "kineto": kineto,
-             "edges": edges}
+             "edges": edges, "torchrun": torchrun}
 
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)

@@ -1,8 +1,10 @@
-"""A one-rank gloo job of three steps in one file (no helper module), for
-the ways a Python program can be started: python -I, its own
-sitecustomize, DataLoader workers made by spawn. Prints its losses.
---break-hook makes rankscope's hook fail inside (when it is there): the
-job must not notice."""
+"""A small gloo job of three steps in one file (no helper module), for the
+ways a Python program can be started: python -I, its own sitecustomize,
+DataLoader workers made by spawn, torchrun restarting it. Prints its losses.
+--break-hook makes rankscope's hook fail inside (when it is there): the job
+must not notice. --fail-first-run: rank 1 of torchelastic's first run fails
+as it starts, for torchrun --max-restarts to run the job again."""
+import os
 import sys
 
 import torch
@@ -20,6 +22,10 @@ def main():
         except ImportError:  # a bare run: no hook to break
             pass
     spawn = "--spawn" in sys.argv
+    # Before the process group: gloo's connections of a failed run can refuse the next run's.
+    if "--fail-first-run" in sys.argv and os.environ.get("RANK") == "1" and \
+            os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0":
+        sys.exit("rank 1 fails its first run on purpose")
     dist.init_process_group("gloo")
     torch.manual_seed(0)
     torch.set_num_threads(1)

@@ -36,6 +36,16 @@ inline constexpr const char* kEnvNodeId = "RANKSCOPE_NODE_ID";
 inline constexpr const char* kEnvLauncher = "RANKSCOPE_LAUNCHER";
 inline constexpr const char* kEnvMode = "RANKSCOPE_MODE";            // inprocess or sidecar
 inline constexpr const char* kEnvJobId = "RANKSCOPE_JOB_ID";         // the launcher's name for the job
+// torchrun under `rankscope run` (docs/agent.md, "torchrun"): the processes
+// torchrun starts as its workers, children of the process WORKERS_OF names,
+// capture instead of it, each as the rank torchrun gives it (RANK, WORLD_SIZE,
+// LOCAL_RANK, LOCAL_WORLD_SIZE), on the clock of the sidecar that started
+// torchrun (RANKSCOPE_RANK); each adds its shard's name to WORKER_LIST.
+inline constexpr const char* kEnvWorkersOf = "RANKSCOPE_WORKERS_OF";
+inline constexpr const char* kEnvWorkerList = "RANKSCOPE_WORKER_LIST";
+// A worker torchrun restarted finds its earlier run's shard and moves it to
+// the shard folder's kRestartFolderPrefix + N/ (N: the run it was, from 0).
+inline constexpr const char* kRestartFolderPrefix = "restart-";
 // Hangs (docs/agent.md, "Hangs"): a thread inside one collective this many
 // seconds (0: never) makes every rank write out its state; with the action
 // "abort", each rank then ends itself. The first rank to find one leaves the
