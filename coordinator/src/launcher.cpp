@@ -1097,8 +1097,53 @@ void check_launcher_joined(int mpi_world_size, LoneRankZero lone_rank_zero) {
                             mpi_library_version().c_str(), launcher->instead));
 }
 
+// Whether Python code imports mpi4py: a statement `import mpi4py...` or
+// `from mpi4py...` (alone or in a list), not the word in a comment or a string.
+bool imports_mpi4py(std::string_view code) {
+  while (!code.empty()) {
+    const size_t end = code.find('\n');
+    std::string_view line = code.substr(0, end);
+    code = end == std::string_view::npos ? std::string_view() : code.substr(end + 1);
+    line.remove_prefix(std::min(line.find_first_not_of(" \t"), line.size()));
+    line = line.substr(0, line.find('#'));
+    // Statements joined by ';' on one line.
+    while (!line.empty()) {
+      const size_t semicolon = line.find(';');
+      std::string_view statement = line.substr(0, semicolon);
+      line = semicolon == std::string_view::npos ? std::string_view() : line.substr(semicolon + 1);
+      statement.remove_prefix(std::min(statement.find_first_not_of(" \t"), statement.size()));
+      const bool from = statement.starts_with("from "), import = statement.starts_with("import ");
+      if (!from && !import) continue;
+      statement.remove_prefix(from ? 5 : 7);
+      // `from mpi4py...`: the module itself; `import a, mpi4py.MPI as m`: any of the list.
+      const std::string_view modules = from ? statement.substr(0, statement.find(' ')) : statement;
+      for (size_t at = modules.find("mpi4py"); at != std::string_view::npos; at = modules.find("mpi4py", at + 1)) {
+        const bool starts = at == 0 || modules[at - 1] == ' ' || modules[at - 1] == ',' || modules[at - 1] == '\t';
+        const char after = at + 6 < modules.size() ? modules[at + 6] : ' ';
+        if (starts && (after == ' ' || after == '.' || after == ',' || after == '\t' || after == '\r')) return true;
+        if (from) break;
+      }
+    }
+  }
+  return false;
+}
+
+// A text file's whole contents; empty for anything unreadable or over 16 MiB.
+std::string file_text(const fs::path& path) {
+  std::error_code error;
+  const auto size = fs::file_size(path, error);
+  if (error || size > (uint64_t{16} << 20) || !fs::is_regular_file(path, error)) return {};
+  std::string text(size, '\0');
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) return {};
+  text.resize(std::fread(text.data(), 1, text.size(), file));
+  std::fclose(file);
+  return text;
+}
+
 // Whether the program of `command` uses MPI, and what showed it: an MPI
-// library among its dependencies, MPI calls in its binary, mpi4py in its script.
+// library among its dependencies, MPI calls in its binary, an import of
+// mpi4py in its Python code (not the word in a comment).
 bool program_uses_mpi(const ProgramFound& found, const std::vector<std::string>& command, std::string& evidence) {
   const auto& program = found.path;
   if (!program) return false;
@@ -1107,27 +1152,29 @@ bool program_uses_mpi(const ProgramFound& found, const std::vector<std::string>&
     return true;
   }
   // C (libmpi.so) and Fortran (libmpi_mpifh.so, libmpi_usempif08.so, mpi_init_) programs.
-  const std::string in_binary =
-      file_mentions(*program, {"libmpi.so", "libmpi_mpifh.so", "libmpi_usempi", "MPI_Init", "mpi_init_"});
-  if (!in_binary.empty()) {
-    evidence = program->string() + " mentions " + in_binary;
-    return true;
-  }
-  if (!file_mentions(*program, {"mpi4py"}).empty()) {
-    evidence = program->string() + " uses mpi4py";
+  if (is_elf(*program)) {
+    const std::string in_binary =
+        file_mentions(*program, {"libmpi.so", "libmpi_mpifh.so", "libmpi_usempi", "MPI_Init", "mpi_init_"});
+    if (!in_binary.empty()) {
+      evidence = program->string() + " mentions " + in_binary;
+      return true;
+    }
+  } else if (imports_mpi4py(file_text(*program))) {  // a script run by its #! line
+    evidence = program->string() + " imports mpi4py";
     return true;
   }
   // An interpreter: its code given on the command line (python -c CODE, or
   // -m MODULE), or its script, the first argument that is not an option.
   for (size_t i = 1; i < command.size(); ++i) {
     if ((command[i] == "-c" || command[i] == "-m") && i + 1 < command.size()) {
-      if (command[i + 1].find("mpi4py") == std::string::npos) break;
-      evidence = command[0] + " " + command[i] + " uses mpi4py";
+      const std::string& code = command[i + 1];
+      if (command[i] == "-c" ? !imports_mpi4py(code) : !code.starts_with("mpi4py")) break;
+      evidence = command[0] + " " + command[i] + " imports mpi4py";
       return true;
     }
     if (command[i].empty() || command[i][0] == '-') continue;
-    if (!file_mentions(command[i], {"mpi4py", "MPI_Init"}).empty()) {
-      evidence = command[i] + " uses mpi4py";
+    if (imports_mpi4py(file_text(command[i]))) {
+      evidence = command[i] + " imports mpi4py";
       return true;
     }
     break;

@@ -38,11 +38,16 @@ PY
 echo "== an mpi4py script on 4 ranks"
 "$mpiexec" -n 4 "$rankscope" run -o "$work/py.h5" -- "$python" ring.py >py.log 2>&1 || { cat py.log; fail "mpi4py run failed"; }
 cat py.log
-grep -q "in-process mode (ring.py uses mpi4py)" py.log || fail "auto mode did not see that the script uses MPI"
+grep -q "in-process mode (ring.py imports mpi4py)" py.log || fail "auto mode did not see that the script uses MPI"
 # The same code given with -c.
 "$mpiexec" -n 2 "$rankscope" run -o "$work/py-c.h5" -- "$python" -c "$(cat ring.py)" >py-c.log 2>&1 ||
   { cat py-c.log; fail "mpi4py run of python -c failed"; }
-grep -q "in-process mode ($python -c uses mpi4py)" py-c.log || { cat py-c.log; fail "auto mode did not see that -c uses MPI"; }
+grep -q "in-process mode ($python -c imports mpi4py)" py-c.log || { cat py-c.log; fail "auto mode did not see that -c uses MPI"; }
+# A script that only mentions mpi4py (a comment, a string) loads no MPI: sidecar mode.
+printf '# Unlike the mpi4py version, this one needs no MPI.\nprint("no MPI here: mpi4py")\n' >mentions.py
+"$mpiexec" -n 1 "$rankscope" run -o "$work/mentions.h5" -- "$python" mentions.py >mentions.log 2>&1 ||
+  { cat mentions.log; fail "the run of a script that mentions mpi4py failed"; }
+grep -q "sidecar mode (found no MPI in" mentions.log || { cat mentions.log; fail "a comment made auto mode pick in-process"; }
 "$summary" py.h5 >py.json
 python3 - <<'PY'
 import json
