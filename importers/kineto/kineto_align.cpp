@@ -188,6 +188,7 @@ struct PairOffset {
   int64_t bound_ns;
   bool consistent;
   int64_t scatter_ns;  // the farthest any pair's end difference lies from the offset
+  int64_t low_ns, high_ns;  // the offsets causality allows: empty when low > high
 };
 
 int64_t distance(int64_t a, int64_t b) { return a > b ? a - b : b - a; }
@@ -210,7 +211,30 @@ PairOffset offset_from(const RankCollectives& mine, const RankCollectives& their
   int64_t scatter = 0;
   for (const int64_t difference : end_differences) scatter = std::max(scatter, distance(difference, offset));
   const int64_t bound = std::max(distance(offset, low), distance(offset, high));
-  return {offset, consistent ? bound : std::max(bound, scatter), consistent, scatter};
+  return {offset, consistent ? bound : std::max(bound, scatter), consistent, scatter, low, high};
+}
+
+// Pairs of my records with an aligned rank's: by Seq or Comms Id, else by time.
+std::vector<Pair> pairs_between(const RankCollectives& mine, const RankCollectives& theirs) {
+  std::vector<Pair> pairs = pairs_by_id(mine, theirs);
+  if (pairs.empty()) pairs = pairs_by_time(mine, theirs);
+  return pairs;
+}
+
+// Why `pairs` rule out that `mine` and `theirs` were stamped by one clock;
+// empty when causality allows it.
+std::string one_clock_ruled_out(const RankCollectives& mine, const RankCollectives& theirs,
+                                const std::vector<Pair>& pairs) {
+  if (pairs.empty()) return {};
+  const PairOffset found = offset_from(mine, theirs, pairs);
+  if (found.low_ns <= 0 && 0 <= found.high_ns) return {};
+  const int64_t apart = found.consistent ? std::min(distance(found.low_ns, 0), distance(found.high_ns, 0))
+                                         : distance(found.low_ns, found.high_ns);
+  return "its trace names the host \"" + mine.host + "\" as rank " + std::to_string(theirs.rank) +
+         "'s does, but causality in their " + std::to_string(pairs.size()) + " matched collectives " +
+         (found.consistent ? "puts their clocks at least " + std::to_string(apart) + " ns apart"
+                           : "fits no single offset (its bounds cross by " + std::to_string(apart) + " ns)") +
+         ": not one clock, so its collectives, not its host, align it";
 }
 
 // Why `found`, from `pairs` matches, defends no bound; empty when it does.
@@ -262,15 +286,41 @@ Alignment align_ranks(const std::vector<RankCollectives>& ranks) {
   for (size_t k = 0; k < n; ++k) first[k + 1] = first[k] + ranks[k].records.size();
   UnionFind same(first[n]);
 
-  // Each rank against the aligned ones, the reference first, until no more can be.
+  // Each rank against the aligned ones, the reference first, until no more can
+  // be: by the clock of its host where an aligned rank shares it, else by
+  // its collectives.
   std::vector<size_t> aligned_order = {reference};
+  const auto align_by_host = [&](size_t k) {
+    if (ranks[k].host.empty()) return false;
+    for (size_t anchor : aligned_order) {
+      if (ranks[anchor].host != ranks[k].host) continue;
+      const std::vector<Pair> pairs = pairs_between(ranks[k], ranks[anchor]);
+      RankAlignment& a = out.ranks[k];
+      a.host_doubt = one_clock_ruled_out(ranks[k], ranks[anchor], pairs);
+      if (!a.host_doubt.empty()) return false;
+      a.doubt.clear();
+      a.aligned = a.same_host = true;
+      a.anchor = ranks[anchor].rank;
+      a.matched = pairs.size();
+      a.offset_ns = out.ranks[anchor].offset_ns;
+      a.bound_ns = out.ranks[anchor].bound_ns;
+      for (const Pair& p : pairs) same.join(first[k] + p.mine, first[anchor] + p.theirs);
+      aligned_order.push_back(k);
+      return true;
+    }
+    return false;
+  };
   for (bool progress = true; progress;) {
     progress = false;
     for (size_t k = 0; k < n; ++k) {
-      if (out.ranks[k].aligned || ranks[k].records.empty()) continue;
+      if (out.ranks[k].aligned) continue;
+      if (out.ranks[k].host_doubt.empty() && align_by_host(k)) {
+        progress = true;
+        continue;
+      }
+      if (ranks[k].records.empty()) continue;
       for (size_t anchor : aligned_order) {
-        std::vector<Pair> pairs = pairs_by_id(ranks[k], ranks[anchor]);
-        if (pairs.empty()) pairs = pairs_by_time(ranks[k], ranks[anchor]);
+        const std::vector<Pair> pairs = pairs_between(ranks[k], ranks[anchor]);
         if (pairs.empty()) continue;
         const PairOffset found = offset_from(ranks[k], ranks[anchor], pairs);
         RankAlignment& a = out.ranks[k];

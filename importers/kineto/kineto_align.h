@@ -24,6 +24,13 @@
 // them, every end difference within the bound of the estimate (kernels that
 // finish together do; kernels paired by chance seldom), and an offset within
 // kMaxClockApartNs. Otherwise the rank is not aligned, and `doubt` says why.
+//
+// Ranks of one host need none of this: torch.profiler stamps every process
+// with the host's CLOCK_REALTIME (baseTimeNanoseconds plus ts), so a rank
+// whose trace names the host of an aligned rank has that rank's offset and
+// bound. Their collectives are still matched; should causality rule out a
+// shared clock (hosts that share a name), the rank is aligned from its
+// collectives instead, and `host_doubt` says why.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +63,7 @@ struct CollectiveRecord {
 
 struct RankCollectives {
   int32_t rank = -1;
+  std::string host;  // the host whose clock stamped the trace (its host_name); empty when it does not say
   std::vector<CollectiveRecord> records;
 };
 
@@ -67,7 +75,9 @@ struct RankAlignment {
   int32_t anchor = -1;     // the rank it was matched against (itself for the reference)
   uint64_t matched = 0;    // collectives shared with the anchor
   bool consistent = true;  // false: the causality interval was empty (drift, or mismatches)
+  bool same_host = false;  // aligned as sharing its anchor's host clock, not from its collectives
   std::string doubt;       // when not aligned though collectives were matched: why they defend no bound
+  std::string host_doubt;  // when its trace names an aligned rank's host but causality rules out one clock
 };
 
 struct Alignment {

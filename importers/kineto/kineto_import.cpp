@@ -67,6 +67,7 @@ std::string pack(const std::vector<size_t>& mine, const std::vector<std::unique_
     out.append(reinterpret_cast<const char*>(c.records.data()), c.records.size() * sizeof(CollectiveRecord));
     for (const std::string& line : s.problem_lines) append_record(out, line);
     append_record(out, s.backend);
+    append_record(out, s.host);
     for (const kineto::ProcessGroup& group : s.process_groups) {
       append_record(out, group.name);
       append_record(out, group.members);
@@ -103,6 +104,8 @@ std::vector<SharedFile> unpack(const std::vector<char>& all, const std::vector<s
     summary.last_ns = header.last_ns;
     for (uint32_t k = 0; k < header.problem_lines; ++k) summary.problem_lines.push_back(next_record());
     summary.backend = next_record();
+    summary.host = next_record();
+    file.collectives.host = summary.host;
     for (uint32_t k = 0; k < header.process_groups; ++k) {
       std::string name = next_record();
       summary.process_groups.push_back({std::move(name), next_record()});
@@ -291,6 +294,9 @@ KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& optio
     if (!a.doubt.empty()) {
       result.warnings.push_back(inputs[i] + ": the clock of rank " + std::to_string(h.rank) + " is not aligned: " +
                                 a.doubt);
+    }
+    if (!a.host_doubt.empty()) {
+      result.warnings.push_back(inputs[i] + ": the clock of rank " + std::to_string(h.rank) + ": " + a.host_doubt);
     }
     KinetoFileResult file;
     file.path = inputs[i];

@@ -6,6 +6,9 @@
 #include <cctype>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <map>
+#include <queue>
 #include <string_view>
 #include <unordered_map>
 
@@ -21,6 +24,14 @@ namespace od = simdjson::ondemand;
 
 // Events a track collects before they go to the shard as one sorted chunk.
 constexpr size_t kTrackChunkEvents = 8192;
+
+// A thread blocked on c10d work runs its next op soon after the work
+// completes: mostly 8 µs to 0.7 ms in DDP's and FSDP's waits on two ranks
+// sharing two cores. A thread that ran Python meanwhile resumes at no
+// particular moment, so a later resumption is not taken for a wait.
+constexpr int64_t kMaxResumeNs = 1'000'000;
+// Silences shorter than this are the profiler's own gaps between ops.
+constexpr int64_t kMinWaitNs = 10'000;
 
 std::string_view trim(std::string_view text) {
   while (!text.empty() && (text.back() == ' ' || text.back() == '\n' || text.back() == '\r' || text.back() == '\t')) {
@@ -150,6 +161,40 @@ KernelName parse_nccl_kernel_name(std::string_view name) {
   return out;
 }
 
+// The C++ type names record_shapes writes in "Input type" ("float", "c10::BFloat16", ...).
+DataType data_type_from_cpp(std::string_view name) {
+  static const std::pair<std::string_view, DataType> kTypes[] = {
+      {"float", DataType::kFloat32},        {"double", DataType::kFloat64},
+      {"c10::Half", DataType::kFloat16},    {"c10::BFloat16", DataType::kBfloat16},
+      {"signed char", DataType::kInt8},     {"unsigned char", DataType::kUint8},
+      {"int", DataType::kInt32},            {"unsigned int", DataType::kUint32},
+      {"long int", DataType::kInt64},       {"long unsigned int", DataType::kUint64},
+      {"bool", DataType::kUint8},           {"c10::Float8_e4m3fn", DataType::kFloat8E4M3},
+      {"c10::Float8_e5m2", DataType::kFloat8E5M2}};
+  for (const auto& [text, type] : kTypes) {
+    if (name == text) return type;
+  }
+  return name.empty() ? DataType::kNone : DataType::kOther;
+}
+
+// Collectives that gloo runs as queued work on its worker threads; its send
+// and recv run on the calling thread.
+bool queued_by_gloo(CommOp op) {
+  return op != CommOp::kNone && op != CommOp::kSend && op != CommOp::kRecv && op != CommOp::kSendRecv;
+}
+
+// Collectives no rank can finish before every rank has called them, so that
+// their times bound the clock offsets (kineto_align.h).
+bool every_rank_needs_every_other(CommOp op) {
+  return op == CommOp::kAllReduce || op == CommOp::kAllGather || op == CommOp::kReduceScatter ||
+         op == CommOp::kAllToAll || op == CommOp::kBarrier;
+}
+
+// A thread blocked until c10d work completed: functional collectives' wait.
+bool c10d_wait(std::string_view name) {
+  return name == "_c10d_functional::wait_tensor" || name == "c10d_functional::wait_tensor";
+}
+
 bool nccl_named(std::string_view name) {
   return name.compare(0, 4, "nccl") == 0 || name.find("ncclKernel") != std::string_view::npos ||
          name.find("ncclDevKernel") != std::string_view::npos;
@@ -166,6 +211,7 @@ struct Fields {
   std::string_view correlation, external_id, stream, device, bytes;
   std::string_view collective, dtype, group_name, group_ranks, in_nelems, out_nelems, seq, comms_id;
   std::string_view total_allocated, device_id, meta_name;
+  std::string_view input_dims, input_types;  // record_shapes' arrays, as JSON text
   std::string_view counter_key, counter_value;  // the first number of a counter event
 };
 
@@ -190,6 +236,7 @@ simdjson::error_code read_args(od::value& value, Fields& f, bool counter) {
     std::string_view key;
     if (auto error = field.unescaped_key().get(key)) return error;
     std::string_view* slot = nullptr;
+    std::string_view* array_slot = nullptr;
     switch (key.size()) {
       case 4:
         if (key == "name") slot = &f.meta_name;
@@ -210,6 +257,10 @@ simdjson::error_code read_args(od::value& value, Fields& f, bool counter) {
         break;
       case 9:
         if (key == "Device Id") slot = &f.device_id;
+        break;
+      case 10:
+        if (key == "Input Dims") array_slot = &f.input_dims;
+        else if (key == "Input type") array_slot = &f.input_types;
         break;
       case 11:
         if (key == "correlation") slot = &f.correlation;
@@ -237,6 +288,11 @@ simdjson::error_code read_args(od::value& value, Fields& f, bool counter) {
     od::value v = field.value();
     if (slot) {
       if (auto error = text_of(v, *slot)) return error;
+    } else if (array_slot) {
+      od::array list;
+      if (!v.get_array().get(list)) {
+        if (auto error = list.raw_json().get(*array_slot)) return error;
+      }
     } else if (counter && f.counter_key.empty()) {
       od::json_type type;
       if (auto error = v.type().get(type)) return error;
@@ -311,6 +367,44 @@ struct CollectiveInfo {
   MatchKey key = MatchKey::kTime;
 };
 
+// A process group of distributedInfo.pg_config, with what the c10d calls need.
+struct ProcessGroupMembers {
+  std::string name, description;
+  int64_t size = 0;
+  std::vector<int32_t> ranks;  // sorted
+};
+
+// A c10d collective call on the calling thread: the rank's arrival.
+struct C10dCall {
+  int64_t begin_ns, end_ns;
+  CommOp op;
+  uint32_t name_id;
+  uint16_t track;  // the calling thread's
+};
+
+// When a thread ran no op, for telling where it waited: the trace records
+// no wait of a c10d call's (Work.wait, DDP's wait for its buckets), only a
+// silence on the calling thread that ends when the work completes. A
+// thread's events come in the order they began, nested.
+struct ThreadActivity {
+  bool calls_c10d = false;
+  int64_t ops_until = INT64_MIN;  // the end of the latest-ending op begun so far
+  int64_t ended = INT64_MIN;      // the latest end among its events already over
+  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> open_ends;
+  std::vector<std::pair<int64_t, int64_t>> silences;  // (from, to), after its first c10d call
+};
+
+struct TensorSizes {
+  uint64_t bytes = 0;  // 0: not known
+  DataType datatype = DataType::kNone;
+};
+
+// A gloo range on a worker thread: a collective's execution, ending at its completion.
+struct GlooExecution {
+  int64_t begin_ns, end_ns;
+  TensorSizes sizes;
+};
+
 }  // namespace
 
 class TraceImport::Impl {
@@ -352,6 +446,8 @@ class TraceImport::Impl {
     if (stats.truncated) counters_.set(rankscope::counter::kKinetoTruncated, 1);
     if (summary_.rank < 0) summary_.rank = rank_from_file_name(summary_.path);
     collectives_.rank = summary_.rank;
+    collectives_.host = summary_.host;
+    pair_c10d_calls();
     for (CollectiveRecord& r : collectives_.records) {
       r.begin_ns += summary_.base_ns;
       r.end_ns += summary_.base_ns;
@@ -381,7 +477,7 @@ class TraceImport::Impl {
     metadata.world_size = job.world_size;
     metadata.job = job.identity;
     metadata.pid = pid_;
-    metadata.host = host_;
+    metadata.host = summary_.host;
     metadata.launcher = "torch.profiler";
     metadata.capture = "kineto import of " + summary_.path + (schema_.empty() ? "" : " schemaVersion=" + schema_) +
                        (nccl_version_.empty() ? "" : " nccl=" + nccl_version_);
@@ -404,6 +500,7 @@ class TraceImport::Impl {
     }
     if (!alignment.aligned) counters_.set(rankscope::counter::kKinetoUnaligned, 1);
     if (!alignment.doubt.empty()) counters_.set(rankscope::counter::kKinetoDoubtful, 1);
+    if (!alignment.host_doubt.empty()) counters_.set(counter::kKinetoClockHostContradicted, 1);
     if (!alignment.consistent) counters_.set(rankscope::counter::kKinetoInconsistent, 1);
     counters_.set(rankscope::counter::kKinetoUnmatched, unmatched);
     if (!writer_.close(counters_, now)) throw Error(writer_.error());
@@ -475,7 +572,7 @@ class TraceImport::Impl {
       std::string_view text;
       if (!parser_.iterate(value.data(), value.size(), value.size() + kTextPadding).get(doc) &&
           !doc.get_string().get(text)) {
-        host_ = std::string(text);
+        summary_.host = std::string(text);
       }
     }
   }
@@ -490,7 +587,7 @@ class TraceImport::Impl {
     for (auto group_result : groups) {
       od::object group;
       if (std::move(group_result).get_object().get(group)) return;
-      std::string_view name;
+      std::string_view name, description;
       int64_t size = -1;
       std::vector<int32_t> ranks;
       bool ranks_given = false;
@@ -501,6 +598,8 @@ class TraceImport::Impl {
         od::value value = field.value();
         if (key == "pg_name") {
           if (value.get_string().get(name)) return;
+        } else if (key == "pg_desc") {
+          if (value.get_string().get(description)) return;
         } else if (key == "pg_size") {
           if (value.get_int64().get(size)) return;
         } else if (key == "ranks") {
@@ -518,6 +617,7 @@ class TraceImport::Impl {
       std::sort(ranks.begin(), ranks.end());
       summary_.process_groups.push_back(
           {std::string(name), "size " + std::to_string(size) + ", ranks " + format_rank_list(ranks)});
+      groups_.push_back({std::string(name), std::string(description), size, std::move(ranks)});
     }
   }
 
@@ -631,10 +731,15 @@ class TraceImport::Impl {
       if (cat == "cuda_runtime" || cat == "cuda_driver") {
         e.kind = EventKind::kCudaApi;
         e.correlation_id = id_field(f.correlation, index, offset, "correlation");
+      } else if (c10d_wait(f.name)) {
+        e.kind = EventKind::kTorchWait;
       } else {
         e.kind = EventKind::kNvtxRange;
         if (f.name == "record_param_comms") remember_collective(f, index, offset);
       }
+      // A Python frame encloses the waits it makes: only what the frames call tells.
+      if (cat != "python_function") follow_thread(e, cat == "cpu_op");
+      if (e.kind == EventKind::kNvtxRange) remember_c10d(f, e);
       if (pid_ == 0) parse_int(f.pid, pid_);
     }
     add(e);
@@ -713,6 +818,181 @@ class TraceImport::Impl {
     const uint64_t external = id_field(f.external_id, index, offset, "External id");
     if (external == 0) return;
     launched_by_[external] = collective_info(f, index, offset);
+  }
+
+  // c10d's collective calls and gloo's execution ranges, paired once the trace is read.
+  void remember_c10d(const Fields& f, const Event& e) {
+    constexpr std::string_view kCall = "c10d::", kExecution = "gloo:";
+    if (f.name.starts_with(kCall)) {
+      const CommOp op = op_from_collective_name(f.name.substr(kCall.size()));
+      if (queued_by_gloo(op)) {
+        c10d_calls_.push_back({e.begin_ns, e.end_ns, op, e.name_id, e.track});
+        thread_activity(e.track).calls_c10d = true;
+      }
+    } else if (f.name.starts_with(kExecution) &&
+               queued_by_gloo(op_from_collective_name(f.name.substr(kExecution.size())))) {
+      // Its operation need not be the call's: FSDP's reduce-scatters run as gloo:all_reduce.
+      gloo_executions_.push_back({e.begin_ns, e.end_ns, tensor_sizes(f.input_dims, f.input_types)});
+    }
+  }
+
+  ThreadActivity& thread_activity(uint16_t track) {
+    if (track >= activity_.size()) activity_.resize(size_t{track} + 1);
+    return activity_[track];
+  }
+
+  // Where the thread ran no op before this event began: once it has called
+  // c10d, a silence long enough to be a wait is kept.
+  void follow_thread(const Event& e, bool op) {
+    ThreadActivity& thread = thread_activity(e.track);
+    while (!thread.open_ends.empty() && thread.open_ends.top() <= e.begin_ns) {
+      thread.ended = std::max(thread.ended, thread.open_ends.top());
+      thread.open_ends.pop();
+    }
+    const int64_t silent_from = std::max(thread.ops_until, thread.ended);
+    if (thread.calls_c10d && silent_from != INT64_MIN && e.begin_ns - silent_from >= kMinWaitNs) {
+      thread.silences.emplace_back(silent_from, e.begin_ns);
+    }
+    thread.open_ends.push(e.end_ns);
+    if (op) thread.ops_until = std::max(thread.ops_until, e.end_ns);
+  }
+
+  // What record_shapes says a gloo range moved ("Input Dims": [[1000]],
+  // "Input type": ["float"]): its tensors' bytes and the first one's type;
+  // 0 bytes when a shape or a type's size is not known.
+  TensorSizes tensor_sizes(std::string_view dims, std::string_view types) {
+    od::document doc;
+    od::array list;
+    if (dims.empty() || types.empty() ||
+        shapes_parser_.iterate(dims.data(), dims.size(), dims.size() + kTextPadding).get(doc) ||
+        doc.get_array().get(list)) {
+      return {};
+    }
+    std::vector<uint64_t> elements;
+    for (auto tensor : list) {
+      od::array shape;
+      if (tensor.get_array().get(shape)) return {};
+      uint64_t count = 1;
+      for (auto extent : shape) {
+        uint64_t n = 0;
+        if (extent.get_uint64().get(n) || (n != 0 && count > UINT64_MAX / n)) return {};
+        count *= n;
+      }
+      elements.push_back(count);
+    }
+    if (shapes_parser_.iterate(types.data(), types.size(), types.size() + kTextPadding).get(doc) ||
+        doc.get_array().get(list)) {
+      return {};
+    }
+    TensorSizes out;
+    size_t tensor = 0;
+    for (auto type_result : list) {
+      std::string_view name;
+      if (type_result.get_string().get(name) || tensor >= elements.size()) return {};
+      const DataType type = data_type_from_cpp(name);
+      const uint64_t size = data_type_size(type);
+      if (size == 0 || elements[tensor] > (UINT64_MAX - out.bytes) / size) return {};
+      if (tensor == 0) out.datatype = type;
+      out.bytes += elements[tensor++] * size;
+    }
+    return tensor == elements.size() ? out : TensorSizes{};
+  }
+
+  // The process groups pg_config lists the rank in: its c10d calls ran on
+  // one of them. Nothing in a call names its group, so with several it is not known.
+  std::vector<const ProcessGroupMembers*> groups_of_rank() const {
+    std::vector<const ProcessGroupMembers*> found;
+    for (const ProcessGroupMembers& group : groups_) {
+      if (std::binary_search(group.ranks.begin(), group.ranks.end(), summary_.rank)) found.push_back(&group);
+    }
+    return found;
+  }
+
+  // Each c10d call with the first gloo range not yet taken that begins after
+  // it: gloo runs a group's work in the order of the calls, on either of its
+  // workers, and nothing in the trace links a call to its range.
+  void pair_c10d_calls() {
+    if (c10d_calls_.empty()) return;
+    // A trace with NCCL's kernels or record_param_comms and no gloo range has
+    // its collectives already: its calls enqueued NCCL's work.
+    if (gloo_executions_.empty() && (!collectives_.records.empty() || !launched_by_.empty())) return;
+    const auto by_begin = [](const auto& a, const auto& b) { return a.begin_ns < b.begin_ns; };
+    std::stable_sort(c10d_calls_.begin(), c10d_calls_.end(), by_begin);
+    std::stable_sort(gloo_executions_.begin(), gloo_executions_.end(), by_begin);
+    const std::vector<const ProcessGroupMembers*> candidates = groups_of_rank();
+    const ProcessGroupMembers* group = candidates.size() == 1 ? candidates.front() : nullptr;
+    // As rankscope's Python hook names a group (rank_agent), apart from NCCL's communicators.
+    const uint64_t hash = group ? hash_bytes("torch.distributed process group " + group->name) : 0;
+    const uint16_t track = process_group_track(group, hash, candidates.size());
+    if (!group) counters_.add(counter::kKinetoC10dGroupUnknown, c10d_calls_.size());
+    std::vector<Event> completed;  // the executed collectives
+    size_t next = 0;
+    uint64_t seq = 0;
+    for (const C10dCall& call : c10d_calls_) {
+      // A range that begins before the call is of a call made before the trace began.
+      while (next < gloo_executions_.size() && gloo_executions_[next].begin_ns < call.begin_ns) ++next;
+      Event e{};
+      e.kind = EventKind::kTorchCollective;
+      e.begin_ns = call.begin_ns;
+      e.end_ns = call.end_ns;
+      e.name_id = call.name_id;
+      e.track = track;
+      e.op = call.op;
+      e.comm_hash = hash;
+      e.seq = seq++;
+      e.peer = kNoPeer;
+      const bool executed = next < gloo_executions_.size();
+      if (executed) {
+        const GlooExecution& execution = gloo_executions_[next++];
+        e.end_ns = execution.end_ns;
+        e.datatype = execution.sizes.datatype;
+        // The whole of what is gathered, as nccl-tests and the Python hook count it.
+        const bool gathered = call.op == CommOp::kAllGather || call.op == CommOp::kGather;
+        e.bytes = !gathered ? execution.sizes.bytes
+                  : group   ? execution.sizes.bytes * static_cast<uint64_t>(group->size)
+                            : 0;
+      } else {
+        counters_.add(counter::kKinetoC10dUnexecuted, 1);
+      }
+      // A call's own end is not its completion: only executed ones bound the clocks.
+      if (group && executed && every_rank_needs_every_other(call.op)) {
+        collectives_.records.push_back({hash, e.seq, e.begin_ns, e.end_ns, call.op, MatchKey::kSeq});
+      }
+      add(e);
+      if (executed) {
+        e.track = call.track;
+        completed.push_back(e);
+      }
+    }
+    infer_waits(completed);
+  }
+
+  // A calling thread silent from before its collective completed until just
+  // after it waited for it (kMaxResumeNs): the trace's only sign of the
+  // waits in Work.wait and in DDP's wait for its buckets. A silence that
+  // ends after several completions waited for the last of them.
+  void infer_waits(const std::vector<Event>& completed) {
+    std::map<std::pair<uint16_t, size_t>, const Event*> waited;  // by thread and silence
+    for (const Event& done : completed) {
+      const auto& silences = thread_activity(done.track).silences;
+      const auto after = std::upper_bound(silences.begin(), silences.end(), done.end_ns,
+                                          [](int64_t t, const std::pair<int64_t, int64_t>& s) { return t < s.second; });
+      if (after == silences.end() || after->first >= done.end_ns || after->second - done.end_ns > kMaxResumeNs) {
+        continue;
+      }
+      const auto [it, added] = waited.try_emplace({done.track, after - silences.begin()}, &done);
+      if (!added && done.end_ns > it->second->end_ns) it->second = &done;
+    }
+    for (const auto& [silence, done] : waited) {
+      Event e = *done;
+      e.kind = EventKind::kTorchWait;
+      e.begin_ns = activity_[silence.first].silences[silence.second].first;
+      e.bytes = 0;
+      e.datatype = DataType::kNone;
+      e.name_id = intern("wait for " + names_[done->name_id] + " (inferred)");
+      add(e);
+    }
+    counters_.add(counter::kKinetoC10dWaitsInferred, waited.size());
   }
 
   bool matches_pattern(uint32_t name_id) {
@@ -800,6 +1080,21 @@ class TraceImport::Impl {
     if (found != track_ids_.end()) return found->second;
     return new_track(key, TrackType::kCudaStream, static_cast<uint64_t>(stream), static_cast<int16_t>(device),
                      "stream " + std::to_string(stream));
+  }
+
+  // `group` null: its `candidates` groups list the rank.
+  uint16_t process_group_track(const ProcessGroupMembers* group, uint64_t hash, size_t candidates) {
+    const uint64_t key = (uint64_t{3} << 62) | (hash >> 2);
+    const auto found = track_ids_.find(key);
+    if (found != track_ids_.end()) return found->second;
+    const std::string name =
+        group ? "torch.distributed group " + group->name + " (" +
+                    (group->description.empty() ? "no description" : group->description) + ", " +
+                    std::to_string(group->size) + " ranks" + (summary_.backend.empty() ? "" : ", " + summary_.backend) +
+                    ")"
+              : "torch.distributed group not known (distributedInfo.pg_config lists rank " +
+                    std::to_string(summary_.rank) + " in " + std::to_string(candidates) + " groups)";
+    return new_track(key, TrackType::kProcessGroup, hash, -1, name);
   }
 
   uint16_t counter_track(const std::string& name) {
@@ -920,8 +1215,13 @@ class TraceImport::Impl {
   std::vector<std::vector<Event>> buffers_;
   std::vector<Event> pending_;
   std::unordered_map<uint64_t, CollectiveInfo> launched_by_;  // record_param_comms by External id
+  std::vector<ProcessGroupMembers> groups_;     // distributedInfo.pg_config
+  std::vector<C10dCall> c10d_calls_;            // held until the trace is read
+  std::vector<GlooExecution> gloo_executions_;  // likewise
+  std::vector<ThreadActivity> activity_;        // by track
+  od::parser shapes_parser_;                    // record_shapes' arrays, inside an event parser_ holds
   Unlinked unlinked_;  // the last event that came without a correlation id
-  std::string host_, schema_, nccl_version_;
+  std::string schema_, nccl_version_;
   int64_t pid_ = 0;
 };
 

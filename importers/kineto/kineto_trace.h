@@ -5,6 +5,15 @@
 // communication kernels are held back: their instance numbers are known only
 // once every rank is read and matched (kineto_align.h), so finish() writes them
 // last, with the clock offset found for the rank.
+//
+// torch.distributed's collectives on gloo (CPU) have no kernel: each shows as
+// a c10d call on the calling thread (c10d::allreduce_, its arrival) and, with
+// no link between them, as a gloo range on one of gloo's worker threads
+// (gloo:all_reduce, its execution). The calls and ranges are held until the
+// trace is read, then paired in order: the k-th call with the k-th range that
+// begins after it, as gloo runs a group's work in the order it was called.
+// Each pair becomes one torch collective on its process group's track, and a
+// calling thread silent until just after a completion, a wait for it.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +29,6 @@
 #include "rankscope/model/metadata.h"
 
 namespace rankscope::kineto {
-
-
-// Damage is counted under counter::kKineto* (rankscope/metadata.h).
 
 // Durations beyond this are damage, not measurements (a 236-year one has been seen).
 inline constexpr int64_t kMaxDurationNs = 24LL * 3600 * 1'000'000'000;
@@ -48,6 +54,7 @@ struct TraceSummary {
   int32_t rank = -1;          // from distributedInfo, else the file name; -1: neither says
   int32_t world_size = 0;     // 0 when the trace does not say
   std::string backend;        // distributedInfo.backend; empty when the trace does not say
+  std::string host;           // host_name: whose clock stamped the trace; empty when the trace does not say
   std::vector<ProcessGroup> process_groups;  // distributedInfo.pg_config, where given
   int64_t base_ns = 0;        // baseTimeNanoseconds (0 for traces stamped in absolute µs)
   int64_t first_ns = INT64_MAX, last_ns = INT64_MIN;  // on the file's clock

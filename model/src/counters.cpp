@@ -116,7 +116,7 @@ constexpr Definition kRegistry[] = {
     {kKinetoUnsupported, "trace events of phases not imported (B/E pairs, async events)"},
     {kKinetoTruncated, "1: the trace file ends early (cut short, or damaged gzip data)"},
     {kKinetoBytesSkipped, "bytes of the trace skipped to get past damaged events"},
-    {kKinetoUnmatched, "communication kernels matched to no other rank's"},
+    {kKinetoUnmatched, "communication kernels and c10d collectives matched to no other rank's"},
     {kKinetoUnaligned,
      "1: no clock offset could be estimated that the import could defend (no communication shared with an aligned "
      "rank, or see kineto_clock_doubtful): the rank's times are not on the reference rank's clock"},
@@ -126,6 +126,16 @@ constexpr Definition kRegistry[] = {
     {kKinetoDoubtful,
      "1: collectives matched with an aligned rank did not support a bound (too few, ends scattered beyond the bound "
      "causality leaves, or an offset of over an hour), so the rank was not aligned; import-kineto said why"},
+    {kKinetoClockHostContradicted,
+     "1: the trace names an aligned rank's host, but causality in their collectives rules out one clock (hosts "
+     "that share a name): aligned from its collectives instead"},
+    {kKinetoC10dUnexecuted, "c10d collective calls with no gloo range to end them: each ends where its call does"},
+    {kKinetoC10dGroupUnknown,
+     "c10d collective calls of a rank that the trace lists in several process groups (or none), none named: not "
+     "matched with other ranks' (comm_hash 0)"},
+    {kKinetoC10dWaitsInferred,
+     "waits for c10d work inferred, not read from the trace: the calling thread ran nothing from before its "
+     "collective completed until just after"},
     {kCostCaptureNs, "capture cost: the agent's life in the process, from its start to the shard's close, in ns"},
     {kCostStartNs, "capture cost: starting the agent in the process, in ns"},
     {kCostMpiInitNs, "capture cost: the MPI shim's own work in MPI_Init (clock sync, communicator table), in ns"},

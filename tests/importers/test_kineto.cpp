@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "rankscope/model/counters.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/hash.h"
 #include "rankscope/model/metadata.h"
 #include "rankscope/model/shard.h"
 #include "shard_contents.h"
@@ -504,6 +507,282 @@ TEST(KinetoShard, ADoubtfulRankIsCountedAndKeepsNoBound) {
   EXPECT_EQ(scan.metadata->job.start_wall_ns, 1'000);
   EXPECT_EQ(trace.counters().get(counter::kKinetoUnaligned), 1u);
   EXPECT_EQ(trace.counters().get(counter::kKinetoDoubtful), 1u);
+}
+
+// ------------------------------------------------------- gloo and c10d ---
+
+// distributedInfo of a 2-rank gloo job with its one process group, as torch 2.15 writes it.
+std::string gloo_job(int rank, const std::string& host, const std::string& groups = "") {
+  return R"({"distributedInfo": {"backend": "gloo", "rank": )" + std::to_string(rank) +
+         R"(, "world_size": 2, "pg_count": 1, "pg_config": [{"pg_name": "0", "pg_desc": "default_pg",
+   "backend_config": "cpu:gloo,cuda:gloo", "pg_size": 2, "ranks": [0, 1]})" +
+         groups + R"(]}, "host_name": ")" + host + R"(", "baseTimeNanoseconds": 1000000000,)";
+}
+
+// Imports a trace into a shard as the reference rank; its events in time
+// order, and its collectives and counters in `trace`.
+testing::ShardContents import_gloo(const std::string& text, const std::string& shard_name,
+                                   std::unique_ptr<TraceImport>& trace) {
+  const std::string path = ::testing::TempDir() + "/" + shard_name;
+  static const ImportSettings settings;
+  trace = std::make_unique<TraceImport>("rank-0.json", path, settings);
+  trace->read_text(text);
+  RankAlignment reference;
+  reference.aligned = true;
+  trace->finish({2, 1'000'000'000, {}}, reference, {}, 0);
+  testing::ShardContents contents = testing::read_shard(path);
+  std::sort(contents.events.begin(), contents.events.end(), event_time_order);
+  return contents;
+}
+
+std::vector<Event> of_kind(const testing::ShardContents& shard, EventKind kind) {
+  std::vector<Event> found;
+  std::copy_if(shard.events.begin(), shard.events.end(), std::back_inserter(found),
+               [&](const Event& e) { return e.kind == kind; });
+  return found;
+}
+
+// Each c10d call (the arrival, on the calling thread) takes the first gloo
+// range not yet taken that begins after it, whichever of gloo's two workers
+// ran it; a range that begins before every call is of a call made before the
+// trace began. FSDP's reduce-scatter runs as gloo:all_reduce: the call says
+// the operation. A call with no range left ends where it does, counted.
+TEST(KinetoGloo, CallsTakeTheirExecutionRangesInOrderAcrossBothWorkers) {
+  const std::string text = gloo_job(0, "node-a") + R"json( "traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 10, "tid": 10, "ts": 90, "dur": 200},
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 10, "tid": 10, "ts": 100, "dur": 5},
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 10, "tid": 10, "ts": 110, "dur": 5},
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::_reduce_scatter_base_", "pid": 10, "tid": 10, "ts": 120, "dur": 5},
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::_allgather_base_", "pid": 10, "tid": 10, "ts": 130, "dur": 5},
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::send", "pid": 10, "tid": 10, "ts": 136, "dur": 1},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:send", "pid": 10, "tid": 10, "ts": 136.5, "dur": 0.4},
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::barrier", "pid": 10, "tid": 10, "ts": 140, "dur": 5},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 10, "tid": 10, "ts": 250, "dur": 1},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 10, "tid": 12, "ts": 5, "dur": 10},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 10, "tid": 12, "ts": 102, "dur": 50,
+   "args": {"Input Dims": [[1000]], "Input type": ["float"]}},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 10, "tid": 13, "ts": 111, "dur": 60,
+   "args": {"Input Dims": [[10, 10]], "Input type": ["double"]}},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 10, "tid": 12, "ts": 153, "dur": 20,
+   "args": {"Input Dims": [[1000]], "Input type": ["float"]}},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_gather", "pid": 10, "tid": 13, "ts": 172, "dur": 10,
+   "args": {"Input Dims": [[500]], "Input type": ["c10::BFloat16"]}},
+  {"ph": "M", "name": "thread_name", "pid": 10, "tid": 12, "args": {"name": "thread 12 (pt_gloo_runloop)"}}
+ ]})json";
+  std::unique_ptr<TraceImport> trace;
+  const testing::ShardContents shard = import_gloo(text, "kineto-gloo.shard", trace);
+  const std::vector<Event> collectives = of_kind(shard, EventKind::kTorchCollective);
+  ASSERT_EQ(collectives.size(), 5u);  // not the send
+  const uint64_t group = hash_bytes("torch.distributed process group 0");
+  struct Expected {
+    CommOp op;
+    int64_t begin_us, end_us;
+    uint64_t bytes;
+    DataType datatype;
+  };
+  const Expected expected[] = {{CommOp::kAllReduce, 100, 152, 4000, DataType::kFloat32},
+                               {CommOp::kAllReduce, 110, 171, 800, DataType::kFloat64},
+                               {CommOp::kReduceScatter, 120, 173, 4000, DataType::kFloat32},
+                               {CommOp::kAllGather, 130, 182, 2000, DataType::kBfloat16},  // all 2 ranks' halves
+                               {CommOp::kBarrier, 140, 145, 0, DataType::kNone}};          // no range: its call's end
+  for (size_t i = 0; i < collectives.size(); ++i) {
+    const Event& e = collectives[i];
+    EXPECT_EQ(e.op, expected[i].op) << i;
+    EXPECT_EQ(e.begin_ns, expected[i].begin_us * 1000) << i;
+    EXPECT_EQ(e.end_ns, expected[i].end_us * 1000) << i;
+    EXPECT_EQ(e.bytes, expected[i].bytes) << i;
+    EXPECT_EQ(e.datatype, expected[i].datatype) << i;
+    EXPECT_EQ(e.seq, i) << i;  // the call's order in its group: how ranks' instances meet
+    EXPECT_EQ(e.comm_hash, group) << i;
+    const Track* track = shard.track(e.track);
+    ASSERT_NE(track, nullptr);
+    EXPECT_EQ(track->type, TrackType::kProcessGroup);
+    EXPECT_EQ(track->os_id, group);
+  }
+  EXPECT_EQ(shard.name(collectives[2].name_id), "c10d::_reduce_scatter_base_");
+  EXPECT_EQ(shard.track_names.at(collectives[0].track), "torch.distributed group 0 (default_pg, 2 ranks, gloo)");
+  // The calls and ranges stay on their threads as they were.
+  EXPECT_EQ(shard.named("gloo:all_reduce").size(), 4u);
+  EXPECT_EQ(shard.named("c10d::barrier").at(0).kind, EventKind::kNvtxRange);
+  EXPECT_EQ(trace->counters().get(counter::kKinetoC10dUnexecuted), 1u);
+  EXPECT_EQ(trace->counters().get(counter::kKinetoC10dGroupUnknown), 0u);
+
+  // Only executed collectives that every rank must join bound the clocks.
+  const auto& records = trace->collectives().records;
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(trace->collectives().host, "node-a");
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(records[i].key, MatchKey::kSeq);
+    EXPECT_EQ(records[i].id, i);
+    EXPECT_EQ(records[i].group, group);
+    EXPECT_EQ(records[i].end_ns, 1'000'000'000 + expected[i].end_us * 1000);  // the base is added
+  }
+}
+
+// Nothing in the trace links a call to the thread's wait for it (Work.wait,
+// DDP's wait for its buckets): a calling thread silent from before a
+// completion until just after it waited for the last that completed. A
+// functional collective's wait_tensor is a wait as it stands.
+TEST(KinetoGloo, WaitsAreTheCallingThreadsSilencesThatEndAtACompletion) {
+  const std::string text = gloo_job(0, "node-a") + R"( "traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 10, "tid": 10, "ts": 0, "dur": 20000},
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 10, "tid": 10, "ts": 100, "dur": 5},
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 10, "tid": 10, "ts": 110, "dur": 5},
+  {"ph": "X", "cat": "cpu_op", "name": "torch.distributed.ddp.reducer::copy_bucket_to_grad", "pid": 10, "tid": 10,
+   "ts": 5100, "dur": 10},
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 10, "tid": 10, "ts": 6000, "dur": 5},
+  {"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+   "pid": 10, "tid": 10, "ts": 6010, "dur": 3000},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 10, "tid": 10, "ts": 9020, "dur": 10},
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 10, "tid": 10, "ts": 10000, "dur": 5},
+  {"ph": "X", "cat": "cpu_op", "name": "_c10d_functional::wait_tensor", "pid": 10, "tid": 10, "ts": 10010,
+   "dur": 990},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 10, "tid": 10, "ts": 14000, "dur": 10},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 10, "tid": 12, "ts": 101, "dur": 4899},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 10, "tid": 13, "ts": 111, "dur": 4950},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 10, "tid": 12, "ts": 6001, "dur": 2000},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 10, "tid": 13, "ts": 10001, "dur": 999}
+ ]})";
+  std::unique_ptr<TraceImport> trace;
+  const testing::ShardContents shard = import_gloo(text, "kineto-waits.shard", trace);
+  const std::vector<Event> waits = of_kind(shard, EventKind::kTorchWait);
+  ASSERT_EQ(waits.size(), 2u);
+  // From the second call's end until the later of the two completions it resumed 39 µs after.
+  EXPECT_EQ(waits[0].begin_ns, 115'000);
+  EXPECT_EQ(waits[0].end_ns, 5'061'000);
+  EXPECT_EQ(waits[0].seq, 1u);
+  EXPECT_EQ(waits[0].op, CommOp::kAllReduce);
+  EXPECT_EQ(waits[0].comm_hash, hash_bytes("torch.distributed process group 0"));
+  EXPECT_EQ(shard.name(waits[0].name_id), "wait for c10d::allreduce_ (inferred)");
+  const Track* thread = shard.track(waits[0].track);
+  ASSERT_NE(thread, nullptr);
+  EXPECT_EQ(thread->type, TrackType::kThread);
+  // The third completed during data loading, a range that ended after it:
+  // the thread was busy, not silent. The fourth was waited for in wait_tensor.
+  EXPECT_EQ(waits[1].begin_ns, 10'010'000);
+  EXPECT_EQ(shard.name(waits[1].name_id), "_c10d_functional::wait_tensor");
+  EXPECT_EQ(trace->counters().get(counter::kKinetoC10dWaitsInferred), 1u);
+}
+
+// A trace that lists the rank in several process groups does not say which
+// one a call used: its collectives are counted and matched with nobody's.
+TEST(KinetoGloo, CallsOfARankInSeveralGroupsAreCountedNotGuessed) {
+  const std::string text =
+      gloo_job(1, "node-a", R"(, {"pg_name": "1", "pg_desc": "undefined", "pg_size": 2, "ranks": [0, 1]},
+   {"pg_name": "2", "pg_size": 1, "ranks": [0]})") +
+      R"( "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 10, "tid": 10, "ts": 100, "dur": 5},
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 10, "tid": 10, "ts": 110, "dur": 5},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 10, "tid": 12, "ts": 102, "dur": 50},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 10, "tid": 13, "ts": 111, "dur": 60}
+ ]})";
+  std::unique_ptr<TraceImport> trace;
+  const testing::ShardContents shard = import_gloo(text, "kineto-groups.shard", trace);
+  const std::vector<Event> collectives = of_kind(shard, EventKind::kTorchCollective);
+  ASSERT_EQ(collectives.size(), 2u);
+  EXPECT_EQ(collectives[1].end_ns, 171'000);  // still paired: the ends are known
+  for (const Event& e : collectives) EXPECT_EQ(e.comm_hash, 0u);
+  EXPECT_EQ(shard.track_names.at(collectives[0].track),
+            "torch.distributed group not known (distributedInfo.pg_config lists rank 1 in 2 groups)");
+  EXPECT_TRUE(trace->collectives().records.empty());
+  EXPECT_EQ(trace->counters().get(counter::kKinetoC10dGroupUnknown), 2u);
+
+  // Rank 0 is in group "2" too; a group the rank is not in is no candidate.
+  const std::string one_group = gloo_job(1, "node-a", R"(, {"pg_name": "2", "pg_size": 1, "ranks": [0]})") +
+                                R"( "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 10, "tid": 10, "ts": 100, "dur": 5}]})";
+  const testing::ShardContents alone = import_gloo(one_group, "kineto-one-group.shard", trace);
+  EXPECT_EQ(of_kind(alone, EventKind::kTorchCollective).at(0).comm_hash,
+            hash_bytes("torch.distributed process group 0"));
+  EXPECT_EQ(trace->counters().get(counter::kKinetoC10dGroupUnknown), 0u);
+  EXPECT_EQ(trace->counters().get(counter::kKinetoC10dUnexecuted), 1u);
+}
+
+// On NCCL the c10d calls only enqueue the kernels record_param_comms
+// describes: those stay the collectives, as before.
+TEST(KinetoGloo, NcclTracesKeepTheirKernelsAsTheCollectives) {
+  const std::string text = R"json({"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2},
+ "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+  {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 10.5, "dur": 2,
+   "args": {"External id": 77, "Collective name": "allreduce", "dtype": "Float", "In msg nelems": 1024,
+            "Process Group Name": "0", "Seq": 41}},
+  {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+   "pid": 0, "tid": 7, "ts": 11, "dur": 5, "args": {"External id": 77, "correlation": 9, "stream": 7, "device": 0}}
+ ]})json";
+  std::unique_ptr<TraceImport> trace;
+  const testing::ShardContents shard = import_gloo(text, "kineto-nccl-c10d.shard", trace);
+  EXPECT_TRUE(of_kind(shard, EventKind::kTorchCollective).empty());
+  ASSERT_EQ(of_kind(shard, EventKind::kNcclCollectiveGpu).size(), 1u);
+  EXPECT_EQ(trace->counters().get(counter::kKinetoC10dUnexecuted), 0u);
+}
+
+// Two ranks of one host: torch.profiler stamps both with the host's
+// CLOCK_REALTIME, so they share a clock whatever their collectives say, and
+// a rank without any is aligned too. A rank of another host is aligned from
+// its collectives; with none, not at all.
+TEST(KinetoAlignment, RanksOfOneHostShareItsClock) {
+  std::vector<RankCollectives> ranks = job({0, 0, 2'000'000, 0}, 20, MatchKey::kSeq, 8);
+  ranks[0].host = ranks[1].host = "node-a";
+  ranks[2].host = "node-b";
+  ranks[3].host = "node-a";
+  ranks[3].records.clear();
+  RankCollectives far_away;
+  far_away.rank = 4;
+  far_away.host = "node-c";
+  ranks.push_back(far_away);
+  const Alignment a = align_ranks(ranks);
+  ASSERT_TRUE(a.ranks[1].aligned);
+  EXPECT_TRUE(a.ranks[1].same_host);
+  EXPECT_EQ(a.ranks[1].offset_ns, 0);
+  EXPECT_EQ(a.ranks[1].bound_ns, 0);
+  EXPECT_EQ(a.ranks[1].matched, 20u);
+  EXPECT_EQ(a.instance[1][7], a.instance[0][7]);  // still matched, for the analyses
+  ASSERT_TRUE(a.ranks[3].aligned);
+  EXPECT_TRUE(a.ranks[3].same_host);
+  EXPECT_EQ(a.ranks[3].bound_ns, 0);
+  ASSERT_TRUE(a.ranks[2].aligned);
+  EXPECT_FALSE(a.ranks[2].same_host);
+  EXPECT_LE(std::llabs(a.ranks[2].offset_ns - 2'000'000), a.ranks[2].bound_ns);
+  EXPECT_GT(a.ranks[2].bound_ns, 0);
+  EXPECT_FALSE(a.ranks[4].aligned);
+
+  // Without host names, ranks of one base are aligned from their collectives.
+  for (RankCollectives& rank : ranks) rank.host.clear();
+  const Alignment nameless = align_ranks(ranks);
+  EXPECT_FALSE(nameless.ranks[1].same_host);
+  EXPECT_GT(nameless.ranks[1].bound_ns, 0);
+  EXPECT_FALSE(nameless.ranks[3].aligned);
+}
+
+// Hosts that share a name (containers, cloud images) do not share a clock:
+// where causality rules one clock out, the collectives align the rank.
+TEST(KinetoAlignment, AHostNameThatCausalityContradictsIsNotBelieved) {
+  std::vector<RankCollectives> ranks = job({0, 5'000'000}, 20, MatchKey::kSeq, 9);
+  ranks[0].host = ranks[1].host = "localhost";
+  const Alignment a = align_ranks(ranks);
+  ASSERT_TRUE(a.ranks[1].aligned);
+  EXPECT_FALSE(a.ranks[1].same_host);
+  EXPECT_LE(std::llabs(a.ranks[1].offset_ns - 5'000'000), 3'000);
+  EXPECT_NE(a.ranks[1].host_doubt.find("its trace names the host \"localhost\" as rank 0's does, but causality in "
+                                       "their 20 matched collectives puts their clocks at least "),
+            std::string::npos)
+      << a.ranks[1].host_doubt;
+}
+
+// The shard of a rank whose host's clock was contradicted says so in a counter.
+TEST(KinetoShard, AContradictedHostIsCounted) {
+  const std::string path = ::testing::TempDir() + "/kineto-host.shard";
+  TraceImport trace("rank-1.json", path, ImportSettings{});
+  trace.read_text(
+      R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]})");
+  RankAlignment aligned;
+  aligned.rank = 1;
+  aligned.aligned = true;
+  aligned.host_doubt = "its trace names the host ...";
+  trace.finish({2, 0, {"", 1'000}}, aligned, {}, 0);
+  EXPECT_EQ(trace.counters().get(counter::kKinetoClockHostContradicted), 1u);
+  EXPECT_EQ(trace.counters().get(counter::kKinetoUnaligned), 0u);
 }
 
 // --------------------------------------------------------------- one job ---

@@ -50,7 +50,8 @@ struct KinetoImportResult {
   std::vector<std::string> unmatched_patterns;  // --comm-kernel patterns no kernel name of any trace matched
   uint64_t json_bytes = 0;
   double read_seconds = 0;              // parsing, matching and writing the shards
-  // What --same-job overrode, and ranks whose matched collectives defended no clock bound.
+  // What --same-job overrode, ranks whose matched collectives defended no clock
+  // bound, and ranks whose collectives ruled out the clock of the host their trace names.
   std::vector<std::string> warnings;
   MergeResult merge;
 };

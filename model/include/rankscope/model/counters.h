@@ -92,6 +92,10 @@ inline constexpr std::string_view kKinetoUnmatched = "kineto_collectives_unmatch
 inline constexpr std::string_view kKinetoUnaligned = "kineto_clock_unaligned";
 inline constexpr std::string_view kKinetoInconsistent = "kineto_clock_inconsistent";
 inline constexpr std::string_view kKinetoDoubtful = "kineto_clock_doubtful";
+inline constexpr std::string_view kKinetoClockHostContradicted = "kineto_clock_host_contradicted";
+inline constexpr std::string_view kKinetoC10dUnexecuted = "kineto_c10d_unexecuted";
+inline constexpr std::string_view kKinetoC10dGroupUnknown = "kineto_c10d_group_unknown";
+inline constexpr std::string_view kKinetoC10dWaitsInferred = "kineto_c10d_waits_inferred";
 // What capture cost the rank (docs/agent.md, "What capture costs"):
 inline constexpr std::string_view kCostPrefix = "agent_cost_";
 inline constexpr std::string_view kCostCaptureNs = "agent_cost_capture_ns";
