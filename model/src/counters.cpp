@@ -87,6 +87,9 @@ constexpr Definition kRegistry[] = {
     {kPythonCollectiveEndsUnknown,
      "torch.distributed collectives whose completion the hook could not see (no future, never waited on from "
      "Python): recorded as ending when their call returned"},
+    {kPythonRangesLost,
+     "ranges of the Python hook (steps, phases, data loading) not recorded: more were open at once than it "
+     "holds (64)"},
     {kTorchelasticRestarts,
      "times torchelastic restarted this rank's worker before the run the timeline holds: each earlier run's shard "
      "is kept in the shard folder's restart-N/ (`rankscope merge` makes a timeline of it)"},

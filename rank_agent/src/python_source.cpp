@@ -10,6 +10,7 @@
 // kTorchWait on the waiting thread's track.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -49,6 +50,8 @@ struct OpenSlot {
   std::atomic<uint32_t> name_id{0};
   std::atomic<uint32_t> track{0};
 };
+// Ranges not recorded because every slot was taken.
+std::atomic<uint64_t> g_ranges_lost{0};
 constexpr int32_t kOpenSlots = 64;
 OpenSlot g_open[kOpenSlots];
 
@@ -66,6 +69,9 @@ class PythonSource final : public CaptureSource {
       rankscope_agent_add_counter(std::string(counter::kPythonHookAttached).c_str(), 1);
       rankscope_agent_add_counter(std::string(counter::kCostPythonHookNs).c_str(), g_hook_ns.load());
       rankscope_agent_add_counter(std::string(counter::kPythonTorchHooked).c_str(), g_hooked.load());
+      if (const uint64_t lost = g_ranges_lost.load(); lost > 0) {
+        rankscope_agent_add_counter(std::string(counter::kPythonRangesLost).c_str(), lost);
+      }
       // Every rank of a job runs the same program: one line says it for all.
       if (g_hooked.load(std::memory_order_relaxed) == 0 && env_integer<int32_t>(kEnvRank, 0) == 0) {
         rankscope_python_say(
@@ -148,6 +154,7 @@ uint32_t rankscope_python_enum(const char* type, const char* name) {
 
 int32_t rankscope_python_begin(uint32_t name_id, int64_t begin_ns) {
   if (!agent_ns::capturing()) return -1;
+  if (begin_ns < 0) begin_ns = rankscope_agent_now();
   // A step that begins opens a --steps window at this instant.
   rankscope_agent_range_edge(name_id, 0, begin_ns, true);
   for (int32_t i = 0; i < agent_ns::kOpenSlots; ++i) {
@@ -165,19 +172,26 @@ int32_t rankscope_python_begin(uint32_t name_id, int64_t begin_ns) {
     });
     return i;
   }
+  agent_ns::g_ranges_lost.fetch_add(1, std::memory_order_relaxed);
   return -1;
 }
 
-void rankscope_python_end(int32_t slot, uint32_t name_id, int64_t begin_ns, int64_t end_ns) {
-  if (slot >= 0 && slot < agent_ns::kOpenSlots) {
-    agent_ns::OpenSlot& open = agent_ns::g_open[slot];
-    open.lock.write([&] { open.begin.store(0, std::memory_order_relaxed); });
-    open.taken.store(false, std::memory_order_release);
-  }
-  if (!agent_ns::capturing()) return;
-  const Event e = agent_ns::host_event(EventKind::kNvtxRange, begin_ns, end_ns, name_id, agent_ns::kThreadTrack);
+int64_t rankscope_python_end(int32_t slot) {
+  if (slot < 0 || slot >= agent_ns::kOpenSlots) return 0;
+  agent_ns::OpenSlot& open = agent_ns::g_open[slot];
+  // Only the thread that took the slot writes it.
+  const int64_t begin = open.begin.load(std::memory_order_relaxed);
+  const uint32_t name_id = open.name_id.load(std::memory_order_relaxed);
+  const auto track = static_cast<uint16_t>(open.track.load(std::memory_order_relaxed));
+  open.lock.write([&] { open.begin.store(0, std::memory_order_relaxed); });
+  open.taken.store(false, std::memory_order_release);
+  if (begin == 0) return 0;
+  const int64_t end = rankscope_agent_now();
+  if (!agent_ns::capturing()) return end;
+  const Event e = agent_ns::host_event(EventKind::kNvtxRange, begin, end, name_id, track);
   rankscope_agent_record(&e);
-  rankscope_agent_range_edge(name_id, 0, end_ns, false);
+  rankscope_agent_range_edge(name_id, 0, end, false);
+  return end;
 }
 
 uint32_t rankscope_python_group(const char* group_name, const char* description, uint64_t* hash) {
@@ -208,21 +222,21 @@ void record_collective(EventKind kind, uint16_t track, uint64_t group_hash, uint
 
 void rankscope_python_collective(uint32_t group_track, uint64_t group_hash, uint32_t name_id, uint32_t op,
                                  uint64_t seq, uint64_t bytes, uint32_t datatype, int32_t root, int64_t begin_ns,
-                                 int64_t end_ns) {
+                                 int completed) {
   record_collective(EventKind::kTorchCollective, static_cast<uint16_t>(group_track), group_hash, name_id, op, seq,
-                    bytes, datatype, root, begin_ns, end_ns);
+                    bytes, datatype, root, begin_ns, completed ? std::max(begin_ns, rankscope_agent_now()) : begin_ns);
 }
 
 void rankscope_python_enqueue(uint64_t group_hash, uint32_t name_id, uint32_t op, uint64_t seq, uint64_t bytes,
-                              uint32_t datatype, int32_t root, int64_t begin_ns, int64_t end_ns) {
+                              uint32_t datatype, int32_t root, int64_t begin_ns) {
   record_collective(EventKind::kNcclCollectiveEnqueue, agent_ns::kThreadTrack, group_hash, name_id, op, seq, bytes,
-                    datatype, root, begin_ns, end_ns);
+                    datatype, root, begin_ns, rankscope_agent_now());
 }
 
-void rankscope_python_wait(uint32_t name_id, uint64_t group_hash, uint32_t op, uint64_t seq, int64_t begin_ns,
-                           int64_t end_ns) {
+void rankscope_python_wait(uint32_t name_id, uint64_t group_hash, uint32_t op, uint64_t seq, int64_t begin_ns) {
   if (!agent_ns::capturing() || op >= rankscope::kCommOpCount) return;
-  Event e = agent_ns::host_event(EventKind::kTorchWait, begin_ns, end_ns, name_id, agent_ns::kThreadTrack);
+  Event e = agent_ns::host_event(EventKind::kTorchWait, begin_ns, std::max(begin_ns, rankscope_agent_now()), name_id,
+                                 agent_ns::kThreadTrack);
   e.comm_hash = group_hash;
   e.op = static_cast<rankscope::CommOp>(op);
   e.seq = seq;

@@ -136,7 +136,7 @@ set -e
 set +e
 msg=$("$rankscope" run --capture mpi,gpu -- true 2>&1); status=$?
 set -e
-[ $status -eq 2 ] && grep -q "rankscope run: --capture: unknown source 'gpu' (known: mpi, nvtx, cuda, nccl)" <<<"$msg" ||
+[ $status -eq 2 ] && grep -q "rankscope run: --capture: unknown source 'gpu' (known: mpi, nvtx, cuda, nccl, python)" <<<"$msg" ||
   fail "run with an unknown capture source: $status $msg"
 
 # Every counter listed once, each with its meaning on the next line.

@@ -160,7 +160,7 @@ expect 2 "rankscope import-kineto: --threads" "$rankscope" import-kineto traces 
 expect 2 "rankscope import-kineto: --threads" "$rankscope" import-kineto traces -o x.h5 --threads 100000
 expect 2 "rankscope export: --warn-size-mb" "$rankscope" export job.h5 --chrome x.json --warn-size-mb -1
 expect 2 "rankscope export: --warn-size-mb" "$rankscope" export job.h5 --chrome x.json --warn-size-mb 1e300
-expect 2 "rankscope run: --capture: names no capture source (known: mpi, nvtx, cuda, nccl)" \
+expect 2 "rankscope run: --capture: names no capture source (known: mpi, nvtx, cuda, nccl, python)" \
   "$rankscope" run --capture '' -o x.h5 -- true
 for ranks in '' 3-1 a 0-; do
   expect 2 "rankscope export: --ranks: '$ranks' is not a list of ranks like 0-3,8" \

@@ -2,9 +2,11 @@
 points (rankscope/rank_agent/python_hook.h), reached through ctypes in the
 process's global symbol scope, where `rankscope run` preloaded it.
 
-Every hook runs inside `Agent.timed`, which keeps the time the hook spends in
-its own code (the capture cost the report states) and turns an exception into
-a count and, the first time, one line: never into the program.
+Every hook runs inside `Agent.timed`, which keeps the CPU time the hook
+spends in its own code (the capture cost the report states: its thread's CPU
+time, which a core shared with the program's other threads does not inflate)
+and turns an exception into a count and, the first time, one line: never into
+the program.
 """
 
 import ctypes
@@ -13,6 +15,7 @@ import sys
 import time
 import traceback
 
+_cpu_ns = time.thread_time_ns
 _c_int64 = ctypes.c_int64
 _c_uint64 = ctypes.c_uint64
 _c_uint32 = ctypes.c_uint32
@@ -27,18 +30,21 @@ _ENTRY_POINTS = {
     "rankscope_python_name": (_c_uint32, [_c_char_p]),
     "rankscope_python_enum": (_c_uint32, [_c_char_p, _c_char_p]),
     "rankscope_python_begin": (_c_int32, [_c_uint32, _c_int64]),
-    "rankscope_python_end": (None, [_c_int32, _c_uint32, _c_int64, _c_int64]),
+    "rankscope_python_end": (_c_int64, [_c_int32]),
     "rankscope_python_group": (_c_uint32, [_c_char_p, _c_char_p, ctypes.POINTER(_c_uint64)]),
     "rankscope_python_collective": (None, [_c_uint32, _c_uint64, _c_uint32, _c_uint32, _c_uint64, _c_uint64,
-                                           _c_uint32, _c_int32, _c_int64, _c_int64]),
+                                           _c_uint32, _c_int32, _c_int64, ctypes.c_int]),
     "rankscope_python_enqueue": (None, [_c_uint64, _c_uint32, _c_uint32, _c_uint64, _c_uint64, _c_uint32,
-                                        _c_int32, _c_int64, _c_int64]),
-    "rankscope_python_wait": (None, [_c_uint32, _c_uint64, _c_uint32, _c_uint64, _c_int64, _c_int64]),
+                                        _c_int32, _c_int64]),
+    "rankscope_python_wait": (None, [_c_uint32, _c_uint64, _c_uint32, _c_uint64, _c_int64]),
     "rankscope_python_count": (None, [_c_char_p, _c_uint64]),
     "rankscope_python_cost": (None, [_c_uint64]),
     "rankscope_python_say": (None, [_c_char_p]),
     "rankscope_agent_capturing": (ctypes.c_bool, [_c_uint32]),
 }
+
+# A begin time that means "now" to python_begin.
+NOW = -1
 
 # The capture sources' bits (rankscope/rank_agent/agent.h, CaptureBit).
 CAPTURE_MPI = 1 << 0
@@ -105,13 +111,13 @@ class Agent:
     def timed(self, function):
         """`function` as a hook: its time counted as the hook's, its exceptions caught."""
         def hook(*args, **kwargs):
-            began = time.perf_counter_ns()
+            began = _cpu_ns()
             try:
                 return function(*args, **kwargs)
             except Exception:
                 self.failed(function)
             finally:
-                self._hook_ns += time.perf_counter_ns() - began
+                self._hook_ns += _cpu_ns() - began
 
         hook.__name__ = _name_of(function)
         return hook

@@ -96,7 +96,6 @@ _job = None
 class _Thread(threading.local):
     forward_depth = 0
     forward_slot = -1
-    forward_begin = 0
     in_backward = False
 
 
@@ -108,12 +107,12 @@ class _Job:
         # Steps (on the training thread).
         self.step = 0
         self.step_open = False
-        self.step_begin = 0
-        self.step_name = 0
         self.step_slot = -1
-        self.last_step_end = None
+        self.last_step_end = _agent.NOW  # where the next step begins: now, for the first
         self.leading_optimizer = None  # a weak reference
-        self.optimizer_ranges = {}  # id(optimizer) -> (slot, name id, begin)
+        self.optimizer_ranges = {}  # id(optimizer) -> its range's slot
+        self.optimizer_names = {}  # optimizer class -> its range's name id
+        self.loader_names = {}  # DataLoader iterator class -> its range's name id
         # Backward and DDP's wait.
         self.backward_running = False
         self.compute_done_at = None
@@ -121,25 +120,30 @@ class _Job:
         self.last_async = (0, 0, 0)  # group hash, op, seq of backward's last async collective
         # Collectives.
         self.groups = {}  # id(group) -> _Group, for every group hooked (which it keeps alive)
+        self.groups_seen = -1  # the size of torch's table of groups when last looked at
         self.calls = {}  # op_id -> _Call, between a collective's pre and post hooks
         self.works = collections.OrderedDict()  # id(work) -> (work, _Call): awaiting completion
         self.datatypes = {}  # torch dtype -> DataType
+        self.forward_name = agent.name(FORWARD)
+        self.backward_name = agent.name(BACKWARD)
+        self.ddp_wait_name = agent.name(DDP_WAIT)
+        self.work_wait_name = agent.name(WORK_WAIT)
         self.completed_hook = agent.timed(self.completed)
+        self.backward_computed_hook = agent.timed(self._backward_computed)
         self.nccl_captured = bool(agent.agent_capturing(_agent.CAPTURE_NCCL))
         self.mpi_captured = bool(agent.agent_capturing(_agent.CAPTURE_MPI))
         self.now = agent.python_now
 
     # ----------------------------------------------------------------- steps
 
-    def activity(self, now):
-        """The training loop does something of a step: one begins, if none is open."""
+    def activity(self):
+        """The training loop does something of a step: one begins, if none is open, where the last one ended."""
         if self.step_open:
             return
         self.step_open = True
-        self.step_begin = self.last_step_end if self.last_step_end is not None else now
         # Each step's name once: interned by the agent, not kept here.
-        self.step_name = self.agent.python_name(("%s%d" % (STEP_PREFIX, self.step)).encode())
-        self.step_slot = self.agent.python_begin(self.step_name, self.step_begin)
+        name = self.agent.python_name(("%s%d" % (STEP_PREFIX, self.step)).encode())
+        self.step_slot = self.agent.python_begin(name, self.last_step_end)
 
     def hook_steps(self):
         optim = sys.modules.get("torch.optim.optimizer")
@@ -152,27 +156,24 @@ class _Job:
         return None
 
     def _optimizer_step_begins(self, optimizer, args, kwargs):
-        now = self.now()
-        self.activity(now)
-        name = self.agent.name("Optimizer.step#%s.step" % type(optimizer).__name__)
-        self.optimizer_ranges[id(optimizer)] = (self.agent.python_begin(name, now), name, now)
+        self.activity()
+        kind = type(optimizer)
+        name = self.optimizer_names.get(kind)
+        if name is None:
+            name = self.optimizer_names[kind] = self.agent.name("Optimizer.step#%s.step" % kind.__name__)
+        self.optimizer_ranges[id(optimizer)] = self.agent.python_begin(name, _agent.NOW)
 
     def _optimizer_step_ends(self, optimizer, args, kwargs):
-        now = self.now()
-        opened = self.optimizer_ranges.pop(id(optimizer), None)
-        if opened is not None:
-            slot, name, begin = opened
-            self.agent.python_end(slot, name, begin, now)
+        end = self.agent.python_end(self.optimizer_ranges.pop(id(optimizer), -1))
         leading = self.leading_optimizer() if self.leading_optimizer is not None else None
         if leading is None:
             self.leading_optimizer = weakref.ref(optimizer)
         elif leading is not optimizer:
             return  # a second optimizer of the same step (a GAN's)
         if not self.step_open:
-            self.activity(now)
-        self.agent.python_end(self.step_slot, self.step_name, self.step_begin, now)
+            self.activity()
+        self.last_step_end = self.agent.python_end(self.step_slot) or end or _agent.NOW
         self.step_open = False
-        self.last_step_end = now
         self.step += 1
         self.hook_new_groups()
         self.agent.report_cost()
@@ -201,15 +202,16 @@ class _Job:
         return None
 
     def _data_loading_begins(self, iterator):
-        now = self.now()
-        self.activity(now)
-        name = self.agent.name("enumerate(DataLoader)#%s.__next__" % type(iterator).__name__)
-        return self.agent.python_begin(name, now), name, now
+        self.activity()
+        kind = type(iterator)
+        name = self.loader_names.get(kind)
+        if name is None:
+            name = self.loader_names[kind] = self.agent.name("enumerate(DataLoader)#%s.__next__" % kind.__name__)
+        return self.agent.python_begin(name, _agent.NOW)
 
-    def _data_loading_ends(self, opened):
-        if opened is not None:
-            slot, name, begin = opened
-            self.agent.python_end(slot, name, begin, self.now())
+    def _data_loading_ends(self, slot):
+        if slot is not None:
+            self.agent.python_end(slot)
 
     # ---------------------------------------------------------------- phases
 
@@ -279,10 +281,8 @@ class _Job:
         # Only the outermost forward, and none recomputed in backward (activation checkpointing).
         if thread.forward_depth > 1 or thread.in_backward:
             return
-        now = self.now()
-        self.activity(now)
-        thread.forward_begin = now
-        thread.forward_slot = self.agent.python_begin(self.agent.name(FORWARD), now)
+        self.activity()
+        thread.forward_slot = self.agent.python_begin(self.forward_name, _agent.NOW)
 
     def _forward_ends(self, module, args, output):
         thread = self.thread
@@ -291,32 +291,28 @@ class _Job:
         thread.forward_depth -= 1
         if thread.forward_depth > 0 or thread.in_backward:
             return
-        self.agent.python_end(thread.forward_slot, self.agent.name(FORWARD), thread.forward_begin, self.now())
+        self.agent.python_end(thread.forward_slot)
 
     def _backward_begins(self):
         thread = self.thread
         if thread.in_backward:
             return None  # a backward inside backward: the outer one times both
-        now = self.now()
-        self.activity(now)
+        self.activity()
         thread.in_backward = True
         self.backward_running = True
         self.compute_done_at = None
         self.callback_queued = False
-        name = self.agent.name(BACKWARD)
-        return self.agent.python_begin(name, now), name, now
+        return self.agent.python_begin(self.backward_name, _agent.NOW)
 
-    def _backward_ends(self, opened):
-        if opened is None:
+    def _backward_ends(self, slot):
+        if slot is None:
             return
-        now = self.now()
-        slot, name, begin = opened
         self.thread.in_backward = False
         self.backward_running = False
-        self.agent.python_end(slot, name, begin, now)
-        if self.compute_done_at is not None and now > self.compute_done_at:
+        self.agent.python_end(slot)
+        if self.compute_done_at is not None:
             group, op, seq = self.last_async
-            self.agent.python_wait(self.agent.name(DDP_WAIT), group, op, seq, self.compute_done_at, now)
+            self.agent.python_wait(self.ddp_wait_name, group, op, seq, self.compute_done_at)
 
     def _backward_computed(self):
         """Queued as backward's final callback at its first gradient allreduce: it runs
@@ -364,8 +360,11 @@ class _Job:
     def hook_new_groups(self):
         """Groups made where the hook did not see (a name bound before it came): found by the job's table."""
         c10d_module = sys.modules.get("torch.distributed.distributed_c10d")
-        world = getattr(c10d_module, "_world", None)
-        for group in list(getattr(world, "pg_map", {}) or {}):
+        groups = getattr(getattr(c10d_module, "_world", None), "pg_map", None) or {}
+        if len(groups) == self.groups_seen:  # each step looks; a new group is rare
+            return
+        self.groups_seen = len(groups)
+        for group in list(groups):
             self.hook_group(group)
 
     def hook_group(self, group):
@@ -383,27 +382,30 @@ class _Job:
         group.register_post_hook(_HOOK_ID, self.agent.timed(functools.partial(self._returned, state)))
 
     def _called(self, group, args):
-        kind = group.kinds.get(args.name)
+        now = self.now()
+        name = args.name
+        kind = group.kinds.get(name)
         if kind is None:
-            kind = group.kinds[args.name] = self._kind(group, args.name.name)
+            kind = group.kinds[name] = self._kind(group, name.name)
         if not kind.op:
             return
-        now = self.now()
-        inputs, outputs = args.input_tensors, args.output_tensors
+        inputs = args.input_tensors
+        # The output tensors only where the size is theirs: reading them costs a Python object each.
+        outputs = args.output_tensors if kind.gathers or not inputs else ()
         first = inputs[0] if inputs else outputs[0] if outputs else None
         root = args.root
-        call = _Call(self, group, kind, group.seq, _size(kind.op_name, inputs, outputs, group.size),
+        call = _Call(self, group, kind, group.seq, _size(kind, inputs, outputs, group.size),
                      self._datatype(first), self._root(group, root) if root >= 0 else -1, now)
         group.seq += 1
         # NCCL's own plugin records NCCL's collectives, with their GPU time, better than the hook can.
-        call.nccl = first is not None and first.is_cuda and group.nccl
-        call.skip = (call.nccl and self.nccl_captured) or (group.backend == "mpi" and self.mpi_captured)
+        call.nccl = group.nccl and first is not None and first.is_cuda
+        call.skip = (call.nccl and self.nccl_captured) or (group.mpi and self.mpi_captured)
         self.calls[args.op_id] = call
-        if args.async_op and self.backward_running and kind.op_name == "AllReduce":
+        if self.backward_running and kind.op_name == "AllReduce" and args.async_op:
             self.last_async = (group.hash, kind.op, call.seq)
             if not self.callback_queued:
                 self.callback_queued = True
-                self.torch.autograd.Variable._execution_engine.queue_callback(self.agent.timed(self._backward_computed))
+                self.torch.autograd.Variable._execution_engine.queue_callback(self.backward_computed_hook)
 
     def _kind(self, group, hook_name):
         op_name = _OPS.get(hook_name)
@@ -415,17 +417,16 @@ class _Job:
         call = self.calls.pop(args.op_id, None)
         if call is None or call.skip:
             return
-        now = self.now()
         if call.nccl:
             # On the GPU: the call enqueued it; its future completes with the enqueue, not the
             # transfer. NCCL counts one rank's share of what is gathered or scattered.
             share = call.bytes // group.size if call.kind.op_name in ("AllGather", "ReduceScatter") else call.bytes
             self.agent.python_enqueue(group.hash, call.kind.name, call.kind.op, call.seq, share, call.datatype,
-                                      call.root, call.begin, now)
+                                      call.root, call.begin)
             return
         work = args.work
         if work is None:
-            self.record(call, now)
+            self.record(call)
             return
         future = None
         if call.kind.has_future:
@@ -442,33 +443,33 @@ class _Job:
             _, (_, oldest) = self.works.popitem(last=False)
             if not oldest.recorded:
                 self.agent.count("python_collective_ends_unknown")
-                self.record(oldest, oldest.begin)
+                self.record(oldest, completed=False)
 
     def completed(self, call):
         """A collective's future completed (on the backend's thread)."""
-        self.record(call, self.now())
+        self.record(call)
         held = self.works.get(call.work_id)
         if held is not None and held[1] is call:
             del self.works[call.work_id]
 
     def _work_waited(self, work, begin):
-        end = self.now()
         held = self.works.get(id(work))
         call = held[1] if held is not None and held[0] is work else None
         if call is None:
-            self.agent.python_wait(self.agent.name(WORK_WAIT), 0, 0, 0, begin, end)
+            self.agent.python_wait(self.work_wait_name, 0, 0, 0, begin)
             return
-        self.agent.python_wait(self.agent.name(WORK_WAIT), call.group.hash, call.kind.op, call.seq, begin, end)
+        self.agent.python_wait(self.work_wait_name, call.group.hash, call.kind.op, call.seq, begin)
         if not call.by_future:
             del self.works[id(work)]
-            self.record(call, end)
+            self.record(call)
 
-    def record(self, call, end):
+    def record(self, call, completed=True):
+        """The collective, ending now (or, its completion never seen, where it began)."""
         if call.recorded:
             return
         call.recorded = True
         self.agent.python_collective(call.group.track, call.group.hash, call.kind.name, call.kind.op, call.seq,
-                                     call.bytes, call.datatype, call.root, call.begin, max(end, call.begin))
+                                     call.bytes, call.datatype, call.root, call.begin, 1 if completed else 0)
 
     def _datatype(self, tensor):
         if tensor is None:
@@ -490,7 +491,7 @@ class _Job:
 
 
 class _Group:
-    __slots__ = ("group", "track", "hash", "backend", "nccl", "size", "seq", "kinds")
+    __slots__ = ("group", "track", "hash", "backend", "nccl", "mpi", "size", "seq", "kinds")
 
     def __init__(self, group, track, hash_value, backend):
         self.group = group
@@ -498,6 +499,7 @@ class _Group:
         self.hash = hash_value
         self.backend = backend
         self.nccl = "nccl" in backend
+        self.mpi = backend == "mpi"
         self.size = group.size()
         self.seq = 0
         self.kinds = {}  # c10d's HookOpName -> _Kind
@@ -505,13 +507,14 @@ class _Group:
 
 class _Kind:
     """One c10d operation of one group, as the events name it."""
-    __slots__ = ("op", "op_name", "name", "has_future")
+    __slots__ = ("op", "op_name", "name", "has_future", "gathers")
 
     def __init__(self, op, op_name, name):
         self.op = op
         self.op_name = op_name
         self.name = name
         self.has_future = True  # until its work shows none (gloo's reduce-scatter)
+        self.gathers = op_name in ("AllGather", "Gather")  # its size is its output's
 
 
 class _Call:
@@ -553,10 +556,10 @@ def _bytes(tensors):
     return sum(t.nbytes for t in tensors)
 
 
-def _size(op_name, inputs, outputs, group_size):
+def _size(kind, inputs, outputs, group_size):
     """The collective's size as nccl-tests counts it: the whole of what is gathered or scattered."""
-    if op_name in ("AllGather", "Gather"):
+    if kind.gathers:
         return _bytes(outputs) or _bytes(inputs) * group_size
-    if op_name == "Scatter":
+    if kind.op_name == "Scatter":
         return _bytes(inputs) or _bytes(outputs) * group_size
     return _bytes(inputs)

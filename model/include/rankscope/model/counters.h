@@ -66,6 +66,7 @@ inline constexpr std::string_view kPythonTorchHooked = "python_torch_hooked";
 inline constexpr std::string_view kPythonHookNotRun = "python_hook_not_run";
 inline constexpr std::string_view kPythonHookErrors = "python_hook_errors";
 inline constexpr std::string_view kPythonCollectiveEndsUnknown = "python_collective_ends_unknown";
+inline constexpr std::string_view kPythonRangesLost = "python_ranges_lost";
 inline constexpr std::string_view kTorchelasticRestarts = "torchelastic_restarts";
 // The merge, reading shards and checking clocks:
 inline constexpr std::string_view kChunksCorrupt = "shard_chunks_corrupt";

@@ -25,34 +25,39 @@ RANKSCOPE_AGENT_API uint32_t rankscope_python_name(const char* text);
 // "datatype" (DataType); 0 (none) for a name it does not know.
 RANKSCOPE_AGENT_API uint32_t rankscope_python_enum(const char* type, const char* name);
 
-// A host range on the calling thread, begun at `begin_ns`: open while it
-// runs (a hang's state shows it, and a ProfilerStep#N steers --steps
-// windows), recorded as it ends. The slot to end it with; -1 when every
-// slot is taken (the range is then recorded at its end all the same).
+// A host range on the calling thread, begun at `begin_ns` (negative: now):
+// open while it runs (a hang's state shows it, and a ProfilerStep#N steers
+// --steps windows). The slot to end it with; -1 when every slot is taken
+// (the range is then not recorded, and counted).
 RANKSCOPE_AGENT_API int32_t rankscope_python_begin(uint32_t name_id, int64_t begin_ns);
-RANKSCOPE_AGENT_API void rankscope_python_end(int32_t slot, uint32_t name_id, int64_t begin_ns, int64_t end_ns);
+// Ends the range of `slot` now and records it; its end time (0 for a slot
+// that holds no range).
+RANKSCOPE_AGENT_API int64_t rankscope_python_end(int32_t slot);
 
 // A process group's track (made on first use) and its hash, equal on every
 // rank that is a member: from the group's name, which c10d makes the same on
 // every member.
 RANKSCOPE_AGENT_API uint32_t rankscope_python_group(const char* group_name, const char* description, uint64_t* hash);
-// One c10d collective on this rank, from its call to its completion
-// (kTorchCollective): `op` and `datatype` as rankscope_python_enum gives
-// them, `seq` its number among the group's collectives on this rank, `bytes`
-// its size as nccl-tests counts it, `root` the root's global rank or -1.
+// One c10d collective on this rank, from its call at `begin_ns` to its
+// completion now (kTorchCollective): `op` and `datatype` as
+// rankscope_python_enum gives them, `seq` its number among the group's
+// collectives on this rank, `bytes` its size as nccl-tests counts it,
+// `root` the root's global rank or -1. Where `completed` is 0 its completion
+// was never seen: it ends where it began.
 RANKSCOPE_AGENT_API void rankscope_python_collective(uint32_t group_track, uint64_t group_hash, uint32_t name_id,
                                                      uint32_t op, uint64_t seq, uint64_t bytes, uint32_t datatype,
-                                                     int32_t root, int64_t begin_ns, int64_t end_ns);
+                                                     int32_t root, int64_t begin_ns, int completed);
 // A c10d collective on a GPU backend (NCCL) the NCCL capture source does not
-// see: its call, which enqueued it (kNcclCollectiveEnqueue, on the calling
-// thread); its future completes with the enqueue, not the transfer.
+// see: its call, from `begin_ns` to now, which enqueued it
+// (kNcclCollectiveEnqueue, on the calling thread); its future completes with
+// the enqueue, not the transfer.
 RANKSCOPE_AGENT_API void rankscope_python_enqueue(uint64_t group_hash, uint32_t name_id, uint32_t op, uint64_t seq,
-                                                  uint64_t bytes, uint32_t datatype, int32_t root, int64_t begin_ns,
-                                                  int64_t end_ns);
-// The calling thread blocked until c10d work completed (kTorchWait): the
-// collective it waited for, where known (group hash 0 otherwise).
+                                                  uint64_t bytes, uint32_t datatype, int32_t root, int64_t begin_ns);
+// The calling thread blocked from `begin_ns` to now until c10d work
+// completed (kTorchWait): the collective it waited for, where known (group
+// hash 0 otherwise).
 RANKSCOPE_AGENT_API void rankscope_python_wait(uint32_t name_id, uint64_t group_hash, uint32_t op, uint64_t seq,
-                                               int64_t begin_ns, int64_t end_ns);
+                                               int64_t begin_ns);
 // What the hook counted: `counter` one of the python_* counters of
 // model/counters.h, added to.
 RANKSCOPE_AGENT_API void rankscope_python_count(const char* counter, uint64_t value);
