@@ -470,6 +470,12 @@ void analyze_ddp(const JobProfile& job, const TransferModel& transfers, BucketRe
     if (const int64_t tail = exposed_tail_ns(sync); known(tail)) tails.push_back(tail);
   }
   report.exposed_tail_ns = median_ns(std::move(tails));
+  // Buckets without sizes (an imported trace without record_shapes) predict nothing.
+  if (std::none_of(report.buckets.begin(), report.buckets.end(), [](const BucketStats& b) { return b.bytes > 0; })) {
+    report.sizes_unmeasured = kSizesUnknownReason;
+    report.recommendation = std::string("No prediction: ") + kSizesUnknownReason + ".";
+    return;
+  }
   predict(job, syncs, transfers, report);
 }
 
@@ -620,6 +626,11 @@ BucketReport analyze_buckets(const JobProfile& job, const std::vector<RankOverla
   report.fit = transfers.fit;
   analyze_ddp(job, transfers, report);
   analyze_fsdp(job, report);
+  if (!report.units.empty() && std::none_of(report.units.begin(), report.units.end(), [](const BucketReport::Unit& u) {
+        return u.allgather_bytes > 0 || u.reduce_scatter_bytes > 0;
+      })) {
+    report.sizes_unmeasured = kSizesUnknownReason;
+  }
   return report;
 }
 

@@ -468,14 +468,18 @@ std::string report_text(const Report& report) {
   const BucketReport& b = report.buckets;
   if (!b.unmeasured.empty()) out += "\nDDP buckets and FSDP units: n/a: " + b.unmeasured + "\n";
   if (b.ddp) {
-    std::string sizes;
-    for (const BucketStats& bucket : b.buckets) sizes += (sizes.empty() ? "" : ", ") + format_bytes(bucket.bytes);
+    std::string sizes = b.sizes_unmeasured.empty() ? "" : "sizes n/a: " + b.sizes_unmeasured;
+    for (const BucketStats& bucket : b.buckets) {
+      if (b.sizes_unmeasured.empty()) sizes += (sizes.empty() ? "" : ", ") + format_bytes(bucket.bytes);
+    }
     std::snprintf(line, sizeof(line), "\nDDP buckets: %zu (%s); exposed tail after backward %s per step\n",
                   b.buckets.size(), sizes.c_str(), format_duration(b.exposed_tail_ns).c_str());
     out += line;
-    std::snprintf(line, sizeof(line), "  alpha-beta fit: %.1f us + %.3f ns/byte (R^2 %.2f, %d collectives)\n",
-                  b.fit.alpha_ns * 1e-3, b.fit.ns_per_byte, b.fit.r_squared, b.fit.samples);
-    out += line;
+    if (b.sizes_unmeasured.empty()) {
+      std::snprintf(line, sizeof(line), "  alpha-beta fit: %.1f us + %.3f ns/byte (R^2 %.2f, %d collectives)\n",
+                    b.fit.alpha_ns * 1e-3, b.fit.ns_per_byte, b.fit.r_squared, b.fit.samples);
+      out += line;
+    }
     if (!b.recommendation.empty()) out += "  " + b.recommendation + "\n";
   }
   if (b.fsdp) {
@@ -712,8 +716,9 @@ std::string report_json(const Report& report) {
   json.key("buckets").begin_object().figure("ddp", b.ddp, b.unmeasured).figure("fsdp", b.fsdp, b.unmeasured);
   json.key("buckets").begin_array();
   for (const BucketStats& bucket : b.buckets) {
-    json.begin_object().key("index").value(bucket.index).key("bytes").value(bucket.bytes);
-    json.key("transfer_ns").value(bucket.transfer_ns).key("bus_bandwidth_gbps").value(bucket.bus_bandwidth_gbps);
+    json.begin_object().key("index").value(bucket.index).figure("bytes", bucket.bytes, b.sizes_unmeasured);
+    json.key("transfer_ns").value(bucket.transfer_ns).figure("bus_bandwidth_gbps", bucket.bus_bandwidth_gbps,
+                                                             b.sizes_unmeasured);
     json.key("algorithm").value(algorithm_name(bucket.algorithm));
     json.figure("overlap_pct", bucket.overlap_pct, std::isnan(bucket.overlap_pct) ? "no time in flight is known" : "");
     json.key("exposed_ns").value(bucket.exposed_ns).end_object();
@@ -730,8 +735,8 @@ std::string report_json(const Report& report) {
   json.end_array().key("recommended_bucket_bytes").value(b.recommended_bucket_bytes);
   json.key("recommendation").value(b.recommendation).key("units").begin_array();
   for (const BucketReport::Unit& u : b.units) {
-    json.begin_object().key("index").value(u.index).key("allgather_bytes").value(u.allgather_bytes);
-    json.key("reduce_scatter_bytes").value(u.reduce_scatter_bytes);
+    json.begin_object().key("index").value(u.index).figure("allgather_bytes", u.allgather_bytes, b.sizes_unmeasured);
+    json.figure("reduce_scatter_bytes", u.reduce_scatter_bytes, b.sizes_unmeasured);
     json.key("allgather_exposed_ns").value(u.allgather_exposed_ns);
     json.key("reduce_scatter_exposed_ns").value(u.reduce_scatter_exposed_ns).end_object();
   }

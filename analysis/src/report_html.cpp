@@ -382,10 +382,14 @@ int64_t part_ns(const StepSplit& split, const BreakdownPart& part) {
   return part.ns ? split.*part.ns : split.ns[static_cast<size_t>(part.category)];
 }
 
-// One bar per rank, its whole step time split by category.
+// One bar per rank, its whole step time split by category. Bars thin down
+// to a pixel so that a thousand ranks keep a row each; every k-th is labelled.
 void write_breakdown_bars(const Report& report, std::string& out) {
-  const double left = 70, top = 48, bar = 16, pitch = 22, plot_width = 620;
-  const double height = top + pitch * static_cast<double>(report.breakdown.size()) + 10;
+  const size_t ranks = report.breakdown.size();
+  const double pitch = std::clamp(560.0 / static_cast<double>(std::max<size_t>(ranks, 1)), 1.0, 22.0);
+  const double left = 70, top = 48, bar = pitch >= 4 ? pitch * 0.75 : pitch, plot_width = 620;
+  const double height = top + pitch * static_cast<double>(ranks) + 10;
+  const int stride = label_stride(14.0 / pitch);
   write_svg_open(out, "breakdown-bars", left + plot_width + 20, height, "each rank's step time by category");
   // The legend in two rows: communication's halves, then the rest.
   double x = left, legend_y = 6;
@@ -396,8 +400,11 @@ void write_breakdown_bars(const Report& report, std::string& out) {
     x += 14 + 6.5 * static_cast<double>(std::string_view(part.label).size()) + 14;
   }
   double y = top;
-  for (const RankBreakdown& b : report.breakdown) {
-    write_text(out, left - 6, y + 12, "rank " + std::to_string(b.rank), "text-anchor=\"end\"");
+  for (size_t i = 0; i < ranks; ++i) {
+    const RankBreakdown& b = report.breakdown[i];
+    if (i % static_cast<size_t>(stride) == 0) {
+      write_text(out, left - 6, y + std::min(bar, 12.0), "rank " + std::to_string(b.rank), "text-anchor=\"end\"");
+    }
     if (!b.unmeasured.empty() || b.total.total_ns <= 0) {
       write_rect(out, left, y, plot_width, bar, "w-none", "rank " + std::to_string(b.rank) + ": " + escape(b.unmeasured));
     } else {
@@ -422,6 +429,11 @@ void write_breakdown_bars(const Report& report, std::string& out) {
 
 void write_breakdown_section(const Report& report, std::string& out) {
   out += "<section id=\"breakdown-section\">\n<h2>Where the step time goes</h2>\n";
+  if (report.breakdown.empty()) {
+    write_note(out, "No rank has step figures to break down.", "breakdown-note");
+    out += "</section>\n";
+    return;
+  }
   write_breakdown_bars(report, out);
   out += "<p class=\"caption\">Each rank's step time, each nanosecond counted once, in this order: communication "
          "that nothing hid (waiting for the last rank, then transfer), data loading, optimizer, backward, forward "
@@ -736,6 +748,11 @@ void write_prediction_plot(const BucketReport& buckets, std::string& out) {
   write_svg_close(out);
 }
 
+// A size, or n/a where the collectives carry none.
+std::string size_cell(const BucketReport& buckets, uint64_t bytes) {
+  return buckets.sizes_unmeasured.empty() ? format_bytes(static_cast<double>(bytes)) : "n/a";
+}
+
 void write_bucket_table(const BucketReport& buckets, std::string& out) {
   out += "<div class=\"table-wrap\"><table id=\"bucket-table\">\n<thead><tr><th class=\"num\">bucket</th>"
          "<th class=\"num\">size</th><th class=\"num\">transfer (median)</th><th class=\"num\">bus bandwidth</th>"
@@ -743,9 +760,10 @@ void write_bucket_table(const BucketReport& buckets, std::string& out) {
          "<tbody>\n";
   for (const BucketStats& bucket : buckets.buckets) {
     out += "<tr><td class=\"num\">" + std::to_string(bucket.index) + "</td><td class=\"num\">" +
-           format_bytes(static_cast<double>(bucket.bytes)) + "</td><td class=\"num\">" +
-           format_duration(bucket.transfer_ns) + "</td><td class=\"num\">" +
-           format_bandwidth(bucket.bus_bandwidth_gbps) + "</td><td>" +
+           size_cell(buckets, bucket.bytes) + "</td><td class=\"num\">" + format_duration(bucket.transfer_ns) +
+           "</td><td class=\"num\">" +
+           (buckets.sizes_unmeasured.empty() ? format_bandwidth(bucket.bus_bandwidth_gbps) : std::string("n/a")) +
+           "</td><td>" +
            (bucket.algorithm == Algorithm::kNone ? std::string("—") : std::string(algorithm_name(bucket.algorithm))) +
            "</td><td class=\"num\">" + format_percent(bucket.overlap_pct) + "</td><td class=\"num\">" +
            format_duration(bucket.exposed_ns) + "</td></tr>\n";
@@ -759,9 +777,9 @@ void write_fsdp_units(const BucketReport& buckets, std::string& out) {
          "<th class=\"num\">reduce-scatter</th><th class=\"num\">reduce-scatter exposed</th></tr></thead>\n<tbody>\n";
   for (const BucketReport::Unit& unit : buckets.units) {
     out += "<tr><td class=\"num\">" + std::to_string(unit.index) + "</td><td class=\"num\">" +
-           format_bytes(static_cast<double>(unit.allgather_bytes)) + "</td><td class=\"num\">" +
+           size_cell(buckets, unit.allgather_bytes) + "</td><td class=\"num\">" +
            format_duration(unit.allgather_exposed_ns) + "</td><td class=\"num\">" +
-           format_bytes(static_cast<double>(unit.reduce_scatter_bytes)) + "</td><td class=\"num\">" +
+           size_cell(buckets, unit.reduce_scatter_bytes) + "</td><td class=\"num\">" +
            format_duration(unit.reduce_scatter_exposed_ns) + "</td></tr>\n";
   }
   out += "</tbody></table></div>\n";
@@ -783,7 +801,9 @@ void write_bucket_section(const Report& report, std::string& out) {
     return;
   }
   if (!buckets.recommendation.empty()) out += "<p><strong>" + escape(buckets.recommendation) + "</strong></p>\n";
-  if (!buckets.buckets.empty()) {
+  if (!buckets.sizes_unmeasured.empty()) {
+    write_note(out, "Sizes and bandwidths n/a: " + escape(buckets.sizes_unmeasured) + ".", "bucket-sizes-note");
+  } else if (!buckets.buckets.empty()) {
     write_bucket_plot(buckets, out);
     out += "<p class=\"caption\">Each bucket's allreduce: the bus bandwidth it reached (as nccl-tests counts it), "
            "and how long per step it kept the ranks waiting. Small buckets reach less bandwidth; the last "

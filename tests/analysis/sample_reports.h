@@ -7,6 +7,7 @@
 #include <string>
 
 #include "rankscope/analysis/analysis.h"
+#include "rankscope/model/host_phases.h"
 
 namespace rankscope::test {
 
@@ -46,8 +47,16 @@ inline analysis::Report sample_report(int ranks, int steps, int slow_rank = 2) {
       step.exposed_wait_ns = r == slow_rank || r == 1 ? 0 : 300'000 * ((r * 7 + s * 3) % 9) + 200'000;
       step.exposed_transfer_ns = r == 1 ? 0 : 400'000;
       step.idle_ns = 100'000;
+      step.data_loading_ns = 1'200'000 + 100'000 * (r % 3);
+      step.forward_ns = r == slow_rank ? 4'000'000 : 1'500'000;
+      step.backward_ns = 3'000'000;
       rank.steps.push_back(step);
     }
+    // Data loading, forward and backward marked; no optimizer range.
+    rank.phases_seen = (1u << static_cast<unsigned>(HostPhase::kDataLoading)) |
+                       (1u << static_cast<unsigned>(HostPhase::kForward)) |
+                       (1u << static_cast<unsigned>(HostPhase::kBackward));
+    rank.communicated = r != 1;
     job.ranks.push_back(rank);
 
     RankClock clock;
@@ -125,6 +134,7 @@ inline analysis::Report sample_report(int ranks, int steps, int slow_rank = 2) {
     cost.buffer_bytes = 3u << 20;
     report.capture_cost.push_back(cost);
   }
+  report.breakdown = step_breakdown(job);
   return report;
 }
 
@@ -136,6 +146,8 @@ inline analysis::Report single_rank_report(int steps) {
   }
   report.overlap[0].comm_ns = report.overlap[0].overlap_ns = 0;
   report.overlap[0].comm_comp_overlap_pct = NAN;
+  report.profile.ranks[0].communicated = false;
+  report.breakdown = analysis::step_breakdown(report.profile);
   report.buckets = {};
   return report;
 }

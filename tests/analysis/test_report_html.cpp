@@ -50,7 +50,8 @@ TEST(ReportHtml, OneRankWithDataHasNoStragglerVerdict) {
 TEST(ReportHtml, SmallJobHasEveryPlotAndTable) {
   const std::string html = report_html(test::sample_report(4, 10));
   for (const char* id : {"summary", "wait-heatmap", "overlap-bars", "bucket-plot", "bucket-prediction-plot",
-                         "straggler-table", "rank-table", "bucket-table", "cost-table"}) {
+                         "straggler-table", "rank-table", "bucket-table", "cost-table", "breakdown-bars",
+                         "breakdown-table"}) {
     EXPECT_NE(html.find("id=\"" + std::string(id) + "\""), std::string::npos) << id;
   }
   EXPECT_NE(html.find("<svg id=\"wait-heatmap\""), std::string::npos);
@@ -61,6 +62,11 @@ TEST(ReportHtml, SmallJobHasEveryPlotAndTable) {
   EXPECT_EQ(count(html, "class=\"prediction-point\"><title>"), 7u);
   EXPECT_NE(html.find("class=\"recommended\""), std::string::npos);
   EXPECT_NE(html.find("<details open>"), std::string::npos) << "a short rank table starts open";
+  // The step breakdown: each rank's bar split by category; the phase never marked is n/a, not 0.
+  EXPECT_EQ(count(html, "class=\"c-data\"><title>rank "), 4u);
+  EXPECT_EQ(count(html, "class=\"c-optimizer\"><title>"), 0u);
+  EXPECT_NE(html.find("n/a on ranks 0-3, optimizer: no optimizer range"), std::string::npos);
+  EXPECT_NE(html.find("n/a on rank 1, communication: no collective was seen on this rank"), std::string::npos);
 }
 
 TEST(ReportHtml, ShowsTheFigures) {

@@ -212,25 +212,37 @@ def torchrun():
 
 
 def kineto():
-    """The same job's torch.profiler traces, imported."""
-    ranks, steps, slow_rank = 2, 14, 1
-    traces = os.path.join(work, "traces")
-    bare_run, truth = bare("train_ddp.py", ranks, ["--steps", str(steps), "--slow-rank", str(slow_rank),
-                                                   "--profile-dir", traces], "kineto")
-    timeline = os.path.join(work, "kineto.h5")
-    done = run([rankscope, "import-kineto"] + sorted(glob.glob(os.path.join(traces, "rank*.json"))) +
-               ["-o", timeline])
-    if not check(done.returncode == 0, "import-kineto failed"):
-        return
-    result = report(timeline)
-    profiled_steps = result["steps"]["numbers"]
-    check(len(profiled_steps) >= steps - 3, "kineto: %s steps" % profiled_steps)
-    check_straggler("kineto", result, slow_rank)
-    expected = truths(truth, ranks)[0]["ddp"]["rebuilt_bucket_sizes"]
-    buckets = [b["bytes"] for b in result["buckets"]["buckets"]]
-    check(buckets == expected, "kineto: buckets %s, DDP's %s" % (buckets, expected))
-    for entry in result["breakdown"]:
-        check(entry["categories"]["data_loading"]["ns"], "kineto: rank %d has no data loading" % entry["rank"])
+    """The same job's torch.profiler traces, imported: ranks of one host on one clock, gloo's collectives
+    matched, the straggler, data loading; the buckets' sizes where record_shapes recorded them, n/a where not."""
+    ranks, steps, slow_rank = 2, 16, 1  # the profiler records 14 of them (wait 1, warmup 1)
+    for shapes in (True, False):
+        name = "kineto" + ("-shapes" if shapes else "")
+        traces = os.path.join(work, name)
+        bare_run, truth = bare("train_ddp.py", ranks, ["--steps", str(steps), "--slow-rank", str(slow_rank),
+                                                       "--profile-dir", traces] +
+                               (["--record-shapes"] if shapes else []), name)
+        timeline = os.path.join(work, name + ".h5")
+        done = run([rankscope, "import-kineto"] + sorted(glob.glob(os.path.join(traces, "rank*.json"))) +
+                   ["-o", timeline])
+        if not check(done.returncode == 0, "%s: import-kineto failed" % name):
+            return
+        result = report(timeline)
+        check(result["clock"]["corrected"] and all(c["bound_ns"] == 0 for c in result["clock"]["ranks"]),
+              "%s: the ranks of one host are not on one clock: %s" % (name, result["clock"]))
+        check(len(result["steps"]["numbers"]) == steps - 2, "%s: %s steps" % (name, result["steps"]["numbers"]))
+        check_straggler(name, result, slow_rank)
+        expected = truths(truth, ranks)[0]["ddp"]["rebuilt_bucket_sizes"]
+        buckets = result["buckets"]["buckets"]
+        check(len(buckets) == len(expected), "%s: %d buckets, DDP has %d" % (name, len(buckets), len(expected)))
+        if shapes:
+            check([b["bytes"] for b in buckets] == expected, "%s: buckets %s, DDP's %s"
+                  % (name, [b["bytes"] for b in buckets], expected))
+        else:
+            check(all(b["bytes"] is None and "record_shapes" in b["bytes_reason"] for b in buckets),
+                  "%s: buckets without sizes in the trace are not n/a: %s" % (name, buckets))
+        for entry in result["breakdown"]:
+            check(entry["categories"]["data_loading"]["ns"], "%s: rank %d has no data loading"
+                  % (name, entry["rank"]))
 
 
 def info(timeline):

@@ -29,6 +29,7 @@ def parse_args(description, extra=None):
     parser.add_argument("--slow-ms", type=float, default=100.0,
                         help="milliseconds of extra matmuls per forward on --slow-rank")
     parser.add_argument("--profile-dir", help="run under torch.profiler, traces to DIR/rank{RANK}.json")
+    parser.add_argument("--record-shapes", action="store_true", help="torch.profiler's record_shapes=True")
     parser.add_argument("--truth", help="ground-truth JSON path, '{rank}' replaced by the rank")
     if extra:
         extra(parser)
@@ -110,6 +111,7 @@ def profiler(args, rank):
         activities=[torch.profiler.ProfilerActivity.CPU],
         schedule=torch.profiler.schedule(wait=1, warmup=1, active=active, repeat=1),
         on_trace_ready=lambda prof: prof.export_chrome_trace(path),
+        record_shapes=args.record_shapes,
     )
 
 

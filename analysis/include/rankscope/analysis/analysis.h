@@ -281,8 +281,13 @@ struct BucketPrediction {
   uint64_t bucket_bytes = 0;
   int64_t step_ns = 0;
 };
+// Why buckets' and units' sizes are null: the collectives carry none.
+inline constexpr const char* kSizesUnknownReason =
+    "the collectives' sizes are not in the timeline (torch.profiler records them only with record_shapes=True)";
+
 struct BucketReport {
   std::string unmeasured;        // why no bucket or unit could be looked for (no collective seen); empty when they could
+  std::string sizes_unmeasured;  // kSizesUnknownReason where the buckets' or units' sizes are not known; else empty
   bool ddp = false;              // gradient allreduces found
   bool fsdp = false;             // allgather / reduce-scatter units found
   std::vector<BucketStats> buckets;
