@@ -79,14 +79,15 @@ constexpr Definition kRegistry[] = {
      "what the Python hook hooked in torch, as bits: 16 torch was imported, 1 steps (the optimizer's), 2 data "
      "loading, 4 forward and backward, 8 torch.distributed collectives; 0: torch was never imported"},
     {kPythonHookNotRun,
-     "1: the rank's process is a Python interpreter the hook did not run in (python -I, -E or -S ignores "
-     "PYTHONPATH): its steps, phases and torch.distributed collectives were not captured"},
+     "1: the rank's process is a Python interpreter the hook did not run in (python -I or -E ignores "
+     "PYTHONPATH, -S imports no sitecustomize): its steps, phases and torch.distributed collectives were not "
+     "captured"},
     {kPythonHookErrors,
      "exceptions inside the Python hook, caught and never raised into the program (the first is said on stderr): "
      "what they would have recorded is missing"},
     {kPythonCollectiveEndsUnknown,
      "torch.distributed collectives whose completion the hook could not see (no future, never waited on from "
-     "Python): recorded as ending when their call returned"},
+     "Python before the next step): recorded ending where they began, with no time in flight"},
     {kPythonRangesLost,
      "ranges of the Python hook (steps, phases, data loading) not recorded: more were open at once than it "
      "holds (64)"},
@@ -170,19 +171,16 @@ std::string_view meaning(std::string_view name) {
   return {};
 }
 
-// python_torch_hooked when torch was imported and nothing of it could be hooked.
-constexpr uint64_t kTorchImportedOnly = 16;
-
 std::string nothing_captured_causes(const Counters& counters, std::string_view capture) {
   std::vector<std::string> causes;
   const bool sidecar = capture.find("mode=sidecar") != std::string_view::npos;
   const bool python = capture.find("python") != std::string_view::npos;
   if (counters.get(kPythonHookNotRun) != 0) {
-    causes.push_back("its Python interpreter ignored PYTHONPATH (python -I, -E or -S), so rankscope's Python hook, "
-                     "which captures torch's steps and collectives, did not run");
+    causes.push_back("its Python interpreter ignored PYTHONPATH or sitecustomize (python -I, -E or -S), so "
+                     "rankscope's Python hook, which captures torch's steps and collectives, did not run");
   } else if (counters.get(kPythonHookAttached) != 0 && counters.get(kPythonTorchHooked) == 0) {
     causes.push_back("its Python program never imported torch, whose steps and collectives the Python hook captures");
-  } else if (counters.get(kPythonHookAttached) != 0 && counters.get(kPythonTorchHooked) == kTorchImportedOnly) {
+  } else if (counters.get(kPythonHookAttached) != 0 && counters.get(kPythonTorchHooked) == kHookedTorchImported) {
     causes.push_back("its torch has none of the APIs the Python hook needs (the run's stderr names them)");
   } else if (counters.get(kPythonHookAttached) != 0 && counters.get(kEventsOutsideWindow) == 0) {
     causes.push_back("its Python program imported torch but never trained: no optimizer step, DataLoader batch, "

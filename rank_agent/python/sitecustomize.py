@@ -27,13 +27,21 @@ def _start_hook():
                          "without it\n" % (type(error).__name__, error))
 
 
+def _is_here(entry, here):
+    try:
+        return os.path.samefile(entry or os.curdir, here)
+    except OSError:  # an entry that is no folder (a zip file, one gone)
+        return False
+
+
 def _run_shadowed_sitecustomize():
     import importlib.machinery
     import importlib.util
 
     here = os.path.dirname(os.path.abspath(__file__))
-    rest = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    # Out of the program's sys.path, as bare; its children still find it through PYTHONPATH.
+    sys.path[:] = [entry for entry in sys.path if not _is_here(entry, here)]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
     if spec is None or spec.loader is None:
         return
     module = importlib.util.module_from_spec(spec)

@@ -146,6 +146,7 @@ class Agent {
     return reinterpret_cast<const uint32_t*>(&capture_);
   }
   int64_t now() const { return clock_.now_ns(); }
+  int32_t rank() const { return rank_; }
   const std::string& clock_base() const { return clock_base_; }
   Recorder& recorder() { return recorder_; }
   RangeWindows& range_windows() { return range_windows_; }
@@ -313,7 +314,9 @@ Agent* Agent::start_from_environment() {
   // the workers of the torchrun it started; their children see the same
   // environment and stay quiet.
   const bool started_by_run = env_integer<long>(kEnvAgentPid, -1) == static_cast<long>(::getpid());
+  // torchrun gives its workers alone TORCHELASTIC_RESTART_COUNT (and RANK).
   const bool torchrun_worker = env_integer<long>(kEnvWorkersOf, -1) == static_cast<long>(::getppid()) &&
+                               env_integer<int32_t>("TORCHELASTIC_RESTART_COUNT", -1) >= 0 &&
                                env_integer<int32_t>("RANK", -1) >= 0;
   if (!started_by_run && !torchrun_worker) return nullptr;
 
@@ -1345,6 +1348,11 @@ const uint32_t* rankscope_agent_capture_bits() {
   static constexpr uint32_t kNone = 0;
   const auto* a = agent();
   return a ? a->capture_bits() : &kNone;
+}
+
+int32_t rankscope_agent_rank() {
+  const auto* a = agent();
+  return a ? a->rank() : -1;
 }
 
 int64_t rankscope_agent_now() {

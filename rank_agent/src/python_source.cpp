@@ -16,12 +16,12 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "capture_source.h"
 #include "rankscope/model/counters.h"
 #include "rankscope/model/event.h"
 #include "rankscope/model/hash.h"
-#include "rankscope/model/text.h"
 #include "rankscope/rank_agent/python_hook.h"
 
 namespace rankscope::agent {
@@ -62,7 +62,12 @@ std::atomic<uint64_t> g_hook_ns{0};
 class PythonSource final : public CaptureSource {
  public:
   uint32_t bit() const override { return kCapturePython; }
-  bool start(std::string&) override { return true; }
+  bool start(std::string&) override {
+    // Asked now, not at the end: a crash inside dlopen ends the process
+    // with the loader's lock held, and dlsym would wait for it forever.
+    in_python_ = ::dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr;
+    return true;
+  }
 
   void stop() override {
     if (g_attached.load(std::memory_order_relaxed)) {
@@ -73,7 +78,7 @@ class PythonSource final : public CaptureSource {
         rankscope_agent_add_counter(std::string(counter::kPythonRangesLost).c_str(), lost);
       }
       // Every rank of a job runs the same program: one line says it for all.
-      if (g_hooked.load(std::memory_order_relaxed) == 0 && env_integer<int32_t>(kEnvRank, 0) == 0) {
+      if (g_hooked.load(std::memory_order_relaxed) == 0 && rankscope_agent_rank() == 0) {
         rankscope_python_say(
             "the Python program never imported torch: the Python hook, which captures torch's steps, data loading, "
             "phases and torch.distributed collectives, captured nothing");
@@ -82,12 +87,12 @@ class PythonSource final : public CaptureSource {
     }
     // A Python interpreter the hook never ran in: it ignored PYTHONPATH, or
     // the hook's folder was taken off it.
-    if (::dlsym(RTLD_DEFAULT, "Py_IsInitialized") == nullptr) return;
+    if (!in_python_) return;
     rankscope_agent_add_counter(std::string(counter::kPythonHookNotRun).c_str(), 1);
     rankscope_python_say(
-        "the Python hook did not run in this Python process (python -I, -E or -S ignores PYTHONPATH, where "
-        "rankscope puts it; or the program changed PYTHONPATH): its steps, data loading, phases and "
-        "torch.distributed collectives were not captured");
+        "the Python hook did not run in this Python process (python -I or -E ignores PYTHONPATH, where "
+        "rankscope puts it, and -S imports no sitecustomize; or the program changed PYTHONPATH): its steps, "
+        "data loading, phases and torch.distributed collectives were not captured");
   }
 
   void add_open_events(int64_t now, std::vector<Event>& out) const override {
@@ -106,6 +111,9 @@ class PythonSource final : public CaptureSource {
       out.push_back(e);
     }
   }
+
+ private:
+  bool in_python_ = false;  // the process is a Python interpreter
 };
 
 }  // namespace
@@ -128,8 +136,10 @@ int rankscope_python_attach() {
 }
 
 void rankscope_python_hooked(uint32_t hooked) {
-  agent_ns::g_hooked.store(hooked | agent_ns::kHookedTorchImported, std::memory_order_relaxed);
+  agent_ns::g_hooked.store(hooked | rankscope::counter::kHookedTorchImported, std::memory_order_relaxed);
 }
+
+uint32_t rankscope_python_thread_track() { return rankscope_agent_thread_track(); }
 
 int64_t rankscope_python_now() { return rankscope_agent_now(); }
 
@@ -140,6 +150,18 @@ uint32_t rankscope_python_name(const char* text) {
 uint32_t rankscope_python_enum(const char* type, const char* name) {
   if (!type || !name) return 0;
   const std::string_view type_name(type), wanted(name);
+  if (type_name == "capture") return agent_ns::parse_capture_list(wanted);
+  if (type_name == "hooked") {
+    namespace counter = rankscope::counter;
+    constexpr std::pair<std::string_view, uint32_t> kParts[] = {{"steps", counter::kHookedSteps},
+                                                                {"data_loading", counter::kHookedDataLoading},
+                                                                {"phases", counter::kHookedPhases},
+                                                                {"collectives", counter::kHookedCollectives}};
+    for (const auto& [part, bit] : kParts) {
+      if (part == wanted) return bit;
+    }
+    return 0;
+  }
   if (type_name == "op") {
     for (int i = 0; i < rankscope::kCommOpCount; ++i) {
       if (rankscope::comm_op_name(static_cast<rankscope::CommOp>(i)) == wanted) return static_cast<uint32_t>(i);
@@ -155,8 +177,6 @@ uint32_t rankscope_python_enum(const char* type, const char* name) {
 int32_t rankscope_python_begin(uint32_t name_id, int64_t begin_ns) {
   if (!agent_ns::capturing()) return -1;
   if (begin_ns < 0) begin_ns = rankscope_agent_now();
-  // A step that begins opens a --steps window at this instant.
-  rankscope_agent_range_edge(name_id, 0, begin_ns, true);
   for (int32_t i = 0; i < agent_ns::kOpenSlots; ++i) {
     agent_ns::OpenSlot& slot = agent_ns::g_open[i];
     bool expected = false;
@@ -170,6 +190,8 @@ int32_t rankscope_python_begin(uint32_t name_id, int64_t begin_ns) {
       slot.name_id.store(name_id, std::memory_order_relaxed);
       slot.track.store(track, std::memory_order_relaxed);
     });
+    // A step that begins opens a --steps window at this instant; its end, recorded, will close it.
+    rankscope_agent_range_edge(name_id, 0, begin_ns, true);
     return i;
   }
   agent_ns::g_ranges_lost.fetch_add(1, std::memory_order_relaxed);
@@ -196,8 +218,7 @@ int64_t rankscope_python_end(int32_t slot) {
 
 uint32_t rankscope_python_group(const char* group_name, const char* description, uint64_t* hash) {
   if (!group_name || !description || !hash) return agent_ns::kNoName;
-  // Apart from MPI's communicators and NCCL's, which hash other things.
-  *hash = rankscope::hash_bytes(std::string("torch.distributed process group ") + group_name);
+  *hash = rankscope::process_group_hash(group_name);
   return rankscope_agent_track(rankscope::TrackType::kProcessGroup, *hash, -1, description);
 }
 

@@ -32,5 +32,5 @@ def start():
 
         _torch.install_fsdp(agent, fsdp)
 
-    _imports.when_imported("torch", agent.guarded(hook_torch))
-    _imports.when_imported("torch.distributed.fsdp", agent.guarded(hook_fsdp))
+    _imports.when_imported("torch", agent.timed(hook_torch))
+    _imports.when_imported("torch.distributed.fsdp", agent.timed(hook_fsdp))

@@ -12,6 +12,7 @@ the program.
 import ctypes
 import os
 import sys
+import threading
 import time
 import traceback
 
@@ -32,6 +33,7 @@ _ENTRY_POINTS = {
     "rankscope_python_begin": (_c_int32, [_c_uint32, _c_int64]),
     "rankscope_python_end": (_c_int64, [_c_int32]),
     "rankscope_python_group": (_c_uint32, [_c_char_p, _c_char_p, ctypes.POINTER(_c_uint64)]),
+    "rankscope_python_thread_track": (_c_uint32, []),
     "rankscope_python_collective": (None, [_c_uint32, _c_uint64, _c_uint32, _c_uint32, _c_uint64, _c_uint64,
                                            _c_uint32, _c_int32, _c_int64, ctypes.c_int]),
     "rankscope_python_enqueue": (None, [_c_uint64, _c_uint32, _c_uint32, _c_uint64, _c_uint64, _c_uint32,
@@ -41,20 +43,11 @@ _ENTRY_POINTS = {
     "rankscope_python_cost": (None, [_c_uint64]),
     "rankscope_python_say": (None, [_c_char_p]),
     "rankscope_agent_capturing": (ctypes.c_bool, [_c_uint32]),
+    "rankscope_agent_rank": (_c_int32, []),
 }
 
 # A begin time that means "now" to python_begin.
 NOW = -1
-
-# The capture sources' bits (rankscope/rank_agent/agent.h, CaptureBit).
-CAPTURE_MPI = 1 << 0
-CAPTURE_NCCL = 1 << 3
-
-# What the hook hooked in torch (python_hook.h, PythonHooked).
-HOOKED_STEPS = 1 << 0
-HOOKED_DATA_LOADING = 1 << 1
-HOOKED_PHASES = 1 << 2
-HOOKED_COLLECTIVES = 1 << 3
 
 
 class Agent:
@@ -64,10 +57,11 @@ class Agent:
             function.restype = result
             function.argtypes = arguments
             setattr(self, name[len("rankscope_"):], function)
-        self.rank = int(os.environ.get("RANKSCOPE_RANK", "0") or 0)
+        self.rank = self.agent_rank()
         self._names = {}
         self._errors = 0
-        self._hook_ns = 0
+        self._cost = threading.local()  # each thread's own total: += on one shared number loses counts
+        self._costs = []  # every thread's total, a one-element list each
 
     # ---------------------------------------------------------------- names
 
@@ -84,6 +78,14 @@ class Agent:
 
     def datatype(self, name):
         return self._enum("datatype", name)
+
+    def capture_bit(self, name):
+        """A capture source's bit (agent.h's CaptureBit), by its name in --capture."""
+        return self._enum("capture", name)
+
+    def hooked(self, part):
+        """The bit of what the hook hooked in torch (counters.h's PythonTorchHooked), by its name."""
+        return self._enum("hooked", part)
 
     def _enum(self, kind, name):
         key = (kind, name)
@@ -114,31 +116,41 @@ class Agent:
             began = _cpu_ns()
             try:
                 return function(*args, **kwargs)
-            except Exception:
+            except Exception:  # the hook's own failure; Ctrl-C and exits are the program's
                 self.failed(function)
             finally:
-                self._hook_ns += _cpu_ns() - began
+                self.add_cost(began)
 
         hook.__name__ = _name_of(function)
         return hook
 
-    def guarded(self, function):
-        """`function`, run once (at an import): its exceptions caught, its time the hook's."""
-        return self.timed(function)
+    def add_cost(self, began):
+        try:
+            total = self._cost.total
+        except AttributeError:  # the thread's first hook
+            total = self._cost.total = [0]
+            self._costs.append(total)
+        except Exception:  # the interpreter going down: nothing to count into
+            return
+        total[0] += _cpu_ns() - began
 
     def failed(self, function):
-        self._errors += 1
-        self.count("python_hook_errors")
-        if self._errors == 1:
-            kind, error, _ = sys.exc_info()
-            where = traceback.extract_tb(sys.exc_info()[2])[-1]
-            self.say("the Python hook's %s failed (%s: %s, at %s:%d) and left out what it would have recorded; "
-                     "the program runs on (python_hook_errors counts every failure)"
-                     % (_name_of(function).lstrip("_"), kind.__name__, error,
-                        os.path.basename(where.filename), where.lineno))
+        """Counted, and the first failure said; never raised, whatever else fails here (at shutdown too)."""
+        try:
+            self._errors += 1
+            self.count("python_hook_errors")
+            if self._errors == 1:
+                kind, error, trace = sys.exc_info()
+                where = traceback.extract_tb(trace)[-1]
+                self.say("the Python hook's %s failed (%s: %s, at %s:%d) and left out what it would have "
+                         "recorded; the program runs on (python_hook_errors counts every failure)"
+                         % (_name_of(function).lstrip("_"), kind.__name__, error,
+                            os.path.basename(where.filename), where.lineno))
+        except Exception:
+            pass
 
     def report_cost(self):
-        self.python_cost(self._hook_ns)
+        self.python_cost(sum(total[0] for total in self._costs))
 
 
 def _name_of(function):

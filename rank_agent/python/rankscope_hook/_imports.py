@@ -47,6 +47,8 @@ class _Watcher(importlib.abc.MetaPathFinder):
         if spec is None or spec.loader is None:
             return None
         spec.loader = _LoaderThenCall(spec.loader, self.callbacks.pop(name))
+        if not self.callbacks:  # nothing left to watch: every later import goes by as bare
+            sys.meta_path.remove(self)
         return spec
 
 

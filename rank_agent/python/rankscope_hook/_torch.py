@@ -52,8 +52,9 @@ _OPS = {
 # torch's dtype names, by the DataType names of docs/format.md where they differ.
 _DTYPES = {"float8_e4m3fn": "float8e4m3", "float8_e5m2": "float8e5m2"}
 
-# Works whose completion waits for a Python Work.wait (no future): at most
-# this many are held; older ones are recorded as ending with their call.
+# Works whose completion waits for a Python Work.wait (no future): those of
+# steps before the last are let go at each step, and at most this many are
+# held between steps; both are recorded with their end unknown.
 _MAX_WORKS_HELD = 4096
 
 
@@ -62,10 +63,10 @@ def install(agent, torch):
     job = _Job(agent, torch)
     hooked = 0
     missing = []
-    for bit, part, hook in ((_agent.HOOKED_STEPS, "steps", job.hook_steps),
-                            (_agent.HOOKED_DATA_LOADING, "data loading", job.hook_data_loading),
-                            (_agent.HOOKED_PHASES, "forward and backward", job.hook_phases),
-                            (_agent.HOOKED_COLLECTIVES, "torch.distributed collectives", job.hook_collectives)):
+    for bit, part, hook in ((agent.hooked("steps"), "steps", job.hook_steps),
+                            (agent.hooked("data_loading"), "data loading", job.hook_data_loading),
+                            (agent.hooked("phases"), "forward and backward", job.hook_phases),
+                            (agent.hooked("collectives"), "torch.distributed collectives", job.hook_collectives)):
         try:
             why_not = hook()
         except Exception as error:  # an API of another shape than the hook knows
@@ -82,6 +83,9 @@ def install(agent, torch):
     atexit.register(agent.report_cost)
     global _job
     _job = job
+    # FSDP imported before torch's own import ended (torch imports it itself one day).
+    if "torch.distributed.fsdp" in sys.modules:
+        job.hook_fully_shard(sys.modules["torch.distributed.fsdp"])
 
 
 def install_fsdp(agent, fsdp):
@@ -96,7 +100,6 @@ _job = None
 class _Thread(threading.local):
     forward_depth = 0
     forward_slot = -1
-    in_backward = False
 
 
 class _Job:
@@ -106,15 +109,14 @@ class _Job:
         self.thread = _Thread()
         # Steps (on the training thread).
         self.step = 0
-        self.step_open = False
-        self.step_slot = -1
-        self.last_step_end = _agent.NOW  # where the next step begins: now, for the first
+        self.step_slot = None  # the open step's; None before the first
         self.leading_optimizer = None  # a weak reference
+        self.rival_steps = {}  # id(optimizer) -> its steps since the leading one's last
         self.optimizer_ranges = {}  # id(optimizer) -> its range's slot
         self.optimizer_names = {}  # optimizer class -> its range's name id
         self.loader_names = {}  # DataLoader iterator class -> its range's name id
-        # Backward and DDP's wait.
-        self.backward_running = False
+        # Backward (on whichever thread runs it: autograd's own, for reentrant checkpointing) and DDP's wait.
+        self.backward_depth = 0
         self.compute_done_at = None
         self.callback_queued = False
         self.last_async = (0, 0, 0)  # group hash, op, seq of backward's last async collective
@@ -130,20 +132,23 @@ class _Job:
         self.work_wait_name = agent.name(WORK_WAIT)
         self.completed_hook = agent.timed(self.completed)
         self.backward_computed_hook = agent.timed(self._backward_computed)
-        self.nccl_captured = bool(agent.agent_capturing(_agent.CAPTURE_NCCL))
-        self.mpi_captured = bool(agent.agent_capturing(_agent.CAPTURE_MPI))
+        self.nccl_captured = bool(agent.agent_capturing(agent.capture_bit("nccl")))
+        self.mpi_captured = bool(agent.agent_capturing(agent.capture_bit("mpi")))
         self.now = agent.python_now
+        # Hooks that torch.compile may trace step aside while it does (the hook is no graph).
+        self.compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
 
     # ----------------------------------------------------------------- steps
 
     def activity(self):
-        """The training loop does something of a step: one begins, if none is open, where the last one ended."""
-        if self.step_open:
-            return
-        self.step_open = True
+        """The training loop does something of a step: the first step begins, if it has not."""
+        if self.step_slot is None:
+            self.begin_step(_agent.NOW)
+
+    def begin_step(self, at):
         # Each step's name once: interned by the agent, not kept here.
         name = self.agent.python_name(("%s%d" % (STEP_PREFIX, self.step)).encode())
-        self.step_slot = self.agent.python_begin(name, self.last_step_end)
+        self.step_slot = self.agent.python_begin(name, at)
 
     def hook_steps(self):
         optim = sys.modules.get("torch.optim.optimizer")
@@ -151,8 +156,8 @@ class _Job:
         post = getattr(optim, "register_optimizer_step_post_hook", None)
         if pre is None or post is None:
             return "no global optimizer step hooks (torch 2.0 on)"
-        pre(self.agent.timed(self._optimizer_step_begins))
-        post(self.agent.timed(self._optimizer_step_ends))
+        pre(self.untraced(self.agent.timed(self._optimizer_step_begins)))
+        post(self.untraced(self.agent.timed(self._optimizer_step_ends)))
         return None
 
     def _optimizer_step_begins(self, optimizer, args, kwargs):
@@ -165,18 +170,28 @@ class _Job:
 
     def _optimizer_step_ends(self, optimizer, args, kwargs):
         end = self.agent.python_end(self.optimizer_ranges.pop(id(optimizer), -1))
-        leading = self.leading_optimizer() if self.leading_optimizer is not None else None
-        if leading is None:
-            self.leading_optimizer = weakref.ref(optimizer)
-        elif leading is not optimizer:
-            return  # a second optimizer of the same step (a GAN's)
-        if not self.step_open:
-            self.activity()
-        self.last_step_end = self.agent.python_end(self.step_slot) or end or _agent.NOW
-        self.step_open = False
+        if not self.leads(optimizer):
+            return  # another optimizer of the same step (a GAN's)
+        self.activity()
+        # The next step begins where this one ends, as torch.profiler's steps follow each other.
+        end = self.agent.python_end(self.step_slot) or end or _agent.NOW
         self.step += 1
+        self.begin_step(end)
         self.hook_new_groups()
+        self.forget_stale_works()
         self.agent.report_cost()
+
+    def leads(self, optimizer):
+        """Whether `optimizer` marks the steps: the first that stepped, until another steps twice
+        without it (a job that moved on to another optimizer)."""
+        leading = self.leading_optimizer() if self.leading_optimizer is not None else None
+        if leading is not None and leading is not optimizer:
+            steps = self.rival_steps[id(optimizer)] = self.rival_steps.get(id(optimizer), 0) + 1
+            if steps < 2:
+                return False
+        self.leading_optimizer = weakref.ref(optimizer)
+        self.rival_steps.clear()
+        return True
 
     # ---------------------------------------------------------- data loading
 
@@ -266,9 +281,19 @@ class _Job:
             if package is not None and getattr(package, "fully_shard", None) is original:
                 package.fully_shard = fully_shard
 
+    def untraced(self, hook):
+        """`hook`, which does nothing while torch.compile traces it: it would break the graph."""
+        compiling = self.compiling
+
+        def step_aside(*args):
+            if not compiling():
+                return hook(*args)
+
+        return step_aside
+
     def watch_forward(self, module):
-        pre = self.agent.timed(self._forward_begins)
-        post = self.agent.timed(self._forward_ends)
+        pre = self.untraced(self.agent.timed(self._forward_begins))
+        post = self.untraced(self.agent.timed(self._forward_ends))
         module.register_forward_pre_hook(pre, prepend=True)
         try:
             module.register_forward_hook(post, always_call=True)
@@ -279,7 +304,7 @@ class _Job:
         thread = self.thread
         thread.forward_depth += 1
         # Only the outermost forward, and none recomputed in backward (activation checkpointing).
-        if thread.forward_depth > 1 or thread.in_backward:
+        if thread.forward_depth > 1 or self.backward_depth > 0:
             return
         self.activity()
         thread.forward_slot = self.agent.python_begin(self.forward_name, _agent.NOW)
@@ -289,26 +314,23 @@ class _Job:
         if thread.forward_depth == 0:
             return
         thread.forward_depth -= 1
-        if thread.forward_depth > 0 or thread.in_backward:
+        if thread.forward_depth > 0 or self.backward_depth > 0:
             return
         self.agent.python_end(thread.forward_slot)
 
     def _backward_begins(self):
-        thread = self.thread
-        if thread.in_backward:
-            return None  # a backward inside backward: the outer one times both
+        self.backward_depth += 1
+        if self.backward_depth > 1:
+            return None  # a backward inside backward (reentrant checkpointing): the outer one times both
         self.activity()
-        thread.in_backward = True
-        self.backward_running = True
         self.compute_done_at = None
         self.callback_queued = False
         return self.agent.python_begin(self.backward_name, _agent.NOW)
 
     def _backward_ends(self, slot):
+        self.backward_depth = max(0, self.backward_depth - 1)
         if slot is None:
             return
-        self.thread.in_backward = False
-        self.backward_running = False
         self.agent.python_end(slot)
         if self.compute_done_at is not None:
             group, op, seq = self.last_async
@@ -400,8 +422,13 @@ class _Job:
         # NCCL's own plugin records NCCL's collectives, with their GPU time, better than the hook can.
         call.nccl = group.nccl and first is not None and first.is_cuda
         call.skip = (call.nccl and self.nccl_captured) or (group.mpi and self.mpi_captured)
+        # A synchronous call blocks its thread to the end: it goes on the thread's track; an
+        # asynchronous one is in flight beside the program, on its group's.
+        async_op = args.async_op
+        call.track = group.track if async_op else self.agent.python_thread_track()
+        call.step = self.step
         self.calls[args.op_id] = call
-        if self.backward_running and kind.op_name == "AllReduce" and args.async_op:
+        if self.backward_depth > 0 and kind.op_name == "AllReduce" and async_op:
             self.last_async = (group.hash, kind.op, call.seq)
             if not self.callback_queued:
                 self.callback_queued = True
@@ -439,7 +466,7 @@ class _Job:
         if future is not None:
             call.by_future = True
             future.add_done_callback(call.completed)
-        while len(self.works) > _MAX_WORKS_HELD:
+        while len(self.works) > _MAX_WORKS_HELD:  # a program that never steps an optimizer
             _, (_, oldest) = self.works.popitem(last=False)
             if not oldest.recorded:
                 self.agent.count("python_collective_ends_unknown")
@@ -468,8 +495,17 @@ class _Job:
         if call.recorded:
             return
         call.recorded = True
-        self.agent.python_collective(call.group.track, call.group.hash, call.kind.name, call.kind.op, call.seq,
+        self.agent.python_collective(call.track, call.group.hash, call.kind.name, call.kind.op, call.seq,
                                      call.bytes, call.datatype, call.root, call.begin, 1 if completed else 0)
+
+    def forget_stale_works(self):
+        """Works of steps before the last that no future or wait ended (the program dropped them):
+        recorded with their end unknown, and let go, so that their tensors are not kept alive."""
+        stale = [key for key, (_, call) in self.works.items() if not call.by_future and call.step < self.step - 1]
+        for key in stale:
+            _, call = self.works.pop(key)
+            self.agent.count("python_collective_ends_unknown")
+            self.record(call, completed=False)
 
     def _datatype(self, tensor):
         if tensor is None:
@@ -482,8 +518,6 @@ class _Job:
         return code
 
     def _root(self, group, root):
-        if root is None or root < 0:
-            return -1
         try:
             return self.torch.distributed.get_global_rank(group.group, root)
         except Exception:
@@ -519,7 +553,7 @@ class _Kind:
 
 class _Call:
     __slots__ = ("job", "group", "kind", "seq", "bytes", "datatype", "root", "begin", "nccl", "skip", "by_future",
-                 "recorded", "work_id")
+                 "recorded", "work_id", "track", "step")
 
     def __init__(self, job, group, kind, seq, size, datatype, root, begin):
         self.job = job
@@ -535,6 +569,8 @@ class _Call:
         self.by_future = False
         self.recorded = False
         self.work_id = 0
+        self.track = group.track
+        self.step = 0
 
     def completed(self, future):
         """The work's future callback: on the backend's thread, timed and guarded as every hook."""

@@ -63,6 +63,14 @@ inline constexpr std::string_view kNcclGpuOffsetRaisedMaxNs = "nccl_gpu_offset_r
 inline constexpr std::string_view kPythonPrefix = "python_";
 inline constexpr std::string_view kPythonHookAttached = "python_hook_attached";
 inline constexpr std::string_view kPythonTorchHooked = "python_torch_hooked";
+// python_torch_hooked's bits: what the hook could hook in torch.
+enum PythonTorchHooked : uint32_t {
+  kHookedSteps = 1 << 0,          // the optimizer's global step hooks
+  kHookedDataLoading = 1 << 1,    // DataLoader's __next__
+  kHookedPhases = 1 << 2,         // forward on DDP and FSDP modules, torch.autograd.backward
+  kHookedCollectives = 1 << 3,    // ProcessGroup pre and post hooks (torch 2.15 on)
+  kHookedTorchImported = 1 << 4,  // torch was imported, and the hook looked at it
+};
 inline constexpr std::string_view kPythonHookNotRun = "python_hook_not_run";
 inline constexpr std::string_view kPythonHookErrors = "python_hook_errors";
 inline constexpr std::string_view kPythonCollectiveEndsUnknown = "python_collective_ends_unknown";

@@ -20,4 +20,12 @@ inline uint64_t hash_bytes(const char* data, size_t size, uint64_t seed = 0xcbf2
 
 inline uint64_t hash_bytes(std::string_view text) { return hash_bytes(text.data(), text.size()); }
 
+// A torch.distributed process group's identity, equal on every member: from
+// its name, which c10d makes the same on every member; apart from MPI's
+// communicators and NCCL's, which hash other things.
+inline uint64_t process_group_hash(std::string_view group_name) {
+  constexpr std::string_view kPrefix = "torch.distributed process group ";
+  return hash_bytes(group_name.data(), group_name.size(), hash_bytes(kPrefix));
+}
+
 }  // namespace rankscope

@@ -269,6 +269,8 @@ RANKSCOPE_AGENT_API bool rankscope_agent_capturing(uint32_t source);
 RANKSCOPE_AGENT_API const uint32_t* rankscope_agent_capture_bits();
 // The event clock: the rank's clock (virtual under RANKSCOPE_FAKE_CLOCK).
 RANKSCOPE_AGENT_API int64_t rankscope_agent_now();
+// The rank this process captures as (its shard's); -1 where it captures nothing.
+RANKSCOPE_AGENT_API int32_t rankscope_agent_rank();
 RANKSCOPE_AGENT_API void rankscope_agent_record(const rankscope::Event* event);
 // Capture windows steered by ranges (kEnvSteps, kEnvCaptureRange): the NVTX
 // source tells of each range that begins or ends, at the instant it

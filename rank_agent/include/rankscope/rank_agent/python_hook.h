@@ -13,17 +13,21 @@
 // Python (the hook then installs itself), 0 when it does not (another
 // process of the job, or `--capture` without python).
 RANKSCOPE_AGENT_API int rankscope_python_attach();
-// Once, when the hook has hooked torch: what it could hook, as the
-// PythonHooked bits below.
+// Once, when the hook has hooked torch: what it could hook, as the bits of
+// counter::PythonTorchHooked (model/counters.h).
 RANKSCOPE_AGENT_API void rankscope_python_hooked(uint32_t hooked);
 // The event clock, as rankscope_agent_now().
 RANKSCOPE_AGENT_API int64_t rankscope_python_now();
 // A name's id in the rank's string table (kNoName when it is full).
 RANKSCOPE_AGENT_API uint32_t rankscope_python_name(const char* text);
-// A model enum's value by the name the file formats give it (docs/format.md),
-// so that the hook holds no copy of the numbers: `type` "op" (CommOp) or
-// "datatype" (DataType); 0 (none) for a name it does not know.
+// A number the hook needs, by its name, so that the hook holds no copy of
+// the numbers: `type` "op" (CommOp) or "datatype" (DataType) by the names
+// the file formats give them (docs/format.md), "capture" (a CaptureBit by
+// its name in --capture), "hooked" (a bit of counter::PythonTorchHooked:
+// steps, data_loading, phases, collectives); 0 for a name it does not know.
 RANKSCOPE_AGENT_API uint32_t rankscope_python_enum(const char* type, const char* name);
+// The calling thread's track (for a collective that blocks it).
+RANKSCOPE_AGENT_API uint32_t rankscope_python_thread_track();
 
 // A host range on the calling thread, begun at `begin_ns` (negative: now):
 // open while it runs (a hang's state shows it, and a ProfilerStep#N steers
@@ -59,7 +63,8 @@ RANKSCOPE_AGENT_API void rankscope_python_enqueue(uint64_t group_hash, uint32_t 
 RANKSCOPE_AGENT_API void rankscope_python_wait(uint32_t name_id, uint64_t group_hash, uint32_t op, uint64_t seq,
                                                int64_t begin_ns);
 // What the hook counted: `counter` one of the python_* counters of
-// model/counters.h, added to.
+// model/counters.h, added to. Takes the agent's counters' lock: for the
+// hook's failures and its rare losses only.
 RANKSCOPE_AGENT_API void rankscope_python_count(const char* counter, uint64_t value);
 // The time the hook has spent in its own code so far (ns, the whole of it:
 // set, not added), for the capture cost.
@@ -67,16 +72,3 @@ RANKSCOPE_AGENT_API void rankscope_python_cost(uint64_t hook_ns);
 // One line on stderr, as the agent's (once per kind of problem: the hook
 // says each once).
 RANKSCOPE_AGENT_API void rankscope_python_say(const char* line);
-
-namespace rankscope::agent {
-
-// What the hook could hook in torch (rankscope_python_hooked).
-enum PythonHooked : uint32_t {
-  kHookedSteps = 1 << 0,        // the optimizer's global step hooks
-  kHookedDataLoading = 1 << 1,  // DataLoader's __next__
-  kHookedPhases = 1 << 2,       // forward on DDP and FSDP modules, torch.autograd.backward
-  kHookedCollectives = 1 << 3,  // ProcessGroup pre and post hooks (torch 2.15 on)
-  kHookedTorchImported = 1 << 4,  // set by the agent: torch was imported (and the hook looked at it)
-};
-
-}  // namespace rankscope::agent
