@@ -220,11 +220,12 @@ void set_agent_environment(const RunOptions& options, const Identity& id, const 
   // Each capture source is entered through the way its library loads tools;
   // every one names the same capture library, already loaded by the preload.
   const std::string capture_library = agent_library("librankscope_capture.so").string();
-  if (options.capture.find("nvtx") != std::string::npos) set("NVTX_INJECTION64_PATH", capture_library);
-  if (options.capture.find("cuda") != std::string::npos) set("CUDA_INJECTION64_PATH", capture_library);
-  if (options.capture.find("nccl") != std::string::npos) set("NCCL_PROFILER_PLUGIN", capture_library);
+  const uint32_t capture = agent::parse_capture_list(options.capture);
+  if (capture & agent::kCaptureNvtx) set("NVTX_INJECTION64_PATH", capture_library);
+  if (capture & agent::kCaptureCuda) set("CUDA_INJECTION64_PATH", capture_library);
+  if (capture & agent::kCaptureNccl) set("NCCL_PROFILER_PLUGIN", capture_library);
   // Python interpreters find rankscope's sitecustomize first (docs/agent.md, "PyTorch").
-  if (agent::parse_capture_list(options.capture) & agent::kCapturePython) {
+  if (capture & agent::kCapturePython) {
     const char* path = std::getenv("PYTHONPATH");
     set("PYTHONPATH", agent_library("python").string() + (path && *path ? ":" + std::string(path) : ""));
   }
@@ -314,12 +315,20 @@ void prepare_shard_folder(const fs::path& shard_dir, const Identity& id) {
   claim_shard_folder(shard_dir, id);
 }
 
+// The file torchrun's workers under sidecar RANK list their shards in.
+constexpr std::string_view kWorkerListPrefix = "torchrun-workers-";
+std::string worker_list_name(int rank) { return std::string(kWorkerListPrefix) + std::to_string(rank); }
+
 // Once no shard is left in the folder, what the job kept beside them goes, and the folder with it.
 void remove_shard_folder(const fs::path& shard_dir) {
   if (holds_shards(shard_dir)) return;
   std::error_code ignored;
-  for (const char* name : {agent::kHangFileName, agent::kControlFileName, kJobMarkFileName}) {
-    fs::remove(shard_dir / name, ignored);
+  for (const auto& entry : fs::directory_iterator(shard_dir, ignored)) {
+    const std::string name = entry.path().filename().string();
+    if (name == agent::kHangFileName || name == agent::kControlFileName || name == kJobMarkFileName ||
+        name.starts_with(kWorkerListPrefix)) {
+      fs::remove(entry.path(), ignored);
+    }
   }
   fs::remove(shard_dir, ignored);
 }
@@ -708,7 +717,9 @@ class Sidecar {
     id_.job_id = launched.job_id;
     node_id_ = where.node_id;
     torchrun_ = is_torchrun(options.command);
-    worker_list_ = shard_dir / ("torchrun-workers-" + std::to_string(id_.rank));
+    worker_list_ = shard_dir / worker_list_name(id_.rank);
+    std::error_code ignored;
+    fs::remove(worker_list_, ignored);  // an earlier job's, which its shards left behind
     job_start_wall_ns_ = clocksync::job_start_wall_ns(MPI_COMM_WORLD);
     sync_.emplace(MPI_COMM_WORLD, clocksync::Clock::for_rank(id_.rank));
   }
@@ -743,13 +754,14 @@ class Sidecar {
     set(clocksync::kClockBaseVariable, clocksync::process_base_clock().text());
     set(agent::kEnvNodeId, std::to_string(node_id_));
     set(agent::kEnvJobStart, std::to_string(job_start_wall_ns_));
-    set("RANK", std::to_string(id_.rank));
-    set("WORLD_SIZE", std::to_string(id_.world_size));
-    set("LOCAL_RANK", std::to_string(id_.local_rank));
-    set("LOCAL_WORLD_SIZE", std::to_string(id_.local_size));
-    set("MASTER_ADDR", master_addr);
-    set("MASTER_PORT", std::to_string(master_port));
-    if (torchrun_) {
+    if (!torchrun_) {  // torchrun gives its workers these itself; it takes none of them
+      set("RANK", std::to_string(id_.rank));
+      set("WORLD_SIZE", std::to_string(id_.world_size));
+      set("LOCAL_RANK", std::to_string(id_.local_rank));
+      set("LOCAL_WORLD_SIZE", std::to_string(id_.local_size));
+      set("MASTER_ADDR", master_addr);
+      set("MASTER_PORT", std::to_string(master_port));
+    } else {
       // One torchrun per node, one node per sidecar: torchrun's own
       // rendezvous, as its PET_ variables set its options (where the
       // command line gives none).
