@@ -153,6 +153,7 @@ class FirstPass {
       if (e.flags & kFlagIncomplete) return;
       if (const auto n = e.name_id < step_of_name_.size() ? step_of_name_[e.name_id] : std::nullopt) {
         per_rank_steps_[static_cast<size_t>(rank)].emplace_back(*n, StepTimes{e.begin_ns, e.end_ns});
+        job_.ranks[static_cast<size_t>(rank)].step_track = e.track;
       }
       return;
     }
@@ -473,7 +474,9 @@ void second_pass(const Timeline& timeline, JobProfile& job) {
         open_before(e.begin_ns);
         const bool on_thread = e.track >= tracks.size() || tracks[e.track] == TrackType::kThread;
         classify(e, job.gpu, on_thread, e.name_id < nccl_named.size() && nccl_named[e.name_id], layers, count);
-        if (e.kind == EventKind::kNvtxRange && e.name_id < phase_of_name.size()) {
+        // Phases of the training thread only: a thread that prefetches batches is no data loading of the step.
+        const bool on_step_track = rank.step_track < 0 || e.track == rank.step_track;
+        if (e.kind == EventKind::kNvtxRange && on_step_track && e.name_id < phase_of_name.size()) {
           if (const HostPhase phase = phase_of_name[e.name_id]; phase != HostPhase::kNone) {
             layers[count++] = phase_layer(phase);
             rank.phases_seen |= 1u << static_cast<unsigned>(phase);

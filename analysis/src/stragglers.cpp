@@ -156,8 +156,8 @@ struct StepFacts {
   int64_t median_compute_ns = 0;  // of the median rank
   int64_t max_compute_ns = 0;
   int64_t min_compute_ns = 0;
-  int64_t median_idle_ns = 0;
   int64_t median_work_ns = 0;     // compute + idle (all but communication) of the median rank
+  std::vector<int64_t> computes, idles;  // every rank's, sorted: each set against the others
 };
 
 // A rank's time of one sort (compute, idle) per step against the median of the other ranks'.
@@ -282,8 +282,11 @@ void gather_steps(JobFacts& facts) {
     step.median_compute_ns = static_cast<int64_t>(median(computes, 0));
     step.max_compute_ns = *std::max_element(computes.begin(), computes.end());
     step.min_compute_ns = *std::min_element(computes.begin(), computes.end());
-    step.median_idle_ns = static_cast<int64_t>(median(idles, 0));
     step.median_work_ns = static_cast<int64_t>(median(works, 0));
+    std::sort(computes.begin(), computes.end());
+    std::sort(idles.begin(), idles.end());
+    step.computes = std::move(computes);
+    step.idles = std::move(idles);
     facts.total_step_ns += step.time_ns;
     ++facts.known_steps;
   }
@@ -425,20 +428,17 @@ void score_arrivals(JobFacts& facts) {
 
 // Against the median of the other ranks, not of all: of two ranks, the
 // median of both is their midpoint, which would halve a slow rank's excess.
-ExcessFacts excess_over_others(const JobFacts& facts, const RankProfile& rank, int64_t RankStep::*time) {
+ExcessFacts excess_over_others(const JobFacts& facts, const RankProfile& rank, int64_t RankStep::*time,
+                               std::vector<int64_t> StepFacts::*all) {
   ExcessFacts found;
   StepTally above;
-  std::vector<int64_t> excesses, others;
+  std::vector<int64_t> excesses;
   for (size_t s = 0; s < facts.step_count; ++s) {
     const RankStep* step = step_of(rank, s);
     if (!step) continue;
-    others.clear();
-    for (const RankFacts& other : facts.ranks) {
-      if (other.profile->rank == rank.rank) continue;
-      if (const RankStep* theirs = step_of(*other.profile, s)) others.push_back(theirs->*time);
-    }
-    if (others.empty()) continue;
-    excesses.push_back(step->*time - static_cast<int64_t>(median(others, 0)));
+    const double others = median_without(facts.steps[s].*all, step->*time);
+    if (std::isnan(others)) continue;  // no other rank ran the step
+    excesses.push_back(step->*time - static_cast<int64_t>(others));
     above.add(s, excesses.back() > 0);
   }
   found.steps = above.steps_observed();
@@ -451,8 +451,8 @@ ExcessFacts excess_over_others(const JobFacts& facts, const RankProfile& rank, i
 void score_compute(JobFacts& facts) {
   std::vector<int64_t> medians;
   for (RankFacts& rank : facts.ranks) {
-    rank.compute = excess_over_others(facts, *rank.profile, &RankStep::compute_ns);
-    rank.idle = excess_over_others(facts, *rank.profile, &RankStep::idle_ns);
+    rank.compute = excess_over_others(facts, *rank.profile, &RankStep::compute_ns, &StepFacts::computes);
+    rank.idle = excess_over_others(facts, *rank.profile, &RankStep::idle_ns, &StepFacts::idles);
     std::vector<int64_t> computes;
     for (size_t s = 0; s < facts.step_count; ++s)
       if (const RankStep* step = step_of(*rank.profile, s)) computes.push_back(step->compute_ns);

@@ -237,6 +237,43 @@ TEST_F(ProfileTest, AC10dStepIsBrokenDownByPhaseAndExposedCommunication) {
   }
 }
 
+// Phases are the training thread's (the one its steps are on): a thread
+// that fetches batches ahead of the loop loads data while the step computes,
+// which is no time the step spent loading.
+TEST_F(ProfileTest, PhasesOfAnotherThreadAreNotTheSteps) {
+  enum Name : uint32_t { kStep, kData, kForward };
+  const std::pair<uint32_t, std::string_view> names[] = {
+      {kStep, "ProfilerStep#0"}, {kData, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"},
+      {kForward, "forward"}};
+  constexpr uint16_t kFetchTrack = 1;
+  const Track tracks[] = {{7, kThreadTrack, 0, -1, TrackType::kThread, 0, 0},
+                          {8, kFetchTrack, 0, -1, TrackType::kThread, 0, 0}};
+  if (process_ == 0) {
+    for (const int32_t rank : {0, 1}) {
+      RankMetadata metadata;
+      metadata.rank = rank;
+      metadata.world_size = 2;
+      ShardWriter writer;
+      ASSERT_TRUE(writer.open((dir_ / ("rank-" + std::to_string(rank) + ".shard")).string(), metadata, 0));
+      ASSERT_TRUE(writer.write_strings(names, 0));
+      ASSERT_TRUE(writer.write_tracks(tracks, 0));
+      std::vector<Event> events = {range(kStep, 0, 100), range(kData, 0, 10), range(kForward, 10, 90),
+                                   testing::host_event(EventKind::kNvtxRange, kData, 20, 60, kFetchTrack)};
+      std::sort(events.begin(), events.end(), event_time_order);
+      ASSERT_TRUE(writer.write_events(events));
+      ASSERT_TRUE(writer.close(Counters{}, 1000));
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::vector<RankBreakdown> breakdown = step_breakdown(profile());
+  ASSERT_EQ(breakdown.size(), 2u);
+  for (const RankBreakdown& b : breakdown) {
+    EXPECT_EQ(b.total.ns[static_cast<size_t>(StepCategory::kDataLoading)], 10) << "the fetch thread's 40 ns are not";
+    EXPECT_EQ(b.total.ns[static_cast<size_t>(StepCategory::kForward)], 80);
+    EXPECT_EQ(b.total.ns[static_cast<size_t>(StepCategory::kOther)], 10);
+  }
+}
+
 // Ranges of no phase and no collective: those categories are n/a, with why, and their time is other.
 TEST_F(ProfileTest, WhatWasNotSeenIsNotMeasured) {
   if (process_ == 0) {

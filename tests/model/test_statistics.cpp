@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -19,6 +20,18 @@ TEST(Statistics, MedianIsTheMiddleValueOrTheMeanOfTheTwo) {
   EXPECT_EQ(median(std::vector<double>{0.5, 0.25}), 0.375);
   EXPECT_TRUE(std::isnan(median(std::vector<double>{})));
   EXPECT_EQ(median(std::vector<double>{}, 0), 0);
+}
+
+// Each value against the others: the same as the median of the others, whatever the ties.
+TEST(Statistics, MedianWithoutOneValueIsTheMedianOfTheRest) {
+  const std::vector<int64_t> sorted = {1, 3, 3, 8, 10, 40};
+  for (const int64_t value : sorted) {
+    std::vector<int64_t> rest = sorted;
+    rest.erase(std::find(rest.begin(), rest.end(), value));
+    EXPECT_DOUBLE_EQ(median_without(sorted, value), median(rest)) << value;
+  }
+  EXPECT_DOUBLE_EQ(median_without(std::vector<int64_t>{60, 160}, int64_t{160}), 60) << "two ranks: the other one";
+  EXPECT_TRUE(std::isnan(median_without(std::vector<int64_t>{5}, int64_t{5}))) << "no other";
 }
 
 TEST(Statistics, QuantilesInterpolateBetweenTheNearestValues) {

@@ -355,7 +355,7 @@ Timeline::Timeline(const std::string& path) : path_(path) {
 
     strings_ = read_strings(reader, note);
     const auto rows = reader.read_table<schema::RankRow>(schema::kRanks, schema::rank_row_type(), note);
-    // Timelines written before the torch kinds have a column less.
+    // Timelines written before the torch kinds have two columns fewer.
     const uint64_t kinds = reader.columns(schema::kEventCounts) == kEventKindCountBeforeTorch
                                ? kEventKindCountBeforeTorch
                                : kEventKindCount;

@@ -104,6 +104,7 @@ struct RankProfile {
   RankStatus status = RankStatus::kComplete;
   RankEvents events = RankEvents::kRead;
   std::vector<RankStep> steps;  // index = JobProfile::steps index; a step this rank lacks has kUnknown times
+  int32_t step_track = -1;      // the track of its ProfilerStep ranges (its training thread); -1: none
   uint32_t phases_seen = 0;     // bit 1 << HostPhase of each phase any of its ranges marked
   bool communicated = false;    // it took part in a collective, or waited for one
   // Why its arrivals cannot be compared with other ranks' (no other rank has
