@@ -221,6 +221,10 @@ std::vector<Pair> pairs_between(const RankCollectives& mine, const RankCollectiv
   return pairs;
 }
 
+bool generic_host_name(std::string_view host) {
+  return host == "localhost" || host.starts_with("localhost.") || host == "(none)";
+}
+
 // Why `pairs` rule out that `mine` and `theirs` were stamped by one clock;
 // empty when causality allows it.
 std::string one_clock_ruled_out(const RankCollectives& mine, const RankCollectives& theirs,
@@ -291,7 +295,8 @@ Alignment align_ranks(const std::vector<RankCollectives>& ranks) {
   // its collectives.
   std::vector<size_t> aligned_order = {reference};
   const auto align_by_host = [&](size_t k) {
-    if (ranks[k].host.empty()) return false;
+    // A name every machine may give itself (containers, a default) is no host's.
+    if (ranks[k].host.empty() || generic_host_name(ranks[k].host)) return false;
     for (size_t anchor : aligned_order) {
       if (ranks[anchor].host != ranks[k].host) continue;
       const std::vector<Pair> pairs = pairs_between(ranks[k], ranks[anchor]);

@@ -379,7 +379,8 @@ struct C10dCall {
   int64_t begin_ns, end_ns;
   CommOp op;
   uint32_t name_id;
-  uint16_t track;  // the calling thread's
+  uint16_t track;       // the calling thread's
+  bool from_backward;   // made inside the autograd engine's work (DDP's buckets, FSDP's reduce-scatters)
 };
 
 // When a thread ran no op, for telling where it waited: the trace records
@@ -389,6 +390,7 @@ struct C10dCall {
 struct ThreadActivity {
   bool calls_c10d = false;
   int64_t ops_until = INT64_MIN;  // the end of the latest-ending op begun so far
+  int64_t backward_until = INT64_MIN;  // the end of the latest autograd::engine::evaluate_function range begun
   int64_t ended = INT64_MIN;      // the latest end among its events already over
   std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> open_ends;
   std::vector<std::pair<int64_t, int64_t>> silences;  // (from, to), after its first c10d call
@@ -822,12 +824,16 @@ class TraceImport::Impl {
 
   // c10d's collective calls and gloo's execution ranges, paired once the trace is read.
   void remember_c10d(const Fields& f, const Event& e) {
-    constexpr std::string_view kCall = "c10d::", kExecution = "gloo:";
-    if (f.name.starts_with(kCall)) {
+    constexpr std::string_view kCall = "c10d::", kExecution = "gloo:", kBackward = "autograd::engine::evaluate_function";
+    if (f.name.starts_with(kBackward)) {
+      ThreadActivity& thread = thread_activity(e.track);
+      thread.backward_until = std::max(thread.backward_until, e.end_ns);
+    } else if (f.name.starts_with(kCall)) {
       const CommOp op = op_from_collective_name(f.name.substr(kCall.size()));
       if (queued_by_gloo(op)) {
-        c10d_calls_.push_back({e.begin_ns, e.end_ns, op, e.name_id, e.track});
-        thread_activity(e.track).calls_c10d = true;
+        ThreadActivity& thread = thread_activity(e.track);
+        c10d_calls_.push_back({e.begin_ns, e.end_ns, op, e.name_id, e.track, e.begin_ns < thread.backward_until});
+        thread.calls_c10d = true;
       }
     } else if (f.name.starts_with(kExecution) &&
                queued_by_gloo(op_from_collective_name(f.name.substr(kExecution.size())))) {
@@ -921,8 +927,8 @@ class TraceImport::Impl {
     std::stable_sort(gloo_executions_.begin(), gloo_executions_.end(), by_begin);
     const std::vector<const ProcessGroupMembers*> candidates = groups_of_rank();
     const ProcessGroupMembers* group = candidates.size() == 1 ? candidates.front() : nullptr;
-    // As rankscope's Python hook names a group (rank_agent), apart from NCCL's communicators.
-    const uint64_t hash = group ? hash_bytes("torch.distributed process group " + group->name) : 0;
+    // As rankscope's Python hook names a group, apart from NCCL's communicators.
+    const uint64_t hash = group ? process_group_hash(group->name) : 0;
     const uint16_t track = process_group_track(group, hash, candidates.size());
     if (!group) counters_.add(counter::kKinetoC10dGroupUnknown, c10d_calls_.size());
     std::vector<Event> completed;  // the executed collectives
@@ -958,6 +964,7 @@ class TraceImport::Impl {
       if (group && executed && every_rank_needs_every_other(call.op)) {
         collectives_.records.push_back({hash, e.seq, e.begin_ns, e.end_ns, call.op, MatchKey::kSeq});
       }
+      if (executed && synchronous(call, e.end_ns)) e.track = call.track;
       add(e);
       if (executed) {
         e.track = call.track;
@@ -971,16 +978,36 @@ class TraceImport::Impl {
   // after it waited for it (kMaxResumeNs): the trace's only sign of the
   // waits in Work.wait and in DDP's wait for its buckets. A silence that
   // ends after several completions waited for the last of them.
+  // The silence of `track` that holds `completed_ns` and ends just after it
+  // (kMaxResumeNs): the thread waited for what completed then. Its index, or
+  // none.
+  std::optional<size_t> silence_ended_by(uint16_t track, int64_t completed_ns) {
+    const auto& silences = thread_activity(track).silences;
+    const auto after = std::upper_bound(silences.begin(), silences.end(), completed_ns,
+                                        [](int64_t t, const std::pair<int64_t, int64_t>& s) { return t < s.second; });
+    if (after == silences.end() || after->first >= completed_ns || after->second - completed_ns > kMaxResumeNs) {
+      return std::nullopt;
+    }
+    return static_cast<size_t>(after - silences.begin());
+  }
+
+  // A call made outside backward, the last op of its thread before it fell
+  // silent until the call completed: synchronous (async_op=False, a loss
+  // averaged for the log), on its thread's track as the Python hook records
+  // it. Inside backward a call is DDP's or FSDP's, asynchronous even where
+  // backward's last one is waited for at once.
+  bool synchronous(const C10dCall& call, int64_t completed_ns) {
+    if (call.from_backward) return false;
+    const std::optional<size_t> silence = silence_ended_by(call.track, completed_ns);
+    return silence && thread_activity(call.track).silences[*silence].first == call.end_ns;
+  }
+
   void infer_waits(const std::vector<Event>& completed) {
     std::map<std::pair<uint16_t, size_t>, const Event*> waited;  // by thread and silence
     for (const Event& done : completed) {
-      const auto& silences = thread_activity(done.track).silences;
-      const auto after = std::upper_bound(silences.begin(), silences.end(), done.end_ns,
-                                          [](int64_t t, const std::pair<int64_t, int64_t>& s) { return t < s.second; });
-      if (after == silences.end() || after->first >= done.end_ns || after->second - done.end_ns > kMaxResumeNs) {
-        continue;
-      }
-      const auto [it, added] = waited.try_emplace({done.track, after - silences.begin()}, &done);
+      const std::optional<size_t> silence = silence_ended_by(done.track, done.end_ns);
+      if (!silence) continue;
+      const auto [it, added] = waited.try_emplace({done.track, *silence}, &done);
       if (!added && done.end_ns > it->second->end_ns) it->second = &done;
     }
     for (const auto& [silence, done] : waited) {

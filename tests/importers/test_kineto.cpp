@@ -747,24 +747,50 @@ TEST(KinetoAlignment, RanksOfOneHostShareItsClock) {
   EXPECT_GT(a.ranks[2].bound_ns, 0);
   EXPECT_FALSE(a.ranks[4].aligned);
 
-  // Without host names, ranks of one base are aligned from their collectives.
-  for (RankCollectives& rank : ranks) rank.host.clear();
-  const Alignment nameless = align_ranks(ranks);
-  EXPECT_FALSE(nameless.ranks[1].same_host);
-  EXPECT_GT(nameless.ranks[1].bound_ns, 0);
-  EXPECT_FALSE(nameless.ranks[3].aligned);
+  // Without host names, or with a name any machine may give itself, ranks of
+  // one base are aligned from their collectives.
+  for (const char* name : {"", "localhost", "localhost.localdomain"}) {
+    for (RankCollectives& rank : ranks) rank.host = name;
+    const Alignment nameless = align_ranks(ranks);
+    EXPECT_FALSE(nameless.ranks[1].same_host) << name;
+    EXPECT_GT(nameless.ranks[1].bound_ns, 0) << name;
+    EXPECT_FALSE(nameless.ranks[3].aligned) << name;
+  }
+}
+
+// DDP's gradient allreduces, made inside backward, are asynchronous even
+// where the last is waited for at once; an allreduce of the loss after it,
+// its thread silent from its return to its completion, is synchronous and
+// goes on the thread's track, as the Python hook records it.
+TEST(KinetoGloo, ACallWaitedForAtOnceOutsideBackwardIsSynchronous) {
+  const std::string text = gloo_job(0, "node-a") + R"json( "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: AccumulateGrad", "pid": 10, "tid": 10,
+   "ts": 100, "dur": 20},
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 10, "tid": 10, "ts": 110, "dur": 5},
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 10, "tid": 10, "ts": 300, "dur": 5},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::add_", "pid": 10, "tid": 10, "ts": 400, "dur": 1},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 10, "tid": 12, "ts": 112, "dur": 50},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 10, "tid": 12, "ts": 302, "dur": 90}
+ ]})json";
+  std::unique_ptr<TraceImport> trace;
+  const testing::ShardContents shard = import_gloo(text, "kineto-sync.shard", trace);
+  const std::vector<Event> collectives = of_kind(shard, EventKind::kTorchCollective);
+  ASSERT_EQ(collectives.size(), 2u);
+  EXPECT_EQ(shard.track(collectives[0].track)->type, TrackType::kProcessGroup) << "DDP's, from backward";
+  EXPECT_EQ(shard.track(collectives[1].track)->type, TrackType::kThread) << "the loss's, waited for at once";
+  EXPECT_EQ(collectives[1].end_ns, 392'000);
 }
 
 // Hosts that share a name (containers, cloud images) do not share a clock:
 // where causality rules one clock out, the collectives align the rank.
 TEST(KinetoAlignment, AHostNameThatCausalityContradictsIsNotBelieved) {
   std::vector<RankCollectives> ranks = job({0, 5'000'000}, 20, MatchKey::kSeq, 9);
-  ranks[0].host = ranks[1].host = "localhost";
+  ranks[0].host = ranks[1].host = "node-7";
   const Alignment a = align_ranks(ranks);
   ASSERT_TRUE(a.ranks[1].aligned);
   EXPECT_FALSE(a.ranks[1].same_host);
   EXPECT_LE(std::llabs(a.ranks[1].offset_ns - 5'000'000), 3'000);
-  EXPECT_NE(a.ranks[1].host_doubt.find("its trace names the host \"localhost\" as rank 0's does, but causality in "
+  EXPECT_NE(a.ranks[1].host_doubt.find("its trace names the host \"node-7\" as rank 0's does, but causality in "
                                        "their 20 matched collectives puts their clocks at least "),
             std::string::npos)
       << a.ranks[1].host_doubt;
