@@ -16,6 +16,7 @@ It reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT, which
 rankscope's sidecar mode (or torchrun) sets; alone it runs as a world of one.
 """
 import argparse
+import gc
 import json
 import os
 import time
@@ -116,6 +117,10 @@ def main():
         ordered = sorted(step_ms[2:] or step_ms)
         print(f"ddp_torch: {world_size} ranks, {arguments.backend}, {arguments.steps} steps, "
               f"median step {ordered[len(ordered) // 2]:.3f} ms (steps 2 on)", flush=True)
+    # Nothing may hold the process group when it ends: a gloo worker thread
+    # can otherwise free its last work after Python is gone and abort.
+    del model, optimizer
+    gc.collect()
     dist.destroy_process_group()
 
 

@@ -96,6 +96,7 @@ def check_steps(name, result, steps):
 
 def check_data_loading(name, result, truth_pattern, ranks):
     """The report's data-loading share within 5 points of the script's own, over the same steps (not step 0)."""
+    check(len(result["breakdown"]) == ranks, "%s: a breakdown of %d ranks" % (name, len(result["breakdown"])))
     for truth, entry in zip(truths(truth_pattern, ranks), result["breakdown"]):
         steps = [s for s in entry["steps"] if s["step"] != 0]
         loading = sum(s["ns"]["data_loading"] for s in steps)
@@ -115,6 +116,7 @@ def check_straggler(name, result, slow_rank):
 
 
 def check_hook_cost(name, result):
+    check(result["capture_cost"], "%s: no rank states its capture cost" % name)
     for cost in result["capture_cost"]:
         check(cost["python_hook_ns"] > 0, "%s: rank %d states no Python hook cost" % (name, cost["rank"]))
 
@@ -137,7 +139,7 @@ def job(script, ranks, args, name, steps):
     return truth, result
 
 
-def ddp(ranks=2, slow_rank=1, steps=14):
+def ddp(ranks=2, slow_rank=1, steps=20):
     name = "ddp%d" % ranks
     truth, result = job("train_ddp.py", ranks, ["--steps", str(steps), "--slow-rank", str(slow_rank)], name, steps)
     if result is None:
@@ -148,9 +150,10 @@ def ddp(ranks=2, slow_rank=1, steps=14):
     check(buckets == expected, "%s: buckets %s, DDP's %s" % (name, buckets, expected))
     allreduces = [g for g in result["collectives_summary"]["groups"]
                   if g["source"] == "c10d" and g["op"] == "AllReduce"]
-    # Step 0 reduces all gradients at once, before DDP rebuilds its buckets.
-    check(allreduces and allreduces[0]["count"] >= (steps - 1) * len(expected) + 1,
+    # Step 0 reduces all gradients at once, before DDP rebuilds its buckets; each step the loss once more.
+    check(allreduces and allreduces[0]["count"] >= (steps - 1) * len(expected) + 1 + steps,
           "%s: gradient allreduces not matched across ranks: %s" % (name, allreduces))
+    check(len(result["breakdown"]) == ranks, "%s: a breakdown of %d ranks" % (name, len(result["breakdown"])))
     for entry in result["breakdown"]:
         for category in ("forward", "backward", "optimizer", "communication"):
             check(entry["categories"][category]["ns"] is not None,
@@ -159,7 +162,8 @@ def ddp(ranks=2, slow_rank=1, steps=14):
 
 def fsdp(ranks=2, steps=10):
     name = "fsdp%d" % ranks
-    truth, result = job("train_fsdp.py", ranks, ["--steps", str(steps)], name, steps)
+    # DataLoader workers forked from each rank: the agent stops in them; the hook never runs there.
+    truth, result = job("train_fsdp.py", ranks, ["--steps", str(steps), "--workers", "2"], name, steps)
     if result is None:
         return
     units = truths(truth, ranks)[0]["fsdp"]["units"]
@@ -169,7 +173,7 @@ def fsdp(ranks=2, steps=10):
 
 def torchrun():
     """mpirun starts one rankscope per node, which starts torchrun; its workers are the ranks."""
-    ranks, steps, slow_rank = 2, 14, 1
+    ranks, steps, slow_rank = 2, 20, 1
     torchrun_command = [os.path.join(venv, "bin", "torchrun"), "--nproc-per-node", str(ranks)]
     args = ["--steps", str(steps), "--slow-rank", str(slow_rank)]
     bare_run, bare_truth = bare("train_ddp.py", ranks, args, "torchrun")
@@ -189,7 +193,7 @@ def torchrun():
     buckets = [b["bytes"] for b in result["buckets"]["buckets"]]
     check(buckets == expected, "torchrun: buckets %s, DDP's %s" % (buckets, expected))
 
-    # torchelastic restarts the workers after rank 1's first run fails: the
+    # torchelastic restarts the workers after their first run fails: the
     # timeline holds the last run, the earlier one's shards are kept.
     timeline = os.path.join(work, "restarted.h5")
     done = run([mpiexec, "-n", "1", rankscope, "run", "-o", timeline, "--"] + torchrun_command +
@@ -302,6 +306,16 @@ def edges():
     # DataLoader workers started by spawn run the sitecustomize again: it stays out of their way.
     done, timeline = one_rank("spawn", [python, tiny, "--spawn"], rendezvous)
     check(report(timeline)["steps"]["numbers"] == [0, 1, 2], "spawn: the hook found no steps")
+
+    # torch.compile traces the DDP module with the hook's forward hooks on it: they step aside, nothing breaks.
+    done, timeline = one_rank("compile", [python, tiny, "--compile"], rendezvous)
+    check(not rankscope_lines(done.stderr), "compile: rankscope said %s" % rankscope_lines(done.stderr))
+    check(report(timeline)["steps"]["numbers"] == [0, 1, 2], "compile: the hook found no steps")
+
+    # A job that moves on to another optimizer (the first one let go) keeps its steps.
+    done, timeline = one_rank("switch", [python, tiny, "--switch-optimizer"], rendezvous)
+    check(report(timeline)["steps"]["numbers"] == [0, 1, 2], "switch: steps %s, not 0 to 2"
+          % report(timeline)["steps"]["numbers"])
 
     # A failure inside the hook never reaches the program: counted, said once.
     done, timeline = one_rank("broken", [python, tiny, "--break-hook"], rendezvous)

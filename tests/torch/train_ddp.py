@@ -61,7 +61,8 @@ def main():
         "bucket_cap_bytes": int(logging_data["bucket_cap_bytes"]),
     }
     parameters = sum(p.numel() for p in model.parameters())
-    dist.destroy_process_group()
+    del model, optimizer, loader
+    workload.destroy_process_group()
     if args.truth:
         workload.write_truth(args, rank, world_size, steps, straggler, START, {
             "ddp": ddp,

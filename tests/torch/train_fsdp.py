@@ -83,7 +83,8 @@ def main():
     loader = workload.make_loader(args, rank, world_size)
 
     steps = workload.train(args, rank, model, optimizer, loss_fn, loader)
-    dist.destroy_process_group()
+    del model, optimizer, loader
+    workload.destroy_process_group()
     if args.truth:
         workload.write_truth(args, rank, world_size, steps, straggler, START, {
             "fsdp": {"units": len(unit_param_bytes), "unit_param_bytes": unit_param_bytes},

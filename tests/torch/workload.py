@@ -5,11 +5,13 @@ writes. Nothing here talks to the profiler under test."""
 import argparse
 import contextlib
 import functools
+import gc
 import json
 import os
 import time
 
 import torch
+import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 FEATURES = 640
@@ -127,8 +129,11 @@ def train(args, rank, model, optimizer, loss_fn, loader):
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
+            # The mean loss over the ranks, for the log: a synchronous allreduce every step.
+            mean_loss = loss.detach().clone()
+            dist.all_reduce(mean_loss)
             steps.append({"begin": begin, "end": time.perf_counter(), "data_loading_s": got_batch - begin,
-                          "loss": loss.item()})
+                          "loss": loss.item(), "mean_loss": mean_loss.item() / dist.get_world_size()})
             if prof:
                 prof.step()
             begin = time.perf_counter()
@@ -136,6 +141,16 @@ def train(args, rank, model, optimizer, loss_fn, loader):
     # One write, so that lines of ranks sharing a pipe do not interleave.
     print(f"rank {rank} losses: {losses}\n", end="", flush=True)
     return steps
+
+
+def destroy_process_group():
+    """Ends the job's process group once nothing holds it. A DDP or FSDP
+    model keeps the group alive: left to the interpreter's exit, gloo's
+    worker thread can free its last work after Python is gone and abort
+    the process (torch 2.15, often under load). The caller deletes its
+    models and optimizers first; the collection frees their cycles."""
+    gc.collect()
+    dist.destroy_process_group()
 
 
 def write_truth(args, rank, world_size, steps, straggler, start, extra):
