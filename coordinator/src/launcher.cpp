@@ -284,11 +284,16 @@ void claim_shard_folder(const fs::path& shard_dir, const Identity& id) {
   };
   // Twice at most: a rank of this job may put its mark in place between our look and our own.
   for (int look = 0; look < 2; ++look) {
+    // Shards first, the mark second: a rank of this job places the mark before
+    // its application writes, so shards seen before a look that finds no mark
+    // are an earlier job's, while shards of this job's faster ranks come with
+    // its mark.
+    const bool had_shards = holds_shards(shard_dir);
     if (const auto found = read_job_mark(mark_path)) {
       if (*found != mark) refuse(*found);
       return;
     }
-    if (holds_shards(shard_dir)) refuse("");
+    if (had_shards) refuse("");
     // Written whole, then put in place unless another rank was first.
     const fs::path partial = shard_dir / (std::string(kJobMarkFileName) + "." + std::to_string(::getpid()) + ".partial");
     std::FILE* file = std::fopen(partial.c_str(), "w");
