@@ -11,6 +11,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "device_work_collector.h"
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/host_phases.h"
@@ -255,6 +256,10 @@ enum Layer : uint8_t {
   kForward,
   kBackward,
   kOptimizer,
+  kCopying,         // a GPU copy runs
+  kSetting,         // a GPU memset runs
+  kCudaCall,        // the host is inside a CUDA call
+  kHostRange,       // the host is inside another range of its own (an NVTX range, a c10d wait)
   kLayerCount,
 };
 
@@ -349,10 +354,23 @@ class RankSweep {
     } else if (open_[kForward] > 0) {
       step.forward_ns += dt;
     }
+    step.device.work_ns[static_cast<size_t>(work_category())] += dt;
     if (!computing) {
       for (Participation* p : wait_windows_) p->exposed_wait_ns += dt;
       for (Participation* p : transfer_windows_) p->exposed_transfer_ns += dt;
     }
+  }
+
+  // The first category active now, in WorkCategory's order.
+  WorkCategory work_category() const {
+    if (open_[kComputing] > 0) return WorkCategory::kKernel;
+    if (open_[kCopying] > 0) return WorkCategory::kMemcpy;
+    if (open_[kSetting] > 0) return WorkCategory::kMemset;
+    if (open_[kCommunicating] > 0) return WorkCategory::kCommunication;
+    if (open_[kCudaCall] > 0) return WorkCategory::kRuntime;
+    if (open_[kDataLoading] > 0) return WorkCategory::kDataLoading;
+    if (open_[kHostRange] + open_[kForward] + open_[kBackward] + open_[kOptimizer] > 0) return WorkCategory::kCpuExec;
+    return WorkCategory::kOther;
   }
 
   RankProfile& rank_;
@@ -388,6 +406,8 @@ void classify(const Event& e, bool gpu, bool on_thread, bool nccl_named, Layer o
       if (!gpu && on_thread) {
         out[count++] = kCommunicating;
         out[count++] = kBlocked;
+      } else if (on_thread) {
+        out[count++] = kHostRange;
       }
       break;
     case EventKind::kNcclCollectiveGpu:
@@ -404,9 +424,18 @@ void classify(const Event& e, bool gpu, bool on_thread, bool nccl_named, Layer o
       break;
     }
     case EventKind::kGpuMemcpy:
+      out[count++] = kCopying;
+      out[count++] = kGpuBusy;
+      break;
     case EventKind::kGpuMemset:
+      out[count++] = kSetting;
+      out[count++] = kGpuBusy;
+      break;
     case EventKind::kGpuSync:
       out[count++] = kGpuBusy;
+      break;
+    case EventKind::kCudaApi:
+      out[count++] = kCudaCall;
       break;
     default:
       break;
@@ -414,12 +443,9 @@ void classify(const Event& e, bool gpu, bool on_thread, bool nccl_named, Layer o
 }
 
 void second_pass(const Timeline& timeline, JobProfile& job) {
-  std::vector<bool> nccl_named;
+  const std::vector<NameTraits> names = name_traits(timeline.strings());
   std::vector<HostPhase> phase_of_name;
-  for (const std::string& name : timeline.strings()) {
-    nccl_named.push_back(name.compare(0, 4, "nccl") == 0);
-    phase_of_name.push_back(host_phase(name));
-  }
+  for (const std::string& name : timeline.strings()) phase_of_name.push_back(host_phase(name));
   // Each rank's collective windows, in order of their begins.
   std::vector<std::vector<Window>> windows(job.ranks.size());
   for (CollectiveInstance& c : job.collectives) {
@@ -440,16 +466,13 @@ void second_pass(const Timeline& timeline, JobProfile& job) {
     RankProfile& rank = job.ranks[static_cast<size_t>(info.rank)];
     RankSweep sweep(rank, job.gpu);
     const std::vector<TrackType> tracks = track_types(info);
-    struct StepSpan {
-      int64_t begin, end;
-      size_t index;
-    };
     std::vector<StepSpan> steps;  // the steps this rank ran, by begin
     for (size_t s = 0; s < rank.steps.size(); ++s) {
       const StepTimes& t = rank.steps[s].times;
       if (t.begin_ns != kUnknown) steps.push_back({t.begin_ns, t.end_ns, s});
     }
     std::sort(steps.begin(), steps.end(), [](const StepSpan& a, const StepSpan& b) { return a.begin < b.begin; });
+    DeviceWorkCollector device_work(names, info.tracks, steps, rank);
     const auto& rank_windows = windows[static_cast<size_t>(info.rank)];
     size_t next_step = 0, next_window = 0;
     // Steps and windows are opened in step with the events, all by begin.
@@ -467,13 +490,15 @@ void second_pass(const Timeline& timeline, JobProfile& job) {
         }
       }
     };
-    Layer layers[4];
+    Layer layers[6];
     int count = 0;
     timeline.for_each_event_block(info.rank, [&](const std::vector<Event>& events) {
       for (const Event& e : events) {
         open_before(e.begin_ns);
         const bool on_thread = e.track >= tracks.size() || tracks[e.track] == TrackType::kThread;
-        classify(e, job.gpu, on_thread, e.name_id < nccl_named.size() && nccl_named[e.name_id], layers, count);
+        const bool named = e.name_id < names.size();
+        classify(e, job.gpu, on_thread, named && names[e.name_id].nccl, layers, count);
+        device_work.add(e);
         // Phases of the training thread only: a thread that prefetches batches is no data loading of the step.
         const bool on_step_track = rank.step_track < 0 || e.track == rank.step_track;
         if (e.kind == EventKind::kNvtxRange && on_step_track && e.name_id < phase_of_name.size()) {
@@ -481,6 +506,10 @@ void second_pass(const Timeline& timeline, JobProfile& job) {
             layers[count++] = phase_layer(phase);
             rank.phases_seen |= 1u << static_cast<unsigned>(phase);
           }
+        }
+        // The host's own ranges, but the step's, which spans all of it.
+        if (e.kind == EventKind::kNvtxRange && on_thread && !(named && names[e.name_id].step)) {
+          layers[count++] = kHostRange;
         }
         rank.communicated |= e.kind == EventKind::kTorchWait || is_collective_kind(e.kind) ||
                              std::find(layers, layers + count, kCommunicating) != layers + count;
@@ -495,6 +524,7 @@ void second_pass(const Timeline& timeline, JobProfile& job) {
     });
     open_before(INT64_MAX - 1);
     sweep.finish();
+    device_work.finish();
   }
 }
 

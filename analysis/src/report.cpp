@@ -6,12 +6,14 @@
 #include <map>
 #include <tuple>
 
+#include "report_sections.h"
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/model/format.h"
 #include "rankscope/model/json.h"
 #include "rankscope/model/statistics.h"
 #include "rankscope/model/text.h"
 #include "rankscope/timeline/collectives.h"
+#include "report_sections.h"
 
 namespace rankscope::analysis {
 namespace {
@@ -103,9 +105,24 @@ std::string hta_line(const HtaFigures& hta) {
                                   ? "n/a (no communication kernel by its name rules)"
                                   : printf_string("%.2f %%", hta.comm_comp_overlap_pct);
   if (hta.kernel_time_ns == 0) return "             HTA: overlap " + overlap + "; no GPU event in its window\n";
+  int64_t host_wait = 0, kernel_wait = 0, other = 0;
+  for (const HtaStreamIdle& idle : hta.idle_breakdown) {
+    host_wait += idle.host_wait_ns;
+    kernel_wait += idle.kernel_wait_ns;
+    other += idle.other_ns;
+  }
+  const HtaLaunchStats& launches = hta.launch_stats;
   return printf_string("             HTA: overlap %s, idle %.2f %%, compute %.2f %%, non-compute %.2f %% of %s\n",
                        overlap.c_str(), hta.idle_pct, hta.compute_pct, hta.non_compute_pct,
-                       format_duration(hta.kernel_time_ns).c_str());
+                       format_duration(hta.kernel_time_ns).c_str()) +
+         printf_string("             HTA: idle on %zu streams: host wait %s, kernel wait %s, other %s; %llu launches, "
+                       "%llu short kernels, %llu runtime and %llu launch-delay outliers\n",
+                       hta.idle_breakdown.size(), format_duration(host_wait).c_str(),
+                       format_duration(kernel_wait).c_str(), format_duration(other).c_str(),
+                       static_cast<unsigned long long>(launches.events),
+                       static_cast<unsigned long long>(launches.short_kernels),
+                       static_cast<unsigned long long>(launches.runtime_outliers),
+                       static_cast<unsigned long long>(launches.launch_delay_outliers));
 }
 
 // A category's share of a rank's step time, or n/a where it was not measured.
@@ -256,6 +273,7 @@ Report make_report(const Timeline& timeline, const ReportOptions& options) {
   }
   report.stragglers = find_stragglers(report.profile);
   report.buckets = analyze_buckets(report.profile, report.overlap);
+  report.bottlenecks = find_bottlenecks(report.profile, report.breakdown, report.stragglers, report.buckets);
   report.capture_cost = capture_cost(timeline);
   report.hangs = find_hangs(timeline);
   report.deadlocks = find_deadlocks(timeline);
@@ -405,6 +423,8 @@ std::string report_text(const Report& report) {
   if (report.deadlocks.size() > 3) {
     out += "  ... " + std::to_string(report.deadlocks.size() - 3) + " more deadlocks (JSON lists them all)\n";
   }
+
+  write_bottlenecks_text(report, out);
 
   out += "\nstragglers:";
   if (!report.stragglers.unmeasured.empty()) out += " n/a: " + report.stragglers.unmeasured + "\n";
@@ -667,6 +687,7 @@ std::string report_json(const Report& report) {
   json.end_array();
 
   write_breakdown_json(json, report);
+  write_bottlenecks_json(json, report);
 
   if (!report.stragglers.unmeasured.empty()) {
     json.key("stragglers").null().key("stragglers_reason").value(report.stragglers.unmeasured);
@@ -704,7 +725,20 @@ std::string report_json(const Report& report) {
                   std::isnan(o.hta->comm_comp_overlap_pct) ? "no communication kernel by HTA's name rules" : "");
       json.figure("kernel_time_ns", o.hta->kernel_time_ns, no_gpu_events);
       json.figure("idle_pct", o.hta->idle_pct, no_gpu_events).figure("compute_pct", o.hta->compute_pct, no_gpu_events);
-      json.figure("non_compute_pct", o.hta->non_compute_pct, no_gpu_events).end_object();
+      json.figure("non_compute_pct", o.hta->non_compute_pct, no_gpu_events);
+      json.key("idle_breakdown").begin_array();
+      for (const HtaStreamIdle& idle : o.hta->idle_breakdown) {
+        json.begin_object().key("stream").value(idle.stream).key("host_wait_ns").value(idle.host_wait_ns);
+        json.key("kernel_wait_ns").value(idle.kernel_wait_ns).key("other_ns").value(idle.other_ns).end_object();
+      }
+      json.end_array().key("kernel_breakdown").begin_array();
+      for (const HtaKernelType& type : o.hta->kernel_breakdown) {
+        json.begin_object().key("kernel_type").value(type.kernel_type).key("sum_ns").value(type.sum_ns).end_object();
+      }
+      const HtaLaunchStats& launches = o.hta->launch_stats;
+      json.end_array().key("launch_stats").begin_object().key("events").value(launches.events);
+      json.key("short_kernels").value(launches.short_kernels).key("runtime_outliers").value(launches.runtime_outliers);
+      json.key("launch_delay_outliers").value(launches.launch_delay_outliers).end_object().end_object();
     }
     json.end_object();
   }

@@ -157,9 +157,9 @@ TEST(ReportHtml, SingleRankWithoutCommunication) {
 TEST(ReportHtml, HtaFiguresHaveTheirTable) {
   Report report = test::sample_report(3, 10);
   EXPECT_EQ(report_html(report).find("id=\"hta-table\""), std::string::npos);
-  report.overlap[0].hta = analysis::HtaFigures{62.75, 47'227'000, 12.68, 71.66, 15.67};
-  report.overlap[1].hta = analysis::HtaFigures{NAN, 1'000'000, 10, 90, 0};
-  report.overlap[2].hta = analysis::HtaFigures{NAN, 0, 0, 0, 0};
+  report.overlap[0].hta = analysis::HtaFigures{62.75, 47'227'000, 12.68, 71.66, 15.67, {}, {}, {}};
+  report.overlap[1].hta = analysis::HtaFigures{NAN, 1'000'000, 10, 90, 0, {}, {}, {}};
+  report.overlap[2].hta = analysis::HtaFigures{NAN, 0, 0, 0, 0, {}, {}, {}};
   const std::string html = report_html(report);
   expect_well_formed_and_self_contained(html);
   EXPECT_NE(html.find("id=\"hta-table\""), std::string::npos);

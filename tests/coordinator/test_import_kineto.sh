@@ -59,6 +59,32 @@ EOF
 expect "$data/trace_filter" 0:53.56:17.71:28.74:600058:11.81 1:54.72:22.57:22.72:600674:20.05
 expect "$data/nccl_parser_config" 0:77.78:17.26:4.97:435586:14.31
 expect "$data/df_index_resolver" 1:46.08:35.55:18.37:1396669:0.0
+# HTA's idle breakdown per stream, kernel-type breakdown and launch
+# statistics on the same traces, exact to the µs and the event
+# (bench/hta_reference_figures.json: HTA 0.5.0, which reproduces every
+# figure of that README).
+"$python" - "$(dirname "$generator")/hta_reference_figures.json" "$work" <<'PY'
+import json, sys
+reference, work = json.load(open(sys.argv[1]))["folders"], sys.argv[2]
+for folder, figures in reference.items():
+    report = json.load(open(f"{work}/{folder}.json"))
+    rows = {r["rank"]: r["hta"] for r in report["overlap"] if r.get("hta")}
+    for rank, want in figures["ranks"].items():
+        got = rows[int(rank)]
+        idle = {i["stream"]: [i["host_wait_ns"], i["kernel_wait_ns"], i["other_ns"]] for i in got["idle_breakdown"]}
+        want_idle = {i["stream"]: [1000 * i["host_wait_us"], 1000 * i["kernel_wait_us"], 1000 * i["other_us"]]
+                     for i in want["idle_breakdown"]}
+        if idle != want_idle:
+            sys.exit(f"{folder} rank {rank}: idle breakdown {idle}, HTA's {want_idle}")
+        types = {t["kernel_type"]: t["sum_ns"] for t in got["kernel_breakdown"]}
+        want_types = {k: 1000 * v for k, v in want["kernel_type_sums"].items() if v}
+        if types != want_types:
+            sys.exit(f"{folder} rank {rank}: kernel breakdown {types}, HTA's {want_types}")
+        for key, value in got["launch_stats"].items():
+            if value != want["launch_stats"][key]:
+                sys.exit(f"{folder} rank {rank}: launch stats {key} {value}, HTA's {want['launch_stats'][key]}")
+        print(f"{folder} rank {rank}: HTA's idle, kernel and launch breakdowns exactly")
+PY
 # Timestamps in epoch µs (about 1.7e15), which HTA reads as float64 that
 # step by 0.25 µs: HTA 0.5.0 (bench/hta_measure.py) on these files. Rounding
 # the exact ns instead gives overlaps 0.23 and 0.24 pp lower.
@@ -329,7 +355,8 @@ counters = info["ranks"][1]["counters"]
 assert counters["kineto_clock_unaligned"] == 1 and counters["kineto_clock_doubtful"] == 1, counters
 print("--same-job: imported, rank 1 not aligned:", clock[1])
 EOF
-"$rankscope" report "$work/later.h5" | head -1 | grep -q "clocks NOT aligned" || fail "--same-job: the report calls the clocks aligned"
+"$rankscope" report "$work/later.h5" >"$work/later.report"
+head -1 "$work/later.report" | grep -q "clocks NOT aligned" || fail "--same-job: the report calls the clocks aligned"
 if "$rankscope" import-kineto "$work/job" -o "$work/no/such/folder/job.h5" >"$work/refused.out" 2>&1; then
   fail "a timeline in a missing folder: imported"
 fi

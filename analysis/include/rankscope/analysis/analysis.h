@@ -4,11 +4,13 @@
 // then a pure function of the profile. Definitions: docs/report.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "rankscope/analysis/device_work.h"
 #include "rankscope/model/event.h"
 #include "rankscope/model/json.h"
 #include "rankscope/model/signals.h"
@@ -87,6 +89,7 @@ struct RankStep {
   int64_t forward_ns = 0;
   int64_t backward_ns = 0;
   int64_t optimizer_ns = 0;
+  StepDeviceWork device;         // by the TensorBoard profiler's order, GPU idle by cause, launches, syncs, copies
   int64_t exposed_comm_ns() const { return comm_ns - overlap_ns; }
 };
 
@@ -112,6 +115,7 @@ struct RankProfile {
   // clocks were not aligned); empty when they can. Waiting for the last rank
   // then cannot be told from transfer.
   std::string arrivals_unmeasured;
+  RankDeviceWork device;        // its GPUs' kernels, idle gaps, launches, syncs and memory
 };
 
 struct JobProfile {
@@ -206,10 +210,35 @@ std::vector<RankBreakdown> step_breakdown(const JobProfile& job);
 // Holistic Trace Analysis' figures for one rank, by its definitions
 // (docs/report.md, "--hta-compat"): GPU events classified by kernel name,
 // HTA's window and its whole-µs rounding.
+// HTA's idle time breakdown of one stream: each gap before a GPU operation
+// (the previous operation's end to its start) is host wait where its
+// launching call began after that end, else kernel wait below 30 µs, else other.
+struct HtaStreamIdle {
+  int64_t stream = 0;
+  int64_t host_wait_ns = 0, kernel_wait_ns = 0, other_ns = 0;
+};
+// HTA's GPU kernel breakdown: the time of each kernel type alone and of each
+// overlap of types ("COMPUTATION overlapping COMMUNICATION"), from the types'
+// merged intervals.
+struct HtaKernelType {
+  std::string kernel_type;
+  int64_t sum_ns = 0;
+};
+// HTA's CUDA kernel launch statistics (its cutoffs: 50 µs on the launch
+// call, 100 µs on the launch delay).
+struct HtaLaunchStats {
+  uint64_t events = 0;                 // GPU operations joined to their launch call
+  uint64_t short_kernels = 0;          // launch call ≤ 50 µs and the GPU's time shorter than the call's
+  uint64_t runtime_outliers = 0;       // launch call > 50 µs
+  uint64_t launch_delay_outliers = 0;  // GPU start − launch call end > 100 µs
+};
 struct HtaFigures {
   double comm_comp_overlap_pct = 0;  // NaN without communication kernels
   int64_t kernel_time_ns = 0;        // first GPU event's start to last one's end; 0: no GPU event, no breakdown
   double idle_pct = 0, compute_pct = 0, non_compute_pct = 0;
+  std::vector<HtaStreamIdle> idle_breakdown;    // by stream
+  std::vector<HtaKernelType> kernel_breakdown;  // in HTA's order of types
+  HtaLaunchStats launch_stats;
 };
 
 struct RankOverlap {
@@ -306,6 +335,46 @@ struct BucketReport {
   std::string prefetch_note;     // FSDP: what prefetch saved, or why it could not
 };
 BucketReport analyze_buckets(const JobProfile& job, const std::vector<RankOverlap>& overlap);
+
+// ------------------------------------------------- what is slow in a step ---
+
+// The job's bottlenecks (docs/report.md, "What is slow in a step"): each
+// class's cost is the step time it took on the rank it cost most, per step
+// on average, which fixing it would give back; ranked by that cost.
+inline constexpr const char* kBottleneckClasses[] = {"data_loading", "launch_overhead", "sync_stall", "communication",
+                                                     "transfer",     "memory",          "gpu_idle",   "straggler"};
+struct Bottleneck {
+  std::string klass;           // one of kBottleneckClasses
+  int64_t cost_ns_per_step = 0;
+  double step_share = 0;       // of the median step time of the rank it cost most
+  std::vector<int32_t> ranks;  // the ranks where it costs at least its threshold
+  std::string evidence;        // the figures that decided it
+  std::string fix;             // what to change, from the decision workflow
+};
+struct KernelAcrossRanks {
+  uint32_t name_id = 0;
+  uint64_t count = 0;          // launches on every rank
+  int64_t total_ns = 0;        // their time on every rank
+  int32_t ranks = 0;           // ranks that ran it
+  int64_t min_ns = 0, max_ns = 0;  // one launch's shortest and longest
+  int64_t rank_min_ns = 0, rank_median_ns = 0, rank_max_ns = 0;  // its time on each rank that ran it
+  int32_t rank_min = -1, rank_max = -1;
+  std::array<uint64_t, KernelTotals::kBuckets> histogram{};  // launches by duration (device_work.h)
+};
+struct RankIdleGap {
+  int32_t rank = -1;
+  IdleGap gap;
+};
+struct BottleneckReport {
+  std::vector<Bottleneck> found;  // ranked by cost, largest first; empty when none reached its threshold
+  // Classes that could not be measured, with why (no GPU events, no data-loading ranges, ...).
+  std::vector<std::pair<std::string, std::string>> unmeasured;
+  std::vector<KernelAcrossRanks> top_by_time, top_by_count;  // kTopKernels each
+  static constexpr size_t kTopKernels = 10;
+  std::vector<RankIdleGap> largest_gaps;  // over every rank, longest first
+};
+BottleneckReport find_bottlenecks(const JobProfile& job, const std::vector<RankBreakdown>& breakdown,
+                                  const StragglerReport& stragglers, const BucketReport& buckets);
 
 // What capture cost one rank's process, from its agent's counters: the fixed
 // parts measured, the per-call part estimated (recorded calls times the cost
@@ -469,6 +538,7 @@ struct Report {
   std::vector<RankEnd> ends;
   TimelineDamage damage;  // rows the analyses left out, found while reading
   std::vector<EventLoss> losses;
+  BottleneckReport bottlenecks;
 };
 struct ReportOptions {
   bool hta_compat = false;  // overlap and the temporal breakdown by HTA's definitions (docs/report.md)
