@@ -43,8 +43,10 @@ NameTraits::Api api_of(std::string_view name) {
   if (!starts_with(name, "cuda") && !starts_with(name, "cu")) return Api::kNone;
   if (contains(name, "Synchronize")) return Api::kSync;
   if (contains(name, "Launch")) return Api::kLaunch;
-  if (starts_with(name, "cudaMalloc") || starts_with(name, "cudaFree") || starts_with(name, "cuMemAlloc") ||
-      starts_with(name, "cuMemFree")) {
+  // Stream-ordered allocations do not synchronise the device; the others do.
+  if ((starts_with(name, "cudaMalloc") || starts_with(name, "cudaFree") || starts_with(name, "cuMemAlloc") ||
+       starts_with(name, "cuMemFree")) &&
+      !contains(name, "Async")) {
     return Api::kAllocation;
   }
   if (starts_with(name, "cudaMemcpy") || starts_with(name, "cuMemcpy")) {

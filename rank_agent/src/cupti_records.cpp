@@ -56,6 +56,9 @@ constexpr CudaApiCall kRecordedApiCalls[] = {
     RUNTIME(cudaStreamSynchronize, v3020), RUNTIME(cudaStreamSynchronize_ptsz, v7000),
     RUNTIME(cudaEventSynchronize, v3020),
     RUNTIME(cudaStreamWaitEvent, v3020), RUNTIME(cudaStreamWaitEvent_ptsz, v7000),
+    // Device allocations, which synchronise the whole device (the caching
+    // allocator's segments; the stream-ordered Async forms do not).
+    RUNTIME(cudaMalloc, v3020), RUNTIME(cudaFree, v3020),
 #undef RUNTIME
 #undef DRIVER
 };
@@ -164,9 +167,18 @@ CuptiRecordTranslator::CuptiRecordTranslator() {
   static constexpr const char* kMemcpyNames[kMemcpyKinds] = {
       "memcpy",      "memcpy HtoD", "memcpy DtoH", "memcpy HtoA", "memcpy AtoH", "memcpy AtoA",
       "memcpy AtoD", "memcpy DtoA", "memcpy DtoD", "memcpy HtoH", "memcpy PtoP"};
+  // A copy from or to pageable host memory is staged by the driver, and the
+  // host may wait for it: the bottleneck finder looks for these names.
+  static constexpr const char* kPageableMemcpyNames[kMemcpyKinds] = {
+      "memcpy (pageable)",      "memcpy HtoD (pageable)", "memcpy DtoH (pageable)", "memcpy HtoA (pageable)",
+      "memcpy AtoH (pageable)", "memcpy AtoA (pageable)", "memcpy AtoD (pageable)", "memcpy DtoA (pageable)",
+      "memcpy DtoD (pageable)", "memcpy HtoH (pageable)", "memcpy PtoP (pageable)"};
   static constexpr const char* kSyncNames[kSyncTypes] = {
       "synchronize", "event synchronize", "stream wait event", "stream synchronize", "context synchronize"};
-  for (uint32_t i = 0; i < kMemcpyKinds; ++i) memcpy_names_[i] = intern(kMemcpyNames[i]);
+  for (uint32_t i = 0; i < kMemcpyKinds; ++i) {
+    memcpy_names_[i] = intern(kMemcpyNames[i]);
+    pageable_memcpy_names_[i] = intern(kPageableMemcpyNames[i]);
+  }
   for (uint32_t i = 0; i < kSyncTypes; ++i) sync_names_[i] = intern(kSyncNames[i]);
   memset_name_ = intern("memset");
   for (const CudaApiCall& call : kRecordedApiCalls) {
@@ -234,8 +246,10 @@ CuptiRecordTranslator::Result CuptiRecordTranslator::memory_copy(const CUpti_Act
   // correlationId is the driver call's; a copy made through the runtime also
   // carries the runtime call's, which is the API record rankscope has.
   const uint64_t correlation_id = r.runtimeCorrelationId != 0 ? r.runtimeCorrelationId : r.correlationId;
+  const bool pageable = r.srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE || r.dstKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  const uint32_t kind = r.copyKind < kMemcpyKinds ? r.copyKind : 0;
   event = make_event(EventKind::kGpuMemcpy, r.start, r.end, correlation_id, r.bytes,
-                     memcpy_names_[r.copyKind < kMemcpyKinds ? r.copyKind : 0],
+                     pageable ? pageable_memcpy_names_[kind] : memcpy_names_[kind],
                      stream_track(static_cast<int16_t>(r.deviceId), r.streamId), 0);
   return Result::kEvent;
 }

@@ -137,6 +137,7 @@ class CuptiRecordTranslator {
   static constexpr uint32_t kSyncTypes = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE + 1;
 
   uint32_t memcpy_names_[kMemcpyKinds];  // "memcpy HtoD", ...; [0]: "memcpy" (unknown kind)
+  uint32_t pageable_memcpy_names_[kMemcpyKinds];  // "memcpy HtoD (pageable)", ...: from or to pageable memory
   uint32_t memset_name_;
   uint32_t sync_names_[kSyncTypes];
   ConcurrentCache kernel_names_{1 << 14};  // by the address of CUPTI's copy of the name

@@ -379,6 +379,16 @@ TEST_F(CuptiRecords, MemcpyIsNamedByItsKindAndCarriesItsBytesAndTheRuntimeCallsC
   }
 }
 
+TEST_F(CuptiRecords, ACopyFromOrToPageableMemorySaysSo) {
+  CUpti_ActivityMemcpy6 from_pageable = memcpy_record(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, 70, 69, 1 << 20, 10, 20);
+  from_pageable.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  EXPECT_EQ(g_agent.name(event_of(from_pageable).name_id), "memcpy HtoD (pageable)");
+  CUpti_ActivityMemcpy6 to_pageable = memcpy_record(CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, 72, 71, 4, 30, 40);
+  to_pageable.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  to_pageable.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  EXPECT_EQ(g_agent.name(event_of(to_pageable).name_id), "memcpy DtoH (pageable)");
+}
+
 TEST_F(CuptiRecords, PeerToPeerCopyIsAMemcpyEvent) {
   CUpti_ActivityMemcpyPtoP4 r{};
   r.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
@@ -472,8 +482,8 @@ TEST_F(CuptiRecords, EveryRecordedCallIsNamedAndCallsBeyondThemAreNamedByNumber)
   }
   // Recorded when another tool asks CUPTI for more calls than rankscope does.
   const Event malloc_call =
-      event_of(api_record(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 1, 1, 1, 2));
-  EXPECT_EQ(g_agent.name(malloc_call.name_id), "CUDA runtime call 20");
+      event_of(api_record(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020, 1, 1, 1, 2));
+  EXPECT_EQ(g_agent.name(malloc_call.name_id), "CUDA runtime call 373");
   const Event alloc_call =
       event_of(api_record(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 1, 1, 1, 2));
   EXPECT_EQ(g_agent.name(alloc_call.name_id), "CUDA driver call 243");
