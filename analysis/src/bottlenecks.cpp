@@ -307,9 +307,8 @@ BottleneckReport find_bottlenecks(const JobProfile& job, const std::vector<RankB
                                   const StragglerReport& stragglers, const BucketReport& buckets) {
   BottleneckReport report;
   const std::vector<RankCosts> costs = rank_costs(job);
-  // The wait a straggler caused is its cost, not communication's.
-  int64_t straggler_cost = 0;
-  for (const Straggler& s : stragglers.stragglers) straggler_cost = std::max(straggler_cost, s.actual_step_ns - s.what_if_step_ns);
+  // Waiting for the last rank is the straggler's cost where one was found, not communication's.
+  const bool straggler_found = !stragglers.stragglers.empty();
   for (int c = 0; c < kClassCount; ++c) {
     const Class klass = static_cast<Class>(c);
     if (std::string why = class_unmeasured(klass, job, breakdown, stragglers); !why.empty()) {
@@ -333,7 +332,7 @@ BottleneckReport find_bottlenecks(const JobProfile& job, const std::vector<RankB
     Bottleneck b;
     for (const RankCosts& r : costs) {
       int64_t cost = r.cost[c];
-      if (klass == kCommunication) cost = std::max<int64_t>(0, cost - straggler_cost);
+      if (klass == kCommunication && straggler_found) cost = per_step(r.exposed_transfer_ns, r.steps);
       if (r.median_step_ns <= 0 || static_cast<double>(cost) < kThreshold[c] * static_cast<double>(r.median_step_ns)) {
         continue;
       }
@@ -358,8 +357,8 @@ BottleneckReport find_bottlenecks(const JobProfile& job, const std::vector<RankB
     b.klass = kBottleneckClasses[c];
     b.step_share = static_cast<double>(b.cost_ns_per_step) / static_cast<double>(worst->median_step_ns);
     b.evidence = evidence(klass, *worst, job.ranks[static_cast<size_t>(worst->rank)], job);
-    if (klass == kCommunication && straggler_cost > 0) {
-      b.evidence += "; the straggler's share of the wait (" + ms(straggler_cost) + " a step) is booked to it";
+    if (klass == kCommunication && straggler_found) {
+      b.evidence += "; the wait is the straggler's, and only the transfer is counted here";
     }
     b.fix = kFix[c];
     if (klass == kCommunication && !buckets.recommendation.empty()) b.fix += ". Buckets: " + buckets.recommendation;

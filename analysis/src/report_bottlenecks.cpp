@@ -19,25 +19,6 @@ bool any_gpu(const JobProfile& job) {
   return std::any_of(job.ranks.begin(), job.ranks.end(), [](const RankProfile& r) { return r.device.gpu; });
 }
 
-std::string share(int64_t part, int64_t whole) {
-  return format_percent(whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0);
-}
-
-struct RankTotals {
-  StepDeviceWork work;
-  int64_t step_ns = 0;
-};
-
-RankTotals totals(const RankProfile& rank) {
-  RankTotals t;
-  for (const RankStep& s : rank.steps) {
-    if (s.times.begin_ns == kUnknown) continue;
-    t.step_ns += s.times.duration();
-    t.work += s.device;
-  }
-  return t;
-}
-
 std::string histogram_text(const std::array<uint64_t, KernelTotals::kBuckets>& histogram) {
   static constexpr const char* kLimits[KernelTotals::kBuckets] = {"<1µs", "<4µs", "<16µs", "<64µs",
                                                                   "<256µs", "<1ms", "<4ms", "≥4ms"};
@@ -50,6 +31,21 @@ std::string histogram_text(const std::array<uint64_t, KernelTotals::kBuckets>& h
 }
 
 }  // namespace
+
+DeviceTotals device_totals(const RankProfile& rank) {
+  DeviceTotals t;
+  for (const RankStep& s : rank.steps) {
+    if (s.times.begin_ns == kUnknown) continue;
+    t.step_ns += s.times.duration();
+    t.work += s.device;
+    ++t.steps;
+  }
+  return t;
+}
+
+std::string share_text(int64_t part, int64_t whole) {
+  return format_percent(whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0);
+}
 
 void write_bottlenecks_text(const Report& report, std::string& out) {
   const BottleneckReport& b = report.bottlenecks;
@@ -81,20 +77,20 @@ void write_bottlenecks_text(const Report& report, std::string& out) {
       out += "  ... more ranks (JSON lists every rank)\n";
       break;
     }
-    const RankTotals t = totals(rank);
+    const DeviceTotals t = device_totals(rank);
     std::string line = printf_string("  rank %-5d", rank.rank);
     for (int c = 0; c < kWorkCategoryCount; ++c) {
       line += std::string(c ? ", " : " ") + work_category_label(static_cast<WorkCategory>(c)) + " " +
-              share(t.work.work_ns[c], t.step_ns);
+              share_text(t.work.work_ns[c], t.step_ns);
     }
     int64_t idle = 0;
     for (int c = 0; c < kIdleCauseCount; ++c) idle += t.work.idle_ns[c];
-    line += "; GPU idle " + share(idle, t.step_ns) + " (";
+    line += "; GPU idle " + share_text(idle, t.step_ns) + " (";
     bool first = true;
     for (int c = 0; c < kIdleCauseCount; ++c) {
       if (t.work.idle_ns[c] == 0) continue;
       line += std::string(first ? "" : ", ") + idle_cause_label(static_cast<IdleCause>(c)) + " " +
-              share(t.work.idle_ns[c], t.step_ns);
+              share_text(t.work.idle_ns[c], t.step_ns);
       first = false;
     }
     out += line + (first ? "none)\n" : ")\n");
@@ -151,7 +147,7 @@ void write_work_json(JsonWriter& json, const StepDeviceWork& w) {
 }
 
 void write_rank_device_json(JsonWriter& json, const JobProfile& job, const RankProfile& rank) {
-  const RankTotals t = totals(rank);
+  const DeviceTotals t = device_totals(rank);
   const RankDeviceWork& d = rank.device;
   json.begin_object().key("rank").value(rank.rank).key("step_ns").value(t.step_ns);
   write_work_json(json, t.work);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rankscope/analysis/analysis.h"
+#include "report_sections.h"
 #include "rankscope/model/format.h"
 #include "rankscope/model/html.h"
 
@@ -84,6 +85,8 @@ constexpr const char* kStyle = R"(
 .mean{stroke:#222;stroke-width:1;stroke-dasharray:4 3}
 .c-wait{fill:#e45756}.c-transfer{fill:#f58518}.c-data{fill:#72b7b2}.c-optimizer{fill:#b279a2}
 .c-backward{fill:#54a24b}.c-forward{fill:#4c78a8}.c-other{fill:#bab0ac}
+.g-kernel{fill:#4c78a8}.g-memcpy{fill:#f58518}.g-memset{fill:#eeca3b}.g-comm{fill:#e45756}
+.g-runtime{fill:#b279a2}.g-data{fill:#72b7b2}.g-cpu{fill:#54a24b}.g-other{fill:#bab0ac}.memory-point{fill:#4c78a8}
 #straggler-table td{background:#fff}
 #straggler-table tbody tr:first-child td{border-bottom:none}
 )";
@@ -920,6 +923,7 @@ std::string report_html(const Report& report) {
            "the ranks that had not entered were doing; ranks that each waited for a message of the next, in a "
            "cycle.</p>\n</section>\n";
   }
+  write_bottlenecks_html(report, out);
   write_wait_heatmap(report, out);
   write_straggler_table(report, out);
   write_breakdown_section(report, out);

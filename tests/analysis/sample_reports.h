@@ -50,6 +50,23 @@ inline analysis::Report sample_report(int ranks, int steps, int slow_rank = 2) {
       step.data_loading_ns = 1'200'000 + 100'000 * (r % 3);
       step.forward_ns = r == slow_rank ? 4'000'000 : 1'500'000;
       step.backward_ns = 3'000'000;
+      if (r != 1) {
+        // On the GPU: kernels, a copy, a sync stall and a host-bound gap every step.
+        StepDeviceWork& d = step.device;
+        const int64_t parts[kWorkCategoryCount] = {5'500'000, 300'000, 50'000, 400'000,
+                                                   500'000, 1'200'000, 1'500'000, 0};
+        int64_t booked = 0;
+        for (int c = 0; c < kWorkCategoryCount; ++c) booked += d.work_ns[c] = parts[c];
+        d.work_ns[static_cast<size_t>(WorkCategory::kOther)] = 10'000'000 - booked;
+        d.idle_ns[static_cast<size_t>(IdleCause::kHostBound)] = 1'000'000;
+        d.idle_ns[static_cast<size_t>(IdleCause::kSyncStall)] = 600'000;
+        d.launches = 400;
+        d.tiny_kernels = 120;
+        d.syncs = 1;
+        d.sync_ns = 700'000;
+        d.copy_bytes[static_cast<size_t>(CopyDirection::kHostToDevice)] = 64u << 20;
+        d.copy_ns[static_cast<size_t>(CopyDirection::kHostToDevice)] = 300'000;
+      }
       rank.steps.push_back(step);
     }
     // Data loading, forward and backward marked; no optimizer range.
@@ -57,6 +74,18 @@ inline analysis::Report sample_report(int ranks, int steps, int slow_rank = 2) {
                        (1u << static_cast<unsigned>(HostPhase::kForward)) |
                        (1u << static_cast<unsigned>(HostPhase::kBackward));
     rank.communicated = r != 1;
+    if (r != 1) {
+      rank.device.gpu = true;
+      // Kernels named 0 and 1 in the job's strings; the slow rank's GEMMs take longer.
+      KernelTotals gemm{0, uint64_t(steps) * 100, int64_t{steps} * (r == slow_rank ? 4'500'000 : 3'000'000),
+                        20'000, 80'000, {}};
+      gemm.histogram[3] = static_cast<uint32_t>(gemm.count);
+      KernelTotals elementwise{1, uint64_t(steps) * 300, int64_t{steps} * 1'500'000, 2'000, 9'000, {}};
+      elementwise.histogram[1] = static_cast<uint32_t>(elementwise.count);
+      rank.device.kernels = {gemm, elementwise};
+      rank.device.largest_gaps.push_back(
+          {1'000'000'000 + 200'000, 1'000'000'000 + 900'000, 0, steps > 0 ? 0 : -1, IdleCause::kHostBound});
+    }
     job.ranks.push_back(rank);
 
     RankClock clock;
@@ -135,6 +164,8 @@ inline analysis::Report sample_report(int ranks, int steps, int slow_rank = 2) {
     report.capture_cost.push_back(cost);
   }
   report.breakdown = step_breakdown(job);
+  job.strings = {"ampere_sgemm_128x64_tn <\"escaped\">", "vectorized_elementwise_kernel"};
+  report.bottlenecks = find_bottlenecks(job, report.breakdown, report.stragglers, report.buckets);
   return report;
 }
 

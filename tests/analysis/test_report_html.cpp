@@ -69,6 +69,27 @@ TEST(ReportHtml, SmallJobHasEveryPlotAndTable) {
   EXPECT_NE(html.find("n/a on rank 1, communication: no collective was seen on this rank"), std::string::npos);
 }
 
+// The overview: the verdict first, then the GPU breakdown, kernels, gaps, transfers and memory.
+TEST(ReportHtml, TheVerdictComesFirstWithTheGpuOverviewAfterIt) {
+  const std::string html = report_html(test::sample_report(4, 10));
+  expect_well_formed_and_self_contained(html);
+  const size_t verdict = html.find("id=\"verdict\"");
+  ASSERT_NE(verdict, std::string::npos);
+  EXPECT_LT(verdict, html.find("id=\"wait-heatmap\""));
+  EXPECT_LT(verdict, html.find("id=\"straggler-table\""));
+  for (const char* id : {"gpu-breakdown-bars", "gpu-breakdown-table", "top-kernels-table", "idle-gaps-table",
+                         "transfers-table", "memory-note"}) {
+    EXPECT_NE(html.find("id=\"" + std::string(id) + "\""), std::string::npos) << id;
+  }
+  // Ranks 0, 2 and 3 ran GPU work: a bar each, split by category.
+  EXPECT_EQ(count(html, "class=\"g-kernel\"><title>rank "), 3u);
+  // The straggler, then the GPU classes the sample's figures make, each with its fix.
+  EXPECT_NE(html.find("<strong>straggler</strong>: 2.9 ms a step"), std::string::npos);
+  EXPECT_NE(html.find("<strong>launch_overhead</strong>"), std::string::npos);
+  EXPECT_NE(html.find("fix: take synchronisations out of the hot path"), std::string::npos);
+  EXPECT_NE(html.find("ampere_sgemm_128x64_tn &lt;&quot;escaped&quot;&gt;"), std::string::npos);
+}
+
 TEST(ReportHtml, ShowsTheFigures) {
   const std::string html = report_html(test::sample_report(4, 10));
   EXPECT_NE(html.find("<code>/scratch/jobs/ddp_run/job.h5</code>"), std::string::npos);

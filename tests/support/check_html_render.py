@@ -27,13 +27,14 @@ Case = collections.namedtuple("Case", "name arguments shapes palette least_of_pa
 PAGES = {
     # A job that fits the page, and one whose heatmap has one-pixel rows and
     # fills the window: a path per heatmap row, a bar per rank, a point per
-    # bucket and prediction (report_html.cpp).
+    # bucket and prediction (report_html.cpp). The window is tall enough for
+    # the heatmap below the verdict and the GPU overview.
     "report": [
         Case(f"{ranks} ranks × {steps} steps", [str(ranks), str(steps)],
              [("wait-heatmap", "path", ranks), ("overlap-bars", "rect", ranks),
               ("bucket-plot", "circle", 6), ("bucket-prediction-plot", "circle", 7)],
              ["ffffcc", "ffeda0", "fed976", "feb24c", "fd8d3c", "fc4e2a", "e31a1c", "bd0026", "800026"], 5,
-             bars_on_screen, (1280, 1600))
+             bars_on_screen, (1280, 4000))
         for ranks, steps, bars_on_screen in [(8, 24, ["4c78a8"]), (1024, 50, [])]
     ],
     # A few nodes and a large fleet (write_accept_page.cpp): a cell for every
