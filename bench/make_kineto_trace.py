@@ -36,11 +36,48 @@ offset (µs, may be fractional) that is added to every timestamp it writes;
 the offsets, the seed and the counts go to a manifest beside the folder
 (never inside it: HTA loads every *.json / *.gz of the folder as a rank).
 
-Deterministic: the same arguments give byte-identical files.
+By default the job is not a healthy one: one rank computes 12 % slower than
+the others, the DataLoader makes every rank wait a random while between
+steps, kernel durations vary at random, and the all-reduces run at 60 GB/s,
+so the ranks wait for each other and the last buckets' all-reduces are not
+hidden. --healthy writes a job with none of that (ranks equally fast, each
+kernel as long in every step and on every rank, batches ready when asked
+for, all-reduces at NVLink's 200 GB/s, a 1 MiB input batch): the base on
+which --inject adds bottlenecks, one class of the report's verdict each
+(docs/report.md, "What is slow in a step"), to every step of the ranks
+--inject-ranks names (default all):
+
+  slow_data_loader    DataLoader's __next__ (enumerate(DataLoader)#...) for
+                      --loader-ms at the start of the step, the GPU idle
+  sync_every_step     a .item() after the forward: a D2H copy, then
+                      cudaStreamSynchronize until the GPU ran dry, then
+                      --sync-host-us of host work before the next launch
+  tiny_kernels        --tiny-kernels kernels after zero_grad, each shorter
+                      than its launch call: the GPU waits for the host
+  pageable_copies     --pageable-copies H2D copies of --pageable-mb each
+                      from pageable memory ("Memcpy HtoD (Pageable ->
+                      Device)", 6 GB/s) before the forward, no kernel beside
+  growing_allocation  a cudaMalloc of --malloc-us after the forward, and
+                      torch.profiler's [memory] events (profile_memory=True)
+                      whose Total Allocated grows --leak-mb a step
+  slow_rank           the ranks' kernels --slow-rank-factor times longer
+                      (needs ranks left out; of 2 ranks, the report's
+                      lateness test names none in fewer than 14 steps)
+
+With --healthy or --inject, a truth file beside the manifest (never inside
+the folder) names each injected class with its ranks and its cost per step,
+worked out from the generated events by the report's definitions; and, per
+rank, the cost per step of every class those definitions let it work out.
+
+Deterministic: the same arguments give byte-identical files; without
+--healthy and --inject, the files of earlier versions of this script.
 
 usage: make_kineto_trace.py OUT_DIR [--ranks N] [--events-per-rank N]
          [--steps N] [--kernels-per-step N] [--buckets N] [--seed N] [--clock-offset-us SPEC] [--gzip]
          [--edge-cases] [--epoch-us] [--manifest PATH]
+         [--healthy] [--inject CLASS[,CLASS...]] [--inject-ranks LIST] [--truth PATH]
+         [--loader-ms X] [--sync-host-us X] [--tiny-kernels N] [--pageable-copies N] [--pageable-mb X]
+         [--malloc-us X] [--leak-mb X] [--slow-rank-factor X]
 SPEC: "0" (default), a comma list of per-rank offsets ("0,12.5,-40"; the list
 is repeated when shorter than the rank count), "linear:X" (rank r gets r*X)
 or "random:X" (uniform in [-X, X], seeded).
@@ -55,6 +92,7 @@ import math
 import os
 import random
 import sys
+import tempfile
 
 # ---------------------------------------------------------------------------
 # names, as they appear in real traces
@@ -93,9 +131,31 @@ NCCL_KERNEL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned lon
 EDGE_OTHER_KERNEL = "void at::native::batch_norm_SyncStats_kernel<float>(float const*, float*, int)"
 EDGE_MEMCPY_LIKE = "void at::native::(anonymous namespace)::CatArrayBatchedMemcpy<float, unsigned int, 2, 128, 1>(float*, ...)"
 
+# --inject only
+DATALOADER_NEXT = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+TINY_KERNEL = ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 2> >"
+               "(int, at::native::AUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 2>)")
+PAGEABLE_H2D = "Memcpy HtoD (Pageable -> Device)"
+PAGEABLE_BYTES_PER_NS = 6.0   # 6 GB/s: pageable copies are staged through a pinned buffer
+
 CBID = {"cudaLaunchKernel": 211, "cudaLaunchKernelExC": 430, "cudaMemcpyAsync": 41,
         "cudaMemsetAsync": 51, "cudaStreamSynchronize": 131, "cudaStreamWaitEvent": 147,
-        "cudaEventRecord": 135}
+        "cudaEventRecord": 135, "cudaMalloc": 20}
+
+# What --inject can add, and the class of the report's verdict each one is.
+INJECTIONS = {
+    "slow_data_loader": "data_loading",
+    "sync_every_step": "sync_stall",
+    "tiny_kernels": "launch_overhead",
+    "pageable_copies": "transfer",
+    "growing_allocation": "memory",
+    "slow_rank": "straggler",
+}
+# The calls that make the host wait for the GPU (docs/report.md, "GPU idle gaps and their causes").
+SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+ALLOCATION_CALLS = ("cudaMalloc", "cudaFree")
+KERNEL_TO_KERNEL_CUTOFF_NS = 30_000
+SYNC_RETURN_SLACK_NS = 10_000
 
 COMPUTE_STREAM = 7
 NCCL_STREAM = 20
@@ -114,13 +174,31 @@ def jstr(s: str) -> str:
     return json.dumps(s)
 
 
+class KernelShapes:
+    """--healthy: every rank runs the same kernels on the same shapes in every
+    step, so a kernel lasts as long as its place in the step says."""
+
+    def __init__(self, seed):
+        self.rng = random.Random(seed * 7_927 + 3)
+        self.ns: list[float] = []
+
+    def duration(self, index: int, median_us: float) -> float:
+        if index == len(self.ns):
+            self.ns.append(self.rng.lognormvariate(math.log(median_us * 1000), 0.6))
+        return self.ns[index]
+
+
 class RankWriter:
     """Holds one rank's state (clocks, counters, RNG) and its output file."""
 
-    def __init__(self, out_dir, rank, world, seed, offset_ns, gz, speed):
+    def __init__(self, out_dir, rank, world, seed, offset_ns, gz, speed, shapes=None):
         self.rank = rank
         self.world = world
         self.rng = random.Random(seed * 1_000_003 + rank)
+        # What --inject adds draws from its own generator: the rest of the job stays as without it.
+        self.inject_rng = random.Random(seed * 1_000_033 + rank)
+        self.shapes = shapes
+        self.kernel_index = 0
         self.offset_ns = offset_ns
         self.speed = speed
         self.pid = 2_910_249 + 97 * rank
@@ -143,6 +221,16 @@ class RankWriter:
         self.gpu_free = {COMPUTE_STREAM: 0, NCCL_STREAM: 0}
         self.buf_cpu: list[str] = []
         self.buf_gpu: list[str] = []
+        # What the truth file is worked out from, in true ns: steps, GPU work (begin,
+        # end, kind, when its launch call began), CUDA calls (begin, end, name), and
+        # the data-loading ranges of the training thread.
+        self.steps: list[tuple[int, int]] = []
+        self.gpu_work: list[tuple[int, int, str, int]] = []
+        self.cuda_calls: list[tuple[int, int, str]] = []
+        self.loading: list[tuple[int, int]] = []
+        # the caching allocator's figures, for --inject growing_allocation
+        self.allocated = 2 << 30
+        self.reserved = 2 << 30
 
     # -- low level -------------------------------------------------------
     def t(self, true_ns: int) -> str:
@@ -185,6 +273,7 @@ class RankWriter:
             f'"Record function id": {ext - 1}, "Ev Idx": {self.ev_idx}{extra}}}}}')
 
     def runtime(self, name, ts, dur, tid, ext, corr):
+        self.cuda_calls.append((ts, ts + dur, name))
         self._emit(
             f'{{"ph": "X", "cat": "cuda_runtime", "name": "{name}", "pid": {self.pid}, "tid": {tid}, '
             f'"ts": {self.t(ts)}, "dur": {us(dur)}, "args": {{"External id": {ext}, '
@@ -196,9 +285,12 @@ class RankWriter:
         self._emit(f'{{"ph": "f", "id": {corr}, "pid": {self.dev}, "tid": {stream}, "ts": {self.t(ts_kernel)}, '
                    f'"cat": "ac2g", "name": "ac2g", "bp": "e"}}', gpu=True)
 
-    def gpu_event(self, cat, name, ts, dur, stream, ext, corr, extra=""):
+    def gpu_event(self, cat, name, ts, dur, stream, ext, corr, launched_at, extra="", rng=None):
+        kind = {"kernel": "nccl" if name == NCCL_KERNEL else "kernel", "gpu_memcpy": "memcpy",
+                "gpu_memset": "memset"}[cat]
+        self.gpu_work.append((ts, ts + dur, kind, launched_at))
         if cat == "kernel":
-            g = self.rng.choice((80, 108, 216, 432, 864))
+            g = (rng or self.rng).choice((80, 108, 216, 432, 864))
             args = (f'"External id": {ext}, "queued": 0, "device": {self.dev}, "context": 1, '
                     f'"stream": {stream}, "correlation": {corr}, "registers per thread": 64, '
                     f'"shared memory": 0, "blocks per SM": {g / 108:.6f}, "warps per SM": {g * 8 / 108:.6f}, '
@@ -218,16 +310,17 @@ class RankWriter:
 
     # -- composite: one op that launches one GPU activity -----------------
     def launch(self, tid, parent, child, kname, kdur, cat="kernel", stream=COMPUTE_STREAM,
-               rt_name="cudaLaunchKernel", not_before=0, extra_gpu="", with_child=True):
+               rt_name="cudaLaunchKernel", not_before=0, extra_gpu="", with_child=True, rng=None, call_ns=None):
         """CPU op(s) + runtime launch + GPU activity + flow. Advances self.cpu.
+        call_ns: how long the runtime call takes (default: a launch's few µs).
         Returns (gpu_start, gpu_end) in true ns."""
-        rng = self.rng
+        rng = rng or self.rng
         t0 = self.cpu
         ext_p = self.next_ext()
         ext_c = self.next_ext() if with_child else ext_p
         pre = rng.randint(2_000, 6_000)
         rt_ts = t0 + pre + (rng.randint(1_000, 3_000) if with_child else 0)
-        rt_dur = rng.randint(3_500, 9_000)
+        rt_dur = rng.randint(3_500, 9_000) if call_ns is None else call_ns
         corr = self.next_corr()
         post = rng.randint(1_500, 4_000)
         t_end = rt_ts + rt_dur + post
@@ -237,22 +330,181 @@ class RankWriter:
         self.runtime(rt_name, rt_ts, rt_dur, tid, ext_c, corr)
         q = rt_ts + rng.randint(4_000, 9_000)
         g0 = max(q, self.gpu_free[stream], not_before)
-        self.gpu_event(cat, kname, g0, kdur, stream, ext_c, corr, extra_gpu)
+        self.gpu_event(cat, kname, g0, kdur, stream, ext_c, corr, rt_ts, extra_gpu, rng)
         self.flow(corr, rt_ts, tid, g0, stream)
         self.gpu_free[stream] = g0 + kdur
         self.cpu = t_end + rng.randint(500, 3_000)
         return g0, g0 + kdur
 
     def kdur(self, median_us: float) -> int:
-        """Lognormal kernel duration, ns, with sub-µs precision."""
+        """Lognormal kernel duration, ns, with sub-µs precision; with --healthy, the
+        duration of the step's kernel at this place, within 1 %."""
+        if self.shapes:
+            shape_ns = self.shapes.duration(self.kernel_index, median_us)
+            self.kernel_index += 1
+            return max(900, int(shape_ns * self.speed * self.rng.uniform(0.99, 1.01)))
         d = self.rng.lognormvariate(math.log(median_us * 1000 * self.speed), 0.6)
         return max(900, int(d))
+
+    def synchronize(self, rng):
+        """cudaStreamSynchronize: the host waits until the GPU ran dry, then goes on."""
+        sync_ts = self.cpu
+        drained = max(self.gpu_free.values())
+        sync_end = max(sync_ts + 3_000, drained + rng.randint(4_000, 9_000))
+        self.runtime("cudaStreamSynchronize", sync_ts, sync_end - sync_ts, self.tid_main, self.next_ext(),
+                     self.next_corr())
+        self.cpu = sync_end + rng.randint(2_000, 6_000)
+
+    def item(self, rng):
+        """loss.item(): a device-to-host copy of 4 bytes, then the host waits for it."""
+        self.launch(self.tid_main, "aten::item", "aten::_local_scalar_dense", "Memcpy DtoH (Device -> Pinned)",
+                    1_500 + rng.randint(0, 600), cat="gpu_memcpy", rt_name="cudaMemcpyAsync", extra_gpu="4", rng=rng)
+        self.synchronize(rng)
+
+    # -- what --inject adds to a step ---------------------------------------
+    def slow_data_loader(self, loader_ns):
+        """DataLoader's __next__ on the training thread; the GPU, whose queue the
+        last step's loss.item() emptied, has nothing to do meanwhile."""
+        begin = self.cpu
+        self.cpu_op(DATALOADER_NEXT, "user_annotation", begin, loader_ns, self.tid_main, self.next_ext())
+        self.loading.append((begin, begin + loader_ns))
+        self.cpu = begin + loader_ns + self.inject_rng.randint(1_000, 3_000)
+
+    def pageable_copies(self, copies, nbytes):
+        """tensor.to("cuda") from pageable memory: the driver stages the bytes
+        through a pinned buffer, so the call returns only with its copy."""
+        copy_ns = int(nbytes / PAGEABLE_BYTES_PER_NS)
+        for _ in range(copies):
+            self.launch(self.tid_main, "aten::to", "aten::_to_copy", PAGEABLE_H2D, copy_ns, cat="gpu_memcpy",
+                        rt_name="cudaMemcpyAsync", extra_gpu=str(nbytes), rng=self.inject_rng,
+                        call_ns=copy_ns + 12_000)
+
+    def tiny_kernels(self, count):
+        """A loop of per-tensor ops (an optimizer without foreach, a metric per
+        parameter): each kernel runs shorter than its launch call takes."""
+        rng = self.inject_rng
+        for _ in range(count):
+            self.launch(self.tid_main, "aten::mul_", "aten::mul_", TINY_KERNEL, rng.randint(1_200, 2_500),
+                        with_child=False, rng=rng)
+
+    def sync_every_step(self, host_ns):
+        """A .item() in the middle of the step (a loss printed, a NaN check): the
+        host waits until the GPU ran dry, then does host_ns of Python work before
+        it launches again."""
+        self.item(self.inject_rng)
+        self.cpu += host_ns
+
+    def growing_allocation(self, leak_bytes, malloc_ns):
+        """A tensor kept across steps (a loss appended without .detach() keeps its
+        graph): the caching allocator asks CUDA for a new segment every step."""
+        ts = self.cpu
+        self.runtime("cudaMalloc", ts, malloc_ns, self.tid_main, self.next_ext(), self.next_corr())
+        self.reserved += leak_bytes
+        self.allocated += leak_bytes
+        self.memory_event(ts + malloc_ns + 1_000, leak_bytes)
+        self.cpu = ts + malloc_ns + self.inject_rng.randint(2_000, 5_000)
+
+    def memory_event(self, ts, nbytes):
+        """torch.profiler's [memory] instant event (profile_memory=True)."""
+        self._emit(f'{{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": {self.pid}, '
+                   f'"tid": {self.tid_main}, "ts": {self.t(ts)}, "args": {{"Total Reserved": {self.reserved}, '
+                   f'"Total Allocated": {self.allocated}, "Bytes": {nbytes}, "Addr": {139_637_976_727_552 + self.allocated}, '
+                   f'"Device Type": 1, "Device Id": {self.dev}}}}}')
 
     def close(self, trailer: str):
         self.write_raw(trailer)
         self.fh.close()
         if self._raw is not self.fh:
             self._raw.close()
+
+
+# ---------------------------------------------------------------------------
+# the truth file: each class's cost per step by docs/report.md's definitions,
+# worked out from the events a rank wrote (true ns)
+
+def union(intervals) -> list[list[int]]:
+    out: list[list[int]] = []
+    for begin, end in sorted(intervals):
+        if end <= begin:
+            continue
+        if out and begin <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([begin, end])
+    return out
+
+
+def minus(kept, removed) -> list[list[int]]:
+    """The parts of union `kept` outside union `removed`."""
+    out = []
+    j = 0
+    for begin, end in kept:
+        while j < len(removed) and removed[j][1] <= begin:
+            j += 1
+        at = begin
+        k = j
+        while k < len(removed) and removed[k][0] < end:
+            if removed[k][0] > at:
+                out.append([at, removed[k][0]])
+            at = max(at, removed[k][1])
+            k += 1
+        if at < end:
+            out.append([at, end])
+    return out
+
+
+def overlap(intervals, begin, end) -> int:
+    return sum(max(0, min(end, e) - max(begin, b)) for b, e in intervals)
+
+
+def gap_cause(begin, end, launched_at, loading, syncs) -> str:
+    """Why the GPU idled over [begin, end): "GPU idle gaps and their causes". The
+    generator's host makes no MPI call nor c10d wait, so no gap is communication's."""
+    if launched_at < begin:
+        return "kernel_to_kernel" if end - begin < KERNEL_TO_KERNEL_CUTOFF_NS else "other"
+    if 2 * overlap(loading, begin, end) >= end - begin:
+        return "data_loading"
+    if overlap(syncs, begin - SYNC_RETURN_SLACK_NS, end) > 0:
+        return "sync_stall"
+    return "host_bound"
+
+
+def expected_costs(w: RankWriter) -> dict[str, int]:
+    """The rank's cost per step, the mean over its steps, of each class that the
+    report costs from the rank's own events ("The verdict"); not communication
+    nor straggler, which need the other ranks."""
+    steps = union(w.steps)
+
+    def in_steps(intervals):
+        return sum(overlap(steps, begin, end) for begin, end in intervals)
+
+    gpu_work = sorted(w.gpu_work)
+    kernels = union((b, e) for b, e, kind, _ in gpu_work if kind == "kernel")
+    copies = union((b, e) for b, e, kind, _ in gpu_work if kind == "memcpy")
+    loading = union(w.loading)
+    syncs = union((b, e) for b, e, name in w.cuda_calls if name in SYNC_CALLS)
+    busy = union([(b, e) for b, e, _, _ in gpu_work] + [(b, e) for b, e, _ in w.cuda_calls])
+    total = {
+        # copy time no kernel hid
+        "transfer": in_steps(minus(copies, kernels)),
+        # loading time no GPU work (NCCL's included) nor CUDA call hid
+        "data_loading": in_steps(minus(loading, busy)),
+        # allocation calls, booked to the step they begin in
+        "memory": sum(e - b for b, e, name in w.cuda_calls
+                      if name in ALLOCATION_CALLS and any(sb <= b < se for sb, se in steps)),
+        "launch_overhead": 0, "sync_stall": 0, "gpu_idle": 0,
+    }
+    # The GPU (one a rank) idle between two operations, by cause; each step books its part.
+    class_of_cause = {"host_bound": "launch_overhead", "kernel_to_kernel": "launch_overhead",
+                      "sync_stall": "sync_stall", "other": "gpu_idle"}
+    busy_until = None
+    for begin, end, _, launched_at in gpu_work:
+        if busy_until is not None and begin > busy_until:
+            cause = gap_cause(busy_until, begin, launched_at, loading, syncs)
+            if cause in class_of_cause:
+                total[class_of_cause[cause]] += in_steps([(busy_until, begin)])
+        busy_until = end if busy_until is None else max(busy_until, end)
+    return {c: round(ns / len(w.steps)) for c, ns in total.items()}
 
 
 def header(rank, world, epoch_us) -> str:
@@ -300,7 +552,59 @@ def parse_offsets(spec: str, ranks: int, seed: int) -> list[int]:
     return [int(round(v * 1000)) for v in vals]
 
 
-def main(argv=None) -> int:
+def mean_step_ns(writers) -> float:
+    """The job's mean step: over steps, the mean over ranks of the step's time."""
+    return sum(end - begin for w in writers for begin, end in w.steps) / sum(len(w.steps) for w in writers)
+
+
+def straggler_cost_ns(a, writers) -> int:
+    """What the slow ranks cost a step: the mean step less that of the same job
+    with them as fast as the others (the report's what-if)."""
+    with tempfile.TemporaryDirectory() as folder:
+        twin = argparse.Namespace(**vars(a))
+        twin.out_dir = os.path.join(folder, "twin")
+        twin.manifest = os.path.join(folder, "twin.manifest.json")
+        twin.truth = os.path.join(folder, "twin.truth.json")
+        twin.injections = [c for c in a.injections if c != "slow_rank"]
+        twin_writers, _ = generate(twin)
+    return round(mean_step_ns(writers) - mean_step_ns(twin_writers))
+
+
+def write_truth(a, writers) -> str:
+    """The truth file: what each injection costs a step on the ranks it was
+    added to, and every rank's cost per step of the classes worked out."""
+    injected, inject_ranks = a.injections, a.injected_ranks
+    expected = [expected_costs(w) for w in writers]
+
+    def cost(name):
+        if name == "slow_rank":
+            return straggler_cost_ns(a, writers)
+        # the report costs a class on the rank where it costs most
+        return max(expected[r][INJECTIONS[name]] for r in inject_ranks)
+
+    sizes = {"slow_data_loader": {"loader_ms": a.loader_ms},
+             "sync_every_step": {"sync_host_us": a.sync_host_us},
+             "tiny_kernels": {"tiny_kernels": a.tiny_kernels},
+             "pageable_copies": {"pageable_copies": a.pageable_copies, "pageable_mb": a.pageable_mb},
+             "growing_allocation": {"malloc_us": a.malloc_us, "leak_mb": a.leak_mb},
+             "slow_rank": {"slow_rank_factor": a.slow_rank_factor}}
+    truth = {
+        "generator": "bench/make_kineto_trace.py",
+        "out_dir": os.path.abspath(a.out_dir),
+        "seed": a.seed, "ranks": a.ranks, "steps": len(writers[0].steps), "healthy": a.healthy,
+        "mean_step_ns": round(mean_step_ns(writers)),
+        "injected": [{"injection": name, "class": INJECTIONS[name], "ranks": inject_ranks, "size": sizes[name],
+                      "cost_ns_per_step": cost(name)} for name in injected],
+        "expected_cost_ns_per_step": [{"rank": w.rank} | costs for w, costs in zip(writers, expected)],
+    }
+    path = a.truth or (os.path.abspath(a.out_dir).rstrip("/") + ".truth.json")
+    with open(path, "w") as f:
+        json.dump(truth, f, indent=2)
+        f.write("\n")
+    return path
+
+
+def parse_args(argv) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out_dir")
     ap.add_argument("--ranks", type=int, default=4)
@@ -323,10 +627,43 @@ def main(argv=None) -> int:
                     help="timestamps in µs since the epoch, without baseTimeNanoseconds (older Kineto)")
     ap.add_argument("--manifest", default=None,
                     help="where to write the manifest (default OUT_DIR.manifest.json, beside the folder)")
+    ap.add_argument("--healthy", action="store_true",
+                    help="a job without bottlenecks: ranks equally fast, steady kernels, batches ready, "
+                         "all-reduces at 200 GB/s, a 1 MiB input batch")
+    ap.add_argument("--inject", default="",
+                    help="bottlenecks to add to every step, comma separated: " + ", ".join(INJECTIONS))
+    ap.add_argument("--inject-ranks", default="",
+                    help="the ranks --inject adds to, comma separated (default every rank)")
+    ap.add_argument("--truth", default=None,
+                    help="where to write the truth file (default OUT_DIR.truth.json, beside the folder)")
+    ap.add_argument("--loader-ms", type=float, default=2.0, help="slow_data_loader: __next__'s time a step")
+    ap.add_argument("--sync-host-us", type=float, default=800.0,
+                    help="sync_every_step: host work between the synchronisation and the next launch")
+    ap.add_argument("--tiny-kernels", type=int, default=150, help="tiny_kernels: kernels a step")
+    ap.add_argument("--pageable-copies", type=int, default=2, help="pageable_copies: copies a step")
+    ap.add_argument("--pageable-mb", type=float, default=4.0, help="pageable_copies: MiB a copy")
+    ap.add_argument("--malloc-us", type=float, default=400.0, help="growing_allocation: cudaMalloc's time a step")
+    ap.add_argument("--leak-mb", type=float, default=64.0, help="growing_allocation: MiB kept a step")
+    ap.add_argument("--slow-rank-factor", type=float, default=1.3,
+                    help="slow_rank: how much longer the ranks' kernels run")
     a = ap.parse_args(argv)
     if a.ranks < 1 or a.steps < 2 or a.kernels_per_step < 0 or a.buckets < 0:
         ap.error("need --ranks >= 1, --steps >= 2")
+    a.injections = [c.strip() for c in a.inject.split(",") if c.strip()]
+    for c in a.injections:
+        if c not in INJECTIONS:
+            ap.error(f"--inject: unknown {c!r} (known: {', '.join(INJECTIONS)})")
+    a.injected_ranks = sorted({int(r) for r in a.inject_ranks.split(",") if r.strip()}) or list(range(a.ranks))
+    if any(r < 0 or r >= a.ranks for r in a.injected_ranks):
+        ap.error(f"--inject-ranks: ranks are 0..{a.ranks - 1}")
+    if "slow_rank" in a.injections and len(a.injected_ranks) == a.ranks:
+        ap.error("--inject slow_rank: ranks all equally slow make no straggler; name fewer with --inject-ranks")
+    return a
 
+
+def generate(a: argparse.Namespace) -> tuple[list[RankWriter], dict]:
+    """Writes the trace set, its manifest and (--healthy, --inject) its truth file."""
+    injected, inject_ranks = a.injections, a.injected_ranks
     os.makedirs(a.out_dir, exist_ok=True)
     for fn in os.listdir(a.out_dir):
         if fn.startswith("rank-") and (fn.endswith(".json") or fn.endswith(".json.gz")):
@@ -350,10 +687,20 @@ def main(argv=None) -> int:
     straggler = srng.randrange(R) if R > 1 else 0
     if R > 1:
         speeds[straggler] *= 1.12
+    if a.healthy:
+        speeds = [1.0] * R
+        straggler = None
+    if "slow_rank" in injected:
+        for r in inject_ranks:
+            speeds[r] *= a.slow_rank_factor
+    shapes = KernelShapes(a.seed) if a.healthy else None
+    input_bytes = (1 if a.healthy else 4) * 1024 * 1024
+    allreduce_bytes_per_ns = 200.0 if a.healthy else 60.0
 
     # Epoch timestamps: the base moves into every time written.
     zero_ns = BASE_TIME_NS if a.epoch_us else 0
-    writers = [RankWriter(a.out_dir, r, R, a.seed, offsets[r] + zero_ns, a.gzip, speeds[r]) for r in range(R)]
+    writers = [RankWriter(a.out_dir, r, R, a.seed, offsets[r] + zero_ns, a.gzip, speeds[r], shapes)
+               for r in range(R)]
     for w in writers:
         w.write_raw(header(w.rank, R, a.epoch_us))
         w.cpu = REL_START_NS + srng.randint(0, 40_000)
@@ -384,14 +731,22 @@ def main(argv=None) -> int:
         step_no = a.first_step + s
         step_start = {}
         for w in writers:
-            w.cpu += int(w.rng.uniform(0.15, 0.4) * K * 50_000)  # data loader wait: the GPU idles
+            injecting = w.rank in inject_ranks
+            if a.healthy:
+                w.cpu += w.rng.randint(20_000, 60_000)  # the DataLoader's workers had the batch ready
+            else:
+                w.cpu += int(w.rng.uniform(0.15, 0.4) * K * 50_000)  # data loader wait: the GPU idles
             step_start[w.rank] = w.cpu
             w.step_ext = w.next_ext()
+            w.kernel_index = 0
             w.cpu += w.rng.randint(3_000, 8_000)
+            if injecting and "slow_data_loader" in injected:
+                w.slow_data_loader(int(a.loader_ms * 1e6))
             # input batch H2D
-            nbytes = 4 * 1024 * 1024
             w.launch(w.tid_main, "aten::to", "aten::_to_copy", "Memcpy HtoD (Pinned -> Device)",
-                     int(nbytes / 20.0), cat="gpu_memcpy", rt_name="cudaMemcpyAsync", extra_gpu=str(nbytes))
+                     int(input_bytes / 20.0), cat="gpu_memcpy", rt_name="cudaMemcpyAsync", extra_gpu=str(input_bytes))
+            if injecting and "pageable_copies" in injected:
+                w.pageable_copies(a.pageable_copies, int(a.pageable_mb * 1024 * 1024))
             # zero_grad
             z0 = w.cpu
             w.zg_ext = w.next_ext()
@@ -399,6 +754,8 @@ def main(argv=None) -> int:
                      cat="gpu_memset", rt_name="cudaMemsetAsync", extra_gpu="1048576")
             w.cpu_op("Optimizer.zero_grad#SGD.zero_grad", "user_annotation", z0 - 500, w.cpu - z0 + 400,
                      w.tid_main, w.zg_ext)
+            if injecting and "tiny_kernels" in injected:
+                w.tiny_kernels(a.tiny_kernels)
             # forward
             f0 = w.cpu
             fwd_ext = w.next_ext()
@@ -422,6 +779,10 @@ def main(argv=None) -> int:
                      w.tid_main, fwd_ext)
             w.cpu_op("## forward ##", "user_annotation", f0 - 1_500, w.cpu - f0 + 1_400, w.tid_main, w.next_ext())
             w.gpu_annotation("DistributedDataParallel.forward", gf0, gf1 - gf0, COMPUTE_STREAM, fwd_ext)
+            if injecting and "growing_allocation" in injected:
+                w.growing_allocation(int(a.leak_mb * 1024 * 1024), int(a.malloc_us * 1000))
+            if injecting and "sync_every_step" in injected:
+                w.sync_every_step(int(a.sync_host_us * 1000))
             w.cpu += w.rng.randint(5_000, 15_000)
             w.bwd_start = w.cpu
             w.main_resume = None
@@ -462,12 +823,12 @@ def main(argv=None) -> int:
                 w.cpu = t_end + w.rng.randint(1_000, 4_000)
             # every rank's kernel ends together: last arrival + transfer time
             nbytes = w.pending[2] * 4
-            xfer = int(20_000 + 2 * (R - 1) / max(R, 1) * nbytes / 60.0)  # ~60 GB/s bus bandwidth
+            xfer = int(20_000 + 2 * (R - 1) / max(R, 1) * nbytes / allreduce_bytes_per_ns)
             end_true = max(ready.values()) + xfer
             for w in writers:
                 corr, rt_ts, nelems, e_rpc, comm_args, g0 = w.pending
                 g1 = end_true + w.rng.randint(0, 3_000)
-                w.gpu_event("kernel", NCCL_KERNEL, g0, g1 - g0, NCCL_STREAM, e_rpc, corr, comm_args)
+                w.gpu_event("kernel", NCCL_KERNEL, g0, g1 - g0, NCCL_STREAM, e_rpc, corr, rt_ts, comm_args)
                 w.gpu_annotation("nccl:all_reduce", g0, g1 - g0, NCCL_STREAM, e_rpc)
                 w.flow(corr, rt_ts, w.tid_bwd, g0, NCCL_STREAM)
                 w.gpu_free[NCCL_STREAM] = g1
@@ -487,15 +848,10 @@ def main(argv=None) -> int:
             w.cpu_op("Optimizer.step#SGD.step", "user_annotation", o0, w.cpu - o0, w.tid_main, o_ext)
             w.cpu_op("## optimizer ##", "user_annotation", o0 - 300, w.cpu - o0 + 600, w.tid_main, w.next_ext())
             # loss.item(): D2H copy + stream synchronize (CPU blocks until the GPU drains)
-            w.launch(w.tid_main, "aten::item", "aten::_local_scalar_dense", "Memcpy DtoH (Device -> Pinned)",
-                     1_500 + w.rng.randint(0, 600), cat="gpu_memcpy", rt_name="cudaMemcpyAsync", extra_gpu="4")
-            sync_ts = w.cpu
-            drained = max(w.gpu_free.values())
-            sync_end = max(sync_ts + 3_000, drained + w.rng.randint(4_000, 9_000))
-            w.runtime("cudaStreamSynchronize", sync_ts, sync_end - sync_ts, w.tid_main, w.next_ext(), w.next_corr())
-            w.cpu = sync_end + w.rng.randint(2_000, 6_000)
+            w.item(w.rng)
             w.cpu_op(f"ProfilerStep#{step_no}", "user_annotation", step_start[w.rank],
                      w.cpu - step_start[w.rank], w.tid_main, w.step_ext)
+            w.steps.append((step_start[w.rank], w.cpu))
             w.flush_step()
 
     end_all = max(w.cpu for w in writers)
@@ -526,12 +882,21 @@ def main(argv=None) -> int:
         "uncompressed_bytes": sum(w.nbytes for w in writers),
         "collectives": seq,
     }
-    mpath = a.manifest or (os.path.abspath(a.out_dir).rstrip("/") + ".manifest.json")
-    with open(mpath, "w") as f:
+    if a.healthy or injected:
+        manifest["healthy"] = a.healthy
+        manifest["injected"] = injected
+        manifest["truth"] = write_truth(a, writers)
+    manifest_path = a.manifest or (os.path.abspath(a.out_dir).rstrip("/") + ".manifest.json")
+    with open(manifest_path, "w") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")
+    return writers, manifest | {"manifest": manifest_path}
+
+
+def main(argv=None) -> int:
+    _, manifest = generate(parse_args(argv))
     print(json.dumps({k: manifest[k] for k in ("ranks", "steps", "events_total", "uncompressed_bytes",
-                                                "collectives")} | {"manifest": mpath}))
+                                                "collectives", "manifest")}))
     return 0
 
 

@@ -311,7 +311,7 @@ void DeviceWorkCollector::gpu_operation(const Event& e, const NameTraits& name) 
   // Host intervals that ended before every device's last work meet no gap to come.
   int64_t watermark = INT64_MAX;
   for (const Device& other : devices_) watermark = std::min(watermark, other.busy_until);
-  syncs_history_.forget_before(watermark);
+  syncs_history_.forget_before(watermark - kSyncReturnSlackNs);
   data_loading_history_.forget_before(watermark);
   communication_history_.forget_before(watermark);
 }
@@ -325,8 +325,7 @@ IdleCause DeviceWorkCollector::gap_cause(int64_t begin, int64_t end, const Launc
   const int64_t length = end - begin;
   if (2 * data_loading_history_.overlap(begin, end) >= length) return IdleCause::kDataLoading;
   // A synchronisation returns as the GPU runs dry; the queue it emptied is the gap.
-  constexpr int64_t kReturnSlackNs = 10'000;
-  if (syncs_history_.overlap(begin - kReturnSlackNs, end) > 0) return IdleCause::kSyncStall;
+  if (syncs_history_.overlap(begin - kSyncReturnSlackNs, end) > 0) return IdleCause::kSyncStall;
   if (2 * communication_history_.overlap(begin, end) >= length) return IdleCause::kCommunication;
   return IdleCause::kHostBound;
 }

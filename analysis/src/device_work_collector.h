@@ -60,6 +60,9 @@ class DeviceWorkCollector {
     std::deque<Interval> intervals_;
     bool dropped_ = false;
   };
+  // A synchronisation that returned this long before the GPU ran dry still
+  // caused the gap after it (the host's and the GPU's clocks differ by a few µs).
+  static constexpr int64_t kSyncReturnSlackNs = 10'000;
   struct Device {
     int16_t id;
     int64_t busy_until;

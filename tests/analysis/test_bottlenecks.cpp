@@ -147,6 +147,18 @@ TEST_F(BottleneckTest, NamesTheCauseOfEveryIdleGap) {
   EXPECT_EQ(rank.device.idle_gaps[static_cast<size_t>(IdleCause::kHostBound)], 2u);
 }
 
+TEST_F(BottleneckTest, ASyncThatReturnedJustBeforeTheGpuRanDryStillStalledIt) {
+  std::vector<Event> events = two_steps();
+  for (Event& e : events) {
+    if (e.name_id == kStreamSync) e.end_ns = us(595);  // the host's clock 5 µs behind the GPU's
+  }
+  write_rank(events);
+  const Report r = report();
+  const StepDeviceWork& step0 = r.profile.ranks.at(0).steps[0].device;
+  EXPECT_EQ(step0.idle_ns[static_cast<size_t>(IdleCause::kSyncStall)], us(112));
+  EXPECT_EQ(step0.idle_ns[static_cast<size_t>(IdleCause::kHostBound)], us(22));
+}
+
 TEST_F(BottleneckTest, LinksLaunchesSyncsCopiesAndAllocations) {
   write_rank(two_steps());
   const Report r = report();
