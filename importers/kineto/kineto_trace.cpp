@@ -9,12 +9,14 @@
 #include <functional>
 #include <map>
 #include <queue>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 
 #include "rankscope/model/error.h"
 #include "rankscope/model/hash.h"
 #include "rankscope/model/shard.h"
+#include "rankscope/model/steps.h"
 #include "rankscope/model/text.h"
 
 namespace rankscope::kineto {
@@ -200,10 +202,52 @@ bool nccl_named(std::string_view name) {
          name.find("ncclDevKernel") != std::string_view::npos;
 }
 
+// What a complete event's category ("cat") says it is. Kineto names one kind
+// differently by accelerator and version: MTIA's on-device work is
+// "mtia_ccp_events" and its runtime calls "mtia_runtime"; older Kineto (and
+// Gaudi's plugin) writes "Kernel", "Runtime", "Memcpy", "Memset"; XPU, Gaudi
+// ("hpu_op") and PrivateUse1 backends name their own runtime calls.
+enum class Category {
+  kHostRange, kRuntimeCall, kKernel, kMemcpy, kMemset, kSync, kDeviceRange, kProfilerSpan, kUnknown
+};
+
+Category category_of(std::string_view cat) {
+  // The most frequent first.
+  static const std::pair<std::string_view, Category> kCategories[] = {
+      {"cpu_op", Category::kHostRange},           {"cuda_runtime", Category::kRuntimeCall},
+      {"kernel", Category::kKernel},              {"user_annotation", Category::kHostRange},
+      {"python_function", Category::kHostRange},  {"gpu_memcpy", Category::kMemcpy},
+      {"gpu_memset", Category::kMemset},          {"gpu_user_annotation", Category::kDeviceRange},
+      {"cuda_driver", Category::kRuntimeCall},    {"cuda_sync", Category::kSync},
+      {"mtia_ccp_events", Category::kKernel},     {"mtia_runtime", Category::kRuntimeCall},
+      {"Kernel", Category::kKernel},              {"Runtime", Category::kRuntimeCall},
+      {"Memcpy", Category::kMemcpy},              {"Memset", Category::kMemset},
+      {"xpu_runtime", Category::kRuntimeCall},    {"xpu_driver", Category::kRuntimeCall},
+      {"hpu_op", Category::kRuntimeCall},         {"privateuse1_runtime", Category::kRuntimeCall},
+      {"privateuse1_driver", Category::kRuntimeCall}, {"Trace", Category::kProfilerSpan},
+      // Kineto's own buffer and CUPTI overhead: the profiler's work, not the program's.
+      {"overhead", Category::kProfilerSpan}};
+  for (const auto& [text, category] : kCategories) {
+    if (cat == text) return category;
+  }
+  return Category::kUnknown;
+}
+
+// Runtime calls that launch kernels: CUDA's and HIP's (cudaLaunchKernel,
+// cuLaunchKernelEx, hipModuleLaunchKernel, cudaLaunchCooperativeKernel, ...),
+// graph launches, and MTIA's submission of a job.
+bool launches_kernels(std::string_view name) {
+  return name.find("LaunchKernel") != std::string_view::npos ||
+         name.find("LaunchCooperativeKernel") != std::string_view::npos ||
+         name.find("GraphLaunch") != std::string_view::npos ||
+         name == "runFunction - job_prep_and_submit_for_execution";
+}
+
 // The fields of one event that the import uses; views into the event's text
 // or into the parser's string buffer, valid until the next event.
 struct Fields {
   std::string_view ph, cat, name;
+  std::string_view scope;  // an instant's "s": "g" global, "p" process, "t" thread
   std::string_view pid, tid;  // string contents, or the number's token
   std::string_view ts, dur, id;
   bool has_ts = false, has_dur = false, has_name = false;
@@ -316,6 +360,9 @@ simdjson::error_code read_fields(od::document& doc, Fields& f) {
     od::value v = field.value();
     std::string_view* slot = nullptr;
     switch (key.size()) {
+      case 1:
+        if (key == "s") slot = &f.scope;
+        break;
       case 2:
         if (key == "ph") {
           slot = &f.ph;
@@ -447,6 +494,14 @@ class TraceImport::Impl {
     counters_.add(rankscope::counter::kKinetoBytesSkipped, stats.bytes_skipped);
     if (stats.truncated) counters_.set(rankscope::counter::kKinetoTruncated, 1);
     if (summary_.rank < 0) summary_.rank = rank_from_file_name(summary_.path);
+    if (kernel_launches_ > 0 && kernels_ == 0) {
+      counters_.set(counter::kKinetoKernelsMissing, kernel_launches_);
+      file_problem(summary_.path + ": " + std::to_string(kernel_launches_) +
+                   " kernel launches (cudaLaunchKernel and the like) but not one kernel: the profiler recorded no GPU "
+                   "activity (torch.profiler without ProfilerActivity.CUDA, or CUPTI unavailable), so the timeline "
+                   "has the host's side only and its figures read as a CPU job's (counted as " +
+                   std::string(counter::kKinetoKernelsMissing) + ")");
+    }
     collectives_.rank = summary_.rank;
     collectives_.host = summary_.host;
     pair_c10d_calls();
@@ -697,40 +752,58 @@ class TraceImport::Impl {
   }
 
   void complete(const Fields& f, uint64_t index, uint64_t offset) {
-    if (f.cat == "Trace") return;  // the profiler's own span over everything
+    const Category category = category_of(f.cat);
+    if (category == Category::kProfilerSpan) return;  // the profiler's own span over everything, or its overhead
+    // Seen, whatever their times: whether the trace recorded kernels at all.
+    if (category == Category::kKernel) ++kernels_;
+    if (category == Category::kRuntimeCall && launches_kernels(f.name)) ++kernel_launches_;
     int64_t begin = 0, end = 0;
     if (!times(f, index, offset, true, begin, end)) return;
+    if (category == Category::kUnknown) return unknown_category(f.cat, index, offset);
     Event e{};
     e.begin_ns = begin;
     e.end_ns = end;
     e.peer = kNoPeer;
     e.name_id = intern(f.has_name ? f.name : std::string_view("(no name)"));
     const std::string_view cat = f.cat;
-    const bool gpu = cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "gpu_user_annotation" ||
-                     cat == "cuda_sync";
-    if (gpu) {
+    const bool on_device = category == Category::kKernel || category == Category::kMemcpy ||
+                           category == Category::kMemset || category == Category::kSync ||
+                           category == Category::kDeviceRange;
+    if (on_device) {
       int64_t device = -1, stream = -1;
       if (!parse_int(f.device, device) && !parse_int(f.pid, device)) device = -1;
+      // "stream": -1 is work of no one stream (a device-wide synchronisation): its track's os_id is UINT64_MAX.
       if (!parse_int(f.stream, stream) && !parse_int(f.tid, stream)) stream = -1;
       e.track = gpu_track(device, stream);
       e.correlation_id = id_field(f.correlation, index, offset, "correlation");
-      if (cat == "kernel") {
-        e.kind = EventKind::kGpuKernel;
-        if (communication(f, e, index, offset)) return;
-      } else if (cat == "gpu_memcpy") {
-        e.kind = EventKind::kGpuMemcpy;
-        e.bytes = id_field(f.bytes, index, offset, "bytes");
-      } else if (cat == "gpu_memset") {
-        e.kind = EventKind::kGpuMemset;
-        e.bytes = id_field(f.bytes, index, offset, "bytes");
-      } else if (cat == "cuda_sync") {
-        e.kind = EventKind::kGpuSync;
-      } else {
-        e.kind = EventKind::kNvtxRange;
+      switch (category) {
+        case Category::kKernel:
+          e.kind = EventKind::kGpuKernel;
+          if (communication(f, e, index, offset)) return;
+          break;
+        case Category::kMemcpy:
+          e.kind = EventKind::kGpuMemcpy;
+          e.bytes = id_field(f.bytes, index, offset, "bytes");
+          break;
+        case Category::kMemset:
+          e.kind = EventKind::kGpuMemset;
+          e.bytes = id_field(f.bytes, index, offset, "bytes");
+          break;
+        case Category::kSync:
+          e.kind = EventKind::kGpuSync;
+          break;
+        default:
+          e.kind = EventKind::kNvtxRange;
+          // It spans the device work launched inside the host's range of its
+          // name; ROCm's traces have one per ProfilerStep#N. The step is the
+          // host's range: under the step's name this shorter one would
+          // replace it, so it keeps its place on the stream under another.
+          if (step_number(f.name)) e.name_id = intern("GPU work of " + std::string(f.name));
+          break;
       }
     } else {
       e.track = thread_track(f.pid, f.tid);
-      if (cat == "cuda_runtime" || cat == "cuda_driver") {
+      if (category == Category::kRuntimeCall) {
         e.kind = EventKind::kCudaApi;
         e.correlation_id = id_field(f.correlation, index, offset, "correlation");
       } else if (c10d_wait(f.name)) {
@@ -745,6 +818,19 @@ class TraceImport::Impl {
       if (pid_ == 0) parse_int(f.pid, pid_);
     }
     add(e);
+  }
+
+  // Events of a category not known are not guessed at: read as the host's
+  // ranges, an accelerator's work would show as host compute and its device
+  // as idle. They are counted, and each category named where it first appears.
+  void unknown_category(std::string_view cat, uint64_t index, uint64_t offset) {
+    counters_.add(counter::kKinetoCategoryUnknown, 1);
+    if (named_categories_.contains(cat) || named_categories_.size() >= settings_.max_problems_kept) return;
+    named_categories_.emplace(cat);
+    problem(index, offset,
+            (cat.empty() ? std::string("no \"cat\"") : "category \"" + std::string(cat.substr(0, 60)) + "\"") +
+                ": not a kind of event rankscope knows; the category's events are not imported (counted as " +
+                std::string(counter::kKinetoCategoryUnknown) + ")");
   }
 
   // A kernel that communicates: known by its NCCL arguments, by the
@@ -1036,6 +1122,12 @@ class TraceImport::Impl {
   }
 
   void instant(const Fields& f, uint64_t index, uint64_t offset) {
+    // The profiler's own markers ("Iteration Start: PyTorch Profiler",
+    // "Record Window End") are a trace's only global-scope instants. They
+    // mark the profiler's window, not the program's work: kept, they would
+    // stretch the rank's span, and a trace without ProfilerStep ranges has
+    // that span as its one step.
+    if (f.scope == "g") return;
     int64_t begin = 0, end = 0;
     if (!times(f, index, offset, false, begin, end)) return;
     Event e{};
@@ -1222,6 +1314,12 @@ class TraceImport::Impl {
     if (summary_.problem_lines.size() < settings_.max_problems_kept) summary_.problem_lines.push_back(line);
   }
 
+  // What the whole file lacks, said once: shown even past the cap.
+  void file_problem(const std::string& line) {
+    ++summary_.problems;
+    summary_.problem_lines.push_back(line);
+  }
+
   struct NameHash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
@@ -1248,6 +1346,10 @@ class TraceImport::Impl {
   std::vector<ThreadActivity> activity_;        // by track
   od::parser shapes_parser_;                    // record_shapes' arrays, inside an event parser_ holds
   Unlinked unlinked_;  // the last event that came without a correlation id
+  uint64_t kernels_ = 0;          // kernel events seen, communication kernels included
+  uint64_t kernel_launches_ = 0;  // runtime calls that launch kernels
+  // Unknown categories already named, no more than the problems a file shows.
+  std::set<std::string, std::less<>> named_categories_;
   std::string schema_, nccl_version_;
   int64_t pid_ = 0;
 };

@@ -140,6 +140,12 @@ constexpr Definition kRegistry[] = {
     {kKinetoC10dWaitsInferred,
      "waits for c10d work inferred, not read from the trace: the calling thread ran nothing from before its "
      "collective completed until just after"},
+    {kKinetoCategoryUnknown,
+     "trace events of a category rankscope does not know (neither the host's ops and runtime calls nor a device's "
+     "kernels, copies, memsets, synchronisations or ranges), not imported; import-kineto named each category once"},
+    {kKinetoKernelsMissing,
+     "kernel launch calls (cudaLaunchKernel and the like) in a trace that recorded no kernel at all: the GPU's work "
+     "is not in the timeline, whose figures are the host's alone"},
     {kCostCaptureNs, "capture cost: the agent's life in the process, from its start to the shard's close, in ns"},
     {kCostStartNs, "capture cost: starting the agent in the process, in ns"},
     {kCostMpiInitNs, "capture cost: the MPI shim's own work in MPI_Init (clock sync, communicator table), in ns"},

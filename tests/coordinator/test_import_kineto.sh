@@ -9,6 +9,9 @@
 #   and info names the rank whose clock the timeline is on;
 # - a synthetic 4-rank job with known clock offsets: each offset is found
 #   within the bound `rankscope info` states;
+# - five small traces of what real torch.profiler traces hold: a GPU-side
+#   ProfilerStep (ROCm), a device-wide synchronisation, MTIA's categories and
+#   an unknown one, launches without a kernel, the profiler's own markers;
 # - damaged traces (cut gzip, invalid JSON, negative and absurd durations,
 #   ids beyond INT64_MAX, missing fields): the sound events are imported, each
 #   problem is named with its file and event index, and info counts them;
@@ -202,6 +205,79 @@ if [ -n "$check_perfetto" ]; then
   "$python" "$check_perfetto" "$work/job.pftrace" >"$work/job.check" ||
     { cat "$work/job.check" >&2; fail "the imported job's Perfetto export does not pass check_perfetto.py"; }
 fi
+
+# --------------------------------------- what real traces hold, small ---
+# One small trace for each of five things real torch.profiler traces hold
+# that were once misread; each is imported alone and checked where the user
+# sees it: the report, HTA's figures, info's counters, the import's warnings.
+mkdir "$work/held"
+"$python" - "$work/held" <<'EOF'
+import json, sys
+folder = sys.argv[1]
+def trace(name, events):
+    json.dump({"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": events},
+              open(f"{folder}/{name}_rank-0.json", "w"))
+def x(cat, name, ts, dur, pid=10, tid=10, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+# ROCm: the step's GPU-side range (540 µs) besides the host's (9.3 ms).
+trace("gpu_step", [x("user_annotation", "ProfilerStep#1", 1000, 9300),
+                   x("cuda_runtime", "hipLaunchKernel", 1200, 10, correlation=1),
+                   x("kernel", "Cijk_gemm", 1300, 500, pid=2, tid=0, device=2, stream=0, correlation=1),
+                   x("gpu_user_annotation", "ProfilerStep#1", 1300, 540, pid=2, tid=0, device=2)])
+# A device-wide synchronisation ending after the last kernel.
+trace("device_sync", [x("kernel", "sgemm", 100, 10, pid=0, tid=7, device=0, stream=7, correlation=1),
+                      x("kernel", "relu", 130, 20, pid=0, tid=7, device=0, stream=7, correlation=2),
+                      x("cuda_sync", "Device Synchronize", 140, 60, pid=0, tid=-1, device=0, stream=-1)])
+# MTIA: its device idle 42 % of the 100 µs from its first kernel to its last.
+submit = "runFunction - job_prep_and_submit_for_execution"
+trace("mtia", [x("cpu_op", "aten::mm", 90, 120),
+               x("mtia_runtime", submit, 95, 4, correlation=1), x("mtia_runtime", submit, 150, 4, correlation=2),
+               x("mtia_ccp_events", "gemm_kernel", 100, 30, pid=1, tid=3, device=1, stream=3, correlation=1),
+               x("mtia_ccp_events", "relu_kernel", 172, 28, pid=1, tid=3, device=1, stream=3, correlation=2),
+               x("mtia_insight", "insight", 100, 100, pid=1, tid=3), x("mtia_insight", "insight", 110, 10, pid=1, tid=3)])
+# 30 launches and not one kernel: the GPU's side was not recorded.
+trace("no_kernels", [x("cuda_runtime", "cudaLaunchKernel", 1000 + 10 * i, 5, correlation=i + 1) for i in range(30)])
+# No ProfilerStep: the profiler's markers 2 s beyond 1.64 ms of events.
+trace("markers", [x("Trace", "PyTorch Profiler (0)", 0, 2120000, pid="Spans", tid="PyTorch Profiler"),
+                  {"name": "Iteration Start: PyTorch Profiler", "ph": "i", "s": "g", "pid": "Traces",
+                   "tid": "Trace PyTorch Profiler", "ts": 0},
+                  x("cpu_op", "aten::mm", 30000, 1000), x("cpu_op", "aten::add", 31040, 600),
+                  {"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": 2120000}])
+EOF
+for held in gpu_step device_sync mtia no_kernels markers; do
+  "$rankscope" import-kineto "$work/held/${held}_rank-0.json" -o "$work/held/$held.h5" >"$work/held/$held.import" 2>&1 ||
+    { cat "$work/held/$held.import" >&2; fail "$held: import failed"; }
+  "$rankscope" report "$work/held/$held.h5" --hta-compat --format json -o "$work/held/$held.json" >/dev/null
+  "$rankscope" info "$work/held/$held.h5" --json >"$work/held/$held.info.json"
+done
+grep -q 'mtia_rank-0.json: event 5 (byte [0-9]*): category "mtia_insight": not a kind of event rankscope knows' \
+  "$work/held/mtia.import" && [ "$(grep -c mtia_insight "$work/held/mtia.import")" -eq 1 ] ||
+  { cat "$work/held/mtia.import" >&2; fail "mtia: the unknown category is not named once"; }
+grep -qF "held/no_kernels_rank-0.json: 30 kernel launches (cudaLaunchKernel and the like) but not one kernel" \
+  "$work/held/no_kernels.import" || { cat "$work/held/no_kernels.import" >&2; fail "no kernels: no warning"; }
+"$python" - "$work/held" <<'EOF'
+import json, sys
+folder = sys.argv[1]
+def load(name):
+    return json.load(open(f"{folder}/{name}.json")), json.load(open(f"{folder}/{name}.info.json"))
+report, _ = load("gpu_step")
+steps = report["ranks"][0]["steps"]
+assert [s["duration_ns"] for s in steps] == [9_300_000], f"gpu_step: the step is not the host's 9.3 ms: {steps}"
+report, _ = load("device_sync")
+hta = report["overlap"][0]["hta"]
+assert hta["kernel_time_ns"] == 50_000, f"device_sync: HTA's kernel time counts the synchronisation: {hta}"
+report, info = load("mtia")
+hta = report["overlap"][0]["hta"]
+assert (hta["idle_pct"], hta["compute_pct"]) == (42, 58), f"mtia: {hta}"
+kinds = info["events_by_kind"]
+assert kinds.get("gpu_kernel") == 2 and kinds.get("cuda_api") == 2, f"mtia: {kinds}"
+assert info["ranks"][0]["counters"]["kineto_events_category_unknown"] == 2, info["ranks"][0]["counters"]
+_, info = load("no_kernels")
+assert info["ranks"][0]["counters"]["kineto_kernels_missing"] == 30, info["ranks"][0]["counters"]
+report, _ = load("markers")
+assert report["steps"]["mean_step_ns"] == 1_640_000, f"markers: the step is not the events' span: {report['steps']}"
+print("held: the host's step, HTA without the device-wide sync, MTIA's kinds, missing kernels, the markers")
+EOF
 
 # ------------------------------------------------------------ bad input ---
 mkdir "$work/bad"

@@ -385,6 +385,144 @@ TEST(KinetoShard, UnalignedRanksStillTakeTheirBaseIntoAccount) {
   EXPECT_EQ(trace.counters().get(counter::kKinetoUnaligned), 1u);
 }
 
+// ---------------------------------------------- real traces' categories ---
+
+// ROCm traces carry each ProfilerStep#N twice: the host's range, and on the
+// GPU the span of the work it launched. Only the host's is the step: the
+// GPU's is kept on its stream under a name that is no step's.
+TEST(KinetoShard, AGpuSideProfilerStepIsNoStep) {
+  const std::string text = R"({"distributedInfo": {"rank": 0}, "traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 10, "tid": 10, "ts": 1000, "dur": 9300},
+  {"ph": "X", "cat": "kernel", "name": "Cijk_gemm", "pid": 2, "tid": 0, "ts": 1300, "dur": 500,
+   "args": {"device": 2, "stream": 0, "correlation": 1}},
+  {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#4", "pid": 2, "tid": 0, "ts": 1300, "dur": 540,
+   "args": {"device": 2}}
+ ]})";
+  const auto shard = import_as_reference(text, "kineto-gpu-step.shard");
+  const std::vector<Event> steps = shard.named("ProfilerStep#4");
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].end_ns - steps[0].begin_ns, 9'300'000);
+  EXPECT_EQ(shard.track(steps[0].track)->type, TrackType::kThread);
+  const std::vector<Event> gpu = shard.named("GPU work of ProfilerStep#4");
+  ASSERT_EQ(gpu.size(), 1u);
+  EXPECT_EQ(gpu[0].kind, EventKind::kNvtxRange);
+  EXPECT_EQ(gpu[0].end_ns - gpu[0].begin_ns, 540'000);
+  EXPECT_EQ(shard.track(gpu[0].track)->type, TrackType::kCudaStream);
+}
+
+// A synchronisation of the whole device ("stream": -1) is on a stream track
+// of no one stream, which HTA's figures leave out.
+TEST(KinetoShard, ADeviceWideSynchronisationIsOnNoStream) {
+  const std::string text = R"({"distributedInfo": {"rank": 0}, "traceEvents": [
+  {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 100, "dur": 10,
+   "args": {"device": 0, "stream": 7, "correlation": 1}},
+  {"ph": "X", "cat": "cuda_sync", "name": "Device Synchronize", "pid": 0, "tid": -1, "ts": 140, "dur": 60,
+   "args": {"device": 0, "stream": -1, "correlation": 3}}
+ ]})";
+  const auto shard = import_as_reference(text, "kineto-device-sync.shard");
+  ASSERT_EQ(shard.events.size(), 2u);
+  const Event& sync = shard.events[1];
+  EXPECT_EQ(sync.kind, EventKind::kGpuSync);
+  EXPECT_EQ(shard.track(sync.track)->type, TrackType::kCudaStream);
+  EXPECT_EQ(shard.track(sync.track)->os_id, UINT64_MAX);
+  EXPECT_EQ(shard.track(shard.events[0].track)->os_id, 7u);
+}
+
+// MTIA's device work and runtime calls, and older Kineto's capitalised
+// categories, are the kinds their CUDA namesakes are; a category not known
+// is counted, named once, and not read as the host's.
+TEST(KinetoShard, EveryAcceleratorsCategoriesAreReadAsTheirKinds) {
+  const std::string text = R"json({"distributedInfo": {"rank": 0}, "traceEvents": [
+  {"ph": "X", "cat": "mtia_runtime", "name": "runFunction - job_prep_and_submit_for_execution", "pid": 10,
+   "tid": 10, "ts": 95, "dur": 4, "args": {"correlation": 1}},
+  {"ph": "X", "cat": "mtia_ccp_events", "name": "gemm_kernel", "pid": 1, "tid": 3, "ts": 100, "dur": 30,
+   "args": {"device": 1, "stream": 3, "correlation": 1}},
+  {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": 200, "dur": 4,
+   "args": {"correlation": 2}},
+  {"ph": "X", "cat": "Kernel", "name": "relu", "pid": 0, "tid": 7, "ts": 210, "dur": 5,
+   "args": {"device": 0, "stream": 7, "correlation": 2}},
+  {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 220, "dur": 5,
+   "args": {"device": 0, "stream": 7, "bytes": 4096}},
+  {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": 230, "dur": 5,
+   "args": {"device": 0, "stream": 7, "bytes": 512}},
+  {"ph": "X", "cat": "mtia_insight", "name": "insight", "pid": 1, "tid": 3, "ts": 100, "dur": 100},
+  {"ph": "X", "cat": "mtia_insight", "name": "insight", "pid": 1, "tid": 3, "ts": 110, "dur": 10},
+  {"ph": "X", "name": "no category", "pid": 10, "tid": 10, "ts": 120, "dur": 10}
+ ]})json";
+  const std::string path = ::testing::TempDir() + "/kineto-categories.shard";
+  TraceImport trace("rank-0.json", path, ImportSettings{});
+  trace.read_text(text);
+  RankAlignment reference;
+  reference.aligned = true;
+  trace.finish({1, 0, {}}, reference, {}, 0);
+  testing::ShardContents shard = testing::read_shard(path);
+  std::sort(shard.events.begin(), shard.events.end(), event_time_order);
+  const EventKind expected[] = {EventKind::kCudaApi, EventKind::kGpuKernel, EventKind::kCudaApi,
+                                EventKind::kGpuKernel, EventKind::kGpuMemcpy, EventKind::kGpuMemset};
+  ASSERT_EQ(shard.events.size(), std::size(expected));
+  for (size_t i = 0; i < shard.events.size(); ++i) EXPECT_EQ(shard.events[i].kind, expected[i]) << i;
+  EXPECT_EQ(shard.track(shard.events[1].track)->type, TrackType::kCudaStream);
+  EXPECT_EQ(shard.track(shard.events[1].track)->os_id, 3u);
+  EXPECT_EQ(shard.events[1].correlation_id, 1u);
+  EXPECT_EQ(shard.events[4].bytes, 4096u);
+  EXPECT_EQ(trace.counters().get(counter::kKinetoCategoryUnknown), 3u);
+  EXPECT_EQ(trace.counters().get(counter::kKinetoKernelsMissing), 0u);
+  const auto& lines = trace.summary().problem_lines;
+  ASSERT_EQ(lines.size(), 2u);  // once per category
+  EXPECT_NE(lines[0].find("rank-0.json: event 6 (byte "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("category \"mtia_insight\": not a kind of event rankscope knows"), std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[1].find("event 8 "), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("no \"cat\""), std::string::npos) << lines[1];
+}
+
+// Launches without a single kernel: the GPU's work was not recorded, which
+// is said with the file and the count, and counted.
+TEST_F(KinetoTrace, LaunchesWithoutAnyKernelAreNamedAndCounted) {
+  std::string events;
+  for (int i = 0; i < 3; ++i) {
+    events += R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": )" +
+              std::to_string(10 * i) + R"(, "dur": 2, "args": {"correlation": )" + std::to_string(i + 1) + "}},\n";
+  }
+  events += R"({"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernelEx", "pid": 1, "tid": 1, "ts": 40, "dur": 2},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 50, "dur": 2},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 60, "dur": 2})";
+  const TraceImport& t = import("trace_rank_0.json", R"({"traceEvents": [)" + events + "]}");
+  EXPECT_EQ(t.counters().get(counter::kKinetoKernelsMissing), 4u);
+  ASSERT_EQ(t.summary().problem_lines.size(), 1u);
+  EXPECT_EQ(t.summary().problem_lines[0].rfind("trace_rank_0.json: 4 kernel launches (cudaLaunchKernel and the like) "
+                                               "but not one kernel",
+                                               0),
+            0u)
+      << t.summary().problem_lines[0];
+
+  // One kernel recorded, however many launches lack theirs: the trace has its GPU side.
+  const TraceImport& with_kernel = import(
+      "trace_rank_0.json", R"({"traceEvents": [)" + events + R"(,
+  {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 12, "dur": 1, "args": {"stream": 7}}]})");
+  EXPECT_EQ(with_kernel.counters().get(counter::kKinetoKernelsMissing), 0u);
+  EXPECT_TRUE(with_kernel.summary().problem_lines.empty());
+}
+
+// The profiler's markers lie far outside the program's events ("Record
+// Window End" seconds after): they do not stretch the rank's span.
+TEST_F(KinetoTrace, TheProfilersMarkersDoNotStretchTheSpan) {
+  const TraceImport& t = import("trace_rank_0.json", R"json({"traceEvents": [
+  {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 0,
+   "dur": 2120000},
+  {"name": "Iteration Start: PyTorch Profiler", "ph": "i", "s": "g", "pid": "Traces",
+   "tid": "Trace PyTorch Profiler", "ts": 0},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 10, "ts": 30000, "dur": 1000},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "mark", "pid": 10, "tid": 10, "ts": 31000},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 10, "tid": 10, "ts": 31040, "dur": 600},
+  {"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", "ts": 2120000}
+ ]})json");
+  EXPECT_EQ(t.summary().events, 3u);  // the ops and the program's own instant
+  EXPECT_EQ(t.summary().first_ns, 30'000'000);
+  EXPECT_EQ(t.summary().last_ns, 31'640'000);
+  EXPECT_EQ(t.summary().problems, 0u);
+}
+
 // ------------------------------------------------------------ alignment ---
 
 // Ranks with known clock offsets running the same collectives, each ending

@@ -105,6 +105,8 @@ inline constexpr std::string_view kKinetoClockHostContradicted = "kineto_clock_h
 inline constexpr std::string_view kKinetoC10dUnexecuted = "kineto_c10d_unexecuted";
 inline constexpr std::string_view kKinetoC10dGroupUnknown = "kineto_c10d_group_unknown";
 inline constexpr std::string_view kKinetoC10dWaitsInferred = "kineto_c10d_waits_inferred";
+inline constexpr std::string_view kKinetoCategoryUnknown = "kineto_events_category_unknown";
+inline constexpr std::string_view kKinetoKernelsMissing = "kineto_kernels_missing";
 // What capture cost the rank (docs/agent.md, "What capture costs"):
 inline constexpr std::string_view kCostPrefix = "agent_cost_";
 inline constexpr std::string_view kCostCaptureNs = "agent_cost_capture_ns";
