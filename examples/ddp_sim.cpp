@@ -63,6 +63,7 @@ struct Options {
   std::string compute = "auto";  // spin, sleep, or auto: sleep where the node has fewer cores than ranks
   bool sleep_compute = false;    // what auto came to
   double progress_us = 100;      // how often compute lets outstanding collectives progress; 0: between layers only
+  double data_loading_us = 0;    // each step first waits this long for its batch, in a "data loading" range
 
   std::size_t layer_floats() const {
     return static_cast<std::size_t>(std::llround(layer_mb * kBytesPerMiB / sizeof(float)));
@@ -128,6 +129,9 @@ std::variant<Options, int> parse_options(int argc, char** argv, int rank, int wo
   app.add_option("--steps", options.steps, "Steps counted in the summary")->check(bounds(1, kMaxSteps));
   app.add_option("--warmup-steps", options.warmup_steps, "Steps run first and not counted")
       ->check(bounds(0, kMaxSteps));
+  app.add_option("--data-loading-us", options.data_loading_us,
+                 "Each step first waits this long for its batch (a slow data loader), in a \"data loading\" range")
+      ->check(CLI::Range(0.0, kMaxMicroseconds));
   CLI::Option* slow_rank = app.add_option("--slow-rank", options.slow_rank, "The rank whose compute is slowed")
                                ->check(bounds(0))
                                ->default_str("none");
@@ -665,6 +669,7 @@ void write_truth(std::FILE* out, const Options& options, int world_size, const T
   std::fprintf(out, "  \"slowdown\": %.15g,\n  \"jitter\": %.15g,\n  \"seed\": %llu,\n", options.slowdown,
                options.jitter, static_cast<unsigned long long>(options.seed));
   std::fprintf(out, "  \"steps\": %d,\n  \"warmup_steps\": %d,\n", options.steps, options.warmup_steps);
+  std::fprintf(out, "  \"data_loading_us\": %.15g,\n", options.data_loading_us);
   std::fprintf(out, "  \"compute\": \"%s\",\n", options.sleep_compute ? "sleep" : "spin");
   if (options.fsdp) {
     std::fprintf(out, "  \"unit_layers\": %d,\n  \"prefetch\": %s,\n", options.unit_layers,
@@ -727,6 +732,11 @@ int run(int argc, char** argv, int rank, int world_size) {
     const Clock::time_point start = Clock::now();
     {
       ddp_sim::nvtx::StepRange range(step_domain, step);
+      if (options.data_loading_us > 0) {
+        // The batch is not ready: the loader's wait, with no core used.
+        ScopedRange loading("data loading");
+        std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(options.data_loading_us));
+      }
       trainer->step();
     }
     step_ms.push_back(Milliseconds(Clock::now() - start).count());

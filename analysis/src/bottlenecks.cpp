@@ -102,7 +102,7 @@ std::string evidence(Class c, const RankCosts& r, const RankProfile& rank, const
   switch (c) {
     case kDataLoadingClass:
       return where + (rank.device.gpu ? ": the training thread loading data while no GPU work, copy or CUDA call ran"
-                                      : ": the training thread inside DataLoader's __next__");
+                                      : ": the training thread inside its data-loading ranges");
     case kLaunch:
       return where + printf_string(
                          ": the GPU idle waiting for the host's next launch (host-bound %s, kernel to kernel %s a "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The analyses against ddp_sim's ground truth: one rank slowed by 5, 10 and
 # 30 % at 4, 8 and 16 ranks, on skewed clocks, must be ranked first as a slow
-# compute rank every time; healthy runs must flag nobody; FSDP likewise.
+# compute rank every time; healthy runs must flag nobody; FSDP likewise; a
+# slow data loader is the verdict's first bottleneck, and only there.
 # Usage: test_ground_truth.sh RANKSCOPE DDP_SIM MPIEXEC [RANKS...]
 set -euo pipefail
 rankscope=$1 ddp_sim=$2 mpiexec=$3
@@ -81,4 +82,22 @@ for ranks in $rank_counts; do
 done
 judged fsdp-slow 8 5 --fsdp --slow-rank 5 --slowdown 1.10
 judged fsdp-healthy 8 none --fsdp
+
+# A slow data loader (20 ms a step, about a fifth of the step): the verdict
+# names data loading first at its cost within 10 %; the runs above, which
+# load nothing, never name it.
+profile loader-4 4 --data-loading-us 20000
+python3 - "$work" <<'PY'
+import glob, json, sys
+work = sys.argv[1]
+found = json.load(open(f"{work}/loader-4.json"))["bottlenecks"]
+classes = [(b["class"], b["cost_ns_per_step"]) for b in found]
+assert found and found[0]["class"] == "data_loading", f"loader-4: verdict {classes}"
+assert abs(found[0]["cost_ns_per_step"] - 20e6) <= 2e6, f"loader-4: data loading costs {classes[0][1]} ns a step, not 20 ms"
+for path in glob.glob(f"{work}/*.json"):
+    if not path.endswith("loader-4.json"):
+        named = [b["class"] for b in json.load(open(path))["bottlenecks"]]
+        assert "data_loading" not in named, f"{path}: data loading named where nothing was loaded: {named}"
+print(f"loader-4: ok {classes}")
+PY
 echo "ground truth: every injected straggler found first, no healthy run flagged"
