@@ -118,8 +118,10 @@ std::string evidence(Class c, const RankCosts& r, const RankProfile& rank, const
       std::sort(syncs.begin(), syncs.end(),
                 [](const SyncTotals& a, const SyncTotals& b) { return a.blocked_ns > b.blocked_ns; });
       for (size_t i = 0; i < syncs.size() && i < 3; ++i) {
-        calls += printf_string("%s%s %llu times (%s blocked)", i ? ", " : "", job.name(syncs[i].name_id).c_str(),
-                               static_cast<unsigned long long>(syncs[i].count), ms(syncs[i].blocked_ns).c_str());
+        const std::string range = syncs[i].range_id >= 0 ? " in " + job.name(static_cast<uint32_t>(syncs[i].range_id)) : "";
+        calls += printf_string("%s%s%s %llu times (%s blocked)", i ? ", " : "", job.name(syncs[i].name_id).c_str(),
+                               range.c_str(), static_cast<unsigned long long>(syncs[i].count),
+                               ms(syncs[i].blocked_ns).c_str());
       }
       return where + printf_string(": the GPU idle after the host waited for it, %.1f synchronisations a step "
                                    "blocking the host %s a step; %s",

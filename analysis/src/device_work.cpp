@@ -196,6 +196,10 @@ void DeviceWorkCollector::add(const Event& e) {
       if (has_streams_ && name.data_loading && (rank_.step_track < 0 || e.track == rank_.step_track)) {
         data_loading_history_.add(e.begin_ns, e.end_ns);
       }
+      if (has_streams_ && track == TrackType::kThread && !name.step) {
+        innermost_range(e.track, e.begin_ns);
+        open_ranges_[e.track].emplace_back(e.end_ns, e.name_id);
+      }
       return;
     case EventKind::kMpiCall:
     case EventKind::kMpiCollective:
@@ -223,8 +227,10 @@ void DeviceWorkCollector::cuda_call(const Event& e, const NameTraits& name) {
       // A blocking copy launches its copy too.
       launches_[e.correlation_id] = {e.begin_ns, e.end_ns};
       syncs_history_.add(e.begin_ns, e.end_ns);
-      SyncTotals& totals = syncs_[e.name_id];
+      const int64_t range = innermost_range(e.track, e.begin_ns);
+      SyncTotals& totals = syncs_[uint64_t{e.name_id} << 32 | static_cast<uint32_t>(range + 1)];
       totals.name_id = e.name_id;
+      totals.range_id = range;
       ++totals.count;
       totals.blocked_ns += duration;
       totals.longest_ns = std::max(totals.longest_ns, duration);
@@ -353,6 +359,15 @@ void DeviceWorkCollector::book_gap(int16_t device, int64_t begin, int64_t end, I
   gaps.insert(std::upper_bound(gaps.begin(), gaps.end(), gap, longer), gap);
 }
 
+// The innermost range still open on the thread at `begin`, those ended before it let go.
+int64_t DeviceWorkCollector::innermost_range(uint16_t track, int64_t begin) {
+  const auto it = open_ranges_.find(track);
+  if (it == open_ranges_.end()) return -1;
+  auto& stack = it->second;
+  while (!stack.empty() && stack.back().first <= begin) stack.pop_back();
+  return stack.empty() ? int64_t{-1} : static_cast<int64_t>(stack.back().second);
+}
+
 void DeviceWorkCollector::counter_sample(const Event& e) {
   work_.device_memory_seen = true;
   memory_now_[e.track] = e.bytes;
@@ -393,8 +408,9 @@ void DeviceWorkCollector::finish() {
   std::sort(work_.kernels.begin(), work_.kernels.end(),
             [](const KernelTotals& a, const KernelTotals& b) { return a.name_id < b.name_id; });
   for (const auto& [id, totals] : syncs_) work_.syncs.push_back(totals);
-  std::sort(work_.syncs.begin(), work_.syncs.end(),
-            [](const SyncTotals& a, const SyncTotals& b) { return a.name_id < b.name_id; });
+  std::sort(work_.syncs.begin(), work_.syncs.end(), [](const SyncTotals& a, const SyncTotals& b) {
+    return a.name_id != b.name_id ? a.name_id < b.name_id : a.range_id < b.range_id;
+  });
 }
 
 }  // namespace rankscope::analysis

@@ -71,6 +71,7 @@ class DeviceWorkCollector {
   void gpu_operation(const Event& e, const NameTraits& name);
   void cuda_call(const Event& e, const NameTraits& name);
   void counter_sample(const Event& e);
+  int64_t innermost_range(uint16_t track, int64_t begin);
   IdleCause gap_cause(int64_t begin, int64_t end, const Launch* launch) const;
   void book_gap(int16_t device, int64_t begin, int64_t end, IdleCause cause);
   StepDeviceWork* step_at(int64_t time);
@@ -87,7 +88,9 @@ class DeviceWorkCollector {
   std::vector<bool> device_memory_tracks_;
   std::unordered_map<uint64_t, Launch> launches_;  // by correlation id, until their work is seen
   std::unordered_map<uint32_t, KernelTotals> kernels_;
-  std::unordered_map<uint32_t, SyncTotals> syncs_;
+  std::unordered_map<uint64_t, SyncTotals> syncs_;  // by (call, range)
+  // Per thread track, the host ranges open now, innermost last: (end, name id).
+  std::unordered_map<uint16_t, std::vector<std::pair<int64_t, uint32_t>>> open_ranges_;
   std::unordered_map<uint16_t, uint64_t> memory_now_;  // per device-memory counter track: its last sample
   std::vector<Device> devices_;
   History syncs_history_, data_loading_history_, communication_history_;

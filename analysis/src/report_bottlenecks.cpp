@@ -159,7 +159,9 @@ void write_rank_device_json(JsonWriter& json, const JobProfile& job, const RankP
   json.key("gpu_ns").value(d.launches.gpu_ns).key("delay_ns").value(d.launches.delay_ns).end_object();
   json.key("syncs").begin_array();
   for (const SyncTotals& s : d.syncs) {
-    json.begin_object().key("call").value(job.name(s.name_id)).key("count").value(s.count);
+    json.begin_object().key("call").value(job.name(s.name_id)).key("range");
+    s.range_id >= 0 ? json.value(job.name(static_cast<uint32_t>(s.range_id))) : json.null();
+    json.key("count").value(s.count);
     json.key("blocked_ns").value(s.blocked_ns).key("longest_ns").value(s.longest_ns).end_object();
   }
   json.end_array().key("transfers").begin_object();

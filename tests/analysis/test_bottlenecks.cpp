@@ -17,7 +17,8 @@ namespace {
 
 constexpr uint16_t kThread = 0, kStream = 1, kMemoryTrack = 2;
 enum Name : uint32_t {
-  kStep0, kStep1, kLaunch, kStreamSync, kGemm, kPageableCopy, kCopyCall, kLoader, kMalloc, kDeviceMemory, kNameCount
+  kStep0, kStep1, kLaunch, kStreamSync, kGemm, kPageableCopy, kCopyCall, kLoader, kMalloc, kDeviceMemory, kOptimizer,
+  kNameCount
 };
 
 // ProfilerStep#2 and on, named kNameCount + N.
@@ -66,7 +67,8 @@ class BottleneckTest : public testing::ShardJobTest {
         {kCopyCall, "cudaMemcpyAsync"},
         {kLoader, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"},
         {kMalloc, "cudaMalloc"},
-        {kDeviceMemory, "memory allocated (device 0)"}};
+        {kDeviceMemory, "memory allocated (device 0)"},
+        {kOptimizer, "optimizer"}};
     for (uint32_t s = 2; s < 8; ++s) names.emplace_back(kNameCount + s, kMoreSteps[s]);
     ASSERT_TRUE(writer.write_strings(names, 0));
     const Track tracks[] = {{7, kThread, 0, -1, TrackType::kThread, 0, 0},
@@ -157,6 +159,22 @@ TEST_F(BottleneckTest, ASyncThatReturnedJustBeforeTheGpuRanDryStillStalledIt) {
   const StepDeviceWork& step0 = r.profile.ranks.at(0).steps[0].device;
   EXPECT_EQ(step0.idle_ns[static_cast<size_t>(IdleCause::kSyncStall)], us(112));
   EXPECT_EQ(step0.idle_ns[static_cast<size_t>(IdleCause::kHostBound)], us(22));
+}
+
+TEST_F(BottleneckTest, ASyncIsToldByTheRangeItWasMadeIn) {
+  std::vector<Event> events = two_steps();
+  events.push_back(host(EventKind::kNvtxRange, kOptimizer, 1600, 1700));
+  events.push_back(host(EventKind::kCudaApi, kStreamSync, 1620, 1650));
+  write_rank(events);
+  const Report r = report();
+  const auto& syncs = r.profile.ranks.at(0).device.syncs;
+  ASSERT_EQ(syncs.size(), 2u);
+  EXPECT_EQ(syncs[0].range_id, -1);
+  ASSERT_GE(syncs[1].range_id, 0);
+  EXPECT_EQ(r.profile.name(static_cast<uint32_t>(syncs[1].range_id)), "optimizer");
+  EXPECT_EQ(syncs[1].blocked_ns, us(30));
+  EXPECT_NE(report_json(r).find("{\"call\":\"cudaStreamSynchronize\",\"range\":\"optimizer\",\"count\":1"),
+            std::string::npos);
 }
 
 TEST_F(BottleneckTest, LinksLaunchesSyncsCopiesAndAllocations) {

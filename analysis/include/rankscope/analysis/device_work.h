@@ -76,9 +76,11 @@ struct IdleGap {
   IdleCause cause = IdleCause::kOther;
 };
 
-// A kind of host synchronisation: the CUDA call by name.
+// A kind of host synchronisation: the CUDA call by name, and the host range
+// it was made in (the innermost range open on its thread but the step's).
 struct SyncTotals {
   uint32_t name_id = 0;  // "cudaStreamSynchronize", "cudaMemcpy", ...
+  int64_t range_id = -1;  // the range's name id ("forward", "optimizer"); -1: outside any range
   uint64_t count = 0;
   int64_t blocked_ns = 0, longest_ns = 0;
 };
@@ -107,7 +109,7 @@ struct RankDeviceWork {
   static constexpr size_t kLargestGaps = 10;
   int64_t idle_ns[kIdleCauseCount] = {};  // over the whole capture, steps or not
   uint64_t idle_gaps[kIdleCauseCount] = {};
-  std::vector<SyncTotals> syncs;       // by name id
+  std::vector<SyncTotals> syncs;       // by call and range
   LaunchTotals launches;
   uint64_t gap_causes_unknown = 0;     // gaps whose host history had been dropped (see device_work.cpp)
   bool device_memory_seen = false;
