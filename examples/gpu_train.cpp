@@ -79,6 +79,13 @@ struct Options {
   std::vector<int> profile_steps;
   // A straggler that never comes: this rank sleeps this long before this step.
   std::vector<int> stall;  // rank, step, seconds
+  // Bottlenecks injected into every numbered step, for the report's verdict
+  // (docs/report.md, "What is slow in a step"); outside the graph count.
+  double data_loading_us = 0;  // the step first waits for its batch, the GPU idle
+  bool sync_every_step = false;  // a blocking copy of the loss after forward, as .item() does, then host work
+  int tiny_kernels = 0;        // kernels on 32 floats, each shorter than its launch
+  double pageable_mb = 0;      // a copy in from pageable host memory
+  double leak_mb = 0;          // device memory allocated and never freed
 };
 
 Options parse(int argc, char** argv) {
@@ -98,6 +105,17 @@ Options parse(int argc, char** argv) {
       ->expected(2);
   app.add_option("--stall", options.stall, "RANK STEP SECONDS: rank RANK sleeps SECONDS before step STEP (a hang)")
       ->expected(3);
+  app.add_option("--data-loading-us", options.data_loading_us,
+                 "inject: each step first waits this long for its batch, in a \"data loading\" range")
+      ->check(CLI::Range(0.0, 3.6e9));
+  app.add_flag("--sync-every-step", options.sync_every_step,
+               "inject: a blocking copy of the loss after forward (as .item() does), then 200 us of host work");
+  app.add_option("--tiny-kernels", options.tiny_kernels, "inject: this many kernels on 32 floats a step")
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--pageable-mb", options.pageable_mb, "inject: a copy of this many MiB in from pageable memory a step")
+      ->check(CLI::Range(0.0, 65536.0));
+  app.add_option("--leak-mb", options.leak_mb, "inject: this many MiB of device memory allocated a step, never freed")
+      ->check(CLI::Range(0.0, 65536.0));
   try {
     app.parse(argc, argv);
     if (!options.profile_steps.empty() &&
@@ -244,6 +262,11 @@ class Trainer {
     CHECK(cudaMalloc(&loss_, sizeof(float)));
     CHECK(cudaMallocHost(&host_batch_, activation_floats_ * sizeof(float)));
     CHECK(cudaMallocHost(&host_loss_, sizeof(float)));
+    if (options.tiny_kernels > 0) CHECK(cudaMalloc(&tiny_, kTinyFloats * sizeof(float)));
+    if (options.pageable_mb > 0) {
+      pageable_.assign(static_cast<size_t>(options.pageable_mb * 1024 * 1024 / sizeof(float)), 1.0f);
+      CHECK(cudaMalloc(&pageable_target_, pageable_.size() * sizeof(float)));
+    }
     if (options.comm == "mpi") CHECK(cudaMallocHost(&host_gradients_, weight_floats_ * options.layers * sizeof(float)));
     for (size_t i = 0; i < activation_floats_; ++i) host_batch_[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f;
 
@@ -280,7 +303,9 @@ class Trainer {
   void step(int number) {
     ddp_sim::nvtx::StepRange range(steps_domain_, number);
     const auto begin = std::chrono::steady_clock::now();
+    inject_before_step();
     compute_step(false);
+    inject_after_step();
     CHECK(cudaStreamSynchronize(compute_));
     if (options_.comm == "nccl") {
       for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -290,6 +315,36 @@ class Trainer {
       }
     }
     step_ms_.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count());
+  }
+
+  // The injected bottlenecks a step begins with: a batch not ready, a copy from pageable memory.
+  void inject_before_step() {
+    if (options_.data_loading_us > 0) {
+      ddp_sim::nvtx::ScopedRange loading("data loading");
+      std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(options_.data_loading_us));
+    }
+    if (!pageable_.empty()) {
+      CHECK(cudaMemcpyAsync(pageable_target_, pageable_.data(), pageable_.size() * sizeof(float),
+                            cudaMemcpyHostToDevice, compute_));
+    }
+  }
+
+  // ... and ends with: the loss read as .item() reads it, tiny kernels, a growing allocation.
+  void inject_after_step() {
+    if (options_.sync_every_step) {
+      float loss = 0;
+      CHECK(cudaMemcpy(&loss, loss_, sizeof(float), cudaMemcpyDeviceToHost));
+      // What the loop does with it (a log line, a check) while the GPU has nothing queued.
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    for (int k = 0; k < options_.tiny_kernels; ++k) {
+      CHECK(gpu_train::relu_forward(tiny_, tiny_, kTinyFloats, compute_));
+    }
+    if (options_.leak_mb > 0) {
+      void* kept = nullptr;
+      CHECK(cudaMalloc(&kept, static_cast<size_t>(options_.leak_mb * 1024 * 1024)));
+      leaked_.push_back(kept);
+    }
   }
 
   // One step before the numbered ones, as a training loop's first: NCCL
@@ -383,6 +438,10 @@ class Trainer {
       json.end_array();
     };
     json.key("warmup_steps").value(1);
+    json.key("injected").begin_object().key("data_loading_us").value(options_.data_loading_us);
+    json.key("sync_every_step").value(options_.sync_every_step).key("tiny_kernels").value(options_.tiny_kernels);
+    json.key("pageable_bytes").value(bytes(pageable_.size() * sizeof(float)));
+    json.key("leak_bytes").value(bytes(static_cast<size_t>(options_.leak_mb * 1024 * 1024))).end_object();
     json.key("per_step").begin_object();
     json.key("kernels");
     counts(json, work.kernels);
@@ -518,6 +577,11 @@ class Trainer {
   float* downstream_ = nullptr;
   float* loss_ = nullptr;
   float* host_batch_ = nullptr;
+  static constexpr size_t kTinyFloats = 32;
+  float* tiny_ = nullptr;             // --tiny-kernels' 32 floats
+  std::vector<float> pageable_;       // --pageable-mb's source: ordinary host memory
+  float* pageable_target_ = nullptr;
+  std::vector<void*> leaked_;         // --leak-mb's allocations, never freed
   float* host_loss_ = nullptr;
   float* host_gradients_ = nullptr;
   std::vector<cudaEvent_t> bucket_ready_, bucket_begin_, bucket_end_;
