@@ -1,6 +1,6 @@
 // make_synthetic_shards DIR RANKS EVENTS_PER_RANK [--dead R] [--seed S] [--threads T] [--skewed 0|1]
 //                       [--shared-collectives 0|1] [--misclocked-rank R --misclock-ns NS] [--messages 0|1]
-//                       [--job-id ID]
+//                       [--job-id ID] [--gpu-kernel-names N]
 // Writes a synthetic job's shards, for the CLI tests, the demo and the merge
 // benchmark; the options are SyntheticJob's (synthetic_job.h).
 #include <cstdio>
@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: %s DIR RANKS EVENTS_PER_RANK [--dead RANK] [--seed S] [--threads T] [--skewed 0|1]\n"
                  "       [--shared-collectives 0|1] [--misclocked-rank RANK --misclock-ns NS] [--messages 0|1]\n"
-                 "       [--job-id ID]\n",
+                 "       [--job-id ID] [--gpu-kernel-names N]\n",
                  argv[0]);
     return 2;
   }
@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--misclock-ns") == 0) job.misclock_ns = std::strtoll(argv[i + 1], nullptr, 10);
     else if (std::strcmp(argv[i], "--messages") == 0) job.messages = std::atoi(argv[i + 1]) != 0;
     else if (std::strcmp(argv[i], "--job-id") == 0) job.job.id = argv[i + 1];
+    else if (std::strcmp(argv[i], "--gpu-kernel-names") == 0) job.gpu_kernel_names = std::stoul(argv[i + 1]);
   }
   try {
     std::filesystem::create_directories(argv[1]);

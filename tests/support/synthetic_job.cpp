@@ -83,15 +83,28 @@ SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const 
   if (!writer.open(path, metadata, metadata.start_local_ns)) throw Error(writer.error());
   std::vector<std::pair<uint32_t, std::string_view>> strings;
   for (uint32_t i = 0; i < kNames.size(); ++i) strings.emplace_back(i, kNames[i]);
+  const auto launch_name = static_cast<uint32_t>(kNames.size());
+  const uint32_t first_kernel_name = launch_name + 1;
+  std::vector<std::string> kernel_names;
+  if (job.gpu_kernel_names > 0) {
+    strings.emplace_back(launch_name, "cudaLaunchKernel");
+    for (uint32_t k = 0; k < job.gpu_kernel_names; ++k) kernel_names.push_back("kernel-" + std::to_string(k));
+    for (uint32_t k = 0; k < job.gpu_kernel_names; ++k) strings.emplace_back(first_kernel_name + k, kernel_names[k]);
+  }
   std::vector<Track> tracks;
   for (int t = 0; t < job.threads; ++t) {
     tracks.push_back({static_cast<uint64_t>(5000 + t), static_cast<uint32_t>(t), 0, -1, TrackType::kThread, 0, 0});
   }
+  const auto stream_track = static_cast<uint16_t>(job.threads);
+  if (job.gpu_kernel_names > 0) tracks.push_back({7, stream_track, 0, 0, TrackType::kCudaStream, 0, 0});
   if (!writer.write_strings(strings, metadata.start_local_ns) || !writer.write_tracks(tracks, metadata.start_local_ns)) {
     throw Error(writer.error());
   }
 
   std::vector<ThreadState> threads(static_cast<size_t>(job.threads));
+  ThreadState stream{};  // the GPU's kernels, when there is GPU work
+  std::uniform_int_distribution<uint32_t> kernel_name(0, std::max<uint32_t>(job.gpu_kernel_names, 1) - 1);
+  uint64_t correlation = 0;
   for (auto& thread : threads) {
     thread.now = metadata.start_local_ns + static_cast<int64_t>(timing() % 1000);
     thread.step_begin = thread.now;
@@ -185,7 +198,22 @@ SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const 
           e.datatype = DataType::kUint8;
           break;
         }
-        case 2: e.kind = EventKind::kCudaApi; break;
+        case 2: {
+          e.kind = EventKind::kCudaApi;
+          if (job.gpu_kernel_names == 0) break;
+          e.name_id = launch_name;
+          e.correlation_id = ++correlation;
+          Event kernel = e;
+          kernel.kind = EventKind::kGpuKernel;
+          kernel.track = stream_track;
+          kernel.name_id = first_kernel_name + kernel_name(random);
+          kernel.begin_ns = std::max(stream.now, e.end_ns) + 1000 + static_cast<int64_t>(timing() % 4000);
+          kernel.end_ns = kernel.begin_ns + duration(timing);
+          stream.now = kernel.end_ns;
+          stream.buffer.push_back(kernel);
+          if (stream.buffer.size() == job.chunk_events) flush(stream);
+          break;
+        }
         default: e.kind = EventKind::kNvtxRange; break;
       }
     }
@@ -195,6 +223,7 @@ SyntheticRank write_synthetic_rank(const std::string& path, int32_t rank, const 
   for (auto& thread : threads) {
     if (!thread.buffer.empty()) flush(thread);
   }
+  if (!stream.buffer.empty()) flush(stream);
   if (job.skewed) {
     int64_t end = 0;
     for (const auto& thread : threads) end = std::max(end, thread.now);

@@ -46,6 +46,11 @@ struct SyntheticJob {
   // shared_collectives. Messages go on communicator kSyntheticCommHash with
   // tag b, numbered per (sender, receiver, tag) as the agent numbers them.
   bool messages = false;
+  // GPU work: each CUDA call is a kernel launch (cudaLaunchKernel, with a
+  // correlation id), its kernel on one CUDA stream 1-5 µs after the call
+  // ends or after the stream's previous kernel, named by one of this many
+  // kernel names (kernel-0, kernel-1, ...); 0: no GPU work, the calls alone.
+  uint32_t gpu_kernel_names = 0;
   // Every rank's shard says it is of this job.
   JobIdentity job{"synthetic:1", 1'700'000'000'000'000'000};
 };
