@@ -202,8 +202,8 @@ std::vector<RankCosts> rank_costs(const JobProfile& job) {
 
 // Why a class cannot be measured on this job; empty when it can.
 std::string class_unmeasured(Class c, const JobProfile& job, const std::vector<RankBreakdown>& breakdown,
-                             const StragglerReport& stragglers) {
-  bool gpu = false, data_loading = false, communicated = false, allocations = false;
+                             const StragglerReport& stragglers, bool out_of_memory) {
+  bool gpu = false, data_loading = false, communicated = false, allocations = out_of_memory;
   for (const RankProfile& rank : job.ranks) {
     gpu |= rank.device.gpu;
     data_loading |= (rank.phases_seen & (1u << static_cast<unsigned>(HostPhase::kDataLoading))) != 0;
@@ -228,7 +228,7 @@ std::string class_unmeasured(Class c, const JobProfile& job, const std::vector<R
     case kGpuIdle:
       return gpu ? "" : kNoGpu;
     case kMemory:
-      if (!gpu) return kNoGpu;
+      if (!gpu && !out_of_memory) return kNoGpu;
       return allocations ? ""
                          : "no device allocation was recorded: neither cudaMalloc/cudaFree calls nor a device-memory "
                            "counter (torch.profiler's profile_memory=True gives one)";
@@ -239,6 +239,27 @@ std::string class_unmeasured(Class c, const JobProfile& job, const std::vector<R
     default:
       return "";
   }
+}
+
+// A rank whose memory cgroup's OOM killer killed a process while it ran,
+// and the last step it began.
+struct OutOfMemory {
+  int32_t rank;
+  uint64_t kills;
+  int32_t step;  // -1: none
+};
+std::vector<OutOfMemory> out_of_memory(const JobProfile& job, const std::vector<RankEnd>& ends) {
+  std::vector<OutOfMemory> out;
+  for (const RankEnd& end : ends) {
+    if (end.oom_kills == 0 || end.rank < 0 || static_cast<size_t>(end.rank) >= job.ranks.size()) continue;
+    int32_t step = -1;
+    const auto& steps = job.ranks[static_cast<size_t>(end.rank)].steps;
+    for (size_t s = 0; s < steps.size(); ++s) {
+      if (steps[s].times.begin_ns != kUnknown) step = static_cast<int32_t>(s);
+    }
+    out.push_back({end.rank, end.oom_kills, step});
+  }
+  return out;
 }
 
 std::vector<KernelAcrossRanks> top_kernels(const JobProfile& job, bool by_count) {
@@ -306,14 +327,16 @@ std::vector<RankIdleGap> largest_gaps(const JobProfile& job) {
 }  // namespace
 
 BottleneckReport find_bottlenecks(const JobProfile& job, const std::vector<RankBreakdown>& breakdown,
-                                  const StragglerReport& stragglers, const BucketReport& buckets) {
+                                  const StragglerReport& stragglers, const BucketReport& buckets,
+                                  const std::vector<RankEnd>& ends) {
   BottleneckReport report;
   const std::vector<RankCosts> costs = rank_costs(job);
+  const std::vector<OutOfMemory> killed = out_of_memory(job, ends);
   // Waiting for the last rank is the straggler's cost where one was found, not communication's.
   const bool straggler_found = !stragglers.stragglers.empty();
   for (int c = 0; c < kClassCount; ++c) {
     const Class klass = static_cast<Class>(c);
-    if (std::string why = class_unmeasured(klass, job, breakdown, stragglers); !why.empty()) {
+    if (std::string why = class_unmeasured(klass, job, breakdown, stragglers, !killed.empty()); !why.empty()) {
       report.unmeasured.emplace_back(kBottleneckClasses[c], std::move(why));
       continue;
     }
@@ -344,11 +367,13 @@ BottleneckReport find_bottlenecks(const JobProfile& job, const std::vector<RankB
         b.cost_ns_per_step = cost;
       }
     }
-    // A memory that grows every step is named whatever its allocations cost.
+    // A memory that grows every step, or a rank the OOM killer ended, is
+    // named whatever its allocations cost.
     if (klass == kMemory && !worst) {
       for (const RankCosts& r : costs) {
         const RankProfile& rank = job.ranks[static_cast<size_t>(r.rank)];
-        if (rank.device.device_memory_seen && grows(rank.device.memory)) {
+        const bool killed_here = std::any_of(killed.begin(), killed.end(), [&](const OutOfMemory& k) { return k.rank == r.rank; });
+        if ((rank.device.device_memory_seen && grows(rank.device.memory)) || killed_here) {
           b.ranks.push_back(r.rank);
           if (!worst) worst = &r;
         }
@@ -356,9 +381,17 @@ BottleneckReport find_bottlenecks(const JobProfile& job, const std::vector<RankB
       if (worst) b.cost_ns_per_step = worst->cost[c];
     }
     if (!worst) continue;
+    if (klass == kMemory) {
+      for (const OutOfMemory& k : killed) {
+        b.evidence += printf_string("; rank %d was killed by the OOM killer (%llu kills in its memory cgroup) %s",
+                                    k.rank, static_cast<unsigned long long>(k.kills),
+                                    k.step >= 0 ? ("in step " + std::to_string(job.step_numbers[static_cast<size_t>(k.step)])).c_str()
+                                                : "before its first step");
+      }
+    }
     b.klass = kBottleneckClasses[c];
     b.step_share = static_cast<double>(b.cost_ns_per_step) / static_cast<double>(worst->median_step_ns);
-    b.evidence = evidence(klass, *worst, job.ranks[static_cast<size_t>(worst->rank)], job);
+    b.evidence = evidence(klass, *worst, job.ranks[static_cast<size_t>(worst->rank)], job) + b.evidence;
     if (klass == kCommunication && straggler_found) {
       b.evidence += "; the wait is the straggler's, and only the transfer is counted here";
     }

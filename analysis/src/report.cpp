@@ -273,11 +273,12 @@ Report make_report(const Timeline& timeline, const ReportOptions& options) {
   }
   report.stragglers = find_stragglers(report.profile);
   report.buckets = analyze_buckets(report.profile, report.overlap);
-  report.bottlenecks = find_bottlenecks(report.profile, report.breakdown, report.stragglers, report.buckets);
+  report.ends = rank_ends(timeline);
+  report.bottlenecks =
+      find_bottlenecks(report.profile, report.breakdown, report.stragglers, report.buckets, report.ends);
   report.capture_cost = capture_cost(timeline);
   report.hangs = find_hangs(timeline);
   report.deadlocks = find_deadlocks(timeline);
-  report.ends = rank_ends(timeline);
   report.damage = timeline.damage();
   report.losses = event_losses(timeline);
   return report;

@@ -165,7 +165,7 @@ inline analysis::Report sample_report(int ranks, int steps, int slow_rank = 2) {
   }
   report.breakdown = step_breakdown(job);
   job.strings = {"ampere_sgemm_128x64_tn <\"escaped\">", "vectorized_elementwise_kernel"};
-  report.bottlenecks = find_bottlenecks(job, report.breakdown, report.stragglers, report.buckets);
+  report.bottlenecks = find_bottlenecks(job, report.breakdown, report.stragglers, report.buckets, report.ends);
   return report;
 }
 

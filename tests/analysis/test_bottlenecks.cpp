@@ -250,6 +250,25 @@ TEST_F(BottleneckTest, AMemoryThatGrowsEveryStepIsALeak) {
   EXPECT_NE(memory->evidence.find("grows 8 MiB a step"), std::string::npos) << memory->evidence;
 }
 
+TEST_F(BottleneckTest, ARankTheOomKillerEndedIsAMemoryBottleneckInItsStep) {
+  write_rank(two_steps());
+  const Report r = report();
+  RankEnd end;
+  end.rank = 0;
+  end.status = RankStatus::kDead;
+  end.oom_kills = 1;
+  const BottleneckReport found = find_bottlenecks(r.profile, r.breakdown, r.stragglers, r.buckets, {end});
+  const auto memory = std::find_if(found.found.begin(), found.found.end(),
+                                   [](const Bottleneck& b) { return b.klass == "memory"; });
+  ASSERT_NE(memory, found.found.end());
+  EXPECT_NE(memory->evidence.find("rank 0 was killed by the OOM killer (1 kills in its memory cgroup) in step 1"),
+            std::string::npos)
+      << memory->evidence;
+  // Without it, the allocation's 15 µs a step stays under the threshold.
+  EXPECT_TRUE(std::none_of(r.bottlenecks.found.begin(), r.bottlenecks.found.end(),
+                           [](const Bottleneck& b) { return b.klass == "memory"; }));
+}
+
 TEST_F(BottleneckTest, ACpuJobSaysWhyTheGpuClassesAreNotMeasured) {
   write_rank({host(EventKind::kNvtxRange, kStep0, 0, 1000), host(EventKind::kNvtxRange, kLoader, 0, 600),
               host(EventKind::kNvtxRange, kStep1, 1000, 2000), host(EventKind::kNvtxRange, kLoader, 1000, 1600)});

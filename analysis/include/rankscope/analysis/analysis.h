@@ -373,8 +373,11 @@ struct BottleneckReport {
   static constexpr size_t kTopKernels = 10;
   std::vector<RankIdleGap> largest_gaps;  // over every rank, longest first
 };
+struct RankEnd;  // below, "How each rank's process ended"
+// `ends`: a rank the OOM killer ended makes the memory class, with its step.
 BottleneckReport find_bottlenecks(const JobProfile& job, const std::vector<RankBreakdown>& breakdown,
-                                  const StragglerReport& stragglers, const BucketReport& buckets);
+                                  const StragglerReport& stragglers, const BucketReport& buckets,
+                                  const std::vector<RankEnd>& ends);
 
 // What capture cost one rank's process, from its agent's counters: the fixed
 // parts measured, the per-call part estimated (recorded calls times the cost
