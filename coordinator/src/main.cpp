@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
     }
   }
   const cli::Command commands[] = {cli::add_merge(app),  cli::add_import_kineto(app), cli::add_info(app),
-                                   cli::add_report(app), cli::add_export(app),        cli::add_run(app, application),
+                                   cli::add_report(app), cli::add_diff(app), cli::add_export(app),        cli::add_run(app, application),
                                    cli::add_accept(app), cli::add_trigger(app)};
   if (argc > 1 && argv[1][0] != '-') {
     std::string known;

@@ -129,7 +129,7 @@ expect 1 "cannot read folder: it is a folder" "$rankscope" info folder
 [ ! -e x.h5 ] && [ ! -e x.json ] || fail "a refused command wrote its output"
 
 echo "== usage errors: status 2, named after their command"
-expect 2 "rankscope: unknown command 'bogus' (commands: merge, import-kineto, info, report, export, run, accept, trigger)" \
+expect 2 "rankscope: unknown command 'bogus' (commands: merge, import-kineto, info, report, diff, export, run, accept, trigger)" \
   "$rankscope" bogus
 expect 2 "rankscope report: --format: bogus not in {text,json,html}" "$rankscope" report job.h5 --format bogus
 expect 2 "rankscope run: no application given" "$rankscope" run -o x.h5 --

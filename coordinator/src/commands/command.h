@@ -26,6 +26,7 @@ Command add_merge(CLI::App& parent);
 Command add_import_kineto(CLI::App& parent);
 Command add_info(CLI::App& parent);
 Command add_report(CLI::App& parent);
+Command add_diff(CLI::App& parent);
 Command add_export(CLI::App& parent);
 Command add_accept(CLI::App& parent);
 Command add_trigger(CLI::App& parent);

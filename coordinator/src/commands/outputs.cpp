@@ -122,6 +122,11 @@ bool is_accept_baseline(const std::string& path) {
   return read_head(path).find("\nrankscope-accept-baseline ") != std::string::npos;
 }
 
+// analysis::baseline_text's, and rankscope diff's outputs, by their first line.
+bool is_report_baseline(const std::string& path) { return read_head(path).starts_with("rankscope-baseline "); }
+bool is_diff_text(const std::string& path) { return read_head(path).starts_with("base "); }
+bool is_diff_json(const std::string& path) { return read_head(path).starts_with(R"({"base":")"); }
+
 struct KindTraits {
   const char* name;
   bool (*recognise)(const std::string& path);
@@ -139,6 +144,9 @@ KindTraits traits(OutputKind kind) {
     case OutputKind::kAcceptJson: return {"a rankscope accept JSON summary", is_accept_json};
     case OutputKind::kAcceptHtml: return {"a rankscope accept HTML page", is_accept_html};
     case OutputKind::kAcceptBaseline: return {"a rankscope accept baseline", is_accept_baseline};
+    case OutputKind::kReportBaseline: return {"a rankscope baseline", is_report_baseline};
+    case OutputKind::kDiffText: return {"a rankscope diff", is_diff_text};
+    case OutputKind::kDiffJson: return {"a rankscope JSON diff", is_diff_json};
   }
   return {"", nullptr};
 }

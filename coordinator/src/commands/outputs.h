@@ -28,7 +28,10 @@ enum class OutputKind {
   kAcceptText,
   kAcceptJson,
   kAcceptHtml,
-  kAcceptBaseline
+  kAcceptBaseline,
+  kReportBaseline,
+  kDiffText,
+  kDiffJson
 };
 
 struct Output {

@@ -1,10 +1,11 @@
-// rankscope report TIMELINE [--format text|json|html] [-o FILE]
+// rankscope report TIMELINE [--format text|json|html] [-o FILE] [--save-baseline FILE]
 #include <cstdio>
 #include <optional>
 
 #include "command.h"
 #include "outputs.h"
 #include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/diff.h"
 #include "rankscope/model/error.h"
 #include "rankscope/timeline/timeline.h"
 
@@ -17,6 +18,7 @@ struct ReportOptions {
   std::string output;  // stdout when empty
   bool overwrite = false;
   bool hta_compat = false;
+  std::string save_baseline;  // analysis::baseline_text of the report's figures
 };
 
 OutputKind report_kind(const std::string& format) {
@@ -26,9 +28,11 @@ OutputKind report_kind(const std::string& format) {
 int run_report(const ReportOptions& options) {
   std::vector<Output> outputs;
   if (!options.output.empty()) outputs.push_back({"-o", options.output, report_kind(options.format)});
+  if (!options.save_baseline.empty()) outputs.push_back({"--save-baseline", options.save_baseline, OutputKind::kReportBaseline});
   check_files({options.timeline}, outputs, options.overwrite);
-  std::optional<TextOutput> output;
+  std::optional<TextOutput> output, baseline;
   if (!options.output.empty()) output.emplace(options.output, options.overwrite);
+  if (!options.save_baseline.empty()) baseline.emplace(options.save_baseline, options.overwrite);
   analysis::Report report;
   {
     const Timeline timeline(options.timeline);
@@ -39,6 +43,10 @@ int run_report(const ReportOptions& options) {
     analysis::write_collectives_table(options.timeline, report.profile);
   } catch (const Error& e) {
     std::fprintf(stderr, "rankscope report: warning: the collectives table was not written: %s\n", e.what());
+  }
+  if (baseline) {
+    baseline->write(analysis::baseline_text(analysis::run_figures(report)));
+    std::fprintf(stderr, "rankscope report: wrote the baseline %s\n", options.save_baseline.c_str());
   }
   const std::string text = options.format == "json"   ? analysis::report_json(report)
                            : options.format == "html" ? analysis::report_html(report)
@@ -60,6 +68,9 @@ Command add_report(CLI::App& parent) {
       "report", "Analyze a timeline: stragglers and why, overlap, exposed communication, DDP buckets, FSDP units");
   app->add_option("timeline", options->timeline, "The HDF5 timeline")->required()->check(kNonEmptyPath);
   add_document_options(*app, "report", options->format, options->output, options->overwrite);
+  app->add_option("--save-baseline", options->save_baseline,
+                  "Also write the report's figures with their per-step samples to this file, for `rankscope diff`")
+      ->check(kNonEmptyPath);
   app->add_flag("--hta-compat", options->hta_compat,
                 "Overlap as Holistic Trace Analysis defines it (kernel names, its window and rounding)");
   return {app, [options] {

@@ -1,0 +1,540 @@
+// Two runs compared (docs/diff.md): each figure of the report with its
+// per-step samples, matched by name and rank, tested with Mann–Whitney's U
+// against the runs' own step-to-step variation, Holm-corrected over every
+// figure tested, and ordered by the step time each change explains.
+#include "rankscope/analysis/diff.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "rankscope/model/error.h"
+#include "rankscope/model/format.h"
+#include "rankscope/model/json.h"
+#include "rankscope/model/statistics.h"
+#include "rankscope/model/text.h"
+
+namespace rankscope::analysis {
+namespace {
+
+// A figure measured per step, read off a rank's step.
+struct StepMetric {
+  const char* name;
+  const char* unit;
+  bool higher_is_better;
+  std::function<double(const RankStep&)> read;
+};
+
+std::vector<StepMetric> step_metrics(bool gpu) {
+  std::vector<StepMetric> metrics = {
+      {"step_ns", "ns", false, [](const RankStep& s) { return static_cast<double>(s.times.duration()); }},
+      {"compute_ns", "ns", false, [](const RankStep& s) { return static_cast<double>(s.compute_ns); }},
+      {"comm_ns", "ns", false, [](const RankStep& s) { return static_cast<double>(s.comm_ns); }},
+      {"overlap_ns", "ns", true, [](const RankStep& s) { return static_cast<double>(s.overlap_ns); }},
+      {"exposed_wait_ns", "ns", false, [](const RankStep& s) { return static_cast<double>(s.exposed_wait_ns); }},
+      {"exposed_transfer_ns", "ns", false, [](const RankStep& s) { return static_cast<double>(s.exposed_transfer_ns); }},
+      {"idle_ns", "ns", false, [](const RankStep& s) { return static_cast<double>(s.idle_ns); }},
+      {"data_loading_ns", "ns", false, [](const RankStep& s) { return static_cast<double>(s.data_loading_ns); }},
+      {"forward_ns", "ns", false, [](const RankStep& s) { return static_cast<double>(s.forward_ns); }},
+      {"backward_ns", "ns", false, [](const RankStep& s) { return static_cast<double>(s.backward_ns); }},
+      {"optimizer_ns", "ns", false, [](const RankStep& s) { return static_cast<double>(s.optimizer_ns); }},
+  };
+  if (!gpu) return metrics;
+  static const std::vector<std::string> gpu_names = [] {
+    std::vector<std::string> names;
+    for (int c = 0; c < kWorkCategoryCount; ++c) {
+      names.push_back(std::string("gpu.") + work_category_key(static_cast<WorkCategory>(c)) + "_ns");
+    }
+    for (int c = 0; c < kIdleCauseCount; ++c) {
+      names.push_back(std::string("gpu.idle.") + idle_cause_key(static_cast<IdleCause>(c)) + "_ns");
+    }
+    return names;
+  }();
+  for (int c = 0; c < kWorkCategoryCount; ++c) {
+    metrics.push_back({gpu_names[static_cast<size_t>(c)].c_str(), "ns", c == 0,
+                       [c](const RankStep& s) { return static_cast<double>(s.device.work_ns[c]); }});
+  }
+  for (int c = 0; c < kIdleCauseCount; ++c) {
+    metrics.push_back({gpu_names[static_cast<size_t>(kWorkCategoryCount + c)].c_str(), "ns", false,
+                       [c](const RankStep& s) { return static_cast<double>(s.device.idle_ns[c]); }});
+  }
+  metrics.push_back({"gpu.syncs", "count", false, [](const RankStep& s) { return static_cast<double>(s.device.syncs); }});
+  metrics.push_back({"gpu.sync_ns", "ns", false, [](const RankStep& s) { return static_cast<double>(s.device.sync_ns); }});
+  metrics.push_back({"gpu.launches", "count", false, [](const RankStep& s) { return static_cast<double>(s.device.launches); }});
+  return metrics;
+}
+
+bool measured(const RankStep& s) { return s.times.begin_ns != kUnknown && s.times.end_ns != kUnknown; }
+
+double median_of(std::vector<double> values) { return values.empty() ? 0 : median(std::move(values)); }
+
+Figure single(std::string metric, int32_t rank, const char* unit, bool higher_is_better, double value) {
+  Figure f;
+  f.metric = std::move(metric);
+  f.rank = rank;
+  f.unit = unit;
+  f.higher_is_better = higher_is_better;
+  f.value = value;
+  return f;
+}
+
+// Collectives by source, operation and size class (a power of two of bytes): the median transfer of each.
+void add_collective_figures(const JobProfile& job, RunFigures& out) {
+  std::map<std::string, std::vector<double>> transfers;
+  for (const CollectiveInstance& c : job.collectives) {
+    const int64_t transfer = c.transfer_ns();
+    if (transfer == kUnknown || c.ranks.size() < 2) continue;
+    const int size_class = c.bytes == 0 ? 0 : static_cast<int>(std::ceil(std::log2(static_cast<double>(c.bytes))));
+    const char* source = c.source == CollectiveSource::kMpi ? "MPI" : c.source == CollectiveSource::kNccl ? "NCCL" : "c10d";
+    transfers[printf_string("collective.transfer_ns:%s %s <=2^%d B", source, std::string(comm_op_name(c.op)).c_str(),
+                            size_class)]
+        .push_back(static_cast<double>(transfer));
+  }
+  for (auto& [metric, values] : transfers) out.figures.push_back(single(metric, -1, "ns", false, median_of(values)));
+}
+
+}  // namespace
+
+RunFigures run_figures(const Report& report) {
+  const JobProfile& job = report.profile;
+  RunFigures out;
+  out.path = job.path;
+  out.world_size = job.world_size;
+  out.gpu = std::any_of(job.ranks.begin(), job.ranks.end(), [](const RankProfile& r) { return r.device.gpu; });
+  const std::vector<StepMetric> metrics = step_metrics(out.gpu);
+  // The first step warms up (DDP rebuilds its buckets after it, allocators and NCCL connect in it).
+  const size_t first = job.step_numbers.size() > 1 ? 1 : 0;
+  out.steps = static_cast<int64_t>(job.step_numbers.size() - first);
+  for (const StepMetric& metric : metrics) {
+    Figure whole;
+    whole.metric = metric.name;
+    whole.unit = metric.unit;
+    whole.higher_is_better = metric.higher_is_better;
+    for (size_t s = first; s < job.step_numbers.size(); ++s) {
+      double sum = 0;
+      int ran = 0;
+      for (const RankProfile& rank : job.ranks) {
+        if (s < rank.steps.size() && measured(rank.steps[s])) {
+          sum += metric.read(rank.steps[s]);
+          ++ran;
+        }
+      }
+      if (ran > 0) whole.samples.push_back(sum / ran);
+    }
+    whole.value = median_of(whole.samples);
+    if (!whole.samples.empty()) out.figures.push_back(whole);
+    for (const RankProfile& rank : job.ranks) {
+      Figure per_rank = whole;
+      per_rank.rank = rank.rank;
+      per_rank.samples.clear();
+      for (size_t s = first; s < rank.steps.size(); ++s) {
+        if (measured(rank.steps[s])) per_rank.samples.push_back(metric.read(rank.steps[s]));
+      }
+      per_rank.value = median_of(per_rank.samples);
+      if (!per_rank.samples.empty()) out.figures.push_back(std::move(per_rank));
+    }
+  }
+  for (const BucketStats& b : report.buckets.buckets) {
+    out.figures.push_back(single("bucket.transfer_ns:" + std::to_string(b.index), -1, "ns", false,
+                                 static_cast<double>(b.transfer_ns)));
+    out.figures.push_back(single("bucket.busbw_gbps:" + std::to_string(b.index), -1, "GB/s", true, b.bus_bandwidth_gbps));
+    out.figures.push_back(single("bucket.bytes:" + std::to_string(b.index), -1, "bytes", false, static_cast<double>(b.bytes)));
+  }
+  add_collective_figures(job, out);
+  // Top kernels by time, then by launches: their count, total and mean over every rank.
+  for (const auto* list : {&report.bottlenecks.top_by_time, &report.bottlenecks.top_by_count}) {
+    for (const KernelAcrossRanks& k : *list) {
+      const std::string name = job.name(k.name_id);
+      if (std::any_of(out.figures.begin(), out.figures.end(),
+                      [&](const Figure& f) { return f.metric == "kernel.total_ns:" + name; })) {
+        continue;
+      }
+      out.figures.push_back(single("kernel.total_ns:" + name, -1, "ns", false, static_cast<double>(k.total_ns)));
+      out.figures.push_back(single("kernel.count:" + name, -1, "count", false, static_cast<double>(k.count)));
+      out.figures.push_back(single("kernel.mean_ns:" + name, -1, "ns", false,
+                                   k.count ? static_cast<double>(k.total_ns) / static_cast<double>(k.count) : 0));
+    }
+  }
+  for (const Bottleneck& b : report.bottlenecks.found) {
+    out.figures.push_back(single("bottleneck.cost_ns:" + b.klass, -1, "ns", false, static_cast<double>(b.cost_ns_per_step)));
+  }
+  for (const RankEnd& end : report.ends) {
+    if (end.usage) {
+      out.figures.push_back(single("process.peak_rss_bytes", end.rank, "bytes", false,
+                                   static_cast<double>(end.usage->peak_rss_bytes)));
+    }
+  }
+  for (const RankProfile& rank : job.ranks) {
+    if (rank.device.device_memory_seen) {
+      out.figures.push_back(single("gpu.memory_peak_bytes", rank.rank, "bytes", false,
+                                   static_cast<double>(rank.device.memory.peak_bytes)));
+    }
+  }
+  for (const CaptureCost& cost : report.capture_cost) {
+    out.figures.push_back(single("capture_cost_pct", cost.rank, "%", false, cost.share_pct()));
+  }
+  out.figures.push_back(single("stragglers", -1, "count", false, static_cast<double>(report.stragglers.stragglers.size())));
+  return out;
+}
+
+// ------------------------------------------------------------ baseline ---
+
+// Text, one figure a line, as accept's baselines are: "figure RANK UNIT
+// HIGHER VALUE N S1 .. SN METRIC", the metric last since kernel names hold spaces.
+std::string baseline_text(const RunFigures& figures) {
+  std::ostringstream out;
+  out.precision(17);
+  out << "rankscope-baseline " << kBaselineFormatVersion << "\n";
+  out << "path " << figures.path << "\n";
+  out << "world_size " << figures.world_size << "\ngpu " << (figures.gpu ? 1 : 0) << "\nsteps " << figures.steps << "\n";
+  for (const Figure& f : figures.figures) {
+    out << "figure " << f.rank << ' ' << f.unit << ' ' << (f.higher_is_better ? 1 : 0) << ' ' << f.value << ' '
+        << f.samples.size();
+    for (const double s : f.samples) out << ' ' << s;
+    out << ' ' << f.metric << "\n";
+  }
+  return out.str();
+}
+
+RunFigures read_baseline_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read the baseline " + path + ": " + errno_text(errno));
+  RunFigures figures;
+  std::string line;
+  int number = 0;
+  const auto bad = [&](const std::string& what) {
+    throw Error(path + ":" + std::to_string(number) + ": " + what + " (a baseline written by `rankscope report "
+                "--save-baseline`; docs/diff.md)");
+  };
+  bool header = false;
+  while (std::getline(in, line)) {
+    ++number;
+    std::istringstream fields(line);
+    std::string key;
+    fields >> key;
+    if (number == 1) {
+      int version = 0;
+      if (key != "rankscope-baseline" || !(fields >> version)) bad("not a rankscope baseline");
+      if (version > kBaselineFormatVersion) {
+        bad("baseline format " + std::to_string(version) + " is newer than this rankscope reads (" +
+            std::to_string(kBaselineFormatVersion) + ")");
+      }
+      header = true;
+      continue;
+    }
+    if (key.empty()) continue;
+    if (key == "path") {
+      std::getline(fields >> std::ws, figures.path);
+    } else if (key == "world_size") {
+      if (!(fields >> figures.world_size) || figures.world_size <= 0) bad("world_size is not a positive number");
+    } else if (key == "gpu") {
+      int gpu = 0;
+      if (!(fields >> gpu)) bad("gpu is not 0 or 1");
+      figures.gpu = gpu != 0;
+    } else if (key == "steps") {
+      if (!(fields >> figures.steps)) bad("steps is not a number");
+    } else if (key == "figure") {
+      Figure f;
+      int higher = 0;
+      size_t count = 0;
+      if (!(fields >> f.rank >> f.unit >> higher >> f.value >> count) || count > 10'000'000) bad("a figure line is damaged");
+      f.higher_is_better = higher != 0;
+      f.samples.resize(count);
+      for (double& s : f.samples) {
+        if (!(fields >> s) || !std::isfinite(s)) bad("a figure has fewer samples than it says, or one not finite");
+      }
+      std::getline(fields >> std::ws, f.metric);
+      if (f.metric.empty()) bad("a figure has no metric name");
+      figures.figures.push_back(std::move(f));
+    } else {
+      bad("\"" + key.substr(0, 40) + "\" is no baseline line");
+    }
+  }
+  if (!header) bad("the file is empty");
+  return figures;
+}
+
+// ---------------------------------------------------------- statistics ---
+
+double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b) {
+  const size_t n = a.size(), m = b.size();
+  if (n == 0 || m == 0) return 1;
+  // Ranks of the pooled samples, ties given their mean rank.
+  std::vector<std::pair<double, int>> pooled;
+  for (const double v : a) pooled.emplace_back(v, 0);
+  for (const double v : b) pooled.emplace_back(v, 1);
+  std::sort(pooled.begin(), pooled.end());
+  double rank_sum_a = 0, tie_term = 0;
+  bool ties = false;
+  for (size_t i = 0; i < pooled.size();) {
+    size_t j = i;
+    while (j < pooled.size() && pooled[j].first == pooled[i].first) ++j;
+    const double mean_rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2;
+    const double t = static_cast<double>(j - i);
+    if (t > 1) ties = true;
+    tie_term += t * t * t - t;
+    for (size_t k = i; k < j; ++k) {
+      if (pooled[k].second == 0) rank_sum_a += mean_rank;
+    }
+    i = j;
+  }
+  const double u = rank_sum_a - static_cast<double>(n * (n + 1)) / 2;
+  const double mean_u = static_cast<double>(n * m) / 2;
+  if (!ties && n <= 12 && m <= 12) {
+    // Exact: the number of arrangements with each U, by the recurrence on the largest value.
+    std::vector<std::vector<std::vector<double>>> count(
+        n + 1, std::vector<std::vector<double>>(m + 1, std::vector<double>(n * m + 1, 0)));
+    for (size_t i = 0; i <= n; ++i) {
+      for (size_t j = 0; j <= m; ++j) {
+        if (i == 0 || j == 0) {
+          count[i][j][0] = 1;
+          continue;
+        }
+        for (size_t k = 0; k <= i * j; ++k) {
+          count[i][j][k] = (k >= j ? count[i - 1][j][k - j] : 0) + count[i][j - 1][k];
+        }
+      }
+    }
+    double total = 0, tail = 0;
+    const double extreme = std::min(u, static_cast<double>(n * m) - u);
+    for (size_t k = 0; k <= n * m; ++k) {
+      total += count[n][m][k];
+      if (static_cast<double>(k) <= extreme + 1e-9) tail += count[n][m][k];
+    }
+    return std::min(1.0, 2 * tail / total);
+  }
+  const double nm = static_cast<double>(n * m), big_n = static_cast<double>(n + m);
+  const double variance = nm / 12 * ((big_n + 1) - tie_term / (big_n * (big_n - 1)));
+  if (variance <= 0) return 1;
+  const double z = (std::fabs(u - mean_u) - 0.5) / std::sqrt(variance);
+  return std::min(1.0, std::erfc(std::max(0.0, z) / std::sqrt(2.0)));
+}
+
+// ---------------------------------------------------------------- diff ---
+
+namespace {
+
+// The order a reader follows: the job's step time, the headline; then a
+// rank whose figure got worse unlike the other ranks' (a slowed rank's
+// compute, where the others only waited longer for it), by how far it departs from
+// their median change; then the rest by the step time each explains, the
+// sums (compute, communication) after the figures within them.
+// Significant changes before the others.
+void order_changes(std::vector<Change>& changes) {
+  std::map<std::string, std::vector<double>> rank_deltas;
+  for (const Change& c : changes) {
+    if (c.rank >= 0 && std::isfinite(c.base) && std::isfinite(c.now)) rank_deltas[c.metric].push_back(c.now - c.base);
+  }
+  std::map<std::string, double> typical;
+  for (auto& [metric, deltas] : rank_deltas) typical[metric] = median(deltas);
+  const auto tier_and_size = [&](const Change& c) -> std::pair<int, double> {
+    if (c.metric == "step_ns" && c.rank < 0) return {0, c.step_ns_explained};
+    if (c.rank >= 0 && c.regression && c.unit == "ns") {
+      const double own = std::fabs(c.now - c.base - typical[c.metric]);
+      if (own >= 0.5 * std::fabs(c.now - c.base) && own > 0) return {1, own};
+    }
+    // Sums that hold other figures (compute holds the phases on a CPU job)
+    // come after the figure that names the cause, unless they explain a
+    // quarter more.
+    const bool sum = c.metric == "compute_ns" || c.metric == "comm_ns";
+    return {2, sum ? 0.8 * c.step_ns_explained : c.step_ns_explained};
+  };
+  std::stable_sort(changes.begin(), changes.end(), [&](const Change& a, const Change& b) {
+    if (a.significant != b.significant) return a.significant;
+    const auto [tier_a, size_a] = tier_and_size(a);
+    const auto [tier_b, size_b] = tier_and_size(b);
+    if (tier_a != tier_b) return tier_a < tier_b;
+    if (size_a != size_b) return size_a > size_b;
+    const double ra = std::isfinite(a.ratio) ? std::fabs(a.ratio - 1) : 0, rb = std::isfinite(b.ratio) ? std::fabs(b.ratio - 1) : 0;
+    return ra > rb;
+  });
+}
+
+}  // namespace
+
+bool DiffReport::regression() const {
+  return std::any_of(changes.begin(), changes.end(), [](const Change& c) { return c.regression; });
+}
+
+DiffReport diff_runs(const RunFigures& base, const RunFigures& now, const DiffOptions& options) {
+  DiffReport diff;
+  diff.base_path = base.path;
+  diff.new_path = now.path;
+  const bool same_ranks = base.world_size == now.world_size;
+  if (!same_ranks) {
+    diff.notes.push_back(printf_string("the runs have %d and %d ranks: only the job's figures are compared, not "
+                                       "each rank's",
+                                       base.world_size, now.world_size));
+  }
+  if (base.gpu != now.gpu) {
+    diff.notes.push_back(std::string("only the ") + (base.gpu ? "base" : "new") +
+                         " run has GPU work: the GPU figures are in one run only");
+  }
+  std::map<std::pair<std::string, int32_t>, const Figure*> base_by_key;
+  for (const Figure& f : base.figures) {
+    if (f.rank < 0 || same_ranks) base_by_key[{f.metric, f.rank}] = &f;
+  }
+  // The job's step time, the floor under which a change of ns is too small to matter.
+  double job_step = 0;
+  if (const auto it = base_by_key.find({"step_ns", -1}); it != base_by_key.end()) job_step = it->second->value;
+  std::vector<std::pair<double, size_t>> tested;  // raw p, index into changes
+  std::map<std::pair<std::string, int32_t>, bool> seen;
+  for (const Figure& f : now.figures) {
+    if (f.rank >= 0 && !same_ranks) continue;
+    Change c;
+    c.metric = f.metric;
+    c.rank = f.rank;
+    c.unit = f.unit;
+    c.now = f.value;
+    seen[{f.metric, f.rank}] = true;
+    const auto it = base_by_key.find({f.metric, f.rank});
+    if (it == base_by_key.end()) {
+      c.base = std::numeric_limits<double>::quiet_NaN();
+      c.ratio = std::numeric_limits<double>::quiet_NaN();
+      c.untested = "only in the new run";
+      diff.changes.push_back(c);
+      continue;
+    }
+    const Figure& b = *it->second;
+    c.base = b.value;
+    c.ratio = b.value != 0 ? f.value / b.value : std::numeric_limits<double>::quiet_NaN();
+    if (f.unit == "ns") c.step_ns_explained = std::fabs(f.value - b.value);
+    if (b.samples.empty() || f.samples.empty()) {
+      c.untested = "one value a run, no step-to-step samples to test against";
+    } else if (b.samples.size() < options.min_samples || f.samples.size() < options.min_samples) {
+      c.untested = printf_string("%zu and %zu steps: %zu a run are needed for a test at %.2g", b.samples.size(),
+                                 f.samples.size(), options.min_samples, options.alpha);
+    } else {
+      tested.emplace_back(mann_whitney_p(b.samples, f.samples), diff.changes.size());
+    }
+    diff.changes.push_back(c);
+  }
+  for (const Figure& f : base.figures) {
+    if ((f.rank >= 0 && !same_ranks) || seen.count({f.metric, f.rank})) continue;
+    Change c;
+    c.metric = f.metric;
+    c.rank = f.rank;
+    c.unit = f.unit;
+    c.base = f.value;
+    c.now = c.ratio = std::numeric_limits<double>::quiet_NaN();
+    c.untested = "only in the base run";
+    diff.changes.push_back(c);
+  }
+  // Holm's step-down correction over every figure tested.
+  std::sort(tested.begin(), tested.end());
+  const size_t k = tested.size();
+  double running = 0;
+  for (size_t i = 0; i < k; ++i) {
+    running = std::max(running, std::min(1.0, static_cast<double>(k - i) * tested[i].first));
+    Change& c = diff.changes[tested[i].second];
+    c.p_value = running;
+    // From nothing to something (a data loader where there was none) is as large as a change gets.
+    const bool large = std::isfinite(c.ratio) ? std::fabs(c.ratio - 1) >= options.min_relative : c.now != c.base;
+    const bool matters = c.unit != "ns" || job_step <= 0 || c.step_ns_explained >= options.min_step_share * job_step;
+    c.significant = running < options.alpha && large && matters;
+    const auto it = base_by_key.find({c.metric, c.rank});
+    const bool higher_is_better = it != base_by_key.end() && it->second->higher_is_better;
+    c.regression = c.significant && (higher_is_better ? c.now < c.base : c.now > c.base);
+  }
+  diff.tested = static_cast<int64_t>(k);
+  order_changes(diff.changes);
+  return diff;
+}
+
+// ------------------------------------------------------------- writers ---
+
+namespace {
+
+std::string value_text(double value, const std::string& unit) {
+  if (!std::isfinite(value)) return "-";
+  if (unit == "ns") return format_duration(value);
+  if (unit == "bytes") return format_bytes(value);
+  if (unit == "GB/s") return printf_string("%.2f GB/s", value);
+  if (unit == "%") return printf_string("%.2f %%", value);
+  return printf_string("%.6g", value);
+}
+
+std::string scope_text(const Change& c) { return c.rank < 0 ? "job" : "rank " + std::to_string(c.rank); }
+
+std::string change_line(const Change& c) {
+  std::string line = printf_string("  %s (%s): %s -> %s", c.metric.c_str(), scope_text(c).c_str(),
+                                   value_text(c.base, c.unit).c_str(), value_text(c.now, c.unit).c_str());
+  if (std::isfinite(c.ratio)) line += printf_string(" (x%.3f", c.ratio);
+  else line += " (";
+  if (std::isfinite(c.base) && std::isfinite(c.now)) {
+    line += std::string(std::isfinite(c.ratio) ? ", " : "") + (c.now >= c.base ? "+" : "-") +
+            value_text(std::fabs(c.now - c.base), c.unit);
+  }
+  line += ")";
+  if (c.p_value >= 0) line += printf_string(", p = %.2g", c.p_value);
+  if (c.regression) line += "  REGRESSION";
+  else if (c.significant) line += "  improvement";
+  return line + "\n";
+}
+
+}  // namespace
+
+std::string diff_text(const DiffReport& diff) {
+  std::string out = "base " + diff.base_path + "\nnew  " + diff.new_path + "\n";
+  for (const std::string& note : diff.notes) out += "note: " + note + "\n";
+  const auto significant = static_cast<size_t>(
+      std::count_if(diff.changes.begin(), diff.changes.end(), [](const Change& c) { return c.significant; }));
+  out += printf_string("\n%lld figures tested against their step-to-step variation (Mann-Whitney U, Holm-corrected; "
+                       "a change of 5 %% and, in ns, 2 %% of the step at least): %zu significant\n",
+                       static_cast<long long>(diff.tested), significant);
+  if (significant == 0) out += "  no significant change\n";
+  for (size_t i = 0; i < diff.changes.size() && i < significant && i < 20; ++i) out += change_line(diff.changes[i]);
+  if (significant > 20) out += printf_string("  ... %zu more (JSON lists them all)\n", significant - 20);
+  out += "\nlargest changes not found significant:\n";
+  size_t shown = 0;
+  for (size_t i = significant; i < diff.changes.size() && shown < 8; ++i) {
+    const Change& c = diff.changes[i];
+    if (!std::isfinite(c.base) || !std::isfinite(c.now)) continue;
+    out += change_line(c);
+    out += "    " + (c.untested.empty() ? std::string("not significant") : c.untested) + "\n";
+    ++shown;
+  }
+  size_t added = 0, removed = 0;
+  for (const Change& c : diff.changes) {
+    added += c.untested == "only in the new run";
+    removed += c.untested == "only in the base run";
+  }
+  if (added + removed > 0) out += printf_string("\n%zu figures only in the new run, %zu only in the base run (JSON lists them)\n", added, removed);
+  out += diff.regression() ? "\nverdict: REGRESSION\n" : "\nverdict: no significant regression\n";
+  return out;
+}
+
+std::string diff_json(const DiffReport& diff) {
+  JsonWriter json;
+  json.begin_object().key("base").value(diff.base_path).key("new").value(diff.new_path);
+  json.key("notes").begin_array();
+  for (const std::string& note : diff.notes) json.value(note);
+  json.end_array().key("tested").value(diff.tested).key("regression").value(diff.regression());
+  json.key("changes").begin_array();
+  const auto number = [&](const char* key, double value) {
+    json.key(key);
+    std::isfinite(value) ? json.value(value) : json.null();
+  };
+  for (const Change& c : diff.changes) {
+    json.begin_object().key("metric").value(c.metric).key("scope").value(c.rank < 0 ? "job" : "rank");
+    json.key("rank");
+    c.rank < 0 ? json.null() : json.value(c.rank);
+    json.key("unit").value(c.unit);
+    number("base", c.base);
+    number("new", c.now);
+    number("ratio", c.ratio);
+    json.key("p_value");
+    c.p_value >= 0 ? json.value(c.p_value) : json.null();
+    if (!c.untested.empty()) json.key("p_value_reason").value(c.untested);
+    json.key("significant").value(c.significant).key("regression").value(c.regression);
+    json.key("step_ns_explained").value(c.step_ns_explained).end_object();
+  }
+  json.end_array().end_object();
+  return json.str();
+}
+
+}  // namespace rankscope::analysis
