@@ -230,8 +230,8 @@ std::string class_unmeasured(Class c, const JobProfile& job, const std::vector<R
     case kMemory:
       if (!gpu && !out_of_memory) return kNoGpu;
       return allocations ? ""
-                         : "no device allocation was recorded: neither cudaMalloc/cudaFree calls nor a device-memory "
-                           "counter (torch.profiler's profile_memory=True gives one)";
+                         : std::string("no device allocation was recorded: no cudaMalloc/cudaFree call, and ") +
+                               kNoDeviceMemoryReason;
     case kCommunication:
       return communicated ? "" : kNoCollectivesReason;
     case kStraggler:

@@ -175,10 +175,7 @@ void write_rank_device_json(JsonWriter& json, const JobProfile& job, const RankP
   json.key("pageable_copies").value(t.work.pageable_copies).key("pageable_bytes").value(t.work.pageable_bytes);
   json.end_object().key("memory").begin_object().key("allocations").value(t.work.allocations);
   json.key("allocation_ns").value(t.work.allocation_ns);
-  constexpr const char* kNoCounter =
-      "no device-memory counter (torch.profiler's profile_memory=True records one; CUPTI's memory records are not "
-      "captured)";
-  const char* no_counter = d.device_memory_seen ? "" : kNoCounter;
+  const char* no_counter = d.device_memory_seen ? "" : kNoDeviceMemoryReason;
   json.figure("device_peak_bytes", d.memory.peak_bytes, no_counter);
   json.key("device_peak_step");
   d.device_memory_seen && d.memory.peak_step >= 0 ? json.value(job.step_numbers[static_cast<size_t>(d.memory.peak_step)])

@@ -232,8 +232,7 @@ void write_memory(const Report& report, const std::vector<const RankProfile*>& r
     peak = std::max(peak, rank->device.memory.peak_bytes);
   }
   if (with_memory.empty() || peak == 0) {
-    html::write_note(out, "n/a: no device-memory counter was recorded (torch.profiler's profile_memory=True records "
-                    "one).", "memory-note");
+    html::write_note(out, "n/a: " + escape(kNoDeviceMemoryReason) + ".", "memory-note");
     out += "</section>\n";
     return;
   }

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,7 @@ static_assert(sizeof(CUpti_ActivityMemset4) == 88);
 static_assert(sizeof(CUpti_ActivitySynchronization2) == 56);
 static_assert(sizeof(CUpti_ActivityAPI) == 40);
 static_assert(sizeof(CUpti_ActivityExternalCorrelation) == 24);
+static_assert(sizeof(CUpti_ActivityMemory4) >= 128);
 
 namespace {
 
@@ -226,6 +228,8 @@ CuptiRecordTranslator::Result CuptiRecordTranslator::translate(const CUpti_Activ
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER:
       return api_call(reinterpret_cast<const CUpti_ActivityAPI&>(record), event);
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+      return device_memory(reinterpret_cast<const CUpti_ActivityMemory4&>(record), event);
     default:
       return Result::kNoEvent;
   }
@@ -286,6 +290,33 @@ CuptiRecordTranslator::Result CuptiRecordTranslator::api_call(const CUpti_Activi
   if (untimed(r.start, r.end)) return Result::kNoTimestamps;
   event = make_event(EventKind::kCudaApi, r.start, r.end, r.correlationId, 0, api_name(r.kind, r.cbid),
                      thread_track(r.threadId), 0);
+  return Result::kEvent;
+}
+
+// Each allocation or release of device memory moves its GPU's counter of
+// memory allocated; the sample is the total after it. Host, pinned and
+// managed memory are not the device's.
+CuptiRecordTranslator::Result CuptiRecordTranslator::device_memory(const CUpti_ActivityMemory4& r, Event& event) {
+  if (r.memoryKind != CUPTI_ACTIVITY_MEMORY_KIND_DEVICE || r.deviceId >= kMemoryDevices) return Result::kNoEvent;
+  if (r.timestamp == 0) return Result::kNoTimestamps;
+  int64_t change = static_cast<int64_t>(r.bytes);
+  if (r.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) change = -change;
+  else if (r.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION) return Result::kNoEvent;
+  // Memory allocated before capture began is released unseen: the counter stays at 0 or above.
+  const int64_t total = std::max<int64_t>(0, device_memory_[r.deviceId].fetch_add(change) + change);
+  // The track and the name, made once per GPU (the first record allocates).
+  const uint64_t key = kKeyTag | r.deviceId;
+  uint32_t track = memory_tracks_.find(key);
+  uint32_t name = memory_names_.find(key);
+  if (track == ConcurrentCache::kMissing || name == ConcurrentCache::kMissing) {
+    const std::string text = "memory allocated (device " + std::to_string(r.deviceId) + ")";
+    track = rankscope_agent_track(TrackType::kCounter, r.deviceId, static_cast<int16_t>(r.deviceId), text.c_str());
+    name = intern(text.c_str(), text.size());
+    memory_tracks_.insert(key, track);
+    memory_names_.insert(key, name);
+  }
+  event = make_event(EventKind::kCounter, r.timestamp, r.timestamp, r.correlationId, static_cast<uint64_t>(total),
+                     name, static_cast<uint16_t>(track), 0);
   return Result::kEvent;
 }
 

@@ -126,6 +126,7 @@ class CuptiRecordTranslator {
   Result memory_set(const CUpti_ActivityMemset4& record, Event& event);
   Result synchronization(const CUpti_ActivitySynchronization2& record, Event& event);
   Result api_call(const CUpti_ActivityAPI& record, Event& event);
+  Result device_memory(const CUpti_ActivityMemory4& record, Event& event);
 
   uint32_t kernel_name(const char* name);
   uint32_t api_name(CUpti_ActivityKind domain, CUpti_CallbackId cbid);
@@ -146,6 +147,12 @@ class CuptiRecordTranslator {
   ConcurrentCache thread_tracks_{1 << 12}; // by OS thread id
   ConcurrentCache context_devices_{1 << 8};
   ExternalCorrelations external_;
+  // Device memory allocated through CUDA, per GPU ordinal: the counter
+  // each allocation and release moves.
+  static constexpr int kMemoryDevices = 64;
+  std::atomic<int64_t> device_memory_[kMemoryDevices] = {};
+  ConcurrentCache memory_tracks_{1 << 7};  // by GPU ordinal
+  ConcurrentCache memory_names_{1 << 7};   // "memory allocated (device N)", by GPU ordinal
 };
 
 }  // namespace rankscope::agent

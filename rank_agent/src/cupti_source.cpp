@@ -74,6 +74,7 @@ constexpr CUpti_ActivityKind kRecordedKinds[] = {
     CUPTI_ACTIVITY_KIND_MEMCPY2,               // peer-to-peer copies
     CUPTI_ACTIVITY_KIND_MEMSET,
     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_MEMORY2,               // device allocations and releases: memory allocated, per GPU
 };
 
 // The CUPTI functions used, resolved from libcupti.

@@ -188,7 +188,7 @@ TEST(CudaCapture, GpuRecordsReachTheShardOnTheAgentsClockAndTracks) {
   EXPECT_LT(clock, first_enable) << "the clock is registered before any kind is enabled";
   for (const int kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
                          CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-                         CUPTI_ACTIVITY_KIND_DEVICE, CUPTI_ACTIVITY_KIND_CONTEXT}) {
+                         CUPTI_ACTIVITY_KIND_DEVICE, CUPTI_ACTIVITY_KIND_CONTEXT, CUPTI_ACTIVITY_KIND_MEMORY2}) {
     EXPECT_LT(position(calls, "cuptiActivityEnable " + std::to_string(kind)), calls.size()) << kind;
   }
   for (const int kind : {CUPTI_ACTIVITY_KIND_KERNEL, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER}) {

@@ -389,6 +389,41 @@ TEST_F(CuptiRecords, ACopyFromOrToPageableMemorySaysSo) {
   EXPECT_EQ(g_agent.name(event_of(to_pageable).name_id), "memcpy DtoH (pageable)");
 }
 
+CUpti_ActivityMemory4 memory_record(CUpti_ActivityMemoryOperationType operation, CUpti_ActivityMemoryKind kind,
+                                    uint64_t bytes, uint64_t timestamp, uint32_t device = 0) {
+  CUpti_ActivityMemory4 r{};
+  r.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  r.memoryOperationType = operation;
+  r.memoryKind = kind;
+  r.bytes = bytes;
+  r.timestamp = timestamp;
+  r.deviceId = device;
+  r.correlationId = 5;
+  return r;
+}
+
+TEST_F(CuptiRecords, DeviceAllocationsMoveTheirGpusCounterOfMemoryAllocated) {
+  constexpr auto kAllocate = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  constexpr auto kRelease = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+  constexpr auto kDevice = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  const uint64_t totals[] = {1 << 20, 3 << 20, 2 << 20};
+  const CUpti_ActivityMemory4 records[] = {memory_record(kAllocate, kDevice, 1 << 20, 100, 3),
+                                           memory_record(kAllocate, kDevice, 2 << 20, 200, 3),
+                                           memory_record(kRelease, kDevice, 1 << 20, 300, 3)};
+  for (size_t i = 0; i < 3; ++i) {
+    const Event e = event_of(records[i]);
+    const uint32_t device_track = track_id(TrackType::kCounter, 3, 3);  // made by the first record
+    expect_event(e, EventKind::kCounter, 100 * (i + 1), 100 * (i + 1), 5, totals[i],
+                 string_id("memory allocated (device 3)"), device_track, 0);
+  }
+  const uint32_t device_track = track_id(TrackType::kCounter, 3, 3);
+  EXPECT_EQ(g_agent.track(device_track).name, "memory allocated (device 3)");
+  // Pinned host memory is not the device's; a release of memory allocated before capture keeps the counter at 0.
+  Event e;
+  EXPECT_EQ(translate(memory_record(kAllocate, CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 4096, 400), e), Result::kNoEvent);
+  EXPECT_EQ(event_of(memory_record(kRelease, kDevice, 8 << 20, 500, 4)).bytes, 0u);
+}
+
 TEST_F(CuptiRecords, PeerToPeerCopyIsAMemcpyEvent) {
   CUpti_ActivityMemcpyPtoP4 r{};
   r.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;

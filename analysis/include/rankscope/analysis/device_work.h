@@ -102,6 +102,11 @@ struct DeviceMemory {
   std::vector<int64_t> step_end_bytes;  // by JobProfile step; -1: no sample up to its end
 };
 
+// Why a rank's device memory is n/a.
+inline constexpr const char* kNoDeviceMemoryReason =
+    "no device-memory counter was recorded (`rankscope run` records CUDA's allocations through CUPTI; a "
+    "torch.profiler trace has one with profile_memory=True)";
+
 struct RankDeviceWork {
   bool gpu = false;                    // the rank ran GPU work on a stream
   std::vector<KernelTotals> kernels;   // by name id
