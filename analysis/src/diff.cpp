@@ -55,7 +55,7 @@ std::vector<StepMetric> step_metrics(bool gpu) {
     return names;
   }();
   for (int c = 0; c < kWorkCategoryCount; ++c) {
-    metrics.push_back({gpu_names[static_cast<size_t>(c)].c_str(), "ns", c == 0,
+    metrics.push_back({gpu_names[static_cast<size_t>(c)].c_str(), "ns", false,
                        [c](const RankStep& s) { return static_cast<double>(s.device.work_ns[c]); }});
   }
   for (int c = 0; c < kIdleCauseCount; ++c) {
@@ -104,6 +104,7 @@ RunFigures run_figures(const Report& report) {
   RunFigures out;
   out.path = job.path;
   out.world_size = job.world_size;
+  if (!report.damage.empty()) out.damage = report.damage.summary();
   out.gpu = std::any_of(job.ranks.begin(), job.ranks.end(), [](const RankProfile& r) { return r.device.gpu; });
   const std::vector<StepMetric> metrics = step_metrics(out.gpu);
   // The first step warms up (DDP rebuilds its buckets after it, allocators and NCCL connect in it).
@@ -320,9 +321,10 @@ namespace {
 
 // The order a reader follows: the job's step time, the headline; then a
 // rank whose figure got worse unlike the other ranks' (a slowed rank's
-// compute, where the others only waited longer for it), by how far it departs from
-// their median change; then the rest by the step time each explains, the
-// sums (compute, communication) after the figures within them.
+// compute, where the others only waited longer for it), by how far it
+// departs from their median change; then the job's other figures and then
+// the ranks', each by the step time it explains, the sums (compute,
+// communication) after the figures within them.
 // Significant changes before the others.
 void order_changes(std::vector<Change>& changes) {
   std::map<std::string, std::vector<double>> rank_deltas;
@@ -333,7 +335,8 @@ void order_changes(std::vector<Change>& changes) {
   for (auto& [metric, deltas] : rank_deltas) typical[metric] = median(deltas);
   const auto tier_and_size = [&](const Change& c) -> std::pair<int, double> {
     if (c.metric == "step_ns" && c.rank < 0) return {0, c.step_ns_explained};
-    if (c.rank >= 0 && c.regression && c.unit == "ns") {
+    // A rank's step time is the job's, set by the slowest rank: not a figure of its own.
+    if (c.rank >= 0 && c.regression && c.unit == "ns" && c.metric != "step_ns") {
       const double own = std::fabs(c.now - c.base - typical[c.metric]);
       if (own >= 0.5 * std::fabs(c.now - c.base) && own > 0) return {1, own};
     }
@@ -341,7 +344,7 @@ void order_changes(std::vector<Change>& changes) {
     // come after the figure that names the cause, unless they explain a
     // quarter more.
     const bool sum = c.metric == "compute_ns" || c.metric == "comm_ns";
-    return {2, sum ? 0.8 * c.step_ns_explained : c.step_ns_explained};
+    return {c.rank < 0 ? 2 : 3, sum ? 0.8 * c.step_ns_explained : c.step_ns_explained};
   };
   std::stable_sort(changes.begin(), changes.end(), [&](const Change& a, const Change& b) {
     if (a.significant != b.significant) return a.significant;
@@ -360,10 +363,28 @@ bool DiffReport::regression() const {
   return std::any_of(changes.begin(), changes.end(), [](const Change& c) { return c.regression; });
 }
 
+namespace {
+void correct_and_judge(std::vector<std::pair<double, size_t>>& tested, DiffReport& diff,
+                       const std::map<std::pair<std::string, int32_t>, const Figure*>& base_by_key, double job_step,
+                       const DiffOptions& options);
+
+// The smallest two-sided p of Mann–Whitney's test between n and m values: 2 / C(n + m, n).
+double smallest_p(size_t n, size_t m) {
+  double arrangements = 1;
+  for (size_t i = 1; i <= n; ++i) arrangements = arrangements * static_cast<double>(m + i) / static_cast<double>(i);
+  return std::min(1.0, 2 / arrangements);
+}
+}  // namespace
+
 DiffReport diff_runs(const RunFigures& base, const RunFigures& now, const DiffOptions& options) {
   DiffReport diff;
   diff.base_path = base.path;
   diff.new_path = now.path;
+  for (const RunFigures* run : {&base, &now}) {
+    if (!run->damage.empty()) {
+      diff.notes.push_back(run->path + " is damaged: " + run->damage + "; its figures leave those rows out");
+    }
+  }
   const bool same_ranks = base.world_size == now.world_size;
   if (!same_ranks) {
     diff.notes.push_back(printf_string("the runs have %d and %d ranks: only the job's figures are compared, not "
@@ -409,6 +430,7 @@ DiffReport diff_runs(const RunFigures& base, const RunFigures& now, const DiffOp
       c.untested = printf_string("%zu and %zu steps: %zu a run are needed for a test at %.2g", b.samples.size(),
                                  f.samples.size(), options.min_samples, options.alpha);
     } else {
+      c.steps_compared = std::min(b.samples.size(), f.samples.size());
       tested.emplace_back(mann_whitney_p(b.samples, f.samples), diff.changes.size());
     }
     diff.changes.push_back(c);
@@ -424,7 +446,37 @@ DiffReport diff_runs(const RunFigures& base, const RunFigures& now, const DiffOp
     c.untested = "only in the base run";
     diff.changes.push_back(c);
   }
-  // Holm's step-down correction over every figure tested.
+  // Holm's step-down correction, in two families: the job's figures (the
+  // question asked) and the ranks' (which rank it was), so that a job of
+  // many ranks does not drown the job's own changes.
+  std::vector<std::pair<double, size_t>> families[2];
+  for (const auto& entry : tested) families[diff.changes[entry.second].rank < 0 ? 0 : 1].push_back(entry);
+  for (auto& family : families) {
+    correct_and_judge(family, diff, base_by_key, job_step, options);
+  }
+  diff.tested = static_cast<int64_t>(tested.size());
+  // The fewest steps on a side decide how small a p can be at all.
+  size_t fewest = SIZE_MAX;
+  for (const auto& [p, index] : tested) {
+    const Change& c = diff.changes[index];
+    fewest = std::min(fewest, c.steps_compared);
+  }
+  if (!families[0].empty() && fewest != SIZE_MAX &&
+      smallest_p(fewest, fewest) * static_cast<double>(families[0].size()) >= options.alpha) {
+    diff.notes.push_back(printf_string(
+        "with %zu steps a run, no change of the job's %zu figures can be significant (the smallest p a test of "
+        "so few steps gives, times the figures, is above %.2g): profile more steps",
+        fewest, families[0].size(), options.alpha));
+  }
+  order_changes(diff.changes);
+  return diff;
+}
+
+namespace {
+
+void correct_and_judge(std::vector<std::pair<double, size_t>>& tested, DiffReport& diff,
+                       const std::map<std::pair<std::string, int32_t>, const Figure*>& base_by_key, double job_step,
+                       const DiffOptions& options) {
   std::sort(tested.begin(), tested.end());
   const size_t k = tested.size();
   double running = 0;
@@ -440,10 +492,9 @@ DiffReport diff_runs(const RunFigures& base, const RunFigures& now, const DiffOp
     const bool higher_is_better = it != base_by_key.end() && it->second->higher_is_better;
     c.regression = c.significant && (higher_is_better ? c.now < c.base : c.now > c.base);
   }
-  diff.tested = static_cast<int64_t>(k);
-  order_changes(diff.changes);
-  return diff;
 }
+
+}  // namespace
 
 // ------------------------------------------------------------- writers ---
 

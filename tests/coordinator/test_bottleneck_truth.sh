@@ -96,4 +96,19 @@ print(f"false alarms over {len(sys.argv) - 1} healthy seeds: "
 if alarms:
     sys.exit("the healthy job was named for\n" + "\n".join(e for v in alarms.values() for e in v))
 EOF
-echo "bottleneck truth: five injected classes first and within 10 %, the slow rank named, no healthy run named for anything"
+# Two imported runs with a known change: rankscope diff names it. Twelve
+# steps a run, so that a change can be significant among the job's figures
+# (docs/diff.md). Against the same job with a slow data loader, data
+# loading is the first change after the step, a significant regression.
+# (Another seed is another job: its kernels take other times.)
+verdict diff_healthy --events-per-rank 4000 --steps 12 --healthy
+verdict diff_loader --events-per-rank 4000 --steps 12 --healthy --inject slow_data_loader
+"$rankscope" diff "$work/diff_healthy.h5" "$work/diff_loader.h5" --format json -o "$work/changes.json" 2>>"$work/diff_loader.log"
+"$python" - "$work/changes.json" <<'PY'
+import json, sys
+diff = json.load(open(sys.argv[1]))
+named = [c for c in diff["changes"] if c["significant"] and not (c["metric"] == "step_ns" and c["scope"] == "job")]
+assert named and "data_loading" in named[0]["metric"] and named[0]["regression"], [c["metric"] for c in named[:3]]
+print("diff of imported runs:", named[0]["metric"], named[0]["base"], "->", named[0]["new"], "ns a step")
+PY
+echo "bottleneck truth: five injected classes first and within 10 %, the slow rank named, no healthy run named for anything; diff names the slow loader"

@@ -2,10 +2,10 @@
 # `rankscope diff` on ddp_sim runs of known difference:
 # - two healthy runs of one configuration: no significant change, exit 0
 #   with --fail-on default;
-# - a rank slowed 30 %: the job's step time a significant regression, the
-#   slowed rank's compute among the significant changes, exit 1 with
-#   --fail-on default; a slow data loader: data loading a significant
-#   regression;
+# - a rank slowed 30 %: the job's step time a significant regression, then
+#   the slowed rank's compute, exit 1 with --fail-on default; a rank slowed
+#   10 %, more layers, smaller buckets, a slow data loader: each named
+#   first after the step;
 # - a saved baseline compares as its timeline does;
 # - other world sizes compare the job only and say so;
 # - the same file twice, a baseline as the new run, a damaged or newer
@@ -18,10 +18,10 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-profile() {  # NAME RANKS [ddp_sim flags...]
+profile() {  # NAME RANKS [ddp_sim flags...]; LAYERS: the model's layers (8)
   local name=$1 ranks=$2
   shift 2
-  "$mpiexec" --bind-to none -n "$ranks" "$rankscope" run -o "$name.h5" -- "$ddp_sim" --compute sleep --layers 8 \
+  "$mpiexec" --bind-to none -n "$ranks" "$rankscope" run -o "$name.h5" -- "$ddp_sim" --compute sleep --layers "${LAYERS:-8}" \
     --layer-mb 0.25 --forward-us 3000 --optimizer-us 4000 --steps 30 --warmup-steps 2 "$@" >"$name.log" 2>&1 ||
     { cat "$name.log"; fail "$name: the run failed"; }
 }
@@ -29,7 +29,10 @@ profile() {  # NAME RANKS [ddp_sim flags...]
 profile healthy-a 4
 profile healthy-b 4
 profile slow 4 --slow-rank 2 --slowdown 1.3
+profile slow10 4 --slow-rank 1 --slowdown 1.1
 profile loader 4 --data-loading-us 15000
+LAYERS=10 profile layers 4
+profile buckets 4 --bucket-mb 0.25
 profile two 2
 
 expect_status() {  # STATUS COMMAND...
@@ -71,6 +74,27 @@ first_rank = next(c for c in significant if c["scope"] == "rank")
 assert first_rank["rank"] == 2 and first_rank["metric"] in ("compute_ns", "backward_ns", "forward_ns"), first_rank
 print("slow:", [(c["metric"], c["rank"], round(c["ratio"], 3)) for c in significant[:5]])
 PY
+
+# Each injected change named first after the step: a rank slowed 10 %,
+# more layers, smaller buckets.
+first_change() {  # BASE NEW EXPECTED_PYTHON_CONDITION
+  "$rankscope" diff "$1" "$2" --format json -o first.json --overwrite
+  python3 - first.json "$3" <<'PY'
+import json, sys
+diff = json.load(open(sys.argv[1]))
+significant = [c for c in diff["changes"] if c["significant"]]
+named = [c for c in significant if not (c["metric"] == "step_ns" and c["scope"] == "job")]
+assert named, f"{sys.argv[2]}: nothing significant but the step"
+c = named[0]
+assert eval(sys.argv[2]), f"the first change is {c['metric']} of {c['scope']} {c['rank']}, not {sys.argv[2]}"
+print(f"first change: {c['metric']} ({c['scope']} {c['rank']}) x{c['ratio']:.3f}")
+PY
+}
+first_change healthy-a.h5 slow10.h5 'c["rank"] == 1 and c["metric"] in ("compute_ns", "forward_ns", "backward_ns", "optimizer_ns")'
+first_change healthy-a.h5 layers.h5 'c["scope"] == "job" and c["metric"] in ("forward_ns", "backward_ns", "compute_ns")'
+# Buckets' own figures are one value a run (side by side, not tested): what
+# they change in the step is the communication and its overlap.
+first_change healthy-a.h5 buckets.h5 'c["metric"] in ("comm_ns", "overlap_ns", "exposed_wait_ns", "exposed_transfer_ns")'
 
 # The slow data loader.
 "$rankscope" diff healthy-a.h5 loader.h5 --format json -o loader.json

@@ -31,6 +31,7 @@ struct RunFigures {
   int32_t world_size = 0;
   bool gpu = false;
   int64_t steps = 0;         // steps measured, the warm-up left out
+  std::string damage;        // what of a damaged timeline its figures leave out; empty when sound
   std::vector<Figure> figures;
 };
 
@@ -49,11 +50,12 @@ struct Change {
   std::string unit;
   double base = 0, now = 0;   // medians, or single values
   double ratio = 0;           // now / base; NaN where base is 0
-  double p_value = -1;        // Mann–Whitney U, two-sided, Holm-adjusted over every tested figure; −1: not tested
+  double p_value = -1;        // Mann–Whitney U, two-sided, Holm-adjusted over the job's or the ranks' figures; −1: not tested
   bool significant = false;
   bool regression = false;    // significant and worse
   std::string untested;       // why no test was made ("3 steps in the base run: 4 are needed"); empty when tested
   double step_ns_explained = 0;  // |now − base| of a figure in ns a step, which orders the changes
+  size_t steps_compared = 0;     // the fewer steps of the two runs, where tested
 };
 
 struct DiffOptions {
