@@ -14,6 +14,7 @@
 
 #include "rankscope/model/error.h"
 #include "rankscope/model/format.h"
+#include "rankscope/model/html.h"
 #include "rankscope/model/json.h"
 #include "rankscope/model/statistics.h"
 #include "rankscope/model/text.h"
@@ -586,6 +587,89 @@ std::string diff_json(const DiffReport& diff) {
   }
   json.end_array().end_object();
   return json.str();
+}
+
+namespace {
+
+constexpr const char* kDiffStyle = R"(
+.worse{fill:#e45756}.better{fill:#54a24b}.zero{stroke:#222;stroke-width:1}
+td.worse{color:#b00020;font-weight:600}td.better{color:#2a7a2a;font-weight:600}
+)";
+
+// The significant changes as bars: each its change in %, to the right when
+// the figure grew, red when worse; the axis clamps at ±200 %.
+void write_change_bars(const std::vector<const Change*>& changes, std::string& out) {
+  const double left = 330, width = 500, pitch = 18, top = 10, half = width / 2;
+  html::write_svg_open(out, "change-bars", left + width + 20, top + pitch * static_cast<double>(changes.size()) + 24,
+                       "the significant changes, in % of the base");
+  const double zero = left + half;
+  html::write_line(out, zero, top, zero, top + pitch * static_cast<double>(changes.size()), "zero");
+  double y = top;
+  for (const Change* c : changes) {
+    const double pct = std::isfinite(c->ratio) ? 100 * (c->ratio - 1) : (c->now > c->base ? 200 : -200);
+    const double length = std::min(std::fabs(pct), 200.0) / 200 * half;
+    const std::string label = c->metric + " (" + scope_text(*c) + ")";
+    html::write_text(out, left - 6, y + 12, html::escape(label.substr(0, 60)), "text-anchor=\"end\"");
+    html::write_rect(out, pct >= 0 ? zero : zero - length, y + 2, std::max(length, 1.0), pitch - 4,
+                     c->regression ? "worse" : "better",
+                     html::escape(label) + ": " + html::escape(value_text(c->base, c->unit)) + " to " +
+                         html::escape(value_text(c->now, c->unit)) + printf_string(" (%+.1f %%)", pct));
+    y += pitch;
+  }
+  html::write_text(out, zero, y + 14, "0", "text-anchor=\"middle\"");
+  html::write_text(out, left, y + 14, "-200 %");
+  html::write_text(out, left + width, y + 14, "+200 %", "text-anchor=\"end\"");
+  html::write_svg_close(out);
+}
+
+void write_change_row(const Change& c, std::string& out) {
+  const char* status = c.regression ? "worse" : c.significant ? "better" : "";
+  out += "<tr><td>" + html::escape(c.metric) + "</td><td>" + html::escape(scope_text(c)) + "</td><td class=\"num\">" +
+         html::escape(value_text(c.base, c.unit)) + "</td><td class=\"num\">" + html::escape(value_text(c.now, c.unit)) +
+         "</td><td class=\"num\">" + (std::isfinite(c.ratio) ? printf_string("%.3f", c.ratio) : std::string("-")) +
+         "</td><td class=\"num\">" + (c.p_value >= 0 ? printf_string("%.2g", c.p_value) : std::string("-")) + "</td>" +
+         "<td class=\"" + status + "\">" +
+         html::escape(c.regression ? "regression" : c.significant ? "improvement" : c.untested.empty() ? "not significant" : c.untested) +
+         "</td></tr>\n";
+}
+
+}  // namespace
+
+std::string diff_html(const DiffReport& diff) {
+  std::string out = html::page_start("rankscope diff: " + html::escape(diff.new_path) + " against " +
+                                         html::escape(diff.base_path), kDiffStyle);
+  std::vector<const Change*> significant;
+  for (const Change& c : diff.changes) {
+    if (c.significant) significant.push_back(&c);
+  }
+  out += "<h1>rankscope diff</h1>\n<table id=\"summary\">\n<tr><th>base</th><td><code>" + html::escape(diff.base_path) +
+         "</code></td></tr>\n<tr><th>new</th><td><code>" + html::escape(diff.new_path) + "</code></td></tr>\n" +
+         printf_string("<tr><th>figures tested</th><td>%lld</td></tr>\n<tr><th>significant changes</th><td>%zu</td></tr>\n",
+                       static_cast<long long>(diff.tested), significant.size()) +
+         "<tr><th>verdict</th><td>" + (diff.regression() ? "<strong>regression</strong>" : "no significant regression") +
+         "</td></tr>\n</table>\n";
+  for (const std::string& note : diff.notes) out += "<p class=\"alert\">" + html::escape(note) + "</p>\n";
+  out += "<section id=\"significant-section\">\n<h2>Significant changes</h2>\n";
+  if (significant.empty()) {
+    html::write_note(out, "No significant change: no figure moved beyond the runs' own step-to-step variation by at "
+                          "least 5 % (and 2 % of the step for times).", "no-change");
+  } else {
+    write_change_bars(std::vector<const Change*>(significant.begin(),
+                                                 significant.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(significant.size(), 40))),
+                      out);
+  }
+  out += "<p class=\"caption\">Mann-Whitney U over the runs' per-step samples, Holm-corrected over the job's and "
+         "the ranks' figures; significant with a change of 5 % and, for times, 2 % of the step at least "
+         "(docs/diff.md). Ordered: the step, a rank worse unlike the others, the job's figures, the ranks'.</p>\n";
+  out += std::string("</section>\n<section id=\"changes-section\">\n<h2>Every figure</h2>\n<details") +
+         (diff.changes.size() <= 60 ? " open" : "") +
+         "><summary>base, new, ratio and test of each</summary>\n<div class=\"table-wrap\"><table id=\"changes-table\">\n"
+         "<thead><tr><th>figure</th><th>scope</th><th class=\"num\">base</th><th class=\"num\">new</th>"
+         "<th class=\"num\">ratio</th><th class=\"num\">p</th><th>status</th></tr></thead>\n<tbody>\n";
+  for (const Change& c : diff.changes) write_change_row(c, out);
+  out += "</tbody></table></div>\n</details>\n</section>\n";
+  out += html::page_end();
+  return out;
 }
 
 }  // namespace rankscope::analysis

@@ -9,6 +9,7 @@
 
 #include "rankscope/analysis/diff.h"
 #include "rankscope/model/error.h"
+#include "../support/html_page_checks.h"
 
 namespace rankscope::analysis {
 namespace {
@@ -119,6 +120,25 @@ TEST(Diff, OtherWorldSizesCompareTheJobOnlyAndFiguresOfOneRunAreNamed) {
   EXPECT_EQ(find(diff, "kernel.total_ns:gemm").untested, "only in the base run");
   EXPECT_EQ(find(diff, "kernel.total_ns:conv").untested, "only in the new run");
   EXPECT_TRUE(std::isnan(find(diff, "kernel.total_ns:conv").base)) << "a missing side is never 0";
+}
+
+TEST(DiffHtml, ASelfContainedPageWithABarPerSignificantChange) {
+  RunFigures a = run({per_step("step_ns", -1, noisy(100e6, 3e6, 20, 1)),
+                      per_step("data_loading_ns", -1, noisy(20e6, 1e6, 20, 2)),
+                      per_step("kernel.total_ns:<gemm & \"co\">", -1, {})});
+  RunFigures b = run({per_step("step_ns", -1, noisy(112e6, 3e6, 20, 4)),
+                      per_step("data_loading_ns", -1, noisy(32e6, 1e6, 20, 5))});
+  a.path = "base<&>.h5";
+  const std::string html = diff_html(diff_runs(a, b));
+  test::expect_well_formed_and_self_contained(html);
+  EXPECT_EQ(test::count(html, "class=\"worse\"><title>"), 2u);
+  EXPECT_NE(html.find("<strong>regression</strong>"), std::string::npos);
+  EXPECT_NE(html.find("base&lt;&amp;&gt;.h5"), std::string::npos);
+  EXPECT_NE(html.find("kernel.total_ns:&lt;gemm &amp; &quot;co&quot;&gt;"), std::string::npos);
+  EXPECT_NE(html.find("only in the base run"), std::string::npos);
+  const std::string calm = diff_html(diff_runs(a, a));
+  test::expect_well_formed_and_self_contained(calm);
+  EXPECT_NE(calm.find("id=\"no-change\""), std::string::npos);
 }
 
 class BaselineFile : public ::testing::Test {

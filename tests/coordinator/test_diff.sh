@@ -96,6 +96,12 @@ first_change healthy-a.h5 layers.h5 'c["scope"] == "job" and c["metric"] in ("fo
 # they change in the step is the communication and its overlap.
 first_change healthy-a.h5 buckets.h5 'c["metric"] in ("comm_ns", "overlap_ns", "exposed_wait_ns", "exposed_transfer_ns")'
 
+# The page: the same changes, self-contained.
+"$rankscope" diff healthy-a.h5 slow.h5 --format html -o slow.html
+grep -q "<title>rankscope diff: slow.h5 against healthy-a.h5</title>" slow.html || fail "the HTML page's title"
+grep -q 'id="change-bars"' slow.html || fail "the HTML page has no bars of the changes"
+if grep -qE '<(script|link)|src="http' slow.html; then fail "the HTML page fetches something"; fi
+
 # The slow data loader.
 "$rankscope" diff healthy-a.h5 loader.h5 --format json -o loader.json
 python3 - loader.json <<'PY'

@@ -1,4 +1,4 @@
-// rankscope diff BASE NEW [--format text|json] [-o FILE] [--fail-on default]
+// rankscope diff BASE NEW [--format text|json|html] [-o FILE] [--fail-on default]
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -45,7 +45,10 @@ analysis::RunFigures figures_of(const std::string& path) {
 int run_diff(const DiffCommandOptions& options) {
   std::vector<Output> outputs;
   if (!options.output.empty()) {
-    outputs.push_back({"-o", options.output, options.format == "json" ? OutputKind::kDiffJson : OutputKind::kDiffText});
+    outputs.push_back({"-o", options.output,
+                       options.format == "json"   ? OutputKind::kDiffJson
+                       : options.format == "html" ? OutputKind::kDiffHtml
+                                                  : OutputKind::kDiffText});
   }
   check_files({options.base, options.now}, outputs, options.overwrite);
   std::error_code ignored;
@@ -56,7 +59,9 @@ int run_diff(const DiffCommandOptions& options) {
   std::optional<TextOutput> output;
   if (!options.output.empty()) output.emplace(options.output, options.overwrite);
   const analysis::DiffReport diff = analysis::diff_runs(figures_of(options.base), figures_of(options.now));
-  const std::string text = options.format == "json" ? analysis::diff_json(diff) : analysis::diff_text(diff);
+  const std::string text = options.format == "json"   ? analysis::diff_json(diff)
+                           : options.format == "html" ? analysis::diff_html(diff)
+                                                      : analysis::diff_text(diff);
   if (output) {
     output->write(text);
     std::fprintf(stderr, "rankscope diff: wrote %s\n", options.output.c_str());
@@ -88,8 +93,8 @@ Command add_diff(CLI::App& parent) {
       ->required()
       ->check(kNonEmptyPath);
   app->add_option("new", options->now, "The new run: a timeline")->required()->check(kNonEmptyPath);
-  app->add_option("--format", options->format, "text (one screen) or json")
-      ->check(CLI::IsMember({"text", "json"}))
+  app->add_option("--format", options->format, "text (one screen), json or html (one self-contained page)")
+      ->check(CLI::IsMember({"text", "json", "html"}))
       ->capture_default_str();
   app->add_option("-o,--output", options->output, "Write the comparison to this file instead of stdout")
       ->check(kNonEmptyPath);

@@ -126,6 +126,7 @@ bool is_accept_baseline(const std::string& path) {
 bool is_report_baseline(const std::string& path) { return read_head(path).starts_with("rankscope-baseline "); }
 bool is_diff_text(const std::string& path) { return read_head(path).starts_with("base "); }
 bool is_diff_json(const std::string& path) { return read_head(path).starts_with(R"({"base":")"); }
+bool is_diff_html(const std::string& path) { return is_html_titled(path, "rankscope diff: "); }
 
 struct KindTraits {
   const char* name;
@@ -147,6 +148,7 @@ KindTraits traits(OutputKind kind) {
     case OutputKind::kReportBaseline: return {"a rankscope baseline", is_report_baseline};
     case OutputKind::kDiffText: return {"a rankscope diff", is_diff_text};
     case OutputKind::kDiffJson: return {"a rankscope JSON diff", is_diff_json};
+    case OutputKind::kDiffHtml: return {"a rankscope HTML diff", is_diff_html};
   }
   return {"", nullptr};
 }

@@ -31,7 +31,8 @@ enum class OutputKind {
   kAcceptBaseline,
   kReportBaseline,
   kDiffText,
-  kDiffJson
+  kDiffJson,
+  kDiffHtml
 };
 
 struct Output {

@@ -79,6 +79,7 @@ DiffReport diff_runs(const RunFigures& base, const RunFigures& now, const DiffOp
 
 std::string diff_text(const DiffReport& diff);  // fits one screen
 std::string diff_json(const DiffReport& diff);  // docs/diff.md
+std::string diff_html(const DiffReport& diff);  // one self-contained page
 
 // Mann–Whitney U, two-sided p of two samples: exact where both have at most
 // 12 values and no ties, else the normal approximation with the tie and
