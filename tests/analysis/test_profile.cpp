@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -67,6 +68,28 @@ class ProfileTest : public testing::ShardJobTest {
   }
 
   JobProfile profile() { return build_profile(Timeline(merged())); }
+
+  // Ranks 0 and 1 of a job of two, with these names and tracks, and each
+  // rank's events; written by process 0, every process waiting for them.
+  void write_two_ranks(std::span<const std::pair<uint32_t, std::string_view>> names, std::span<const Track> tracks,
+                       const std::function<std::vector<Event>(int32_t rank)>& events_of) {
+    if (process_ == 0) {
+      for (const int32_t rank : {0, 1}) {
+        RankMetadata metadata;
+        metadata.rank = rank;
+        metadata.world_size = 2;
+        ShardWriter writer;
+        ASSERT_TRUE(writer.open((dir_ / ("rank-" + std::to_string(rank) + ".shard")).string(), metadata, 0));
+        ASSERT_TRUE(writer.write_strings(names, 0));
+        ASSERT_TRUE(writer.write_tracks(tracks, 0));
+        std::vector<Event> events = events_of(rank);
+        std::sort(events.begin(), events.end(), event_time_order);
+        ASSERT_TRUE(writer.write_events(events));
+        ASSERT_TRUE(writer.close(Counters{}, 1000));
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
 
   // No steps: rank 0 enters allreduce 0 at 100, rank 1 allreduce `rank_1_seq` at 150; both leave at 300.
   JobProfile one_allreduce_each(uint64_t rank_1_seq) {
@@ -187,22 +210,7 @@ TEST_F(ProfileTest, AC10dStepIsBrokenDownByPhaseAndExposedCommunication) {
                               range(kBackward, 50, 90),  allreduce,                    wait,
                               range(kOptimizer, 95, 100)};
   };
-  if (process_ == 0) {
-    for (const int32_t rank : {0, 1}) {
-      RankMetadata metadata;
-      metadata.rank = rank;
-      metadata.world_size = 2;
-      ShardWriter writer;
-      ASSERT_TRUE(writer.open((dir_ / ("rank-" + std::to_string(rank) + ".shard")).string(), metadata, 0));
-      ASSERT_TRUE(writer.write_strings(names, 0));
-      ASSERT_TRUE(writer.write_tracks(tracks, 0));
-      std::vector<Event> events = rank_events(rank == 0 ? 60 : 70, rank == 0 ? 85 : 88);
-      std::sort(events.begin(), events.end(), event_time_order);
-      ASSERT_TRUE(writer.write_events(events));
-      ASSERT_TRUE(writer.close(Counters{}, 1000));
-    }
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
+  write_two_ranks(names, tracks, [&](int32_t rank) { return rank_events(rank == 0 ? 60 : 70, rank == 0 ? 85 : 88); });
   const JobProfile job = profile();
 
   ASSERT_EQ(job.collectives.size(), 1u);
@@ -248,23 +256,10 @@ TEST_F(ProfileTest, PhasesOfAnotherThreadAreNotTheSteps) {
   constexpr uint16_t kFetchTrack = 1;
   const Track tracks[] = {{7, kThreadTrack, 0, -1, TrackType::kThread, 0, 0},
                           {8, kFetchTrack, 0, -1, TrackType::kThread, 0, 0}};
-  if (process_ == 0) {
-    for (const int32_t rank : {0, 1}) {
-      RankMetadata metadata;
-      metadata.rank = rank;
-      metadata.world_size = 2;
-      ShardWriter writer;
-      ASSERT_TRUE(writer.open((dir_ / ("rank-" + std::to_string(rank) + ".shard")).string(), metadata, 0));
-      ASSERT_TRUE(writer.write_strings(names, 0));
-      ASSERT_TRUE(writer.write_tracks(tracks, 0));
-      std::vector<Event> events = {range(kStep, 0, 100), range(kData, 0, 10), range(kForward, 10, 90),
-                                   testing::host_event(EventKind::kNvtxRange, kData, 20, 60, kFetchTrack)};
-      std::sort(events.begin(), events.end(), event_time_order);
-      ASSERT_TRUE(writer.write_events(events));
-      ASSERT_TRUE(writer.close(Counters{}, 1000));
-    }
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
+  write_two_ranks(names, tracks, [&](int32_t) {
+    return std::vector<Event>{range(kStep, 0, 100), range(kData, 0, 10), range(kForward, 10, 90),
+                              testing::host_event(EventKind::kNvtxRange, kData, 20, 60, kFetchTrack)};
+  });
   const std::vector<RankBreakdown> breakdown = step_breakdown(profile());
   ASSERT_EQ(breakdown.size(), 2u);
   for (const RankBreakdown& b : breakdown) {
