@@ -21,7 +21,6 @@ constexpr const char* kIdleLabels[kIdleCauseCount] = {"host-bound",   "kernel to
                                                       "data loading", "communication",    "other"};
 constexpr const char* kDirectionKeys[kCopyDirectionCount] = {"h2d", "d2h", "d2d", "peer", "other"};
 
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
 bool contains_ignoring_case(std::string_view s, std::string_view lower_part) {
@@ -40,27 +39,27 @@ bool contains_ignoring_case(std::string_view s, std::string_view lower_part) {
 // CUDA's runtime and driver calls by name (CUPTI's names, which Kineto keeps).
 NameTraits::Api api_of(std::string_view name) {
   using Api = NameTraits::Api;
-  if (!starts_with(name, "cuda") && !starts_with(name, "cu")) return Api::kNone;
+  if (!name.starts_with("cu")) return Api::kNone;
   if (contains(name, "Synchronize")) return Api::kSync;
   if (contains(name, "Launch")) return Api::kLaunch;
   // Stream-ordered allocations do not synchronise the device; the others do.
-  if ((starts_with(name, "cudaMalloc") || starts_with(name, "cudaFree") || starts_with(name, "cuMemAlloc") ||
-       starts_with(name, "cuMemFree")) &&
+  if ((name.starts_with("cudaMalloc") || name.starts_with("cudaFree") || name.starts_with("cuMemAlloc") ||
+       name.starts_with("cuMemFree")) &&
       !contains(name, "Async")) {
     return Api::kAllocation;
   }
-  if (starts_with(name, "cudaMemcpy") || starts_with(name, "cuMemcpy")) {
+  if (name.starts_with("cudaMemcpy") || name.starts_with("cuMemcpy")) {
     // A copy call without Async returns when its copy is done (to or from the
     // host): the host waits on the GPU as in a synchronize.
     return contains(name, "Async") || contains(name, "Peer") ? Api::kCopy : Api::kSync;
   }
-  if (starts_with(name, "cudaMemset") || starts_with(name, "cuMemset")) return Api::kSet;
+  if (name.starts_with("cudaMemset") || name.starts_with("cuMemset")) return Api::kSet;
   return Api::kNone;
 }
 
 // "memcpy HtoD", "memcpy DtoH (device -> pageable)", Kineto's "Memcpy HtoD (Pageable -> Device)".
 CopyDirection direction_of(std::string_view name) {
-  if (!starts_with(name, "memcpy ") && !starts_with(name, "Memcpy ")) return CopyDirection::kOther;
+  if (!name.starts_with("memcpy ") && !name.starts_with("Memcpy ")) return CopyDirection::kOther;
   const std::string_view kind = name.substr(7, 4);
   if (kind == "HtoD") return CopyDirection::kHostToDevice;
   if (kind == "DtoH") return CopyDirection::kDeviceToHost;
@@ -108,10 +107,10 @@ std::vector<NameTraits> name_traits(const std::vector<std::string>& strings) {
     const std::string_view name = strings[i];
     NameTraits& t = out[i];
     t.api = api_of(name);
-    t.nccl = starts_with(name, "nccl");
+    t.nccl = name.starts_with("nccl");
     t.step = step_number(name).has_value();
     t.data_loading = host_phase(name) == HostPhase::kDataLoading;
-    t.device_memory = starts_with(name, "memory allocated");
+    t.device_memory = name.starts_with("memory allocated");
     t.direction = direction_of(name);
     t.pageable = contains_ignoring_case(name, "pageable");
   }

@@ -71,8 +71,6 @@ std::vector<StepMetric> step_metrics(bool gpu) {
 
 bool measured(const RankStep& s) { return s.times.begin_ns != kUnknown && s.times.end_ns != kUnknown; }
 
-double median_of(std::vector<double> values) { return values.empty() ? 0 : median(std::move(values)); }
-
 Figure single(std::string metric, int32_t rank, const char* unit, bool higher_is_better, double value) {
   Figure f;
   f.metric = std::move(metric);
@@ -95,7 +93,7 @@ void add_collective_figures(const JobProfile& job, RunFigures& out) {
                             size_class)]
         .push_back(static_cast<double>(transfer));
   }
-  for (auto& [metric, values] : transfers) out.figures.push_back(single(metric, -1, "ns", false, median_of(values)));
+  for (auto& [metric, values] : transfers) out.figures.push_back(single(metric, -1, "ns", false, median(values, 0.0)));
 }
 
 }  // namespace
@@ -127,7 +125,7 @@ RunFigures run_figures(const Report& report) {
       }
       if (ran > 0) whole.samples.push_back(sum / ran);
     }
-    whole.value = median_of(whole.samples);
+    whole.value = median(whole.samples, 0.0);
     if (!whole.samples.empty()) out.figures.push_back(whole);
     for (const RankProfile& rank : job.ranks) {
       Figure per_rank = whole;
@@ -136,7 +134,7 @@ RunFigures run_figures(const Report& report) {
       for (size_t s = first; s < rank.steps.size(); ++s) {
         if (measured(rank.steps[s])) per_rank.samples.push_back(metric.read(rank.steps[s]));
       }
-      per_rank.value = median_of(per_rank.samples);
+      per_rank.value = median(per_rank.samples, 0.0);
       if (!per_rank.samples.empty()) out.figures.push_back(std::move(per_rank));
     }
   }
