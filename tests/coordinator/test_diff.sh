@@ -143,6 +143,10 @@ grep -q "newer.baseline:1: baseline format 99 is newer" err.txt || fail "newer b
 echo "not a timeline" >notes.txt
 expect_status 2 "$rankscope" diff notes.txt slow.h5
 grep -q "notes.txt" err.txt || fail "a file of another kind is not named: $(cat err.txt)"
+# A baseline is written over nothing but an earlier baseline.
+expect_status 1 "$rankscope" report healthy-a.h5 --save-baseline notes.txt --overwrite
+grep -q "notes.txt" err.txt || fail "--save-baseline over another file: $(cat err.txt)"
+[ "$(cat notes.txt)" = "not a timeline" ] || fail "--save-baseline wrote over notes.txt"
 # Reading never changes a file.
 sum=$(md5sum healthy.baseline)
 "$rankscope" diff healthy.baseline slow.h5 >/dev/null
