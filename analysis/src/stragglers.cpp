@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -144,6 +145,7 @@ struct CollectiveFacts {
   int participants = 0;     // ranks with a known arrival and step times
   int32_t last_rank = -1;   // -1 when nobody was late of its own doing (see gather_collectives)
   int64_t lag_ns = 0;       // last − second-last arrival (from step start), less time in an earlier blocking collective
+  int64_t last_arrival_ns = kUnknown;  // when the last rank arrived, on the job's clock: the lag ends there
   int64_t transfer_ns = kUnknown;  // X(c) = min over ranks of (end − start)
   int distinct_nodes = 0;
   int position = 0;         // among the step's instances of its operation on its communicator, by sequence number
@@ -370,6 +372,7 @@ void gather_collectives(JobFacts& facts) {
                                                 latest + last_step_begin);
     const int64_t own_since = exit == kUnknown ? second_latest : std::max(second_latest, exit - last_step_begin);
     collective.lag_ns = std::max<int64_t>(latest - own_since, 0);
+    collective.last_arrival_ns = latest + last_step_begin;
     if (collective.lag_ns == 0) collective.last_rank = -1;
     std::sort(nodes.begin(), nodes.end());
     collective.distinct_nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
@@ -385,8 +388,26 @@ void gather_collectives(JobFacts& facts) {
   }
 }
 
+// The time others waited for a rank in one step: the union of the lags it
+// caused there. Collectives in flight together (DDP's buckets, launched one
+// after another while the rank is still behind) each lag by about the same
+// delay; summed, one delay would count once per bucket.
+int64_t waited_in_step(std::vector<std::pair<int64_t, int64_t>>& lags) {
+  std::sort(lags.begin(), lags.end());
+  int64_t covered = 0, reach = std::numeric_limits<int64_t>::min();
+  for (const auto& [begin, end] : lags) {
+    if (end <= reach) continue;
+    covered += end - std::max(begin, reach);
+    reach = end;
+  }
+  return covered;
+}
+
 void score_arrivals(JobFacts& facts) {
   std::vector<int64_t> wait_sum(facts.ranks.size(), 0);
+  // Per rank and step, the lags it caused: [begin, end) on the job's clock.
+  std::vector<std::vector<std::vector<std::pair<int64_t, int64_t>>>> lags(
+      facts.ranks.size(), std::vector<std::vector<std::pair<int64_t, int64_t>>>(facts.step_count));
   for (const CollectiveFacts& collective : facts.collectives) {
     for (const Participation& part : collective.instance->ranks) {
       if (!compared(facts, part, collective.step)) continue;
@@ -402,12 +423,14 @@ void score_arrivals(JobFacts& facts) {
       }
       wait_sum[index] += part.wait_ns;
       if (!last) continue;
-      rank.blame_by_step[collective.step] += collective.lag_ns;
+      lags[index][collective.step].emplace_back(collective.last_arrival_ns - collective.lag_ns,
+                                                collective.last_arrival_ns);
       rank.largest_lag_by_step[collective.step] = std::max(rank.largest_lag_by_step[collective.step], collective.lag_ns);
     }
   }
   for (size_t i = 0; i < facts.ranks.size(); ++i) {
     RankFacts& rank = facts.ranks[i];
+    for (size_t s = 0; s < facts.step_count; ++s) rank.blame_by_step[s] = waited_in_step(lags[i][s]);
     RankScores& scores = rank.scores;
     scores.blame_ns = std::accumulate(rank.blame_by_step.begin(), rank.blame_by_step.end(), int64_t{0});
     if (rank.all_collectives.instances == 0) continue;
@@ -716,9 +739,8 @@ JobFacts gather(const JobProfile& job) {
 // host) like the step's median rank: the step loses the waits it caused (its
 // blame in the step), but cannot become shorter than the longest own time
 // (duration − exposed wait) of the other ranks, nor than the rank's own with
-// the median rank's work. The floor keeps blame from counting a lag twice
-// when several collectives of one step are in flight together (DDP's
-// buckets), where each bucket's lag includes the previous one's.
+// the median rank's work: a wait others spent idle may have hidden work of
+// theirs that still has to run.
 int64_t saving_at_median_speed(const JobFacts& facts, const RankFacts& late, size_t s) {
   const RankStep* mine = step_of(*late.profile, s);
   if (!mine || late.blame_by_step[s] <= 0) return 0;
@@ -909,7 +931,7 @@ std::optional<Straggler> late_rank_verdict(const JobFacts& facts, const RankFact
   found.what_if_step_ns = what_if_mean_step(facts, [&](size_t s) { return saving_at_median_speed(facts, rank, s); });
   found.evidence = rank_name(*rank.profile) + " " + arrival_sentence(rank) + "). Others waited " +
                    format_duration(static_cast<double>(found.blame_ns)) +
-                   " for it in all (blame: last minus second-last arrival where it was last), " +
+                   " for it in all (blame: last minus second-last arrival where it was last, overlapping lags counted once), " +
                    format_percent(100 * found.blame_fraction) + " of the job's " +
                    format_duration(static_cast<double>(facts.total_step_ns)) + " of step time. " +
                    compute_sentence(facts, rank);

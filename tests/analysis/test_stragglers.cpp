@@ -320,6 +320,28 @@ TEST(Stragglers, SlowComputeRankComesFirst) {
       }
 }
 
+TEST(Stragglers, BucketsInFlightTogetherCountOneDelayOnce) {
+  // A rank twice as slow is behind at each of its step's four buckets by a growing lead: summed, the
+  // lags would exceed the time the step lasts; their union cannot.
+  DdpJob spec{.ranks = 2, .steps = 20, .slow_rank = 1, .slowdown = 2.0};
+  const JobProfile job = make_ddp_job(spec);
+  int64_t summed_lags = 0;
+  for (const CollectiveInstance& instance : job.collectives) {
+    const int64_t begin0 = job.ranks[0].steps[static_cast<size_t>(instance.step)].times.begin_ns;
+    const int64_t begin1 = job.ranks[1].steps[static_cast<size_t>(instance.step)].times.begin_ns;
+    summed_lags += std::max<int64_t>(
+        (instance.ranks[1].arrival_ns - begin1) - (instance.ranks[0].arrival_ns - begin0), 0);
+  }
+  const StragglerReport report = find_stragglers(job);
+  ASSERT_EQ(report.stragglers.size(), 1u) << describe(report);
+  const Straggler& top = report.stragglers.front();
+  EXPECT_EQ(top.rank, 1);
+  EXPECT_LE(top.blame_fraction, 1.0);
+  EXPECT_GT(summed_lags, top.actual_step_ns * spec.steps) << "the job does not show what the union is for";
+  EXPECT_LT(top.blame_ns, summed_lags / 2);
+  EXPECT_LT(top.what_if_step_ns, top.actual_step_ns);
+}
+
 TEST(Stragglers, HealthyNoisyJobsHaveNone) {
   for (int ranks : {2, 4, 8, 16})
     for (uint64_t seed = 1; seed <= 40; ++seed) {
