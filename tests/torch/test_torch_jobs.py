@@ -236,7 +236,9 @@ def torchrun():
 def kineto():
     """The same job's torch.profiler traces, imported: ranks of one host on one clock, gloo's collectives
     matched, the straggler, data loading; the buckets' sizes where record_shapes recorded them, n/a where not."""
-    ranks, steps, slow_rank = 2, 16, 1  # the profiler records 14 of them (wait 1, warmup 1)
+    # The profiler records steps − 2 of them (wait 1, warmup 1). With 2 ranks the lateness test needs 14 of 14
+    # steps late at 14; 24 leaves room for steps a loaded machine stalls the other rank in.
+    ranks, steps, slow_rank = 2, 24, 1
     for shapes in (True, False):
         name = "kineto" + ("-shapes" if shapes else "")
         traces = os.path.join(work, name)
