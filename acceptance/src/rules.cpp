@@ -3,16 +3,12 @@
 #include "rankscope/acceptance/rules.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "figures.h"
 #include "group_testing.h"
 #include "rankscope/model/error.h"
-#include "rankscope/model/input_files.h"
 #include "rankscope/model/statistics.h"
 #include "rankscope/model/text.h"
 
@@ -34,34 +30,6 @@ std::string metric_list() {
   std::string names;
   for (const MetricInfo& info : known_metrics()) names += (names.empty() ? "" : ", ") + std::string(info.name);
   return names;
-}
-
-std::optional<double> parse_number(std::string_view text) {
-  double value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) return std::nullopt;
-  return value;
-}
-
-// The words of each line that has any, without its comment, with its FILE:LINE.
-struct Line {
-  std::vector<std::string> words;
-  std::string where;
-};
-std::vector<Line> read_lines(const std::string& path, std::string_view what) {
-  require_regular_file(path);  // a FIFO would be waited on; a folder or /dev/null read as an empty file
-  std::ifstream file(path);
-  if (!file) throw Error("cannot read the " + std::string(what) + " " + path);
-  std::vector<Line> lines;
-  int number = 0;
-  for (std::string text; std::getline(file, text);) {
-    ++number;
-    std::istringstream stream(text.substr(0, text.find('#')));
-    Line line{{}, path + ":" + std::to_string(number)};
-    for (std::string word; stream >> word;) line.words.push_back(word);
-    if (!line.words.empty()) lines.push_back(std::move(line));
-  }
-  return lines;
 }
 
 std::string figure(double value, const MetricInfo& info) { return printf_string("%.4g ", value) + std::string(info.unit); }
@@ -106,12 +74,12 @@ std::vector<MetricValue> metric_values(const Measurements& in) {
 
 RuleFile read_rule_file(const std::string& path) {
   RuleFile file;
-  for (const Line& line : read_lines(path, "rule file")) {
+  for (const WordLine& line : read_word_lines(path, "rule file")) {
     const std::vector<std::string>& w = line.words;
     const auto fail = [&](const std::string& why) { throw Error(line.where + ": " + why); };
     if (w[0].starts_with("fleet.")) {
       if (w.size() != 2) fail("a fleet setting is NAME VALUE, as in 'fleet.fail_below 0.8'");
-      const std::optional<double> value = parse_number(w[1]);
+      const std::optional<double> value = parse_finite_number(w[1]);
       if (!value || *value <= 0) fail("'" + w[1] + "' is no positive number");
       if (w[0] == "fleet.fail_below") file.fleet.fail_below = *value;
       else if (w[0] == "fleet.retest_below") file.fleet.retest_below = *value;
@@ -119,14 +87,9 @@ RuleFile read_rule_file(const std::string& path) {
       else fail("unknown fleet setting '" + w[0] + "' (fleet.fail_below, fleet.retest_below, fleet.robust_z)");
       continue;
     }
-    if (w.size() < 3 || w.size() > 4 || (w[1] != ">=" && w[1] != "<=") || (w.size() == 4 && w[3] != "baseline")) {
-      fail("a rule is METRIC >= VALUE or METRIC <= VALUE, then 'baseline' when VALUE is a ratio to the baseline");
-    }
-    if (!metric_named(w[0])) fail("unknown metric '" + w[0] + "' (known: " + metric_list() + ")");
-    const std::optional<double> threshold = parse_number(w[2]);
-    if (!threshold || *threshold < 0) fail("'" + w[2] + "' is no number of 0 or more");
-    std::string text = w[0] + " " + w[1] + " " + w[2] + (w.size() == 4 ? " baseline" : "");
-    file.rules.push_back({w[0], w[1] == ">=", *threshold, w.size() == 4, text, line.where});
+    ThresholdRule rule = parse_threshold_rule(line);
+    if (!metric_named(rule.metric)) fail("unknown metric '" + rule.metric + "' (known: " + metric_list() + ")");
+    file.rules.push_back(std::move(rule));
   }
   if (file.fleet.fail_below > file.fleet.retest_below) {
     throw Error(path + ": fleet.fail_below " + printf_string("%g", file.fleet.fail_below) +
@@ -138,7 +101,7 @@ RuleFile read_rule_file(const std::string& path) {
 Baseline read_baseline(const std::string& path) {
   Baseline baseline;
   baseline.path = path;
-  const std::vector<Line> lines = read_lines(path, "baseline");
+  const std::vector<WordLine> lines = read_word_lines(path, "baseline");
   if (lines.empty() || lines[0].words.size() != 2 || lines[0].words[0] != kBaselineHeader) {
     throw Error(path + ": not a baseline of rankscope accept (it starts with '" + std::string(kBaselineHeader) +
                 " " + std::to_string(kBaselineVersion) + "', written by --save-baseline)");
@@ -148,7 +111,7 @@ Baseline read_baseline(const std::string& path) {
                 std::to_string(kBaselineVersion));
   }
   for (size_t i = 1; i < lines.size(); ++i) {
-    const Line& line = lines[i];
+    const WordLine& line = lines[i];
     if (line.words.size() != 2) throw Error(line.where + ": expected NAME VALUE");
     const std::string& name = line.words[0];
     if (name == "level") {
@@ -161,7 +124,7 @@ Baseline read_baseline(const std::string& path) {
       if (name != "ring_gbps" && !metric_named(name)) {
         throw Error(line.where + ": unknown metric '" + name + "' (known: " + metric_list() + ", ring_gbps)");
       }
-      const std::optional<double> value = parse_number(line.words[1]);
+      const std::optional<double> value = parse_finite_number(line.words[1]);
       if (!value || *value <= 0) throw Error(line.where + ": '" + line.words[1] + "' is no positive figure");
       (name == "ring_gbps" ? baseline.ring_gbps : baseline.metrics[name]) = *value;
     }
@@ -185,8 +148,8 @@ std::string baseline_text(const Measurements& measurements, std::string_view lev
   return text;
 }
 
-std::vector<Rule> default_baseline_rules(const Baseline& baseline) {
-  std::vector<Rule> rules;
+std::vector<ThresholdRule> default_baseline_rules(const Baseline& baseline) {
+  std::vector<ThresholdRule> rules;
   for (const MetricInfo& info : known_metrics()) {
     if (!baseline.metrics.contains(std::string(info.name))) continue;
     const double threshold = info.higher_is_better ? 1 - kDefaultBaselineTolerance : 1 + kDefaultBaselineTolerance;
@@ -198,12 +161,12 @@ std::vector<Rule> default_baseline_rules(const Baseline& baseline) {
   return rules;
 }
 
-void check_rules(const std::vector<Rule>& rules, const Baseline* baseline, std::string_view level) {
+void check_rules(const std::vector<ThresholdRule>& rules, const Baseline* baseline, std::string_view level) {
   if (baseline && baseline->level != level) {
     throw Error(baseline->path + ": a baseline of level " + baseline->level + " cannot judge a run of level " +
                 std::string(level));
   }
-  for (const Rule& rule : rules) {
+  for (const ThresholdRule& rule : rules) {
     if (!rule.of_baseline) continue;
     if (!baseline) throw Error(rule.where + ": '" + rule.text + "' needs a baseline (--baseline FILE)");
     if (!baseline->metrics.contains(rule.metric)) {
@@ -212,9 +175,9 @@ void check_rules(const std::vector<Rule>& rules, const Baseline* baseline, std::
   }
 }
 
-void apply_rules(Acceptance& out, const Measurements& in, const std::vector<Rule>& rules, const Baseline* baseline) {
+void apply_rules(Acceptance& out, const Measurements& in, const std::vector<ThresholdRule>& rules, const Baseline* baseline) {
   const std::vector<MetricValue> values = metric_values(in);
-  for (const Rule& rule : rules) {
+  for (const ThresholdRule& rule : rules) {
     const MetricInfo& info = *metric_named(rule.metric);
     const double reference = rule.of_baseline ? baseline->metrics.at(rule.metric) : 1;
     const double limit = rule.threshold * reference;
@@ -227,7 +190,7 @@ void apply_rules(Acceptance& out, const Measurements& in, const std::vector<Rule
       if (value.metric == rule.metric) figure_of[value.index] = &value;
     for (size_t s = 0; s < subjects; ++s) {
       const MetricValue* measured = figure_of[s];
-      const bool broken = !measured || (rule.at_least ? measured->value < limit : measured->value > limit);
+      const bool broken = !measured || !keeps_rule(rule, measured->value, reference);
       const double ratio = !measured || reference <= 0 ? 0
                            : info.higher_is_better   ? measured->value / reference
                                                      : reference / std::max(measured->value, 1e-300);

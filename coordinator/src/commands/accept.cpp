@@ -37,8 +37,8 @@ Judgement read_judgement(const std::string& rules_path, const std::string& basel
     judgement.baseline = acceptance::read_baseline(baseline_path);
     judgement.rule_file.fleet.ring_baseline_gbps = judgement.baseline->ring_gbps;
     judgement.rule_file.fleet.ring_baseline_nodes = judgement.baseline->nodes;
-    for (acceptance::Rule& rule : acceptance::default_baseline_rules(*judgement.baseline)) {
-      const auto named = [&](const acceptance::Rule& r) { return r.metric == rule.metric; };
+    for (ThresholdRule& rule : acceptance::default_baseline_rules(*judgement.baseline)) {
+      const auto named = [&](const ThresholdRule& r) { return r.metric == rule.metric; };
       if (std::none_of(judgement.rule_file.rules.begin(), judgement.rule_file.rules.end(), named))
         judgement.rule_file.rules.push_back(std::move(rule));
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rankscope/acceptance/acceptance.h"
+#include "rankscope/model/threshold_rules.h"
 
 namespace rankscope::acceptance {
 
@@ -37,18 +38,9 @@ struct MetricValue {
 };
 std::vector<MetricValue> metric_values(const Measurements& measurements);
 
-struct Rule {
-  std::string metric;
-  bool at_least = true;       // ">=": the figure must be at least the threshold; "<=": at most
-  double threshold = 0;       // in the metric's unit, or a ratio to the baseline
-  bool of_baseline = false;
-  std::string text;           // as written, for the evidence
-  std::string where;          // FILE:LINE, or "default" for the baseline's own rules
-};
-
 struct RuleFile {
   Rules fleet;                // the fleet comparison's thresholds ("fleet.fail_below 0.8", ...)
-  std::vector<Rule> rules;
+  std::vector<ThresholdRule> rules;
 };
 // Throws Error naming FILE:LINE and what is wrong there.
 RuleFile read_rule_file(const std::string& path);
@@ -69,16 +61,16 @@ std::string baseline_text(const Measurements& measurements, std::string_view lev
 
 // The rules that hold when a baseline is given and no rule on a metric is:
 // every metric of the baseline within 5 % of it (SuperBench's defect rule).
-std::vector<Rule> default_baseline_rules(const Baseline& baseline);
+std::vector<ThresholdRule> default_baseline_rules(const Baseline& baseline);
 
 // Refuses rules against a baseline that is absent or lacks their metric, and a
 // baseline of another level. Throws Error naming the rule's FILE:LINE or the baseline.
-void check_rules(const std::vector<Rule>& rules, const Baseline* baseline, std::string_view level);
+void check_rules(const std::vector<ThresholdRule>& rules, const Baseline* baseline, std::string_view level);
 
 // Judges every subject of every rule's metric: a figure beyond the threshold
 // fails, and so does a figure the rule needs that was not measured (a missing
 // measurement is no pass). The failures join the verdicts' evidence.
-void apply_rules(Acceptance& acceptance, const Measurements& measurements, const std::vector<Rule>& rules,
+void apply_rules(Acceptance& acceptance, const Measurements& measurements, const std::vector<ThresholdRule>& rules,
                  const Baseline* baseline);
 
 }  // namespace rankscope::acceptance
