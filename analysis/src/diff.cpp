@@ -22,6 +22,19 @@
 namespace rankscope::analysis {
 namespace {
 
+// The figures of one value a run; those ending in ':' are families, the
+// name of their bucket, kernel or class after it.
+constexpr std::string_view kBucketTransfer = "bucket.transfer_ns:", kBucketBusBandwidth = "bucket.busbw_gbps:",
+                           kBucketBytes = "bucket.bytes:", kCollectiveTransfer = "collective.transfer_ns:",
+                           kKernelTotal = "kernel.total_ns:", kKernelCount = "kernel.count:",
+                           kKernelMean = "kernel.mean_ns:", kBottleneckCost = "bottleneck.cost_ns:",
+                           kPeakRss = "process.peak_rss_bytes", kGpuMemoryPeak = "gpu.memory_peak_bytes",
+                           kCaptureCost = "capture_cost_pct", kStragglers = "stragglers";
+constexpr std::string_view kSingleValueFigures[] = {kBucketTransfer, kBucketBusBandwidth, kBucketBytes,
+                                                    kCollectiveTransfer, kKernelTotal, kKernelCount,
+                                                    kKernelMean, kBottleneckCost, kPeakRss,
+                                                    kGpuMemoryPeak, kCaptureCost, kStragglers};
+
 // A figure measured per step, read off a rank's step.
 struct StepMetric {
   const char* name;
@@ -89,7 +102,7 @@ void add_collective_figures(const JobProfile& job, RunFigures& out) {
     if (transfer == kUnknown || c.ranks.size() < 2) continue;
     const int size_class = c.bytes == 0 ? 0 : static_cast<int>(std::ceil(std::log2(static_cast<double>(c.bytes))));
     const char* source = c.source == CollectiveSource::kMpi ? "MPI" : c.source == CollectiveSource::kNccl ? "NCCL" : "c10d";
-    transfers[printf_string("collective.transfer_ns:%s %s <=2^%d B", source, std::string(comm_op_name(c.op)).c_str(),
+    transfers[std::string(kCollectiveTransfer) + printf_string("%s %s <=2^%d B", source, std::string(comm_op_name(c.op)).c_str(),
                             size_class)]
         .push_back(static_cast<double>(transfer));
   }
@@ -97,6 +110,13 @@ void add_collective_figures(const JobProfile& job, RunFigures& out) {
 }
 
 }  // namespace
+
+std::vector<std::string> figure_families() {
+  std::vector<std::string> names;
+  for (const StepMetric& metric : step_metrics(true)) names.emplace_back(metric.name);
+  for (std::string_view name : kSingleValueFigures) names.emplace_back(name);
+  return names;
+}
 
 RunFigures run_figures(const Report& report) {
   const JobProfile& job = report.profile;
@@ -139,10 +159,10 @@ RunFigures run_figures(const Report& report) {
     }
   }
   for (const BucketStats& b : report.buckets.buckets) {
-    out.figures.push_back(single("bucket.transfer_ns:" + std::to_string(b.index), -1, "ns", false,
+    out.figures.push_back(single(std::string(kBucketTransfer) + std::to_string(b.index), -1, "ns", false,
                                  static_cast<double>(b.transfer_ns)));
-    out.figures.push_back(single("bucket.busbw_gbps:" + std::to_string(b.index), -1, "GB/s", true, b.bus_bandwidth_gbps));
-    out.figures.push_back(single("bucket.bytes:" + std::to_string(b.index), -1, "bytes", false, static_cast<double>(b.bytes)));
+    out.figures.push_back(single(std::string(kBucketBusBandwidth) + std::to_string(b.index), -1, "GB/s", true, b.bus_bandwidth_gbps));
+    out.figures.push_back(single(std::string(kBucketBytes) + std::to_string(b.index), -1, "bytes", false, static_cast<double>(b.bytes)));
   }
   add_collective_figures(job, out);
   // Top kernels by time, then by launches: their count, total and mean over every rank.
@@ -150,34 +170,34 @@ RunFigures run_figures(const Report& report) {
     for (const KernelAcrossRanks& k : *list) {
       const std::string name = job.name(k.name_id);
       if (std::any_of(out.figures.begin(), out.figures.end(),
-                      [&](const Figure& f) { return f.metric == "kernel.total_ns:" + name; })) {
+                      [&](const Figure& f) { return f.metric == std::string(kKernelTotal) + name; })) {
         continue;
       }
-      out.figures.push_back(single("kernel.total_ns:" + name, -1, "ns", false, static_cast<double>(k.total_ns)));
-      out.figures.push_back(single("kernel.count:" + name, -1, "count", false, static_cast<double>(k.count)));
-      out.figures.push_back(single("kernel.mean_ns:" + name, -1, "ns", false,
+      out.figures.push_back(single(std::string(kKernelTotal) + name, -1, "ns", false, static_cast<double>(k.total_ns)));
+      out.figures.push_back(single(std::string(kKernelCount) + name, -1, "count", false, static_cast<double>(k.count)));
+      out.figures.push_back(single(std::string(kKernelMean) + name, -1, "ns", false,
                                    k.count ? static_cast<double>(k.total_ns) / static_cast<double>(k.count) : 0));
     }
   }
   for (const Bottleneck& b : report.bottlenecks.found) {
-    out.figures.push_back(single("bottleneck.cost_ns:" + b.klass, -1, "ns", false, static_cast<double>(b.cost_ns_per_step)));
+    out.figures.push_back(single(std::string(kBottleneckCost) + b.klass, -1, "ns", false, static_cast<double>(b.cost_ns_per_step)));
   }
   for (const RankEnd& end : report.ends) {
     if (end.usage) {
-      out.figures.push_back(single("process.peak_rss_bytes", end.rank, "bytes", false,
+      out.figures.push_back(single(std::string(kPeakRss), end.rank, "bytes", false,
                                    static_cast<double>(end.usage->peak_rss_bytes)));
     }
   }
   for (const RankProfile& rank : job.ranks) {
     if (rank.device.device_memory_seen) {
-      out.figures.push_back(single("gpu.memory_peak_bytes", rank.rank, "bytes", false,
+      out.figures.push_back(single(std::string(kGpuMemoryPeak), rank.rank, "bytes", false,
                                    static_cast<double>(rank.device.memory.peak_bytes)));
     }
   }
   for (const CaptureCost& cost : report.capture_cost) {
-    out.figures.push_back(single("capture_cost_pct", cost.rank, "%", false, cost.share_pct()));
+    out.figures.push_back(single(std::string(kCaptureCost), cost.rank, "%", false, cost.share_pct()));
   }
-  out.figures.push_back(single("stragglers", -1, "count", false, static_cast<double>(report.stragglers.stragglers.size())));
+  out.figures.push_back(single(std::string(kStragglers), -1, "count", false, static_cast<double>(report.stragglers.stragglers.size())));
   return out;
 }
 
@@ -362,6 +382,11 @@ bool DiffReport::regression() const {
   return std::any_of(changes.begin(), changes.end(), [](const Change& c) { return c.regression; });
 }
 
+bool DiffReport::rule_broken() const {
+  return std::any_of(verdicts.begin(), verdicts.end(),
+                     [](const RuleVerdict& v) { return v.outcome == RuleVerdict::Outcome::broken; });
+}
+
 namespace {
 void correct_and_judge(std::vector<std::pair<double, size_t>>& tested, DiffReport& diff,
                        const std::map<std::pair<std::string, int32_t>, const Figure*>& base_by_key, double job_step,
@@ -424,6 +449,7 @@ DiffReport diff_runs(const RunFigures& base, const RunFigures& now, const DiffOp
     c.ratio = b.value != 0 ? f.value / b.value : std::numeric_limits<double>::quiet_NaN();
     if (f.unit == "ns") c.step_ns_explained = std::fabs(f.value - b.value);
     if (b.samples.empty() || f.samples.empty()) {
+      c.single_value = true;
       c.untested = "one value a run, no step-to-step samples to test against";
     } else if (b.samples.size() < options.min_samples || f.samples.size() < options.min_samples) {
       c.untested = printf_string("%zu and %zu steps: %zu a run are needed for a test at %.2g", b.samples.size(),
@@ -497,9 +523,7 @@ void correct_and_judge(std::vector<std::pair<double, size_t>>& tested, DiffRepor
 
 // ------------------------------------------------------------- writers ---
 
-namespace {
-
-std::string value_text(double value, const std::string& unit) {
+std::string figure_text(double value, const std::string& unit) {
   if (!std::isfinite(value)) return "-";
   if (unit == "ns") return format_duration(value);
   if (unit == "bytes") return format_bytes(value);
@@ -508,22 +532,56 @@ std::string value_text(double value, const std::string& unit) {
   return printf_string("%.6g", value);
 }
 
+namespace {
+
 std::string scope_text(const Change& c) { return c.rank < 0 ? "job" : "rank " + std::to_string(c.rank); }
 
 std::string change_line(const Change& c) {
   std::string line = printf_string("  %s (%s): %s -> %s", c.metric.c_str(), scope_text(c).c_str(),
-                                   value_text(c.base, c.unit).c_str(), value_text(c.now, c.unit).c_str());
+                                   figure_text(c.base, c.unit).c_str(), figure_text(c.now, c.unit).c_str());
   if (std::isfinite(c.ratio)) line += printf_string(" (x%.3f", c.ratio);
   else line += " (";
   if (std::isfinite(c.base) && std::isfinite(c.now)) {
     line += std::string(std::isfinite(c.ratio) ? ", " : "") + (c.now >= c.base ? "+" : "-") +
-            value_text(std::fabs(c.now - c.base), c.unit);
+            figure_text(std::fabs(c.now - c.base), c.unit);
   }
   line += ")";
   if (c.p_value >= 0) line += printf_string(", p = %.2g", c.p_value);
   if (c.regression) line += "  REGRESSION";
   else if (c.significant) line += "  improvement";
   return line + "\n";
+}
+
+}  // namespace
+
+namespace {
+
+const char* outcome_name(RuleVerdict::Outcome outcome) {
+  return outcome == RuleVerdict::Outcome::broken ? "broken" : outcome == RuleVerdict::Outcome::kept ? "kept" : "not judged";
+}
+
+size_t verdicts_of(const DiffReport& diff, RuleVerdict::Outcome outcome) {
+  return static_cast<size_t>(std::count_if(diff.verdicts.begin(), diff.verdicts.end(),
+                                           [&](const RuleVerdict& v) { return v.outcome == outcome; }));
+}
+
+std::string verdict_subject(const RuleVerdict& v) {
+  return v.metric + " (" + (v.rank < 0 ? "job" : "rank " + std::to_string(v.rank)) + ")";
+}
+
+std::string rules_summary(const DiffReport& diff) {
+  return printf_string("rules (%s): %lld figures kept them, %zu broken, %zu not judged", diff.rules_source.c_str(),
+                       static_cast<long long>(diff.rules_kept), verdicts_of(diff, RuleVerdict::Outcome::broken),
+                       verdicts_of(diff, RuleVerdict::Outcome::not_judged));
+}
+
+std::string rules_text(const DiffReport& diff) {
+  std::string out = "\n" + rules_summary(diff) + "\n";
+  for (const RuleVerdict& v : diff.verdicts) {
+    out += std::string("  ") + (v.outcome == RuleVerdict::Outcome::broken ? "BROKEN " : "not judged ") + v.rule +
+           ": " + verdict_subject(v) + ": " + v.why + "\n";
+  }
+  return out;
 }
 
 }  // namespace
@@ -555,6 +613,7 @@ std::string diff_text(const DiffReport& diff) {
   }
   if (added + removed > 0) out += printf_string("\n%zu figures only in the new run, %zu only in the base run (JSON lists them)\n", added, removed);
   out += diff.regression() ? "\nverdict: REGRESSION\n" : "\nverdict: no significant regression\n";
+  if (!diff.rules_source.empty()) out += rules_text(diff);
   return out;
 }
 
@@ -583,7 +642,21 @@ std::string diff_json(const DiffReport& diff) {
     json.key("significant").value(c.significant).key("regression").value(c.regression);
     json.key("step_ns_explained").value(c.step_ns_explained).end_object();
   }
-  json.end_array().end_object();
+  json.end_array().key("rules");
+  if (diff.rules_source.empty()) {
+    json.null();
+  } else {
+    json.begin_object().key("source").value(diff.rules_source).key("kept").value(diff.rules_kept);
+    json.key("broken").value(diff.rule_broken()).key("verdicts").begin_array();
+    for (const RuleVerdict& v : diff.verdicts) {
+      json.begin_object().key("rule").value(v.rule).key("metric").value(v.metric);
+      json.key("scope").value(v.rank < 0 ? "job" : "rank").key("rank");
+      v.rank < 0 ? json.null() : json.value(v.rank);
+      json.key("outcome").value(outcome_name(v.outcome)).key("why").value(v.why).end_object();
+    }
+    json.end_array().end_object();
+  }
+  json.end_object();
   return json.str();
 }
 
@@ -610,8 +683,8 @@ void write_change_bars(const std::vector<const Change*>& changes, std::string& o
     html::write_text(out, left - 6, y + 12, html::escape(label.substr(0, 60)), "text-anchor=\"end\"");
     html::write_rect(out, pct >= 0 ? zero : zero - length, y + 2, std::max(length, 1.0), pitch - 4,
                      c->regression ? "worse" : "better",
-                     html::escape(label) + ": " + html::escape(value_text(c->base, c->unit)) + " to " +
-                         html::escape(value_text(c->now, c->unit)) + printf_string(" (%+.1f %%)", pct));
+                     html::escape(label) + ": " + html::escape(figure_text(c->base, c->unit)) + " to " +
+                         html::escape(figure_text(c->now, c->unit)) + printf_string(" (%+.1f %%)", pct));
     y += pitch;
   }
   html::write_text(out, zero, y + 14, "0", "text-anchor=\"middle\"");
@@ -623,7 +696,7 @@ void write_change_bars(const std::vector<const Change*>& changes, std::string& o
 void write_change_row(const Change& c, std::string& out) {
   const char* status = c.regression ? "worse" : c.significant ? "better" : "";
   out += "<tr><td>" + html::escape(c.metric) + "</td><td>" + html::escape(scope_text(c)) + "</td><td class=\"num\">" +
-         html::escape(value_text(c.base, c.unit)) + "</td><td class=\"num\">" + html::escape(value_text(c.now, c.unit)) +
+         html::escape(figure_text(c.base, c.unit)) + "</td><td class=\"num\">" + html::escape(figure_text(c.now, c.unit)) +
          "</td><td class=\"num\">" + (std::isfinite(c.ratio) ? printf_string("%.3f", c.ratio) : std::string("-")) +
          "</td><td class=\"num\">" + (c.p_value >= 0 ? printf_string("%.2g", c.p_value) : std::string("-")) + "</td>" +
          "<td class=\"" + status + "\">" +
@@ -647,6 +720,20 @@ std::string diff_html(const DiffReport& diff) {
          "<tr><th>verdict</th><td>" + (diff.regression() ? "<strong>regression</strong>" : "no significant regression") +
          "</td></tr>\n</table>\n";
   for (const std::string& note : diff.notes) out += "<p class=\"alert\">" + html::escape(note) + "</p>\n";
+  if (!diff.rules_source.empty()) {
+    out += "<section id=\"rules-section\">\n<h2>Rules</h2>\n<p>" + html::escape(rules_summary(diff)) + "</p>\n";
+    if (!diff.verdicts.empty()) {
+      out += "<table id=\"rules-table\">\n<thead><tr><th>rule</th><th>figure</th><th>outcome</th><th>why</th></tr></thead>\n<tbody>\n";
+      for (const RuleVerdict& v : diff.verdicts) {
+        const bool broken = v.outcome == RuleVerdict::Outcome::broken;
+        out += "<tr><td>" + html::escape(v.rule) + "</td><td>" + html::escape(verdict_subject(v)) + "</td><td" +
+               (broken ? " class=\"worse\"" : "") + ">" + outcome_name(v.outcome) + "</td><td>" + html::escape(v.why) +
+               "</td></tr>\n";
+      }
+      out += "</tbody></table>\n";
+    }
+    out += "</section>\n";
+  }
   out += "<section id=\"significant-section\">\n<h2>Significant changes</h2>\n";
   if (significant.empty()) {
     html::write_note(out, "No significant change: no figure moved beyond the runs' own step-to-step variation by at "

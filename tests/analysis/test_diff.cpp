@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "rankscope/analysis/diff.h"
+#include "rankscope/analysis/diff_rules.h"
 #include "rankscope/model/error.h"
 #include "../support/html_page_checks.h"
 
@@ -181,6 +183,121 @@ TEST_F(BaselineFile, DamageAndNewerFormatsAreRefusedByFileAndLine) {
   }
   write("{\"file\": \"a report\"}\n");
   EXPECT_THROW(read_baseline_file(path_.string()), Error);
+}
+
+
+const RuleVerdict* verdict_of(const DiffReport& diff, const std::string& metric) {
+  for (const RuleVerdict& v : diff.verdicts)
+    if (v.metric == metric) return &v;
+  return nullptr;
+}
+
+ThresholdRule rule(const std::string& text) { return parse_threshold_rule({[&] {
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}(), "rules:1"}); }
+
+// A CPU job's figures the default rules judge, its step `step_ms` long.
+RunFigures gated_run(double step_ms, unsigned seed) {
+  std::vector<Figure> figures = {per_step("step_ns", -1, noisy(step_ms * 1e6, 3e6, 20, seed))};
+  for (const char* metric : {"exposed_wait_ns", "exposed_transfer_ns", "idle_ns", "data_loading_ns"})
+    figures.push_back(per_step(metric, -1, noisy(10e6, 1e6, 20, ++seed)));
+  return run(figures);
+}
+
+TEST(DiffRules, TheDefaultBreaksOnASignificantlySlowerStepOnly) {
+  const RunFigures base = gated_run(100, 1);
+  DiffReport calm = diff_runs(base, gated_run(100, 10));
+  judge_rules(calm, default_diff_rules(), "default");
+  EXPECT_FALSE(calm.rule_broken());
+  EXPECT_EQ(calm.rules_kept, 5);
+  // A CPU job has no GPU figure: that rule is said not judged, not passed in silence.
+  ASSERT_EQ(calm.verdicts.size(), 1u);
+  EXPECT_EQ(calm.verdicts[0].metric, "gpu.idle.*");
+  EXPECT_EQ(calm.verdicts[0].outcome, RuleVerdict::Outcome::not_judged);
+  DiffReport worse = diff_runs(base, gated_run(112, 20));
+  judge_rules(worse, default_diff_rules(), "default");
+  EXPECT_TRUE(worse.rule_broken());
+  const RuleVerdict* step = verdict_of(worse, "step_ns");
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->outcome, RuleVerdict::Outcome::broken);
+  EXPECT_EQ(step->rule, "step_ns <= 1 baseline (default)");
+  EXPECT_NE(step->why.find("(x1.1"), std::string::npos) << step->why;
+  EXPECT_EQ(worse.verdicts.front().outcome, RuleVerdict::Outcome::broken) << "the broken come first";
+  // A job that lost its steps cannot pass a gate on them.
+  DiffReport stepless = diff_runs(run({}), run({}));
+  judge_rules(stepless, default_diff_rules(), "default");
+  ASSERT_NE(verdict_of(stepless, "step_ns"), nullptr);
+  EXPECT_EQ(verdict_of(stepless, "step_ns")->why, "not measured in either run");
+}
+
+TEST(DiffRules, ThresholdsOfTheirOwnKind) {
+  RunFigures a = run({per_step("step_ns", -1, noisy(100e6, 3e6, 20, 1)), per_step("comm_ns", -1, noisy(10e6, 3e6, 20, 2)),
+                      per_step("bucket.busbw_gbps:0", -1, {}, "GB/s"), per_step("process.peak_rss_bytes", 0, {}, "bytes"),
+                      per_step("process.peak_rss_bytes", 1, {}, "bytes"), per_step("kernel.count:gemm", -1, {}, "count")});
+  a.figures[2].value = 10;
+  a.figures[3].value = a.figures[4].value = 1e9;
+  a.figures[5].value = 100;
+  RunFigures b = run({per_step("step_ns", -1, noisy(101e6, 3e6, 20, 3)), per_step("comm_ns", -1, noisy(10.4e6, 3e6, 20, 4)),
+                      per_step("bucket.busbw_gbps:0", -1, {}, "GB/s"), per_step("process.peak_rss_bytes", 0, {}, "bytes"),
+                      per_step("process.peak_rss_bytes", 1, {}, "bytes")});
+  b.figures[2].value = 8;
+  b.figures[3].value = 1.05e9;
+  b.figures[4].value = 1.3e9;
+  DiffReport diff = diff_runs(a, b);
+  judge_rules(diff,
+              {rule("step_ns <= 90000000"),                    // absolute: the new run's step alone
+               rule("comm_ns <= 1.01 baseline"),               // beyond the ratio, but within the noise: kept
+               rule("bucket.busbw_gbps:0 >= 0.9 baseline"),    // one value a run: the ratio alone
+               rule("process.peak_rss_bytes <= 1.2 baseline"), // no job figure: each rank's
+               rule("kernel.count:* <= 1.5 baseline"),         // gone from the new run
+               rule("kernel.mean_ns:* <= 1 baseline")},        // nothing to judge
+              "rules");
+  using Outcome = RuleVerdict::Outcome;
+  ASSERT_NE(verdict_of(diff, "step_ns"), nullptr);
+  EXPECT_NE(verdict_of(diff, "step_ns")->why.find("against at most 90 ms"), std::string::npos)
+      << verdict_of(diff, "step_ns")->why;
+  EXPECT_EQ(verdict_of(diff, "comm_ns"), nullptr);
+  ASSERT_NE(verdict_of(diff, "bucket.busbw_gbps:0"), nullptr);
+  EXPECT_NE(verdict_of(diff, "bucket.busbw_gbps:0")->why.find("one value a run: not tested"), std::string::npos);
+  ASSERT_NE(verdict_of(diff, "process.peak_rss_bytes"), nullptr);
+  EXPECT_EQ(verdict_of(diff, "process.peak_rss_bytes")->rank, 1);
+  EXPECT_EQ(verdict_of(diff, "kernel.count:gemm")->outcome, Outcome::broken);
+  EXPECT_NE(verdict_of(diff, "kernel.count:gemm")->why.find("not measured in the new run"), std::string::npos);
+  EXPECT_EQ(verdict_of(diff, "kernel.mean_ns:*")->outcome, Outcome::not_judged);
+  EXPECT_EQ(diff.rules_kept, 2);  // comm_ns and rank 0's memory
+  const std::string text = diff_text(diff);
+  EXPECT_NE(text.find("rules (rules): 2 figures kept them, 4 broken, 1 not judged"), std::string::npos) << text;
+  const std::string json = diff_json(diff);
+  EXPECT_NE(json.find("\"outcome\":\"broken\""), std::string::npos) << json;
+  test::expect_well_formed_and_self_contained(diff_html(diff));
+  EXPECT_NE(diff_json(diff_runs(a, b)).find("\"rules\":null"), std::string::npos);
+}
+
+TEST_F(BaselineFile, RuleFilesNameTheirMistakesByFileAndLine) {
+  write("# gate\nstep_ns <= 1.05 baseline\nkernel.total_ns:* <= 1.2 baseline\ngpu.idle.* <= 1 baseline\n"
+        "kernel.count:void f(int) <= 2 baseline\n");
+  EXPECT_THROW(read_diff_rules(path_.string()), Error) << "a kernel name with spaces is no single word";
+  write("# gate\nstep_ns <= 1.05 baseline\nkernel.total_ns:* <= 1.2 baseline\ngpu.idle.* <= 1 baseline\n"
+        "bucket.bytes:3 <= 1 baseline\n");
+  EXPECT_EQ(read_diff_rules(path_.string()).size(), 4u);
+  const auto refused = [&](const std::string& text, const std::string& expected) {
+    write(text);
+    try {
+      read_diff_rules(path_.string());
+      ADD_FAILURE() << "read: " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path_.string() + expected), std::string::npos) << e.what();
+    }
+  };
+  refused("step_ns <= 1 baseline\nstepns <= 1 baseline\n", ":2: no figure of diff's is named 'stepns'");
+  refused("foo* <= 1\n", ":1: no figure of diff's is named 'foo*'");
+  refused("kernel.total_ns: <= 1\n", ":1: no figure of diff's is named 'kernel.total_ns:'");
+  refused("step_ns < 1 baseline\n", ":1: a rule is METRIC >= VALUE");
+  refused("step_ns <= -1\n", ":1: '-1' is no number of 0 or more");
+  refused("# nothing\n", ": no rule in the file");
 }
 
 }  // namespace

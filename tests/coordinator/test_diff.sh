@@ -7,6 +7,7 @@
 #   10 %, more layers, smaller buckets, a slow data loader: each named
 #   first after the step;
 # - a saved baseline compares as its timeline does;
+# - a rules file gates on its thresholds, and names its mistakes by line;
 # - other world sizes compare the job only and say so;
 # - the same file twice, a baseline as the new run, a damaged or newer
 #   baseline, a file of another kind: exit 2 naming the file.
@@ -51,7 +52,8 @@ if ! "$rankscope" diff healthy-a.h5 healthy-b.h5 --fail-on default >out.txt 2>er
    ! grep -q "no significant change" out.txt; then
   cat out.txt
   echo "retrying the healthy pair once"
-  rm -f healthy-b.h5
+  rm -f healthy-a.h5 healthy-b.h5
+  profile healthy-a 4
   profile healthy-b 4
   expect_status 0 "$rankscope" diff healthy-a.h5 healthy-b.h5 --fail-on default
   grep -q "no significant change" out.txt || { cat out.txt >&2; fail "healthy runs: a significant change was found (above)"; }
@@ -59,7 +61,8 @@ fi
 
 # The slowed rank.
 expect_status 1 "$rankscope" diff healthy-a.h5 slow.h5 --fail-on default
-grep -q "regression: step_ns" err.txt || { cat err.txt >&2; fail "slow: the step time's regression is not named"; }
+grep -q "rule broken: step_ns <= 1 baseline (default): step_ns: " err.txt ||
+  { cat err.txt >&2; fail "slow: the step time's regression is not named"; }
 "$rankscope" diff healthy-a.h5 slow.h5 --format json -o slow.json
 python3 - slow.json <<'PY'
 import json, sys
@@ -124,6 +127,24 @@ a, b = (json.load(open(p)) for p in sys.argv[1:3])
 key = lambda d: sorted((c["metric"], -1 if c["rank"] is None else c["rank"], c["significant"]) for c in d["changes"])
 assert key(a) == key(b), "a baseline judges otherwise than its timeline"
 PY
+
+# A rules file: the slow rank's step stays within its 1.5, the slow loader
+# breaks its data loading's 1.2.
+printf '# the CI gate\nstep_ns <= 1.5 baseline\ndata_loading_ns <= 1.2 baseline\n' >gate.rules
+expect_status 0 "$rankscope" diff healthy.baseline slow.h5 --fail-on gate.rules
+grep -q "rules (gate.rules): 2 figures kept them, 0 broken" out.txt || { cat out.txt >&2; fail "gate: the slow rank"; }
+expect_status 1 "$rankscope" diff healthy.baseline loader.h5 --fail-on gate.rules --format json
+grep -q "rule broken: data_loading_ns <= 1.2 baseline (gate.rules:3): data_loading_ns: " err.txt ||
+  { cat err.txt >&2; fail "gate: the slow loader's rule is not named"; }
+python3 - out.txt <<'PY'
+import json, sys
+rules = json.load(open(sys.argv[1]))["rules"]
+assert rules["source"] == "gate.rules" and rules["broken"], rules
+assert [v["metric"] for v in rules["verdicts"] if v["outcome"] == "broken"] == ["data_loading_ns"], rules
+PY
+printf 'step_ns <= 1.5 baseline\nstep_time <= 2 baseline\n' >bad.rules
+expect_status 2 "$rankscope" diff healthy.baseline loader.h5 --fail-on bad.rules
+grep -q "bad.rules:2: no figure of diff's is named 'step_time'" err.txt || fail "a bad rule: $(cat err.txt)"
 
 # Other world sizes: the job only.
 expect_status 0 "$rankscope" diff healthy-a.h5 two.h5

@@ -1,4 +1,4 @@
-// rankscope diff BASE NEW [--format text|json|html] [-o FILE] [--fail-on default]
+// rankscope diff BASE NEW [--format text|json|html] [-o FILE] [--fail-on default|RULES]
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +8,7 @@
 #include "outputs.h"
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/analysis/diff.h"
+#include "rankscope/analysis/diff_rules.h"
 #include "rankscope/model/error.h"
 #include "rankscope/timeline/timeline.h"
 
@@ -19,12 +20,8 @@ struct DiffCommandOptions {
   std::string format = "text";
   std::string output;
   bool overwrite = false;
-  std::string fail_on;  // "default", or empty: the exit status says nothing of regressions
+  std::string fail_on;  // "default", a rule file, or empty: the exit status says nothing of regressions
 };
-
-// The figures the default --fail-on gates on: the job's step and what it is spent waiting on.
-constexpr const char* kGatedMetrics[] = {"step_ns", "exposed_wait_ns", "exposed_transfer_ns", "idle_ns",
-                                         "data_loading_ns"};
 
 bool is_baseline(const std::string& path) {
   std::ifstream in(path);
@@ -50,15 +47,22 @@ int run_diff(const DiffCommandOptions& options) {
                        : options.format == "html" ? OutputKind::kDiffHtml
                                                   : OutputKind::kDiffText});
   }
-  check_files({options.base, options.now}, outputs, options.overwrite);
+  std::vector<std::string> inputs = {options.base, options.now};
+  if (!options.fail_on.empty() && options.fail_on != "default") inputs.push_back(options.fail_on);
+  check_files(inputs, outputs, options.overwrite);
   std::error_code ignored;
   if (std::filesystem::equivalent(options.base, options.now, ignored)) {
     throw Error(options.now + " is " + options.base + " again: a run compared with itself changes nothing");
   }
   if (is_baseline(options.now)) throw Error(options.now + " is a baseline: the new run must be a timeline");
+  // The rules first: a mistake in them is found before the runs are read.
+  std::vector<ThresholdRule> rules;
+  if (options.fail_on == "default") rules = analysis::default_diff_rules();
+  else if (!options.fail_on.empty()) rules = analysis::read_diff_rules(options.fail_on);
   std::optional<TextOutput> output;
   if (!options.output.empty()) output.emplace(options.output, options.overwrite);
-  const analysis::DiffReport diff = analysis::diff_runs(figures_of(options.base), figures_of(options.now));
+  analysis::DiffReport diff = analysis::diff_runs(figures_of(options.base), figures_of(options.now));
+  if (!rules.empty()) analysis::judge_rules(diff, rules, options.fail_on);
   const std::string text = options.format == "json"   ? analysis::diff_json(diff)
                            : options.format == "html" ? analysis::diff_html(diff)
                                                       : analysis::diff_text(diff);
@@ -68,18 +72,12 @@ int run_diff(const DiffCommandOptions& options) {
   } else {
     std::fputs(text.c_str(), stdout);
   }
-  if (options.fail_on.empty()) return 0;
-  for (const analysis::Change& c : diff.changes) {
-    if (!c.regression || c.rank >= 0) continue;
-    for (const char* gated : kGatedMetrics) {
-      if (c.metric == gated || c.metric.starts_with("gpu.idle.")) {
-        std::fprintf(stderr, "rankscope diff: regression: %s from %.6g to %.6g %s (x%.3f, p = %.2g)\n", c.metric.c_str(),
-                     c.base, c.now, c.unit.c_str(), c.ratio, c.p_value);
-        return 1;
-      }
-    }
+  for (const analysis::RuleVerdict& v : diff.verdicts) {
+    if (v.outcome != analysis::RuleVerdict::Outcome::broken) continue;
+    std::fprintf(stderr, "rankscope diff: rule broken: %s: %s%s: %s\n", v.rule.c_str(), v.metric.c_str(),
+                 v.rank < 0 ? "" : (" (rank " + std::to_string(v.rank) + ")").c_str(), v.why.c_str());
   }
-  return 0;
+  return diff.rule_broken() ? 1 : 0;
 }
 
 }  // namespace
@@ -100,9 +98,10 @@ Command add_diff(CLI::App& parent) {
       ->check(kNonEmptyPath);
   add_overwrite_flag(*app, options->overwrite);
   app->add_option("--fail-on", options->fail_on,
-                  "default: exit 1 when the job's step time, exposed wait or transfer, idle time, data loading or a "
-                  "GPU idle cause regressed significantly")
-      ->check(CLI::IsMember({"default"}));
+                  "Exit 1 when a rule breaks. default: the job's step time, exposed wait or transfer, idle time, "
+                  "data loading or a GPU idle cause regressed significantly; or a rule file, one "
+                  "'METRIC <= VALUE [baseline]' a line (docs/diff.md, \"Gating\")")
+      ->check(kNonEmptyPath);
   return {app, [options] {
             remove_temporary_paths_on_signals();
             return run_reporting_errors("diff", [&] { return run_diff(*options); }, 2);

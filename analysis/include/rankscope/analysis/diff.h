@@ -35,6 +35,11 @@ struct RunFigures {
   std::vector<Figure> figures;
 };
 
+// The name of every figure run_figures writes; a family of one value per
+// bucket, kernel or class ends in ':' ("kernel.total_ns:"), its members'
+// names follow it.
+std::vector<std::string> figure_families();
+
 // The figures of a report: per step for the job (each step's mean over the
 // ranks that ran it) and per rank, the first step left out as warm-up.
 RunFigures run_figures(const Report& report);
@@ -54,6 +59,7 @@ struct Change {
   bool significant = false;
   bool regression = false;    // significant and worse
   std::string untested;       // why no test was made ("3 steps in the base run: 4 are needed"); empty when tested
+  bool single_value = false;  // one value a run (a bucket, a kernel's total): nothing to test, ever
   double step_ns_explained = 0;  // |now − base| of a figure in ns a step, which orders the changes
   size_t steps_compared = 0;     // the fewer steps of the two runs, where tested
 };
@@ -68,14 +74,31 @@ struct DiffOptions {
   size_t min_samples = 4;        // per side: below, α = 0.05 cannot be reached
 };
 
+// What a rule of --fail-on made of one figure (docs/diff.md, "Gating").
+struct RuleVerdict {
+  std::string rule;     // as written, with its FILE:LINE or "default"
+  std::string metric;   // the figure judged; the rule's metric where it matched none
+  int32_t rank = -1;    // −1: the job
+  enum class Outcome { kept, broken, not_judged } outcome = Outcome::kept;
+  std::string why;      // the figures, or why the rule could not judge
+};
+
 struct DiffReport {
   std::string base_path, new_path;
   std::vector<std::string> notes;  // what could not be compared and why (world sizes differ, ...)
   std::vector<Change> changes;     // significant ones first, by step time explained; then the rest
   int64_t tested = 0;              // figures tested
+  std::string rules_source;        // --fail-on's rules: a file, or "default"; empty without --fail-on
+  std::vector<RuleVerdict> verdicts;  // the broken first, then those not judged; the kept are only counted
+  int64_t rules_kept = 0;
   bool regression() const;
+  bool rule_broken() const;
 };
 DiffReport diff_runs(const RunFigures& base, const RunFigures& now, const DiffOptions& options = {});
+
+// A figure's value as the writers print it ("12.3 ms", "1.50 GiB"); "-"
+// where it was not measured.
+std::string figure_text(double value, const std::string& unit);
 
 std::string diff_text(const DiffReport& diff);  // fits one screen
 std::string diff_json(const DiffReport& diff);  // docs/diff.md
