@@ -346,24 +346,32 @@ namespace {
 // communication) after the figures within them.
 // Significant changes before the others.
 void order_changes(std::vector<Change>& changes) {
-  std::map<std::string, std::vector<double>> rank_deltas;
+  std::map<std::string, std::vector<std::pair<int32_t, double>>> rank_deltas;
   for (const Change& c : changes) {
-    if (c.rank >= 0 && std::isfinite(c.base) && std::isfinite(c.now)) rank_deltas[c.metric].push_back(c.now - c.base);
+    if (c.rank >= 0 && std::isfinite(c.base) && std::isfinite(c.now)) rank_deltas[c.metric].emplace_back(c.rank, c.now - c.base);
   }
-  std::map<std::string, double> typical;
-  for (auto& [metric, deltas] : rank_deltas) typical[metric] = median(deltas);
+  // The median change of the other ranks' same figure: with two ranks, the
+  // other rank's own.
+  const auto others_change = [&](const Change& c) {
+    std::vector<double> others;
+    for (const auto& [rank, delta] : rank_deltas[c.metric])
+      if (rank != c.rank) others.push_back(delta);
+    return median(others, 0.0);
+  };
   const auto tier_and_size = [&](const Change& c) -> std::pair<int, double> {
     if (c.metric == "step_ns" && c.rank < 0) return {0, c.step_ns_explained};
     // A rank's step time is the job's, set by the slowest rank: not a figure of its own.
     if (c.rank >= 0 && c.regression && c.unit == "ns" && c.metric != "step_ns") {
-      const double own = std::fabs(c.now - c.base - typical[c.metric]);
-      if (own >= 0.5 * std::fabs(c.now - c.base) && own > 0) return {1, own};
+      const double own = std::fabs(c.now - c.base - others_change(c));
+      // Its waits are the effect of another rank's doing: after the cause.
+      const bool waiting = c.metric == "comm_ns" || c.metric == "exposed_wait_ns";
+      if (own >= 0.5 * std::fabs(c.now - c.base) && own > 0) return {waiting ? 2 : 1, own};
     }
     // Sums that hold other figures (compute holds the phases on a CPU job)
     // come after the figure that names the cause, unless they explain a
     // quarter more.
     const bool sum = c.metric == "compute_ns" || c.metric == "comm_ns";
-    return {c.rank < 0 ? 2 : 3, sum ? 0.8 * c.step_ns_explained : c.step_ns_explained};
+    return {c.rank < 0 ? 3 : 4, sum ? 0.8 * c.step_ns_explained : c.step_ns_explained};
   };
   std::stable_sort(changes.begin(), changes.end(), [&](const Change& a, const Change& b) {
     if (a.significant != b.significant) return a.significant;

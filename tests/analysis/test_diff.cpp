@@ -96,6 +96,23 @@ TEST(Diff, ASlowerStepIsASignificantRegressionFirst) {
   EXPECT_NE(diff_json(diff).find("\"metric\":\"step_ns\",\"scope\":\"job\",\"rank\":null"), std::string::npos);
 }
 
+TEST(Diff, OfTwoRanksTheSlowedRanksWorkComesBeforeTheOthersWait) {
+  // Rank 1's forward grew by 100 ms; rank 0 waits for it a little longer than that.
+  const RunFigures a = run({per_step("step_ns", -1, noisy(170e6, 2e6, 20, 1)),
+                            per_step("forward_ns", 0, noisy(5e6, 1e6, 20, 2)), per_step("forward_ns", 1, noisy(105e6, 1e6, 20, 3)),
+                            per_step("comm_ns", 0, noisy(117e6, 2e6, 20, 4)), per_step("comm_ns", 1, noisy(17e6, 2e6, 20, 5))});
+  const RunFigures b = run({per_step("step_ns", -1, noisy(272e6, 2e6, 20, 6)),
+                            per_step("forward_ns", 0, noisy(5e6, 1e6, 20, 7)), per_step("forward_ns", 1, noisy(205e6, 1e6, 20, 8)),
+                            per_step("comm_ns", 0, noisy(220e6, 2e6, 20, 9)), per_step("comm_ns", 1, noisy(17e6, 2e6, 20, 10))});
+  const DiffReport diff = diff_runs(a, b);
+  ASSERT_GE(diff.changes.size(), 3u);
+  EXPECT_EQ(diff.changes[0].metric, "step_ns");
+  EXPECT_EQ(diff.changes[1].metric, "forward_ns");
+  EXPECT_EQ(diff.changes[1].rank, 1);
+  EXPECT_EQ(diff.changes[2].metric, "comm_ns");
+  EXPECT_EQ(diff.changes[2].rank, 0);
+}
+
 TEST(Diff, FewStepsOrOneValueAreSaidNotTested) {
   const RunFigures a = run({per_step("step_ns", -1, {100, 101, 99}), per_step("bucket.busbw_gbps:0", -1, {}, "GB/s")});
   RunFigures b = run({per_step("step_ns", -1, {200, 201, 199}), per_step("bucket.busbw_gbps:0", -1, {}, "GB/s")});
