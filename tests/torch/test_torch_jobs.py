@@ -14,6 +14,7 @@ import glob
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 
@@ -267,6 +268,44 @@ def kineto():
         for entry in result["breakdown"]:
             check(entry["categories"]["data_loading"]["ns"], "%s: rank %d has no data loading"
                   % (name, entry["rank"]))
+    kineto_diff(ranks, steps, slow_rank)
+
+
+def kineto_diff(ranks, steps, slow_rank):
+    """Two imported torch.profiler runs with a known change, the slow rank's extra compute doubled: `diff` names
+    the step first, then that rank's compute, by about what the script says it added."""
+    traces = os.path.join(work, "kineto-slower")
+    _, truth = bare("train_ddp.py", ranks, ["--steps", str(steps), "--slow-rank", str(slow_rank), "--slow-ms", "200",
+                                            "--profile-dir", traces], "kineto-slower")
+    slower = os.path.join(work, "kineto-slower.h5")
+    done = run([rankscope, "import-kineto"] + sorted(glob.glob(os.path.join(traces, "rank*.json"))) + ["-o", slower])
+    if not check(done.returncode == 0, "kineto-slower: import-kineto failed"):
+        return
+    done = run([rankscope, "diff", os.path.join(work, "kineto.h5"), slower, "--format", "json", "--fail-on", "default"],
+               quiet=True)
+    check(done.returncode == 1, "kineto diff: --fail-on default exited %d, not 1" % done.returncode)
+    significant = [c for c in json.loads(done.stdout)["changes"] if c["significant"]]
+    print("kineto diff:", [(c["metric"], c["rank"], round(c["ratio"], 3)) for c in significant[:5]])
+    if not check(significant, "kineto diff: nothing significant"):
+        return
+    first = significant[0]
+    check(first["metric"] == "step_ns" and first["scope"] == "job" and first["regression"],
+          "kineto diff: the first change is %s of %s, not the job's step" % (first["metric"], first["scope"]))
+    ranks_changed = [c for c in significant if c["scope"] == "rank"]
+    if not check(ranks_changed, "kineto diff: no rank's figure changed significantly"):
+        return
+    top = ranks_changed[0]
+    check(top["rank"] == slow_rank and top["metric"] in ("compute_ns", "forward_ns"),
+          "kineto diff: the first rank's change is %s of rank %s, not rank %d's compute" % (top["metric"], top["rank"],
+                                                                                           slow_rank))
+    base_truth = truths(os.path.join(work, "kineto-bare-{rank}.json"), ranks)[slow_rank]
+    added_s = (statistics.median(truths(truth, ranks)[slow_rank]["slow_forward_s"]) -
+               statistics.median(base_truth["slow_forward_s"]))
+    measured_s = (top["new"] - top["base"]) / 1e9
+    print("kineto diff: rank %d's %s grew %.1f ms, the script added %.1f ms" % (slow_rank, top["metric"],
+                                                                            measured_s * 1e3, added_s * 1e3))
+    check(abs(measured_s - added_s) <= 0.3 * added_s, "kineto diff: rank %d's %s grew %.1f ms, the script added %.1f ms"
+          % (slow_rank, top["metric"], measured_s * 1e3, added_s * 1e3))
 
 
 def info(timeline):
