@@ -1,3 +1,4 @@
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -109,6 +110,12 @@ bool ClockSynchronizer::receive(int source, int tag, Message& message, double de
     int done = wait == Wait::idle && wait_idle(request, deadline) ? 1 : 0;
     while (!done) {
       MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      // A timed wait polls, but gives the core away to anything else
+      // runnable there: where ranks outnumber cores, the peer this rank
+      // waits for may be the one it would spin against (round trips of the
+      // scheduler's 4 ms slice). On a core of its own, yielding costs a
+      // system call.
+      if (!done) sched_yield();
       if (!done && MPI_Wtime() > deadline) {
         MPI_Cancel(&request);
         MPI_Status cancelled_status;
@@ -157,8 +164,14 @@ void ClockSynchronizer::teach(int child, const std::optional<SyncPoint>& own) {
   send(Ping{round_, 0}, child, kTagPing, tree_);
   Result result{round_, 0, 0, 0, 0};
   if (measured && estimator.count() > 0) {
-    // The parent's own offset was measured a little earlier; allow for drift since.
-    const double gap = std::fabs(static_cast<double>(estimator.parent_time_ns() - own->local_ns));
+    // The parent's own offset was measured a little earlier; allow for drift
+    // since. The reference's offset is 0 at every moment: nothing drifts, and
+    // its later children (taught after its farther ones, tens of ms later on
+    // a busy machine) would be charged 1000 ppm of that for nothing.
+    int rank = 0;
+    MPI_Comm_rank(tree_, &rank);
+    const bool reference = rank == 0;
+    const double gap = reference ? 0 : std::fabs(static_cast<double>(estimator.parent_time_ns() - own->local_ns));
     const auto drift_allowance = static_cast<int64_t>(std::ceil(gap * kMaxRelativeDriftPpm * 1e-6));
     result = {round_, 1, estimator.child_time_ns(), estimator.offset_ns() + own->offset_ns,
               estimator.bound_ns() + own->bound_ns + drift_allowance};
