@@ -1,52 +1,75 @@
 #!/usr/bin/env bash
-# bench/clock_hosts.sh RUNS HOSTS_LIST LABEL=BUILD_DIR...: clock sync across
-# test hosts (scripts/testhosts.sh, as root), builds interleaved run by run.
-# Each run: ddp_sim, 2 ranks per host, under `rankscope run` (in-process:
-# rounds at MPI_Init and MPI_Finalize). Per build and host count: the stated
-# bound and the true error (the measured offset against the hosts' kernel
-# offsets, 3 s apart) of every rank off host1, at its first measurement, and
-# the drift reported (the truth is 0: the hosts share one clock). Prints one
-# table row per pair. RANKSCOPE_CLOCK (auto, raw) is passed to every rank.
+# bench/clock_hosts.sh RUNS [BUILD_DIR]: clock sync across test hosts
+# (scripts/testhosts.sh, as root) in every placement users use: 2, 3 and 4
+# hosts with 1, 2 and 4 ranks per host, in-process (rounds at MPI_Init and
+# MPI_Finalize, ddp_sim) and sidecar (rounds every 0.5 s, sleep 3), on the
+# kernel's clock (raw) and the TSC (auto), RUNS runs of each. Where a job
+# has 2 ranks or fewer, two bindings are interleaved run by run: "bound",
+# Open MPI's default there (each host binds as if the machine's cores were
+# its own: core 0 of every host is one core), and "unbound", what
+# testhosts.sh now asks for. Per rank off host1: its worst measurement's bound
+# and true error (tests/hosts/clock_truth.py: the hosts' offsets on raw,
+# host1's TSC calibration on auto), and the drift reported against its
+# uncertainty (the truth is 0: the hosts share one counter). Prints one
+# table row per placement, mode, clock and binding.
 set -euo pipefail
-runs=$1 host_counts=$2
-shift 2
+runs=$1
+build=${2:-$(cd "$(dirname "$0")/.." && pwd)/build}
 here=$(cd "$(dirname "$0")" && pwd)
+truth=$here/../tests/hosts/clock_truth.py
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 RANKSCOPE_TESTHOSTS_CLUSTER=210
+unset OMPI_MCA_rmaps_base_oversubscribe
 work=$(mktemp -d)
 trap '"$here/../scripts/testhosts.sh" down; rm -rf "$work"' EXIT
-for hosts in $host_counts; do
-  "$here/../scripts/testhosts.sh" up "$hosts" --slots 2 >/dev/null
+echo "date: $(date -u +%F), machine: $(nproc) cores, build $build ($(git -C "$here/.." rev-parse --short HEAD))"
+for hosts in 2 3 4; do
+  "$here/../scripts/testhosts.sh" up "$hosts" --slots 4 --offset-step 3 >/dev/null
   for run in $(seq "$runs"); do
-    for build in "$@"; do
-      label=${build%%=*} dir=${build#*=}
-      rm -rf "$work/job.h5" "$work/job.h5.shards"
-      "$here/../scripts/testhosts.sh" mpirun -x RANKSCOPE_CLOCK="${RANKSCOPE_CLOCK:-auto}" -n $((2 * hosts)) "$dir/coordinator/rankscope" run -o "$work/job.h5" -- \
-        "$dir/examples/ddp_sim" --steps 5 --layers 4 --layer-mb 1 --forward-us 500 >/dev/null 2>&1
-      "$dir/coordinator/rankscope" info --json "$work/job.h5" |
-        /usr/bin/python3 -c '
-import json, sys
-label, hosts = sys.argv[1], sys.argv[2]
-info = json.load(sys.stdin)
-host = {r["rank"]: int(r["host"][4:]) for r in info["ranks"]}
-for r in info["clock"]["ranks"]:
-    if host[r["rank"]] == 1: continue
-    error = r["offset_ns"] - 3_000_000_000 * (host[r["rank"]] - 1)
-    print(label, hosts, r["bound_ns"], error, r["drift_ppm"])' "$label" "$hosts" >>"$work/samples"
+    for per_host in 1 2 4; do
+      for mode in in-process sidecar; do
+        for clock in raw auto; do
+          # Open MPI's default binds to cores with 2 ranks or fewer (else to
+          # the socket, here all of the machine's cores): only there is
+          # "bound" another placement.
+          bindings=unbound
+          [ $((hosts * per_host)) -le 2 ] && bindings="bound unbound"
+          for binding in $bindings; do
+            bind=()
+            [ "$binding" = bound ] && bind=(--bind-to core)
+            if [ "$mode" = in-process ]; then
+              program=("$build/examples/ddp_sim" --steps 5 --layers 4 --layer-mb 1 --forward-us 500)
+              options=()
+            else
+              program=(/bin/sleep 3)
+              options=(--mode sidecar --sync-interval 0.5)
+            fi
+            rm -rf "$work/job.h5" "$work/job.h5.shards"
+            RANKSCOPE_CLOCK=$clock "$here/../scripts/testhosts.sh" mpirun -x RANKSCOPE_CLOCK "${bind[@]}" \
+              -n $((hosts * per_host)) --map-by "ppr:$per_host:node" "$build/coordinator/rankscope" run \
+              "${options[@]}" -o "$work/job.h5" -- "${program[@]}" >"$work/run.log" 2>&1 ||
+              { echo "run failed: $hosts hosts x $per_host, $mode, $clock, $binding" >&2; tail -5 "$work/run.log" >&2; continue; }
+            /usr/bin/python3 "$truth" "$work/job.h5" "$clock" "/run/rankscope-testhosts/$RANKSCOPE_TESTHOSTS_CLUSTER/shm" \
+              "$(id -u)" samples "$mode/$clock/$binding" >>"$work/samples"
+          done
+        done
+      done
     done
   done
 done
 /usr/bin/python3 - "$work/samples" <<'PY'
-import sys, statistics
+import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
-    label, hosts, bound, error, drift = line.split()
-    rows.setdefault((label, int(hosts)), []).append((int(bound), int(error), float(drift)))
-print("| build | hosts | ranks measured | bound median | bound max | bounds > 1 ms | abs error max | errors beyond their bound | abs drift max (truth 0) |")
-print("|---|---|---|---|---|---|---|---|---|")
-for (label, hosts), samples in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-    bounds = [b for b, _, _ in samples]
-    print(f"| {label} | {hosts} | {len(samples)} | {statistics.median(bounds)/1e3:.1f} µs | {max(bounds)/1e3:.1f} µs | "
-          f"{sum(b > 1_000_000 for b in bounds)} | {max(abs(e) for _, e, _ in samples)/1e3:.1f} µs | "
-          f"{sum(abs(e) > b for b, e, _ in samples)} | "
-          f"{max(abs(d) for _, _, d in samples):.1f} ppm |")
+    label, hosts, per_host, bound, error, drift, uncertainty = line.split()
+    mode, clock, binding = label.split("/")
+    rows.setdefault((int(hosts), int(per_host), mode, clock, binding), []).append(
+        (int(bound), int(error), float(drift), float(uncertainty)))
+print("| hosts × ranks | mode | clock | binding | ranks measured | bound median | bound max | abs error max | "
+      "errors beyond bound | abs drift max | drifts beyond uncertainty |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for (hosts, per_host, mode, clock, binding), s in sorted(rows.items()):
+    bounds = [b for b, _, _, _ in s]
+    print(f"| {hosts} × {per_host} | {mode} | {clock} | {binding} | {len(s)} | {statistics.median(bounds)/1e3:.1f} µs | "
+          f"{max(bounds)/1e3:.1f} µs | {max(e for _, e, _, _ in s)/1e3:.2f} µs | {sum(e > b + 2 for b, e, _, _ in s)} | "
+          f"{max(abs(d) for _, _, d, _ in s):.2f} ppm | {sum(abs(d) > u for _, _, d, u in s)} |")
 PY
