@@ -20,7 +20,8 @@ elif [ $# -gt 0 ]; then
 fi
 out=${RANKSCOPE_DEMO_OUT:-$root/demo-output}
 "$root/scripts/setup-deps.sh"
-"$root/scripts/build.sh" "$root/build"
+# The command and the example only (the rest, tests mostly, is the test command's).
+"$root/scripts/build.sh" --target rankscope --target ddp_sim "$root/build"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 rankscope=$root/build/coordinator/rankscope
 ddp_sim=$root/build/examples/ddp_sim
