@@ -345,6 +345,26 @@ namespace {
 // the ranks', each by the step time it explains, the sums (compute,
 // communication) after the figures within them.
 // Significant changes before the others.
+// Communication in flight behind compute costs the step nothing: what
+// comm_ns and overlap_ns explain of the step is the change of their
+// difference, the exposed communication. Healthy runs of one job differ in
+// how long their nonblocking collectives stay in flight (by 2x in 2 of 20
+// pairs of bench/diff_bench.sh) with the step unchanged.
+void step_time_of_communication(std::vector<Change>& changes) {
+  std::map<int32_t, std::pair<Change*, Change*>> by_scope;  // comm_ns, overlap_ns
+  for (Change& c : changes) {
+    if (c.metric == "comm_ns") by_scope[c.rank].first = &c;
+    if (c.metric == "overlap_ns") by_scope[c.rank].second = &c;
+  }
+  for (auto& [rank, pair] : by_scope) {
+    auto [comm, overlap] = pair;
+    if (!comm || !overlap) continue;
+    const double exposed_change = (comm->now - overlap->now) - (comm->base - overlap->base);
+    if (!std::isfinite(exposed_change)) continue;
+    comm->step_ns_explained = overlap->step_ns_explained = std::fabs(exposed_change);
+  }
+}
+
 void order_changes(std::vector<Change>& changes) {
   std::map<std::string, std::vector<std::pair<int32_t, double>>> rank_deltas;
   for (const Change& c : changes) {
@@ -458,7 +478,15 @@ DiffReport diff_runs(const RunFigures& base, const RunFigures& now, const DiffOp
     if (f.unit == "ns") c.step_ns_explained = std::fabs(f.value - b.value);
     if (b.samples.empty() || f.samples.empty()) {
       c.single_value = true;
-      c.untested = "one value a run, no step-to-step samples to test against";
+      if (f.metric.starts_with(kBucketBytes)) {
+        // A bucket's size is the job's configuration, exact in every run:
+        // any difference is real, and names a bucket change where the
+        // communication's figures cannot tell it from noise.
+        c.untested = "exact: no noise to test against";
+        c.significant = f.value != b.value;
+      } else {
+        c.untested = "one value a run, no step-to-step samples to test against";
+      }
     } else if (b.samples.size() < options.min_samples || f.samples.size() < options.min_samples) {
       c.untested = printf_string("%zu and %zu steps: %zu a run are needed for a test at %.2g", b.samples.size(),
                                  f.samples.size(), options.min_samples, options.alpha);
@@ -479,6 +507,7 @@ DiffReport diff_runs(const RunFigures& base, const RunFigures& now, const DiffOp
     c.untested = "only in the base run";
     diff.changes.push_back(c);
   }
+  step_time_of_communication(diff.changes);
   // Holm's step-down correction, in two families: the job's figures (the
   // question asked) and the ranks' (which rank it was), so that a job of
   // many ranks does not drown the job's own changes.
@@ -531,6 +560,11 @@ void correct_and_judge(std::vector<std::pair<double, size_t>>& tested, DiffRepor
 
 // ------------------------------------------------------------- writers ---
 
+namespace {
+// A change neither better nor worse: the job's configuration (a bucket's size).
+bool neutral(const Change& c) { return c.metric.starts_with(kBucketBytes); }
+}  // namespace
+
 std::string figure_text(double value, const std::string& unit) {
   if (!std::isfinite(value)) return "-";
   if (unit == "ns") return format_duration(value);
@@ -556,7 +590,7 @@ std::string change_line(const Change& c) {
   line += ")";
   if (c.p_value >= 0) line += printf_string(", p = %.2g", c.p_value);
   if (c.regression) line += "  REGRESSION";
-  else if (c.significant) line += "  improvement";
+  else if (c.significant) line += neutral(c) ? "  changed" : "  improvement";
   return line + "\n";
 }
 
@@ -671,7 +705,7 @@ std::string diff_json(const DiffReport& diff) {
 namespace {
 
 constexpr const char* kDiffStyle = R"(
-.worse{fill:#e45756}.better{fill:#54a24b}.zero{stroke:#222;stroke-width:1}
+.worse{fill:#e45756}.better{fill:#54a24b}.neutral{fill:#9a9a9a}.zero{stroke:#222;stroke-width:1}
 td.worse{color:#b00020;font-weight:600}td.better{color:#2a7a2a;font-weight:600}
 )";
 
@@ -690,7 +724,7 @@ void write_change_bars(const std::vector<const Change*>& changes, std::string& o
     const std::string label = c->metric + " (" + scope_text(*c) + ")";
     html::write_text(out, left - 6, y + 12, html::escape(label.substr(0, 60)), "text-anchor=\"end\"");
     html::write_rect(out, pct >= 0 ? zero : zero - length, y + 2, std::max(length, 1.0), pitch - 4,
-                     c->regression ? "worse" : "better",
+                     c->regression ? "worse" : neutral(*c) ? "neutral" : "better",
                      html::escape(label) + ": " + html::escape(figure_text(c->base, c->unit)) + " to " +
                          html::escape(figure_text(c->now, c->unit)) + printf_string(" (%+.1f %%)", pct));
     y += pitch;
@@ -702,13 +736,16 @@ void write_change_bars(const std::vector<const Change*>& changes, std::string& o
 }
 
 void write_change_row(const Change& c, std::string& out) {
-  const char* status = c.regression ? "worse" : c.significant ? "better" : "";
+  const char* status = c.regression ? "worse" : c.significant && !neutral(c) ? "better" : "";
   out += "<tr><td>" + html::escape(c.metric) + "</td><td>" + html::escape(scope_text(c)) + "</td><td class=\"num\">" +
          html::escape(figure_text(c.base, c.unit)) + "</td><td class=\"num\">" + html::escape(figure_text(c.now, c.unit)) +
          "</td><td class=\"num\">" + (std::isfinite(c.ratio) ? printf_string("%.3f", c.ratio) : std::string("-")) +
          "</td><td class=\"num\">" + (c.p_value >= 0 ? printf_string("%.2g", c.p_value) : std::string("-")) + "</td>" +
          "<td class=\"" + status + "\">" +
-         html::escape(c.regression ? "regression" : c.significant ? "improvement" : c.untested.empty() ? "not significant" : c.untested) +
+         html::escape(c.regression       ? "regression"
+                      : c.significant    ? (neutral(c) ? "changed" : "improvement")
+                      : c.untested.empty() ? "not significant"
+                                           : c.untested) +
          "</td></tr>\n";
 }
 

@@ -113,6 +113,22 @@ TEST(Diff, OfTwoRanksTheSlowedRanksWorkComesBeforeTheOthersWait) {
   EXPECT_EQ(diff.changes[2].rank, 0);
 }
 
+TEST(Diff, CommunicationLongerInFlightBehindComputeIsNoChange) {
+  // Twice as long in flight, all of it behind compute: the exposed part, and the step, stay.
+  const RunFigures a = run({per_step("step_ns", -1, noisy(100e6, 2e6, 20, 1)), per_step("comm_ns", -1, noisy(10e6, 1e6, 20, 2)),
+                            per_step("overlap_ns", -1, noisy(8e6, 1e6, 20, 3))});
+  const RunFigures b = run({per_step("step_ns", -1, noisy(100e6, 2e6, 20, 4)), per_step("comm_ns", -1, noisy(20e6, 1e6, 20, 5)),
+                            per_step("overlap_ns", -1, noisy(18e6, 1e6, 20, 6))});
+  const DiffReport diff = diff_runs(a, b);
+  EXPECT_LT(find(diff, "comm_ns").p_value, 0.05) << "the samples do differ";
+  EXPECT_FALSE(find(diff, "comm_ns").significant);
+  EXPECT_FALSE(find(diff, "overlap_ns").significant);
+  // Exposed: the same growth not hidden is a change.
+  const RunFigures c = run({per_step("step_ns", -1, noisy(110e6, 2e6, 20, 7)), per_step("comm_ns", -1, noisy(20e6, 1e6, 20, 8)),
+                            per_step("overlap_ns", -1, noisy(8e6, 1e6, 20, 9))});
+  EXPECT_TRUE(find(diff_runs(a, c), "comm_ns").significant);
+}
+
 TEST(Diff, FewStepsOrOneValueAreSaidNotTested) {
   const RunFigures a = run({per_step("step_ns", -1, {100, 101, 99}), per_step("bucket.busbw_gbps:0", -1, {}, "GB/s")});
   RunFigures b = run({per_step("step_ns", -1, {200, 201, 199}), per_step("bucket.busbw_gbps:0", -1, {}, "GB/s")});
