@@ -35,6 +35,10 @@ constexpr std::string_view kSingleValueFigures[] = {kBucketTransfer, kBucketBusB
                                                     kKernelMean, kBottleneckCost, kPeakRss,
                                                     kGpuMemoryPeak, kCaptureCost, kStragglers};
 
+// The job's configuration, exact in every run (a bucket's size): a
+// difference is real, and neither better nor worse.
+bool is_configuration(std::string_view metric) { return metric.starts_with(kBucketBytes); }
+
 // A figure measured per step, read off a rank's step.
 struct StepMetric {
   const char* name;
@@ -366,26 +370,22 @@ void step_time_of_communication(std::vector<Change>& changes) {
 }
 
 void order_changes(std::vector<Change>& changes) {
-  std::map<std::string, std::vector<std::pair<int32_t, double>>> rank_deltas;
+  std::map<std::string, std::vector<double>> rank_deltas;  // sorted, per metric
   for (const Change& c : changes) {
-    if (c.rank >= 0 && std::isfinite(c.base) && std::isfinite(c.now)) rank_deltas[c.metric].emplace_back(c.rank, c.now - c.base);
+    if (c.rank >= 0 && std::isfinite(c.base) && std::isfinite(c.now)) rank_deltas[c.metric].push_back(c.now - c.base);
   }
-  // The median change of the other ranks' same figure: with two ranks, the
-  // other rank's own.
-  const auto others_change = [&](const Change& c) {
-    std::vector<double> others;
-    for (const auto& [rank, delta] : rank_deltas[c.metric])
-      if (rank != c.rank) others.push_back(delta);
-    return median(others, 0.0);
-  };
+  for (auto& [metric, deltas] : rank_deltas) std::sort(deltas.begin(), deltas.end());
   const auto tier_and_size = [&](const Change& c) -> std::pair<int, double> {
     if (c.metric == "step_ns" && c.rank < 0) return {0, c.step_ns_explained};
     // A rank's step time is the job's, set by the slowest rank: not a figure of its own.
     if (c.rank >= 0 && c.regression && c.unit == "ns" && c.metric != "step_ns") {
-      const double own = std::fabs(c.now - c.base - others_change(c));
+      // Against the median change of the other ranks' same figure: with two
+      // ranks, the other rank's own.
+      const double delta = c.now - c.base;
+      const double own = std::fabs(delta - median_without(rank_deltas.at(c.metric), delta, 0.0));
       // Its waits are the effect of another rank's doing: after the cause.
       const bool waiting = c.metric == "comm_ns" || c.metric == "exposed_wait_ns";
-      if (own >= 0.5 * std::fabs(c.now - c.base) && own > 0) return {waiting ? 2 : 1, own};
+      if (own >= 0.5 * std::fabs(delta) && own > 0) return {waiting ? 2 : 1, own};
     }
     // Sums that hold other figures (compute holds the phases on a CPU job)
     // come after the figure that names the cause, unless they explain a
@@ -393,15 +393,26 @@ void order_changes(std::vector<Change>& changes) {
     const bool sum = c.metric == "compute_ns" || c.metric == "comm_ns";
     return {c.rank < 0 ? 3 : 4, sum ? 0.8 * c.step_ns_explained : c.step_ns_explained};
   };
-  std::stable_sort(changes.begin(), changes.end(), [&](const Change& a, const Change& b) {
+  // Each change's place computed once, not in every comparison.
+  struct Keyed {
+    bool significant;
+    std::pair<int, double> tier_and_size;
+    double relative;
+    Change change;
+  };
+  std::vector<Keyed> keyed;
+  keyed.reserve(changes.size());
+  for (Change& c : changes) {
+    const double relative = std::isfinite(c.ratio) ? std::fabs(c.ratio - 1) : 0;
+    keyed.push_back({c.significant, tier_and_size(c), relative, std::move(c)});
+  }
+  std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
     if (a.significant != b.significant) return a.significant;
-    const auto [tier_a, size_a] = tier_and_size(a);
-    const auto [tier_b, size_b] = tier_and_size(b);
-    if (tier_a != tier_b) return tier_a < tier_b;
-    if (size_a != size_b) return size_a > size_b;
-    const double ra = std::isfinite(a.ratio) ? std::fabs(a.ratio - 1) : 0, rb = std::isfinite(b.ratio) ? std::fabs(b.ratio - 1) : 0;
-    return ra > rb;
+    if (a.tier_and_size.first != b.tier_and_size.first) return a.tier_and_size.first < b.tier_and_size.first;
+    if (a.tier_and_size.second != b.tier_and_size.second) return a.tier_and_size.second > b.tier_and_size.second;
+    return a.relative > b.relative;
   });
+  for (size_t i = 0; i < keyed.size(); ++i) changes[i] = std::move(keyed[i].change);
 }
 
 }  // namespace
@@ -478,10 +489,9 @@ DiffReport diff_runs(const RunFigures& base, const RunFigures& now, const DiffOp
     if (f.unit == "ns") c.step_ns_explained = std::fabs(f.value - b.value);
     if (b.samples.empty() || f.samples.empty()) {
       c.single_value = true;
-      if (f.metric.starts_with(kBucketBytes)) {
-        // A bucket's size is the job's configuration, exact in every run:
-        // any difference is real, and names a bucket change where the
-        // communication's figures cannot tell it from noise.
+      if (is_configuration(f.metric)) {
+        // It names a bucket change where the communication's figures
+        // cannot tell it from noise.
         c.untested = "exact: no noise to test against";
         c.significant = f.value != b.value;
       } else {
@@ -560,10 +570,6 @@ void correct_and_judge(std::vector<std::pair<double, size_t>>& tested, DiffRepor
 
 // ------------------------------------------------------------- writers ---
 
-namespace {
-// A change neither better nor worse: the job's configuration (a bucket's size).
-bool neutral(const Change& c) { return c.metric.starts_with(kBucketBytes); }
-}  // namespace
 
 std::string figure_text(double value, const std::string& unit) {
   if (!std::isfinite(value)) return "-";
@@ -590,7 +596,7 @@ std::string change_line(const Change& c) {
   line += ")";
   if (c.p_value >= 0) line += printf_string(", p = %.2g", c.p_value);
   if (c.regression) line += "  REGRESSION";
-  else if (c.significant) line += neutral(c) ? "  changed" : "  improvement";
+  else if (c.significant) line += is_configuration(c.metric) ? "  changed" : "  improvement";
   return line + "\n";
 }
 
@@ -724,7 +730,7 @@ void write_change_bars(const std::vector<const Change*>& changes, std::string& o
     const std::string label = c->metric + " (" + scope_text(*c) + ")";
     html::write_text(out, left - 6, y + 12, html::escape(label.substr(0, 60)), "text-anchor=\"end\"");
     html::write_rect(out, pct >= 0 ? zero : zero - length, y + 2, std::max(length, 1.0), pitch - 4,
-                     c->regression ? "worse" : neutral(*c) ? "neutral" : "better",
+                     c->regression ? "worse" : is_configuration(c->metric) ? "neutral" : "better",
                      html::escape(label) + ": " + html::escape(figure_text(c->base, c->unit)) + " to " +
                          html::escape(figure_text(c->now, c->unit)) + printf_string(" (%+.1f %%)", pct));
     y += pitch;
@@ -736,14 +742,14 @@ void write_change_bars(const std::vector<const Change*>& changes, std::string& o
 }
 
 void write_change_row(const Change& c, std::string& out) {
-  const char* status = c.regression ? "worse" : c.significant && !neutral(c) ? "better" : "";
+  const char* status = c.regression ? "worse" : c.significant && !is_configuration(c.metric) ? "better" : "";
   out += "<tr><td>" + html::escape(c.metric) + "</td><td>" + html::escape(scope_text(c)) + "</td><td class=\"num\">" +
          html::escape(figure_text(c.base, c.unit)) + "</td><td class=\"num\">" + html::escape(figure_text(c.now, c.unit)) +
          "</td><td class=\"num\">" + (std::isfinite(c.ratio) ? printf_string("%.3f", c.ratio) : std::string("-")) +
          "</td><td class=\"num\">" + (c.p_value >= 0 ? printf_string("%.2g", c.p_value) : std::string("-")) + "</td>" +
          "<td class=\"" + status + "\">" +
          html::escape(c.regression       ? "regression"
-                      : c.significant    ? (neutral(c) ? "changed" : "improvement")
+                      : c.significant    ? (is_configuration(c.metric) ? "changed" : "improvement")
                       : c.untested.empty() ? "not significant"
                                            : c.untested) +
          "</td></tr>\n";
