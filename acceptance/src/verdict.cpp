@@ -117,32 +117,43 @@ void judge_each_link(Acceptance& out, const Measurements& in, const Rules& rules
   }
 }
 
-// All pairs, row and column: a node whose links are slow as a rule (their
-// median ratio fails) while the links among the other nodes are sound has a
-// bad NIC or cable, and its links are its; a slow link between two sound
-// nodes is the link's own.
+// All pairs, row and column: each node by what it can do at best, its
+// fastest link against the fleet's nodes' fastest (bandwidth and latency
+// apart). A node whose best link is slow has every link slow, which is its
+// NIC, cable or switch port, and its links are its; a slow link between
+// two sound nodes is the link's own. The best link holds on any number of
+// nodes, where a node's links against the median link do not: on three,
+// a bad node owns two of the three links, and the median link is its own.
 void judge_rows(Acceptance& out, const Measurements& in, const Rules& rules) {
-  if (in.links.empty()) return;
-  // Each node's links' median ratio (the worse of bandwidth and latency), and the same of the links that avoid it.
-  const auto ratio_of = [&](size_t l) { return std::min(out.links[l].bandwidth_ratio, out.links[l].latency_ratio); };
   const size_t nodes = in.nodes.size();
-  std::vector<bool> bad_node(nodes, false);
-  for (size_t n = 0; n < nodes && nodes >= 3; ++n) {
-    std::vector<double> mine, others;
-    for (size_t l = 0; l < in.links.size(); ++l) {
-      const bool touches = static_cast<size_t>(in.links[l].a) == n || static_cast<size_t>(in.links[l].b) == n;
-      (touches ? mine : others).push_back(ratio_of(l));
+  if (in.links.empty() || nodes < 3) return;
+  std::vector<double> best_bandwidth(nodes, 0), best_speed(nodes, 0);  // speed: 1 / latency
+  for (size_t l = 0; l < in.links.size(); ++l) {
+    const LinkVerdict& link = out.links[l];
+    const double speed = link.latency_us > 0 ? 1 / link.latency_us : 0;
+    for (const int end : {in.links[l].a, in.links[l].b}) {
+      const size_t n = static_cast<size_t>(end);
+      best_bandwidth[n] = std::max(best_bandwidth[n], link.bandwidth_gbps);
+      best_speed[n] = std::max(best_speed[n], speed);
     }
-    const double my_median = median(mine, 1), others_median = median(others, 1);
-    // Its links are slow against the others' (not only the fleet median, which a bad node drags).
-    if (my_median < rules.fail_below * others_median && others_median >= rules.retest_below) bad_node[n] = true;
-    Check check{"network", printf_string("%.2f", my_median) + " (median ratio of its links to the median link)",
-                printf_string("%.2f", others_median) + " (the same for the links between the other nodes)",
-                others_median > 0 ? my_median / others_median : 1,
-                printf_string("fail below %.2f", rules.fail_below) + " of the links between the other nodes: every link of "
-                "the node slow means its NIC, cable or switch port",
-                bad_node[n] ? Verdict::fail : Verdict::pass};
-    out.nodes[n].checks.push_back(check);
+  }
+  const Fleet bandwidth_fleet(best_bandwidth), speed_fleet(best_speed);
+  std::vector<bool> bad_node(nodes, false);
+  for (size_t n = 0; n < nodes; ++n) {
+    const auto [bandwidth_verdict, bandwidth_ratio] = bandwidth_fleet.judge(best_bandwidth[n], rules);
+    const auto [speed_verdict, speed_ratio] = speed_fleet.judge(best_speed[n], rules);
+    const Verdict verdict = worse(bandwidth_verdict, speed_verdict);
+    bad_node[n] = verdict == Verdict::fail;
+    out.nodes[n].checks.push_back(
+        {"network",
+         printf_string("%.2f GB/s, %.1f µs", best_bandwidth[n], best_speed[n] > 0 ? 1 / best_speed[n] : 0) +
+             " (its best link; " + printf_string("%.2f and %.2f", bandwidth_ratio, speed_ratio) + " of the reference)",
+         printf_string("%.2f GB/s, %.1f µs", bandwidth_fleet.median, speed_fleet.median > 0 ? 1 / speed_fleet.median : 0) +
+             " (fleet median of each node's best link)",
+         std::min(bandwidth_ratio, speed_ratio),
+         rule_text(rules, "the fleet median of each node's best link") +
+             ", in bandwidth and in latency apart: every link of the node slow means its NIC, cable or switch port",
+         verdict});
   }
   for (size_t l = 0; l < in.links.size(); ++l) {
     LinkVerdict& link = out.links[l];

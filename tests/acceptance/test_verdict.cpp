@@ -153,6 +153,51 @@ TEST(Judge, ANodeWhoseEveryLinkIsSlowFailsOnNetworkAndOwnsItsLinks) {
   }
 }
 
+// On three nodes a bad node owns two of the three links, so the median link is one of its own: against
+// it, every link passes. Its best link against the others' best fails it, on 3, 4 and 8 nodes alike;
+// the links measured as in the test hosts' run (host3 at 200 Mbit/s): 1.44 GB/s against 0.024.
+TEST(Judge, ANodeWhoseEveryLinkIsSlowFailsOnAnyNumberOfNodes) {
+  for (const int nodes : {3, 4, 8}) {
+    Measurements m = healthy_fleet(nodes);
+    const int bad = nodes - 1;
+    for (LinkMeasurements& link : m.links) {
+      link.bandwidth_gbps = (link.a == bad || link.b == bad) ? std::vector<double>{0.024, 0.024, 0.023}
+                                                             : std::vector<double>{1.40, 1.44, 1.43};
+      link.latency_us = {60, 58, 59};  // a rate limit leaves small messages' latency as it was
+    }
+    const Acceptance a = judge(m);
+    const std::string bad_host = "node" + std::to_string(bad);
+    EXPECT_EQ(failed_nodes(a), (std::set<std::string>{bad_host})) << nodes << "\n" << summary_text(a);
+    EXPECT_NEAR(check_named(a.nodes[static_cast<size_t>(bad)], "network").ratio, 0.024 / 1.44, 0.002);
+    for (const NodeVerdict& node : a.nodes) {
+      if (node.host == bad_host) continue;
+      EXPECT_EQ(node.verdict, Verdict::pass) << nodes << " " << node.host;
+    }
+    for (const LinkVerdict& l : a.links) {
+      const bool touches = l.hosts.first == bad_host || l.hosts.second == bad_host;
+      EXPECT_EQ(l.verdict, touches ? Verdict::fail : Verdict::pass) << nodes << " " << l.hosts.first << "-" << l.hosts.second;
+    }
+  }
+}
+
+// A node whose one link is fast and the rest slow has a sound NIC: the slow links are theirs or their
+// other ends'. Two nodes have one link, which names no node.
+TEST(Judge, ANodesBestLinkClearsItAndTwoNodesNameNone) {
+  Measurements m = healthy_fleet(4);
+  for (LinkMeasurements& link : m.links)
+    if ((link.a == 3 || link.b == 3) && !(link.a == 0 || link.b == 0)) link.bandwidth_gbps = {0.1, 0.1, 0.1};
+  const Acceptance a = judge(m);
+  EXPECT_EQ(check_named(a.nodes[3], "network").verdict, Verdict::pass) << summary_text(a);
+  EXPECT_TRUE(failed_nodes(a).empty()) << summary_text(a);
+
+  Measurements two = healthy_fleet(2);
+  two.links[0].bandwidth_gbps = {0.01, 0.01, 0.01};
+  const Acceptance pair = judge(two);
+  EXPECT_TRUE(failed_nodes(pair).empty()) << summary_text(pair);
+  for (const NodeVerdict& node : pair.nodes)
+    for (const Check& check : node.checks) EXPECT_NE(check.name, "network") << node.host;
+}
+
 TEST(Judge, ASlowLinkBetweenSoundNodesIsTheLinks) {
   Measurements m = healthy_fleet(5);
   for (LinkMeasurements& link : m.links)
