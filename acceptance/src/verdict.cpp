@@ -329,6 +329,11 @@ void judge_silent_nodes(Acceptance& out, const CutShort& cut) {
 // group's figure is its nodes' (a slow node or link among them slows the
 // group), so each of its nodes carries the check. Full scale has no peers:
 // only a baseline or a threshold could judge it, and it is reported.
+bool fails_network(const NodeVerdict& node) {
+  return std::any_of(node.checks.begin(), node.checks.end(),
+                     [](const Check& c) { return c.name == "network" && c.verdict == Verdict::fail; });
+}
+
 void judge_collectives(Acceptance& out, const Measurements& in, const Rules& rules) {
   // The check's name → its groups' indexes into out.collectives.
   std::map<std::string, std::vector<size_t>> groups_of;
@@ -371,7 +376,12 @@ void judge_collectives(Acceptance& out, const Measurements& in, const Rules& rul
       const auto [verdict, ratio] = fleet.judge(peaks[i], rules);
       group.verdict = verdict;
       group.ratio = ratio;
-      if (verdict != Verdict::pass) group.cause = "a node or link among the group's nodes";
+      // A node of the group that fails `network` explains its slow collectives; the others are cleared.
+      std::string failing;
+      for (int n : in.collectives[groups[i]].nodes)
+        if (fails_network(out.nodes[static_cast<size_t>(n)])) failing += (failing.empty() ? "" : ", ") + out.nodes[static_cast<size_t>(n)].host;
+      if (verdict != Verdict::pass)
+        group.cause = failing.empty() ? "a node or link among the group's nodes" : "node " + failing + ", which fails network";
       const Check check{check_name,
                         printf_string("%.2f GB/s", peaks[i]) + " (peak busbw of its group of " +
                             std::to_string(group.hosts.size()) + " nodes, " + group.hosts.front() + " to " +
@@ -379,7 +389,15 @@ void judge_collectives(Acceptance& out, const Measurements& in, const Rules& rul
                         printf_string("%.2f GB/s", fleet.median) + " (median of the " + std::to_string(groups.size()) +
                             " groups' peaks)",
                         ratio, rule_text(rules, "the median group"), verdict};
-      for (int n : in.collectives[groups[i]].nodes) out.nodes[static_cast<size_t>(n)].checks.push_back(check);
+      for (int n : in.collectives[groups[i]].nodes) {
+        NodeVerdict& node = out.nodes[static_cast<size_t>(n)];
+        Check mine = check;
+        if (verdict != Verdict::pass && !failing.empty() && !fails_network(node)) {
+          mine.verdict = Verdict::pass;
+          mine.value += "; slow beside " + failing + ", which fails network";
+        }
+        node.checks.push_back(mine);
+      }
     }
   }
 }

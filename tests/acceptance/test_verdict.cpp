@@ -409,6 +409,30 @@ TEST(Collectives, ASlowGroupFailsItsNodesAndOnlyThem) {
   EXPECT_LT(text.find("fail  allreduce"), text.find("pass  allreduce")) << "failed first\n" << text;
 }
 
+// A node that fails network slows every collective of its group: the group's verdict names it, and
+// the group's other nodes are cleared (as on eight test hosts with host8's link at 200 Mbit/s).
+TEST(Collectives, ANodeFailingNetworkExplainsItsGroupsCollectives) {
+  Measurements m = healthy_fleet(9);
+  add_collectives(m, 2.0);
+  for (LinkMeasurements& link : m.links)
+    if (link.a == 5 || link.b == 5) link.bandwidth_gbps = {0.01, 0.01, 0.01};
+  for (CollectiveSweep& sweep : m.collectives)
+    if (sweep.nodes == std::vector<int>{3, 4, 5}) sweep = sweep_of(sweep.collective, {3, 4, 5}, 0.02);
+  const Acceptance a = judge(m);
+  EXPECT_EQ(failed_nodes(a), (std::set<std::string>{"node5"})) << summary_text(a);
+  for (const int n : {3, 4}) {
+    const Check& check = check_named(a.nodes[static_cast<size_t>(n)], "collectives.allreduce");
+    EXPECT_EQ(check.verdict, Verdict::pass) << n;
+    EXPECT_NE(check.value.find("slow beside node5, which fails network"), std::string::npos) << check.value;
+  }
+  EXPECT_EQ(check_named(a.nodes[5], "collectives.allreduce").verdict, Verdict::fail);
+  for (const CollectiveVerdict& c : a.collectives) {
+    if (c.verdict != Verdict::fail) continue;
+    EXPECT_EQ(c.hosts, (std::vector<std::string>{"node3", "node4", "node5"}));
+    EXPECT_EQ(c.cause, "node node5, which fails network");
+  }
+}
+
 TEST(Collectives, TwoGroupsAreNotJudgedAgainstPeers) {
   Measurements m = healthy_fleet(4);
   add_collectives(m, 2.0);
