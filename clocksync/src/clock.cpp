@@ -22,6 +22,19 @@ int64_t wall_now_ns() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
+double FakeClockEntry::virtual_ns(double raw) const {
+  const double change_at = static_cast<double>(change_at_ns);
+  const double drifted = raw <= change_at ? raw * drift_ppm : change_at * drift_ppm + (raw - change_at) * later_drift_ppm;
+  return static_cast<double>(offset_ns) + raw + drifted * 1e-6;
+}
+
+double FakeClockEntry::raw_ns(double virtual_reading) const {
+  const double change_at = static_cast<double>(change_at_ns);
+  if (virtual_reading <= virtual_ns(change_at))
+    return (virtual_reading - static_cast<double>(offset_ns)) / (1 + drift_ppm * 1e-6);
+  return change_at + (virtual_reading - virtual_ns(change_at)) / (1 + later_drift_ppm * 1e-6);
+}
+
 std::vector<FakeClockEntry> parse_fake_clock(std::string_view spec) {
   std::vector<FakeClockEntry> entries;
   size_t index = 0;
@@ -32,22 +45,37 @@ std::vector<FakeClockEntry> parse_fake_clock(std::string_view spec) {
     ++index;
     const auto bad = [&](const std::string& why) {
       return Error(std::string(kFakeClockVariable) + ": entry " + std::to_string(index) + " '" + std::string(entry) +
-                   "' " + why + " (expected rank:offset_ns:drift_ppm, e.g. 1:+2500000000:+80)");
+                   "' " + why +
+                   " (expected rank:offset_ns:drift_ppm[:at_ns:later_drift_ppm], e.g. 1:+2500000000:+80)");
     };
-    const size_t first = entry.find(':');
-    const size_t second = first == std::string_view::npos ? first : entry.find(':', first + 1);
-    if (second == std::string_view::npos) throw bad("does not have three fields");
+    std::vector<std::string_view> fields;
+    for (std::string_view rest = entry;;) {
+      const size_t colon = rest.find(':');
+      fields.push_back(rest.substr(0, colon));
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+    if (fields.size() != 3 && fields.size() != 5) throw bad("does not have three or five fields");
     auto number = [&](std::string_view text, auto& out, const char* what) {
       if (!text.empty() && text.front() == '+') text.remove_prefix(1);
       const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
       if (ec != std::errc() || ptr != text.data() + text.size()) throw bad(std::string("has a bad ") + what);
     };
+    const auto drift = [&](std::string_view text, const char* what) {
+      double ppm = 0;
+      number(text, ppm, what);
+      if (!std::isfinite(ppm) || std::fabs(ppm) > 1e5) throw bad(std::string("has a ") + what + " beyond 1e5 ppm");
+      return ppm;
+    };
     FakeClockEntry parsed{};
-    number(entry.substr(0, first), parsed.rank, "rank");
-    number(entry.substr(first + 1, second - first - 1), parsed.offset_ns, "offset");
-    number(entry.substr(second + 1), parsed.drift_ppm, "drift");
+    number(fields[0], parsed.rank, "rank");
+    number(fields[1], parsed.offset_ns, "offset");
+    parsed.drift_ppm = parsed.later_drift_ppm = drift(fields[2], "drift");
+    if (fields.size() == 5) {
+      number(fields[3], parsed.change_at_ns, "time of the change");
+      parsed.later_drift_ppm = drift(fields[4], "later drift");
+    }
     if (parsed.rank < 0) throw bad("names a negative rank");
-    if (!std::isfinite(parsed.drift_ppm) || std::fabs(parsed.drift_ppm) > 1e5) throw bad("has a drift beyond 1e5 ppm");
     entries.push_back(parsed);
   }
   return entries;
@@ -59,9 +87,8 @@ double injected_offset_ns(const std::vector<FakeClockEntry>& clocks, int32_t ran
     if (e.rank == rank) mine = e;
     if (e.rank == 0) root = e;
   }
-  const double raw = (static_cast<double>(local_ns) - static_cast<double>(mine.offset_ns)) / (1 + mine.drift_ppm * 1e-6);
-  const double reference = static_cast<double>(root.offset_ns) + raw * (1 + root.drift_ppm * 1e-6);
-  return static_cast<double>(local_ns) - reference;
+  const double local = static_cast<double>(local_ns);
+  return local - root.virtual_ns(mine.raw_ns(local));
 }
 
 namespace {
@@ -74,11 +101,11 @@ uint64_t process_clock_now() { return static_cast<uint64_t>(g_process_clock.now_
 
 Clock Clock::for_rank(int32_t rank, const BaseClock& base) {
   const char* spec = std::getenv(kFakeClockVariable);
-  if (!spec) return Clock(base, 0, 0);
+  if (!spec) return Clock(base, {rank, 0, 0});
   for (const FakeClockEntry& entry : parse_fake_clock(spec)) {
-    if (entry.rank == rank) return Clock(base, entry.offset_ns, entry.drift_ppm);
+    if (entry.rank == rank) return Clock(base, entry);
   }
-  return Clock(base, 0, 0);
+  return Clock(base, {rank, 0, 0});
 }
 
 }  // namespace rankscope::clocksync

@@ -217,6 +217,8 @@ void set_agent_environment(const RunOptions& options, const Identity& id, const 
   set(agent::kEnvLauncher, id.launcher);
   set(agent::kEnvJobId, id.job_id);
   set(agent::kEnvMode, mode);
+  set(agent::kEnvSyncInterval, printf_string("%.17g", options.sync_interval_s));
+  set(agent::kEnvClockThread, options.clock_thread);
   // Each capture source is entered through the way its library loads tools;
   // every one names the same capture library, already loaded by the preload.
   const std::string capture_library = agent_library("librankscope_capture.so").string();

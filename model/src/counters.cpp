@@ -53,6 +53,10 @@ constexpr Definition kRegistry[] = {
     {kMpiPollsTimed, "polls timed (one in 256 per thread) for that estimate"},
     {kMpiRequestsUntracked,
      "nonblocking requests posted while the agent's request table was full: their completions are not recorded"},
+    {kClockMeasuredAtEndsOnly,
+     "1 on a rank whose clock was measured at MPI_Init and MPI_Finalize alone in a run longer than the rounds' "
+     "interval (its MPI gave the agent no thread for rounds: --clock-thread always asks for one): its correction "
+     "between them is a straight line, whatever its clock did"},
     {kKilledBySignal,
      "the signal that ended the process before its shard was closed (9, SIGKILL: kill -9, the OOM killer, mpirun "
      "signalled twice; or a crash the agent does not catch), as `rankscope run` saw it: events after the last flush "

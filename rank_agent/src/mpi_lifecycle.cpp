@@ -1,5 +1,6 @@
 // The shim's life inside the application's MPI: set up after MPI_Init, the
-// clocks synchronised then and at MPI_Finalize, its own costs and counts added
+// clocks synchronised then, during the run where a thread can (mpi_clock_rounds.cpp)
+// and at MPI_Finalize, its own costs and counts added
 // to the shard, and the shard closed at MPI_Finalize or MPI_Abort.
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,8 @@ namespace {
 [[gnu::constructor]] void find_capture_bits() { g_capture_bits = rankscope_agent_capture_bits(); }
 
 bool g_started = false;
+bool g_rounds_running = false;
+int64_t g_started_at = 0;
 MPI_Comm g_agent_comm = MPI_COMM_NULL;
 clocksync::ClockSynchronizer* g_sync = nullptr;
 
@@ -113,6 +116,11 @@ void start_after_init(Call call, int64_t call_began) {
     AgentScope agent_calls;
     clocksync::idle_barrier(g_agent_comm);
   }
+  {
+    AgentScope agent_calls;
+    g_rounds_running = start_clock_rounds(g_agent_comm, measure_clock);
+  }
+  g_started_at = now();
   rankscope_agent_add_counter(counter::kCostPollPs.data(), calibrate_poll_cost_ps());
   record_call(call, call_began);
   add_cost(counter::kCostMpiInitNs, own_work);
@@ -127,6 +135,14 @@ void stop_before_finalize() {
   }
   record_call(Call::kFinalize, begin);
   const int64_t own_work = now();
+  {
+    AgentScope agent_calls;
+    stop_clock_rounds();
+  }
+  // A run longer than a round's interval without rounds has its clock corrected by a straight line
+  // between its two ends, whatever the clock did between them.
+  if (!g_rounds_running && static_cast<double>(own_work - g_started_at) > clock_round_settings().interval_s * 1e9)
+    rankscope_agent_add_counter(counter::kClockMeasuredAtEndsOnly.data(), 1);
   measure_clock();
   close_shard(own_work);
   AgentScope agent_calls;

@@ -535,6 +535,20 @@ PollTotals poll_totals();
 
 // ---------------------------------------------------------- lifecycle ---
 
+// Clock sync rounds during the run (mpi_clock_rounds.cpp), as `rankscope run` set them.
+struct ClockRoundSettings {
+  double interval_s = 10;
+  enum class Thread { kAuto, kAlways, kNever } thread = Thread::kAuto;
+};
+ClockRoundSettings clock_round_settings();
+// Collective over `agent_comm`: starts a thread that calls `measure` in a
+// round every interval on every rank, where every rank's MPI allows it;
+// false where it does not.
+bool start_clock_rounds(MPI_Comm agent_comm, void (*measure)());
+// Ends the rounds (collective: rank 0's thread says the end once its
+// application reached here), its thread joined.
+void stop_clock_rounds();
+
 // What MPI_Init and MPI_Init_thread add once the application's MPI is up.
 void start_after_init(Call call, int64_t call_began);
 // What MPI_Finalize does before the application's MPI goes.

@@ -24,14 +24,23 @@ int init(Call call, Init&& run_init) {
   return rc;
 }
 
+// `--clock-thread always`: MPI_THREAD_MULTIPLE, which the clock rounds' thread
+// needs, asked for whatever the program asks; MPI tells the program what it got.
+bool clock_thread_asked() { return clock_round_settings().thread == ClockRoundSettings::Thread::kAlways; }
+
 }  // namespace
 
 RANKSCOPE_EXPORT int MPI_Init(int* argc, char*** argv) {
-  return init(Call::kInit, [&] { return PMPI_Init(argc, argv); });
+  return init(Call::kInit, [&] {
+    int provided = MPI_THREAD_SINGLE;
+    return clock_thread_asked() ? PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) : PMPI_Init(argc, argv);
+  });
 }
 
 RANKSCOPE_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
-  return init(Call::kInit_thread, [&] { return PMPI_Init_thread(argc, argv, required, provided); });
+  return init(Call::kInit_thread, [&] {
+    return PMPI_Init_thread(argc, argv, clock_thread_asked() ? MPI_THREAD_MULTIPLE : required, provided);
+  });
 }
 
 RANKSCOPE_EXPORT int MPI_Finalize() {

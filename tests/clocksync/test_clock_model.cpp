@@ -41,7 +41,8 @@ TEST(FakeClock, ParsesTheDocumentedForm) {
 }
 
 TEST(FakeClock, BadEntriesAreNamed) {
-  for (const char* spec : {"1:2", "1:x:3", "1:2:3,two:1:1", "-1:0:0", "1:0:1e9"}) {
+  for (const char* spec : {"1:2", "1:x:3", "1:2:3,two:1:1", "-1:0:0", "1:0:1e9", "1:0:0:5", "1:0:0:x:5", "1:0:0:5:1e9",
+                           "1:0:0:5:1:1"}) {
     try {
       parse_fake_clock(spec);
       ADD_FAILURE() << spec << " was accepted";
@@ -57,6 +58,24 @@ TEST(FakeClock, VirtualClockIsOffsetPlusScaledTime) {
   EXPECT_TRUE(clock.is_virtual());
   EXPECT_FALSE(Clock().is_virtual());
   EXPECT_EQ(Clock().from_raw(42), 42);
+}
+
+// A clock whose rate changes mid-run: continuous at the change, each rate on its side, and the truth
+// (injected_offset_ns) the inverse of what the clock reads.
+TEST(FakeClock, RateChangesAtTheNamedReading) {
+  const auto entries = parse_fake_clock("1:+2000000000:0:5000000000:+400");
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].change_at_ns, 5'000'000'000);
+  EXPECT_DOUBLE_EQ(entries[0].later_drift_ppm, 400);
+  EXPECT_DOUBLE_EQ(parse_fake_clock("1:0:30")[0].later_drift_ppm, 30);  // no change: one rate throughout
+  const Clock clock(BaseClock(), entries[0]);
+  EXPECT_EQ(clock.from_raw(4'000'000'000), 6'000'000'000);
+  EXPECT_EQ(clock.from_raw(5'000'000'000), 7'000'000'000);
+  EXPECT_EQ(clock.from_raw(6'000'000'000), 8'000'400'000);
+  for (const int64_t raw : {int64_t{1'000'000'000}, int64_t{5'000'000'000}, int64_t{9'000'000'000}}) {
+    const int64_t local = clock.from_raw(raw);
+    EXPECT_NEAR(injected_offset_ns(entries, 1, local), static_cast<double>(local - raw), 1) << raw;
+  }
 }
 
 TEST(FakeClock, ForRankReadsTheEnvironment) {

@@ -88,7 +88,7 @@ TEST(SyncRound, RanksOnTheMachinesCalibrationTakeTheLeadersExactly) {
   MPI_Allreduce(&identity, &lowest, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(&identity, &highest, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
   if (lowest != highest) GTEST_SKIP() << "the ranks calibrated apart (no shared calibration file)";
-  ClockSynchronizer synchronizer(MPI_COMM_WORLD, Clock(machine, 0, 0));
+  ClockSynchronizer synchronizer(MPI_COMM_WORLD, Clock(machine, {comm_rank(), 0, 0}));
   const std::optional<SyncPoint> point = synchronizer.round();
   ASSERT_TRUE(point) << synchronizer.error();
   EXPECT_EQ(point->offset_ns, 0);
@@ -103,7 +103,7 @@ TEST(SyncRound, RanksOnDifferentBaseClocksAreEachMeasured) {
   if (!machine.uses_tsc()) GTEST_SKIP() << "no invariant TSC here";
   TscCalibration own = machine.tsc();
   own.base_ns += int64_t{comm_rank()} * 1'000'000;
-  ClockSynchronizer synchronizer(MPI_COMM_WORLD, Clock(BaseClock(own), 0, 0));
+  ClockSynchronizer synchronizer(MPI_COMM_WORLD, Clock(BaseClock(own), {comm_rank(), 0, 0}));
   const std::optional<SyncPoint> point = synchronizer.round();
   ASSERT_TRUE(point) << synchronizer.error();
   EXPECT_LE(std::llabs(point->offset_ns - int64_t{comm_rank()} * 1'000'000), point->bound_ns)

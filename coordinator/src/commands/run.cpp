@@ -47,8 +47,14 @@ Command add_run(CLI::App& parent, std::shared_ptr<std::vector<std::string>> appl
       ->check(CLI::Range(10u, 60000u))
       ->capture_default_str();
   app->add_option("--sync-interval", options->sync_interval_s,
-                  "Sidecar mode: seconds between clock sync rounds while the application runs")
+                  "Seconds between clock sync rounds while the application runs")
       ->check(finite_range(kMinSyncIntervalS, kMaxSyncIntervalS))
+      ->capture_default_str();
+  app->add_option("--clock-thread", options->clock_thread,
+                  "In-process mode: clock sync rounds on a thread of the agent's where the program's MPI runs with "
+                  "MPI_THREAD_MULTIPLE (auto), there after asking MPI_Init for it (always), or only at MPI_Init and "
+                  "MPI_Finalize (never)")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
   app->add_option("--hang-timeout", options->hang_timeout_s,
                   "Seconds a rank may be inside one collective (MPI, or NCCL on its GPU), or one NCCL send or receive on its GPU, before every rank writes out its state (0: off)")

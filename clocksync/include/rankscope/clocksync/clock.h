@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -123,15 +124,21 @@ class BaseClock {
 // the clock never jumps). Throws what from_environment throws until a call succeeds.
 const BaseClock& process_base_clock();
 
-// RANKSCOPE_FAKE_CLOCK="rank:offset_ns:drift_ppm[,rank:offset_ns:drift_ppm...]"
+// RANKSCOPE_FAKE_CLOCK="rank:offset_ns:drift_ppm[:at_ns:later_drift_ppm][,...]"
 // makes the named ranks read offset + (1 + drift) * t, so one machine can carry
-// known skew for tests.
+// known skew for tests; with at_ns, from the base clock's reading at_ns on the
+// clock runs at later_drift_ppm instead (a clock whose rate changes mid-run).
 inline constexpr const char* kFakeClockVariable = "RANKSCOPE_FAKE_CLOCK";
 
 struct FakeClockEntry {
   int32_t rank;
   int64_t offset_ns;
   double drift_ppm;
+  int64_t change_at_ns = std::numeric_limits<int64_t>::max();  // a base clock reading
+  double later_drift_ppm = drift_ppm;
+  // The virtual clock's reading when the base clock reads `raw_ns`, and back.
+  double virtual_ns(double raw_ns) const;
+  double raw_ns(double virtual_ns) const;
 };
 
 // Throws Error naming the entry and what is wrong with it.
@@ -146,9 +153,13 @@ double injected_offset_ns(const std::vector<FakeClockEntry>& clocks, int32_t ran
 class Clock {
  public:
   Clock() = default;  // CLOCK_MONOTONIC_RAW
-  Clock(int64_t offset_ns, double drift_ppm) : offset_ns_(offset_ns), drift_(drift_ppm * 1e-6) {}
-  Clock(const BaseClock& base, int64_t offset_ns, double drift_ppm)
-      : base_(base), offset_ns_(offset_ns), drift_(drift_ppm * 1e-6) {}
+  Clock(int64_t offset_ns, double drift_ppm) : Clock(BaseClock(), {0, offset_ns, drift_ppm}) {}
+  Clock(const BaseClock& base, const FakeClockEntry& virtual_clock)
+      : base_(base),
+        offset_ns_(virtual_clock.offset_ns),
+        drift_(virtual_clock.drift_ppm * 1e-6),
+        change_at_ns_(virtual_clock.change_at_ns),
+        later_drift_(virtual_clock.later_drift_ppm * 1e-6) {}
 
   // The clock for `rank` on `base`, virtual if RANKSCOPE_FAKE_CLOCK names
   // it; throws Error when the variable is malformed.
@@ -158,16 +169,21 @@ class Clock {
   int64_t now_ns() const { return from_raw(base_.now_ns()); }
   // `raw_ns` is a reading of the base clock.
   int64_t from_raw(int64_t raw_ns) const {
-    return drift_ == 0 ? raw_ns + offset_ns_
-                       : raw_ns + offset_ns_ + std::llround(static_cast<double>(raw_ns) * drift_);
+    if (drift_ == 0 && later_drift_ == 0) return raw_ns + offset_ns_;
+    const double drifted = raw_ns <= change_at_ns_ ? static_cast<double>(raw_ns) * drift_
+                                                    : static_cast<double>(change_at_ns_) * drift_ +
+                                                          static_cast<double>(raw_ns - change_at_ns_) * later_drift_;
+    return raw_ns + offset_ns_ + std::llround(drifted);
   }
-  bool is_virtual() const { return offset_ns_ != 0 || drift_ != 0; }
+  bool is_virtual() const { return offset_ns_ != 0 || drift_ != 0 || later_drift_ != 0; }
   const BaseClock& base() const { return base_; }
 
  private:
   BaseClock base_;
   int64_t offset_ns_ = 0;
   double drift_ = 0;
+  int64_t change_at_ns_ = std::numeric_limits<int64_t>::max();
+  double later_drift_ = 0;
 };
 
 // SKaMPI's interval estimator over ping-pongs between a parent and a child.

@@ -26,7 +26,8 @@ struct RunOptions {
   std::string mode = "auto";            // auto, inprocess or sidecar
   uint64_t buffer_mb = 64;              // event buffers per rank
   uint32_t flush_ms = 200;              // how often the agent writes to its shard
-  double sync_interval_s = 10;          // sidecar mode: clock sync rounds while the application runs
+  double sync_interval_s = 10;          // clock sync rounds while the application runs
+  std::string clock_thread = "auto";    // in-process mode: rounds on a thread of the agent's (auto, always, never)
   double hang_timeout_s = 0;            // a collective this long makes every rank write its state (0: off)
   std::string hang_action = "report";   // report (keep running) or abort (end the job after the state is written)
   double ring_s = 0;                    // flight recorder: keep only the last this many seconds of events in memory (0: off)

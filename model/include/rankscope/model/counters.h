@@ -43,6 +43,7 @@ inline constexpr std::string_view kMpiPollsUnrecorded = "mpi_polls_unrecorded";
 inline constexpr std::string_view kMpiPollNsUnrecorded = "mpi_poll_ns_unrecorded";
 inline constexpr std::string_view kMpiPollsTimed = "mpi_polls_timed";
 inline constexpr std::string_view kMpiRequestsUntracked = "mpi_requests_untracked";
+inline constexpr std::string_view kClockMeasuredAtEndsOnly = "clock_measured_at_ends_only";
 // How a process ended that could not close its shard, as `rankscope run`,
 // its parent, saw it (docs/agent.md, "How each rank ended"):
 inline constexpr std::string_view kKilledBySignal = "killed_by_signal";

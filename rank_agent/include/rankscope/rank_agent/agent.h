@@ -53,6 +53,13 @@ inline constexpr const char* kRestartFolderPrefix = "restart-";
 inline constexpr const char* kEnvHangTimeout = "RANKSCOPE_HANG_TIMEOUT_S";
 inline constexpr const char* kEnvHangAction = "RANKSCOPE_HANG_ACTION";  // report or abort
 inline constexpr const char* kHangFileName = "hang";
+// Clock sync rounds while the program runs (docs/clocksync.md, "Rounds
+// during the run"): every SYNC_INTERVAL_S seconds. In in-process mode they
+// run on a thread of the agent's own where the program's MPI runs with
+// MPI_THREAD_MULTIPLE; CLOCK_THREAD is auto (then), always (MPI_Init asks
+// MPI for MPI_THREAD_MULTIPLE so that they can) or never.
+inline constexpr const char* kEnvSyncInterval = "RANKSCOPE_SYNC_INTERVAL_S";
+inline constexpr const char* kEnvClockThread = "RANKSCOPE_CLOCK_THREAD";
 // The flight recorder (docs/agent.md, "Flight recorder"): the last this many
 // seconds of events are kept in memory (0: everything is written as it comes)
 // and written when the rank ends, on a hang, or on SIGUSR2.
