@@ -11,7 +11,8 @@
 # and true error (tests/hosts/clock_truth.py: the hosts' offsets on raw,
 # host1's TSC calibration on auto), and the drift reported against its
 # uncertainty (the truth is 0: the hosts share one counter). Prints one
-# table row per placement, mode, clock and binding.
+# table row per placement, mode, clock and binding. HOSTS="3 4" and
+# PER_HOST="4" run only those placements.
 set -euo pipefail
 runs=$1
 build=${2:-$(cd "$(dirname "$0")/.." && pwd)/build}
@@ -22,10 +23,10 @@ unset OMPI_MCA_rmaps_base_oversubscribe
 work=$(mktemp -d)
 trap '"$here/../scripts/testhosts.sh" down; rm -rf "$work"' EXIT
 echo "date: $(date -u +%F), machine: $(nproc) cores, build $build ($(git -C "$here/.." rev-parse --short HEAD))"
-for hosts in 2 3 4; do
+for hosts in ${HOSTS:-2 3 4}; do
   "$here/../scripts/testhosts.sh" up "$hosts" --slots 4 --offset-step 3 >/dev/null
   for run in $(seq "$runs"); do
-    for per_host in 1 2 4; do
+    for per_host in ${PER_HOST:-1 2 4}; do
       for mode in in-process sidecar; do
         for clock in raw auto; do
           # Open MPI's default binds to cores with 2 ranks or fewer (else to

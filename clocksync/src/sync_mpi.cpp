@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "rankscope/clocksync/sync_mpi.h"
 
@@ -13,6 +15,13 @@ namespace {
 constexpr int kTagPing = 31001;
 constexpr int kTagPong = 31002;
 constexpr int kTagResult = 31003;
+constexpr int kTagHello = 31004;
+// Between the exchanges of a wide measurement: long enough for the scheduler
+// to run another process, short against a round.
+constexpr long kPatiencePauseNs = 200'000;
+// How long the ranks of a node that take their leader's measurement sleep
+// between polls, at most.
+constexpr long kNodeMatesLongestSleepNs = 2'000'000;
 
 // Every message names its round, so a late answer to an abandoned round is
 // recognised and dropped instead of being taken for a new one.
@@ -86,7 +95,42 @@ ClockSynchronizer::ClockSynchronizer(MPI_Comm comm, const Clock& clock, const Sy
   shares_leader_clock_ = one_clock_everywhere != 0;
   // A communicator of its own: messages of an abandoned round cannot reach anyone else.
   MPI_Comm_split(comm, !shares_leader_clock_ || node_rank == 0 ? 0 : MPI_UNDEFINED, rank, &tree_);
-  if (tree_ != MPI_COMM_NULL) MPI_Comm_set_errhandler(tree_, MPI_ERRORS_RETURN);
+  if (tree_ != MPI_COMM_NULL) {
+    MPI_Comm_set_errhandler(tree_, MPI_ERRORS_RETURN);
+    connect_tree_pairs();
+  }
+}
+
+// MPI may connect two processes at their first message (Open MPI's TCP
+// transport does). In a round, that wait would fall between a parent's own
+// measurement and its child's, and the drift allowed for between them would
+// widen the child's bound: every pair of the tree exchanges one message here
+// first, both ways, idle.
+void ClockSynchronizer::connect_tree_pairs() {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(tree_, &rank);
+  MPI_Comm_size(tree_, &size);
+  std::vector<int> peers;
+  for (int distance = 1; distance < size; distance *= 2) {
+    if (rank % (2 * distance) == 0 && rank + distance < size) peers.push_back(rank + distance);
+    if (rank % (2 * distance) == distance) peers.push_back(rank - distance);
+  }
+  static const char kHello = 0;  // outlives a send given up on below
+  std::vector<char> inbox(peers.size());
+  std::vector<MPI_Request> receives(peers.size()), sends(peers.size());
+  for (size_t i = 0; i < peers.size(); ++i) {
+    MPI_Irecv(&inbox[i], 1, MPI_CHAR, peers[i], kTagHello, tree_, &receives[i]);
+    MPI_Isend(&kHello, 1, MPI_CHAR, peers[i], kTagHello, tree_, &sends[i]);
+  }
+  // A peer that never answers is found by the rounds' timeouts, not here.
+  const double deadline = MPI_Wtime() + options_.timeout_ms * 1e-3;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (!wait_idle(receives[i], deadline)) {
+      MPI_Cancel(&receives[i]);
+      MPI_Wait(&receives[i], MPI_STATUS_IGNORE);
+    }
+    if (!wait_idle(sends[i], deadline)) MPI_Request_free(&sends[i]);
+  }
 }
 
 ClockSynchronizer::~ClockSynchronizer() {
@@ -141,25 +185,37 @@ void ClockSynchronizer::teach(int child, const std::optional<SyncPoint>& own) {
   OffsetEstimator estimator;
   const double deadline = MPI_Wtime() + options_.timeout_ms * 1e-3;
   bool measured = own.has_value();
-  int since_best = 0;
-  int64_t best_rtt = INT64_MAX;
-  for (int i = 0; measured && i < options_.warmup_exchanges + options_.max_exchanges; ++i) {
+  // One timed exchange; false when the child fell silent or MPI failed.
+  const auto exchange = [&](bool counted) {
     Pong pong{};
     const int64_t sent = clock_.now_ns();
     if (send(Ping{round_, 1}, child, kTagPing, tree_) != MPI_SUCCESS ||
-        !receive(child, kTagPong, pong, deadline, Wait::spin)) {
-      measured = false;
-      break;
-    }
-    const int64_t received = clock_.now_ns();
-    if (i < options_.warmup_exchanges) continue;
-    estimator.add(sent, pong.child_ns, received);
+        !receive(child, kTagPong, pong, deadline, Wait::spin))
+      return false;
+    if (counted) estimator.add(sent, pong.child_ns, clock_.now_ns());
+    return true;
+  };
+  int since_best = 0;
+  int64_t best_rtt = INT64_MAX;
+  for (int i = 0; measured && i < options_.warmup_exchanges + options_.max_exchanges; ++i) {
+    measured = exchange(i >= options_.warmup_exchanges);
+    if (!measured || i < options_.warmup_exchanges) continue;
     if (estimator.min_rtt_ns() < best_rtt) {
       best_rtt = estimator.min_rtt_ns();
       since_best = 0;
     } else if (++since_best >= options_.stable_exchanges) {
       break;
     }
+  }
+  // Still wide: on a node with fewer cores than processes, one of the pair
+  // was not running for every exchange so far. Exchanges spread over the
+  // scheduler's turns find one in which both ran.
+  const double patience_end = MPI_Wtime() + options_.patience_ms * 1e-3;
+  while (measured && estimator.count() > 0 && estimator.bound_ns() > options_.wide_bound_ns &&
+         MPI_Wtime() < patience_end) {
+    const timespec pause{0, kPatiencePauseNs};
+    nanosleep(&pause, nullptr);
+    measured = exchange(true);
   }
   send(Ping{round_, 0}, child, kTagPing, tree_);
   Result result{round_, 0, 0, 0, 0};
@@ -234,10 +290,12 @@ std::optional<SyncPoint> ClockSynchronizer::round() {
   if (shares_leader_clock_) {
     int64_t shared[4] = {point.has_value(), point ? point->local_ns : 0, point ? point->offset_ns : 0,
                          point ? point->bound_ns : 0};
-    // The node's other ranks wait out the whole tree here, idle.
+    // The node's other ranks wait out the whole tree here, idle, and
+    // seldom: each poll takes a core's time from the pairs measuring, and
+    // a round is not shorter for their answering sooner.
     MPI_Request request;
     MPI_Ibcast(shared, 4, MPI_INT64_T, 0, node_, &request);
-    wait_idle(request);
+    wait_idle(request, std::numeric_limits<double>::infinity(), kNodeMatesLongestSleepNs);
     point = shared[0] ? std::optional<SyncPoint>(SyncPoint{shared[1], shared[2], shared[3]}) : std::nullopt;
     if (!point) fail("the node leader has no measurement");
   }

@@ -55,6 +55,10 @@ struct SyncOptions {
   int max_exchanges = 32;
   int stable_exchanges = 8;    // stop once the best round trip has not improved for this many
   int timeout_ms = 5000;       // a peer silent this long is given up for the round
+  // A bound still wider than this after the exchanges above earns more
+  // exchanges, a pause apart, until it is narrower or patience_ms passed.
+  int64_t wide_bound_ns = 25'000;
+  int patience_ms = 10;
 };
 
 // Relative drift the composition along the tree allows for between a parent's
@@ -83,6 +87,7 @@ class ClockSynchronizer {
   const std::string& error() const { return error_; }
 
  private:
+  void connect_tree_pairs();
   std::optional<SyncPoint> tree_round();
   std::optional<SyncPoint> learn(int parent, int levels_above);
   void teach(int child, const std::optional<SyncPoint>& own);
