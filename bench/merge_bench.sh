@@ -23,7 +23,7 @@ run_merge() {  # run_merge PROCESSES SHARD_DIR -> prints "seconds events_per_s p
   local line
   line=$(mpirun -n "$1" "$rankscope" merge "$2" -o "$work/job.h5" | head -1)
   local seconds peak
-  seconds=$(sed -E 's/.* in ([0-9.]+) s with.*/\1/' <<<"$line")
+  seconds=$(sed -E 's/.* in ([0-9.]+) s \(.*/\1/' <<<"$line")
   peak=$(sed -E 's/.*peak memory ([0-9.]+) MiB.*/\1/' <<<"$line")
   echo "$seconds $peak"
 }

@@ -104,7 +104,7 @@ run_one() {
   local events=0 merge=0
   if [ "$variant" != bare ]; then
     events=$("$rankscope" info "$dir/t.h5" | awk 'NR == 1 { print $4 }')
-    merge=$(sed -n 's/^merged .* in \([0-9.]*\) s with .*/\1/p' "$dir/out" | tail -1)
+    merge=$(sed -n 's/^merged .* in \([0-9.]*\) s (.*/\1/p' "$dir/out" | tail -1)
   fi
   echo "$program $variant $pair $(tail -1 "$dir/time") $events ${merge:-0}"
 }

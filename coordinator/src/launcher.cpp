@@ -874,6 +874,7 @@ class Sidecar {
       merge.inputs = {shard_dir_.string()};
       merge.output = options_.output;
       merge.replace_output = options_.overwrite;
+      merge.derive_tables = cli::matched_collectives_writer("run");
       const MergeResult result = merge_shards(MPI_COMM_WORLD, merge);
       if (id_.rank == 0) {
         cli::print_merge_problems("run", result, "shard", stderr);

@@ -323,6 +323,7 @@ KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& optio
   MergeOptions merge;
   merge.output = options.output;
   merge.replace_output = options.replace_output;
+  merge.derive_tables = options.derive_tables;
   for (size_t i = 0; i < inputs.size(); ++i) merge.inputs.push_back(folder + "/trace-" + std::to_string(i) + ".shard");
   result.merge = merge_shards(comm, merge);
   MPI_Barrier(comm);

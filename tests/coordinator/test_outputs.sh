@@ -117,6 +117,25 @@ expect 1 "job2.h5 (-o) exists and is a rankscope timeline" "$rankscope" import-k
 [ -f job2.h5.import/data ] && [ -d job2.h5.import-keep ] || fail "the import removed a folder it did not make"
 [ "$(ls -d job2.h5.import* | wc -l)" -eq 2 ] || fail "the import left a folder: $(ls -d job2.h5.import*)"
 
+echo "== reading commands leave their input byte for byte; writing ones leave /collectives"
+# The matched collectives are written where the timeline is made (merge,
+# import-kineto, run), before it takes its name: a report of a timeline that
+# the user may not (or must not) write is complete.
+rows() { h5ls "$1/collectives/$2" | sed -n 's/.*Dataset {\([0-9]*\)}.*/\1/p'; }
+[ -n "$(rows job.h5 instances)" ] || fail "the merged job.h5 has no /collectives table"
+[ "$(rows job2.h5 instances)" -gt 0 ] || fail "the imported job2.h5 has no matched collectives"
+[ "$(rows job2.h5 participants)" -gt 0 ] || fail "the imported job2.h5 has no collective participants"
+for timeline in job.h5 job2.h5; do
+  kept "$timeline"
+  "$rankscope" report "$timeline" >/dev/null
+  "$rankscope" report "$timeline" --format json --hta-compat >/dev/null
+  "$rankscope" report "$timeline" --format html -o "read.$timeline.html" --save-baseline "read.$timeline.baseline"
+  "$rankscope" info "$timeline" --check >/dev/null
+  "$rankscope" export "$timeline" --perfetto "read.$timeline.pftrace" >/dev/null
+  "$rankscope" diff "$timeline" "$timeline" >/dev/null || true
+  unchanged "$timeline"
+done
+
 echo "== FIFOs, devices and folders are refused as inputs, not waited on"
 mkfifo fifo.h5 fifo.shard fifo.json
 expect 1 "cannot read fifo.h5: it is a FIFO (named pipe), not a regular file" "$rankscope" info fifo.h5

@@ -6,12 +6,14 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "rankscope/analysis/analysis.h"
 #include "rankscope/coordinator/launcher.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/format.h"
 #include "rankscope/model/steps.h"
 #include "rankscope/model/temporary_paths.h"
 #include "rankscope/model/text.h"
+#include "rankscope/timeline/timeline.h"
 
 namespace rankscope::cli {
 
@@ -107,6 +109,21 @@ void warn_about_damage(const char* command, const Timeline& timeline) {
   if (damage.empty()) return;
   std::fprintf(stderr, "rankscope %s: warning: %s: %s; what it printed or wrote leaves them out (`rankscope info --check %s` lists them)\n",
                command, timeline.path().c_str(), damage.summary().c_str(), timeline.path().c_str());
+}
+
+std::function<void(const std::string&)> matched_collectives_writer(const char* command) {
+  return [command](const std::string& timeline_path) {
+    try {
+      analysis::JobProfile profile;
+      {
+        const Timeline timeline(timeline_path);
+        profile = analysis::build_profile(timeline);
+      }
+      analysis::write_collectives_table(timeline_path, profile);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "rankscope %s: warning: the timeline has no /collectives table: %s\n", command, e.what());
+    }
+  };
 }
 
 }  // namespace rankscope::cli

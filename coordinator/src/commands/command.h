@@ -67,4 +67,10 @@ double job_peak_mib(MPI_Comm comm);
 // `run`. `inputs` names what a missing rank has none of ("shard", "trace").
 void print_merge_problems(const char* command, const MergeResult& result, const char* inputs, std::FILE* out);
 
+// MergeOptions::derive_tables of every command that writes a timeline: the
+// collectives matched across ranks (docs/format.md, "/collectives"). Where
+// the analyses cannot read the new timeline, it is kept without them and
+// `command` warns why.
+std::function<void(const std::string&)> matched_collectives_writer(const char* command);
+
 }  // namespace rankscope::cli

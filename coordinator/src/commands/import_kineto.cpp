@@ -76,6 +76,7 @@ Command add_import_kineto(CLI::App& parent) {
                 "Import traces as one job even where their distributedInfo disagrees or they were recorded hours "
                 "apart (with a warning)");
   return {app, [options] {
+            options->derive_tables = matched_collectives_writer("import-kineto");
             return run_under_mpi("import-kineto", LoneRankZero::kGoesOn, [&](int process, int processes) {
               const auto started = std::chrono::steady_clock::now();
               const auto partial = prepare_timeline_output(MPI_COMM_WORLD, expand_trace_inputs(options->inputs),

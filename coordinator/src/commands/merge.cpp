@@ -25,16 +25,18 @@ Command add_merge(CLI::App& parent) {
                 "the violations (changes measured times; off by default)");
   return {app, [options, check_memory_mb] {
             options->check_memory_bytes = *check_memory_mb << 20;
+            options->derive_tables = matched_collectives_writer("merge");
             return run_under_mpi("merge", LoneRankZero::kGoesOn, [&](int process, int processes) {
               const auto partial = prepare_timeline_output(MPI_COMM_WORLD, expand_shard_inputs(options->inputs),
                                                            "-o", options->output, options->replace_output);
               const MergeResult result = merge_shards(MPI_COMM_WORLD, *options);
               const double peak_mib = job_peak_mib(MPI_COMM_WORLD);
               if (process != 0) return;
-              std::printf("merged %d ranks, %llu events into %s (%.1f MiB) in %.3f s with %d process%s: %.2f M "
-                          "events/s, %.0f MB/s of shards, peak memory %.1f MiB per process\n",
+              std::printf("merged %d ranks, %llu events into %s (%.1f MiB) in %.3f s (%.3f s of it matching "
+                          "collectives) with %d process%s: %.2f M events/s, %.0f MB/s of shards, peak memory %.1f MiB "
+                          "per process\n",
                           result.world_size, static_cast<unsigned long long>(result.events), options->output.c_str(),
-                          static_cast<double>(result.bytes) / (1 << 20), result.seconds, processes,
+                          static_cast<double>(result.bytes) / (1 << 20), result.seconds, result.derived_seconds, processes,
                           processes == 1 ? "" : "es", static_cast<double>(result.events) / result.seconds * 1e-6,
                           static_cast<double>(result.shard_bytes) / result.seconds * 1e-6, peak_mib);
               print_merge_problems("merge", result, "shard", stdout);

@@ -39,11 +39,6 @@ int run_report(const ReportOptions& options) {
     report = analysis::make_report(timeline, {options.hta_compat});
     warn_about_damage("report", timeline);
   }
-  try {
-    analysis::write_collectives_table(options.timeline, report.profile);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "rankscope report: warning: the collectives table was not written: %s\n", e.what());
-  }
   if (baseline) {
     baseline->write(analysis::baseline_text(analysis::run_figures(report)));
     std::fprintf(stderr, "rankscope report: wrote the baseline %s\n", options.save_baseline.c_str());

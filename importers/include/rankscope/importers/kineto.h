@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,8 @@ struct KinetoImportOptions {
   // Imports traces that do not look like one job's (distributedInfo
   // disagrees, recorded hours apart) as one all the same, with a warning.
   bool same_job = false;
+  // As MergeOptions::derive_tables: what the new timeline's analyses add.
+  std::function<void(const std::string& partial_timeline)> derive_tables;
 };
 
 struct KinetoFileResult {

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ struct MergeOptions {
   // Off by default: it changes measured times, on the assumption that the
   // clock correction was off by a constant.
   bool repair_clock = false;
+  // Called on process 0 once every event is written, before the timeline
+  // takes its name: adds what is derived from the whole timeline (the
+  // matched collectives, which the analyses above this library compute), so
+  // that no reader ever has to write into a finished timeline. Empty: nothing.
+  std::function<void(const std::string& partial_timeline)> derive_tables;
 };
 
 struct MergeResult {
@@ -36,7 +42,8 @@ struct MergeResult {
   std::vector<int32_t> missing_ranks;
   std::vector<int32_t> dead_ranks;
   std::vector<std::string> problems;  // damage found in shards, every process's; what the clock repair did
-  double seconds = 0;
+  double seconds = 0;           // derived_seconds included
+  double derived_seconds = 0;   // in MergeOptions::derive_tables
 };
 
 // Collective over `comm`: every process passes the same options and takes a
