@@ -103,6 +103,22 @@ expect 1 "\-\-perfetto and --chrome both name ./both: each output needs a file o
   "$rankscope" export job.h5 --perfetto both --chrome ./both
 [ ! -e both ] || fail "export wrote one output over the other"
 
+echo "== accept: every output and input is checked before anything is measured"
+# Refused at once (a measurement would take minutes, and its verdict would be
+# lost or the timeline replaced by the summary).
+expect 1 "\-o and --timeline both name acc.out: each output needs a file of its own" \
+  "$rankscope" accept --level quick -o acc.out --timeline acc.out
+expect 1 "\-o and --save-baseline both name acc.out: each output needs a file of its own" \
+  "$rankscope" accept --level quick -o acc.out --save-baseline acc.out -f
+[ ! -e acc.out ] || fail "accept wrote acc.out"
+printf 'rankscope-accept-baseline 1\nlevel quick\ncompute_gflops 3\n' >acc.baseline
+kept acc.baseline
+expect 1 "acc.baseline (--save-baseline) is an input of this command: it is not written over" \
+  "$rankscope" accept --level quick --baseline acc.baseline --save-baseline acc.baseline -f
+expect 1 "acc.baseline (--timeline) is an input of this command" \
+  "$rankscope" accept --level quick --baseline acc.baseline --timeline acc.baseline -f
+unchanged acc.baseline
+
 echo "== imports: traces are inputs, side folders are the import's own"
 "$python" "$make_trace" traces --ranks 2 --events-per-rank 2000 >/dev/null
 kept traces/rank-0.json

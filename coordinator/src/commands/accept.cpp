@@ -87,12 +87,21 @@ int accept_nodes(const acceptance::NodeRanks& ranks, const AcceptOptions& option
     std::fprintf(stderr, "rankscope accept: %d ranks on %d nodes: the first rank of each node measures it, %d %s\n",
                  ranks.job_ranks(), processes, waiting, waiting == 1 ? "other waits" : "others wait");
   }
-  // Before anything is measured, so that a wrong -o costs no measurement.
+  // Every file, before anything is measured, so that a wrong name costs no
+  // measurement: outputs that are inputs (the rules, the baseline judged
+  // against) or share a file are refused, whatever -f says.
+  std::vector<Output> outputs;
+  if (!options.output.empty()) outputs.push_back({"-o", options.output, accept_kind(options.format)});
+  if (!options.save_baseline.empty())
+    outputs.push_back({"--save-baseline", options.save_baseline, OutputKind::kAcceptBaseline});
+  if (!options.timeline.empty()) outputs.push_back({"--timeline", options.timeline, OutputKind::kTimeline});
+  std::vector<std::string> inputs;
+  for (const std::string* input : {&options.rules, &options.baseline})
+    if (!input->empty()) inputs.push_back(*input);
   std::optional<TextOutput> output;
   run_on_process_0(nodes, [&] {
-    if (options.output.empty()) return;
-    check_files({}, {{"-o", options.output, accept_kind(options.format)}}, options.overwrite);
-    output.emplace(options.output, options.overwrite);
+    check_files(inputs, outputs, options.overwrite);
+    if (!options.output.empty()) output.emplace(options.output, options.overwrite);
   });
   acceptance::Level level = acceptance::level_named(options.level);
   level.one_at_a_time = options.one_at_a_time;
@@ -102,8 +111,6 @@ int accept_nodes(const acceptance::NodeRanks& ranks, const AcceptOptions& option
   Judgement judgement;
   run_on_process_0(nodes, [&] {
     judgement = read_judgement(options.rules, options.baseline, options.level);
-    if (!options.save_baseline.empty())
-      check_files({}, {{"--save-baseline", options.save_baseline, OutputKind::kAcceptBaseline}}, options.overwrite);
   });
   std::unique_ptr<TemporaryPath> partial;
   if (!options.timeline.empty()) partial = prepare_timeline_output(nodes, {}, "--timeline", options.timeline, options.overwrite);
