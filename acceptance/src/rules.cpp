@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 
 #include "figures.h"
@@ -110,10 +111,14 @@ Baseline read_baseline(const std::string& path) {
     throw Error(lines[0].where + ": baseline version " + lines[0].words[1] + ", this rankscope reads version " +
                 std::to_string(kBaselineVersion));
   }
+  std::map<std::string, std::string> named_at;  // each name's line: a name given twice is a mistake, not an update
   for (size_t i = 1; i < lines.size(); ++i) {
     const WordLine& line = lines[i];
     if (line.words.size() != 2) throw Error(line.where + ": expected NAME VALUE");
     const std::string& name = line.words[0];
+    if (const auto [earlier, first] = named_at.emplace(name, line.where); !first) {
+      throw Error(line.where + ": '" + name + "' again (first at " + earlier->second + "): a baseline holds each figure once");
+    }
     if (name == "level") {
       baseline.level = line.words[1];
     } else if (name == "nodes") {
@@ -130,6 +135,9 @@ Baseline read_baseline(const std::string& path) {
     }
   }
   if (baseline.level.empty()) throw Error(path + ": the baseline names no level");
+  if (baseline.metrics.empty() && baseline.ring_gbps <= 0) {
+    throw Error(path + ": the baseline holds no figure (" + metric_list() + ", ring_gbps): it would judge nothing");
+  }
   return baseline;
 }
 

@@ -1,8 +1,11 @@
 #include "rankscope/model/threshold_rules.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <fstream>
+#include <cstdio>
+#include <cstring>
 #include <sstream>
 
 #include "rankscope/model/error.h"
@@ -12,14 +15,32 @@ namespace rankscope {
 
 std::vector<WordLine> read_word_lines(const std::string& path, std::string_view what) {
   require_regular_file(path);
-  std::ifstream file(path);
-  if (!file) throw Error("cannot read the " + std::string(what) + " " + path);
+  const std::string described = "the " + std::string(what) + " " + path;
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) throw Error("cannot read " + described + ": " + std::strerror(errno));
+  // Rule files and baselines are a few lines typed or written by rankscope:
+  // anything far larger is another file, and is not read into memory whole.
+  std::string text(kLargestWordFileBytes + 1, '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), file));
+  const bool failed = std::ferror(file) != 0;
+  const int read_errno = errno;
+  std::fclose(file);
+  if (failed) throw Error("cannot read " + described + ": " + std::strerror(read_errno));
+  if (text.size() > kLargestWordFileBytes) {
+    throw Error(path + ": larger than " + std::to_string(kLargestWordFileBytes >> 10) + " KiB: not a " +
+                std::string(what) + " (a few lines of text)");
+  }
   std::vector<WordLine> lines;
   int number = 0;
-  for (std::string text; std::getline(file, text);) {
-    ++number;
-    std::istringstream stream(text.substr(0, text.find('#')));
-    WordLine line{{}, path + ":" + std::to_string(number)};
+  for (size_t start = 0; start < text.size();) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    const std::string_view content = std::string_view(text).substr(start, end - start);
+    start = end + 1;
+    WordLine line{{}, path + ":" + std::to_string(++number)};
+    if (content.find('\0') != std::string_view::npos) {
+      throw Error(line.where + ": a NUL byte: not a " + std::string(what) + " (text)");
+    }
+    std::istringstream stream(std::string(content.substr(0, content.find('#'))));
     for (std::string word; stream >> word;) line.words.push_back(word);
     if (!line.words.empty()) lines.push_back(std::move(line));
   }

@@ -75,7 +75,21 @@ TEST_F(Files, BadRulesNameFileAndLine) {
   EXPECT_EQ(error("x\n").rfind((folder_ / "rules").string() + ":1: a rule is", 0), 0u);
   EXPECT_EQ(error("fleet.fail_below 0.95\n"), (folder_ / "rules").string() + ": fleet.fail_below 0.95 lies above fleet.retest_below 0.9");
   EXPECT_EQ(error_of([&] { read_rule_file((folder_ / "absent").string()); }),
-            "cannot read the rule file " + (folder_ / "absent").string());
+            "cannot read the rule file " + (folder_ / "absent").string() + ": No such file or directory");
+  const std::string loop = (folder_ / "loop").string();
+  std::filesystem::create_symlink(loop, loop);
+  EXPECT_EQ(error_of([&] { read_rule_file(loop); }),
+            "cannot read the rule file " + loop + ": Too many levels of symbolic links");
+  EXPECT_EQ(error(std::string("\ncompute_gflops >= 1") + '\0' + "\n"), at + "a NUL byte: not a rule file (text)");
+}
+
+// A huge file (one endless line, say) is refused before it is read into memory.
+TEST_F(Files, RulesAndBaselinesAreSmall) {
+  const std::string line(kLargestWordFileBytes + 1, 'x');
+  EXPECT_EQ(error_of([&] { read_rule_file(write("rules", line)); }),
+            (folder_ / "rules").string() + ": larger than 1024 KiB: not a rule file (a few lines of text)");
+  EXPECT_EQ(error_of([&] { read_baseline(write("baseline", "rankscope-accept-baseline 1\n" + line)); }),
+            (folder_ / "baseline").string() + ": larger than 1024 KiB: not a baseline (a few lines of text)");
 }
 
 // What is no regular file is refused by name, never waited on (a FIFO) nor read as empty (a folder, /dev/null).
@@ -137,6 +151,13 @@ TEST_F(Files, BadBaselinesNameFileAndLine) {
             path + ":3: '-3' is no positive figure");
   EXPECT_EQ(error("rankscope-accept-baseline 1\nlevel quick\nwarp_speed 3\n").rfind(path + ":3: unknown metric 'warp_speed'", 0), 0u);
   EXPECT_EQ(error("rankscope-accept-baseline 1\ncompute_gflops 3\n"), path + ": the baseline names no level");
+  EXPECT_EQ(error("rankscope-accept-baseline 1\nlevel quick\ncompute_gflops 3\ncompute_gflops 4\n"),
+            path + ":4: 'compute_gflops' again (first at " + path + ":3): a baseline holds each figure once");
+  EXPECT_EQ(error("rankscope-accept-baseline 1\nlevel quick\nlevel full\ncompute_gflops 3\n"),
+            path + ":3: 'level' again (first at " + path + ":2): a baseline holds each figure once");
+  EXPECT_EQ(error("rankscope-accept-baseline 1\nlevel quick\nnodes 4\n").rfind(
+                path + ": the baseline holds no figure (compute_gflops, ", 0),
+            0u);
 }
 
 TEST(Rules, BaselineRulesAreCheckedBeforeTheRun) {

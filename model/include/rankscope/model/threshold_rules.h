@@ -4,6 +4,7 @@
 // new run against its base. Each command knows its own metrics.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,9 +17,12 @@ struct WordLine {
   std::vector<std::string> words;
   std::string where;
 };
-// Throws Error when the file cannot be read or is no regular file (a FIFO
-// would be waited on; a folder or /dev/null read as an empty file); `what`
-// names the file's kind in the message ("rule file", "baseline").
+// Throws Error, with the system's reason, when the file cannot be read or
+// is no regular file (a FIFO would be waited on; a folder or /dev/null read
+// as an empty file); naming FILE:LINE where a line holds a NUL byte; and
+// when the file is larger than kLargestWordFileBytes. `what` names the
+// file's kind in the message ("rule file", "baseline").
+inline constexpr size_t kLargestWordFileBytes = size_t{1} << 20;
 std::vector<WordLine> read_word_lines(const std::string& path, std::string_view what);
 
 // The whole of `text` as a finite number; nothing otherwise.
