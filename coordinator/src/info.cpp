@@ -173,8 +173,10 @@ std::string info_text(const Timeline& timeline, const EventsRead& events_read) {
 
   const TimelineDamage damage = timeline.damage();
   out += "\nintegrity: ";
-  out += timeline.checksummed() ? "checksummed (CRC-32C per 16,384 events of a rank, Fletcher32 per chunk elsewhere); "
-                                : "no checksums (written before rankscope added them); ";
+  out += timeline.checksummed() ? "checksummed (CRC-32C per 16,384 events of a rank, Fletcher32 per chunk elsewhere"
+                                : "no checksums of rows (written before rankscope added them";
+  out += timeline.metadata_checksummed() ? ", HDF5's on its metadata); "
+                                         : "; HDF5's metadata without checksums: written before file format 1.10); ";
   if (!damage.empty()) {
     out += "DAMAGED: " + damage.summary() + "\n";
     for (const TimelineDamage::Finding& finding : damage.findings) out += "  " + TimelineDamage::describe(finding) + "\n";
@@ -271,6 +273,7 @@ std::string info_json(const Timeline& timeline, const EventsRead& events_read) {
   const TimelineDamage damage = timeline.damage();
   json.key("integrity").begin_object();
   json.key("checksummed").value(timeline.checksummed());
+  json.key("metadata_checksummed").value(timeline.metadata_checksummed());
   json.key("events_checked").value(events_checked);
   json.key("sound");
   if (!damage.empty()) {

@@ -156,6 +156,11 @@ class TimelineFile {
   TimelineFile(MPI_Comm comm, const std::string& path) : path_(path) {
     Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
     H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
+    // The 1.10 file format checksums every piece of metadata (superblock,
+    // object headers with their datatype and shape, chunk indexes): a flipped
+    // byte there is refused by HDF5 instead of being trusted. The rows carry
+    // their own checksums (Fletcher32 chunks, /event_checksums).
+    H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
     errno = 0;
     file_ = Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose);
     if (!file_.valid()) throw Error(with_errno("cannot create the timeline " + path, errno));

@@ -22,7 +22,7 @@ sound_step=$(json_value sound.report.json steps.mean_step_ns)
 "$rankscope" export sound.h5 --perfetto sound.pftrace >sound.export
 sound_events=$(sed -nE 's/.*; ([0-9]+) events in .*/\1/p' sound.export)
 "$rankscope" info --check sound.h5 >sound.info || fail "info --check fails on a sound timeline"
-grep -q "checksummed (CRC-32C per 16,384 events of a rank, Fletcher32 per chunk elsewhere); every row read and valid" sound.info || fail "sound.info: $(tail -2 sound.info)"
+grep -q "checksummed (CRC-32C per 16,384 events of a rank, Fletcher32 per chunk elsewhere, HDF5's on its metadata); every row read and valid" sound.info || fail "sound.info: $(tail -2 sound.info)"
 
 # fresh NAME: a copy of the sound timeline to damage.
 fresh() { cp sound.h5 "$1.h5"; }

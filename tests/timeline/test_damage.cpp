@@ -6,7 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <filesystem>
+#include <string>
+#include <vector>
+
+#include "rankscope/model/error.h"
 
 #include "rankscope/merge/merge.h"
 #include "rankscope/timeline/schema.h"
@@ -206,6 +211,121 @@ TEST_F(TimelineDamageTest, ImpossibleClockIsReadAsNotSynced) {
   EXPECT_FALSE(timeline.ranks()[1].clock.synced);
   EXPECT_EQ(timeline.damage().findings.at(0).dataset, "/clock");
 }
+
+// Replaces `name` by a dataset of the same rows read through `row_type`,
+// stored as `stored_type`, chunked by `chunk_rows` (0: contiguous), of which
+// only the first `rows_written` are written (all when -1).
+void rewrite_dataset(const std::string& path, const char* name, hid_t row_type, size_t row_bytes, hid_t stored_type,
+                     hsize_t chunk_rows = 0, hssize_t rows_written = -1) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  const hid_t dataset = H5Dopen2(file, name, H5P_DEFAULT);
+  const hid_t space = H5Dget_space(dataset);
+  hsize_t rows = 0;
+  H5Sget_simple_extent_dims(space, &rows, nullptr);
+  std::vector<char> data(rows * row_bytes);
+  ASSERT_GE(H5Dread(dataset, row_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), 0);
+  H5Dclose(dataset);
+  H5Ldelete(file, name, H5P_DEFAULT);
+  const hid_t creation = H5Pcreate(H5P_DATASET_CREATE);
+  if (chunk_rows > 0) H5Pset_chunk(creation, 1, &chunk_rows);
+  H5Pset_fill_time(creation, H5D_FILL_TIME_NEVER);
+  const hid_t written = H5Dcreate2(file, name, stored_type, space, H5P_DEFAULT, creation, H5P_DEFAULT);
+  ASSERT_GE(written, 0);
+  const hsize_t first = 0, count = rows_written < 0 ? rows : static_cast<hsize_t>(rows_written);
+  H5Sselect_hyperslab(space, H5S_SELECT_SET, &first, nullptr, &count, nullptr);
+  const hid_t memory = H5Screate_simple(1, &count, nullptr);
+  ASSERT_GE(H5Dwrite(written, row_type, memory, space, H5P_DEFAULT, data.data()), 0);
+  H5Sclose(memory);
+  H5Dclose(written);
+  H5Pclose(creation);
+  H5Sclose(space);
+  H5Fclose(file);
+}
+
+std::string error_opening(const std::string& path) {
+  try {
+    Timeline timeline(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// HDF5 converts what it reads from the type the file describes: a damaged
+// description (in a timeline written before HDF5 checksummed its metadata)
+// would crash the conversion or change every value. It is refused by name.
+TEST_F(TimelineDamageTest, AStoredTypeOtherThanTheWrittenOneIsRefused) {
+  {
+    // offset_ns big-endian: each offset would be read byte-swapped.
+    const schema::Handle clock_type(schema::clock_row_type());
+    const schema::Handle stored(H5Tcreate(H5T_COMPOUND, sizeof(schema::ClockRow)), H5Tclose);
+    for (int m = 0; m < H5Tget_nmembers(clock_type); ++m) {
+      char* member = H5Tget_member_name(clock_type, static_cast<unsigned>(m));
+      const schema::Handle type(H5Tget_member_type(clock_type, static_cast<unsigned>(m)), H5Tclose);
+      H5Tinsert(stored, member, H5Tget_member_offset(clock_type, static_cast<unsigned>(m)),
+                std::string(member) == "offset_ns" ? H5T_STD_I64BE : hid_t(type));
+      H5free_memory(member);
+    }
+    rewrite_dataset(path_, schema::kClock, schema::clock_row_type(), sizeof(schema::ClockRow), stored);
+  }
+  EXPECT_EQ(error_opening(path_), path_ + ": dataset /clock: member offset_ns: its size or byte order differs (damaged?)");
+
+  fs::copy_file(dir_ / "sound.h5", path_, fs::copy_options::overwrite_existing);
+  {
+    const schema::Handle renamed(H5Tcreate(H5T_COMPOUND, sizeof(schema::CounterRow)), H5Tclose);
+    H5Tinsert(renamed, "rank", offsetof(schema::CounterRow, rank), H5T_NATIVE_INT32);
+    H5Tinsert(renamed, "name_jd", offsetof(schema::CounterRow, name_id), H5T_NATIVE_UINT32);
+    H5Tinsert(renamed, "value", offsetof(schema::CounterRow, value), H5T_NATIVE_UINT64);
+    // Written through the stored type itself: HDF5 would not convert to a member it does not know.
+    rewrite_dataset(path_, schema::kCounters, renamed, sizeof(schema::CounterRow), renamed);
+  }
+  EXPECT_EQ(error_opening(path_),
+            path_ + ": dataset /counters: member 1 is named 'name_jd', which rankscope never writes (damaged?)");
+
+  fs::copy_file(dir_ / "sound.h5", path_, fs::copy_options::overwrite_existing);
+  {
+    // The status enum with "dead" at another value: every dead rank would read as another status.
+    const schema::Handle rank_type(schema::rank_row_type());
+    const schema::Handle stored(H5Tcreate(H5T_COMPOUND, sizeof(schema::RankRow)), H5Tclose);
+    for (int m = 0; m < H5Tget_nmembers(rank_type); ++m) {
+      char* member = H5Tget_member_name(rank_type, static_cast<unsigned>(m));
+      const schema::Handle type(H5Tget_member_type(rank_type, static_cast<unsigned>(m)), H5Tclose);
+      schema::Handle status(H5Tenum_create(H5T_NATIVE_UINT8), H5Tclose);
+      const bool is_status = std::string(member) == "status";
+      if (is_status) {
+        for (uint8_t value : {0, 1, 2, 3, 4, 5}) {
+          const uint8_t stored_value = value == 1 ? 9 : value;
+          H5Tenum_insert(status, rank_status_name(static_cast<RankStatus>(value)), &stored_value);
+        }
+      }
+      H5Tinsert(stored, member, H5Tget_member_offset(rank_type, static_cast<unsigned>(m)),
+                is_status ? hid_t(status) : hid_t(type));
+      H5free_memory(member);
+    }
+    rewrite_dataset(path_, schema::kRanks, stored, sizeof(schema::RankRow), stored);
+  }
+  EXPECT_EQ(error_opening(path_),
+            path_ + ": dataset /ranks: member status: its enum value 1 differs from the one written (damaged?)");
+}
+
+// A chunk its dataset's index does not list reads as zeros through HDF5:
+// those rows are damage, left out and named, not zero counters.
+TEST_F(TimelineDamageTest, AChunkMissingFromTheIndexIsDamageNotZeros) {
+  rewrite_dataset(path_, schema::kCounters, schema::counter_row_type(), sizeof(schema::CounterRow),
+                  schema::counter_row_type(), 4, 4);
+  const Timeline timeline(path_);
+  const TimelineDamage damage = timeline.damage();
+  ASSERT_FALSE(damage.empty());
+  EXPECT_EQ(damage.findings.at(0).dataset, "/counters");
+  EXPECT_EQ(damage.findings.at(0).row, 4u);
+  EXPECT_EQ(damage.findings.at(0).problem, "not in the dataset's chunk index (damaged?)");
+  uint64_t counters = 0;
+  for (const RankInfo& rank : timeline.ranks()) counters += rank.counters.entries().size();
+  EXPECT_EQ(counters, 4u) << "only the written chunk's counters are read";
+}
+
+// Timelines are written in HDF5's 1.10 format, whose metadata HDF5 checksums.
+TEST_F(TimelineDamageTest, TheMetadataIsChecksummed) { EXPECT_TRUE(Timeline(path_).metadata_checksummed()); }
 
 }  // namespace
 }  // namespace rankscope

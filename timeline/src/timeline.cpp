@@ -45,6 +45,87 @@ uint64_t chunk_rows(hid_t dataset) {
   return H5Pget_chunk(creation, 2, chunk) >= 1 ? chunk[0] : 0;
 }
 
+// Why the datatype stored for a dataset cannot be the `expected` one that
+// rankscope writes there; empty when it can. HDF5 converts what it reads
+// from the stored type to the expected one, trusting the stored description:
+// damaged, it crashes the conversion or turns values into others (a member
+// 16 bytes wide reads as INT64_MAX, a renamed member as zeros). Timelines of
+// earlier versions lack members added since (HDF5 leaves them zero), and
+// earlier enums lack later values; nothing else may differ.
+std::string stored_type_problem(hid_t stored, hid_t expected) {
+  const H5T_class_t kind = H5Tget_class(expected);
+  if (H5Tget_class(stored) != kind) return "its class differs from the one written";
+  if (kind == H5T_ENUM) {
+    const Handle stored_base(H5Tget_super(stored), H5Tclose), expected_base(H5Tget_super(expected), H5Tclose);
+    if (H5Tequal(stored_base, expected_base) <= 0) return "its enum's integer type differs";
+    const int members = H5Tget_nmembers(stored);
+    if (members < 0 || members > H5Tget_nmembers(expected)) return "its enum has more values than written";
+    for (int m = 0; m < members; ++m) {
+      char* name = H5Tget_member_name(stored, static_cast<unsigned>(m));
+      uint64_t stored_value = 0, expected_value = 0;
+      const bool same = name != nullptr && H5Tget_member_value(stored, static_cast<unsigned>(m), &stored_value) >= 0 &&
+                        H5Tenum_valueof(expected, name, &expected_value) >= 0 && stored_value == expected_value;
+      H5free_memory(name);
+      if (!same) return "its enum value " + std::to_string(m) + " differs from the one written";
+    }
+    return {};
+  }
+  if (kind != H5T_COMPOUND) return H5Tequal(stored, expected) > 0 ? std::string() : "its size or byte order differs";
+  const size_t size = H5Tget_size(stored);
+  if (size > H5Tget_size(expected)) return "its rows are wider than written";
+  const int members = H5Tget_nmembers(stored);
+  if (members < 1 || members > H5Tget_nmembers(expected)) return "it has another number of members than written";
+  for (int m = 0; m < members; ++m) {
+    char* name = H5Tget_member_name(stored, static_cast<unsigned>(m));
+    const int index = name == nullptr ? -1 : H5Tget_member_index(expected, name);
+    const std::string member = name == nullptr ? "?" : name;
+    H5free_memory(name);
+    if (index < 0) return "member " + std::to_string(m) + " is named '" + member + "', which rankscope never writes";
+    const Handle stored_member(H5Tget_member_type(stored, static_cast<unsigned>(m)), H5Tclose);
+    const Handle expected_member(H5Tget_member_type(expected, static_cast<unsigned>(index)), H5Tclose);
+    if (H5Tget_member_offset(stored, static_cast<unsigned>(m)) + H5Tget_size(stored_member) > size) {
+      return "member " + member + " lies past the end of its row";
+    }
+    if (std::string problem = stored_type_problem(stored_member, expected_member); !problem.empty()) {
+      return "member " + member + ": " + problem;
+    }
+  }
+  return {};
+}
+
+// The rows of a chunked dataset whose chunks its chunk index does not list:
+// HDF5 would read them as zeros.
+RowRanges rows_without_chunk(hid_t dataset, uint64_t rows, uint64_t rows_per_chunk) {
+  if (rows_per_chunk == 0 || rows == 0) return {};
+  const uint64_t expected = (rows + rows_per_chunk - 1) / rows_per_chunk;
+  // HDF5 1.10 wants the dataset's space here, not H5S_ALL.
+  const Handle space(H5Dget_space(dataset), H5Sclose);
+  hsize_t listed = 0;
+  if (H5Dget_num_chunks(dataset, space, &listed) >= 0 && listed == expected) return {};
+  std::vector<bool> present(expected, false);
+  for (hsize_t i = 0; i < listed; ++i) {
+    hsize_t offset[2] = {0, 0};
+    unsigned filters = 0;
+    haddr_t address = 0;
+    hsize_t bytes = 0;
+    if (H5Dget_chunk_info(dataset, space, i, offset, &filters, &address, &bytes) >= 0 &&
+        offset[0] % rows_per_chunk == 0 && offset[0] / rows_per_chunk < expected) {
+      present[offset[0] / rows_per_chunk] = true;
+    }
+  }
+  RowRanges missing;
+  for (uint64_t c = 0; c < expected; ++c) {
+    if (present[c]) continue;
+    const uint64_t first = c * rows_per_chunk, end = std::min(rows, first + rows_per_chunk);
+    if (!missing.empty() && missing.back().second == first) {
+      missing.back().second = end;
+    } else {
+      missing.emplace_back(first, end);
+    }
+  }
+  return missing;
+}
+
 // Reads rows [first, first + count) of a dataset of `columns` values per row
 // into `out`. When HDF5 refuses (a chunk's checksum does not match, or the
 // file is cut short) it reads chunk by chunk and returns the rows of the
@@ -88,10 +169,17 @@ class Reader {
  public:
   Reader(hid_t file, const std::string& path) : file_(file), path_(path) {}
 
-  Handle open(const char* name) const {
+  // The dataset, once its stored datatype is known to be `expected` (or an
+  // earlier version of it): nothing is read through a damaged description.
+  Handle open(const char* name, hid_t expected) const {
     if (H5Lexists(file_, name, H5P_DEFAULT) <= 0) throw Error(path_ + ": dataset /" + name + " is missing");
     Handle dataset(H5Dopen2(file_, name, H5P_DEFAULT), H5Dclose);
     if (!dataset.valid()) throw Error(path_ + ": dataset /" + name + " cannot be opened");
+    const Handle stored(H5Dget_type(dataset), H5Tclose);
+    if (!stored.valid()) throw Error(path_ + ": dataset /" + name + ": its datatype is unreadable (damaged?)");
+    if (const std::string problem = stored_type_problem(stored, expected); !problem.empty()) {
+      throw Error(path_ + ": dataset /" + name + ": " + problem + " (damaged?)");
+    }
     return dataset;
   }
 
@@ -103,8 +191,8 @@ class Reader {
   }
 
   // The values in each row of a table: 1 for a 1-column table.
-  uint64_t columns(const char* name) const {
-    const std::vector<hsize_t> shape = dims(open(name));
+  uint64_t columns(const char* name, hid_t expected) const {
+    const std::vector<hsize_t> shape = dims(open(name, expected));
     return shape.size() == 2 ? shape[1] : 1;
   }
 
@@ -112,7 +200,7 @@ class Reader {
   template <typename Row>
   Table<Row> read_table(const char* name, hid_t type, const std::function<void(TimelineDamage::Finding)>& note,
                         uint64_t columns = 1) const {
-    Handle dataset = open(name);
+    Handle dataset = open(name, type);
     const std::vector<hsize_t> shape = dims(dataset);
     if (shape.empty() || shape.size() > 2 || (shape.size() == 2 ? shape[1] : 1) != columns) {
       throw Error(path_ + ": dataset /" + name + " has the wrong shape");
@@ -125,9 +213,14 @@ class Reader {
     Table<Row> table;
     table.rows.resize(shape[0] * columns);
     table.unreadable.assign(shape[0], false);
-    for (const auto& [first, end] : read_rows(dataset, type, 0, shape[0], columns, chunk_rows(dataset),
+    const uint64_t rows_per_chunk = chunk_rows(dataset);
+    for (const auto& [first, end] : read_rows(dataset, type, 0, shape[0], columns, rows_per_chunk,
                                               table.rows.data(), sizeof(Row) * columns)) {
       note({std::string("/") + name, first, end - first, "", "unreadable (checksum mismatch or cut short)"});
+      for (uint64_t row = first; row < end; ++row) table.unreadable[row] = true;
+    }
+    for (const auto& [first, end] : rows_without_chunk(dataset, shape[0], rows_per_chunk)) {
+      note({std::string("/") + name, first, end - first, "", "not in the dataset's chunk index (damaged?)"});
       for (uint64_t row = first; row < end; ++row) table.unreadable[row] = true;
     }
     return table;
@@ -149,6 +242,10 @@ class Reader {
   int64_t int_attribute(const char* name) const {
     if (H5Aexists(file_, name) <= 0) throw Error(path_ + ": attribute " + name + " is missing");
     Handle attribute(H5Aopen(file_, name, H5P_DEFAULT), H5Aclose);
+    const Handle stored(H5Aget_type(attribute), H5Tclose);
+    if (H5Tget_class(stored) != H5T_INTEGER || H5Tget_size(stored) > sizeof(int64_t)) {
+      throw Error(path_ + ": attribute " + name + " is not the integer written (damaged?)");
+    }
     int64_t value = 0;
     if (H5Aread(attribute, H5T_NATIVE_INT64, &value) < 0) throw Error(path_ + ": attribute " + name + " is unreadable");
     return value;
@@ -340,6 +437,9 @@ Timeline::Timeline(const std::string& path) : path_(path) {
   if (H5Fis_hdf5(path.c_str()) <= 0) throw Error(path + " is not an HDF5 file");
   file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file_ < 0) throw Error("cannot open " + path + " as HDF5 (damaged or cut short?)");
+  H5F_info2_t file_info{};
+  // Superblock version 3 comes with the 1.10 format's checksummed object headers and chunk indexes.
+  metadata_checksummed_ = H5Fget_info2(file_, &file_info) >= 0 && file_info.super.version >= 3;
   try {
     const Reader reader(file_, path_);
     const auto note = [this](TimelineDamage::Finding finding) { note_damage(std::move(finding)); };
@@ -356,7 +456,7 @@ Timeline::Timeline(const std::string& path) : path_(path) {
     strings_ = read_strings(reader, note);
     const auto rows = reader.read_table<schema::RankRow>(schema::kRanks, schema::rank_row_type(), note);
     // Timelines written before the torch kinds have two columns fewer.
-    const uint64_t kinds = reader.columns(schema::kEventCounts) == kEventKindCountBeforeTorch
+    const uint64_t kinds = reader.columns(schema::kEventCounts, H5T_NATIVE_UINT64) == kEventKindCountBeforeTorch
                                ? kEventKindCountBeforeTorch
                                : kEventKindCount;
     const auto counts = reader.read_table<uint64_t>(schema::kEventCounts, H5T_NATIVE_UINT64, note, kinds);
@@ -368,8 +468,8 @@ Timeline::Timeline(const std::string& path) : path_(path) {
     const auto points = reader.read_table<schema::ClockPointRow>(schema::kClockPoints, schema::clock_point_row_type(), note);
     clock_corrected_ = reader.int_attribute("clock_corrected") != 0;
     if (clocks.rows.size() != rows.rows.size()) throw Error(path + ": /clock does not match /ranks");
-    events_ = reader.open(schema::kEvents).release();
     event_type_ = schema::event_type().release();
+    events_ = reader.open(schema::kEvents, event_type_).release();
     event_count_ = reader.dims(events_).at(0);
     events_chunk_rows_ = chunk_rows(events_);
     if (H5Lexists(file_, schema::kEventChecksums, H5P_DEFAULT) > 0) {

@@ -128,6 +128,10 @@ class Timeline {
   // Whether the timeline carries checksums of its events (/event_checksums;
   // files written before them do not).
   bool checksummed() const { return checksummed_; }
+  // Whether HDF5 checksums the file's own metadata (object headers with
+  // their datatypes and shapes, chunk indexes): file format 1.10, which
+  // timelines are written in since rankscope asked for it.
+  bool metadata_checksummed() const { return metadata_checksummed_; }
 
  private:
   std::string path_;
@@ -137,6 +141,7 @@ class Timeline {
   uint64_t event_count_ = 0;
   uint64_t events_chunk_rows_ = 0;  // 0: contiguous
   bool checksummed_ = false;        // /event_checksums is there
+  bool metadata_checksummed_ = false;
   std::vector<uint32_t> event_checksums_;
   std::vector<bool> event_checksum_unreadable_;
   std::vector<uint64_t> checksum_offsets_;  // per rank, into event_checksums_
