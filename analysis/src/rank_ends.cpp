@@ -31,6 +31,14 @@ RankEnd rank_end(int32_t rank, RankStatus status, const Counters& c, int64_t pid
     crash.sender_pid = static_cast<int64_t>(c.get(counter::kCrashSenderPid));
     crash.sent_by_itself = crash.sender_pid != 0 && crash.sender_pid == pid;
   }
+  if (status == RankStatus::kAborted && c.get(counter::kMpiAborted) != 0)
+    end.mpi_abort_code = static_cast<int>(c.get(counter::kMpiAbortCode));
+  if (c.get(counter::kEndedByExitCall) != 0 || c.get(counter::kMpiNotFinalized) != 0) {
+    // A rank ended by _exit, or one that exited unfinalized after its exit status was seen.
+    for (const auto& [name, value] : c.entries())
+      if (name == counter::kExitStatus) end.exit_status = static_cast<int>(value);
+  }
+  if (status == RankStatus::kTerminated) end.terminating_signal = static_cast<int>(c.get(counter::kTerminatedBySignal));
   end.oom_kills = c.get(counter::kOomKills);
   if (c.get(counter::kProcessPeakRssBytes) != 0) {
     end.usage = ProcessUsage{c.get(counter::kProcessPeakRssBytes), c.get(counter::kProcessUserCpuNs),
@@ -146,6 +154,26 @@ std::string describe_fatal_signal(const RankEnd& end) {
   }
   if (end.usage) out += "; peak memory " + format_bytes(static_cast<double>(end.usage->peak_rss_bytes));
   return out;
+}
+
+std::string describe_early_end(const RankEnd& end) {
+  switch (end.status) {
+    case RankStatus::kExited:
+      return (end.exit_status ? "exited with status " + std::to_string(*end.exit_status) + " (exit, a return from main or _exit)"
+                              : std::string("exited (its status was not seen)")) +
+             " without calling MPI_Finalize; its shard was closed at exit";
+    case RankStatus::kAborted:
+      if (end.mpi_abort_code || !end.exit_status) {
+        return "called MPI_Abort with code " + std::to_string(end.mpi_abort_code.value_or(0)) +
+               "; its shard was closed first";
+      }
+      return "ended by _exit(" + std::to_string(*end.exit_status) +
+             ") (MPI ends a rank so on a fatal error or a lost peer); its shard was closed first";
+    case RankStatus::kTerminated:
+      return "ended by " + signal_name(end.terminating_signal) + " (signal " + std::to_string(end.terminating_signal) +
+             "); its shard was closed first";
+    default: return "";
+  }
 }
 
 std::string peak_memory_summary(const std::vector<RankEnd>& ends) {

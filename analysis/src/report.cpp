@@ -1,6 +1,7 @@
 // `rankscope report`: the analyses of one timeline, as text, JSON or HTML,
 // and the matched collectives written back into the timeline.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -413,9 +414,13 @@ std::string report_text(const Report& report) {
   for (const RankEnd& end : report.ends) {
     if (const std::string how = describe_fatal_signal(end); !how.empty() && ++ended <= 4) {
       out += (end.crashed() ? "CRASHED: rank " : "KILLED: rank ") + std::to_string(end.rank) + " " + how + "\n";
+    } else if (const std::string early = describe_early_end(end); !early.empty() && ++ended <= 4) {
+      std::string label = rank_status_name(end.status);
+      for (char& c : label) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      out += label + ": rank " + std::to_string(end.rank) + " " + early + "\n";
     }
   }
-  if (ended > 4) out += "  ... " + std::to_string(ended - 4) + " more ranks killed or crashed (JSON lists them all)\n";
+  if (ended > 4) out += "  ... " + std::to_string(ended - 4) + " more ranks ended early (JSON lists them all)\n";
   for (size_t i = 0; i < report.hangs.size() && i < 3; ++i) out += describe_hang(report.hangs[i]);
   if (report.hangs.size() > 3) {
     out += "  ... " + std::to_string(report.hangs.size() - 3) + " more unfinished collectives (JSON lists them all)\n";
@@ -599,8 +604,23 @@ void write_deadlocks_json(JsonWriter& json, const std::vector<Deadlock>& deadloc
   json.end_array();
 }
 
-// Inside a rank's object: `killed`, `crashed` and `process`, each null where not recorded.
+// Inside a rank's object: `ended_early`, `killed`, `crashed` and `process`, each null where not recorded.
 void write_rank_end_json(JsonWriter& json, const RankEnd& end) {
+  json.key("ended_early");
+  if (const std::string early = describe_early_end(end); !early.empty()) {
+    json.begin_object().key("exit_status");
+    if (end.exit_status) json.value(int64_t{*end.exit_status});
+    else json.null();
+    json.key("mpi_abort_code");
+    if (end.mpi_abort_code) json.value(int64_t{*end.mpi_abort_code});
+    else json.null();
+    json.key("signal");
+    if (end.terminating_signal > 0) json.value(int64_t{end.terminating_signal});
+    else json.null();
+    json.key("text").value(early).end_object();
+  } else {
+    json.null();
+  }
   json.key("killed");
   if (end.killed_by_signal > 0) {
     json.begin_object().key("signal").value(int64_t{end.killed_by_signal}).key("oom_kills").value(end.oom_kills);

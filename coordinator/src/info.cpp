@@ -16,7 +16,7 @@ struct JobSummary {
   int64_t first_ns = INT64_MAX;
   int64_t last_ns = INT64_MIN;
   std::vector<uint64_t> by_kind = std::vector<uint64_t>(kEventKindCount, 0);
-  std::vector<int32_t> missing, dead, terminated, aborted, crashed;
+  std::vector<int32_t> missing, dead, terminated, aborted, crashed, exited;
 
   JobIdentity job;  // each part as the lowest rank that knows it says (the merge let no rank contradict it)
 
@@ -31,6 +31,7 @@ JobSummary summarize(const Timeline& timeline, const EventsRead& events_read) {
     if (rank.status == RankStatus::kTerminated) job.terminated.push_back(rank.rank);
     if (rank.status == RankStatus::kAborted) job.aborted.push_back(rank.rank);
     if (rank.status == RankStatus::kCrashed) job.crashed.push_back(rank.rank);
+    if (rank.status == RankStatus::kExited) job.exited.push_back(rank.rank);
     if (rank.event_count > 0) {
       job.first_ns = std::min(job.first_ns, rank.first_ns);
       job.last_ns = std::max(job.last_ns, rank.last_ns);
@@ -105,27 +106,37 @@ std::string info_text(const Timeline& timeline, const EventsRead& events_read) {
   out += "dead ranks: " + format_rank_list(job.dead);
   out += job.dead.empty() ? "\n" : " (no end-of-capture record; see 'last heard')\n";
   const std::vector<analysis::RankEnd> ends = analysis::rank_ends(timeline);
-  // Each killed or crashed rank's line under its list.
-  const auto fatal_signals = [&](RankStatus status) {
+  // Each rank's own line under its list: how it ended. Eight of each at most.
+  const auto how_each_ended = [&](RankStatus status) {
+    size_t said = 0, unsaid = 0;
     for (const analysis::RankEnd& end : ends) {
       if (end.status != status) continue;
-      if (const std::string how = analysis::describe_fatal_signal(end); !how.empty()) {
-        out += "  rank " + std::to_string(end.rank) + ": " + how + "\n";
-      }
+      const std::string how = status == RankStatus::kDead || status == RankStatus::kCrashed
+                                  ? analysis::describe_fatal_signal(end)
+                                  : analysis::describe_early_end(end);
+      if (how.empty()) continue;
+      if (++said > 8) ++unsaid;
+      else out += "  rank " + std::to_string(end.rank) + ": " + how + "\n";
     }
+    if (unsaid > 0) out += "  ... and " + std::to_string(unsaid) + " more\n";
   };
-  fatal_signals(RankStatus::kDead);
+  how_each_ended(RankStatus::kDead);
   if (!job.terminated.empty()) {
     out += "terminated ranks: " + format_rank_list(job.terminated) + " (ended by a signal, shard closed first)\n";
+    how_each_ended(RankStatus::kTerminated);
   }
   if (!job.aborted.empty()) {
-    out += "aborted ranks: " + format_rank_list(job.aborted) +
-           " (called MPI_Abort, or ended by MPI or the program with _exit: see mpi_abort_code and exit_status below)\n";
+    out += "aborted ranks: " + format_rank_list(job.aborted) + " (called MPI_Abort, or ended by MPI or the program with _exit)\n";
+    how_each_ended(RankStatus::kAborted);
   }
   if (!job.crashed.empty()) {
     out += "crashed ranks: " + format_rank_list(job.crashed) +
            " (a crash or abort() ended the process; its shard was closed first)\n";
-    fatal_signals(RankStatus::kCrashed);
+    how_each_ended(RankStatus::kCrashed);
+  }
+  if (!job.exited.empty()) {
+    out += "exited ranks: " + format_rank_list(job.exited) + " (ended after MPI_Init without MPI_Finalize)\n";
+    how_each_ended(RankStatus::kExited);
   }
 
   std::string quality;
@@ -257,6 +268,9 @@ std::string info_json(const Timeline& timeline, const EventsRead& events_read) {
   json.end_array();
   json.key("crashed_ranks").begin_array();
   for (int32_t r : job.crashed) json.value(r);
+  json.end_array();
+  json.key("exited_ranks").begin_array();
+  for (int32_t r : job.exited) json.value(r);
   json.end_array();
   json.key("clock").begin_object();
   analysis::write_clock_reference_json(json, timeline.clock_corrected(), analysis::clock_reference(timeline));

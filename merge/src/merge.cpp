@@ -503,6 +503,7 @@ schema::RankRow rank_row(const OwnedShard& shard, uint64_t event_offset, uint64_
                             : scan.counters.get(counter::kCrashSignal) != 0        ? RankStatus::kCrashed
                             : aborted                                             ? RankStatus::kAborted
                             : scan.counters.get(counter::kTerminatedBySignal) != 0 ? RankStatus::kTerminated
+                            : scan.counters.get(counter::kMpiNotFinalized) != 0    ? RankStatus::kExited
                                                                                    : RankStatus::kComplete;
   row.status = static_cast<uint8_t>(status);
   row.pid = metadata.pid;

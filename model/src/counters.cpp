@@ -23,7 +23,13 @@ constexpr Definition kRegistry[] = {
     {kEndedByExitCall,
      "1: the process ended by _exit, which runs no exit handlers (Open MPI ends a rank so when MPI aborts it: an "
      "error under MPI_ERRORS_ARE_FATAL, a peer lost); the agent closed its shard first, with the calls it was inside"},
-    {kExitStatus, "the status the process gave _exit; not 0 shows the rank as aborted"},
+    {kExitStatus,
+     "the status the process ended with: given to _exit (not 0 shows the rank as aborted), or to exit() or returned "
+     "from main by a rank that never called MPI_Finalize"},
+    {kMpiNotFinalized,
+     "1: the rank started MPI and ended (exit, a return from main, _exit) without calling MPI_Finalize: peers may "
+     "have waited for it in vain, and its last clock measurement is the one at MPI_Init (the rank's status is "
+     "`exited`, unless a signal or MPI_Abort ended it)"},
     {kCrashSignal,
      "the fatal signal that ended the process: a crash (11 SIGSEGV, 7 SIGBUS, 8 SIGFPE, 4 SIGILL) or abort() (6 "
      "SIGABRT: an assert, std::terminate, a watchdog); the agent closed the shard first, with the calls it was inside "

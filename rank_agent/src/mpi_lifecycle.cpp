@@ -25,7 +25,9 @@ namespace {
 [[gnu::constructor]] void find_capture_bits() { g_capture_bits = rankscope_agent_capture_bits(); }
 
 bool g_started = false;
+bool g_finalizing = false;  // MPI_Finalize reached: the shard closes inside it
 bool g_rounds_running = false;
+int g_exit_status = -1;     // exit()'s, or main's return value; -1 until the process exits
 int64_t g_started_at = 0;
 MPI_Comm g_agent_comm = MPI_COMM_NULL;
 clocksync::ClockSynchronizer* g_sync = nullptr;
@@ -37,7 +39,17 @@ void add_counters() {
   rankscope_agent_add_counter(counter::kMpiPollNsUnrecorded.data(), polls.estimated_ns());
   rankscope_agent_add_counter(counter::kMpiPollsTimed.data(), polls.timed);
   rankscope_agent_add_counter(counter::kMpiRequestsUntracked.data(), g_requests->untracked() + g_persistent->untracked());
+  // MPI was started and the rank ended without MPI_Finalize (exit, a return
+  // from main, _exit): its peers may have waited for it in vain.
+  if (g_started && !g_finalizing) {
+    rankscope_agent_add_counter(counter::kMpiNotFinalized.data(), 1);
+    if (g_exit_status >= 0) rankscope_agent_add_counter(counter::kExitStatus.data(), static_cast<uint64_t>(g_exit_status));
+  }
 }
+
+// Registered after MPI_Init, so it runs before the agent's own exit handler
+// closes the shard: the status then reaches add_counters.
+void remember_exit_status(int status, void*) { g_exit_status = status & 0xff; }
 
 void set_up_after_init() {
   if (!rankscope_agent_capturing(kCaptureMpi) && rankscope_agent_shard_path()[0] == '\0') return;
@@ -50,6 +62,7 @@ void set_up_after_init() {
   g_requests = new RequestTable();
   g_persistent = new RequestTable();
   rankscope_agent_at_close(add_counters);
+  ::on_exit(remember_exit_status, nullptr);
   const char* hang_timeout = std::getenv(kEnvHangTimeout);
   g_show_waits = hang_timeout && std::strtod(hang_timeout, nullptr) > 0;
 
@@ -128,6 +141,7 @@ void start_after_init(Call call, int64_t call_began) {
 
 void stop_before_finalize() {
   if (!g_started) return;
+  g_finalizing = true;
   const int64_t begin = now();
   {
     AgentScope agent_calls;

@@ -4,11 +4,13 @@
    with "fatal", rank 1 sends to a rank that does not exist, an error that
    MPI_ERRORS_ARE_FATAL (MPI_COMM_WORLD's default) makes MPI end the job for.
    With "kill", rank 1 sends itself SIGKILL, as the OOM killer would
-   (crashes: crash_app).
-   Usage: mpi_calls FILE_FOR_MPI_IO [abort|fatal|kill] */
+   (crashes: crash_app). With "exit", every rank calls exit(5) without
+   MPI_Finalize.
+   Usage: mpi_calls FILE_FOR_MPI_IO [abort|fatal|kill|exit] */
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int main(int argc, char** argv) {
@@ -102,6 +104,10 @@ int main(int argc, char** argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 1) MPI_Send(out, 1, MPI_DOUBLE, size, 0, MPI_COMM_WORLD);
     for (;;) MPI_Barrier(MPI_COMM_WORLD);
+  }
+  if (argc > 2 && strcmp(argv[2], "exit") == 0) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    exit(5);
   }
   if (argc > 2 && strcmp(argv[2], "kill") == 0) {
     MPI_Barrier(MPI_COMM_WORLD);

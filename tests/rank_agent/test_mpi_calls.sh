@@ -161,6 +161,24 @@ assert m["last_call"] == "MPI_Barrier", m
 assert "mpi_polls_unrecorded" in rank1["counters"] and "mpi_requests_untracked" in rank1["counters"], rank1["counters"]
 print("fatal MPI error shown:", m["inside"])
 PY
+echo "== exit() without MPI_Finalize: the rank is exited, with its status, never complete"
+failing_job exit
+python3 - <<'PY' || { cat exit.info; fail "a rank that exited without MPI_Finalize is not shown so"; }
+import json
+info = json.load(open("exit.info.json"))
+assert 1 in info["exited_ranks"], info
+# Rank 0 exits alike, unless mpirun's SIGTERM for rank 1's exit reached it first.
+[rank0] = [r for r in info["ranks"] if r["rank"] == 0]
+assert rank0["status"] in ("exited", "terminated"), rank0["status"]
+[rank1] = [r for r in info["ranks"] if r["rank"] == 1]
+assert rank1["status"] == "exited", rank1["status"]
+assert rank1["counters"]["mpi_not_finalized"] == 1 and rank1["counters"]["exit_status"] == 5, rank1["counters"]
+PY
+grep -q "^  rank 1: exited with status 5 (exit, a return from main or _exit) without calling MPI_Finalize" exit.info ||
+  { cat exit.info; fail "info does not say how rank 1 ended"; }
+"$rankscope" report exit.h5 >exit.report
+grep -q "^EXITED: rank 1 exited with status 5" exit.report || { cat exit.report; fail "the report does not say rank 1 exited"; }
+
 echo "== killed outright: rank 1's rankscope run sees it killed by SIGKILL and says so in its shard"
 failing_job kill
 grep -q "rankscope run: rank 1: the application was killed by SIGKILL (signal 9) before its shard was closed" kill.log || { cat kill.log; fail "rank 1's rankscope run said nothing"; }

@@ -293,7 +293,7 @@ TEST_F(TimelineDamageTest, AStoredTypeOtherThanTheWrittenOneIsRefused) {
       schema::Handle status(H5Tenum_create(H5T_NATIVE_UINT8), H5Tclose);
       const bool is_status = std::string(member) == "status";
       if (is_status) {
-        for (uint8_t value : {0, 1, 2, 3, 4, 5}) {
+        for (uint8_t value = 0; value <= static_cast<uint8_t>(kLastRankStatus); ++value) {
           const uint8_t stored_value = value == 1 ? 9 : value;
           H5Tenum_insert(status, rank_status_name(static_cast<RankStatus>(value)), &stored_value);
         }

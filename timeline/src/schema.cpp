@@ -56,7 +56,9 @@ Handle event_type() {
 Handle rank_row_type() {
   Handle type(H5Tcreate(H5T_COMPOUND, sizeof(RankRow)), H5Tclose);
   Handle status(H5Tenum_create(H5T_NATIVE_UINT8), H5Tclose);
-  for (uint8_t value : {0, 1, 2, 3, 4, 5}) H5Tenum_insert(status, rank_status_name(static_cast<RankStatus>(value)), &value);
+  for (uint8_t value = 0; value <= static_cast<uint8_t>(kLastRankStatus); ++value) {
+    H5Tenum_insert(status, rank_status_name(static_cast<RankStatus>(value)), &value);
+  }
   H5Tinsert(type, "rank", offsetof(RankRow, rank), H5T_NATIVE_INT32);
   H5Tinsert(type, "local_rank", offsetof(RankRow, local_rank), H5T_NATIVE_INT32);
   H5Tinsert(type, "node_id", offsetof(RankRow, node_id), H5T_NATIVE_INT32);

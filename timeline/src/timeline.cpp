@@ -24,6 +24,7 @@ const char* rank_status_name(RankStatus status) {
     case RankStatus::kTerminated: return "terminated";
     case RankStatus::kAborted: return "aborted";
     case RankStatus::kCrashed: return "crashed";
+    case RankStatus::kExited: return "exited";
   }
   return "invalid";
 }
@@ -272,7 +273,7 @@ std::pair<std::string, std::string> rank_row_problem(const schema::RankRow& row,
                                                      uint64_t events, size_t tracks, size_t counters) {
   const auto outside = [](int64_t value) { return "value " + std::to_string(value) + " is out of range"; };
   if (row.rank != static_cast<int32_t>(r)) return {"rank", "holds rank " + std::to_string(row.rank)};
-  if (row.status > static_cast<uint8_t>(RankStatus::kCrashed)) return {"status", outside(row.status)};
+  if (row.status > static_cast<uint8_t>(kLastRankStatus)) return {"status", outside(row.status)};
   if (row.pid < 0 || row.pid > kMaxPid) return {"pid", outside(row.pid)};
   if (row.local_rank < -1 || row.local_rank >= world_size) return {"local_rank", outside(row.local_rank)};
   if (row.node_id < -1 || row.node_id >= world_size) return {"node_id", outside(row.node_id)};

@@ -496,6 +496,9 @@ struct RankEnd {
   uint64_t oom_kills = 0;    // in its memory cgroup while it ran
   std::optional<Crash> crash;  // a `crashed` rank's
   std::optional<ProcessUsage> usage;
+  std::optional<int> mpi_abort_code;  // an `aborted` rank's that called MPI_Abort
+  std::optional<int> exit_status;  // where the agent saw it (exit, main's return, _exit)
+  int terminating_signal = 0;  // a `terminated` rank's
 
   // A crash, caught by the agent or only seen by `rankscope run` (one before
   // the agent's handlers were in place, or under a handler the program set first).
@@ -505,6 +508,12 @@ struct RankEnd {
 // writes for the process it saw killed.
 RankEnd rank_end(int32_t rank, RankStatus status, const Counters& counters, int64_t pid);
 std::vector<RankEnd> rank_ends(const Timeline& timeline);  // by rank
+// How a rank that was neither killed nor crashed ended early, said once for
+// info and report: "exited with status 3 (exit or a return from main)
+// without calling MPI_Finalize; its shard was closed at exit", "called
+// MPI_Abort with code 2", "ended by _exit(1) ...", "ended by SIGTERM
+// (signal 15); its shard was closed first". Empty for other ends.
+std::string describe_early_end(const RankEnd& end);
 // How a fatal signal ended the rank: "killed by SIGKILL (signal 9) before
 // its shard was closed; the kernel's OOM killer killed 1 process of its
 // memory cgroup meanwhile; peak memory 310 MiB", or "crashed with SIGSEGV

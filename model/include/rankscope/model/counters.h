@@ -27,6 +27,7 @@ inline constexpr std::string_view kMpiAborted = "mpi_aborted";
 inline constexpr std::string_view kMpiAbortCode = "mpi_abort_code";
 inline constexpr std::string_view kEndedByExitCall = "ended_by_exit_call";
 inline constexpr std::string_view kExitStatus = "exit_status";
+inline constexpr std::string_view kMpiNotFinalized = "mpi_not_finalized";
 // A fatal signal the agent caught, its shard closed first (docs/agent.md, "How each rank ended"):
 inline constexpr std::string_view kCrashSignal = "crash_signal";
 inline constexpr std::string_view kCrashSignalCode = "crash_signal_code";

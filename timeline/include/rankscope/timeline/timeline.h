@@ -24,7 +24,10 @@ enum class RankStatus : uint8_t {
   kTerminated = 3,  // a signal ended the process; the agent closed its shard first
   kAborted = 4,     // the application called MPI_Abort (its code: counter mpi_abort_code); shard closed first
   kCrashed = 5,     // a crash or abort() ended the process (counter crash_signal); shard closed first
+  kExited = 6,      // ended (exit, a return from main) after MPI_Init without MPI_Finalize (counters
+                    // mpi_not_finalized, exit_status); shard closed at exit
 };
+inline constexpr RankStatus kLastRankStatus = RankStatus::kExited;
 const char* rank_status_name(RankStatus status);
 
 // How a rank's times were put on the reference (rank 0's) clock.
