@@ -23,6 +23,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -204,6 +206,8 @@ class Agent {
   bool write_crash();
   void watch_for_hang();
   void steer_window();
+  void read_triggers(int64_t start_wall_ns);
+  void steer_by_triggers(int64_t now, const std::function<int64_t(int64_t)>& local);
   void steer_by_ranges();
   std::string range_windows_summary() const;
   void dump_ring(const char* asked_by, int64_t at_ns);
@@ -293,6 +297,10 @@ class Agent {
   int64_t control_checked_ns_ = 0;
   uint64_t trigger_serial_ = 0;    // the last trigger read
   std::vector<Trigger> triggers_;  // read, not yet due
+  // Once triggered: where the window the triggers opened began (nothing:
+  // none open), and where the last one was stopped.
+  std::optional<int64_t> trigger_open_since_;
+  int64_t trigger_closed_at_ = INT64_MAX;
 
   std::thread flusher_;
   int wake_fd_ = -1;  // an eventfd: writable from a signal handler, unlike a condition variable
@@ -836,43 +844,96 @@ void Agent::steer_window() {
   }
   if (wall - control_checked_ns_ >= 1'000'000'000) {
     control_checked_ns_ = wall;
-    if (const int fd = ::open(control_file_.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
-      char text[256];
-      const ssize_t got = ::read(fd, text, sizeof(text) - 1);
-      ::close(fd);
-      Trigger trigger;
-      // A trigger older than this rank is an earlier run's, left in the same folder.
-      if (got > 0 && parse_trigger(std::string_view(text, static_cast<size_t>(got)), trigger) &&
-          trigger.serial > trigger_serial_ && trigger.at_wall_ns >= start_wall) {
-        trigger_serial_ = trigger.serial;
-        triggers_.push_back(trigger);
-        range_windows_.stop_steering();
-      }
-    }
+    read_triggers(start_wall);
   }
-  if (!triggers_.empty()) {
-    const Trigger& next = triggers_.front();
-    const int64_t at = local(next.at_wall_ns);
+  if (!triggers_.empty() && !triggered_) {
+    // The first trigger takes over from --delay and --duration, in the
+    // state their window is in at its time.
+    const int64_t at = local(triggers_.front().at_wall_ns);
     const auto [from, until] = recorder_.window();
-    const bool open_then = from <= at && at < until;
-    if (next.action == TriggerAction::kStart && !open_then) recorder_.open_window(at, INT64_MAX);
-    if (next.action == TriggerAction::kStop && open_then) recorder_.set_window(from, at);
+    if (from <= at && at < until) trigger_open_since_ = from;
+    trigger_closed_at_ = at;
     triggered_ = true;
-    if (now >= at) {
-      if (next.action == TriggerAction::kDump) dump_ring("rankscope trigger dump", at);
-      triggers_.erase(triggers_.begin());
-    }
   }
-  // Ranges open and close windows between two wakes unseen: they count their own.
+  if (triggered_) steer_by_triggers(now, local);
+  // Ranges open and close windows between two wakes unseen: they count their
+  // own; triggers count and say theirs as they are carried out.
   const auto [from, until] = recorder_.window();
   const bool open = from <= now && now < until;
   if (open != window_was_open_) {
     window_was_open_ = open;
     const bool by_ranges = range_windows_.steering();
-    if (!by_ranges) windows_opened_ += open ? 1 : 0;
-    const std::string by = by_ranges ? range_windows_.option() : triggered_ ? "rankscope trigger" : open ? "--delay" : "--duration";
-    if (rank_ == 0) report(std::string(open ? "capture started (" : "capture paused (") + by + ")");
+    if (!by_ranges && !triggered_) windows_opened_ += open ? 1 : 0;
+    const std::string by = by_ranges ? range_windows_.option() : open ? "--delay" : "--duration";
+    if (rank_ == 0 && !triggered_) report(std::string(open ? "capture started (" : "capture paused (") + by + ")");
   }
+}
+
+// The control file holds the latest triggers, one a line, oldest first:
+// those sent between two reads (a second apart) are all taken, in order.
+void Agent::read_triggers(int64_t start_wall_ns) {
+  const int fd = ::open(control_file_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char text[kControlFileMaxBytes];
+  const ssize_t got = ::read(fd, text, sizeof(text));
+  ::close(fd);
+  if (got <= 0) return;
+  std::string_view rest(text, static_cast<size_t>(got));
+  while (!rest.empty()) {
+    const size_t end = rest.find('\n');
+    if (end == std::string_view::npos) break;  // a line cut short is no trigger
+    Trigger trigger;
+    // A trigger older than this rank is an earlier run's, left in the same folder.
+    if (parse_trigger(rest.substr(0, end + 1), trigger) && trigger.serial > trigger_serial_ &&
+        trigger.at_wall_ns >= start_wall_ns) {
+      trigger_serial_ = trigger.serial;
+      triggers_.push_back(trigger);
+      range_windows_.stop_steering();
+    }
+    rest.remove_prefix(end + 1);
+  }
+}
+
+// Carries out the triggers that are due, in order, then sets the window
+// ahead to the next ones: open until the next stop, or from the next start
+// to the stop after it, so that every rank cuts at the same instant and a
+// window shorter than the flusher's wake is kept whole.
+void Agent::steer_by_triggers(int64_t now, const std::function<int64_t(int64_t)>& local) {
+  while (!triggers_.empty() && local(triggers_.front().at_wall_ns) <= now) {
+    const Trigger trigger = triggers_.front();
+    triggers_.erase(triggers_.begin());
+    const int64_t at = local(trigger.at_wall_ns);
+    if (trigger.action == TriggerAction::kStart && !trigger_open_since_) {
+      trigger_open_since_ = at;
+      ++windows_opened_;
+      if (rank_ == 0) report("capture started (rankscope trigger " + std::to_string(trigger.serial) + ")");
+    } else if (trigger.action == TriggerAction::kStop && trigger_open_since_) {
+      trigger_open_since_.reset();
+      trigger_closed_at_ = at;
+      if (rank_ == 0) report("capture paused (rankscope trigger " + std::to_string(trigger.serial) + ")");
+    } else if (trigger.action == TriggerAction::kDump) {
+      dump_ring("rankscope trigger dump", at);
+    }
+  }
+  std::optional<int64_t> from = trigger_open_since_;
+  int64_t until = INT64_MAX;
+  for (const Trigger& next : triggers_) {
+    if (!from && next.action == TriggerAction::kStart) {
+      from = local(next.at_wall_ns);
+    } else if (from && next.action == TriggerAction::kStop) {
+      until = local(next.at_wall_ns);
+      break;
+    }
+  }
+  const auto [was_from, was_until] = recorder_.window();
+  if (from && *from == was_from) {
+    recorder_.set_window(*from, until);
+    return;
+  }
+  // Another window than the recorder's: the recorder's ends where the
+  // triggers closed it, and stays among the past windows for late records.
+  recorder_.set_window(was_from, std::min(was_until, trigger_closed_at_));
+  recorder_.open_window(from.value_or(INT64_MAX), from ? until : INT64_MAX);
 }
 
 // Writes the flight recorder's window now, and the counters with it.

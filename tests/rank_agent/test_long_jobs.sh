@@ -71,6 +71,29 @@ status=0
 [ "$status" -eq 1 ] && grep -q "no running job writes $work/none.h5.shards" none.txt || { cat none.txt; fail "a trigger for no job"; }
 "$rankscope" trigger "$work/none.h5" pause >none.txt 2>&1 && fail "trigger pause was taken"
 
+echo "== triggers sent a quarter of a second apart: every window kept"
+# start, stop, start, stop within a second, between two of a rank's reads
+# of the control file: each rank takes all four, in order (before, only
+# the last was seen, and nothing was captured).
+"$mpiexec" -n 3 "$rankscope" run -o "$work/quick.h5" --paused -- "$ring_app" 8 20 >quick.log 2>&1 &
+job=$!
+sleep 2
+for action in start stop start stop; do
+  "$rankscope" trigger "$work/quick.h5" "$action" >>quick-triggers.txt || fail "trigger $action failed"
+  sleep 0.25
+done
+cp "$work/quick.h5.shards/control" quick-control
+wait "$job" || { cat quick.log; fail "the quickly triggered run failed"; }
+job=
+[ "$(grep -c "rank 0: capture started (rankscope trigger [13])" quick.log)" -eq 2 ] &&
+  [ "$(grep -c "rank 0: capture paused (rankscope trigger [24])" quick.log)" -eq 2 ] ||
+  { cat quick.log quick-control; fail "not every trigger was carried out"; }
+seconds=$(/usr/bin/python3 -c '
+import sys
+at = [int(line.split()[2]) for line in open(sys.argv[1])]
+print((at[1] - at[0] + at[3] - at[2]) / 1e9)' quick-control)
+check quick "$seconds" "events_outside_window > 0" "capture_windows == 2"
+
 echo "== --ring 2 on a 6 s job: the last 2 s"
 "$mpiexec" -n 3 "$rankscope" run -o "$work/tail.h5" --ring 2 -- "$ring_app" 6 20 >tail.log 2>&1 || { cat tail.log; fail "the run failed"; }
 check tail 2 "ring_dumps == 1" "ring_events_aged_out > 0" "ring_events_crowded_out == 0"

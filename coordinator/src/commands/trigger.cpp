@@ -1,9 +1,11 @@
 // rankscope trigger JOB start|stop|dump
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -23,6 +25,17 @@ namespace fs = std::filesystem;
 // thread wakes (every --flush-ms, 200 ms by default): two seconds ahead, the
 // trigger reaches every rank before its time.
 constexpr std::chrono::seconds kLead{2};
+
+// The time of the latest trigger kept: a later one is carried out after it,
+// even where the wall clock stepped back between the two commands.
+int64_t latest_at(const std::deque<std::string>& lines) {
+  int64_t latest = 0;
+  for (const std::string& line : lines) {
+    agent::Trigger trigger;
+    if (agent::parse_trigger(line, trigger)) latest = std::max(latest, trigger.at_wall_ns);
+  }
+  return latest;
+}
 
 }  // namespace
 
@@ -51,20 +64,27 @@ Command add_trigger(CLI::App& parent) {
                             options->job + "`): it does not exist or has been merged");
               }
               const fs::path control = shards / agent::kControlFileName;
+              // The earlier triggers stay, the latest kControlFileTriggers of
+              // them: a rank reads the file once a second, and takes every
+              // trigger it has not seen.
               uint64_t serial = 0;
+              std::deque<std::string> kept;
               if (std::ifstream earlier(control); earlier) {
-                std::string line;
-                std::getline(earlier, line);
-                agent::Trigger last;
-                if (agent::parse_trigger(line, last)) serial = last.serial;
+                for (std::string line; std::getline(earlier, line);) {
+                  agent::Trigger trigger;
+                  if (!agent::parse_trigger(line, trigger)) continue;
+                  serial = std::max(serial, trigger.serial);
+                  kept.push_back(line + "\n");
+                  if (kept.size() >= agent::kControlFileTriggers) kept.pop_front();
+                }
               }
-              const int64_t at = clocksync::wall_now_ns() + std::chrono::nanoseconds(kLead).count();
-              const std::string line = std::to_string(serial + 1) + " " + options->action + " " + std::to_string(at) + "\n";
+              const int64_t at = std::max(clocksync::wall_now_ns() + std::chrono::nanoseconds(kLead).count(), latest_at(kept));
+              kept.push_back(std::to_string(serial + 1) + " " + options->action + " " + std::to_string(at) + "\n");
               // Whole or not at all: a rank may read it at any moment.
               const fs::path partial = control.string() + ".partial";
               {
                 std::ofstream out(partial, std::ios::trunc);
-                out << line;
+                for (const std::string& line : kept) out << line;
                 if (!out.flush()) throw Error("cannot write " + partial.string() + ": " + errno_text(errno));
               }
               fs::rename(partial, control, error);

@@ -73,6 +73,11 @@ inline constexpr const char* kEnvDelay = "RANKSCOPE_DELAY_S";
 inline constexpr const char* kEnvDuration = "RANKSCOPE_DURATION_S";
 inline constexpr const char* kEnvPaused = "RANKSCOPE_PAUSED";
 inline constexpr const char* kControlFileName = "control";
+// The control file keeps the latest triggers, one a line (parse_trigger),
+// so that triggers sent between two of a rank's reads all reach it; a rank
+// reads at most kControlFileMaxBytes (lines are at most 46 bytes).
+inline constexpr size_t kControlFileTriggers = 32;
+inline constexpr size_t kControlFileMaxBytes = 4096;
 // Windows the program's own ranges steer (docs/agent.md, "Capture
 // windows"): STEPS="A:B[/PERIOD]" records ProfilerStep#A to #B (again every
 // PERIOD steps); CAPTURE_RANGE="nvtx:NAME[@DOMAIN]" records while a range
