@@ -207,7 +207,7 @@ std::string class_unmeasured(Class c, const JobProfile& job, const std::vector<R
   for (const RankProfile& rank : job.ranks) {
     gpu |= rank.device.gpu;
     data_loading |= (rank.phases_seen & (1u << static_cast<unsigned>(HostPhase::kDataLoading))) != 0;
-    communicated |= rank.communicated;
+    communicated |= rank.communicated && rank.communication_uncaptured.empty();
     allocations |= rank.device.device_memory_seen;
     for (const RankStep& step : rank.steps) allocations |= step.device.allocations > 0;
   }
@@ -233,7 +233,9 @@ std::string class_unmeasured(Class c, const JobProfile& job, const std::vector<R
                          : std::string("no device allocation was recorded: no cudaMalloc/cudaFree call, and ") +
                                kNoDeviceMemoryReason;
     case kCommunication:
-      return communicated ? "" : kNoCollectivesReason;
+      if (communicated) return "";
+      if (const std::string why = collectives_unmeasured(job); !why.empty()) return why;
+      return kNoCollectivesReason;
     case kStraggler:
       return stragglers.unmeasured;
     default:

@@ -84,8 +84,12 @@ std::vector<RankBreakdown> step_breakdown(const JobProfile& job) {
                                                                        : StepCategory::kForward;
         b.category_unmeasured[index(category)] = phase_unmeasured(phase);
       }
-      if (!rank.communicated) b.category_unmeasured[index(StepCategory::kCommunication)] = kNoCommunication;
-      b.split_unmeasured = rank.communicated ? rank.arrivals_unmeasured : kNoCommunication;
+      const std::string no_communication =
+          !rank.communication_uncaptured.empty() ? rank.communication_uncaptured
+          : rank.communicated                    ? std::string()
+                                                 : std::string(kNoCommunication);
+      b.category_unmeasured[index(StepCategory::kCommunication)] = no_communication;
+      b.split_unmeasured = no_communication.empty() ? rank.arrivals_unmeasured : no_communication;
       for (size_t s = 0; s < rank.steps.size(); ++s) {
         const RankStep& step = rank.steps[s];
         if (step.times.begin_ns == kUnknown || step.times.end_ns == kUnknown) continue;

@@ -617,7 +617,7 @@ void analyze_fsdp(const JobProfile& job, BucketReport& report) {
 BucketReport analyze_buckets(const JobProfile& job, const std::vector<RankOverlap>& /*overlap*/) {
   BucketReport report;
   if (job.collectives.empty()) {
-    report.unmeasured = kNoCollectivesReason;
+    report.unmeasured = collectives_unmeasured(job);
     return report;
   }
   // The fit describes the job's network whatever its parallelism; the DDP

@@ -26,6 +26,8 @@ std::vector<RankOverlap> overlap_by_rank(const JobProfile& job) {
     o.comm_comp_overlap_pct = o.comm_ns > 0 ? 100.0 * static_cast<double>(o.overlap_ns) / static_cast<double>(o.comm_ns)
                                             : std::numeric_limits<double>::quiet_NaN();
     if (o.comm_ns > 0) o.wait_unmeasured = rank.arrivals_unmeasured;
+    o.comm_unmeasured = rank.communication_uncaptured;
+    if (!o.comm_unmeasured.empty()) o.wait_unmeasured = o.comm_unmeasured;
     o.idle_pct = step_time > 0 ? 100.0 * static_cast<double>(o.idle_ns) / static_cast<double>(step_time) : 0;
     out.push_back(o);
   }

@@ -5,7 +5,9 @@
 //     communication, overlap, exposed wait, exposed transfer and idle time.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <queue>
 #include <string_view>
 #include <tuple>
@@ -561,8 +563,32 @@ std::vector<int32_t> JobProfile::ranks_with_data() const {
   return out;
 }
 
+std::string communication_uncaptured(std::string_view capture) {
+  static constexpr std::string_view kSources[] = {"mpi", "nvtx", "cuda", "nccl", "python"};
+  static constexpr std::string_view kCommunicating[] = {"mpi", "nccl", "cuda", "python"};
+  const std::string_view list = capture.substr(0, capture.find(' '));
+  if (list.empty()) return "";
+  for (std::string_view rest = list; !rest.empty();) {
+    const std::string_view item = rest.substr(0, rest.find(','));
+    rest.remove_prefix(std::min(rest.size(), item.size() + 1));
+    if (std::find(std::begin(kSources), std::end(kSources), item) == std::end(kSources)) return "";
+    if (std::find(std::begin(kCommunicating), std::end(kCommunicating), item) != std::end(kCommunicating)) return "";
+  }
+  return "communication was not captured: --capture " + std::string(list) +
+         " leaves out mpi, nccl, cuda and python, which record it";
+}
+
 std::string collectives_unmeasured(const JobProfile& job) {
-  if (job.collectives.empty()) return kNoCollectivesReason;
+  if (job.collectives.empty()) {
+    // Said once for the job: the reason every rank with data gives, where they agree.
+    std::optional<std::string> uncaptured;
+    for (const RankProfile& rank : job.ranks) {
+      if (rank.status == RankStatus::kMissing) continue;
+      if (uncaptured && *uncaptured != rank.communication_uncaptured) return kNoCollectivesReason;
+      uncaptured = rank.communication_uncaptured;
+    }
+    return uncaptured && !uncaptured->empty() ? *uncaptured : kNoCollectivesReason;
+  }
   const bool matched = std::any_of(job.collectives.begin(), job.collectives.end(),
                                    [](const CollectiveInstance& c) { return c.ranks.size() > 1; });
   return matched ? "" : kNoMatchedCollectivesReason;
@@ -597,6 +623,7 @@ JobProfile build_profile(const Timeline& timeline) {
     rank.node_id = info.node_id;
     rank.status = info.status;
     if (info.status != RankStatus::kMissing && info.event_count == 0) rank.events = RankEvents::kNoneCaptured;
+    rank.communication_uncaptured = communication_uncaptured(info.capture);
     job.ranks.push_back(std::move(rank));
     job.clocks.push_back(info.clock);
   }

@@ -472,6 +472,11 @@ std::string report_text(const Report& report) {
       out += printf_string("  rank %-5d n/a: %s\n", o.rank, unmeasured.data());
       continue;
     }
+    if (!o.comm_unmeasured.empty()) {
+      out += printf_string("  rank %-5d overlap and exposed communication n/a: %s; idle %.1f %%\n", o.rank,
+                           o.comm_unmeasured.c_str(), o.idle_pct);
+      continue;
+    }
     if (!o.wait_unmeasured.empty()) unmeasured_waits[o.wait_unmeasured].push_back(o.rank);
     std::snprintf(line, sizeof(line), "  rank %-5d overlap %6s   exposed %10s: wait %10s, transfer %10s   idle %5.1f %%\n",
                   o.rank,
@@ -515,7 +520,7 @@ std::string report_text(const Report& report) {
 
   const std::vector<CollectiveGroup> groups = collective_groups(job);
   if (job.collectives.empty()) {
-    out += std::string("\ncollectives: n/a: ") + kNoCollectivesReason + "\n";
+    out += "\ncollectives: n/a: " + collectives_unmeasured(job) + "\n";
   } else {
     std::snprintf(line, sizeof(line), "\ncollectives: %zu instances matched across ranks\n", job.collectives.size());
     out += line;
@@ -732,10 +737,13 @@ std::string report_json(const Report& report) {
     const std::string no_data = rank_unmeasured(job.ranks.at(r));
     const auto unless_missing = [&](const std::string& reason) { return no_data.empty() ? reason : no_data; };
     json.begin_object().key("rank").value(o.rank).key("status").value(rank_status_name(o.status));
+    const std::string comm_unmeasured = unless_missing(o.comm_unmeasured);
     json.figure("comm_comp_overlap_pct", o.comm_comp_overlap_pct,
-                unless_missing(std::isnan(o.comm_comp_overlap_pct) ? "no communication" : ""));
-    json.figure("compute_ns", o.compute_ns, no_data).figure("comm_ns", o.comm_ns, no_data);
-    json.figure("overlap_ns", o.overlap_ns, no_data).figure("exposed_comm_ns", o.comm_ns - o.overlap_ns, no_data);
+                !comm_unmeasured.empty() ? comm_unmeasured
+                                         : unless_missing(std::isnan(o.comm_comp_overlap_pct) ? "no communication" : ""));
+    json.figure("compute_ns", o.compute_ns, no_data).figure("comm_ns", o.comm_ns, comm_unmeasured);
+    json.figure("overlap_ns", o.overlap_ns, comm_unmeasured)
+        .figure("exposed_comm_ns", o.comm_ns - o.overlap_ns, comm_unmeasured);
     json.figure("exposed_wait_ns", o.exposed_wait_ns, unless_missing(o.wait_unmeasured));
     json.figure("exposed_transfer_ns", o.exposed_transfer_ns, unless_missing(o.wait_unmeasured));
     json.figure("idle_ns", o.idle_ns, no_data).figure("idle_pct", o.idle_pct, no_data);
@@ -797,7 +805,7 @@ std::string report_json(const Report& report) {
 
   json.key("collectives_summary").begin_object();
   json.figure("instances", static_cast<uint64_t>(job.collectives.size()),
-              job.collectives.empty() ? kNoCollectivesReason : "");
+              job.collectives.empty() ? collectives_unmeasured(job) : "");
   json.key("groups").begin_array();
   for (const CollectiveGroup& g : collective_groups(job)) {
     json.begin_object().key("source").value(source_name(g.source)).key("op").value(comm_op_name(g.op));

@@ -49,11 +49,13 @@ Event call(uint32_t name, int64_t begin, int64_t end) {
 class ProfileTest : public testing::ShardJobTest {
  protected:
 
-  void write_rank(int32_t rank, std::vector<Event> events, const Counters& counters = {}) {
+  void write_rank(int32_t rank, std::vector<Event> events, const Counters& counters = {},
+                  const std::string& capture = "") {
     RankMetadata metadata;
     metadata.rank = rank;
     metadata.world_size = 2;
     metadata.host = "node-0";
+    metadata.capture = capture;
     ShardWriter writer;
     ASSERT_TRUE(writer.open((dir_ / ("rank-" + std::to_string(rank) + ".shard")).string(), metadata, 0));
     const std::pair<uint32_t, std::string_view> names[] = {
@@ -288,6 +290,37 @@ TEST_F(ProfileTest, WhatWasNotSeenIsNotMeasured) {
   EXPECT_EQ(breakdown[0].category_unmeasured[0], std::string(breakdown[0].split_unmeasured));
   EXPECT_EQ(find_stragglers(job).unmeasured, kNoCollectivesReason);
   EXPECT_EQ(analyze_buckets(job, overlap_by_rank(job)).unmeasured, kNoCollectivesReason);
+}
+
+// A run whose --capture left out every source of communication measured
+// none: its communication, overlap, exposed time, stragglers and buckets are
+// n/a with that reason, not zeros. An MPI call the shim records anyway
+// (MPI_Init, MPI_Finalize) does not make it measured.
+TEST_F(ProfileTest, CommunicationThatWasNotCapturedIsNotMeasuredAsZero) {
+  if (process_ == 0) {
+    for (const int32_t rank : {0, 1}) {
+      write_rank(rank, {range(kStep0, 0, 1000), call(kWait, 10, 20)}, {}, "nvtx mode=inprocess buffer_mb=64");
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const JobProfile job = profile();
+  const std::string reason =
+      "communication was not captured: --capture nvtx leaves out mpi, nccl, cuda and python, which record it";
+  for (const RankBreakdown& b : step_breakdown(job)) {
+    EXPECT_EQ(b.category_unmeasured[static_cast<size_t>(StepCategory::kCommunication)], reason);
+    EXPECT_EQ(b.split_unmeasured, reason);
+  }
+  for (const RankOverlap& o : overlap_by_rank(job)) EXPECT_EQ(o.comm_unmeasured, reason);
+  EXPECT_EQ(find_stragglers(job).unmeasured, reason);
+  EXPECT_EQ(analyze_buckets(job, overlap_by_rank(job)).unmeasured, reason);
+  const std::string text = report_text(make_report(Timeline(merged())));
+  EXPECT_EQ(text.find("exposed       0 ns"), std::string::npos) << text;
+  EXPECT_NE(text.find("overlap and exposed communication n/a: " + reason), std::string::npos) << text;
+
+  // Where the capture is not a list of sources (an imported trace), nothing is presumed.
+  EXPECT_EQ(communication_uncaptured("synthetic"), "");
+  EXPECT_EQ(communication_uncaptured("nvtx,cuda mode=sidecar"), "");
+  EXPECT_EQ(communication_uncaptured(""), "");
 }
 
 // Rank 1 enters a collective rank 0 never does: neither instance is shared.

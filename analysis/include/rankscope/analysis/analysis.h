@@ -115,6 +115,10 @@ struct RankProfile {
   // clocks were not aligned); empty when they can. Waiting for the last rank
   // then cannot be told from transfer.
   std::string arrivals_unmeasured;
+  // Why its communication was not measured at all: its --capture left out
+  // every source that records communication. Empty where one was captured,
+  // or where the capture is not known (an imported trace).
+  std::string communication_uncaptured;
   RankDeviceWork device;        // its GPUs' kernels, idle gaps, launches, syncs and memory
 };
 
@@ -134,7 +138,14 @@ struct JobProfile {
   std::vector<int32_t> ranks_with_data() const;  // every rank but the missing ones
 };
 
-// kNoCollectivesReason or kNoMatchedCollectivesReason where it holds for `job`; empty otherwise.
+// Why a rank whose shard says it captured `capture` ("nvtx,cuda mode=...")
+// has no measured communication: every source that records communication
+// (mpi, nccl, cuda's NCCL kernels, python's torch.distributed) left out.
+// Empty where one was captured or the capture is not a list of sources.
+std::string communication_uncaptured(std::string_view capture);
+
+// kNoCollectivesReason or kNoMatchedCollectivesReason where it holds for
+// `job`, or where no rank with data captured communication, why; empty otherwise.
 std::string collectives_unmeasured(const JobProfile& job);
 
 // The rank whose clock a timeline's times are on: the lowest rank with data
@@ -249,6 +260,9 @@ struct RankOverlap {
   // Why exposed wait and exposed transfer cannot be told apart (the rank
   // communicated, but its arrivals cannot be compared); empty when they can.
   std::string wait_unmeasured;
+  // RankProfile::communication_uncaptured: communication, overlap and
+  // exposed figures are then none of them measured.
+  std::string comm_unmeasured;
   double idle_pct = 0;  // of the steps' time
   std::optional<HtaFigures> hta;  // with --hta-compat
 };
