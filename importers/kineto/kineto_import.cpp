@@ -249,6 +249,14 @@ KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& optio
       job.identity.start_wall_ns = begins;
     }
   }
+  if (job.identity.start_wall_ns == 0) {
+    std::string why;
+    for (size_t i = 0; i < traces.size() && i < 3; ++i) {
+      why += "; " + (traces[i].problem_lines.empty() ? inputs[i] + ": no event of a kind rankscope imports"
+                                                      : traces[i].problem_lines.front());
+    }
+    throw Error("no trace holds an event rankscope imports, so there is nothing to import" + why);
+  }
   KinetoImportResult result;
   const std::vector<std::string> disagreements = kineto::job_disagreements(traces);
   if (!disagreements.empty() && !options.same_job) {

@@ -197,6 +197,7 @@ class Scanner {
       ++begin_;
       if (!skip_space()) return cut("after the key \"" + key + "\"");
       if (key == "traceEvents" && at() == '[') {
+        stats_.trace_events_found = true;
         ++begin_;
         if (!read_events()) return stats_;
         continue;

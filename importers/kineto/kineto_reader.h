@@ -32,6 +32,7 @@ struct ReaderStats {
   uint64_t elements_skipped = 0;    // elements with unbalanced brackets, skipped
   uint64_t bytes_skipped = 0;       // bytes skipped to get past them
   bool truncated = false;           // the file ended inside the document
+  bool trace_events_found = false;  // the top-level object has a traceEvents array
 };
 
 class TraceReader {

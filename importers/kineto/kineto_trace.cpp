@@ -490,6 +490,15 @@ class TraceImport::Impl {
       stats = TraceReader::read_text(summary_.path, text, callbacks);
     }
     summary_.bytes = stats.bytes;
+    // Nothing to import is no rank of a job: a JSON file of another kind
+    // (an execution trace, `{}`), or a trace cut or emptied before its first event.
+    if (stats.events == 0) {
+      throw Error(summary_.path + (!stats.trace_events_found && stats.truncated
+                                       ? ": the file ends before a traceEvents array (cut short?)"
+                                   : !stats.trace_events_found ? ": not a torch.profiler trace: it has no traceEvents array"
+                                   : stats.truncated           ? ": the trace ends before its first event"
+                                                               : ": its traceEvents array is empty: no event to import"));
+    }
     counters_.add(rankscope::counter::kKinetoMalformed, stats.elements_skipped);
     counters_.add(rankscope::counter::kKinetoBytesSkipped, stats.bytes_skipped);
     if (stats.truncated) counters_.set(rankscope::counter::kKinetoTruncated, 1);

@@ -191,7 +191,9 @@ std::string nothing_captured_causes(const Counters& counters, std::string_view c
   std::vector<std::string> causes;
   const bool sidecar = capture.find("mode=sidecar") != std::string_view::npos;
   const bool python = capture.find("python") != std::string_view::npos;
-  if (counters.get(kPythonHookNotRun) != 0) {
+  if (capture.starts_with("kineto import")) {
+    causes.push_back("its trace held no event rankscope imports (the import's warnings say what it left out)");
+  } else if (counters.get(kPythonHookNotRun) != 0) {
     causes.push_back("its Python interpreter ignored PYTHONPATH or sitecustomize (python -I, -E or -S), so "
                      "rankscope's Python hook, which captures torch's steps and collectives, did not run");
   } else if (counters.get(kPythonHookAttached) != 0 && counters.get(kPythonTorchHooked) == 0) {

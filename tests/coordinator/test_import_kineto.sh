@@ -15,8 +15,9 @@
 # - damaged traces (cut gzip, invalid JSON, negative and absurd durations,
 #   ids beyond INT64_MAX, missing fields): the sound events are imported, each
 #   problem is named with its file and event index, and info counts them;
-# - traces that cannot be imported (no rank, two files of one rank, not JSON)
-#   stop with a message naming the file;
+# - traces that cannot be imported (no rank, two files of one rank, not JSON,
+#   JSON without traceEvents, no event at all) stop with a message naming the
+#   file;
 # - two processes under mpiexec import the same job as one does;
 # - HTA's figures of a rank do not move with its clock offset;
 # - gzip padding and several gzip members are not damage;
@@ -373,6 +374,14 @@ cp "$work/job/rank-0.json" "$work/copy_rank-0.json"
 refused "one rank twice" "rank-0.json and .*copy_rank-0.json are both rank 0" "$work/job/rank-0.json" "$work/copy_rank-0.json"
 echo "not json" >"$work/junk_rank-5.json"
 refused "not JSON" "junk_rank-5.json is not a JSON object" "$work/junk_rank-5.json"
+# JSON of another kind, or a trace with no event, is no rank that captured nothing.
+echo '{"schema": "1.0.1", "pid": 7, "nodes": []}' >"$work/et_rank-1.json"
+refused "an execution trace" "et_rank-1.json: not a torch.profiler trace: it has no traceEvents array" "$work/et_rank-1.json"
+echo '{"traceEvents": []}' >"$work/empty_rank-1.json"
+refused "no event" "empty_rank-1.json: its traceEvents array is empty" "$work/empty_rank-1.json"
+echo '{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}' >"$work/unknown_rank-1.json"
+refused "no event imported" "no trace holds an event rankscope imports, so there is nothing to import; .*unknown_rank-1.json: event 0" \
+  "$work/unknown_rank-1.json"
 refused "a bad pattern" '--comm-kernel: "(" is not a regular expression' --comm-kernel "(" "$work/job/rank-0.json"
 # A kernel the trace does not call communication becomes so by --comm-kernel
 # (repeatable, traces after it): the GEMMs of rank 0, here. A pattern that

@@ -245,7 +245,7 @@ TEST_F(KinetoTrace, TakesTheJobFromDistributedInfo) {
     {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": 4, "ranks": [3, 0, 1, 2]},
     {"pg_name": "1", "pg_size": 2, "ranks": [1, 3]},
     {"pg_name": "no ranks", "pg_size": 2}]},
- "traceEvents": []})json";
+ "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "step", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]})json";
   const TraceSummary& s = import("trace.json", text).summary();
   EXPECT_EQ(s.backend, "nccl");
   ASSERT_EQ(s.process_groups.size(), 2u);
@@ -254,6 +254,25 @@ TEST_F(KinetoTrace, TakesTheJobFromDistributedInfo) {
   EXPECT_EQ(s.process_groups[1].name, "1");
   EXPECT_EQ(s.process_groups[1].members, "size 2, ranks 1,3");
   EXPECT_EQ(s.problems, 0u);
+}
+
+// A JSON file of another kind, or a trace with no event, is no rank of a
+// job: refused by name, not imported as a rank that captured nothing.
+TEST_F(KinetoTrace, AFileWithoutEventsIsRefusedByName) {
+  const auto error = [&](const std::string& text) {
+    try {
+      import("rank-0.json", text);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error("{}"), "rank-0.json: not a torch.profiler trace: it has no traceEvents array");
+  EXPECT_EQ(error(R"({"schema": "1.0.1", "nodes": []})"), "rank-0.json: not a torch.profiler trace: it has no traceEvents array");
+  EXPECT_EQ(error(R"({"traceEvents": "abc"})"), "rank-0.json: not a torch.profiler trace: it has no traceEvents array");
+  EXPECT_EQ(error(R"({"traceEvents": []})"), "rank-0.json: its traceEvents array is empty: no event to import");
+  EXPECT_EQ(error("{"), "rank-0.json: the file ends before a traceEvents array (cut short?)");
+  EXPECT_EQ(error(R"({"traceEvents": [)"), "rank-0.json: the trace ends before its first event");
 }
 
 TEST_F(KinetoTrace, CountsAndNamesEveryKindOfDamageAndKeepsTheRest) {
