@@ -68,6 +68,11 @@ void narrow_to_steps(const Timeline& timeline, const StepSelection& steps, Plan&
                 (highest < 0 ? " (they have no ProfilerStep ranges)"
                              : " (they have steps " + std::to_string(lowest) + " to " + std::to_string(highest) + ")"));
   }
+  if (begin >= plan.selection.end_ns || end <= plan.selection.begin_ns) {
+    throw Error(timeline.path() + ": --steps " + steps.text() + " (" + std::to_string(begin) + " to " +
+                std::to_string(end) + " ns) and --time (" + std::to_string(plan.selection.begin_ns) + " to " +
+                std::to_string(plan.selection.end_ns) + " ns) do not overlap: nothing is selected");
+  }
   plan.selection.begin_ns = std::max(plan.selection.begin_ns, begin);
   plan.selection.end_ns = std::min(plan.selection.end_ns, end);
 }

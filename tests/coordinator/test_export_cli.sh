@@ -91,8 +91,11 @@ msg=$("$rankscope" export "$work/fixture.h5" --perfetto "$work/x.pftrace" --rank
 [ $status -eq 1 ] && grep -q "fixture.h5: rank 7 is not in the job" <<<"$msg" || fail "--ranks 7: $status $msg"
 msg=$("$rankscope" export "$work/fixture.h5" --perfetto "$work/x.pftrace" --steps 9 2>&1); status=$?
 [ $status -eq 1 ] && grep -q "no ProfilerStep#N range with N in 9:9" <<<"$msg" || fail "--steps 9: $status $msg"
+msg=$("$rankscope" export "$work/fixture.h5" --perfetto "$work/x.pftrace" --steps 1:1 --time +0s:+1us 2>&1); status=$?
+[ $status -eq 1 ] && grep -q "\-\-steps 1:1 (1100000 to 1199000 ns) and --time (1000000 to 1001000 ns) do not overlap" <<<"$msg" ||
+  fail "--steps and --time apart: $status $msg"
 msg=$("$rankscope" export "$work/fixture.h5" --perfetto "$work/x.pftrace" --time 5-6 2>&1); status=$?
-[ $status -eq 1 ] && grep -q "is not START:END" <<<"$msg" || fail "--time 5-6: $status $msg"
+[ $status -eq 2 ] && grep -q "is not START:END" <<<"$msg" || fail "--time 5-6: $status $msg"
 msg=$("$rankscope" export "$work/fixture.h5" 2>&1); status=$?
 [ $status -ne 0 ] && grep -q -- "--perfetto" <<<"$msg" || fail "export without an output: $status $msg"
 msg=$("$rankscope" export "$work/absent.h5" --perfetto "$work/x.pftrace" 2>&1); status=$?

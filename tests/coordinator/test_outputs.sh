@@ -163,10 +163,21 @@ expect 1 "cannot read /dev/zero: it is a character device" "$rankscope" merge /d
 expect 1 "cannot read folder: it is a folder" "$rankscope" info folder
 [ ! -e x.h5 ] && [ ! -e x.json ] || fail "a refused command wrote its output"
 
+echo "== outputs that cannot be written are refused before any work"
+ln -s /nonexistent/folder/x.h5 dangling.h5
+expect 1 "dangling.h5 (-o) is a symbolic link to /nonexistent/folder/x.h5, which does not exist" \
+  "$rankscope" merge shards -o dangling.h5
+long=$(printf 'l%.0s' $(seq 250)).h5
+expect 1 "a name of 253 bytes in a path of 253 is too long once rankscope adds 14 bytes" "$rankscope" merge shards -o "$long"
+# A run finds it before starting the application (which would print "started"); its own errors exit 2.
+expect 2 "is too long once rankscope adds" "$rankscope" run -o "$long" -- sh -c 'echo started'
+! grep -q started out.txt || fail "the application ran before a too-long -o was refused"
+
 echo "== usage errors: status 2, named after their command"
 expect 2 "rankscope: unknown command 'bogus' (commands: merge, import-kineto, info, report, diff, export, run, accept, trigger)" \
   "$rankscope" bogus
 expect 2 "rankscope report: --format: bogus not in {text,json,html}" "$rankscope" report job.h5 --format bogus
+expect 2 "rankscope export: --time: 'nan:inf' is not START:END" "$rankscope" export job.h5 --perfetto x.pftrace --time nan:inf
 expect 2 "rankscope run: no application given" "$rankscope" run -o x.h5 --
 expect 2 "rankscope run: no application given" "$rankscope" run -o x.h5
 expect 2 "rankscope run: --output: an empty path names no file" "$rankscope" run -o '' -- true

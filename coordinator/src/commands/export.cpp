@@ -97,7 +97,19 @@ Command add_export(CLI::App& parent) {
           "RANKS"));
   app->add_option("--time", command->time,
                   "Only events overlapping START:END: ns on the timeline, or +N[ns|us|ms|s] from the job's first event; "
-                  "either end may be empty (e.g. +1.5s:+2s)");
+                  "either end may be empty (e.g. +1.5s:+2s)")
+      // A usage error like any other (status 2), before the timeline is read.
+      ->check(CLI::Validator(
+          [](const std::string& text) {
+            try {
+              parse_time_selection(text);
+            } catch (const Error& e) {
+              const std::string_view what = e.what();
+              return std::string(what.starts_with("--time: ") ? what.substr(8) : what);  // CLI11 names the option
+            }
+            return std::string();
+          },
+          "START:END"));
   app->add_option("--steps", command->steps, "Only the time of ProfilerStep#A to #B, both included: A:B, A, A: or :B")
       ->check(step_selection_check(false));
   app->add_option("--warn-size-mb", command->warn_size_mb,

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -25,6 +26,7 @@ namespace fs = std::filesystem;
 // Enough of a file's start to know what wrote it (a report's first line
 // holds the timeline's path).
 constexpr size_t kHeadBytes = 8192;
+constexpr size_t kLongestOutputSuffix = sizeof(".import-XXXXXX") - 1;
 
 std::string read_head(const std::string& path) {
   std::string head(kHeadBytes, '\0');
@@ -173,8 +175,27 @@ void check_output(const Output& output, const std::vector<std::string>& inputs, 
   if (!output.path.empty() && output.path.back() == '/') {
     throw Error(output.path + " (" + output.option + ") names a folder (it ends in /), not a file: choose a file");
   }
+  // Names rankscope adds to an output's (OUTPUT.partial, OUTPUT.shards,
+  // OUTPUT.import-XXXXXX) must fit the file system's limits too: found now,
+  // not after the job.
+  const std::string name = fs::path(output.path).filename().string();
+  if (name.size() + kLongestOutputSuffix > NAME_MAX || output.path.size() + kLongestOutputSuffix >= PATH_MAX) {
+    throw Error(output.path.substr(0, 64) + "... (" + output.option + "): a name of " + std::to_string(name.size()) +
+                " bytes in a path of " + std::to_string(output.path.size()) + " is too long once rankscope adds " +
+                std::to_string(kLongestOutputSuffix) + " bytes for its temporary files (the limits: " +
+                std::to_string(NAME_MAX) + " bytes a name, " + std::to_string(PATH_MAX) + " a path)");
+  }
   const auto existing = stat_of(output.path);
-  if (!existing) return;
+  if (!existing) {
+    struct stat link {};
+    if (::lstat(output.path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+      std::error_code ignored;
+      throw Error(output.path + " (" + output.option + ") is a symbolic link to " +
+                  fs::read_symlink(output.path, ignored).string() +
+                  ", which does not exist: rankscope does not write through it; remove it or choose another file");
+    }
+    return;
+  }
   for (const std::string& input : inputs) {
     const auto input_stat = stat_of(input);
     if (input_stat && same_file(*existing, *input_stat)) {
