@@ -643,6 +643,12 @@ std::vector<OwnedShard> scan_own_shards(MPI_Comm comm, const std::vector<std::st
   std::string error;
   try {
     for (size_t index : assign_shards(inputs, process, processes)) {
+      // Its rank is still writing it: a merge now would call it dead, and
+      // take only what it has flushed so far.
+      if (shard_in_use(inputs[index])) {
+        throw Error(inputs[index] + " is being written by a running process: merge a job's shards once it has "
+                                    "ended (`rankscope trigger JOB dump` writes a running job's flight recorder)");
+      }
       OwnedShard shard{index, std::make_unique<ShardFile>(inputs[index]), {}, {}, {}, {}};
       shard.scan = shard.file->scan();
       if (shard.scan.rank() < 0) {

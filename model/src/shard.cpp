@@ -1,6 +1,7 @@
 #include "rankscope/model/shard.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -110,15 +111,45 @@ ShardWriter::~ShardWriter() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void ShardWriter::release_after_fork() {
+  // The child's copy of the descriptor only: the parent's lock and shard stay as they are.
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
 bool ShardWriter::fail(std::string message) {
   error_ = std::move(message);
   return false;
 }
 
+namespace {
+
+// The writer's lock for as long as its shard is open: a live writer is told
+// from a shard left behind (shard_in_use). False when another process holds
+// it; a file system without locks lets every writer through.
+bool lock_for_writing(int fd) { return ::flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK; }
+
+}  // namespace
+
+bool shard_in_use(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return held;
+}
+
 bool ShardWriter::open(const std::string& path, const RankMetadata& metadata, int64_t now_ns) {
   path_ = path;
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) return fail("cannot create shard " + path + ": " + errno_text(errno));
+  // Emptied only once it is this writer's: a live process's shard is never cut.
+  if (!lock_for_writing(fd_) || (::ftruncate(fd_, 0) != 0 && errno != EINVAL)) {
+    const std::string why = errno == EWOULDBLOCK ? "a running process writes it" : errno_text(errno);
+    ::close(fd_);
+    fd_ = -1;
+    return fail("cannot create shard " + path + ": " + why);
+  }
   ShardFileHeader header{};
   std::memcpy(header.magic, kShardMagic, sizeof(kShardMagic));
   header.version = kShardVersion;
@@ -144,6 +175,11 @@ bool ShardWriter::open_existing(const std::string& path) {
   path_ = path;
   fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd_ < 0) return fail("cannot open shard " + path + ": " + errno_text(errno));
+  if (!lock_for_writing(fd_)) {
+    ::close(fd_);
+    fd_ = -1;
+    return fail("cannot add to shard " + path + ": a running process writes it");
+  }
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < sizeof(ShardFileHeader)) {
     ::close(fd_);

@@ -166,7 +166,10 @@ class Agent {
   bool finish();
   // From a signal handler too: the shard's end record is written.
   bool closed() const { return closed_.load(std::memory_order_acquire); }
-  void stop_after_fork() { capture_.store(0, std::memory_order_relaxed); }
+  void stop_after_fork() {
+    capture_.store(0, std::memory_order_relaxed);
+    writer_.release_after_fork();
+  }
   // From a signal handler: only async-signal-safe work.
   void wake_flusher() const {
     const uint64_t one = 1;

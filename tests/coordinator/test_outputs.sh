@@ -173,6 +173,12 @@ expect 1 "a name of 253 bytes in a path of 253 is too long once rankscope adds 1
 expect 2 "is too long once rankscope adds" "$rankscope" run -o "$long" -- sh -c 'echo started'
 ! grep -q started out.txt || fail "the application ran before a too-long -o was refused"
 
+echo "== a shard folder no running job writes: a trigger says so"
+mkdir left.h5.shards
+cp shards/rank-00000.shard left.h5.shards/
+expect 1 "no running job writes left.h5.shards: no process holds any of its shards" "$rankscope" trigger left.h5 start
+[ ! -e left.h5.shards/control ] || fail "a trigger for no running job was written"
+
 echo "== usage errors: status 2, named after their command"
 expect 2 "rankscope: unknown command 'bogus' (commands: merge, import-kineto, info, report, diff, export, run, accept, trigger)" \
   "$rankscope" bogus

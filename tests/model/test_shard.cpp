@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -65,6 +66,43 @@ class ShardTest : public ::testing::Test {
 
   fs::path dir_;
 };
+
+// A shard is held while its writer has it open, by another process too,
+// and let go however the writer ends; a held shard is never cut by another
+// writer.
+TEST_F(ShardTest, AWritersShardIsHeldUntilItEnds) {
+  const std::string path = (dir_ / "rank-00000.shard").string();
+  RankMetadata metadata;
+  metadata.rank = 0;
+  metadata.world_size = 1;
+  int ready[2], done[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ShardWriter writer;
+    char go = writer.open(path, metadata, 0) ? 1 : 0;
+    if (::write(ready[1], &go, 1) != 1) ::_exit(3);
+    if (::read(done[0], &go, 1) != 1) ::_exit(3);
+    ::_exit(0);  // no close: as a killed rank ends
+  }
+  char go = 0;
+  ASSERT_EQ(::read(ready[0], &go, 1), 1);
+  ASSERT_EQ(go, 1);
+  const uint64_t bytes = fs::file_size(path);
+  EXPECT_TRUE(shard_in_use(path));
+  ShardWriter second;
+  EXPECT_FALSE(second.open(path, metadata, 0));
+  EXPECT_EQ(second.error(), "cannot create shard " + path + ": a running process writes it");
+  EXPECT_EQ(fs::file_size(path), bytes) << "the running writer's shard was cut";
+  EXPECT_FALSE(second.open_existing(path));
+  ASSERT_EQ(::write(done[1], &go, 1), 1);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_FALSE(shard_in_use(path)) << "a writer that ended without closing still holds its shard";
+  EXPECT_TRUE(second.open_existing(path)) << second.error();
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
+}
 
 TEST_F(ShardTest, RoundTripKeepsEverything) {
   const auto truth = write(10000, 1000);

@@ -51,21 +51,36 @@ grep -q "rank 0: capture started (--delay)" timed.log && grep -q "rank 0: captur
   { cat timed.log; fail "no word of the window"; }
 check timed 2 "events_outside_window > 0" "capture_windows == 1"
 
-echo "== --paused, then rankscope trigger start, and stop 3 s later"
+echo "== --paused, then rankscope trigger start, and stop some 3 s later; the running job's shards held"
 "$mpiexec" -n 3 "$rankscope" run -o "$work/triggered.h5" --paused -- "$ring_app" 9 20 >triggered.log 2>&1 &
 job=$!
 sleep 2
 "$rankscope" trigger "$work/triggered.h5" start >start.txt || fail "trigger start failed"
 grep -q "^rankscope trigger: start at [0-9:.]* UTC on every rank of $work/triggered.h5.shards (trigger 1)$" start.txt ||
   { cat start.txt; fail "trigger start said"; }
-sleep 3
+# The job's shards are held by its ranks: neither merged nor written over meanwhile.
+status=0
+"$rankscope" merge "$work/triggered.h5.shards" -o "$work/early.h5" >early.txt 2>&1 || status=$?
+[ "$status" -eq 1 ] && grep -q "rank-00000.shard is being written by a running process" early.txt ||
+  { cat early.txt; fail "a running job's shards were merged"; }
+status=0
+"$mpiexec" -n 1 "$rankscope" run -o "$work/triggered.h5" -- "$ring_app" 1 20 >second.txt 2>&1 || status=$?
+[ "$status" -ne 0 ] && grep -q "a job still running writes its shards there" second.txt ||
+  { cat second.txt; fail "a second run into a running job's -o was not refused as such"; }
+sleep 1
 "$rankscope" trigger "$work/triggered.h5.shards" stop >stop.txt || fail "trigger stop failed"
 grep -q "(trigger 2)$" stop.txt || { cat stop.txt; fail "the second trigger is not numbered 2"; }
+cp "$work/triggered.h5.shards/control" triggered-control
 wait "$job" || { cat triggered.log; fail "the triggered run failed"; }
 # The triggers' file goes with the shards: a trigger for the ended job finds none.
 [ ! -e "$work/triggered.h5.shards" ] || fail "the triggered job left its shard folder: $(ls "$work/triggered.h5.shards")"
 job=
-check triggered 3 "events_outside_window > 0" "capture_windows == 1"
+# The window, from the triggers' own instants (the checks above take a varying time).
+seconds=$(/usr/bin/python3 -c '
+import sys
+at = [int(line.split()[2]) for line in open(sys.argv[1])]
+print((at[1] - at[0]) / 1e9)' triggered-control)
+check triggered "$seconds" "events_outside_window > 0" "capture_windows == 1"
 status=0
 "$rankscope" trigger "$work/none.h5" start >none.txt 2>&1 || status=$?
 [ "$status" -eq 1 ] && grep -q "no running job writes $work/none.h5.shards" none.txt || { cat none.txt; fail "a trigger for no job"; }

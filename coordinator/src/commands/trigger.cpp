@@ -13,6 +13,7 @@
 #include "command.h"
 #include "rankscope/clocksync/clock.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/shard.h"
 #include "rankscope/model/text.h"
 #include "rankscope/rank_agent/agent.h"
 
@@ -62,6 +63,15 @@ Command add_trigger(CLI::App& parent) {
               if (!fs::is_directory(shards, error)) {
                 throw Error("no running job writes " + shards.string() + " (the shard folder of `rankscope run -o " +
                             options->job + "`): it does not exist or has been merged");
+              }
+              // A folder left behind by a job that ended (killed, or never merged) has no rank to carry it out.
+              bool running = false;
+              for (const auto& entry : fs::directory_iterator(shards, error)) {
+                running = running || (is_shard_file(entry.path().filename().string()) && shard_in_use(entry.path().string()));
+              }
+              if (!running) {
+                throw Error("no running job writes " + shards.string() + ": no process holds any of its shards (the "
+                            "job ended; `rankscope merge " + shards.string() + " -o FILE` merges what it left)");
               }
               const fs::path control = shards / agent::kControlFileName;
               // The earlier triggers stay, the latest kControlFileTriggers of

@@ -72,6 +72,11 @@ static_assert(sizeof(ChunkHeader) == 40);
 // Appends chunks to one rank's shard. Never throws: a failed write returns
 // false, leaves the file as it was before the chunk (so everything written
 // earlier stays readable) and keeps its reason in error().
+// Whether a live process has the shard at `path` open for writing now (its
+// ShardWriter's lock); false for a shard whose writer ended, however it
+// ended, and on a file system without locks.
+bool shard_in_use(const std::string& path);
+
 class ShardWriter {
  public:
   ShardWriter() = default;
@@ -81,10 +86,16 @@ class ShardWriter {
   ShardWriter& operator=(ShardWriter&& other) noexcept;
   ~ShardWriter();
 
+  // Both hold a lock on the shard (flock) while it is open, so that others
+  // tell a running writer's shard from one left behind (shard_in_use); both
+  // fail on a shard another live process holds.
   bool open(const std::string& path, const RankMetadata& metadata, int64_t now_ns);
   // Appends chunks to a shard another process wrote (the sidecar adds its
   // clock measurements to its child's shard), after whatever it holds.
   bool open_existing(const std::string& path);
+  // In a forked child: lets go of the parent's shard without writing to it,
+  // so that the child does not keep it held after the parent ends.
+  void release_after_fork();
   bool is_open() const { return fd_ >= 0; }
 
   // Sorts `events` into event_time_order in place, then writes them as one chunk.
