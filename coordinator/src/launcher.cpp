@@ -1210,7 +1210,21 @@ bool program_uses_mpi(const ProgramFound& found, const std::vector<std::string>&
   return false;
 }
 
+// The agent maps its event buffers whole when it starts (recorder.cpp): a
+// size the kernel refuses would leave every rank capturing nothing, found
+// only after the job. The launcher asks for the same mapping first.
+void check_buffers_can_be_mapped(uint64_t buffer_mb) {
+  const uint64_t bytes = buffer_mb << 20;
+  void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) {
+    throw Error("--buffer-mb " + std::to_string(buffer_mb) + ": this node will not map that much for one rank (" +
+                errno_text(errno) + "; the kernel's overcommit limit, or ulimit -v): give less");
+  }
+  ::munmap(memory, bytes);
+}
+
 int run_application(const RunOptions& options) {
+  check_buffers_can_be_mapped(options.buffer_mb);
   const Identity id = launch_identity();
   const fs::path shard_dir = fs::absolute(options.output + ".shards");
   std::string mode = options.mode, why = "as asked";

@@ -172,6 +172,11 @@ expect 1 "a name of 253 bytes in a path of 253 is too long once rankscope adds 1
 # A run finds it before starting the application (which would print "started"); its own errors exit 2.
 expect 2 "is too long once rankscope adds" "$rankscope" run -o "$long" -- sh -c 'echo started'
 ! grep -q started out.txt || fail "the application ran before a too-long -o was refused"
+# Event buffers the kernel will not map (here under ulimit -v) would leave every rank capturing nothing.
+expect 2 "\-\-buffer-mb 4096: this node will not map that much for one rank" \
+  bash -c 'ulimit -v 3000000 && exec "$0" run --buffer-mb 4096 -o buffers.h5 -- sh -c "echo started"' "$rankscope"
+! grep -q started out.txt || fail "the application ran with event buffers that cannot be mapped"
+[ ! -e buffers.h5.shards ] || fail "a refused run made a shard folder"
 
 echo "== a shard folder no running job writes: a trigger says so"
 mkdir left.h5.shards
