@@ -178,6 +178,16 @@ expect 2 "\-\-buffer-mb 4096: this node will not map that much for one rank" \
 ! grep -q started out.txt || fail "the application ran with event buffers that cannot be mapped"
 [ ! -e buffers.h5.shards ] || fail "a refused run made a shard folder"
 
+echo "== commands at once on one host do not trip over each other's MPI files"
+# Lone processes share one Open MPI session folder name, where MPI-IO's
+# shared file pointers kept a file named after the output: four merges into
+# same.h5 in four folders printed "unable to open file for mmap".
+for i in 1 2 3 4; do mkdir -p "at-once-$i"; "$rankscope" merge shards -o "at-once-$i/same.h5" >"at-once-$i/log" 2>&1 & done
+wait
+for i in 1 2 3 4; do
+  [ -f "at-once-$i/same.h5" ] && ! grep -q "mmap\|sharedfp" "at-once-$i/log" || { cat "at-once-$i/log"; fail "merge $i of four at once"; }
+done
+
 echo "== a shard folder no running job writes: a trigger says so"
 mkdir left.h5.shards
 cp shards/rank-00000.shard left.h5.shards/

@@ -54,6 +54,11 @@ int run_under_mpi(const char* command, LoneRankZero lone_rank_zero,
     setenv("OMPI_MCA_pml", "ob1", 0);
     setenv("OMPI_MCA_btl", "self", 0);
     setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
+    // Isolated singletons share one session folder name: MPI-IO's shared
+    // file pointer component would open the same file there for two
+    // commands at once and print an error. Nothing here uses shared file
+    // pointers.
+    setenv("OMPI_MCA_sharedfp", "^sm", 0);
   }
   // Before MPI_Init starts its threads.
   remove_temporary_paths_on_signals();
