@@ -614,8 +614,12 @@ class TraceImport::Impl {
             problem_line(summary_.path + ": distributedInfo.rank is not a rank: " + std::string(text));
           }
         } else if (name == "world_size") {
-          if (parse_id(text, number) == IdStatus::kOk && number <= INT32_MAX) {
+          // 0 is no job's size: said, and the size taken from the ranks instead.
+          if (parse_id(text, number) == IdStatus::kOk && number >= 1 && number <= INT32_MAX) {
             summary_.world_size = static_cast<int32_t>(number);
+          } else {
+            problem_line(summary_.path + ": distributedInfo.world_size is not a number of ranks: " + std::string(text) +
+                         "; the job's size is taken from its ranks");
           }
         } else if (name == "backend") {
           summary_.backend = std::string(text);

@@ -256,6 +256,18 @@ TEST_F(KinetoTrace, TakesTheJobFromDistributedInfo) {
   EXPECT_EQ(s.problems, 0u);
 }
 
+// A world size of 0 is said, not taken as 1: the job's size then comes from its ranks.
+TEST_F(KinetoTrace, AWorldSizeOfNoRanksIsSaid) {
+  const TraceSummary& s = import("trace.json", R"json({"distributedInfo": {"rank": 2, "world_size": 0},
+ "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "step", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]})json")
+                              .summary();
+  EXPECT_EQ(s.rank, 2);
+  EXPECT_EQ(s.world_size, 0) << "not known";
+  ASSERT_EQ(s.problems, 1u);
+  EXPECT_EQ(s.problem_lines.at(0),
+            "trace.json: distributedInfo.world_size is not a number of ranks: 0; the job's size is taken from its ranks");
+}
+
 // A JSON file of another kind, or a trace with no event, is no rank of a
 // job: refused by name, not imported as a rank that captured nothing.
 TEST_F(KinetoTrace, AFileWithoutEventsIsRefusedByName) {
