@@ -267,6 +267,17 @@ std::optional<std::string> read_job_mark(const fs::path& path) {
   return std::string(text, length);
 }
 
+bool every_shard_ended(const fs::path& shard_dir, int world_size) {
+  for (int rank = 0; rank < world_size; ++rank) {
+    try {
+      if (!ShardFile((shard_dir / shard_file_name(rank)).string()).scan().ended) return false;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+  return world_size > 0;
+}
+
 bool holds_shards(const fs::path& shard_dir) {
   std::error_code ignored;
   for (const auto& entry : fs::directory_iterator(shard_dir, ignored)) {
@@ -590,7 +601,9 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
   // complete (docs/agent.md).
   const fs::path finalized = shard_dir / shard_file_name(id.rank, agent::kFinalizedSuffix);
   std::error_code ignored;
-  const bool all_complete = fs::exists(finalized, ignored);
+  // Where the mark could not be made (a full disk, the folder made read-only
+  // meanwhile), every rank's shard ending with its end record says the same.
+  const bool all_complete = fs::exists(finalized, ignored) || (id.rank == 0 && every_shard_ended(shard_dir, id.world_size));
   int ranks_elsewhere = 0;
   if (std::FILE* mark = std::fopen(finalized.c_str(), "r")) {
     if (std::fscanf(mark, "%d", &ranks_elsewhere) != 1) ranks_elsewhere = 0;

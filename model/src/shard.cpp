@@ -207,6 +207,17 @@ bool ShardWriter::write_chunk(ChunkType type, uint16_t flags, const void* payloa
 
   iovec parts[2] = {{&header, sizeof(header)}, {const_cast<void*>(payload), payload_bytes}};
   const size_t total = sizeof(header) + payload_bytes;
+  // Every chunk but the closing ones keeps kCloseReserveBytes allocated past
+  // itself: on a full disk the chunk is refused, and the shard's last
+  // counters (events_unwritten among them) and end record still fit.
+  if (!closing_ && reserving_ &&
+      ::fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset_), static_cast<off_t>(total + kCloseReserveBytes)) != 0) {
+    if (errno == ENOSPC || errno == EDQUOT) {
+      return fail("writing shard " + path_ + " at byte " + std::to_string(offset_) + " failed: " + errno_text(errno) +
+                  " (the room kept for the shard's end is left for it)");
+    }
+    reserving_ = false;  // a file system that cannot allocate ahead: chunks go as they can
+  }
   size_t done = 0;
   while (done < total) {
     // Skip the parts already written.
@@ -283,7 +294,11 @@ bool ShardWriter::write_sync_points(std::span<const SyncPoint> points, int64_t n
 }
 
 bool ShardWriter::close(const Counters& counters, int64_t now_ns) {
+  closing_ = true;
   const bool written = write_counters(counters, now_ns) && write_chunk(ChunkType::kEnd, 0, nullptr, 0, 0, now_ns, now_ns);
+  // What was kept past the end and not needed goes back to the file system.
+  if (reserving_ && written) [[maybe_unused]] const int ignored = ::ftruncate(fd_, static_cast<off_t>(offset_));
+  closing_ = false;
   const bool synced = ::fdatasync(fd_) == 0 || fail("syncing shard " + path_ + " failed: " + errno_text(errno));
   ::close(fd_);
   fd_ = -1;

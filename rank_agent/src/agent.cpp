@@ -1108,12 +1108,11 @@ bool Agent::finish() {
     // the program may close them after MPI_Finalize).
     if (!write_open_state(clock_.now_ns(), g_end_asked.load(std::memory_order_acquire) != 0)) ++shard_write_errors_;
     finish_cost_ns_ = nanoseconds_since(finish_began);
-    if (write_failed_) {
-      finish_result_ = false;
-      return;
-    }
-    finish_result_ = writer_.close(counters(), clock_.now_ns());
-    if (!finish_result_) report("closing the shard failed: " + writer_.error());
+    // Also after a failed write (a full disk): the end and the counters that
+    // say what was lost go into the room the writer kept for them.
+    const bool closed = writer_.close(counters(), clock_.now_ns());
+    if (!closed) report("closing the shard failed: " + writer_.error());
+    finish_result_ = closed && !write_failed_;
   }();
   closed_.store(true, std::memory_order_release);
   closed_.notify_all();

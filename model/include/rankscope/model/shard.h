@@ -72,6 +72,11 @@ static_assert(sizeof(ChunkHeader) == 40);
 // Appends chunks to one rank's shard. Never throws: a failed write returns
 // false, leaves the file as it was before the chunk (so everything written
 // earlier stays readable) and keeps its reason in error().
+// Room every chunk keeps allocated past itself (fallocate, without growing
+// the file) for the closing counters and end record: a full disk refuses
+// the next chunk, never the shard's end.
+inline constexpr uint64_t kCloseReserveBytes = 64 << 10;
+
 // Whether a live process has the shard at `path` open for writing now (its
 // ShardWriter's lock); false for a shard whose writer ended, however it
 // ended, and on a file system without locks.
@@ -119,6 +124,8 @@ class ShardWriter {
 
   int fd_ = -1;
   uint64_t offset_ = 0;
+  bool reserving_ = true;  // until the file system says it cannot allocate ahead
+  bool closing_ = false;   // close()'s chunks use the room kept for them
   std::string path_;
   std::string error_;
 };
