@@ -267,10 +267,19 @@ std::optional<std::string> read_job_mark(const fs::path& path) {
   return std::string(text, length);
 }
 
-bool every_shard_ended(const fs::path& shard_dir, int world_size) {
+// Whether every rank's shard says its rank reached MPI_Finalize: closed
+// with its end record, the shim's work in MPI_Finalize counted, and ended by
+// nothing else (a crash, a signal, MPI_Abort, _exit).
+bool every_rank_finalized(const fs::path& shard_dir, int world_size) {
   for (int rank = 0; rank < world_size; ++rank) {
     try {
-      if (!ShardFile((shard_dir / shard_file_name(rank)).string()).scan().ended) return false;
+      const ShardScan scan = ShardFile((shard_dir / shard_file_name(rank)).string()).scan();
+      const Counters& c = scan.counters;
+      if (!scan.ended || c.get(counter::kCostMpiFinalizeNs) == 0) return false;
+      for (const std::string_view ended_otherwise : {counter::kCrashSignal, counter::kMpiAborted, counter::kTerminatedBySignal,
+                                                      counter::kMpiNotFinalized, counter::kEndedByExitCall}) {
+        if (c.get(ended_otherwise) != 0) return false;
+      }
     } catch (const Error&) {
       return false;
     }
@@ -602,8 +611,8 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
   const fs::path finalized = shard_dir / shard_file_name(id.rank, agent::kFinalizedSuffix);
   std::error_code ignored;
   // Where the mark could not be made (a full disk, the folder made read-only
-  // meanwhile), every rank's shard ending with its end record says the same.
-  const bool all_complete = fs::exists(finalized, ignored) || (id.rank == 0 && every_shard_ended(shard_dir, id.world_size));
+  // meanwhile), every rank's shard closed at MPI_Finalize says the same.
+  const bool all_complete = fs::exists(finalized, ignored) || (id.rank == 0 && every_rank_finalized(shard_dir, id.world_size));
   int ranks_elsewhere = 0;
   if (std::FILE* mark = std::fopen(finalized.c_str(), "r")) {
     if (std::fscanf(mark, "%d", &ranks_elsewhere) != 1) ranks_elsewhere = 0;

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "rankscope/model/counters.h"
 #include "rankscope/model/shard.h"
 #include "rankscope/rank_agent/agent.h"
 #include "shard_contents.h"
@@ -141,7 +142,9 @@ TEST(Capture, NvtxFromThreadsDomainsAndAForkedChildEndUpInTheShard) {
   EXPECT_TRUE(back.named("after finish").empty());
 }
 
-// A full disk: the shard keeps what was written before, the program runs on.
+// A full disk: the shard keeps what was written before, the program runs
+// on, and the shard still ends with the counters that say what was lost
+// (the room each chunk keeps past itself).
 TEST(Capture, AFullDiskKeepsWhatWasWrittenAndTheProgramRunsOn) {
   if (expected() != "full disk") GTEST_SKIP() << "run for another case";
   const std::string shard = rankscope_agent_shard_path();
@@ -153,7 +156,8 @@ TEST(Capture, AFullDiskKeepsWhatWasWrittenAndTheProgramRunsOn) {
   }
   EXPECT_FALSE(rankscope_agent_finish()) << "the shard cannot be complete";
   const auto back = read_shard(shard);
-  EXPECT_FALSE(back.scan.ended);
+  EXPECT_TRUE(back.scan.ended) << "the end record did not fit in the room kept for it";
+  EXPECT_GT(back.scan.counters.get(rankscope::counter::kEventsUnwritten), 0u);
   EXPECT_EQ(back.scan.damage.chunks_corrupt, 0u) << "failed chunks were taken back, not left half-written";
   const size_t kept = back.named("filling").size();
   EXPECT_GT(kept, 1000u) << "what fitted was kept";
