@@ -5,7 +5,6 @@
 //     communication, overlap, exposed wait, exposed transfer and idle time.
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <queue>
@@ -15,6 +14,7 @@
 
 #include "device_work_collector.h"
 #include "rankscope/analysis/analysis.h"
+#include "rankscope/model/capture_sources.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/host_phases.h"
 #include "rankscope/model/steps.h"
@@ -564,15 +564,11 @@ std::vector<int32_t> JobProfile::ranks_with_data() const {
 }
 
 std::string communication_uncaptured(std::string_view capture) {
-  static constexpr std::string_view kSources[] = {"mpi", "nvtx", "cuda", "nccl", "python"};
-  static constexpr std::string_view kCommunicating[] = {"mpi", "nccl", "cuda", "python"};
   const std::string_view list = capture.substr(0, capture.find(' '));
-  if (list.empty()) return "";
-  for (std::string_view rest = list; !rest.empty();) {
-    const std::string_view item = rest.substr(0, rest.find(','));
-    rest.remove_prefix(std::min(rest.size(), item.size() + 1));
-    if (std::find(std::begin(kSources), std::end(kSources), item) == std::end(kSources)) return "";
-    if (std::find(std::begin(kCommunicating), std::end(kCommunicating), item) != std::end(kCommunicating)) return "";
+  std::string_view unknown;
+  const uint32_t sources = parse_capture_list(list, &unknown);
+  if (list.empty() || !unknown.empty() || (sources & (kCaptureMpi | kCaptureNccl | kCaptureCuda | kCapturePython))) {
+    return "";
   }
   return "communication was not captured: --capture " + std::string(list) +
          " leaves out mpi, nccl, cuda and python, which record it";
