@@ -300,13 +300,9 @@ void claim_shard_folder(const fs::path& shard_dir, const Identity& id) {
   if (mark.empty()) return;
   const fs::path mark_path = shard_dir / kJobMarkFileName;
   const auto refuse = [&](const std::string& other_job) {
-    std::error_code ignored;
-    for (const auto& entry : fs::directory_iterator(shard_dir, ignored)) {
-      if (is_shard_file(entry.path().filename().string()) && shard_in_use(entry.path().string())) {
-        throw Error("cannot write the shards to " + shard_dir.string() + ": a job still running writes its shards there" +
-                    (other_job.empty() ? std::string() : " (" + other_job + ")") +
-                    "; wait for it to end, or choose another -o");
-      }
+    if (shard_folder_in_use(shard_dir.string())) {
+      throw Error("cannot write the shards to " + shard_dir.string() + ": a job still running writes its shards there" +
+                  (other_job.empty() ? std::string() : " (" + other_job + ")") + "; wait for it to end, or choose another -o");
     }
     throw Error("cannot write the shards to " + shard_dir.string() + ": it holds the shards of an earlier job" +
                 (other_job.empty() ? std::string() : " (" + other_job + ")") + ", its only record; merge them with `" +

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "rankscope/model/crc32c.h"
 #include "rankscope/model/error.h"
@@ -137,6 +138,14 @@ bool shard_in_use(const std::string& path) {
   const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
   ::close(fd);
   return held;
+}
+
+bool shard_folder_in_use(const std::string& folder) {
+  std::error_code ignored;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ignored)) {
+    if (is_shard_file(entry.path().filename().string()) && shard_in_use(entry.path().string())) return true;
+  }
+  return false;
 }
 
 bool ShardWriter::open(const std::string& path, const RankMetadata& metadata, int64_t now_ns) {
@@ -297,7 +306,7 @@ bool ShardWriter::close(const Counters& counters, int64_t now_ns) {
   closing_ = true;
   const bool written = write_counters(counters, now_ns) && write_chunk(ChunkType::kEnd, 0, nullptr, 0, 0, now_ns, now_ns);
   // What was kept past the end and not needed goes back to the file system.
-  if (reserving_ && written) [[maybe_unused]] const int ignored = ::ftruncate(fd_, static_cast<off_t>(offset_));
+  if (reserving_ && written && ::ftruncate(fd_, static_cast<off_t>(offset_)) != 0) { /* kept until the file goes: harmless */ }
   closing_ = false;
   const bool synced = ::fdatasync(fd_) == 0 || fail("syncing shard " + path_ + " failed: " + errno_text(errno));
   ::close(fd_);

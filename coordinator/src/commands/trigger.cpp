@@ -27,17 +27,6 @@ namespace fs = std::filesystem;
 // trigger reaches every rank before its time.
 constexpr std::chrono::seconds kLead{2};
 
-// The time of the latest trigger kept: a later one is carried out after it,
-// even where the wall clock stepped back between the two commands.
-int64_t latest_at(const std::deque<std::string>& lines) {
-  int64_t latest = 0;
-  for (const std::string& line : lines) {
-    agent::Trigger trigger;
-    if (agent::parse_trigger(line, trigger)) latest = std::max(latest, trigger.at_wall_ns);
-  }
-  return latest;
-}
-
 }  // namespace
 
 Command add_trigger(CLI::App& parent) {
@@ -65,11 +54,7 @@ Command add_trigger(CLI::App& parent) {
                             options->job + "`): it does not exist or has been merged");
               }
               // A folder left behind by a job that ended (killed, or never merged) has no rank to carry it out.
-              bool running = false;
-              for (const auto& entry : fs::directory_iterator(shards, error)) {
-                running = running || (is_shard_file(entry.path().filename().string()) && shard_in_use(entry.path().string()));
-              }
-              if (!running) {
+              if (!shard_folder_in_use(shards.string())) {
                 throw Error("no running job writes " + shards.string() + ": no process holds any of its shards (the "
                             "job ended; `rankscope merge " + shards.string() + " -o FILE` merges what it left)");
               }
@@ -78,17 +63,21 @@ Command add_trigger(CLI::App& parent) {
               // them: a rank reads the file once a second, and takes every
               // trigger it has not seen.
               uint64_t serial = 0;
+              // A later trigger is carried out after the latest one, even where
+              // the wall clock stepped back between the two commands.
+              int64_t latest_at = 0;
               std::deque<std::string> kept;
               if (std::ifstream earlier(control); earlier) {
                 for (std::string line; std::getline(earlier, line);) {
                   agent::Trigger trigger;
                   if (!agent::parse_trigger(line, trigger)) continue;
                   serial = std::max(serial, trigger.serial);
+                  latest_at = std::max(latest_at, trigger.at_wall_ns);
                   kept.push_back(line + "\n");
                   if (kept.size() >= agent::kControlFileTriggers) kept.pop_front();
                 }
               }
-              const int64_t at = std::max(clocksync::wall_now_ns() + std::chrono::nanoseconds(kLead).count(), latest_at(kept));
+              const int64_t at = std::max(clocksync::wall_now_ns() + std::chrono::nanoseconds(kLead).count(), latest_at);
               kept.push_back(std::to_string(serial + 1) + " " + options->action + " " + std::to_string(at) + "\n");
               // Whole or not at all: a rank may read it at any moment.
               const fs::path partial = control.string() + ".partial";

@@ -81,6 +81,8 @@ inline constexpr uint64_t kCloseReserveBytes = 64 << 10;
 // ShardWriter's lock); false for a shard whose writer ended, however it
 // ended, and on a file system without locks.
 bool shard_in_use(const std::string& path);
+// Whether a live process writes any shard in `folder` (a running job's).
+bool shard_folder_in_use(const std::string& folder);
 
 class ShardWriter {
  public:
