@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <queue>
+#include <set>
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
@@ -17,6 +18,7 @@
 #include "rankscope/model/capture_sources.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/host_phases.h"
+#include "rankscope/model/capture_windows.h"
 #include "rankscope/model/steps.h"
 
 namespace rankscope::analysis {
@@ -123,6 +125,7 @@ class FirstPass {
         job_.ranks[static_cast<size_t>(rank.rank)].events = RankEvents::kAllDamaged;
       }
     }
+    leave_out_cut_steps();
     // Steps: the union of the step numbers any rank ran, in order.
     for (const auto& steps : per_rank_steps_) {
       for (const auto& [n, times] : steps) step_index.emplace(n, 0);
@@ -132,6 +135,8 @@ class FirstPass {
       index = next++;
       job_.step_numbers.push_back(n);
     }
+    job_.steps_are_windows = step_index.empty() && !job_.windowed_ranks.empty();
+    if (job_.steps_are_windows) return steps_by_windows();
     for (size_t r = 0; r < job_.ranks.size(); ++r) {
       RankProfile& rank = job_.ranks[r];
       const RankInfo& info = timeline_.ranks()[r];
@@ -149,6 +154,51 @@ class FirstPass {
   }
 
  private:
+  // A windowed rank's steps that no one of its windows holds whole.
+  void leave_out_cut_steps() {
+    std::map<uint64_t, std::vector<int32_t>> cut;
+    for (const RankInfo& info : timeline_.ranks()) {
+      if (!info.capture_windowed || info.status == RankStatus::kMissing) continue;
+      job_.windowed_ranks.push_back(info.rank);
+      auto& steps = per_rank_steps_[static_cast<size_t>(info.rank)];
+      std::set<uint64_t> cut_here;
+      std::erase_if(steps, [&](const auto& step) {
+        const auto& [n, times] = step;
+        if (span_holding(info.capture_windows, times.begin_ns, times.end_ns)) return false;
+        cut_here.insert(n);
+        return true;
+      });
+      // Two threads that each ran step N: one range whole is the step.
+      for (const auto& [n, times] : steps) cut_here.erase(n);
+      for (const uint64_t n : cut_here) cut[n].push_back(info.rank);
+    }
+    for (auto& [n, ranks] : cut) job_.steps_cut.push_back({n, std::move(ranks)});
+  }
+
+  // No step marked in a windowed capture: each window is a step, the k-th
+  // window of every rank the k-th step (the edges of --ring dumps and
+  // triggers are the same instant on every rank; --capture-range and --steps
+  // open theirs at the same range on each).
+  void steps_by_windows() {
+    size_t windows = 0;
+    for (const int32_t r : job_.windowed_ranks) {
+      windows = std::max(windows, timeline_.ranks()[static_cast<size_t>(r)].capture_windows.size());
+    }
+    for (size_t k = 1; k <= std::max<size_t>(windows, 1); ++k) job_.step_numbers.push_back(k);
+    for (size_t r = 0; r < job_.ranks.size(); ++r) {
+      RankProfile& rank = job_.ranks[r];
+      const RankInfo& info = timeline_.ranks()[r];
+      rank.steps.assign(job_.step_numbers.size(), RankStep{});
+      if (rank.events != RankEvents::kRead || info.event_count == 0) continue;
+      for (size_t k = 0; k < info.capture_windows.size(); ++k) {
+        const int64_t from = std::max(info.capture_windows[k].first, info.first_ns);
+        const int64_t until = std::min(info.capture_windows[k].second, info.last_ns);
+        if (from < until) rank.steps[k].times = {from, until};
+      }
+    }
+    finish_collectives();
+  }
+
   void read(int32_t rank, const Event& e, const std::vector<TrackType>& tracks) {
     job_.gpu |= is_gpu_kind(e.kind);
     if (e.kind == EventKind::kNvtxRange) {

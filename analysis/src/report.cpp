@@ -395,6 +395,20 @@ std::string describe_deadlock(const Deadlock& d) {
   return out;
 }
 
+std::string describe_steps_cut(const JobProfile& job) {
+  constexpr size_t kStepsNamed = 4;
+  std::string out;
+  for (size_t i = 0; i < job.steps_cut.size() && i < kStepsNamed; ++i) {
+    const StepCut& cut = job.steps_cut[i];
+    out += (i > 0 ? "; step " : "step ") + std::to_string(cut.step) + " on rank" + (cut.ranks.size() > 1 ? "s " : " ") +
+           format_rank_list(cut.ranks);
+  }
+  if (job.steps_cut.size() > kStepsNamed) out += "; " + std::to_string(job.steps_cut.size() - kStepsNamed) + " more steps";
+  return out + ": " + (job.steps_cut.size() > 1 ? "they" : "it") +
+         " lay partly outside those ranks' windows, where nothing was recorded; their figures there are n/a and left "
+         "out";
+}
+
 std::string report_text(const Report& report) {
   const JobProfile& job = report.profile;
   std::string out;
@@ -403,13 +417,17 @@ std::string report_text(const Report& report) {
   const std::string step_time = steps.empty() ? std::string("n/a (") + kNoStepTimesReason + ")"
                                               : format_duration(mean_ns(steps)) + " (median " +
                                                     format_duration(median_ns(steps)) + ")";
+  const std::string steps_are = job.steps_are_windows
+                                    ? " capture windows taken as steps (no ProfilerStep#N range was captured)"
+                                    : " steps";
   out += job.path + ": " + std::to_string(job.world_size) + " ranks, " + std::to_string(job.step_numbers.size()) +
-         " steps, mean step " + step_time + "; " + clock_summary(job) + "\n";
+         steps_are + ", mean step " + step_time + "; " + clock_summary(job) + "\n";
   if (!report.damage.empty()) out += "DAMAGED: " + report.damage.summary() + "; every figure here leaves those rows out\n";
   if (!report.losses.empty()) {
     out += "INCOMPLETE: " + event_loss_summary(report.losses) +
            "; those ranks' figures leave them out (`rankscope info` says why each was lost)\n";
   }
+  if (!job.steps_cut.empty()) out += "CUT BY CAPTURE WINDOWS: " + describe_steps_cut(job) + "\n";
   size_t ended = 0;
   for (const RankEnd& end : report.ends) {
     if (const std::string how = describe_fatal_signal(end); !how.empty() && ++ended <= 4) {
@@ -676,7 +694,16 @@ std::string report_json(const Report& report) {
   for (uint64_t n : job.step_numbers) json.value(n);
   const char* no_step_times = steps.empty() ? kNoStepTimesReason : "";
   json.end_array().figure("mean_step_ns", mean_ns(steps), no_step_times);
-  json.figure("median_step_ns", median_ns(steps), no_step_times).end_object();
+  json.figure("median_step_ns", median_ns(steps), no_step_times);
+  json.key("are_capture_windows").value(job.steps_are_windows).key("windowed_ranks").begin_array();
+  for (const int32_t r : job.windowed_ranks) json.value(r);
+  json.end_array().key("cut").begin_array();
+  for (const StepCut& cut : job.steps_cut) {
+    json.begin_object().key("step").value(cut.step).key("ranks").begin_array();
+    for (const int32_t r : cut.ranks) json.value(r);
+    json.end_array().key("reason").value(kStepCutReason).end_object();
+  }
+  json.end_array().end_object();
 
   json.key("ranks").begin_array();
   for (size_t r = 0; r < job.ranks.size(); ++r) {

@@ -111,7 +111,8 @@ void write_header(const Report& report, std::string& out) {
     ranks += ")";
   }
   out += "<dt>Ranks</dt><dd>" + ranks + "</dd>\n";
-  out += "<dt>Steps</dt><dd>" + std::to_string(step_count(job)) + "</dd>\n";
+  out += "<dt>Steps</dt><dd>" + std::to_string(step_count(job)) +
+         (job.steps_are_windows ? " (capture windows: no ProfilerStep#N range was captured)" : "") + "</dd>\n";
   const int64_t mean_step = mean_step_ns(job);
   out += "<dt>Mean step time</dt><dd>" +
          (mean_step == kUnknown ? "n/a <span class=\"note\">(" + escape(kNoStepTimesReason) + ")</span>"
@@ -900,6 +901,10 @@ std::string report_html(const Report& report) {
   if (!report.losses.empty()) {
     out += "<p class=\"alert\" id=\"lost-events\">Incomplete capture: " + escape(event_loss_summary(report.losses)) +
            "; those ranks' figures leave them out (<code>rankscope info</code> says why each was lost).</p>\n";
+  }
+  if (!report.profile.steps_cut.empty()) {
+    out += "<p class=\"alert\" id=\"steps-cut\">Cut by capture windows: " +
+           escape(describe_steps_cut(report.profile)) + ".</p>\n";
   }
   std::string killed;
   for (const RankEnd& end : report.ends) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/model/counters.h"
@@ -51,6 +52,34 @@ uint64_t total_read(const EventsRead& events_read, const Timeline& timeline) {
   uint64_t total = 0;
   for (const EventsReadOfRank& rank : *events_read) total += rank.events();
   return total;
+}
+
+// The windowed ranks' capture windows, ranks with as many windows together:
+// one line each, with the least and most time they held.
+std::string capture_windows_text(const Timeline& timeline) {
+  struct Group {
+    std::vector<int32_t> ranks;
+    int64_t least_ns = INT64_MAX, most_ns = 0;
+  };
+  std::map<size_t, Group> by_count;
+  for (const RankInfo& rank : timeline.ranks()) {
+    if (!rank.capture_windowed) continue;
+    int64_t held = 0;
+    for (const auto& [from, until] : rank.capture_windows) held += until - from;
+    Group& group = by_count[rank.capture_windows.size()];
+    group.ranks.push_back(rank.rank);
+    group.least_ns = std::min(group.least_ns, held);
+    group.most_ns = std::max(group.most_ns, held);
+  }
+  if (by_count.empty()) return "";
+  std::string out = "capture windows (the spans each windowed rank recorded in full):\n";
+  for (const auto& [windows, group] : by_count) {
+    const auto seconds = [](int64_t ns) { return format_duration(static_cast<double>(ns)); };
+    out += "  rank" + std::string(group.ranks.size() > 1 ? "s " : " ") + format_rank_list(group.ranks) + ": " +
+           std::to_string(windows) + (windows == 1 ? " window, " : " windows, ") + seconds(group.least_ns) +
+           (group.most_ns != group.least_ns ? " to " + seconds(group.most_ns) : "") + " in all\n";
+  }
+  return out;
 }
 
 }  // namespace
@@ -138,6 +167,8 @@ std::string info_text(const Timeline& timeline, const EventsRead& events_read) {
     out += "exited ranks: " + format_rank_list(job.exited) + " (ended after MPI_Init without MPI_Finalize)\n";
     how_each_ended(RankStatus::kExited);
   }
+
+  out += capture_windows_text(timeline);
 
   std::string quality;
   for (const RankInfo& rank : timeline.ranks()) {
@@ -243,6 +274,12 @@ std::string info_json(const Timeline& timeline, const EventsRead& events_read) {
     json.key("last_heard_ns");
     if (rank.last_heard_ns == analysis::kUnknown) json.null();
     else json.value(rank.last_heard_ns);
+    // Not windowed: recorded throughout, and no window listed.
+    json.key("capture_windowed").value(rank.capture_windowed).key("capture_windows").begin_array();
+    for (const auto& [from, until] : rank.capture_windows) {
+      json.begin_object().key("from_ns").value(from).key("until_ns").value(until).end_object();
+    }
+    json.end_array();
     json.key("counters").begin_object();
     for (const auto& [name, value] : rank.counters.entries()) json.key(name).value(value);
     json.end_object();

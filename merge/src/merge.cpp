@@ -57,6 +57,7 @@ struct OwnedShard {
   std::vector<uint32_t> name_map;  // local string id -> job string id
   Counters counters;               // what the agent counted plus what the merge found
   clocksync::ClockModel clock;     // identity when the rank measured nothing
+  std::optional<std::vector<TimeSpan>> captured;  // its capture windows, on its clock (ShardScan::captured)
 };
 
 struct RankSummary {
@@ -70,6 +71,7 @@ struct RankSummary {
   int64_t clock_bound;  // the largest bound of its clock model; -1 without one
   int64_t job_start_wall_ns;
   uint8_t ended;
+  uint64_t windows;  // spans in /capture_windows
 };
 
 std::vector<size_t> assign_shards(const std::vector<std::string>& inputs, int process, int processes) {
@@ -649,13 +651,14 @@ std::vector<OwnedShard> scan_own_shards(MPI_Comm comm, const std::vector<std::st
         throw Error(inputs[index] + " is being written by a running process: merge a job's shards once it has "
                                     "ended (`rankscope trigger JOB dump` writes a running job's flight recorder)");
       }
-      OwnedShard shard{index, std::make_unique<ShardFile>(inputs[index]), {}, {}, {}, {}};
+      OwnedShard shard{index, std::make_unique<ShardFile>(inputs[index]), {}, {}, {}, {}, {}};
       shard.scan = shard.file->scan();
       if (shard.scan.rank() < 0) {
         throw Error(inputs[index] + ": neither the file header nor any metadata chunk says which rank wrote it");
       }
       shard.counters = merged_counters(shard.scan);
       shard.clock = clocksync::ClockModel(shard.scan.sync_points);
+      shard.captured = shard.scan.captured();
       shards.push_back(std::move(shard));
     }
   } catch (const Error& e) {
@@ -671,7 +674,7 @@ struct JobLayout {
   int32_t world_size = 0;
   std::vector<std::optional<RankSummary>> by_rank;  // nothing for a missing rank
   // Per rank r, its first row in each table; entry world_size is the total.
-  std::vector<uint64_t> event_offset, track_offset, counter_offset, point_offset, checksum_offset;
+  std::vector<uint64_t> event_offset, track_offset, counter_offset, point_offset, checksum_offset, window_offset;
   std::vector<int64_t> clock_bounds;  // per rank; -1 without a clock model
   bool clock_corrected = false;       // every rank measured its offset to rank 0
 };
@@ -686,7 +689,7 @@ JobLayout agree_on_layout(MPI_Comm comm, const std::vector<OwnedShard>& shards, 
                                shard.scan.tracks.size(), shard.counters.entries().size(),
                                shard.scan.sync_points.size(),
                                shard.clock.points().empty() ? -1 : shard.clock.max_bound_ns(), job.start_wall_ns,
-                               static_cast<uint8_t>(shard.scan.ended)});
+                               static_cast<uint8_t>(shard.scan.ended), shard.captured ? shard.captured->size() : 0});
     local_job_ids.push_back(job.id);
   }
   std::vector<RankSummary> summaries = allgather_rows(comm, local_summaries);
@@ -733,7 +736,7 @@ JobLayout agree_on_layout(MPI_Comm comm, const std::vector<OwnedShard>& shards, 
   layout.by_rank.resize(ranks);
   for (const auto& s : summaries) layout.by_rank[static_cast<size_t>(s.rank)] = s;
   for (auto* offsets : {&layout.event_offset, &layout.track_offset, &layout.counter_offset, &layout.point_offset,
-                        &layout.checksum_offset}) {
+                        &layout.checksum_offset, &layout.window_offset}) {
     offsets->assign(ranks + 1, 0);
   }
   layout.clock_bounds.assign(ranks, -1);
@@ -743,6 +746,7 @@ JobLayout agree_on_layout(MPI_Comm comm, const std::vector<OwnedShard>& shards, 
     layout.track_offset[r + 1] = layout.track_offset[r] + (s ? s->tracks : 0);
     layout.counter_offset[r + 1] = layout.counter_offset[r] + (s ? s->counters : 0);
     layout.point_offset[r + 1] = layout.point_offset[r] + (s ? s->sync_points : 0);
+    layout.window_offset[r + 1] = layout.window_offset[r] + (s ? s->windows : 0);
     layout.checksum_offset[r + 1] =
         layout.checksum_offset[r] + (s ? (s->events + schema::kEventChecksumRows - 1) / schema::kEventChecksumRows : 0);
     if (s) layout.clock_bounds[r] = s->clock_bound;
@@ -820,8 +824,9 @@ struct TimelineTables {
   Handle counter_type = schema::counter_row_type();
   Handle clock_type = schema::clock_row_type();
   Handle clock_point_type = schema::clock_point_row_type();
+  Handle capture_window_type = schema::capture_window_row_type();
   hid_t events = -1, ranks = -1, counts = -1, tracks = -1, counters = -1, string_bytes = -1, string_offsets = -1,
-        clock = -1, clock_points = -1, event_checksums = -1;
+        clock = -1, clock_points = -1, event_checksums = -1, capture_windows = -1;
 };
 
 // Rows per checksummed chunk: damage costs a reader one chunk's rows, so the
@@ -838,15 +843,17 @@ constexpr hsize_t kStringChunkBytes = 1 << 16;
 uint64_t timeline_bytes(const JobLayout& layout, const JobStrings& strings) {
   const uint64_t ranks = layout.by_rank.size();
   const uint64_t events = layout.event_offset.back(), tracks = layout.track_offset.back(),
-                 counters = layout.counter_offset.back(), points = layout.point_offset.back();
-  const uint64_t rows = events * sizeof(Event) + ranks * sizeof(schema::RankRow) + ranks * kEventKindCount * 8 +
+                 counters = layout.counter_offset.back(), points = layout.point_offset.back(),
+                 windows = layout.window_offset.back();
+  const uint64_t rows = windows * sizeof(schema::CaptureWindowRow) + events * sizeof(Event) + ranks * sizeof(schema::RankRow) + ranks * kEventKindCount * 8 +
                         tracks * sizeof(schema::TrackRow) + counters * sizeof(schema::CounterRow) + strings.bytes +
                         strings.texts.size() * 8 + ranks * sizeof(schema::ClockRow) +
                         points * sizeof(schema::ClockPointRow) + layout.checksum_offset.back() * 4;
   const auto chunks = [](uint64_t n, uint64_t per_chunk) { return (n + per_chunk - 1) / per_chunk; };
   const uint64_t chunk_count = chunks(layout.checksum_offset.back(), kTableChunkRows) + 3 * chunks(ranks, kRankChunkRows) +
                                chunks(tracks, kTableChunkRows) + chunks(counters, kTableChunkRows) +
-                               chunks(points, kTableChunkRows) + chunks(strings.bytes, kStringChunkBytes) +
+                               chunks(points, kTableChunkRows) + chunks(windows, kTableChunkRows) +
+                               chunks(strings.bytes, kStringChunkBytes) +
                                chunks(strings.texts.size() + 1, kTableChunkRows);
   // Measured: up to 1.6 KiB per chunk (its index entry, checksum and the
   // space parallel HDF5 leaves between chunks), 30 KiB for the rest.
@@ -869,6 +876,8 @@ void create_tables(TimelineFile& out, TimelineTables& t, const JobLayout& layout
       out.create(schema::kStringOffsets, H5T_NATIVE_UINT64, {strings.texts.size() + 1}, kTableChunkRows);
   t.clock = out.create(schema::kClock, t.clock_type, {ws}, kRankChunkRows);
   t.clock_points = out.create(schema::kClockPoints, t.clock_point_type, {layout.point_offset.back()}, kTableChunkRows);
+  t.capture_windows =
+      out.create(schema::kCaptureWindows, t.capture_window_type, {layout.window_offset.back()}, kTableChunkRows);
   out.attribute("format", kTimelineFormatName);
   out.attribute("format_version", int64_t{kTimelineVersion});
   out.attribute("rankscope_version", kRankscopeVersion);
@@ -914,6 +923,7 @@ struct TimelineRows {
   TableRows<schema::CounterRow> counters;
   TableRows<schema::ClockRow> clock;
   TableRows<schema::ClockPointRow> clock_points;
+  TableRows<schema::CaptureWindowRow> capture_windows;
   TableRows<char> string_bytes;
   TableRows<uint64_t> string_offsets;
   TableRows<uint32_t> event_checksums;
@@ -934,6 +944,7 @@ struct TimelineRows {
     attempt(counters, t.counters, t.counter_type, "the counters");
     attempt(clock, t.clock, t.clock_type, "the clock table");
     attempt(clock_points, t.clock_points, t.clock_point_type, "the clock measurements");
+    attempt(capture_windows, t.capture_windows, t.capture_window_type, "the capture windows");
     attempt(string_bytes, t.string_bytes, H5T_NATIVE_CHAR, "the string table");
     attempt(string_offsets, t.string_offsets, H5T_NATIVE_UINT64, "the string table");
     attempt(event_checksums, t.event_checksums, H5T_NATIVE_UINT32, "the event checksums");
@@ -956,6 +967,17 @@ uint64_t write_rank(TimelineFile& out, const TimelineTables& t, TimelineRows& ro
   row.first_ns = merger.first_ns() == INT64_MAX ? 0 : merger.first_ns();
   row.last_ns = merger.last_ns() == INT64_MIN ? 0 : merger.last_ns();
   row.checksum_offset = layout.checksum_offset[r];
+  row.window_offset = layout.window_offset[r];
+  if (shard.captured) {
+    row.windowed = 1;
+    row.window_count = shard.captured->size();
+    std::vector<schema::CaptureWindowRow> window_rows;
+    for (const auto& [from, until] : *shard.captured) {
+      window_rows.push_back({static_cast<int32_t>(r), shard.clock.to_reference(from).time_ns + repair_shift,
+                             shard.clock.to_reference(until).time_ns + repair_shift});
+    }
+    rows.capture_windows.add(layout.window_offset[r], std::move(window_rows));
+  }
   rows.ranks.add(r, {row});
   std::array<uint64_t, kEventKindCount> counts{};
   std::copy(merger.kind_counts().begin() + 1, merger.kind_counts().end(), counts.begin());
@@ -1025,6 +1047,7 @@ void add_shared_rows(TimelineRows& rows, const JobLayout& layout, const JobStrin
     row.track_offset = layout.track_offset[r];
     row.counter_offset = layout.counter_offset[r];
     row.checksum_offset = layout.checksum_offset[r];
+    row.window_offset = layout.window_offset[r];
     rows.ranks.add(r, {row});
     rows.counts.add(r, {std::array<uint64_t, kEventKindCount>{}});
     rows.clock.add(r, {{static_cast<int32_t>(r), 0, 0, 0.0, 0, layout.point_offset[r], 0, 0}});

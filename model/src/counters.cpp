@@ -54,6 +54,9 @@ constexpr Definition kRegistry[] = {
     {kEventsOutsideWindow,
      "events not recorded: capture was paused (--delay, --duration, --paused, `rankscope trigger`); counted only"},
     {kCaptureWindows, "capture windows this rank opened (--delay, `rankscope trigger JOB start`), the first one included"},
+    {kCaptureWindowsUnrecorded,
+     "capture windows that opened and closed faster than the agent could note them (over 256 between two flushes): "
+     "the report takes the steps inside them for cut"},
     {kMpiPollsUnrecorded, "MPI_Test* and Iprobe calls that found nothing: counted rather than recorded"},
     {kMpiPollNsUnrecorded, "the time spent in those polls, in ns, estimated from the timed ones"},
     {kMpiPollsTimed, "polls timed (one in 256 per thread) for that estimate"},

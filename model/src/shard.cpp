@@ -27,7 +27,7 @@ uint32_t header_crc(const ShardFileHeader& header) {
 }
 
 bool is_known_chunk_type(uint16_t type) {
-  return type >= static_cast<uint16_t>(ChunkType::kMetadata) && type <= static_cast<uint16_t>(ChunkType::kClockSync);
+  return type >= static_cast<uint16_t>(ChunkType::kMetadata) && type <= static_cast<uint16_t>(ChunkType::kCaptureWindows);
 }
 
 bool header_is_valid(const ChunkHeader& header) {
@@ -44,6 +44,7 @@ std::string_view chunk_type_name(uint16_t type) {
     case ChunkType::kCounters: return "counters";
     case ChunkType::kEnd: return "end";
     case ChunkType::kClockSync: return "clock sync";
+    case ChunkType::kCaptureWindows: return "capture windows";
   }
   return "unknown";
 }
@@ -302,6 +303,12 @@ bool ShardWriter::write_sync_points(std::span<const SyncPoint> points, int64_t n
                      static_cast<uint32_t>(points.size()), now_ns, now_ns);
 }
 
+bool ShardWriter::write_capture_windows(std::span<const CaptureWindow> windows, WindowHolds holds, int64_t now_ns) {
+  const uint16_t flags = holds == WindowHolds::kEventsEnded ? kChunkWindowsOfEndedEvents : 0;
+  return write_chunk(ChunkType::kCaptureWindows, flags, windows.data(), static_cast<uint32_t>(windows.size_bytes()),
+                     static_cast<uint32_t>(windows.size()), now_ns, now_ns);
+}
+
 bool ShardWriter::close(const Counters& counters, int64_t now_ns) {
   closing_ = true;
   const bool written = write_counters(counters, now_ns) && write_chunk(ChunkType::kEnd, 0, nullptr, 0, 0, now_ns, now_ns);
@@ -437,6 +444,17 @@ ShardScan ShardFile::scan() const {
           case ChunkType::kClockSync:
             sound = append_records(payload, header.item_count, scan.sync_points);
             break;
+          case ChunkType::kCaptureWindows: {
+            std::vector<CaptureWindow> windows;
+            sound = append_records(payload, header.item_count, windows) &&
+                    std::all_of(windows.begin(), windows.end(), [](const CaptureWindow& w) { return w.from_ns < w.until_ns; });
+            auto& kind = (header.flags & kChunkWindowsOfEndedEvents) != 0 ? scan.dumped_windows : scan.steered_windows;
+            if (sound) {
+              if (!kind) kind.emplace();
+              kind->add_chunk(windows);
+            }
+            break;
+          }
         }
         // Chunk types from a newer minor revision are skipped whole.
       }

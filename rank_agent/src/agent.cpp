@@ -214,6 +214,11 @@ class Agent {
   void steer_by_ranges();
   std::string range_windows_summary() const;
   void dump_ring(const char* asked_by, int64_t at_ns);
+  bool write_steered_windows(int64_t now, bool final_flush);
+  int64_t capture_started_ns() const {
+    std::lock_guard lock(metadata_mutex_);
+    return metadata_.start_local_ns;
+  }
   bool hang_told() const;
   Counters counters() const;
   void report(const std::string& line) const {
@@ -296,6 +301,15 @@ class Agent {
   bool triggered_ = false;       // a trigger has come: --delay and --duration no longer steer
   bool window_was_open_ = true;  // at the last wake
   uint64_t windows_opened_ = 0;  // at the start, or by time and triggers (range_windows_ counts its own)
+  // What the shard says of them (write_steered_windows): once a window was
+  // steered, every window since, and the one open when last written.
+  bool steered_ = false;
+  uint32_t windows_noted_ = 0;  // the recorder's past windows written
+  uint64_t windows_unrecorded_ = 0;
+  std::optional<int64_t> open_window_written_;
+  std::optional<CaptureWindow> closed_window_written_;  // the current window, written closed
+  bool windows_written_ = false;
+  std::vector<CaptureWindow> window_batch_;
   std::string control_file_;
   int64_t control_checked_ns_ = 0;
   uint64_t trigger_serial_ = 0;    // the last trigger read
@@ -599,6 +613,7 @@ Counters Agent::counters() const {
     c.set(counter::kEventsOutsideWindow, outside);
     c.set(counter::kCaptureWindows, windows);
   }
+  if (windows_unrecorded_ != 0) c.set(counter::kCaptureWindowsUnrecorded, windows_unrecorded_);
   if (ring_on()) {
     c.set(counter::kRingDumps, ring_dumps_);
     c.set(counter::kRingEventsAgedOut, ring_losses_.aged_out);
@@ -655,12 +670,18 @@ void Agent::flush_once(Flush how, int64_t dump_at_ns) {
     recorder_.keep(clock_.now_ns() - ring_ns_, ring_losses_);
   } else {
     const int64_t until = how == Flush::kFinal ? INT64_MAX : dump_at_ns;
-    recorder_.drain_ring(std::min(clock_.now_ns(), until) - ring_ns_, until, write_events, ring_losses_);
+    const int64_t cutoff = std::min(clock_.now_ns(), until) - ring_ns_;
+    recorder_.drain_ring(cutoff, until, write_events, ring_losses_);
     ++ring_dumps_;
+    const CaptureWindow dumped{std::max(cutoff, capture_started_ns()), std::min(until, clock_.now_ns())};
+    if (!write_failed_ && !writer_.write_capture_windows({&dumped, 1}, WindowHolds::kEventsEnded, dumped.until_ns)) {
+      failed();
+    }
   }
   if (write_failed_) return;
   if (!write_names()) return failed();
   const int64_t now = clock_.now_ns();
+  if (!write_steered_windows(now, final_flush)) return failed();
 
   const uint32_t sync_end = sync_points_ready_.load(std::memory_order_acquire);
   if (sync_end > sync_points_written_ &&
@@ -679,6 +700,39 @@ void Agent::flush_once(Flush how, int64_t dump_at_ns) {
     if (!writer_.write_counters(counters(), now)) return failed();
     counters_written_at_ = now;
   }
+}
+
+// Once the capture was steered (a window set, or closed, in any way): the
+// windows closed since the last write, and the one open now, so that the
+// report knows which steps the shard holds in full. Written when they
+// change; at the end, the open one closed there.
+bool Agent::write_steered_windows(int64_t now, bool final_flush) {
+  const auto [from, until] = recorder_.window();
+  steered_ = steered_ || from != INT64_MIN || until != INT64_MAX || recorder_.windows_closed() != 0;
+  if (!steered_) return true;
+  const int64_t start = capture_started_ns();
+  window_batch_.clear();
+  windows_unrecorded_ += recorder_.windows_closed_since(windows_noted_, window_batch_);
+  // The current window as far as it has come: closed, open, or not begun.
+  std::optional<int64_t> open_since;
+  if (from <= now) {
+    const CaptureWindow current{std::max(from, start), std::min(until, now)};
+    if (until > now && !final_flush) {
+      open_since = current.from_ns;
+    } else if (!closed_window_written_ || closed_window_written_->from_ns != current.from_ns ||
+               closed_window_written_->until_ns != current.until_ns) {
+      window_batch_.push_back(current);
+      closed_window_written_ = current;
+    }
+  }
+  for (CaptureWindow& w : window_batch_) w = {std::max(w.from_ns, start), std::min(w.until_ns, now)};
+  std::erase_if(window_batch_, [](const CaptureWindow& w) { return w.from_ns >= w.until_ns; });
+  if (window_batch_.empty() && open_since == open_window_written_ && (windows_written_ || !final_flush)) return true;
+  if (open_since) window_batch_.push_back({*open_since, kWindowStillOpen});
+  if (!writer_.write_capture_windows(window_batch_, WindowHolds::kEventsBegun, now)) return false;
+  open_window_written_ = open_since;
+  windows_written_ = true;
+  return true;
 }
 
 // A crash the handler caught, as an instant on the crashing thread's track

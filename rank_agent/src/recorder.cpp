@@ -393,7 +393,7 @@ void Recorder::open_window(int64_t from_ns, int64_t until_ns) {
   const auto [was_from, was_until] = window();
   if (was_from < std::min(was_until, from_ns)) {
     const uint32_t count = past_windows_count_.load(std::memory_order_relaxed);
-    PastWindow& past = past_windows_[count % kPastWindows];
+    PastWindow& past = past_windows_[count % kWindowLog];
     past.from_ns.store(was_from, std::memory_order_relaxed);
     past.until_ns.store(std::min(was_until, from_ns), std::memory_order_relaxed);
     past_windows_until_ns_.store(std::max(past_windows_until_ns_.load(std::memory_order_relaxed), std::min(was_until, from_ns)),
@@ -408,12 +408,30 @@ bool Recorder::in_past_window(int64_t ns) const {
   if (ns >= past_windows_until_ns_.load(std::memory_order_relaxed)) return false;
   const uint32_t count = past_windows_count_.load(std::memory_order_acquire);
   for (uint32_t i = count > kPastWindows ? count - kPastWindows : 0; i < count; ++i) {
-    const PastWindow& past = past_windows_[i % kPastWindows];
+    const PastWindow& past = past_windows_[i % kWindowLog];
     if (ns >= past.from_ns.load(std::memory_order_relaxed) && ns < past.until_ns.load(std::memory_order_relaxed)) {
       return true;
     }
   }
   return false;
+}
+
+uint32_t Recorder::windows_closed_since(uint32_t& cursor, std::vector<CaptureWindow>& out) const {
+  const uint32_t count = past_windows_count_.load(std::memory_order_acquire);
+  const size_t first = out.size();
+  uint32_t from = count - cursor > kWindowLog ? count - kWindowLog : cursor;
+  for (uint32_t i = from; i != count; ++i) {
+    const PastWindow& past = past_windows_[i % kWindowLog];
+    out.push_back({past.from_ns.load(std::memory_order_relaxed), past.until_ns.load(std::memory_order_relaxed)});
+  }
+  // Slots reused while they were read, the oldest first: lost, not misread.
+  const uint32_t now_count = past_windows_count_.load(std::memory_order_acquire);
+  const uint32_t reused = std::min(now_count - from > kWindowLog ? now_count - from - kWindowLog : 0, count - from);
+  out.erase(out.begin() + static_cast<std::ptrdiff_t>(first),
+            out.begin() + static_cast<std::ptrdiff_t>(first + reused));
+  const uint32_t lost = (from - cursor) + reused;
+  cursor = count;
+  return lost;
 }
 
 uint64_t Recorder::outside_window() const {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "id_table.h"
+#include "rankscope/model/capture_windows.h"
 #include "rankscope/model/event.h"
 #include "rankscope/rank_agent/agent.h"
 
@@ -175,8 +176,10 @@ class Recorder {
   // so that every rank cuts at the same instant rather than when its
   // flusher next wakes. set_window moves the current window's edges;
   // open_window begins a new one, the current one, cut where the new one
-  // begins, kept among the past ones.
+  // begins, kept among the past ones. The flusher writes the past ones to
+  // the shard from a log of the last kWindowLog (windows_closed_since).
   static constexpr uint32_t kPastWindows = 8;
+  static constexpr uint32_t kWindowLog = 256;
   void set_window(int64_t from_ns, int64_t until_ns) {
     window_from_ns_.store(from_ns, std::memory_order_relaxed);
     window_until_ns_.store(until_ns, std::memory_order_relaxed);
@@ -191,6 +194,11 @@ class Recorder {
            in_past_window(ns);
   }
   uint64_t outside_window() const;
+  // The past windows after the first `cursor` ever kept, oldest first, into
+  // `out`; moves `cursor` past them. Returns how many were lost from the
+  // log before they were read (more than kWindowLog between two reads).
+  uint32_t windows_closed_since(uint32_t& cursor, std::vector<CaptureWindow>& out) const;
+  uint32_t windows_closed() const { return past_windows_count_.load(std::memory_order_acquire); }
 
   uint64_t dropped() const;
   uint64_t buffer_bytes_used() const { return pool_.bytes_used(); }  // blocks ever taken
@@ -224,12 +232,13 @@ class Recorder {
   std::atomic<uint64_t> dropped_without_slot_{0};
   std::atomic<int64_t> window_from_ns_{INT64_MIN};
   std::atomic<int64_t> window_until_ns_{INT64_MAX};
-  // Written once each, then published by past_windows_; a reader that races
-  // a slot's reuse, eight windows later, misjudges one late event at most.
+  // Written once each, then published by past_windows_count_; a reader that
+  // races a slot's reuse, kWindowLog windows later, misjudges one late event
+  // at most, and the flusher counts the window lost.
   struct PastWindow {
     std::atomic<int64_t> from_ns{0}, until_ns{0};
   };
-  PastWindow past_windows_[kPastWindows];
+  PastWindow past_windows_[kWindowLog];
   std::atomic<uint32_t> past_windows_count_{0};
   std::atomic<int64_t> past_windows_until_ns_{INT64_MIN};  // the latest end of any past window
   bool in_past_window(int64_t ns) const;

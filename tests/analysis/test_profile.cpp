@@ -12,6 +12,7 @@
 
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/merge/merge.h"
+#include "rankscope/model/capture_windows.h"
 #include "rankscope/model/counters.h"
 #include "rankscope/model/shard.h"
 #include "../support/shard_job_test.h"
@@ -49,8 +50,13 @@ Event call(uint32_t name, int64_t begin, int64_t end) {
 class ProfileTest : public testing::ShardJobTest {
  protected:
 
+  // Windows of a rank whose capture was windowed: steered ones, a ring's dumps.
+  struct Windows {
+    std::optional<std::vector<CaptureWindow>> steered, dumped;
+  };
+
   void write_rank(int32_t rank, std::vector<Event> events, const Counters& counters = {},
-                  const std::string& capture = "") {
+                  const std::string& capture = "", const Windows& windows = {}) {
     RankMetadata metadata;
     metadata.rank = rank;
     metadata.world_size = 2;
@@ -66,6 +72,12 @@ class ProfileTest : public testing::ShardJobTest {
                             {99, kCommTrack, 0, -1, TrackType::kMpiComm, 0, 0}};
     ASSERT_TRUE(writer.write_tracks(tracks, 0));
     ASSERT_TRUE(writer.write_events(events));
+    if (windows.steered) {
+      ASSERT_TRUE(writer.write_capture_windows(*windows.steered, WindowHolds::kEventsBegun, 0));
+    }
+    if (windows.dumped) {
+      ASSERT_TRUE(writer.write_capture_windows(*windows.dumped, WindowHolds::kEventsEnded, 0));
+    }
     ASSERT_TRUE(writer.close(counters, 10'000));
   }
 
@@ -338,6 +350,85 @@ TEST_F(ProfileTest, AJobWithoutStepsIsOneStepPerRank) {
   EXPECT_EQ(job.ranks[0].steps[0].times.duration(), 200);
   EXPECT_EQ(job.ranks[0].steps[0].comm_ns, 200);
   EXPECT_EQ(job.ranks[0].steps[0].exposed_wait_ns, 50);
+}
+
+// Rank 0's flight recorder kept [500, 2000): its step 0 (0..1000) began
+// before, and what it did then aged out, so its figures are n/a, not half a
+// step of compute; its step 1 is whole. Rank 1 recorded throughout. A step
+// cut on every rank is no step of the job.
+TEST_F(ProfileTest, StepsACaptureWindowCutAreLeftOutAndSaid) {
+  if (process_ == 0) {
+    write_rank(0, {range(kStep0, 0, 1000), range(kStep1, 1000, 2000), collective(kAllreduce, 0, 100, 300, kThreadTrack),
+                   collective(kAllreduce, 1, 1100, 1300, kThreadTrack)},
+               {}, "", {std::nullopt, std::vector<CaptureWindow>{{500, 2000}}});
+    write_rank(1, {range(kStep0, 0, 1000), range(kStep1, 1000, 2000), collective(kAllreduce, 0, 200, 300, kThreadTrack),
+                   collective(kAllreduce, 1, 1200, 1300, kThreadTrack)});
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const Timeline timeline(merged());
+  ASSERT_TRUE(timeline.ranks()[0].capture_windowed);
+  EXPECT_EQ(timeline.ranks()[0].capture_windows, (std::vector<std::pair<int64_t, int64_t>>{{500, 2000}}));
+  EXPECT_FALSE(timeline.ranks()[1].capture_windowed);
+  const JobProfile job = build_profile(timeline);
+  EXPECT_EQ(job.step_numbers, (std::vector<uint64_t>{0, 1}));
+  EXPECT_FALSE(job.steps_are_windows);
+  ASSERT_EQ(job.steps_cut.size(), 1u);
+  EXPECT_EQ(job.steps_cut[0].step, 0u);
+  EXPECT_EQ(job.steps_cut[0].ranks, std::vector<int32_t>{0});
+  EXPECT_EQ(job.ranks[0].steps[0].times.begin_ns, kUnknown);
+  EXPECT_EQ(job.ranks[0].steps[0].compute_ns, 0);
+  EXPECT_EQ(job.ranks[0].steps[1].times.duration(), 1000);
+  EXPECT_EQ(job.ranks[1].steps[0].times.duration(), 1000);
+  const Report report = make_report(timeline);
+  const std::string text = report_text(report);
+  EXPECT_NE(text.find("2 steps, mean step"), std::string::npos) << text;
+  EXPECT_NE(text.find("CUT BY CAPTURE WINDOWS: step 0 on rank 0: it lay partly outside"), std::string::npos) << text;
+  const std::string json = report_json(report);
+  EXPECT_NE(json.find(R"("windowed_ranks":[0],"cut":[{"step":0,"ranks":[0],"reason":")"), std::string::npos) << json;
+
+  // Cut on both ranks, step 0 is none of the job's.
+  if (process_ == 0) {
+    write_rank(1, {range(kStep0, 0, 1000), range(kStep1, 1000, 2000)}, {}, "",
+               {std::vector<CaptureWindow>{{900, kWindowStillOpen}}, std::nullopt});
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const JobProfile both = profile();
+  EXPECT_EQ(both.step_numbers, std::vector<uint64_t>{1});
+  ASSERT_EQ(both.steps_cut.size(), 1u);
+  EXPECT_EQ(both.steps_cut[0].ranks, (std::vector<int32_t>{0, 1}));
+}
+
+// No ProfilerStep range inside the windows (--capture-range on a backward
+// pass, triggers, ring dumps of an MPI program): each window is a step, and
+// the time between them, never recorded, is in none.
+TEST_F(ProfileTest, WindowsWithoutStepsAreEachAStep) {
+  if (process_ == 0) {
+    for (const int32_t rank : {0, 1}) {
+      write_rank(rank,
+                 {collective(kAllreduce, 0, 150 + rank * 10, 300, kThreadTrack),
+                  collective(kAllreduce, 1, 1100 + rank * 10, 1250, kThreadTrack)},
+                 {}, "", {std::vector<CaptureWindow>{{100, 400}, {1000, kWindowStillOpen}}, std::nullopt});
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const Timeline timeline(merged());
+  EXPECT_EQ(timeline.ranks()[1].capture_windows, (std::vector<std::pair<int64_t, int64_t>>{{100, 400}, {1000, 10'000}}));
+  const JobProfile job = build_profile(timeline);
+  EXPECT_TRUE(job.steps_are_windows);
+  EXPECT_EQ(job.step_numbers, (std::vector<uint64_t>{1, 2}));
+  for (const RankProfile& rank : job.ranks) {
+    // Each window, within the rank's first and last event: recorded, idle or not.
+    EXPECT_EQ(rank.steps[0].times.begin_ns, 150 + rank.rank * 10) << rank.rank;
+    EXPECT_EQ(rank.steps[0].times.end_ns, 400) << rank.rank;
+    EXPECT_EQ(rank.steps[1].times.begin_ns, 1000) << rank.rank;
+    EXPECT_EQ(rank.steps[1].times.end_ns, 1250) << rank.rank;
+  }
+  EXPECT_EQ(job.collectives.size(), 2u);
+  EXPECT_EQ(job.collectives[1].step, 1);
+  const std::string text = report_text(make_report(timeline));
+  EXPECT_NE(text.find("2 capture windows taken as steps (no ProfilerStep#N range was captured), mean step"),
+            std::string::npos)
+      << text;
 }
 
 // Rank 0's agent dropped 7 events and CUPTI 3 records; rank 1 lost nothing,

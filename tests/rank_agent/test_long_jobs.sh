@@ -18,9 +18,15 @@ export OMPI_MCA_mpi_yield_when_idle=1
 # (± 0.5 s) of the job's, as many on every rank (± 2 a window: each of its
 # two edges may fall between one rank's collective and the next, the ranks
 # cutting at one instant as each sees it), and each rank's
-# counters hold (e.g. "ring_dumps == 1", "events_outside_window > 0").
+# counters hold (e.g. "ring_dumps == 1", "events_outside_window > 0"); the
+# capture windows each rank's timeline records span SECONDS too (± 0.5 s),
+# as many as the counters say (a ring's dumps, or the windows opened), and
+# the report takes each window for a step (ring_app marks no steps).
 check() {
   "$rankscope" info --check --json "$1.h5" >"$1-info.json" || fail "$1: info --check refused the timeline"
+  "$rankscope" report --format json "$1.h5" >"$1-report.json" || fail "$1: report refused the timeline"
+  "$rankscope" info "$1.h5" >"$1-info.txt" || fail "$1: info refused the timeline"
+  grep -q "^  ranks 0-2: [0-9]* windows\?, [0-9.]* [mµn]\?s\( to [0-9.]* [mµn]\?s\)\? in all$" "$1-info.txt" || { cat "$1-info.txt"; fail "$1: info lists no windows"; }
   /usr/bin/python3 - "$@" <<'PY'
 import json, re, sys
 name, seconds, conditions = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
@@ -38,9 +44,18 @@ assert max(per_rank) - min(per_rank) <= 2 * windows, (per_rank, windows)
 for rank in info["ranks"]:
     c = rank["counters"]
     assert c.get("events_dropped", 0) == 0, (rank["rank"], c)
+    assert rank["capture_windowed"], (name, rank["rank"], "no capture windows recorded")
+    spans = rank["capture_windows"]
+    held = sum(s["until_ns"] - s["from_ns"] for s in spans) / 1e9
+    assert abs(held - seconds) <= 0.5, (name, rank["rank"], spans, held, seconds)
+    assert len(spans) == c.get("ring_dumps", c.get("capture_windows")), (name, rank["rank"], spans, c)
     for condition in conditions:
         counter, op, value = condition.split()
         assert eval(f"{c.get(counter, 0)} {op} {value}"), (rank["rank"], condition, c.get(counter))
+report = json.load(open(name + "-report.json"))
+assert report["steps"]["are_capture_windows"], report["steps"]
+most = max(len(rank["capture_windows"]) for rank in info["ranks"])
+assert report["steps"]["numbers"] == list(range(1, most + 1)), (report["steps"], most)
 PY
 }
 

@@ -208,6 +208,37 @@ TEST(Window, LateEventsOfAPastWindowAreKept) {
   EXPECT_EQ(drain_all(recorder).at(2), std::vector<uint64_t>{100});
 }
 
+// The flusher reads the windows closed since it last looked, in order; more
+// than the log holds between two reads lose the oldest, counted.
+TEST(Window, ClosedWindowsAreReadOnceAndLossesCounted) {
+  Recorder recorder;
+  ASSERT_TRUE(recorder.init(4 * sizeof(Block)));
+  recorder.set_window(INT64_MAX, INT64_MAX);
+  uint32_t cursor = 0;
+  std::vector<CaptureWindow> read;
+  EXPECT_EQ(recorder.windows_closed_since(cursor, read), 0u);
+  EXPECT_TRUE(read.empty()) << "a window never opened is none";
+  recorder.open_window(10, INT64_MAX);
+  recorder.set_window(10, 20);
+  recorder.open_window(30, 40);
+  recorder.open_window(50, 60);
+  EXPECT_EQ(recorder.windows_closed_since(cursor, read), 0u);
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_EQ(read[0].from_ns, 10);
+  EXPECT_EQ(read[0].until_ns, 20);
+  EXPECT_EQ(read[1].from_ns, 30);
+  EXPECT_EQ(read[1].until_ns, 40);
+  read.clear();
+  EXPECT_EQ(recorder.windows_closed_since(cursor, read), 0u);
+  EXPECT_TRUE(read.empty()) << "each window is read once";
+  const uint32_t more = Recorder::kWindowLog + 5;
+  for (uint32_t w = 0; w < more; ++w) recorder.open_window(100 + 2 * w, 101 + 2 * w);
+  EXPECT_EQ(recorder.windows_closed_since(cursor, read), 5u);
+  ASSERT_EQ(read.size(), Recorder::kWindowLog);
+  EXPECT_EQ(read.front().from_ns, 100 + 2 * 4) << "the oldest five lost: [50, 60) and the first four of the loop";
+  EXPECT_EQ(read.back().from_ns, 100 + 2 * (more - 2));
+}
+
 // Steps 0..count-1 of ProfilerStep#N ranges, step n over [10n, 10n + 9].
 void run_steps(Recorder& recorder, RangeWindows& windows, uint64_t count) {
   for (uint64_t n = 0; n < count; ++n) {

@@ -4,7 +4,10 @@
 # report of exactly steps 3, 4 and 5 from a timeline far smaller than the
 # whole job's; --steps :2 keeps the start to step 2 as one window;
 # --steps 1:2/5 repeats the window (1, 2, 6, 7, 11);
-# --capture-range nvtx:ProfilerStep#4@ddp_sim gives step 4 alone; a range
+# --capture-range nvtx:ProfilerStep#4@ddp_sim gives step 4 alone;
+# --capture-range nvtx:backward records each backward pass, and the report
+# takes each window for a step, with the whole job's buckets; --ring 0.5
+# cuts the step its window began inside, which the report leaves out; a range
 # in a domain the job never uses opens no window and says so; bad forms
 # and combinations are refused; and on nvtx_app, a name per step,
 # --steps 69000:69002 past the 65,536 names the agent's string table first
@@ -55,16 +58,20 @@ profile() {
 }
 
 # check NAME STEPS [CONDITIONS...]: the report of NAME lists exactly STEPS
-# (a Python list), every rank holds that many ProfilerStep ranges, and each
-# rank's counters meet the conditions.
+# (a Python list), none cut by its windows (but with STEPS_CUT_ALLOWED set,
+# where those cut are said), every rank holds that many ProfilerStep ranges,
+# and each rank's counters meet the conditions.
 check() {
   "$rankscope" report --format json "$1.h5" >"$1.json" || fail "$1: report failed"
   /usr/bin/python3 - "$@" <<'PY'
-import json, sys
+import json, os, sys
 name, steps, conditions = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
 report = json.load(open(name + ".json"))
 info = json.load(open(name + "-info.json"))
-assert report["steps"]["numbers"] == steps, (name, report["steps"]["numbers"], steps)
+cut = [c["step"] for c in report["steps"]["cut"]]
+assert sorted(report["steps"]["numbers"] + cut) == steps, (name, report["steps"]["numbers"], cut, steps)
+# Steps of one thread lie whole in their windows; two threads that each run steps cut each other's windows.
+assert not cut or os.environ.get("STEPS_CUT_ALLOWED"), (name, report["steps"]["cut"])
 for rank in info["ranks"]:
     c = rank["counters"]
     assert c.get("events_dropped", 0) == 0, (rank["rank"], c)
@@ -100,6 +107,48 @@ echo "== --capture-range nvtx:ProfilerStep#4@ddp_sim"
 profile ranged --capture-range 'nvtx:ProfilerStep#4@ddp_sim'
 check ranged "[4]" "capture_windows == 1" "events_outside_window > 0"
 
+echo "== --capture-range nvtx:backward: each backward pass a window, and each window a step"
+profile backward --capture-range 'nvtx:backward'
+check backward "$(seq -s, 1 12 | sed 's/.*/[&]/')" "capture_windows == 12" "events_outside_window > 0"
+/usr/bin/python3 - <<'PY' || fail "backward: the windows were not taken for steps"
+import h5py, json
+whole, backward = json.load(open("whole.json")), json.load(open("backward.json"))
+assert backward["steps"]["are_capture_windows"] and not whole["steps"]["are_capture_windows"]
+# Each step is its window, the backward range itself: the time between windows is in none.
+with h5py.File("backward.h5", "r") as f:
+    strings = f["strings/bytes"][()].tobytes()
+    offsets = f["strings/offsets"][()]
+    name = {strings[offsets[i]:offsets[i + 1]].decode(): i for i in range(len(offsets) - 1)}
+    events, rows = f["events"][()], f["ranks"][()]
+for rank in backward["ranks"]:
+    row = rows[rank["rank"]]
+    mine = events[row["event_offset"]:row["event_offset"] + row["event_count"]]
+    mine = sorted(int(e["end_ns"]) - int(e["begin_ns"]) for e in mine if e["name_id"] == name["backward"])
+    steps = sorted(s["duration_ns"] for s in rank["steps"])
+    assert steps == mine, (rank["rank"], steps, mine)
+# The same gradient buckets as the whole job's, not those of every window together.
+buckets = lambda report: len(report["buckets"]["buckets"])
+assert buckets(backward) == buckets(whole) > 0, (buckets(backward), buckets(whole))
+print("backward:", backward["steps"]["mean_step_ns"], "ns a window,", buckets(backward), "buckets as in the whole job")
+PY
+
+echo "== --ring 0.5 on steps of about 0.2 s: the step the recorder's window began inside is cut, not compute"
+"$mpiexec" -n 2 "$rankscope" run -o "$work/ringed.h5" --ring 0.5 -- "$ddp_sim" --steps 12 --warmup-steps 0 --layers 6 \
+  --layer-mb 1 --forward-us 10000 --optimizer-us 300 >ringed.log 2>&1 || { cat ringed.log; fail "ringed: the run failed"; }
+"$rankscope" report --format json ringed.h5 >ringed.json || fail "ringed: report failed"
+/usr/bin/python3 - <<'PY' || fail "ringed: a step the flight recorder cut was reported"
+import json
+report = json.load(open("ringed.json"))
+steps = report["steps"]
+assert not steps["are_capture_windows"] and steps["windowed_ranks"] == [0, 1], steps
+assert len(steps["cut"]) >= 1 and all(cut["ranks"] == [0, 1] for cut in steps["cut"]), steps
+assert max(cut["step"] for cut in steps["cut"]) < min(steps["numbers"]), steps
+# Every step reported is whole: none is the window's stub, all alike.
+durations = [s["duration_ns"] for rank in report["ranks"] for s in rank["steps"]]
+assert durations and max(durations) < 1.5 * min(durations), durations
+print("ringed: steps", steps["numbers"], "reported, step", [c["step"] for c in steps["cut"]], "cut on both ranks")
+PY
+
 echo "== --capture-range in a domain the job does not use"
 profile elsewhere --capture-range 'nvtx:ProfilerStep#4@other'
 grep -q "rank 0: --capture-range nvtx:ProfilerStep#4@other: no capture window opened, so no event was recorded" elsewhere.log ||
@@ -108,7 +157,8 @@ echo "== --steps 69000:69002 of a job that names each step (the string table gro
 "$mpiexec" -n 1 "$rankscope" run -o "$work/long.h5" --steps 69000:69002 -- "$nvtx_app" 70000 2 numbered >long.log 2>&1 ||
   { cat long.log; fail "long: the run failed"; }
 "$rankscope" info --check --json long.h5 >long-info.json || fail "long: info --check refused the timeline"
-check long "[69000, 69001, 69002]" "capture_windows >= 1" "names_dropped == 0"  # its two threads cut windows of their own
+# Its two threads cut windows of their own: a step one thread ran while the other's closed the window is cut.
+STEPS_CUT_ALLOWED=1 check long "[69000, 69001, 69002]" "capture_windows >= 1" "names_dropped == 0"
 echo "== --steps 99999 of a job that registers its 100,000 step names up front (a burst the writer thread does not wait for)"
 "$mpiexec" -n 1 "$rankscope" run -o "$work/burst.h5" --steps 99999:99999 -- "$ddp_sim" --steps 100000 --warmup-steps 0 \
   --layers 1 --layer-mb 0.001 --forward-us 0 --optimizer-us 0 --progress-us 0 >burst.log 2>&1 ||

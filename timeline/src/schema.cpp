@@ -83,6 +83,9 @@ Handle rank_row_type() {
   H5Tinsert(type, "job_id", offsetof(RankRow, job_id), text_type(sizeof(RankRow::job_id)));
   H5Tinsert(type, "job_start_wall_ns", offsetof(RankRow, job_start_wall_ns), H5T_NATIVE_INT64);
   H5Tinsert(type, "checksum_offset", offsetof(RankRow, checksum_offset), H5T_NATIVE_UINT64);
+  H5Tinsert(type, "windowed", offsetof(RankRow, windowed), H5T_NATIVE_UINT8);
+  H5Tinsert(type, "window_offset", offsetof(RankRow, window_offset), H5T_NATIVE_UINT64);
+  H5Tinsert(type, "window_count", offsetof(RankRow, window_count), H5T_NATIVE_UINT64);
   return type;
 }
 
@@ -128,6 +131,14 @@ Handle clock_point_row_type() {
   H5Tinsert(type, "local_ns", offsetof(ClockPointRow, local_ns), H5T_NATIVE_INT64);
   H5Tinsert(type, "offset_ns", offsetof(ClockPointRow, offset_ns), H5T_NATIVE_INT64);
   H5Tinsert(type, "bound_ns", offsetof(ClockPointRow, bound_ns), H5T_NATIVE_INT64);
+  return type;
+}
+
+Handle capture_window_row_type() {
+  Handle type(H5Tcreate(H5T_COMPOUND, sizeof(CaptureWindowRow)), H5Tclose);
+  H5Tinsert(type, "rank", offsetof(CaptureWindowRow, rank), H5T_NATIVE_INT32);
+  H5Tinsert(type, "from_ns", offsetof(CaptureWindowRow, from_ns), H5T_NATIVE_INT64);
+  H5Tinsert(type, "until_ns", offsetof(CaptureWindowRow, until_ns), H5T_NATIVE_INT64);
   return type;
 }
 

@@ -381,6 +381,33 @@ RankClock read_clock(int32_t rank, const schema::ClockRow& clock, bool unreadabl
   return out;
 }
 
+// A windowed rank's spans; damaged ones are left out, so that the steps
+// inside them read as cut rather than as whole.
+void read_capture_windows(const schema::RankRow& row, const Table<schema::CaptureWindowRow>& windows, const Note& note,
+                          RankInfo& info) {
+  if (row.windowed == 0) return;
+  info.capture_windowed = true;
+  const std::string dataset = std::string("/") + schema::kCaptureWindows;
+  if (row.windowed != 1 || row.window_offset > windows.rows.size() ||
+      row.window_count > windows.rows.size() - row.window_offset) {
+    note({"/ranks", static_cast<uint64_t>(info.rank), 1, "window_offset",
+          "points past the end of " + dataset + "; every step of the rank reads as cut by its capture windows"});
+    return;
+  }
+  for (uint64_t i = row.window_offset; i < row.window_offset + row.window_count; ++i) {
+    const schema::CaptureWindowRow& w = windows.rows[i];
+    if (windows.unreadable[i]) continue;
+    const int64_t previous_until = info.capture_windows.empty() ? INT64_MIN : info.capture_windows.back().second;
+    if (w.rank != info.rank || w.from_ns >= w.until_ns || w.from_ns < previous_until) {
+      note({dataset, i, 1, "", w.rank != info.rank ? "holds rank " + std::to_string(w.rank)
+                               : w.from_ns >= w.until_ns ? "ends before it begins"
+                                                         : "overlaps the window before it"});
+      continue;
+    }
+    info.capture_windows.emplace_back(w.from_ns, w.until_ns);
+  }
+}
+
 }  // namespace
 
 uint64_t TimelineDamage::total_rows() const {
@@ -479,6 +506,11 @@ Timeline::Timeline(const std::string& path) : path_(path) {
       event_checksum_unreadable_ = std::move(checksums.unreadable);
       checksummed_ = true;
     }
+    Table<schema::CaptureWindowRow> windows;
+    if (H5Lexists(file_, schema::kCaptureWindows, H5P_DEFAULT) > 0) {
+      windows = reader.read_table<schema::CaptureWindowRow>(schema::kCaptureWindows, schema::capture_window_row_type(),
+                                                           note);
+    }
     if (counts.rows.size() != rows.rows.size() * kinds) {
       throw Error(path + ": /event_counts does not match /ranks");
     }
@@ -558,6 +590,7 @@ Timeline::Timeline(const std::string& path) : path_(path) {
         info.counters.set(strings_[c.name_id], c.value);
       }
       info.clock = read_clock(info.rank, clocks.rows[r], clocks.unreadable[r], points, note);
+      read_capture_windows(row, windows, note, info);
       ranks_.push_back(std::move(info));
     }
   } catch (...) {

@@ -122,6 +122,14 @@ struct RankProfile {
   RankDeviceWork device;        // its GPUs' kernels, idle gaps, launches, syncs and memory
 };
 
+// A step that lay partly outside the capture windows of some ranks
+// (RankInfo::capture_windows): what it did outside them was not recorded,
+// so those ranks' figures of it are n/a and their step reads as not run.
+struct StepCut {
+  uint64_t step = 0;           // N of ProfilerStep#N
+  std::vector<int32_t> ranks;  // in rank order
+};
+
 struct JobProfile {
   std::string path;
   int32_t world_size = 0;
@@ -129,6 +137,12 @@ struct JobProfile {
   bool clock_corrected = false;
   std::vector<std::string> strings;  // the job's string table
   std::vector<uint64_t> step_numbers;  // N of ProfilerStep#N, per step
+  // No ProfilerStep#N range was captured and the capture was windowed: each
+  // window is one step (numbered from 1), so that the time between windows,
+  // which was not recorded, is in none.
+  bool steps_are_windows = false;
+  std::vector<StepCut> steps_cut;   // by step number
+  std::vector<int32_t> windowed_ranks;  // ranks whose capture was windowed
   std::vector<RankProfile> ranks;
   std::vector<CollectiveInstance> collectives;  // sorted by (first arrival)
   std::vector<RankClock> clocks;               // per rank, from the timeline
@@ -170,6 +184,10 @@ inline constexpr const char* kNoEventsReason = "the rank captured no event: `ran
 // Why a figure of a rank whose every event was left out as damaged is null.
 inline constexpr const char* kEventsDamagedReason =
     "every event of the rank lies in damaged rows of the timeline: `rankscope info --check` names them";
+// Why a windowed rank's figures of a step are null (StepCut).
+inline constexpr const char* kStepCutReason =
+    "the step lay partly outside the rank's capture windows (--delay, --duration, triggers, --steps, "
+    "--capture-range, --ring): what it did outside them was not recorded";
 // Why step times are null: no rank of the job has an event to time a step by.
 inline constexpr const char* kNoStepTimesReason =
     "no rank has an event to time a step by: `rankscope info` shows each rank's counters";
@@ -528,6 +546,9 @@ std::vector<RankEnd> rank_ends(const Timeline& timeline);  // by rank
 // MPI_Abort with code 2", "ended by _exit(1) ...", "ended by SIGTERM
 // (signal 15); its shard was closed first". Empty for other ends.
 std::string describe_early_end(const RankEnd& end);
+// The steps capture windows cut and on which ranks (JobProfile::steps_cut),
+// up to four named: "step 12 on ranks 0-3: it lay partly outside ...".
+std::string describe_steps_cut(const JobProfile& job);
 // How a fatal signal ended the rank: "killed by SIGKILL (signal 9) before
 // its shard was closed; the kernel's OOM killer killed 1 process of its
 // memory cgroup meanwhile; peak memory 310 MiB", or "crashed with SIGSEGV

@@ -40,6 +40,7 @@ inline constexpr std::string_view kRingEventsAgedOut = "ring_events_aged_out";
 inline constexpr std::string_view kRingEventsCrowdedOut = "ring_events_crowded_out";
 inline constexpr std::string_view kEventsOutsideWindow = "events_outside_window";
 inline constexpr std::string_view kCaptureWindows = "capture_windows";
+inline constexpr std::string_view kCaptureWindowsUnrecorded = "capture_windows_unrecorded";
 inline constexpr std::string_view kMpiPollsUnrecorded = "mpi_polls_unrecorded";
 inline constexpr std::string_view kMpiPollNsUnrecorded = "mpi_poll_ns_unrecorded";
 inline constexpr std::string_view kMpiPollsTimed = "mpi_polls_timed";

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "rankscope/model/capture_windows.h"
 #include "rankscope/model/event.h"
 #include "rankscope/model/metadata.h"
 
@@ -39,10 +40,12 @@ enum class ChunkType : uint16_t {
   kCounters = 5,  // Counters::encode() text; the last one wins
   kEnd = 6,       // empty: the agent closed the shard cleanly
   kClockSync = 7, // SyncPoint records, in the order measured
+  kCaptureWindows = 8,  // CaptureWindow records (capture_windows.h)
 };
 
 enum ChunkFlags : uint16_t {
   kChunkSortedByBegin = 1 << 0,
+  kChunkWindowsOfEndedEvents = 1 << 1,  // capture windows: a flight recorder's dumps (WindowHolds::kEventsEnded)
 };
 
 struct ShardFileHeader {
@@ -112,6 +115,9 @@ class ShardWriter {
   bool write_metadata(const RankMetadata& metadata, int64_t now_ns);
   bool write_counters(const Counters& counters, int64_t now_ns);
   bool write_sync_points(std::span<const SyncPoint> points, int64_t now_ns);
+  // Windows closed since the last such chunk, and the one open now (its
+  // until kWindowStillOpen); an empty chunk says the capture is windowed.
+  bool write_capture_windows(std::span<const CaptureWindow> windows, WindowHolds holds, int64_t now_ns);
   // Writes the final counters and the end marker, syncs and closes.
   bool close(const Counters& counters, int64_t now_ns);
 
@@ -161,6 +167,8 @@ struct ShardScan {
   std::vector<Track> tracks;
   Counters counters;
   std::vector<SyncPoint> sync_points;
+  // Nothing: the shard has no windows of that kind.
+  std::optional<RecordedWindows> steered_windows, dumped_windows;
   std::vector<EventChunkRef> event_chunks;
   uint64_t event_count = 0;
   int64_t first_ns = INT64_MAX;
@@ -170,6 +178,8 @@ struct ShardScan {
 
   int32_t rank() const { return metadata ? metadata->rank : header_rank; }
   int32_t world_size() const { return metadata ? metadata->world_size : header_world_size; }
+  // The spans whose events it holds in full (captured_spans); nothing: all its life.
+  std::optional<std::vector<TimeSpan>> captured() const { return captured_spans(steered_windows, dumped_windows, last_ns); }
 };
 
 class ShardFile {

@@ -26,6 +26,9 @@ inline constexpr const char* kClockPoints = "clock_points";
 inline constexpr const char* kStringBytes = "strings/bytes";
 inline constexpr const char* kStringOffsets = "strings/offsets";
 inline constexpr const char* kEventChecksums = "event_checksums";
+// Written since capture windows were recorded; a timeline without it
+// recorded every rank throughout.
+inline constexpr const char* kCaptureWindows = "capture_windows";
 
 // /events carries a CRC-32C of every kEventChecksumRows rows of a rank (the
 // last block of a rank may be shorter), in /event_checksums from the rank's
@@ -58,6 +61,18 @@ struct RankRow {
   char job_id[128];
   int64_t job_start_wall_ns;
   uint64_t checksum_offset;  // the rank's first row in /event_checksums
+  // Added without a version change (older timelines: 0, recorded throughout).
+  uint8_t windowed;          // 1: its capture was windowed, its spans in /capture_windows
+  uint64_t window_offset;    // its first row in /capture_windows
+  uint64_t window_count;
+};
+
+// A span of the reference clock whose events the rank's shard held in full
+// (model/capture_windows.h).
+struct CaptureWindowRow {
+  int32_t rank;
+  int64_t from_ns;
+  int64_t until_ns;
 };
 
 struct TrackRow {
@@ -129,6 +144,7 @@ Handle track_row_type();
 Handle counter_row_type();
 Handle clock_row_type();
 Handle clock_point_row_type();
+Handle capture_window_row_type();
 Handle collective_row_type();
 Handle participant_row_type();
 

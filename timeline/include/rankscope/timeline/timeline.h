@@ -58,6 +58,12 @@ struct RankInfo {
   std::vector<Track> tracks;             // name_id refers to the job's string table
   Counters counters;
   RankClock clock;
+  // Its capture was windowed (--delay, --duration, triggers, --steps,
+  // --capture-range, --ring): its shard held in full only the events of
+  // capture_windows (sorted, on the timeline's clock). False: recorded
+  // throughout, as every rank of timelines written before windows were kept.
+  bool capture_windowed = false;
+  std::vector<std::pair<int64_t, int64_t>> capture_windows;
 };
 
 // What a reader found damaged in a timeline and left out. The events carry
