@@ -9,6 +9,9 @@ constexpr Definition kRegistry[] = {
     {kEventsDropped, "events dropped because the agent's buffers were full"},
     {kAgentErrors, "internal failures in the agent (capture was disabled on that rank)"},
     {kShardWriteErrors, "chunks the agent could not write to its shard"},
+    {kShardReopened,
+     "times the program closed the shard's descriptor (as a program closing the descriptors it did not open does) "
+     "or put a file of its own in its place, and the agent opened the shard again; nothing was lost"},
     {kEventsUnwritten, "events captured but not written: the shard could not be written"},
     {kNamesDropped, "names not recorded: the agent's string table was full"},
     {kSourcesOff, "requested capture sources that could not start, or stopped part way (the run's stderr says why)"},

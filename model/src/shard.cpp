@@ -94,36 +94,6 @@ bool append_records(const std::vector<char>& payload, uint32_t count, std::vecto
 
 // ---------------------------------------------------------------- writer ---
 
-ShardWriter::ShardWriter(ShardWriter&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), offset_(other.offset_), path_(std::move(other.path_)),
-      error_(std::move(other.error_)) {}
-
-ShardWriter& ShardWriter::operator=(ShardWriter&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-    offset_ = other.offset_;
-    path_ = std::move(other.path_);
-    error_ = std::move(other.error_);
-  }
-  return *this;
-}
-
-ShardWriter::~ShardWriter() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-void ShardWriter::release_after_fork() {
-  // The child's copy of the descriptor only: the parent's lock and shard stay as they are.
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
-bool ShardWriter::fail(std::string message) {
-  error_ = std::move(message);
-  return false;
-}
-
 namespace {
 
 // The writer's lock for as long as its shard is open: a live writer is told
@@ -132,6 +102,66 @@ namespace {
 bool lock_for_writing(int fd) { return ::flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK; }
 
 }  // namespace
+
+ShardWriter::ShardWriter(ShardWriter&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), device_(other.device_), inode_(other.inode_), reopened_(other.reopened_),
+      offset_(other.offset_), path_(std::move(other.path_)), error_(std::move(other.error_)) {}
+
+ShardWriter& ShardWriter::operator=(ShardWriter&& other) noexcept {
+  if (this != &other) {
+    close_own_file();
+    fd_ = std::exchange(other.fd_, -1);
+    device_ = other.device_;
+    inode_ = other.inode_;
+    reopened_ = other.reopened_;
+    offset_ = other.offset_;
+    path_ = std::move(other.path_);
+    error_ = std::move(other.error_);
+  }
+  return *this;
+}
+
+ShardWriter::~ShardWriter() { close_own_file(); }
+
+void ShardWriter::release_after_fork() {
+  // The child's copy of the descriptor only: the parent's lock and shard stay as they are.
+  close_own_file();
+}
+
+bool ShardWriter::holds_own_file() const {
+  struct stat st {};
+  return fd_ >= 0 && ::fstat(fd_, &st) == 0 && st.st_dev == device_ && st.st_ino == inode_;
+}
+
+void ShardWriter::close_own_file() {
+  // A descriptor the program took over is the program's to close.
+  if (holds_own_file()) ::close(fd_);
+  fd_ = -1;
+}
+
+bool ShardWriter::ensure_own_file() {
+  if (holds_own_file()) return true;
+  // What was written stays: the shard is appended to where it ended.
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    fd_ = -1;
+    return fail("shard " + path_ + " was closed by the program and cannot be opened again: " + errno_text(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_dev != device_ || st.st_ino != inode_ || !lock_for_writing(fd)) {
+    ::close(fd);
+    fd_ = -1;
+    return fail("shard " + path_ + " was closed by the program, and another file has taken its place");
+  }
+  fd_ = fd;
+  ++reopened_;
+  return true;
+}
+
+bool ShardWriter::fail(std::string message) {
+  error_ = std::move(message);
+  return false;
+}
 
 bool shard_in_use(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -178,6 +208,10 @@ bool ShardWriter::open(const std::string& path, const RankMetadata& metadata, in
     return fail("cannot write shard " + path + ": " + errno_text(error_number));
   }
   offset_ = sizeof(header);
+  struct stat st {};
+  ::fstat(fd_, &st);
+  device_ = st.st_dev;
+  inode_ = st.st_ino;
   return write_metadata(metadata, now_ns);
 }
 
@@ -197,12 +231,15 @@ bool ShardWriter::open_existing(const std::string& path) {
     return fail(path + " is not a shard to append to");
   }
   offset_ = static_cast<uint64_t>(st.st_size);
+  device_ = st.st_dev;
+  inode_ = st.st_ino;
   return true;
 }
 
 bool ShardWriter::write_chunk(ChunkType type, uint16_t flags, const void* payload, uint32_t payload_bytes,
                               uint32_t item_count, int64_t first_ns, int64_t last_ns) {
   if (fd_ < 0) return fail("shard " + path_ + " is not open");
+  if (!ensure_own_file()) return false;
   if (payload_bytes > kMaxChunkPayload) return fail("chunk of " + std::to_string(payload_bytes) + " bytes is too large");
   ChunkHeader header{};
   header.magic = kChunkMagic;
@@ -315,9 +352,8 @@ bool ShardWriter::close(const Counters& counters, int64_t now_ns) {
   // What was kept past the end and not needed goes back to the file system.
   if (reserving_ && written && ::ftruncate(fd_, static_cast<off_t>(offset_)) != 0) { /* kept until the file goes: harmless */ }
   closing_ = false;
-  const bool synced = ::fdatasync(fd_) == 0 || fail("syncing shard " + path_ + " failed: " + errno_text(errno));
-  ::close(fd_);
-  fd_ = -1;
+  const bool synced = fd_ >= 0 && (::fdatasync(fd_) == 0 || fail("syncing shard " + path_ + " failed: " + errno_text(errno)));
+  close_own_file();
   return written && synced;
 }
 

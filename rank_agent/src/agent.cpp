@@ -3,10 +3,8 @@
 // and finishes at MPI_Finalize (through the MPI shim) or at exit.
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -43,6 +41,7 @@
 #include "rankscope/model/text.h"
 #include "rankscope/model/version.h"
 #include "code_location.h"
+#include "doorbell.h"
 #include "range_windows.h"
 #include "recorder.h"
 
@@ -171,15 +170,11 @@ class Agent {
     writer_.release_after_fork();
   }
   // From a signal handler: only async-signal-safe work.
-  void wake_flusher() const {
-    const uint64_t one = 1;
-    [[maybe_unused]] const ssize_t written = ::write(wake_fd_, &one, sizeof(one));
-  }
+  void wake_flusher() { flusher_bell_.ring(); }
   // From a signal handler or _exit: the closer closes the shard; the flusher
   // leaves its loop when it next runs.
-  void ask_close() const {
-    const uint64_t one = 1;
-    [[maybe_unused]] const ssize_t written = ::write(close_fd_, &one, sizeof(one));
+  void ask_close() {
+    closer_bell_.ring();
     wake_flusher();
   }
   // From SIGUSR2's handler: the ring's window is cut at the signal's
@@ -320,8 +315,8 @@ class Agent {
   int64_t trigger_closed_at_ = INT64_MAX;
 
   std::thread flusher_;
-  int wake_fd_ = -1;  // an eventfd: writable from a signal handler, unlike a condition variable
-  int close_fd_ = -1;  // the closer's, likewise
+  Doorbell flusher_bell_;  // rung from signal handlers too, unlike a condition variable
+  Doorbell closer_bell_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> flusher_busy_{false};  // between its wake and its next wait
 
@@ -524,8 +519,6 @@ void Agent::start_capture() {
   }
   event_cost_ps_ = calibrate_event_cost_ps(clock_);
   capture_.store(capture_bits, std::memory_order_release);
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  close_fd_ = ::eventfd(0, EFD_CLOEXEC);
   start_cost_ns_ = nanoseconds_since(started_);
   flusher_ = std::thread([this] { flusher_loop(); });
   // Waits in a read until the process ends; the agent is never freed.
@@ -614,6 +607,7 @@ Counters Agent::counters() const {
     c.set(counter::kCaptureWindows, windows);
   }
   if (windows_unrecorded_ != 0) c.set(counter::kCaptureWindowsUnrecorded, windows_unrecorded_);
+  if (writer_.reopened() != 0) c.set(counter::kShardReopened, writer_.reopened());
   if (ring_on()) {
     c.set(counter::kRingDumps, ring_dumps_);
     c.set(counter::kRingEventsAgedOut, ring_losses_.aged_out);
@@ -1010,10 +1004,7 @@ void Agent::closer_loop() {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
-  uint64_t count = 0;
-  while (g_end_asked.load(std::memory_order_acquire) == 0) {
-    if (::read(close_fd_, &count, sizeof(count)) < 0 && errno != EINTR) return;
-  }
+  while (g_end_asked.load(std::memory_order_acquire) == 0) closer_bell_.wait(-1);
   finish();
 }
 
@@ -1030,13 +1021,9 @@ void Agent::flusher_loop() {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
-  pollfd wake{wake_fd_, POLLIN, 0};
   bool woken_before = false;
   for (;;) {
-    if (::poll(&wake, 1, flush_ms_) > 0) {
-      uint64_t count = 0;
-      [[maybe_unused]] const ssize_t got = ::read(wake_fd_, &count, sizeof(count));
-    }
+    flusher_bell_.wait(flush_ms_);
     if (!woken_before) {
       woken_before = true;
       place_crash_handlers_once();

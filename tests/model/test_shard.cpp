@@ -332,6 +332,49 @@ TEST_F(ShardTest, FailedWriteKeepsEverythingWrittenBefore) {
   EXPECT_TRUE(scan.ended);
 }
 
+// The descriptor open on `path` in this process, or -1.
+int descriptor_of(const std::string& path) {
+  for (const auto& entry : fs::directory_iterator("/proc/self/fd")) {
+    std::error_code ignored;
+    if (fs::read_symlink(entry.path(), ignored) == fs::path(path)) return std::stoi(entry.path().filename().string());
+  }
+  return -1;
+}
+
+// A program that closes the descriptors it did not open, or puts a file of
+// its own in the shard's place (dup2): the writer opens the shard again,
+// loses nothing, and writes nothing into the program's file.
+TEST_F(ShardTest, AShardWhoseDescriptorTheProgramTookIsOpenedAgain) {
+  const std::string path = (dir_ / "rank-00000.shard").string();
+  const std::string own = (dir_ / "programs-own.txt").string();
+  RankMetadata metadata;
+  metadata.rank = 0;
+  metadata.world_size = 1;
+  ShardWriter writer;
+  ASSERT_TRUE(writer.open(path, metadata, 1));
+  const SyncPoint point{1, 2, 3};
+  ASSERT_TRUE(writer.write_sync_points({&point, 1}, 1));
+  const int fd = descriptor_of(path);
+  ASSERT_GE(fd, 0);
+  const int program_file = ::open(own.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(program_file, 0);
+  ASSERT_EQ(::dup2(program_file, fd), fd);  // the shard's descriptor is the program's file now
+  ASSERT_TRUE(writer.write_sync_points({&point, 1}, 2)) << writer.error();
+  ::close(descriptor_of(path));  // and now closed outright
+  ASSERT_TRUE(writer.write_sync_points({&point, 1}, 3)) << writer.error();
+  EXPECT_EQ(writer.reopened(), 2u);
+  ASSERT_TRUE(writer.close({}, 4));
+  EXPECT_EQ(fs::file_size(own), 0u) << "the agent wrote into the program's file";
+  EXPECT_NE(::fcntl(fd, F_GETFD), -1) << "the program's descriptor was closed by the writer";
+  ::close(fd);
+  ::close(program_file);
+  const ShardScan scan = ShardFile(path).scan();
+  EXPECT_FALSE(scan.damage.any());
+  EXPECT_TRUE(scan.ended);
+  EXPECT_EQ(scan.sync_points.size(), 3u);
+  EXPECT_FALSE(shard_in_use(path));
+}
+
 TEST_F(ShardTest, UnwritablePlaceIsNamed) {
   ShardWriter writer;
   RankMetadata metadata;

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -108,6 +110,29 @@ int main(int argc, char** argv) {
   if (argc > 2 && strcmp(argv[2], "exit") == 0) {
     MPI_Barrier(MPI_COMM_WORLD);
     exit(5);
+  }
+  if (argc > 2 && strcmp(argv[2], "close-shard") == 0) {
+    int closed = 0;
+    for (int fd = 3; fd < 1024; ++fd) {
+      char link_path[64], target[4096];
+      snprintf(link_path, sizeof link_path, "/proc/self/fd/%d", fd);
+      const ssize_t n = readlink(link_path, target, sizeof target - 1);
+      if (n < 6) continue;
+      target[n] = '\0';
+      if (strcmp(target + n - 6, ".shard") == 0 && close(fd) == 0) ++closed;
+    }
+    char own_path[4096];
+    snprintf(own_path, sizeof own_path, "%s.own-%d", argv[1], rank);
+    const int own = open(own_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    for (int i = 0; i < 30; ++i) {
+      MPI_Allreduce(out, in, 64, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      char line[32];
+      const int length = snprintf(line, sizeof line, "line %d\n", i);
+      if (write(own, line, (size_t)length) != length) return 3;
+      usleep(40000);
+    }
+    close(own);
+    printf("rank %d: closed %d shard descriptors, then 30 allreduces\n", rank, closed);
   }
   if (argc > 2 && strcmp(argv[2], "kill") == 0) {
     MPI_Barrier(MPI_COMM_WORLD);

@@ -4,7 +4,9 @@
 # preloaded into it; the MPI calls beyond messages and collectives (probes,
 # matched probes, persistent requests, MPI-IO and one-sided with bytes);
 # MPI_Abort shown as such, a rank MPI itself ends on a fatal error, and a
-# rank killed outright (SIGKILL) named so by its rankscope run;
+# rank killed outright (SIGKILL) named so by its rankscope run; a program
+# that closes its shard's descriptor and opens a file of its own in its
+# place loses nothing, and its file gets nothing of the agent's;
 # and a line for what is not captured.
 # Usage: test_mpi_calls.sh RANKSCOPE TIMELINE_SUMMARY MPIEXEC MPI_CALLS
 set -euo pipefail
@@ -192,4 +194,24 @@ assert rank1["counters"].get("killed_by_signal") == 9, rank1["counters"]
 assert rank1["counters"].get("nothing_captured") == 0, rank1["counters"]
 PY
 grep -q "^  rank 1: killed by SIGKILL (signal 9) before its shard was closed" kill.info || { cat kill.info; fail "info does not name the kill"; }
+echo "== a program that closes its shard's descriptor and opens a file of its own in its place"
+"$mpiexec" -n 2 "$rankscope" run -o closed.h5 -- "$mpi_calls" "$work/closed.dat" close-shard >closed.log 2>&1 ||
+  { cat closed.log; fail "the job that closed its shard's descriptor failed"; }
+grep -q "rank 1: closed 1 shard descriptors, then 30 allreduces" closed.log || { cat closed.log; fail "mpi_calls closed no shard"; }
+for rank in 0 1; do
+  # The program's file holds its 30 lines and nothing of the agent's.
+  [ "$(cat "closed.dat.own-$rank")" = "$(seq -f 'line %g' 0 29)" ] || { od -c "closed.dat.own-$rank" | head; fail "rank $rank's own file was written into"; }
+done
+"$rankscope" info --json closed.h5 >closed.info.json
+python3 - <<'PY' || fail "the shard closed by the program lost its events or its end"
+import json
+info = json.load(open("closed.info.json"))
+for rank in info["ranks"]:
+    assert rank["status"] == "complete", rank["status"]
+    assert rank["counters"].get("shard_reopened", 0) >= 1, rank["counters"]
+    assert rank["counters"].get("shard_write_errors", 0) == 0, rank["counters"]
+assert info["events_by_kind"]["mpi_collective"] >= 2 * 30, info["events_by_kind"]
+print("closed shard reopened:", [r["counters"]["shard_reopened"] for r in info["ranks"]], "times;",
+      info["events_by_kind"]["mpi_collective"], "collectives kept")
+PY
 echo "all in-process checks passed"

@@ -18,6 +18,7 @@ namespace rankscope::counter {
 inline constexpr std::string_view kEventsDropped = "events_dropped";
 inline constexpr std::string_view kAgentErrors = "agent_errors";
 inline constexpr std::string_view kShardWriteErrors = "shard_write_errors";
+inline constexpr std::string_view kShardReopened = "shard_reopened";
 inline constexpr std::string_view kEventsUnwritten = "events_unwritten";
 inline constexpr std::string_view kNamesDropped = "names_dropped";
 inline constexpr std::string_view kSourcesOff = "capture_sources_off";

@@ -124,13 +124,24 @@ class ShardWriter {
   const std::string& error() const { return error_; }
   const std::string& path() const { return path_; }
   uint64_t bytes_written() const { return offset_; }
+  // Times the shard was opened again by its path: the program closed the
+  // writer's descriptor, or put a file of its own in its place.
+  uint64_t reopened() const { return reopened_; }
 
  private:
   bool write_chunk(ChunkType type, uint16_t flags, const void* payload, uint32_t payload_bytes,
                    uint32_t item_count, int64_t first_ns, int64_t last_ns);
   bool fail(std::string message);
+  // Whether fd_ is still the shard this writer opened (dev and inode), not
+  // closed by the program nor reused for a file of its own.
+  bool holds_own_file() const;
+  // Before each write: the shard opened again where fd_ is no longer it.
+  bool ensure_own_file();
+  void close_own_file();
 
   int fd_ = -1;
+  uint64_t device_ = 0, inode_ = 0;
+  uint64_t reopened_ = 0;
   uint64_t offset_ = 0;
   bool reserving_ = true;  // until the file system says it cannot allocate ahead
   bool closing_ = false;   // close()'s chunks use the room kept for them
