@@ -22,6 +22,8 @@ RankEnd rank_end(int32_t rank, RankStatus status, const Counters& c, int64_t pid
   // A killed rank's launcher writes the signal; a shard closed after all (a
   // later merge of a shard appended to by hand) is not a killed rank's.
   if (status == RankStatus::kDead) end.killed_by_signal = static_cast<int>(c.get(counter::kKilledBySignal));
+  end.stopped_by_signal = static_cast<int>(c.get(counter::kStoppedBySignal));
+  end.stopped_ns = c.get(counter::kStoppedNs);
   if (status == RankStatus::kCrashed) {
     Crash& crash = end.crash.emplace();
     crash.signal = static_cast<int>(c.get(counter::kCrashSignal));
@@ -137,6 +139,14 @@ std::string describe_crash(const Crash& crash) {
 
 }  // namespace
 
+// ", after SIGSTOP (signal 19) had stopped it for 5.12 s: ...", or nothing.
+std::string while_stopped(const RankEnd& end) {
+  if (end.stopped_by_signal <= 0) return "";
+  return ", after " + signal_name(end.stopped_by_signal) + " (signal " + std::to_string(end.stopped_by_signal) +
+         ") had stopped it for " + format_duration(static_cast<double>(end.stopped_ns)) +
+         " in all: frozen meanwhile, not hung";
+}
+
 std::string describe_fatal_signal(const RankEnd& end) {
   std::string out;
   if (end.crash) {
@@ -145,6 +155,7 @@ std::string describe_fatal_signal(const RankEnd& end) {
     const std::string signal = signal_name(end.killed_by_signal) + " (signal " + std::to_string(end.killed_by_signal) + ")";
     out = end.crashed() ? "crashed with " + signal + " before its shard was closed, where its capture could not catch the crash"
                         : "killed by " + signal + " before its shard was closed";
+    out += while_stopped(end);
   } else {
     return "";
   }
@@ -171,7 +182,7 @@ std::string describe_early_end(const RankEnd& end) {
              ") (MPI ends a rank so on a fatal error or a lost peer); its shard was closed first";
     case RankStatus::kTerminated:
       return "ended by " + signal_name(end.terminating_signal) + " (signal " + std::to_string(end.terminating_signal) +
-             "); its shard was closed first";
+             ")" + while_stopped(end) + "; its shard was closed first";
     default: return "";
   }
 }

@@ -629,6 +629,12 @@ void write_deadlocks_json(JsonWriter& json, const std::vector<Deadlock>& deadloc
 
 // Inside a rank's object: `ended_early`, `killed`, `crashed` and `process`, each null where not recorded.
 void write_rank_end_json(JsonWriter& json, const RankEnd& end) {
+  json.key("stopped");
+  if (end.stopped_by_signal > 0) {
+    json.begin_object().key("signal").value(int64_t{end.stopped_by_signal}).key("ns").value(end.stopped_ns).end_object();
+  } else {
+    json.null();
+  }
   json.key("ended_early");
   if (const std::string early = describe_early_end(end); !early.empty()) {
     json.begin_object().key("exit_status");

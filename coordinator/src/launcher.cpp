@@ -412,6 +412,13 @@ class ExecReport {
   int pipe_[2] = {-1, -1};
 };
 
+// What stopped the application while it ran: the last signal that did
+// (0: none), and the time it spent stopped in all.
+struct ProcessStops {
+  int signal = 0;
+  uint64_t ns = 0;
+};
+
 // A forked program, and exec's errno when it could not be run (0: it runs).
 struct StartedProgram {
   pid_t pid = -1;
@@ -421,9 +428,18 @@ struct StartedProgram {
 // Signals for the application reach this process (mpirun ends a job with
 // SIGTERM to the processes it started): they are passed on.
 volatile sig_atomic_t g_application_pid = 0;
+// Set while a signal has the application stopped (ApplicationWatch).
+volatile sig_atomic_t g_application_stopped = 0;
 
 void pass_signal_on(int signal_number) {
-  if (g_application_pid > 0) ::kill(static_cast<pid_t>(g_application_pid), signal_number);
+  if (g_application_pid <= 0) return;
+  ::kill(static_cast<pid_t>(g_application_pid), signal_number);
+  // A stopped process takes a signal that ends it only once continued: a
+  // job ended with SIGTERM would otherwise wait for mpirun's SIGKILL, and
+  // lose its shard's end. As shells end a stopped job: SIGCONT after.
+  const bool ends = signal_number == SIGTERM || signal_number == SIGINT || signal_number == SIGHUP ||
+                    signal_number == SIGQUIT;
+  if (ends && g_application_stopped != 0) ::kill(static_cast<pid_t>(g_application_pid), SIGCONT);
 }
 
 void pass_signals_to(pid_t child, std::initializer_list<int> signals) {
@@ -452,6 +468,58 @@ StartedProgram start_application(const std::vector<std::string>& command, const 
   return {child, report.exec_error()};
 }
 
+// Follows the application through wait4, and says when a signal stops it
+// (SIGSTOP, SIGTSTP): it then makes no progress, and to a hang watch it is a
+// rank that never arrives. The time it spent stopped goes to its shard.
+class ApplicationWatch {
+ public:
+  ApplicationWatch(pid_t child, int rank) : child_(child), rank_(rank) {}
+
+  // One wait4 (`flags`: 0 waits, WNOHANG looks); true once it has ended.
+  bool ended(int flags, rusage& usage) {
+    int status = 0;
+    const pid_t got = ::wait4(child_, &status, flags | WUNTRACED | WCONTINUED, &usage);
+    if (got < 0 && errno != EINTR) throw Error(std::string("waiting for the application failed: ") + std::strerror(errno));
+    if (got <= 0) return false;
+    if (WIFSTOPPED(status)) {
+      stops_.signal = WSTOPSIG(status);
+      if (!stopped_since_) stopped_since_ = std::chrono::steady_clock::now();
+      g_application_stopped = 1;
+      std::fprintf(stderr,
+                   "rankscope run: rank %d: the application was stopped by %s (signal %d): it makes no progress until "
+                   "continued (SIGCONT)\n",
+                   rank_, signal_name(stops_.signal).c_str(), stops_.signal);
+      return false;
+    }
+    if (WIFCONTINUED(status)) {
+      g_application_stopped = 0;
+      if (stopped_since_) {
+        add_stopped_time();
+        std::fprintf(stderr, "rankscope run: rank %d: the application was continued\n", rank_);
+      }
+      return false;
+    }
+    if (stopped_since_) add_stopped_time();  // killed while stopped
+    status_ = status;
+    return true;
+  }
+  int status() const { return status_; }
+  const ProcessStops& stops() const { return stops_; }
+
+ private:
+  void add_stopped_time() {
+    stops_.ns += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - *stopped_since_).count());
+    stopped_since_.reset();
+  }
+
+  pid_t child_;
+  int rank_;
+  int status_ = 0;
+  ProcessStops stops_;
+  std::optional<std::chrono::steady_clock::time_point> stopped_since_;
+};
+
 int wait_for(pid_t child, rusage* usage = nullptr) {
   int status = 0;
   while (::wait4(child, &status, 0, usage) < 0) {
@@ -472,6 +540,23 @@ class DeathRecord {
  public:
   // Before the application starts.
   DeathRecord() : oom_kills_before_(oom_kill_count(::getpid())) {}
+
+  // The time a signal kept the application stopped, before add_if_killed:
+  // for a rank that ended in any way.
+  static void add_stops(const fs::path& shard, pid_t application, const ProcessStops& stops, int rank) {
+    if (stops.signal == 0 || !fs::exists(shard)) return;
+    try {
+      const ShardScan scan = ShardFile(shard.string()).scan();
+      if (!scan.metadata || scan.metadata->pid != application) return;
+      Counters counters = scan.counters;
+      counters.set(counter::kStoppedBySignal, static_cast<uint64_t>(stops.signal));
+      counters.set(counter::kStoppedNs, stops.ns);
+      append_counters(shard, scan, counters);
+    } catch (const Error& error) {
+      std::fprintf(stderr, "rankscope run: rank %d: cannot record that the application was stopped: %s\n", rank,
+                   error.what());
+    }
+  }
 
   void add_if_killed(const fs::path& shard, pid_t application, int status, const rusage& usage, int rank) const {
     if (!WIFSIGNALED(status) || !fs::exists(shard)) return;
@@ -503,12 +588,7 @@ class DeathRecord {
                                      ? *oom_kills_after - *oom_kills_before_
                                      : 0;
       if (oom_kills > 0) counters.set(counter::kOomKills, oom_kills);
-      ShardWriter writer;
-      // Stamped as the rank was last heard from, which this does not change.
-      if (!writer.open_existing(shard.string()) ||
-          !writer.write_counters(counters, scan.last_ns == INT64_MIN ? 0 : scan.last_ns)) {
-        throw Error(writer.error());
-      }
+      append_counters(shard, scan, counters);
       const analysis::RankEnd end = analysis::rank_end(rank, RankStatus::kDead, counters, application);
       std::fprintf(stderr, "rankscope run: rank %d: the application %s%s; what it flushed is kept in %s\n", rank,
                    end.crashed() ? "" : "was ", analysis::describe_fatal_signal(end).c_str(), shard.c_str());
@@ -519,6 +599,15 @@ class DeathRecord {
   }
 
  private:
+  // Stamped as the rank was last heard from, which this does not change.
+  static void append_counters(const fs::path& shard, const ShardScan& scan, const Counters& counters) {
+    ShardWriter writer;
+    if (!writer.open_existing(shard.string()) ||
+        !writer.write_counters(counters, scan.last_ns == INT64_MIN ? 0 : scan.last_ns)) {
+      throw Error(writer.error());
+    }
+  }
+
   std::optional<uint64_t> oom_kills_before_;
 };
 
@@ -599,7 +688,11 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
   const StartedProgram application = start_application(
       options.command, {agent_library("librankscope_mpi.so"), agent_library("librankscope_capture.so")});
   rusage usage{};
-  const int status = wait_for(application.pid, &usage);
+  ApplicationWatch watch(application.pid, id.rank);
+  while (!watch.ended(0, usage)) {
+  }
+  const int status = watch.status();
+  DeathRecord::add_stops(shard_dir / shard_file_name(id.rank), application.pid, watch.stops(), id.rank);
   death.add_if_killed(shard_dir / shard_file_name(id.rank), application.pid, status, usage, id.rank);
 
   // The MPI shim leaves this mark in MPI_Finalize once every rank's shard is
@@ -765,11 +858,15 @@ class Sidecar {
 
     const DeathRecord death;
     const StartedProgram program = start_child(master_addr, master_port);
-    int status = 0;
     rusage usage{};
-    wait_with_sync_rounds(program.pid, status, usage);
+    ApplicationWatch watch(program.pid, id_.rank);
+    wait_with_sync_rounds(watch, usage);
+    const int status = watch.status();
     // torchrun's workers, not torchrun, write the shards.
-    if (!torchrun_) death.add_if_killed(shard_dir_ / shard_file_name(id_.rank), program.pid, status, usage, id_.rank);
+    if (!torchrun_) {
+      DeathRecord::add_stops(shard_dir_ / shard_file_name(id_.rank), program.pid, watch.stops(), id_.rank);
+      death.add_if_killed(shard_dir_ / shard_file_name(id_.rank), program.pid, status, usage, id_.rank);
+    }
     measure();
     // A program that could not be run wrote no shard to add them to.
     if (program.exec_error == 0) append_measurements();
@@ -823,17 +920,14 @@ class Sidecar {
 
   // Every sidecar takes part in every round, so they tick together: each
   // tick, an allreduce says whether any application still runs.
-  void wait_with_sync_rounds(pid_t child, int& status, rusage& usage) {
+  void wait_with_sync_rounds(ApplicationWatch& watch, rusage& usage) {
     using Clock = std::chrono::steady_clock;
     constexpr auto kTick = std::chrono::milliseconds(100);
     auto next_round = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                          std::chrono::duration<double>(options_.sync_interval_s));
     bool running = true;
     for (;;) {
-      if (running) {
-        const pid_t done = ::wait4(child, &status, WNOHANG, &usage);
-        if (done == child) running = false;
-      }
+      if (running && watch.ended(WNOHANG, usage)) running = false;
       // {still running, round due} here; anywhere, after. Idle: the
       // sidecars' cores are the application's.
       int mine[2] = {running ? 1 : 0, Clock::now() >= next_round ? 1 : 0}, anywhere[2] = {0, 0};

@@ -73,6 +73,10 @@ constexpr Definition kRegistry[] = {
      "the signal that ended the process before its shard was closed (9, SIGKILL: kill -9, the OOM killer, mpirun "
      "signalled twice; or a crash the agent does not catch), as `rankscope run` saw it: events after the last flush "
      "are lost"},
+    {kStoppedBySignal,
+     "the signal that last stopped the process (SIGSTOP, SIGTSTP), as its `rankscope run` saw it: frozen meanwhile, "
+     "not hung (stopped_ns: for how long in all)"},
+    {kStoppedNs, "the time in ns a signal kept the process stopped, in all, as its `rankscope run` saw it"},
     {kOomKills,
      "processes the kernel's OOM killer killed in the rank's memory cgroup while it ran (memory.events or "
      "memory.oom_control); beside killed_by_signal = 9, the likely killer"},

@@ -6,7 +6,9 @@
 # rank alike; --ring 2 keeps only the last 2 s, the rest counted as aged
 # out on every rank; SIGUSR2 to mpirun midway, or `rankscope trigger dump`,
 # writes a window then too; a hang writes the window with the state the
-# hang report needs; bad values, --paused with --delay, and a trigger for no
+# hang report needs; a rank stopped by SIGSTOP is said to be so by its run,
+# missing by the others' hang, and frozen by its end; bad values, --paused
+# with --delay, and a trigger for no
 # running job are refused.
 # Usage: test_long_jobs.sh RANKSCOPE RING_APP HANG_APP MPIEXEC
 set -euo pipefail
@@ -163,6 +165,44 @@ import json
 assert (h["call"], h["seq"], h["missing_ranks"]) == ("MPI_Allreduce", 3, [2]), h
 assert h["missing"][0]["last_call"] == "MPI_Barrier", h["missing"][0]
 print("hang named from the ring's window:", h["call"], "#3, rank 2 missing, last call", h["missing"][0]["last_call"])
+PY
+
+echo "== a rank stopped by SIGSTOP: its run says so, the others' hang names it, and its end says it was frozen"
+"$mpiexec" -n 3 "$rankscope" run -o "$work/frozen.h5" --hang-timeout 2 --hang-action abort -- "$ring_app" 30 20 \
+  >frozen.log 2>&1 &
+job=$!
+frozen=
+for _ in $(seq 100); do
+  sleep 0.1
+  for pid in $(pgrep -x "$(basename "$ring_app")" || true); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=2" && frozen=$pid
+  done
+  [ -n "$frozen" ] && break
+done
+[ -n "$frozen" ] || fail "rank 2's ring_app was not found"
+sleep 1
+kill -STOP "$frozen"
+status=0
+wait "$job" || status=$?
+job=
+[ "$status" -ne 0 ] || { cat frozen.log; fail "the job with a frozen rank ended with status 0"; }
+grep -q "rankscope run: rank 2: the application was stopped by SIGSTOP (signal 19): it makes no progress" frozen.log ||
+  { cat frozen.log; fail "the stop went unsaid"; }
+"$rankscope" merge "$work/frozen.h5.shards" -o frozen.h5 >/dev/null
+"$rankscope" info frozen.h5 >frozen.info
+grep -q "rank 2: .*after SIGSTOP (signal 19) had stopped it for [0-9.]* [mµ]\?s in all: frozen meanwhile, not hung" frozen.info ||
+  { cat frozen.log frozen.info; fail "info does not say rank 2 was frozen"; }
+"$rankscope" report frozen.h5 --format json -o frozen.json
+/usr/bin/python3 - <<'PY'
+import json
+report = json.load(open("frozen.json"))
+assert report["hangs"] and all(h["missing_ranks"] == [2] for h in report["hangs"]), report["hangs"]
+[rank2] = [r for r in report["ranks"] if r["rank"] == 2]
+# Stopped about a second before the others' 2 s hang timeout, and until the job was ended.
+assert rank2["stopped"]["signal"] == 19 and rank2["stopped"]["ns"] > 1.5e9, rank2["stopped"]
+assert all(r["stopped"] is None for r in report["ranks"] if r["rank"] != 2), report["ranks"]
+print("frozen rank 2 named missing from", report["hangs"][0]["call"], "stopped", rank2["stopped"]["ns"] / 1e9,
+      "s, ended", rank2["status"])
 PY
 
 echo "== bad values"

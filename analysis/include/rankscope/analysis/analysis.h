@@ -526,6 +526,8 @@ struct RankEnd {
   RankStatus status = RankStatus::kMissing;
   int killed_by_signal = 0;  // 0: not killed before its shard was closed (or not known)
   uint64_t oom_kills = 0;    // in its memory cgroup while it ran
+  int stopped_by_signal = 0;  // the signal that last stopped it (SIGSTOP, SIGTSTP); 0: never stopped
+  uint64_t stopped_ns = 0;    // the time it spent stopped, in all
   std::optional<Crash> crash;  // a `crashed` rank's
   std::optional<ProcessUsage> usage;
   std::optional<int> mpi_abort_code;  // an `aborted` rank's that called MPI_Abort
