@@ -207,7 +207,8 @@ class Scanner {
         case Extent::kComplete: break;
         case Extent::kCut: return cut("inside the value of \"" + key + "\"");
         case Extent::kMalformed:
-        case Extent::kTooLarge: return broken("the value of \"" + key + "\"");
+        case Extent::kTooLarge:
+        case Extent::kTooDeep: return broken("the value of \"" + key + "\"");
       }
       callbacks_.on_header(key, text(begin_, value_end));
       begin_ = value_end;
@@ -224,7 +225,10 @@ class Scanner {
   // an event: it is skipped instead of holding the rest of the file.
   static constexpr size_t kMaxEventBytes = 16u << 20;
 
-  enum class Extent { kComplete, kCut, kMalformed, kTooLarge };
+  enum class Extent { kComplete, kCut, kMalformed, kTooLarge, kTooDeep };
+  // Brackets a value may nest: a trace event nests a few (its args); JSON
+  // itself sets no limit, and a reader must, to keep its stack bounded.
+  static constexpr int kMaxNesting = 16 * 64;
 
   char at() const { return buffer_[begin_]; }
   uint64_t place() const { return offset_ + begin_; }
@@ -334,7 +338,7 @@ class Scanner {
     }
     // Brackets open in a bit stack: 1 for '{', 0 for '['. The characters
     // that matter are found 16 at a time; everything else is skipped.
-    uint64_t stack[16] = {};
+    uint64_t stack[kMaxNesting / 64] = {};
     int depth = 0;
     bool in_string = false;
     size_t skip_to = p;  // the character after a backslash is not looked at
@@ -342,7 +346,7 @@ class Scanner {
     auto bracket = [&](size_t at) -> std::optional<Extent> {
       const char c = buffer_[at];
       if (c == '{' || c == '[') {
-        if (depth == 16 * 64) return Extent::kMalformed;
+        if (depth == kMaxNesting) return Extent::kTooDeep;
         if (c == '{') stack[depth / 64] |= uint64_t{1} << (depth % 64);
         else stack[depth / 64] &= ~(uint64_t{1} << (depth % 64));
         ++depth;
@@ -434,6 +438,13 @@ class Scanner {
           break;
         case Extent::kMalformed:
           if (!resync(index, "is not valid JSON (its brackets do not balance)", false)) return false;
+          break;
+        case Extent::kTooDeep:
+          if (!resync(index, "nests brackets deeper than " + std::to_string(kMaxNesting) +
+                                 " levels, which no trace event does (not read)",
+                      false)) {
+            return false;
+          }
           break;
         case Extent::kTooLarge:
           if (!resync(index, "runs past " + std::to_string(kMaxEventBytes >> 20) + " MiB (an unterminated string?)",

@@ -103,6 +103,19 @@ TEST(KinetoReader, SkipsAnUnbalancedEventToTheNextOne) {
   EXPECT_NE(c.problems[0].find("t.json: event 1 at byte 30"), std::string::npos) << c.problems[0];
 }
 
+// JSON nested deeper than the reader's stack is said to be so, not called
+// unbalanced, and costs that event only.
+TEST(KinetoReader, AnEventNestedTooDeepIsSaidSoAndSkipped) {
+  Collected c;
+  const std::string deep = "{\"ph\": \"X\", \"args\": " + std::string(200000, '[') + std::string(200000, ']') + "}";
+  const ReaderStats stats = read("{\"traceEvents\": [\n{\"ph\": \"i\"},\n" + deep + ",\n{\"ph\": \"X\"}]}", c);
+  EXPECT_EQ(c.events, (std::vector<std::string>{R"({"ph": "i"})", R"({"ph": "X"})"}));
+  EXPECT_EQ(stats.elements_skipped, 1u);
+  ASSERT_EQ(c.problems.size(), 1u);
+  EXPECT_NE(c.problems[0].find("event 1 at byte 31 nests brackets deeper than 1024 levels"), std::string::npos)
+      << c.problems[0];
+}
+
 // Damage that looks like events inside it (a nested object after "},", a
 // string holding "}, {", an unterminated string running on for lines) costs
 // the damaged event only.
