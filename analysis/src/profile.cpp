@@ -661,7 +661,7 @@ JobProfile build_profile(const Timeline& timeline) {
   job.world_size = timeline.world_size();
   job.clock_corrected = timeline.clock_corrected();
   job.clock_reference = clock_reference(timeline);
-  job.strings = timeline.strings();
+  job.strings = timeline.shared_strings();
   for (const RankInfo& info : timeline.ranks()) {
     RankProfile rank;
     rank.rank = info.rank;

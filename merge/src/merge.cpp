@@ -775,7 +775,7 @@ JobStrings build_string_table(MPI_Comm comm, std::vector<OwnedShard>& shards) {
   std::sort(local_strings.begin(), local_strings.end());
   local_strings.erase(std::unique(local_strings.begin(), local_strings.end()), local_strings.end());
   JobStrings strings;
-  strings.texts = allgather_strings(comm, local_strings);
+  strings.texts = allgather_strings(comm, std::move(local_strings));
   std::sort(strings.texts.begin(), strings.texts.end());
   strings.texts.erase(std::unique(strings.texts.begin(), strings.texts.end()), strings.texts.end());
   for (size_t i = 0; i < strings.texts.size(); ++i) {
@@ -794,6 +794,8 @@ JobStrings build_string_table(MPI_Comm comm, std::vector<OwnedShard>& shards) {
       if (id < kMaxLocalStringId) shard.name_map[id] = strings.ids.at(text);
     }
     shard.name_map.back() = strings.ids.at(kMissingName);
+    // The job's table holds them now.
+    std::vector<std::pair<uint32_t, std::string>>().swap(shard.scan.strings);
   }
   return strings;
 }
@@ -898,7 +900,6 @@ class TableRows {
 
   void write(TimelineFile& out, hid_t dataset, hid_t type, const std::string& what) const {
     std::vector<hsize_t> start, count;
-    std::vector<Row> data;
     for (const auto& [first, rows] : runs_) {
       start.push_back(first);
       count.push_back(rows.size());
@@ -906,9 +907,15 @@ class TableRows {
         start.push_back(0);
         count.push_back(columns);
       }
-      data.insert(data.end(), rows.begin(), rows.end());
     }
-    out.write(dataset, type, start, count, data.data(), what, columns > 0 ? 2 : 1);
+    // One run (the string table, a process's only rank) is written from
+    // where it lies: a copy would double the largest of them.
+    std::vector<Row> data;
+    if (runs_.size() > 1) {
+      for (const auto& [first, rows] : runs_) data.insert(data.end(), rows.begin(), rows.end());
+    }
+    const Row* rows = runs_.size() == 1 ? runs_.begin()->second.data() : data.data();
+    out.write(dataset, type, start, count, rows, what, columns > 0 ? 2 : 1);
   }
 
  private:

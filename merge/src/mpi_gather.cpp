@@ -49,10 +49,12 @@ void append_record(std::string& out, std::string_view text) {
   out.append(reinterpret_cast<const char*>(&length), 4).append(text);
 }
 
-std::vector<std::string> allgather_strings(MPI_Comm comm, const std::vector<std::string>& local) {
+std::vector<std::string> allgather_strings(MPI_Comm comm, std::vector<std::string> local) {
   std::string packed;
   for (const auto& text : local) append_record(packed, text);
+  std::vector<std::string>().swap(local);
   const std::vector<char> all = allgather_bytes(comm, packed);
+  std::string().swap(packed);
   std::vector<std::string> out;
   for (size_t pos = 0; pos + 4 <= all.size();) {
     uint32_t length = 0;

@@ -164,7 +164,8 @@ inline analysis::Report sample_report(int ranks, int steps, int slow_rank = 2) {
     report.capture_cost.push_back(cost);
   }
   report.breakdown = step_breakdown(job);
-  job.strings = {"ampere_sgemm_128x64_tn <\"escaped\">", "vectorized_elementwise_kernel"};
+  job.strings = std::make_shared<const std::vector<std::string>>(
+      std::vector<std::string>{"ampere_sgemm_128x64_tn <\"escaped\">", "vectorized_elementwise_kernel"});
   report.bottlenecks = find_bottlenecks(job, report.breakdown, report.stragglers, report.buckets, report.ends);
   return report;
 }

@@ -481,7 +481,7 @@ Timeline::Timeline(const std::string& path) : path_(path) {
                   " is not supported; this rankscope reads version " + std::to_string(kTimelineVersion));
     }
 
-    strings_ = read_strings(reader, note);
+    strings_ = std::make_shared<const std::vector<std::string>>(read_strings(reader, note));
     const auto rows = reader.read_table<schema::RankRow>(schema::kRanks, schema::rank_row_type(), note);
     // Timelines written before the torch kinds have two columns fewer.
     const uint64_t kinds = reader.columns(schema::kEventCounts, H5T_NATIVE_UINT64) == kEventKindCountBeforeTorch
@@ -573,7 +573,7 @@ Timeline::Timeline(const std::string& path) : path_(path) {
         const schema::TrackRow& t = tracks.rows[i];
         if (tracks.unreadable[i]) continue;
         // Events name their track by id; those of a track left out are shown as their thread's.
-        if (const std::string problem = track_row_problem(t, info.rank, strings_.size()); !problem.empty()) {
+        if (const std::string problem = track_row_problem(t, info.rank, strings_->size()); !problem.empty()) {
           note({"/tracks", i, 1, "", problem});
           continue;
         }
@@ -582,12 +582,12 @@ Timeline::Timeline(const std::string& path) : path_(path) {
       for (uint64_t i = row.counter_offset; i < row.counter_offset + row.counter_count; ++i) {
         const schema::CounterRow& c = counters.rows[i];
         if (counters.unreadable[i]) continue;
-        if (c.rank != info.rank || c.name_id >= strings_.size()) {
+        if (c.rank != info.rank || c.name_id >= strings_->size()) {
           note({"/counters", i, 1, c.rank != info.rank ? "rank" : "name_id",
                 c.rank != info.rank ? "holds rank " + std::to_string(c.rank) : "not in the string table"});
           continue;
         }
-        info.counters.set(strings_[c.name_id], c.value);
+        info.counters.set((*strings_)[c.name_id], c.value);
       }
       info.clock = read_clock(info.rank, clocks.rows[r], clocks.unreadable[r], points, note);
       read_capture_windows(row, windows, note, info);
@@ -608,8 +608,8 @@ Timeline::~Timeline() {
 }
 
 const std::string& Timeline::string(uint32_t id) const {
-  if (id >= strings_.size()) throw Error(path_ + ": string id " + std::to_string(id) + " is out of range");
-  return strings_[id];
+  if (id >= strings_->size()) throw Error(path_ + ": string id " + std::to_string(id) + " is out of range");
+  return (*strings_)[id];
 }
 
 void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::vector<Event>& out) const {
@@ -658,7 +658,7 @@ void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::ve
         continue;
       }
       const size_t at = row - info.event_offset - from;
-      if (const char* field = damaged_field(out[at], info, strings_.size(), problem)) {
+      if (const char* field = damaged_field(out[at], info, strings_->size(), problem)) {
         note_damage({dataset, row, 1, field, problem});
         continue;
       }

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -135,7 +136,7 @@ struct JobProfile {
   int32_t world_size = 0;
   bool gpu = false;             // GPU events exist: compute is GPU kernels; otherwise CPU threads
   bool clock_corrected = false;
-  std::vector<std::string> strings;  // the job's string table
+  std::shared_ptr<const std::vector<std::string>> strings;  // the job's string table, shared with its Timeline
   std::vector<uint64_t> step_numbers;  // N of ProfilerStep#N, per step
   // No ProfilerStep#N range was captured and the capture was windowed: each
   // window is one step (numbered from 1), so that the time between windows,
@@ -148,7 +149,7 @@ struct JobProfile {
   std::vector<RankClock> clocks;               // per rank, from the timeline
   std::optional<int32_t> clock_reference;      // clock_reference(timeline)
 
-  const std::string& name(uint32_t id) const { return strings.at(id); }
+  const std::string& name(uint32_t id) const { return strings->at(id); }
   std::vector<int32_t> ranks_with_data() const;  // every rank but the missing ones
 };
 

@@ -21,8 +21,10 @@ std::vector<char> allgather_bytes(MPI_Comm comm, const std::string& local, size_
 // Appends a length-prefixed record, as allgather_strings reads them.
 void append_record(std::string& out, std::string_view text);
 
-// Every process's strings, in process order.
-std::vector<std::string> allgather_strings(MPI_Comm comm, const std::vector<std::string>& local);
+// Every process's strings, in process order. `local` is let go of once
+// packed, and the packed bytes once sent: a job's string table is the
+// merge's largest (a trace of a million names).
+std::vector<std::string> allgather_strings(MPI_Comm comm, std::vector<std::string> local);
 
 // Throws the same Error on every process when any of them failed.
 void check_all(MPI_Comm comm, const std::string& local_error);

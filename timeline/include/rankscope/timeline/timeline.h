@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -111,7 +112,10 @@ class Timeline {
   // Whether every rank's times are on rank 0's clock.
   bool clock_corrected() const { return clock_corrected_; }
   const std::vector<RankInfo>& ranks() const { return ranks_; }
-  const std::vector<std::string>& strings() const { return strings_; }
+  const std::vector<std::string>& strings() const { return *strings_; }
+  // The same table, for what outlives this reader (an analysis's profile):
+  // a job's names may be millions, and are held once.
+  std::shared_ptr<const std::vector<std::string>> shared_strings() const { return strings_; }
   const std::string& string(uint32_t id) const;
 
   // Reads the rank's events [first, first + count) into `out`, leaving out
@@ -160,7 +164,7 @@ class Timeline {
   mutable TimelineDamage damage_;
   mutable std::map<std::string, std::map<uint64_t, uint64_t>> damaged_rows_;  // by dataset: runs [first, end)
   std::vector<RankInfo> ranks_;
-  std::vector<std::string> strings_;
+  std::shared_ptr<const std::vector<std::string>> strings_ = std::make_shared<const std::vector<std::string>>();
 };
 
 }  // namespace rankscope
