@@ -66,12 +66,9 @@ TEST(CaptureWindows, ShardChunksRoundTripByKind) {
   const fs::path dir = fs::temp_directory_path() / ("rankscope-windows-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string path = (dir / "rank-00000.shard").string();
-  RankMetadata metadata;
-  metadata.rank = 0;
-  metadata.world_size = 1;
   {
     ShardWriter writer;
-    ASSERT_TRUE(writer.open(path, metadata, 1));
+    ASSERT_TRUE(writer.open(path, RankMetadata{}, 1));
     const CaptureWindow first[] = {{10, 20}, {30, kWindowStillOpen}};
     const CaptureWindow second[] = {{30, 40}};
     const CaptureWindow dump[] = {{35, 50}};
