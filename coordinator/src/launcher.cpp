@@ -351,6 +351,21 @@ constexpr std::string_view kWorkerListPrefix = "torchrun-workers-";
 std::string worker_list_name(int rank) { return std::string(kWorkerListPrefix) + std::to_string(rank); }
 
 // Once no shard is left in the folder, what the job kept beside them goes, and the folder with it.
+// Once the timeline holds them. A folder made read-only meanwhile keeps
+// them: said, as they take room the user may want back.
+void remove_merged_shards(const fs::path& shard_dir, int world_size) {
+  std::error_code failed;
+  for (int rank = 0; rank < world_size; ++rank) {
+    std::error_code error;
+    fs::remove(shard_dir / shard_file_name(rank), error);
+    if (error && !failed) failed = error;
+  }
+  if (failed) {
+    std::fprintf(stderr, "rankscope run: the timeline is whole, but its shards stay in %s: they cannot be removed (%s)\n",
+                 shard_dir.c_str(), failed.message().c_str());
+  }
+}
+
 void remove_shard_folder(const fs::path& shard_dir) {
   if (holds_shards(shard_dir)) return;
   std::error_code ignored;
@@ -728,7 +743,7 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
       std::fprintf(stderr, "rankscope run: writing the timeline failed; the shards stay in %s for: %s\n",
                    shard_dir.c_str(), command_line(merge).c_str());
     } else {
-      for (int rank = 0; rank < id.world_size; ++rank) fs::remove(shard_dir / shard_file_name(rank), ignored);
+      remove_merged_shards(shard_dir, id.world_size);
     }
   }
   // The last rank to get here finds no shard left, as does every rank of a
