@@ -196,12 +196,13 @@ grep -q "rank 2: .*after SIGSTOP (signal 19) had stopped it for [0-9.]* [mµ]\?s
 /usr/bin/python3 - <<'PY'
 import json
 report = json.load(open("frozen.json"))
-assert report["hangs"] and all(h["missing_ranks"] == [2] for h in report["hangs"]), report["hangs"]
+# Continued by mpirun's SIGCONT before its SIGTERM, rank 2 may enter a collective or two the others left.
+assert any(h["call"] == "MPI_Allreduce" and h["missing_ranks"] == [2] for h in report["hangs"]), report["hangs"]
 [rank2] = [r for r in report["ranks"] if r["rank"] == 2]
 # Stopped about a second before the others' 2 s hang timeout, and until the job was ended.
 assert rank2["stopped"]["signal"] == 19 and rank2["stopped"]["ns"] > 1.5e9, rank2["stopped"]
 assert all(r["stopped"] is None for r in report["ranks"] if r["rank"] != 2), report["ranks"]
-print("frozen rank 2 named missing from", report["hangs"][0]["call"], "stopped", rank2["stopped"]["ns"] / 1e9,
+print("frozen rank 2 named missing from MPI_Allreduce, stopped", rank2["stopped"]["ns"] / 1e9,
       "s, ended", rank2["status"])
 PY
 
