@@ -1084,10 +1084,13 @@ int run_sidecar(const RunOptions& options, const Identity& id, const fs::path& s
   int refused = refusal ? 1 : 0, refused_anywhere = 0;
   MPI_Allreduce(&refused, &refused_anywhere, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (refused_anywhere) {
+    // The folder this rank made and claimed is no earlier job's record: the
+    // next job must find it free. Before MPI_Finalize, which the refusing
+    // rank leaves only after every rank came: its exit has mpirun end the
+    // others, and a rank ended first would leave its claim behind.
+    if (!refusal) remove_shard_folder(shard_dir);
     MPI_Finalize();
     if (refusal) std::rethrow_exception(refusal);
-    // The folder this rank made and claimed is no earlier job's record: the next job must find it free.
-    remove_shard_folder(shard_dir);
     return kRunErrorStatus;  // the rank that refused says why
   }
   int status = 0;
