@@ -16,9 +16,9 @@
 #include "device_work_collector.h"
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/model/capture_sources.h"
+#include "rankscope/model/capture_windows.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/host_phases.h"
-#include "rankscope/model/capture_windows.h"
 #include "rankscope/model/steps.h"
 
 namespace rankscope::analysis {

@@ -37,6 +37,7 @@
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/clocksync/sync_mpi.h"
 #include "rankscope/merge/merge.h"
+#include "rankscope/merge/rank_status.h"
 #include "rankscope/model/counters.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/process_usage.h"
@@ -267,18 +268,14 @@ std::optional<std::string> read_job_mark(const fs::path& path) {
   return std::string(text, length);
 }
 
-// Whether every rank's shard says its rank reached MPI_Finalize: closed
-// with its end record, the shim's work in MPI_Finalize counted, and ended by
-// nothing else (a crash, a signal, MPI_Abort, _exit).
+// Whether every rank's shard says its rank reached MPI_Finalize: complete
+// as the merge will call it, with the shim's work in MPI_Finalize counted.
 bool every_rank_finalized(const fs::path& shard_dir, int world_size) {
   for (int rank = 0; rank < world_size; ++rank) {
     try {
       const ShardScan scan = ShardFile((shard_dir / shard_file_name(rank)).string()).scan();
-      const Counters& c = scan.counters;
-      if (!scan.ended || c.get(counter::kCostMpiFinalizeNs) == 0) return false;
-      for (const std::string_view ended_otherwise : {counter::kCrashSignal, counter::kMpiAborted, counter::kTerminatedBySignal,
-                                                      counter::kMpiNotFinalized, counter::kEndedByExitCall}) {
-        if (c.get(ended_otherwise) != 0) return false;
+      if (shard_rank_status(scan) != RankStatus::kComplete || scan.counters.get(counter::kCostMpiFinalizeNs) == 0) {
+        return false;
       }
     } catch (const Error&) {
       return false;
@@ -350,7 +347,6 @@ void prepare_shard_folder(const fs::path& shard_dir, const Identity& id) {
 constexpr std::string_view kWorkerListPrefix = "torchrun-workers-";
 std::string worker_list_name(int rank) { return std::string(kWorkerListPrefix) + std::to_string(rank); }
 
-// Once no shard is left in the folder, what the job kept beside them goes, and the folder with it.
 // Once the timeline holds them. A folder made read-only meanwhile keeps
 // them: said, as they take room the user may want back.
 void remove_merged_shards(const fs::path& shard_dir, int world_size) {
@@ -366,6 +362,7 @@ void remove_merged_shards(const fs::path& shard_dir, int world_size) {
   }
 }
 
+// Once no shard is left in the folder, what the job kept beside them goes, and the folder with it.
 void remove_shard_folder(const fs::path& shard_dir) {
   if (holds_shards(shard_dir)) return;
   std::error_code ignored;
@@ -704,8 +701,7 @@ int run_in_process(const RunOptions& options, const Identity& id, const fs::path
       options.command, {agent_library("librankscope_mpi.so"), agent_library("librankscope_capture.so")});
   rusage usage{};
   ApplicationWatch watch(application.pid, id.rank);
-  while (!watch.ended(0, usage)) {
-  }
+  while (!watch.ended(0, usage)) continue;
   const int status = watch.status();
   DeathRecord::add_stops(shard_dir / shard_file_name(id.rank), application.pid, watch.stops(), id.rank);
   death.add_if_killed(shard_dir / shard_file_name(id.rank), application.pid, status, usage, id.rank);

@@ -22,6 +22,7 @@
 #include "one_job.h"
 #include "rankscope/clocksync/clock.h"
 #include "rankscope/merge/mpi_gather.h"
+#include "rankscope/merge/rank_status.h"
 #include "rankscope/model/counters.h"
 #include "rankscope/model/crc32c.h"
 #include "rankscope/model/error.h"
@@ -499,15 +500,7 @@ schema::RankRow rank_row(const OwnedShard& shard, uint64_t event_offset, uint64_
   row.rank = scan.rank();
   row.local_rank = metadata.local_rank;
   row.node_id = metadata.node_id;
-  const bool aborted = scan.counters.get(counter::kMpiAborted) != 0 ||
-                       (scan.counters.get(counter::kEndedByExitCall) != 0 && scan.counters.get(counter::kExitStatus) != 0);
-  const RankStatus status = !scan.ended                                           ? RankStatus::kDead
-                            : scan.counters.get(counter::kCrashSignal) != 0        ? RankStatus::kCrashed
-                            : aborted                                             ? RankStatus::kAborted
-                            : scan.counters.get(counter::kTerminatedBySignal) != 0 ? RankStatus::kTerminated
-                            : scan.counters.get(counter::kMpiNotFinalized) != 0    ? RankStatus::kExited
-                                                                                   : RankStatus::kComplete;
-  row.status = static_cast<uint8_t>(status);
+  row.status = static_cast<uint8_t>(shard_rank_status(scan));
   row.pid = metadata.pid;
   row.event_offset = event_offset;
   row.event_count = scan.event_count;
@@ -847,7 +840,8 @@ uint64_t timeline_bytes(const JobLayout& layout, const JobStrings& strings) {
   const uint64_t events = layout.event_offset.back(), tracks = layout.track_offset.back(),
                  counters = layout.counter_offset.back(), points = layout.point_offset.back(),
                  windows = layout.window_offset.back();
-  const uint64_t rows = windows * sizeof(schema::CaptureWindowRow) + events * sizeof(Event) + ranks * sizeof(schema::RankRow) + ranks * kEventKindCount * 8 +
+  const uint64_t rows = events * sizeof(Event) + ranks * sizeof(schema::RankRow) + ranks * kEventKindCount * 8 +
+                        windows * sizeof(schema::CaptureWindowRow) +
                         tracks * sizeof(schema::TrackRow) + counters * sizeof(schema::CounterRow) + strings.bytes +
                         strings.texts.size() * 8 + ranks * sizeof(schema::ClockRow) +
                         points * sizeof(schema::ClockPointRow) + layout.checksum_offset.back() * 4;
