@@ -16,6 +16,7 @@
 #include "rankscope/model/counters.h"
 #include "rankscope/model/shard.h"
 #include "../support/shard_job_test.h"
+#include "timeline_damage.h"
 
 namespace rankscope::analysis {
 namespace {
@@ -385,6 +386,9 @@ TEST_F(ProfileTest, StepsACaptureWindowCutAreLeftOutAndSaid) {
   EXPECT_NE(text.find("CUT BY CAPTURE WINDOWS: step 0 on rank 0: it lay partly outside"), std::string::npos) << text;
   const std::string json = report_json(report);
   EXPECT_NE(json.find(R"("windowed_ranks":[0],"cut":[{"step":0,"ranks":[0],"reason":")"), std::string::npos) << json;
+  const std::string html = report_html(report);
+  EXPECT_NE(html.find(R"(id="steps-cut">Cut by capture windows: step 0 on rank 0: it lay partly outside)"),
+            std::string::npos);
 
   // Cut on both ranks, step 0 is none of the job's.
   if (process_ == 0) {
@@ -425,10 +429,48 @@ TEST_F(ProfileTest, WindowsWithoutStepsAreEachAStep) {
   }
   EXPECT_EQ(job.collectives.size(), 2u);
   EXPECT_EQ(job.collectives[1].step, 1);
-  const std::string text = report_text(make_report(timeline));
+  const Report report = make_report(timeline);
+  const std::string text = report_text(report);
   EXPECT_NE(text.find("2 capture windows taken as steps (no ProfilerStep#N range was captured), mean step"),
             std::string::npos)
       << text;
+  EXPECT_NE(report_html(report).find("<dd>2 (capture windows: no ProfilerStep#N range was captured)</dd>"),
+            std::string::npos);
+}
+
+// A damaged window row is left out and named: the steps inside it read as
+// cut, never as whole, and a rank whose windows lie past the table's end
+// has every step cut.
+TEST_F(ProfileTest, DamagedCaptureWindowsCutTheirStepsAndAreNamed) {
+  if (process_ == 0) {
+    for (const int32_t rank : {0, 1}) {
+      write_rank(rank, {range(kStep0, 0, 900), range(kStep1, 1000, 2000)}, {}, "",
+                 {std::vector<CaptureWindow>{{0, 950}, {990, 2500}}, std::nullopt});
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string path = merged();
+  if (process_ == 0) {
+    testing::set_timeline_value(path, "/capture_windows", 0, "rank", 1);  // rank 0's first window holds rank 1
+    testing::set_timeline_value(path, "/ranks", 1, "window_offset", 99);   // rank 1's windows past the end
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const Timeline timeline(path);
+  EXPECT_EQ(timeline.ranks()[0].capture_windows, (std::vector<std::pair<int64_t, int64_t>>{{990, 2500}}));
+  EXPECT_TRUE(timeline.ranks()[1].capture_windowed);
+  EXPECT_TRUE(timeline.ranks()[1].capture_windows.empty());
+  const std::string damage = timeline.damage().summary();
+  EXPECT_NE(damage.find("/capture_windows"), std::string::npos) << damage;
+  std::string findings;
+  for (const auto& finding : timeline.damage().findings) findings += TimelineDamage::describe(finding) + "\n";
+  EXPECT_NE(findings.find("/capture_windows row 0: holds rank 1"), std::string::npos) << findings;
+  EXPECT_NE(findings.find("/ranks row 1 window_offset: points past the end of /capture_windows"), std::string::npos)
+      << findings;
+  const JobProfile job = build_profile(timeline);
+  EXPECT_EQ(job.step_numbers, std::vector<uint64_t>{1});  // step 0 whole on no rank
+  ASSERT_EQ(job.steps_cut.size(), 2u);
+  EXPECT_EQ(job.steps_cut[0].ranks, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(job.steps_cut[1].ranks, std::vector<int32_t>{1});
 }
 
 // Rank 0's agent dropped 7 events and CUPTI 3 records; rank 1 lost nothing,

@@ -375,6 +375,24 @@ TEST_F(ShardTest, AShardWhoseDescriptorTheProgramTookIsOpenedAgain) {
   EXPECT_FALSE(shard_in_use(path));
 }
 
+// Where another file took the shard's path and its descriptor is gone, the
+// writer refuses to write into that file, and says why.
+TEST_F(ShardTest, AShardReplacedUnderItsPathIsNotWrittenOver) {
+  const std::string path = (dir_ / "rank-00000.shard").string();
+  const std::string other = (dir_ / "other.txt").string();
+  ShardWriter writer;
+  ASSERT_TRUE(writer.open(path, RankMetadata{}, 1));
+  const int fd = descriptor_of(path);
+  ASSERT_GE(fd, 0);
+  std::ofstream(other) << "the program's";
+  fs::rename(other, path);
+  ::close(fd);
+  const SyncPoint point{1, 2, 3};
+  EXPECT_FALSE(writer.write_sync_points({&point, 1}, 2));
+  EXPECT_NE(writer.error().find("another file has taken its place"), std::string::npos) << writer.error();
+  EXPECT_EQ(fs::file_size(path), std::string("the program's").size());
+}
+
 TEST_F(ShardTest, UnwritablePlaceIsNamed) {
   ShardWriter writer;
   RankMetadata metadata;
