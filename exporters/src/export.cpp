@@ -71,7 +71,16 @@ TimeBound parse_time_bound(std::string_view text, std::string_view whole) {
 }  // namespace
 
 const char* export_format_name(ExportFormat format) {
-  return format == ExportFormat::kPerfetto ? "perfetto" : "chrome-json";
+  switch (format) {
+    case ExportFormat::kPerfetto: return "perfetto";
+    case ExportFormat::kChromeJson: return "chrome-json";
+    case ExportFormat::kKineto: return "kineto";
+  }
+  return "";
+}
+
+bool export_writes_folder(ExportFormat format) {
+  return format == ExportFormat::kKineto;
 }
 
 TimeSelection parse_time_selection(std::string_view text) {
@@ -96,15 +105,22 @@ ExportResult export_timeline(const Timeline& timeline, ExportFormat format, cons
   if (result.estimated_bytes > options.warn_bytes && options.warn) {
     options.warn(export_detail::size_warning(plan, format, result.estimated_bytes, options.warn_bytes));
   }
-  export_detail::OutputFile out(output, options.replace_output);
-  const export_detail::Written written = format == ExportFormat::kPerfetto
-                                             ? export_detail::write_perfetto(timeline, plan, out)
-                                             : export_detail::write_chrome_json(timeline, plan, out);
-  out.commit();
+  export_detail::Written written;
+  if (export_writes_folder(format)) {
+    export_detail::OutputFolder out(output, options.replace_output);
+    written = export_detail::write_kineto(timeline, plan, out);
+    out.commit();
+    result.bytes = out.bytes();
+  } else {
+    export_detail::OutputFile out(output, options.replace_output);
+    written = format == ExportFormat::kPerfetto ? export_detail::write_perfetto(timeline, plan, out)
+                                                : export_detail::write_chrome_json(timeline, plan, out);
+    out.commit();
+    result.bytes = out.bytes();
+  }
   result.counts = written.counts;
   result.events_read = plan.events_read + written.events_read;
   result.events_written = written.events_written;
-  result.bytes = out.bytes();
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -1,10 +1,13 @@
 #include "export_output.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include "rankscope/model/error.h"
 #include "rankscope/model/temporary_paths.h"
@@ -97,6 +100,38 @@ void OutputFile::commit() {
     ::unlink(partial_.c_str());
     throw;
   }
+}
+
+OutputFolder::OutputFolder(std::string path, bool replace) : path_(std::move(path)), replace_(replace) {
+  while (path_.size() > 1 && path_.back() == '/') path_.pop_back();  // DIR/ names DIR
+  partial_ = path_ + ".partial";
+  std::error_code ignored;
+  std::filesystem::remove_all(partial_, ignored);  // a partial folder an ended export left
+  if (::mkdir(partial_.c_str(), 0755) != 0) throw Error("cannot make the folder " + partial_ + ": " + errno_text(errno));
+}
+
+OutputFolder::~OutputFolder() {
+  if (committed_) return;
+  std::error_code ignored;
+  std::filesystem::remove_all(partial_, ignored);
+}
+
+void OutputFolder::commit() {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  for (auto it = fs::recursive_directory_iterator(partial_, error); !error && it != fs::recursive_directory_iterator();
+       it.increment(error)) {
+    if (it->is_regular_file(error)) bytes_ += it->file_size(error);
+  }
+  // What the command checked: OUTPUT is missing, an empty folder, or (with
+  // replace) an earlier export. An empty folder is taken as missing; one
+  // that filled meanwhile is not written over.
+  if (fs::is_directory(path_, error) && (replace_ || fs::is_empty(path_, error))) {
+    fs::remove_all(path_, error);
+    if (error) throw Error("cannot replace the folder " + path_ + ": " + error.message());
+  }
+  move_into_place(partial_, path_, false);
+  committed_ = true;
 }
 
 }  // namespace rankscope::export_detail

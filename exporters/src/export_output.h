@@ -50,4 +50,30 @@ class OutputFile {
   std::thread writer_;
 };
 
+// A folder output (export_writes_folder): written as OUTPUT.partial/ and
+// renamed when complete. Where OUTPUT exists it is an empty folder or, with
+// `replace`, an earlier export of the format (the command checked which), and
+// the complete folder takes its place.
+class OutputFolder {
+ public:
+  // Makes OUTPUT.partial/; throws Error naming it.
+  OutputFolder(std::string path, bool replace);
+  OutputFolder(const OutputFolder&) = delete;
+  OutputFolder& operator=(const OutputFolder&) = delete;
+  ~OutputFolder();  // removes the partial folder unless committed
+
+  // Where the file `name` goes while the folder is written.
+  std::string file(const std::string& name) const { return partial_ + "/" + name; }
+  const std::string& path() const { return path_; }
+  const std::string& partial() const { return partial_; }
+  void commit();  // counts the bytes written and renames; throws Error
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  std::string path_, partial_;
+  bool replace_ = false;
+  bool committed_ = false;
+  uint64_t bytes_ = 0;
+};
+
 }  // namespace rankscope::export_detail

@@ -265,20 +265,39 @@ Plan make_plan(const Timeline& timeline, const ExportOptions& options) {
   return plan;
 }
 
+namespace {
+
+// Bytes per item of each format, measured on synthetic and ddp_sim exports
+// (docs/export.md). Counters derived from the events (bytes in flight, GPU
+// busy) and collective flows are Perfetto's and Chrome JSON's alone; a
+// Kineto launch flow is two events.
+struct BytesPerItem {
+  double slice, instant, argument, source_counter_sample, derived_counter_sample, collective_flow, launch_flow, rank;
+};
+
+BytesPerItem bytes_per_item(ExportFormat format) {
+  switch (format) {
+    case ExportFormat::kPerfetto: return {37, 25, 7.5, 20.5, 20.5, 20, 20, 300};
+    case ExportFormat::kChromeJson: return {103, 100, 19, 86, 86, 180, 180, 400};
+    case ExportFormat::kKineto: return {165, 120, 19, 110, 0, 0, 200, 600};
+  }
+  return {};
+}
+
+}  // namespace
+
 uint64_t estimate_bytes(const Plan& plan, ExportFormat format) {
-  // Bytes per item, measured on synthetic and ddp_sim exports (docs/export.md).
-  struct PerItem {
-    double slice, instant, argument, counter_sample, flow, rank;
-  };
-  const PerItem per = format == ExportFormat::kPerfetto ? PerItem{37, 25, 7.5, 20.5, 20, 300}
-                                                        : PerItem{103, 100, 19, 86, 180, 400};
+  const BytesPerItem per = bytes_per_item(format);
   const PlannedCounts& n = plan.planned;
   // Derived counters change at most twice per communication or GPU operation.
-  const double counter_samples = static_cast<double>(n.counter_events + 2 * (n.communication + n.gpu_work));
-  const double flows = static_cast<double>(n.flows + n.launch_candidates);
+  const auto derived_samples = static_cast<double>(2 * (n.communication + n.gpu_work));
   return static_cast<uint64_t>(per.slice * static_cast<double>(n.slices) + per.instant * static_cast<double>(n.instants) +
-                               per.argument * static_cast<double>(n.arguments) + per.counter_sample * counter_samples +
-                               per.flow * flows + per.rank * static_cast<double>(plan.ranks.size()));
+                               per.argument * static_cast<double>(n.arguments) +
+                               per.source_counter_sample * static_cast<double>(n.counter_events) +
+                               per.derived_counter_sample * derived_samples +
+                               per.collective_flow * static_cast<double>(n.flows) +
+                               per.launch_flow * static_cast<double>(n.launch_candidates) +
+                               per.rank * static_cast<double>(plan.ranks.size()));
 }
 
 std::string size_warning(const Plan& plan, ExportFormat format, uint64_t estimated, uint64_t limit) {
@@ -301,13 +320,19 @@ std::string size_warning(const Plan& plan, ExportFormat format, uint64_t estimat
     std::snprintf(window, sizeof(window), "--time +%.6fs:+%.6fs", offset_s, offset_s + length_s);
     selections.emplace_back(window);
   }
-  std::string text = "the " + std::string(export_format_name(format)) + " output would be about " +
-                     output_size(estimated) + ", over the " + output_size(limit) +
-                     " warned at (--warn-size-mb; a browser loads about 1 GB); ";
+  // What reads the format, and how it copes with a large output.
+  const bool viewer = format == ExportFormat::kPerfetto || format == ExportFormat::kChromeJson;
+  const std::string reader = viewer                              ? "; a browser loads about 1 GB"
+                             : format == ExportFormat::kKineto ? "; HTA holds each rank's file in memory"
+                                                                 : "";
+  std::string advice;
   if (!selections.empty()) {
-    text += "select less, e.g. " + selections[0] + (selections.size() > 1 ? " or " + selections[1] : "") + ", or ";
+    advice = "select less, e.g. " + selections[0] + (selections.size() > 1 ? " or " + selections[1] : "");
   }
-  return text + "open it with `trace_processor server http`";
+  if (viewer) advice += (advice.empty() ? "" : ", or ") + std::string("open it with `trace_processor server http`");
+  return "the " + std::string(export_format_name(format)) + " output would be about " + output_size(estimated) +
+         ", over the " + output_size(limit) + " warned at (--warn-size-mb" + reader + ")" +
+         (advice.empty() ? "" : "; " + advice);
 }
 
 }  // namespace rankscope::export_detail

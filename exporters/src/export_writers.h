@@ -1,5 +1,5 @@
-// The output formats: each writes a plan's selection to `out` by walking it
-// once (export_walk.h).
+// The output formats: each writes a plan's selection to `out`, Perfetto and
+// Chrome JSON by walking it once (export_walk.h).
 #pragma once
 
 #include "export_output.h"
@@ -15,5 +15,6 @@ struct Written {
 
 Written write_perfetto(const Timeline& timeline, const Plan& plan, OutputFile& out);
 Written write_chrome_json(const Timeline& timeline, const Plan& plan, OutputFile& out);
+Written write_kineto(const Timeline& timeline, const Plan& plan, OutputFolder& out);
 
 }  // namespace rankscope::export_detail

@@ -268,7 +268,25 @@ def kineto():
         for entry in result["breakdown"]:
             check(entry["categories"]["data_loading"]["ns"], "%s: rank %d has no data loading"
                   % (name, entry["rank"]))
+        kineto_round_trip(name, timeline, result)
     kineto_diff(ranks, steps, slow_rank)
+
+
+def kineto_round_trip(name, timeline, result):
+    """export --kineto of the imported job, imported again: the same report, gloo's collectives, their sizes
+    and the inferred waits made again from what was written (docs/export.md, "torch.profiler traces")."""
+    exported = os.path.join(work, name + ".kineto")
+    again = os.path.join(work, name + ".again.h5")
+    done = run([rankscope, "export", timeline, "--kineto", exported])
+    if not check(done.returncode == 0, "%s: export --kineto failed" % name):
+        return
+    done = run([rankscope, "import-kineto", exported, "-o", again])
+    if not check(done.returncode == 0, "%s: import-kineto of the export failed" % name):
+        return
+    second = report(again)
+    for key in sorted(set(result) | set(second or {})):
+        check(key == "file" or (second or {}).get(key) == result.get(key),
+              "%s: the report's %s changed in the round trip through export --kineto" % (name, key))
 
 
 def kineto_diff(ranks, steps, slow_rank):

@@ -1,4 +1,4 @@
-// rankscope export TIMELINE --perfetto FILE --chrome FILE [selection]
+// rankscope export TIMELINE --perfetto FILE --chrome FILE --kineto DIR [selection]
 #include <cstdio>
 #include <deque>
 
@@ -13,37 +13,69 @@ namespace rankscope::cli {
 namespace {
 
 struct ExportCommand {
-  std::string timeline, perfetto, chrome, ranks, time, steps;
+  std::string timeline, perfetto, chrome, kineto, ranks, time, steps;
   uint64_t warn_size_mb = 1000;
   bool overwrite = false;
 };
 
-// Prints what one export wrote, with the counts a checker can compare (docs/export.md).
-void print_export(const ExportResult& r) {
+// What one export wrote, counted as its readers count it: trace viewers'
+// tracks and flows, a Kineto file per rank (docs/export.md).
+std::string written_counts(const ExportResult& r) {
   const ExportCounts& c = r.counts;
+  auto n = [](uint64_t count) { return std::to_string(count); };
+  switch (r.format) {
+    case ExportFormat::kKineto:
+      return n(c.processes) + " rank files, " + n(c.slices) + " slices, " + n(c.instants) + " instants, " +
+             n(c.counter_samples) + " counter samples, " + n(c.flows) + " flows (" + n(c.launch_flows) + " launch)";
+    case ExportFormat::kPerfetto:
+    case ExportFormat::kChromeJson: break;
+  }
+  return n(c.processes) + " processes, " + n(c.thread_tracks) + " thread tracks, " + n(c.other_tracks) +
+         " other tracks, " + n(c.counter_tracks) + " counter tracks, " + n(c.slices) + " slices, " + n(c.instants) +
+         " instants, " + n(c.counter_samples) + " counter samples, " + n(c.flows) + " flows (" +
+         n(c.collective_flows) + " collective, " + n(c.launch_flows) + " launch)";
+}
+
+void print_export(const ExportResult& r) {
   auto bound = [](int64_t ns, bool open) { return open ? std::string("open") : std::to_string(ns); };
   const double events = static_cast<double>(r.events_written);
-  std::printf("wrote %s (%s): %llu processes, %llu thread tracks, %llu other tracks, %llu counter tracks, %llu slices, "
-              "%llu instants, %llu counter samples, %llu flows (%llu collective, %llu launch)\n"
+  std::printf("wrote %s (%s): %s\n"
               "  ranks %s, window %s to %s ns; %llu events in %.3f s (%.2f M events/s), %llu bytes (%.1f bytes per "
               "event, estimated %llu)\n",
-              r.output.c_str(), export_format_name(r.format), static_cast<unsigned long long>(c.processes),
-              static_cast<unsigned long long>(c.thread_tracks), static_cast<unsigned long long>(c.other_tracks),
-              static_cast<unsigned long long>(c.counter_tracks), static_cast<unsigned long long>(c.slices),
-              static_cast<unsigned long long>(c.instants), static_cast<unsigned long long>(c.counter_samples),
-              static_cast<unsigned long long>(c.flows), static_cast<unsigned long long>(c.collective_flows),
-              static_cast<unsigned long long>(c.launch_flows), format_rank_list(r.ranks).c_str(),
-              bound(r.window_begin_ns, r.window_begin_ns == INT64_MIN).c_str(),
+              r.output.c_str(), export_format_name(r.format), written_counts(r).c_str(),
+              format_rank_list(r.ranks).c_str(), bound(r.window_begin_ns, r.window_begin_ns == INT64_MIN).c_str(),
               bound(r.window_end_ns, r.window_end_ns == INT64_MAX).c_str(),
               static_cast<unsigned long long>(r.events_written), r.seconds, events / r.seconds * 1e-6,
               static_cast<unsigned long long>(r.bytes), events > 0 ? static_cast<double>(r.bytes) / events : 0.0,
               static_cast<unsigned long long>(r.estimated_bytes));
 }
 
+// DIR/ is DIR: its partial folder is DIR.partial, beside it.
+std::string folder_path(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+struct Requested {
+  const char* option;
+  std::string path;
+  OutputKind kind;
+  ExportFormat format;
+};
+
 int run_export(const ExportCommand& command) {
+  std::vector<Requested> requested;
+  if (!command.perfetto.empty()) {
+    requested.push_back({"--perfetto", command.perfetto, OutputKind::kPerfetto, ExportFormat::kPerfetto});
+  }
+  if (!command.chrome.empty()) {
+    requested.push_back({"--chrome", command.chrome, OutputKind::kChromeJson, ExportFormat::kChromeJson});
+  }
+  if (!command.kineto.empty()) {
+    requested.push_back({"--kineto", folder_path(command.kineto), OutputKind::kKinetoFolder, ExportFormat::kKineto});
+  }
   std::vector<Output> outputs;
-  if (!command.perfetto.empty()) outputs.push_back({"--perfetto", command.perfetto, OutputKind::kPerfetto});
-  if (!command.chrome.empty()) outputs.push_back({"--chrome", command.chrome, OutputKind::kChromeJson});
+  for (const Requested& r : requested) outputs.push_back({r.option, r.path, r.kind});
   check_files({command.timeline}, outputs, command.overwrite);
   std::deque<TemporaryPath> partials;
   for (const Output& output : outputs) partials.emplace_back(partial_path(output.path));
@@ -56,12 +88,7 @@ int run_export(const ExportCommand& command) {
   options.warn = [](const std::string& text) { std::fprintf(stderr, "rankscope export: warning: %s\n", text.c_str()); };
   const Timeline timeline(command.timeline);
   try {
-    if (!command.perfetto.empty()) {
-      print_export(export_timeline(timeline, ExportFormat::kPerfetto, command.perfetto, options));
-    }
-    if (!command.chrome.empty()) {
-      print_export(export_timeline(timeline, ExportFormat::kChromeJson, command.chrome, options));
-    }
+    for (const Requested& r : requested) print_export(export_timeline(timeline, r.format, r.path, options));
   } catch (const Error&) {
     warn_about_damage("export", timeline);  // damage may be why: nothing left to export
     throw;
@@ -78,11 +105,16 @@ constexpr uint64_t kMaxWarnSizeMb = 1'000'000'000;
 Command add_export(CLI::App& parent) {
   auto command = std::make_shared<ExportCommand>();
   CLI::App* app = parent.add_subcommand(
-      "export", "Write a timeline for trace viewers: native Perfetto protobuf and/or Chrome JSON (docs/export.md)");
+      "export",
+      "Write a timeline for other tools: Perfetto protobuf, Chrome JSON or torch.profiler traces (HTA) "
+      "(docs/export.md)");
   app->add_option("timeline", command->timeline, "The HDF5 timeline")->required()->check(kNonEmptyPath);
   app->add_option("--perfetto", command->perfetto, "Write native Perfetto protobuf here (.pftrace)")
       ->check(kNonEmptyPath);
   app->add_option("--chrome", command->chrome, "Write Chrome trace-event JSON here (.json)")->check(kNonEmptyPath);
+  app->add_option("--kineto", command->kineto,
+                  "Write a torch.profiler trace per rank, on the aligned clock, into this folder (for HTA, TraceLens)")
+      ->check(kNonEmptyPath);
   add_overwrite_flag(*app, command->overwrite);
   app->add_option("--ranks", command->ranks, "Only these ranks, e.g. 0-3,8")
       ->check(CLI::Validator(
@@ -117,8 +149,8 @@ Command add_export(CLI::App& parent) {
       ->check(CLI::Range(uint64_t{0}, kMaxWarnSizeMb))
       ->capture_default_str();
   app->callback([command] {
-    if (command->perfetto.empty() && command->chrome.empty()) {
-      throw CLI::ValidationError("give --perfetto FILE, --chrome FILE or both");
+    if (command->perfetto.empty() && command->chrome.empty() && command->kineto.empty()) {
+      throw CLI::ValidationError("give one or more of --perfetto FILE, --chrome FILE, --kineto DIR");
     }
   });
   return {app, [command] {

@@ -130,6 +130,20 @@ bool is_diff_text(const std::string& path) { return read_head(path).starts_with(
 bool is_diff_json(const std::string& path) { return read_head(path).starts_with(R"({"base":")"); }
 bool is_diff_html(const std::string& path) { return is_html_titled(path, "rankscope diff: "); }
 
+// A folder export --kineto wrote: only rank-N.pt.trace.json files, each
+// begun as the exporter begins them.
+bool is_kineto_folder(const std::string& path) {
+  static const std::regex name("rank-[0-9]+\\.pt\\.trace\\.json");
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(path, error)) {
+    if (!std::regex_match(entry.path().filename().string(), name) || !entry.is_regular_file(error) ||
+        !read_head(entry.path().string()).starts_with(R"({"schemaVersion":1,"rankscopeTimeline":")")) {
+      return false;
+    }
+  }
+  return !error;
+}
+
 struct KindTraits {
   const char* name;
   bool (*recognise)(const std::string& path);
@@ -151,6 +165,7 @@ KindTraits traits(OutputKind kind) {
     case OutputKind::kDiffText: return {"a rankscope diff", is_diff_text};
     case OutputKind::kDiffJson: return {"a rankscope JSON diff", is_diff_json};
     case OutputKind::kDiffHtml: return {"a rankscope HTML diff", is_diff_html};
+    case OutputKind::kKinetoFolder: return {"a folder of torch.profiler traces written by rankscope", is_kineto_folder};
   }
   return {"", nullptr};
 }
@@ -171,8 +186,28 @@ bool same_path(const std::string& a, const std::string& b) {
   return fs::weakly_canonical(fs::absolute(a), ignored) == fs::weakly_canonical(fs::absolute(b), ignored);
 }
 
+bool is_folder_kind(OutputKind kind) { return kind == OutputKind::kKinetoFolder; }
+
+// An output folder that exists: empty, or (with overwrite) an earlier one of its kind.
+void check_output_folder(const Output& output, const struct stat& existing, bool overwrite) {
+  const KindTraits kind = traits(output.kind);
+  const std::string what = output.path + " (" + output.option + ") exists and is ";
+  if (!S_ISDIR(existing.st_mode)) {
+    throw Error(what + file_type_name(existing.st_mode) + ", not a folder: it is not replaced");
+  }
+  std::error_code error;
+  const bool empty = fs::is_empty(output.path, error);
+  if (error) throw Error(output.path + " (" + output.option + "): cannot read the folder: " + error.message());
+  if (empty) return;
+  if (!kind.recognise(output.path)) {
+    throw Error(what + "a folder that holds files other than " + kind.name +
+                ": it is not replaced; choose an empty or new folder");
+  }
+  if (!overwrite) throw Error(what + kind.name + ": give --overwrite (-f) to replace it");
+}
+
 void check_output(const Output& output, const std::vector<std::string>& inputs, bool overwrite) {
-  if (!output.path.empty() && output.path.back() == '/') {
+  if (!output.path.empty() && output.path.back() == '/' && !is_folder_kind(output.kind)) {
     throw Error(output.path + " (" + output.option + ") names a folder (it ends in /), not a file: choose a file");
   }
   // Names rankscope adds to an output's (OUTPUT.partial, OUTPUT.shards,
@@ -204,6 +239,7 @@ void check_output(const Output& output, const std::vector<std::string>& inputs, 
                   " of this command: it is not written over; choose another file");
     }
   }
+  if (is_folder_kind(output.kind)) return check_output_folder(output, *existing, overwrite);
   const KindTraits kind = traits(output.kind);
   const std::string what = output.path + " (" + output.option + ") exists and is ";
   if (!S_ISREG(existing->st_mode)) {

@@ -32,7 +32,9 @@ enum class OutputKind {
   kReportBaseline,
   kDiffText,
   kDiffJson,
-  kDiffHtml
+  kDiffHtml,
+  // Folders: a torch.profiler trace per rank (export --kineto).
+  kKinetoFolder
 };
 
 struct Output {

@@ -1,9 +1,11 @@
-// Exports a timeline for trace viewers: native Perfetto protobuf (our own
-// encoder) and Chrome JSON, with one process per rank, tracks per thread,
-// CUDA stream, NCCL and MPI communicator and NVTX domain, counters derived
-// from the events, and flows across ranks. Streams rank by rank: memory holds
-// one block of events plus the collectives' matching (ranks × collectives),
-// never the timeline. Layout, selections and limits: docs/export.md.
+// Exports a timeline for other tools: trace viewers (native Perfetto
+// protobuf from our own encoder, Chrome JSON), with one process per rank,
+// tracks per thread, CUDA stream, NCCL and MPI communicator and NVTX domain,
+// counters derived from the events, and flows across ranks; torch.profiler's
+// trace format, one file per rank on the aligned clock (for HTA and
+// TraceLens). Streams rank by rank: memory holds one block of events plus
+// the collectives' matching (ranks × collectives), never the timeline.
+// Layout, selections and limits: docs/export.md.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +20,11 @@
 
 namespace rankscope {
 
-enum class ExportFormat { kPerfetto, kChromeJson };
+enum class ExportFormat { kPerfetto, kChromeJson, kKineto };
 const char* export_format_name(ExportFormat format);
+// Whether the format's output is a folder (a file per rank) rather than one
+// file.
+bool export_writes_folder(ExportFormat format);
 
 // One end of a --time window: open, nanoseconds on the timeline, or an offset
 // from the job's first event.
@@ -78,8 +83,9 @@ struct ExportResult {
   double seconds = 0;                   // both passes, writing included
 };
 
-// Writes `output` (as OUTPUT.partial, renamed when complete). Throws Error
-// naming the timeline or the output.
+// Writes `output`, a file or a folder (export_writes_folder), as
+// OUTPUT.partial, renamed when complete. Throws Error naming the timeline or
+// the output.
 ExportResult export_timeline(const Timeline& timeline, ExportFormat format, const std::string& output,
                              const ExportOptions& options = {});
 
