@@ -6,7 +6,8 @@
 # is missing.
 set -euo pipefail
 packages=(build-essential cmake pkg-config python3 openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
-          libcli11-dev libgtest-dev libbenchmark-dev libsimdjson-dev zlib1g-dev libopenblas-dev)
+          libcli11-dev libgtest-dev libbenchmark-dev libsimdjson-dev zlib1g-dev libopenblas-dev
+          libopen-trace-format2-dev)
 bundle_packages=(patchelf binutils xz-utils python3-h5py python3-numpy)
 if [ "${1:-}" = --bundle ]; then
   # scripts/make-bundle.sh: RUNPATHs rewritten, binaries stripped, the archive
@@ -17,11 +18,12 @@ elif [ "${1:-}" = --bench ]; then
 elif [ "${1:-}" = --tests ]; then
   # Real MPI programs profiled unchanged, a program and launcher of another
   # MPI (MPICH's, refused by name), the browser that renders the HTML
-  # report, the bundle's test (tests/scripts/test_bundle.sh), and the test
-  # hosts' network (ip, tc). MPICH's alternatives rank below Open MPI's, so
+  # report, the bundle's test (tests/scripts/test_bundle.sh), the test
+  # hosts' network (ip, tc), and OTF2's reader and Python bindings, which
+  # check export --otf2's archives. MPICH's alternatives rank below Open MPI's, so
   # mpirun and mpicc stay Open MPI's.
   packages+=(python3-mpi4py netpipe-openmpi mpich netpipe-mpich2 chromium "${bundle_packages[@]}"
-             gfortran libhdf5-dev python3-venv lammps meep-openmpi iproute2)
+             gfortran libhdf5-dev python3-venv lammps meep-openmpi iproute2 otf2-tools python3-otf2)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -75,12 +75,13 @@ const char* export_format_name(ExportFormat format) {
     case ExportFormat::kPerfetto: return "perfetto";
     case ExportFormat::kChromeJson: return "chrome-json";
     case ExportFormat::kKineto: return "kineto";
+    case ExportFormat::kOtf2: return "otf2";
   }
   return "";
 }
 
 bool export_writes_folder(ExportFormat format) {
-  return format == ExportFormat::kKineto;
+  return format == ExportFormat::kKineto || format == ExportFormat::kOtf2;
 }
 
 TimeSelection parse_time_selection(std::string_view text) {
@@ -108,7 +109,8 @@ ExportResult export_timeline(const Timeline& timeline, ExportFormat format, cons
   export_detail::Written written;
   if (export_writes_folder(format)) {
     export_detail::OutputFolder out(output, options.replace_output);
-    written = export_detail::write_kineto(timeline, plan, out);
+    written = format == ExportFormat::kKineto ? export_detail::write_kineto(timeline, plan, out)
+                                              : export_detail::write_otf2(timeline, plan, out);
     out.commit();
     result.bytes = out.bytes();
   } else {

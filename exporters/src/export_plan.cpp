@@ -280,6 +280,7 @@ BytesPerItem bytes_per_item(ExportFormat format) {
     case ExportFormat::kPerfetto: return {37, 25, 7.5, 20.5, 20.5, 20, 20, 300};
     case ExportFormat::kChromeJson: return {103, 100, 19, 86, 86, 180, 180, 400};
     case ExportFormat::kKineto: return {165, 120, 19, 110, 0, 0, 200, 600};
+    case ExportFormat::kOtf2: return {25, 20, 0, 0, 0, 0, 0, 2000};
   }
   return {};
 }

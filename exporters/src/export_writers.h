@@ -16,5 +16,6 @@ struct Written {
 Written write_perfetto(const Timeline& timeline, const Plan& plan, OutputFile& out);
 Written write_chrome_json(const Timeline& timeline, const Plan& plan, OutputFile& out);
 Written write_kineto(const Timeline& timeline, const Plan& plan, OutputFolder& out);
+Written write_otf2(const Timeline& timeline, const Plan& plan, OutputFolder& out);
 
 }  // namespace rankscope::export_detail

@@ -1,4 +1,4 @@
-// rankscope export TIMELINE --perfetto FILE --chrome FILE --kineto DIR [selection]
+// rankscope export TIMELINE --perfetto FILE --chrome FILE --kineto DIR --otf2 DIR [selection]
 #include <cstdio>
 #include <deque>
 
@@ -13,13 +13,14 @@ namespace rankscope::cli {
 namespace {
 
 struct ExportCommand {
-  std::string timeline, perfetto, chrome, kineto, ranks, time, steps;
+  std::string timeline, perfetto, chrome, kineto, otf2, ranks, time, steps;
   uint64_t warn_size_mb = 1000;
   bool overwrite = false;
 };
 
 // What one export wrote, counted as its readers count it: trace viewers'
-// tracks and flows, a Kineto file per rank (docs/export.md).
+// tracks and flows, a Kineto file per rank, OTF2's locations
+// (docs/export.md).
 std::string written_counts(const ExportResult& r) {
   const ExportCounts& c = r.counts;
   auto n = [](uint64_t count) { return std::to_string(count); };
@@ -27,6 +28,9 @@ std::string written_counts(const ExportResult& r) {
     case ExportFormat::kKineto:
       return n(c.processes) + " rank files, " + n(c.slices) + " slices, " + n(c.instants) + " instants, " +
              n(c.counter_samples) + " counter samples, " + n(c.flows) + " flows (" + n(c.launch_flows) + " launch)";
+    case ExportFormat::kOtf2:
+      return n(c.processes) + " ranks, " + n(c.thread_tracks + c.other_tracks) + " locations (" + n(c.thread_tracks) +
+             " threads, " + n(c.other_tracks) + " other), " + n(c.slices) + " slices, " + n(c.instants) + " instants";
     case ExportFormat::kPerfetto:
     case ExportFormat::kChromeJson: break;
   }
@@ -74,6 +78,9 @@ int run_export(const ExportCommand& command) {
   if (!command.kineto.empty()) {
     requested.push_back({"--kineto", folder_path(command.kineto), OutputKind::kKinetoFolder, ExportFormat::kKineto});
   }
+  if (!command.otf2.empty()) {
+    requested.push_back({"--otf2", folder_path(command.otf2), OutputKind::kOtf2Folder, ExportFormat::kOtf2});
+  }
   std::vector<Output> outputs;
   for (const Requested& r : requested) outputs.push_back({r.option, r.path, r.kind});
   check_files({command.timeline}, outputs, command.overwrite);
@@ -106,7 +113,7 @@ Command add_export(CLI::App& parent) {
   auto command = std::make_shared<ExportCommand>();
   CLI::App* app = parent.add_subcommand(
       "export",
-      "Write a timeline for other tools: Perfetto protobuf, Chrome JSON or torch.profiler traces (HTA) "
+      "Write a timeline for other tools: Perfetto protobuf, Chrome JSON, torch.profiler traces (HTA) or OTF2 "
       "(docs/export.md)");
   app->add_option("timeline", command->timeline, "The HDF5 timeline")->required()->check(kNonEmptyPath);
   app->add_option("--perfetto", command->perfetto, "Write native Perfetto protobuf here (.pftrace)")
@@ -114,6 +121,8 @@ Command add_export(CLI::App& parent) {
   app->add_option("--chrome", command->chrome, "Write Chrome trace-event JSON here (.json)")->check(kNonEmptyPath);
   app->add_option("--kineto", command->kineto,
                   "Write a torch.profiler trace per rank, on the aligned clock, into this folder (for HTA, TraceLens)")
+      ->check(kNonEmptyPath);
+  app->add_option("--otf2", command->otf2, "Write an OTF2 archive into this folder (for Vampir, Scalasca)")
       ->check(kNonEmptyPath);
   add_overwrite_flag(*app, command->overwrite);
   app->add_option("--ranks", command->ranks, "Only these ranks, e.g. 0-3,8")
@@ -149,8 +158,8 @@ Command add_export(CLI::App& parent) {
       ->check(CLI::Range(uint64_t{0}, kMaxWarnSizeMb))
       ->capture_default_str();
   app->callback([command] {
-    if (command->perfetto.empty() && command->chrome.empty() && command->kineto.empty()) {
-      throw CLI::ValidationError("give one or more of --perfetto FILE, --chrome FILE, --kineto DIR");
+    if (command->perfetto.empty() && command->chrome.empty() && command->kineto.empty() && command->otf2.empty()) {
+      throw CLI::ValidationError("give one or more of --perfetto FILE, --chrome FILE, --kineto DIR, --otf2 DIR");
     }
   });
   return {app, [command] {

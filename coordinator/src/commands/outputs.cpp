@@ -144,6 +144,22 @@ bool is_kineto_folder(const std::string& path) {
   return !error;
 }
 
+// An OTF2 archive as export --otf2 writes it: the anchor file, the global
+// definitions and the folder of local ones, nothing else.
+bool is_otf2_folder(const std::string& path) {
+  std::error_code error;
+  bool anchor = false;
+  for (const auto& entry : fs::directory_iterator(path, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "traces.otf2") {
+      anchor = entry.is_regular_file(error);
+    } else if (name != "traces.def" && name != "traces") {
+      return false;
+    }
+  }
+  return anchor && !error;
+}
+
 struct KindTraits {
   const char* name;
   bool (*recognise)(const std::string& path);
@@ -166,6 +182,7 @@ KindTraits traits(OutputKind kind) {
     case OutputKind::kDiffJson: return {"a rankscope JSON diff", is_diff_json};
     case OutputKind::kDiffHtml: return {"a rankscope HTML diff", is_diff_html};
     case OutputKind::kKinetoFolder: return {"a folder of torch.profiler traces written by rankscope", is_kineto_folder};
+    case OutputKind::kOtf2Folder: return {"an OTF2 archive written by rankscope", is_otf2_folder};
   }
   return {"", nullptr};
 }
@@ -186,7 +203,7 @@ bool same_path(const std::string& a, const std::string& b) {
   return fs::weakly_canonical(fs::absolute(a), ignored) == fs::weakly_canonical(fs::absolute(b), ignored);
 }
 
-bool is_folder_kind(OutputKind kind) { return kind == OutputKind::kKinetoFolder; }
+bool is_folder_kind(OutputKind kind) { return kind == OutputKind::kKinetoFolder || kind == OutputKind::kOtf2Folder; }
 
 // An output folder that exists: empty, or (with overwrite) an earlier one of its kind.
 void check_output_folder(const Output& output, const struct stat& existing, bool overwrite) {

@@ -33,8 +33,10 @@ enum class OutputKind {
   kDiffText,
   kDiffJson,
   kDiffHtml,
-  // Folders: a torch.profiler trace per rank (export --kineto).
-  kKinetoFolder
+  // Folders: a torch.profiler trace per rank (export --kineto), an OTF2
+  // archive (export --otf2).
+  kKinetoFolder,
+  kOtf2Folder
 };
 
 struct Output {

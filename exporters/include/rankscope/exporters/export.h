@@ -3,9 +3,10 @@
 // tracks per thread, CUDA stream, NCCL and MPI communicator and NVTX domain,
 // counters derived from the events, and flows across ranks; torch.profiler's
 // trace format, one file per rank on the aligned clock (for HTA and
-// TraceLens). Streams rank by rank: memory holds one block of events plus
-// the collectives' matching (ranks × collectives), never the timeline.
-// Layout, selections and limits: docs/export.md.
+// TraceLens); and OTF2 archives (for Vampir and Scalasca). Streams rank by
+// rank: memory holds one block of events plus the collectives' matching
+// (ranks × collectives), never the timeline. Layout, selections and limits:
+// docs/export.md.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +21,10 @@
 
 namespace rankscope {
 
-enum class ExportFormat { kPerfetto, kChromeJson, kKineto };
+enum class ExportFormat { kPerfetto, kChromeJson, kKineto, kOtf2 };
 const char* export_format_name(ExportFormat format);
-// Whether the format's output is a folder (a file per rank) rather than one
-// file.
+// Whether the format's output is a folder (a file per rank, an OTF2
+// archive) rather than one file.
 bool export_writes_folder(ExportFormat format);
 
 // One end of a --time window: open, nanoseconds on the timeline, or an offset
