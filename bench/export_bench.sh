@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/export_bench.sh [RANKS] [EVENTS_PER_RANK] [ROUNDS]: `rankscope export`
-# to native Perfetto protobuf and to Chrome JSON, side by side on the same
+# to native Perfetto protobuf, Chrome JSON, torch.profiler traces (a file per
+# rank) and an OTF2 archive, side by side on the same
 # synthetic timeline (3 threads of nested ranges per rank, every rank in every
 # allreduce): seconds, events per second, bytes per event and peak memory of
 # each, the median of ROUNDS rounds with the formats interleaved, and the
@@ -24,21 +25,22 @@ rm -rf "$work/shards" "$work/job.h5"
 mpirun -n 2 "$rankscope" merge "$work/shards" -o "$work/job.h5" >/dev/null
 rm -rf "$work/shards"
 
+formats="perfetto chrome kineto otf2"
 destinations=("$work")
 [ -d /dev/shm ] && [ -w /dev/shm ] && destinations+=(/dev/shm)
 declare -A seconds bytes peak
 for round in $(seq "$rounds"); do
   for destination in "${destinations[@]}"; do
-    for format in perfetto chrome; do
+    for format in $formats; do
       out=$destination/rankscope-bench-out.$format
-      rm -f "$out"
+      rm -rf "$out"
       /usr/bin/time -f "%M" -o "$work/time" "$rankscope" export "$work/job.h5" "--$format" "$out" --warn-size-mb 100000 \
         >"$work/export.out"
       # The exporter's own time: both passes and the writing, not the process start.
       seconds[$destination,$format]+="$(grep -oE 'in [0-9.]+ s' "$work/export.out" | cut -d' ' -f2) "
-      bytes[$destination,$format]=$(stat -c %s "$out")
+      bytes[$destination,$format]=$(du -sb "$out" | cut -f1)
       peak[$destination,$format]+="$(cat "$work/time") "
-      rm -f "$out"
+      rm -rf "$out"
     done
   done
 done
@@ -47,7 +49,7 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR] = $1} END {print v
 printf "%-10s %-12s %-10s %-12s %-14s %-12s %-10s %s\n" format destination seconds "M events/s" bytes "bytes/event" "peak MiB" "runs (s)"
 for destination in "${destinations[@]}"; do
   where=$([ "$destination" = /dev/shm ] && echo "memory" || echo "disk")
-  for format in perfetto chrome; do
+  for format in $formats; do
     s=$(echo "${seconds[$destination,$format]}" | median)
     m=$(echo "${peak[$destination,$format]}" | median)
     b=${bytes[$destination,$format]}
