@@ -3,7 +3,6 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -11,7 +10,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "kineto_align.h"
 #include "kineto_job.h"
@@ -20,6 +18,7 @@
 #include "rankscope/model/error.h"
 #include "rankscope/model/input_files.h"
 #include "rankscope/model/metadata.h"
+#include "rankscope/model/parallel.h"
 #include "rankscope/model/temporary_paths.h"
 
 namespace rankscope {
@@ -137,24 +136,16 @@ std::string read_traces(const std::vector<std::string>& inputs, const std::vecto
     imports.push_back(std::make_unique<TraceImport>(inputs[index],
                                                     folder + "/trace-" + std::to_string(index) + ".shard", settings));
   }
-  std::atomic<size_t> next{0};
   std::vector<std::string> errors(mine.size());
-  auto work = [&] {
-    for (size_t k = next++; k < mine.size(); k = next++) {
-      try {
-        imports[k]->read();
-      } catch (const Error& e) {
-        errors[k] = e.what();
-      } catch (const std::exception& e) {
-        errors[k] = inputs[mine[k]] + ": " + e.what();
-      }
+  for_each_index(mine.size(), threads, [&](size_t k) {
+    try {
+      imports[k]->read();
+    } catch (const Error& e) {
+      errors[k] = e.what();
+    } catch (const std::exception& e) {
+      errors[k] = inputs[mine[k]] + ": " + e.what();
     }
-  };
-  std::vector<std::thread> pool;
-  const unsigned count = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(mine.size())));
-  for (unsigned t = 1; t < count; ++t) pool.emplace_back(work);
-  work();
-  for (auto& thread : pool) thread.join();
+  });
   for (const std::string& error : errors) {
     if (!error.empty()) return error;
   }
@@ -222,7 +213,7 @@ KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& optio
   std::vector<size_t> mine;
   for (size_t i = static_cast<size_t>(process); i < inputs.size(); i += static_cast<size_t>(processes)) mine.push_back(i);
   std::vector<std::unique_ptr<TraceImport>> imports;
-  const unsigned threads = options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads = options.threads ? options.threads : usable_cpus();
   error = read_traces(inputs, mine, folder, imports, settings, threads);
   check_all(comm, error);
 

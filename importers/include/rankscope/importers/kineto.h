@@ -23,7 +23,7 @@ struct KinetoImportOptions {
   // record_param_comms says so (DeepEP, NVSHMEM, ...): ECMAScript regexes
   // searched in kernel names.
   std::vector<std::string> comm_kernel_patterns;
-  unsigned threads = 0;  // traces read at once per process; 0: one per core
+  unsigned threads = 0;  // traces read at once per process; 0: one per CPU it may run on
   // Imports traces that do not look like one job's (distributedInfo
   // disagrees, recorded hours apart) as one all the same, with a warning.
   bool same_job = false;
