@@ -19,6 +19,7 @@
 #include "rankscope/model/capture_windows.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/host_phases.h"
+#include "rankscope/model/parallel.h"
 #include "rankscope/model/steps.h"
 
 namespace rankscope::analysis {
@@ -113,18 +114,7 @@ class FirstPass {
   void run() {
     std::map<uint64_t, size_t> step_index;
     per_rank_steps_.resize(job_.ranks.size());
-    for (const RankInfo& rank : timeline_.ranks()) {
-      if (rank.status == RankStatus::kMissing) continue;
-      const std::vector<TrackType> tracks = track_types(rank);
-      uint64_t events_read = 0;
-      timeline_.for_each_event_block(rank.rank, [&](const std::vector<Event>& events) {
-        events_read += events.size();
-        for (const Event& e : events) read(rank.rank, e, tracks);
-      });
-      if (rank.event_count > 0 && events_read == 0) {
-        job_.ranks[static_cast<size_t>(rank.rank)].events = RankEvents::kAllDamaged;
-      }
-    }
+    read_ranks();
     leave_out_cut_steps();
     // Steps: the union of the step numbers any rank ran, in order.
     for (const auto& steps : per_rank_steps_) {
@@ -199,14 +189,60 @@ class FirstPass {
     finish_collectives();
   }
 
-  void read(int32_t rank, const Event& e, const std::vector<TrackType>& tracks) {
-    job_.gpu |= is_gpu_kind(e.kind);
+  // A collective event as a rank's reading saw it, for take() to match.
+  struct Sighting {
+    InstanceKey key;
+    uint32_t name_id;
+    EventKind kind;
+    bool in_flight;  // on its communicator's or group's track: the rank went on meanwhile
+    DataType datatype;
+    Algorithm algorithm;
+    Protocol protocol;
+    uint64_t bytes;
+    int64_t begin_ns, end_ns;
+  };
+
+  // What one rank's events say, read apart from every other rank's.
+  struct RankRead {
+    uint64_t events = 0;
+    bool gpu = false;
+    int32_t step_track = -1;
+    std::vector<std::pair<uint64_t, StepTimes>> steps;
+    std::vector<Sighting> sightings;  // in the rank's time order
+  };
+
+  // Ranks are read on the CPUs the process may use, a batch of as many at a
+  // time, and taken in rank order: the result is the one reading in order
+  // would give, and memory holds one batch's sightings.
+  void read_ranks() {
+    const std::vector<RankInfo>& ranks = timeline_.ranks();
+    const unsigned threads = usable_cpus();
+    std::vector<RankRead> batch;
+    for (size_t first = 0; first < ranks.size(); first += threads) {
+      const size_t count = std::min<size_t>(threads, ranks.size() - first);
+      batch.assign(count, RankRead{});
+      for_each_index(count, threads, [&](size_t i) { read_rank(ranks[first + i], batch[i]); });
+      for (size_t i = 0; i < count; ++i) take(ranks[first + i], batch[i]);
+    }
+  }
+
+  void read_rank(const RankInfo& rank, RankRead& out) const {
+    if (rank.status == RankStatus::kMissing) return;
+    const std::vector<TrackType> tracks = track_types(rank);
+    timeline_.for_each_event_block(rank.rank, [&](const std::vector<Event>& events) {
+      out.events += events.size();
+      for (const Event& e : events) read(e, tracks, out);
+    });
+  }
+
+  void read(const Event& e, const std::vector<TrackType>& tracks, RankRead& out) const {
+    out.gpu |= is_gpu_kind(e.kind);
     if (e.kind == EventKind::kNvtxRange) {
       // A step still open when a hang's state was written is the step again once it ends.
       if (e.flags & kFlagIncomplete) return;
       if (const auto n = e.name_id < step_of_name_.size() ? step_of_name_[e.name_id] : std::nullopt) {
-        per_rank_steps_[static_cast<size_t>(rank)].emplace_back(*n, StepTimes{e.begin_ns, e.end_ns});
-        job_.ranks[static_cast<size_t>(rank)].step_track = e.track;
+        out.steps.emplace_back(*n, StepTimes{e.begin_ns, e.end_ns});
+        out.step_track = e.track;
       }
       return;
     }
@@ -215,14 +251,31 @@ class FirstPass {
     const CollectiveSource source = e.kind == EventKind::kMpiCollective     ? CollectiveSource::kMpi
                                     : e.kind == EventKind::kTorchCollective ? CollectiveSource::kTorch
                                                                             : CollectiveSource::kNccl;
-    const InstanceKey key{e.comm_hash, e.seq, e.op, source};
-    auto [it, added] = index_.try_emplace(key, job_.collectives.size());
+    const TrackType track = e.track < tracks.size() ? tracks[e.track] : TrackType::kThread;
+    out.sightings.push_back({InstanceKey{e.comm_hash, e.seq, e.op, source}, e.name_id, e.kind,
+                             track == TrackType::kMpiComm || track == TrackType::kProcessGroup, e.datatype,
+                             e.algorithm, e.protocol, e.bytes, e.begin_ns, e.end_ns});
+  }
+
+  void take(const RankInfo& rank, RankRead& read) {
+    if (rank.status == RankStatus::kMissing) return;
+    if (rank.event_count > 0 && read.events == 0) {
+      job_.ranks[static_cast<size_t>(rank.rank)].events = RankEvents::kAllDamaged;
+    }
+    job_.gpu |= read.gpu;
+    if (read.step_track >= 0) job_.ranks[static_cast<size_t>(rank.rank)].step_track = read.step_track;
+    per_rank_steps_[static_cast<size_t>(rank.rank)] = std::move(read.steps);
+    for (const Sighting& sighting : read.sightings) match(rank.rank, sighting);
+  }
+
+  void match(int32_t rank, const Sighting& e) {
+    auto [it, added] = index_.try_emplace(e.key, job_.collectives.size());
     if (added) {
       CollectiveInstance c;
-      c.comm_hash = e.comm_hash;
-      c.op = e.op;
-      c.seq = e.seq;
-      c.source = key.source;
+      c.comm_hash = e.key.comm_hash;
+      c.op = e.key.op;
+      c.seq = e.key.seq;
+      c.source = e.key.source;
       c.name_id = e.name_id;
       job_.collectives.push_back(std::move(c));
     }
@@ -232,10 +285,8 @@ class FirstPass {
     if (e.algorithm != Algorithm::kNone) c.algorithm = e.algorithm;
     if (e.protocol != Protocol::kNone) c.protocol = e.protocol;
     Participation& p = participation(c, rank);
-    if (source != CollectiveSource::kNccl) {
-      // In flight on its communicator's or group's track: the rank went on meanwhile.
-      const TrackType track = e.track < tracks.size() ? tracks[e.track] : TrackType::kThread;
-      c.nonblocking |= track == TrackType::kMpiComm || track == TrackType::kProcessGroup;
+    if (e.key.source != CollectiveSource::kNccl) {
+      c.nonblocking |= e.in_flight;
       p.enqueue_ns = p.arrival_ns = p.start_ns = e.begin_ns;
       p.end_ns = e.end_ns;
     } else if (e.kind == EventKind::kNcclCollectiveEnqueue) {
@@ -494,6 +545,75 @@ void classify(const Event& e, bool gpu, bool on_thread, bool nccl_named, Layer o
   }
 }
 
+// What a rank's events tell of its time: one sweep over them in time order,
+// with the rank's steps and collective windows opened among them.
+void sweep_rank(const Timeline& timeline, JobProfile& job, const RankInfo& info, const std::vector<NameTraits>& names,
+                const std::vector<HostPhase>& phase_of_name, const std::vector<Window>& rank_windows) {
+  RankProfile& rank = job.ranks[static_cast<size_t>(info.rank)];
+  RankSweep sweep(rank, job.gpu);
+  const std::vector<TrackType> tracks = track_types(info);
+  std::vector<StepSpan> steps;  // the steps this rank ran, by begin
+  for (size_t s = 0; s < rank.steps.size(); ++s) {
+    const StepTimes& t = rank.steps[s].times;
+    if (t.begin_ns != kUnknown) steps.push_back({t.begin_ns, t.end_ns, s});
+  }
+  std::sort(steps.begin(), steps.end(), [](const StepSpan& a, const StepSpan& b) { return a.begin < b.begin; });
+  DeviceWorkCollector device_work(names, info.tracks, steps, rank);
+  size_t next_step = 0, next_window = 0;
+  // Steps and windows are opened in step with the events, all by begin.
+  auto open_before = [&](int64_t t) {
+    for (;;) {
+      const int64_t step_at = next_step < steps.size() ? steps[next_step].begin : INT64_MAX;
+      const int64_t window_at = next_window < rank_windows.size() ? rank_windows[next_window].begin : INT64_MAX;
+      if (std::min(step_at, window_at) > t) return;
+      if (step_at <= window_at) {
+        sweep.open_step(step_at, steps[next_step].end, steps[next_step].index);
+        ++next_step;
+      } else {
+        const Window& w = rank_windows[next_window++];
+        sweep.open(w.begin, w.end, w.layer, w.participation);
+      }
+    }
+  };
+  Layer layers[6];
+  int count = 0;
+  timeline.for_each_event_block(info.rank, [&](const std::vector<Event>& events) {
+    for (const Event& e : events) {
+      open_before(e.begin_ns);
+      const bool on_thread = e.track >= tracks.size() || tracks[e.track] == TrackType::kThread;
+      const bool named = e.name_id < names.size();
+      classify(e, job.gpu, on_thread, named && names[e.name_id].nccl, layers, count);
+      device_work.add(e);
+      // Phases of the training thread only: a thread that prefetches batches is no data loading of the step.
+      const bool on_step_track = rank.step_track < 0 || e.track == rank.step_track;
+      if (e.kind == EventKind::kNvtxRange && on_step_track && e.name_id < phase_of_name.size()) {
+        if (const HostPhase phase = phase_of_name[e.name_id]; phase != HostPhase::kNone) {
+          layers[count++] = phase_layer(phase);
+          rank.phases_seen |= 1u << static_cast<unsigned>(phase);
+        }
+      }
+      // The host's own ranges, but the step's, which spans all of it.
+      if (e.kind == EventKind::kNvtxRange && on_thread && !(named && names[e.name_id].step)) {
+        layers[count++] = kHostRange;
+      }
+      rank.communicated |= e.kind == EventKind::kTorchWait || is_collective_kind(e.kind) ||
+                           std::find(layers, layers + count, kCommunicating) != layers + count;
+      for (int i = 0; i < count; ++i) {
+        sweep.open(e.begin_ns, e.end_ns, layers[i]);
+        // Unfinished when the state was written (a hang): waiting, to the end, for what never came.
+        if (layers[i] == kCommunicating && (e.flags & kFlagIncomplete)) {
+          sweep.open(e.begin_ns, e.end_ns, kWaitWindow);
+        }
+      }
+    }
+  });
+  open_before(INT64_MAX - 1);
+  sweep.finish();
+  device_work.finish();
+}
+
+// The ranks are swept at once on the CPUs the process may use: each writes
+// only its own RankProfile and its own participations' exposed times.
 void second_pass(const Timeline& timeline, JobProfile& job) {
   const std::vector<NameTraits> names = name_traits(timeline.strings());
   std::vector<HostPhase> phase_of_name;
@@ -509,75 +629,13 @@ void second_pass(const Timeline& timeline, JobProfile& job) {
       if (p.end_ns > from) list.push_back({from, p.end_ns, kTransferWindow, &p});
     }
   }
-  for (auto& list : windows) {
+  const std::vector<RankInfo>& ranks = timeline.ranks();
+  for_each_index(ranks.size(), usable_cpus(), [&](size_t r) {
+    if (ranks[r].status == RankStatus::kMissing) return;
+    std::vector<Window>& list = windows[static_cast<size_t>(ranks[r].rank)];
     std::sort(list.begin(), list.end(), [](const Window& a, const Window& b) { return a.begin < b.begin; });
-  }
-
-  for (const RankInfo& info : timeline.ranks()) {
-    if (info.status == RankStatus::kMissing) continue;
-    RankProfile& rank = job.ranks[static_cast<size_t>(info.rank)];
-    RankSweep sweep(rank, job.gpu);
-    const std::vector<TrackType> tracks = track_types(info);
-    std::vector<StepSpan> steps;  // the steps this rank ran, by begin
-    for (size_t s = 0; s < rank.steps.size(); ++s) {
-      const StepTimes& t = rank.steps[s].times;
-      if (t.begin_ns != kUnknown) steps.push_back({t.begin_ns, t.end_ns, s});
-    }
-    std::sort(steps.begin(), steps.end(), [](const StepSpan& a, const StepSpan& b) { return a.begin < b.begin; });
-    DeviceWorkCollector device_work(names, info.tracks, steps, rank);
-    const auto& rank_windows = windows[static_cast<size_t>(info.rank)];
-    size_t next_step = 0, next_window = 0;
-    // Steps and windows are opened in step with the events, all by begin.
-    auto open_before = [&](int64_t t) {
-      for (;;) {
-        const int64_t step_at = next_step < steps.size() ? steps[next_step].begin : INT64_MAX;
-        const int64_t window_at = next_window < rank_windows.size() ? rank_windows[next_window].begin : INT64_MAX;
-        if (std::min(step_at, window_at) > t) return;
-        if (step_at <= window_at) {
-          sweep.open_step(step_at, steps[next_step].end, steps[next_step].index);
-          ++next_step;
-        } else {
-          const Window& w = rank_windows[next_window++];
-          sweep.open(w.begin, w.end, w.layer, w.participation);
-        }
-      }
-    };
-    Layer layers[6];
-    int count = 0;
-    timeline.for_each_event_block(info.rank, [&](const std::vector<Event>& events) {
-      for (const Event& e : events) {
-        open_before(e.begin_ns);
-        const bool on_thread = e.track >= tracks.size() || tracks[e.track] == TrackType::kThread;
-        const bool named = e.name_id < names.size();
-        classify(e, job.gpu, on_thread, named && names[e.name_id].nccl, layers, count);
-        device_work.add(e);
-        // Phases of the training thread only: a thread that prefetches batches is no data loading of the step.
-        const bool on_step_track = rank.step_track < 0 || e.track == rank.step_track;
-        if (e.kind == EventKind::kNvtxRange && on_step_track && e.name_id < phase_of_name.size()) {
-          if (const HostPhase phase = phase_of_name[e.name_id]; phase != HostPhase::kNone) {
-            layers[count++] = phase_layer(phase);
-            rank.phases_seen |= 1u << static_cast<unsigned>(phase);
-          }
-        }
-        // The host's own ranges, but the step's, which spans all of it.
-        if (e.kind == EventKind::kNvtxRange && on_thread && !(named && names[e.name_id].step)) {
-          layers[count++] = kHostRange;
-        }
-        rank.communicated |= e.kind == EventKind::kTorchWait || is_collective_kind(e.kind) ||
-                             std::find(layers, layers + count, kCommunicating) != layers + count;
-        for (int i = 0; i < count; ++i) {
-          sweep.open(e.begin_ns, e.end_ns, layers[i]);
-          // Unfinished when the state was written (a hang): waiting, to the end, for what never came.
-          if (layers[i] == kCommunicating && (e.flags & kFlagIncomplete)) {
-            sweep.open(e.begin_ns, e.end_ns, kWaitWindow);
-          }
-        }
-      }
-    });
-    open_before(INT64_MAX - 1);
-    sweep.finish();
-    device_work.finish();
-  }
+    sweep_rank(timeline, job, ranks[r], names, phase_of_name, list);
+  });
 }
 
 // Why each rank's arrivals cannot be compared with other ranks'.

@@ -2,6 +2,7 @@
 // ranks, two steps, a blocking allreduce, a nonblocking one with its Wait.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -14,8 +15,10 @@
 #include "rankscope/merge/merge.h"
 #include "rankscope/model/capture_windows.h"
 #include "rankscope/model/counters.h"
+#include "rankscope/model/parallel.h"
 #include "rankscope/model/shard.h"
 #include "../support/shard_job_test.h"
+#include "../support/synthetic_job.h"
 #include "timeline_damage.h"
 
 namespace rankscope::analysis {
@@ -595,6 +598,37 @@ TEST_F(ProfileTest, HtaCompatRoundsEpochTimestampsAsFloat64LikeHta) {
   // Compute [1, 11), communication [10, 21): 1 µs of 11 overlapped.
   EXPECT_DOUBLE_EQ(hta[0]->comm_comp_overlap_pct, 9.09);
   EXPECT_EQ(hta[0]->kernel_time_ns, 20'000);
+}
+
+// The ranks are read and swept on every CPU the process may use; the report
+// must be the one a single CPU gives, byte for byte.
+TEST_F(ProfileTest, TheReportIsTheSameOnOneCpuAndOnEvery) {
+  if (process_ == 0) {
+    testing::SyntheticJob job;
+    job.world_size = 6;
+    job.events_per_rank = 40'000;  // three checksum blocks a rank
+    job.shared_collectives = true;
+    job.gpu_kernel_names = 20;
+    job.keep_truth = false;
+    testing::write_synthetic_job(dir_.string(), job);
+  }
+  const Timeline timeline(merged());
+  cpu_set_t all, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  CPU_ZERO(&one);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &all)) {
+      CPU_SET(cpu, &one);
+      break;
+    }
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  ASSERT_EQ(usable_cpus(), 1u);
+  const std::string alone = report_json(make_report(timeline));
+  ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
+  const std::string together = report_json(make_report(timeline));
+  EXPECT_GT(alone.size(), 10'000u);
+  EXPECT_EQ(alone, together) << usable_cpus() << " CPUs";
 }
 
 }  // namespace

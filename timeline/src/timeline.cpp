@@ -632,8 +632,11 @@ void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::ve
     const uint64_t end = std::min(to, (begin / block + 1) * block);
     const uint64_t begin_row = info.event_offset + begin, end_row = info.event_offset + end;
     Event* rows = out.data() + (begin - from);
-    const RowRanges unreadable =
-        read_rows(events_, event_type_, begin_row, end - begin, 1, events_chunk_rows_, rows, sizeof(Event));
+    RowRanges unreadable;
+    {
+      std::lock_guard<std::mutex> lock(hdf5_mutex_);
+      unreadable = read_rows(events_, event_type_, begin_row, end - begin, 1, events_chunk_rows_, rows, sizeof(Event));
+    }
     for (const auto& [bad_begin, bad_end] : unreadable) {
       note_damage({dataset, bad_begin, bad_end - bad_begin, "", "unreadable (the file is damaged or cut short there)"});
     }

@@ -119,7 +119,9 @@ class Timeline {
   const std::string& string(uint32_t id) const;
 
   // Reads the rank's events [first, first + count) into `out`, leaving out
-  // the damaged ones (recorded in damage()): `out` may hold fewer.
+  // the damaged ones (recorded in damage()): `out` may hold fewer. Threads
+  // may read at once (different ranks, say): HDF5 is called by one at a
+  // time, each checks its own rows' checksums and values.
   void read_events(int32_t rank, uint64_t first, uint64_t count, std::vector<Event>& out) const;
 
   // Streams one rank's events in time order, `block` rows at a time: visit(events).
@@ -160,7 +162,9 @@ class Timeline {
   std::vector<uint64_t> checksum_offsets_;  // per rank, into event_checksums_
   bool clock_corrected_ = false;
   void note_damage(TimelineDamage::Finding finding) const;
-  mutable std::mutex damage_mutex_;  // events may be read on another thread (EventStream)
+  // Debian's HDF5 is built without its thread-safe option: one call at a time.
+  mutable std::mutex hdf5_mutex_;
+  mutable std::mutex damage_mutex_;  // events may be read on several threads
   mutable TimelineDamage damage_;
   mutable std::map<std::string, std::map<uint64_t, uint64_t>> damaged_rows_;  // by dataset: runs [first, end)
   std::vector<RankInfo> ranks_;
