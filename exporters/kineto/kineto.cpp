@@ -19,6 +19,7 @@
 #include "export_writers.h"
 #include "json_text.h"
 #include "rankscope/model/hash.h"
+#include "rankscope/model/torch_types.h"
 #include "rankscope/timeline/event_stream.h"
 
 namespace rankscope::export_detail {
@@ -90,44 +91,6 @@ std::string_view c10d_name(CommOp op) {
     case CommOp::kScatter: return "c10d::scatter_";
     case CommOp::kBarrier: return "c10d::barrier";
     default: return "c10d::collective";
-  }
-}
-
-// PyTorch's scalar type names ("dtype" of record_param_comms); empty for none it has.
-std::string_view torch_type_name(DataType type) {
-  switch (type) {
-    case DataType::kInt8: return "Char";
-    case DataType::kUint8: return "Byte";
-    case DataType::kInt32: return "Int";
-    case DataType::kUint32: return "UInt32";
-    case DataType::kInt64: return "Long";
-    case DataType::kUint64: return "UInt64";
-    case DataType::kFloat16: return "Half";
-    case DataType::kBfloat16: return "BFloat16";
-    case DataType::kFloat32: return "Float";
-    case DataType::kFloat64: return "Double";
-    case DataType::kFloat8E4M3: return "Float8_e4m3fn";
-    case DataType::kFloat8E5M2: return "Float8_e5m2";
-    default: return "";
-  }
-}
-
-// The C++ type names of record_shapes' "Input type"; empty for none it has.
-std::string_view cpp_type_name(DataType type) {
-  switch (type) {
-    case DataType::kInt8: return "signed char";
-    case DataType::kUint8: return "unsigned char";
-    case DataType::kInt32: return "int";
-    case DataType::kUint32: return "unsigned int";
-    case DataType::kInt64: return "long int";
-    case DataType::kUint64: return "long unsigned int";
-    case DataType::kFloat16: return "c10::Half";
-    case DataType::kBfloat16: return "c10::BFloat16";
-    case DataType::kFloat32: return "float";
-    case DataType::kFloat64: return "double";
-    case DataType::kFloat8E4M3: return "c10::Float8_e4m3fn";
-    case DataType::kFloat8E5M2: return "c10::Float8_e5m2";
-    default: return "";
   }
 }
 
@@ -478,7 +441,7 @@ class KinetoRankFile {
   // input's elements (a gather's whole over the group's size) and C++ type.
   // Empty where the size or the type is not known.
   std::string shape_arguments(const Event& e) const {
-    const std::string_view type = cpp_type_name(e.datatype);
+    const std::string_view type = cpp_name(e.datatype);
     if (type.empty() || e.bytes == 0) return {};
     const bool gathered = e.op == CommOp::kAllGather || e.op == CommOp::kGather;
     const uint64_t ranks = gathered && group_ && group_->size > 0 ? static_cast<uint64_t>(group_->size) : 1;
@@ -574,7 +537,7 @@ class KinetoRankFile {
         append_number(buffer_, e.seq);
       }
     }
-    const std::string_view type = torch_type_name(e.datatype);
+    const std::string_view type = torch_name(e.datatype);
     if (!type.empty()) {
       buffer_ += ",\"dtype\":\"";
       buffer_ += type;

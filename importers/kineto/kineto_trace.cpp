@@ -18,6 +18,7 @@
 #include "rankscope/model/shard.h"
 #include "rankscope/model/steps.h"
 #include "rankscope/model/text.h"
+#include "rankscope/model/torch_types.h"
 
 namespace rankscope::kineto {
 namespace {
@@ -95,20 +96,6 @@ CommOp op_from_collective_name(std::string_view name) {
   return CommOp::kNone;
 }
 
-// PyTorch's scalar type names.
-DataType data_type_from_torch(std::string_view name) {
-  static const std::pair<std::string_view, DataType> kTypes[] = {
-      {"Float", DataType::kFloat32},   {"Double", DataType::kFloat64},  {"Half", DataType::kFloat16},
-      {"BFloat16", DataType::kBfloat16}, {"Int", DataType::kInt32},     {"Long", DataType::kInt64},
-      {"Byte", DataType::kUint8},      {"Char", DataType::kInt8},       {"Bool", DataType::kUint8},
-      {"Float8_e4m3fn", DataType::kFloat8E4M3}, {"Float8_e5m2", DataType::kFloat8E5M2},
-      {"UInt32", DataType::kUint32},   {"UInt64", DataType::kUint64}};
-  for (const auto& [text, type] : kTypes) {
-    if (name == text) return type;
-  }
-  return name.empty() ? DataType::kNone : DataType::kOther;
-}
-
 // What a NCCL kernel's name says: "ncclKernel_AllReduce_RING_LL_Sum_float(...)",
 // "ncclDevKernel_AllGather_RING_LL(...)".
 struct KernelName {
@@ -161,22 +148,6 @@ KernelName parse_nccl_kernel_name(std::string_view name) {
   if (name.find("NVLS_TREE") != std::string_view::npos) out.algorithm = Algorithm::kNvlsTree;
   if (name.find("COLLNET_CHAIN") != std::string_view::npos) out.algorithm = Algorithm::kCollnetChain;
   return out;
-}
-
-// The C++ type names record_shapes writes in "Input type" ("float", "c10::BFloat16", ...).
-DataType data_type_from_cpp(std::string_view name) {
-  static const std::pair<std::string_view, DataType> kTypes[] = {
-      {"float", DataType::kFloat32},        {"double", DataType::kFloat64},
-      {"c10::Half", DataType::kFloat16},    {"c10::BFloat16", DataType::kBfloat16},
-      {"signed char", DataType::kInt8},     {"unsigned char", DataType::kUint8},
-      {"int", DataType::kInt32},            {"unsigned int", DataType::kUint32},
-      {"long int", DataType::kInt64},       {"long unsigned int", DataType::kUint64},
-      {"bool", DataType::kUint8},           {"c10::Float8_e4m3fn", DataType::kFloat8E4M3},
-      {"c10::Float8_e5m2", DataType::kFloat8E5M2}};
-  for (const auto& [text, type] : kTypes) {
-    if (name == text) return type;
-  }
-  return name.empty() ? DataType::kNone : DataType::kOther;
 }
 
 // Collectives that gloo runs as queued work on its worker threads; its send
@@ -889,7 +860,7 @@ class TraceImport::Impl {
   CollectiveInfo collective_info(const Fields& f, uint64_t index, uint64_t offset) {
     CollectiveInfo info;
     info.op = op_from_collective_name(f.collective);
-    info.datatype = data_type_from_torch(f.dtype);
+    info.datatype = data_type_from_torch_name(f.dtype);
     info.group = !f.group_name.empty() ? hash_bytes(f.group_name) : !f.group_ranks.empty() ? hash_bytes(f.group_ranks) : 0;
     // NCCL's count: what each rank sends, but what each receives for reduce-scatter.
     const std::string_view count = info.op == CommOp::kReduceScatter ? f.out_nelems : f.in_nelems;
@@ -994,7 +965,7 @@ class TraceImport::Impl {
     for (auto type_result : list) {
       std::string_view name;
       if (type_result.get_string().get(name) || tensor >= elements.size()) return {};
-      const DataType type = data_type_from_cpp(name);
+      const DataType type = data_type_from_cpp_name(name);
       const uint64_t size = data_type_size(type);
       if (size == 0 || elements[tensor] > (UINT64_MAX - out.bytes) / size) return {};
       if (tensor == 0) out.datatype = type;
