@@ -38,10 +38,6 @@ constexpr uint64_t kUnmatchedInstance = uint64_t{1} << 63;
 // gloo's ranges of a collective's execution on its worker threads ("gloo:all_reduce").
 constexpr std::string_view kGlooRange = "gloo:";
 
-bool is_gpu_side(EventKind kind) {
-  return is_gpu_work(kind) || kind == EventKind::kGpuSync;
-}
-
 uint64_t events_of(const RankInfo& info, EventKind kind) {
   const auto k = static_cast<size_t>(kind) - 1;
   return k < info.events_by_kind.size() ? info.events_by_kind[k] : 0;

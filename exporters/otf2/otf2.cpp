@@ -17,14 +17,11 @@
 #include "export_writers.h"
 #include "otf2_archive.h"
 #include "otf2_mpi.h"
-#include "rankscope/model/error.h"
 
 namespace rankscope::export_detail {
 namespace {
 
 constexpr const char* kArchiveName = "traces";  // DIR/traces.otf2, DIR/traces.def, DIR/traces/
-
-bool is_gpu_side(EventKind kind) { return is_gpu_work(kind) || kind == EventKind::kGpuSync; }
 
 OTF2_Paradigm paradigm_of(EventKind kind) {
   switch (kind) {
@@ -492,13 +489,7 @@ class Otf2Sink {
 }  // namespace
 
 Written write_otf2(const Timeline& timeline, const Plan& plan, OutputFolder& out) {
-  for (const RankPlan& rank : plan.ranks) {
-    const int64_t first_ns = timeline.ranks()[static_cast<size_t>(rank.rank)].first_ns;
-    if (first_ns < 0) {
-      throw Error(timeline.path() + ": rank " + std::to_string(rank.rank) + " has events before time 0 (" +
-                  std::to_string(first_ns) + " ns), which OTF2's unsigned timestamps cannot hold");
-    }
-  }
+  require_times_from_zero(timeline, plan, "OTF2");
   const MpiLayout mpi(timeline, plan);
   Otf2Archive archive(out.partial(), kArchiveName, out.path());
   Otf2Sink sink(timeline, mpi, archive);

@@ -12,7 +12,6 @@
 #include "export_walk.h"
 #include "export_writers.h"
 #include "proto_writer.h"
-#include "rankscope/model/error.h"
 
 namespace rankscope::export_detail {
 namespace {
@@ -302,13 +301,7 @@ class PerfettoSink {
 }  // namespace
 
 Written write_perfetto(const Timeline& timeline, const Plan& plan, OutputFile& out) {
-  for (const RankPlan& rank : plan.ranks) {
-    const int64_t first_ns = timeline.ranks()[static_cast<size_t>(rank.rank)].first_ns;
-    if (first_ns < 0) {
-      throw Error(timeline.path() + ": rank " + std::to_string(rank.rank) + " has events before time 0 (" +
-                  std::to_string(first_ns) + " ns), which Perfetto's unsigned timestamps cannot hold");
-    }
-  }
+  require_times_from_zero(timeline, plan, "Perfetto");
   PerfettoSink sink(timeline, out);
   TraceWalker<PerfettoSink> walker(timeline, plan, sink);
   walker.run();

@@ -301,6 +301,17 @@ uint64_t estimate_bytes(const Plan& plan, ExportFormat format) {
                                per.rank * static_cast<double>(plan.ranks.size()));
 }
 
+void require_times_from_zero(const Timeline& timeline, const Plan& plan, std::string_view format) {
+  for (const RankPlan& rank : plan.ranks) {
+    const int64_t first_ns = timeline.ranks()[static_cast<size_t>(rank.rank)].first_ns;
+    if (first_ns < 0) {
+      throw Error(timeline.path() + ": rank " + std::to_string(rank.rank) + " has events before time 0 (" +
+                  std::to_string(first_ns) + " ns), which " + std::string(format) +
+                  "'s unsigned timestamps cannot hold");
+    }
+  }
+}
+
 std::string size_warning(const Plan& plan, ExportFormat format, uint64_t estimated, uint64_t limit) {
   // Aim below the limit: the estimate is not exact.
   const double fraction = 0.8 * static_cast<double>(limit) / static_cast<double>(estimated);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -36,6 +37,8 @@ inline bool is_gpu_work(EventKind kind) {
   return kind == EventKind::kGpuKernel || kind == EventKind::kGpuMemcpy || kind == EventKind::kGpuMemset ||
          kind == EventKind::kNcclCollectiveGpu || kind == EventKind::kNcclP2pGpu;
 }
+// What lies on a GPU's own timeline: its work and its synchronisations.
+inline bool is_gpu_side(EventKind kind) { return is_gpu_work(kind) || kind == EventKind::kGpuSync; }
 
 // A collective instance matched across the selected ranks by (kind,
 // communicator, operation, sequence number). Its flows run from every other
@@ -108,6 +111,10 @@ Plan make_plan(const Timeline& timeline, const ExportOptions& options);
 // Bytes the output will take, from the planned counts (docs/export.md: how
 // the per-item figures were measured).
 uint64_t estimate_bytes(const Plan& plan, ExportFormat format);
+
+// Throws Error naming the timeline and rank where a selected rank has events
+// before time 0, which `format`'s unsigned timestamps cannot hold.
+void require_times_from_zero(const Timeline& timeline, const Plan& plan, std::string_view format);
 
 // The warning for an output estimated beyond `limit` bytes, with a smaller
 // selection that fits: fewer ranks, or a shorter window.

@@ -13,11 +13,14 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "export_fixture.h"
 #include "rankscope/merge/merge.h"
+#include "rankscope/model/counters.h"
 #include "rankscope/model/error.h"
+#include "rankscope/model/shard.h"
 #include "rankscope/timeline/timeline.h"
 #include "synthetic_job.h"
 // The encoder is internal to the exporter; its bytes are tested directly.
@@ -326,6 +329,49 @@ TEST_F(ExportTest, ChromeJsonIsOneObjectWithTraceEvents) {
             std::string::npos);
   EXPECT_NE(text.find("{\"ph\":\"C\",\"pid\":3,\"ts\":1000.500,\"name\":\"GPU memory\",\"args\":{\"value\":1000000002}}"),
             std::string::npos);
+}
+
+// Perfetto and OTF2 count time in unsigned integers: a rank whose clock put
+// events before 0 (its own clock, never synchronised) is refused by name.
+TEST(ExportTimes, EventsBeforeTimeZeroAreRefusedByTheUnsignedFormats) {
+  const fs::path dir = fs::temp_directory_path() / ("rankscope-export-negative-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "shards");
+  RankMetadata metadata;
+  metadata.rank = 0;
+  metadata.world_size = 1;
+  ShardWriter writer;
+  ASSERT_TRUE(writer.open((dir / "shards" / "rank-0.shard").string(), metadata, 0));
+  const std::pair<uint32_t, std::string_view> names[] = {{0, "early"}};
+  ASSERT_TRUE(writer.write_strings(names, 0));
+  Event early{};
+  early.kind = EventKind::kNvtxRange;
+  early.begin_ns = -5'000;
+  early.end_ns = 1'000;
+  early.peer = kNoPeer;
+  std::vector<Event> events{early};
+  ASSERT_TRUE(writer.write_events(events));
+  ASSERT_TRUE(writer.close(Counters{}, 2'000));
+  MergeOptions options;
+  options.inputs = {(dir / "shards").string()};
+  options.output = (dir / "job.h5").string();
+  merge_shards(MPI_COMM_SELF, options);
+  const Timeline timeline(options.output);
+  for (const auto& [format, name, output] :
+       {std::tuple{ExportFormat::kPerfetto, "Perfetto", "job.pftrace"}, std::tuple{ExportFormat::kOtf2, "OTF2", "job.otf2"}}) {
+    try {
+      export_timeline(timeline, format, (dir / output).string());
+      ADD_FAILURE() << name << ": no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 0 has events before time 0 (-5000 ns), which " + std::string(name) +
+                                           "'s unsigned timestamps cannot hold"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_FALSE(fs::exists(dir / output)) << name;
+    EXPECT_FALSE(fs::exists(dir / (std::string(output) + ".partial"))) << name;
+  }
+  fs::remove_all(dir);
 }
 
 // A synthetic job where every rank takes part in every allreduce: each
