@@ -107,6 +107,42 @@ INSTANTIATE_TEST_SUITE_P(Fields, DamagedEventTest,
                                                         : std::to_string(info.param.value));
                          });
 
+// Readers that each read some ranks (the processes of `mpirun rankscope
+// report`) joined hold what one reader of every rank holds: the same rows
+// left out, the findings of the lowest rows kept, whatever the order.
+TEST_F(TimelineDamageTest, ReadersOfSomeRanksJoinedFindWhatOneReaderFinds) {
+  // More damaged rows than findings are kept, in both ranks.
+  std::vector<uint64_t> rows;
+  for (uint64_t i = 0; i < TimelineDamage::kFindingsKept; ++i) {
+    rows.push_back(3 * i + 1);
+    rows.push_back(3 * kEventChunkRows + 2 * i + 5);
+  }
+  for (const uint64_t row : rows) testing::set_timeline_value(path_, "/events", row, "kind", 250);
+  const Timeline whole(path_), first(path_), second(path_);
+  events_read(whole);
+  const auto read_rank = [](const Timeline& timeline, int32_t rank) {
+    timeline.for_each_event_block(rank, [](const std::vector<Event>&) {});
+  };
+  read_rank(first, 1);  // the higher rows first: what is kept does not follow the order read
+  read_rank(first, 0);
+  read_rank(second, 1);
+  first.join_damage(second.damage_seen());
+  second.join_damage(first.damage_seen());
+  const TimelineDamage expected = whole.damage();
+  EXPECT_EQ(expected.rows_left_out.at("/events"), rows.size());
+  ASSERT_EQ(expected.findings.size(), TimelineDamage::kFindingsKept);
+  EXPECT_EQ(expected.findings.front().row, 1u);
+  for (const Timeline* joined : {&first, &second}) {
+    const TimelineDamage damage = joined->damage();
+    EXPECT_EQ(damage.rows_left_out, expected.rows_left_out);
+    ASSERT_EQ(damage.findings.size(), expected.findings.size());
+    for (size_t i = 0; i < damage.findings.size(); ++i) {
+      EXPECT_EQ(damage.findings[i].row, expected.findings[i].row) << i;
+      EXPECT_EQ(damage.findings[i].problem, expected.findings[i].problem) << i;
+    }
+  }
+}
+
 TEST_F(TimelineDamageTest, EndBeforeBeginIsLeftOut) {
   const int64_t begin = testing::get_timeline_value(path_, "/events", 3, "begin_ns");
   testing::set_timeline_value(path_, "/events", 3, "end_ns", begin - 1);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <tuple>
 
 #include "rankscope/model/crc32c.h"
 #include "rankscope/model/error.h"
@@ -433,11 +434,9 @@ std::string TimelineDamage::summary() const {
   return text;
 }
 
-void Timeline::note_damage(TimelineDamage::Finding finding) const {
-  std::lock_guard<std::mutex> lock(damage_mutex_);
+uint64_t Timeline::note_damaged_rows(const std::string& dataset, uint64_t new_first, uint64_t new_end) const {
   // Rows are read more than once (each analysis reads them): each damaged row counts once.
-  std::map<uint64_t, uint64_t>& runs = damaged_rows_[finding.dataset];
-  const uint64_t new_first = finding.row, new_end = finding.row + finding.rows;
+  std::map<uint64_t, uint64_t>& runs = damaged_rows_[dataset];
   uint64_t first = new_first, end = new_end, already = 0;
   auto next = runs.upper_bound(first);
   if (next != runs.begin() && std::prev(next)->second >= first) --next;
@@ -449,9 +448,46 @@ void Timeline::note_damage(TimelineDamage::Finding finding) const {
     next = runs.erase(next);
   }
   runs.emplace(first, end);
-  if (already == finding.rows) return;
-  damage_.rows_left_out[finding.dataset] += finding.rows - already;
-  if (damage_.findings.size() < TimelineDamage::kFindingsKept) damage_.findings.push_back(std::move(finding));
+  const uint64_t added = new_end - new_first - already;
+  if (added > 0) damage_.rows_left_out[dataset] += added;
+  return added;
+}
+
+void Timeline::note_damage(TimelineDamage::Finding finding) const {
+  std::lock_guard<std::mutex> lock(damage_mutex_);
+  if (note_damaged_rows(finding.dataset, finding.row, finding.row + finding.rows) == 0) return;
+  keep_finding(std::move(finding));
+}
+
+// The findings of the lowest rows are kept, whichever thread or process
+// found them first: what is kept does not depend on the order of reading.
+void Timeline::keep_finding(TimelineDamage::Finding finding) const {
+  std::vector<TimelineDamage::Finding>& kept = damage_.findings;
+  const auto before = [](const TimelineDamage::Finding& a, const TimelineDamage::Finding& b) {
+    return std::tie(a.dataset, a.row) < std::tie(b.dataset, b.row);
+  };
+  const auto at = std::upper_bound(kept.begin(), kept.end(), finding, before);
+  if (kept.size() == TimelineDamage::kFindingsKept) {
+    if (at == kept.end()) return;
+    kept.pop_back();
+  }
+  kept.insert(at, std::move(finding));
+}
+
+Timeline::DamageSeen Timeline::damage_seen() const {
+  std::lock_guard<std::mutex> lock(damage_mutex_);
+  return {damage_.findings, damaged_rows_};
+}
+
+void Timeline::join_damage(const DamageSeen& other) const {
+  std::lock_guard<std::mutex> lock(damage_mutex_);
+  // The findings first, while their rows are still new here; then the rows without one kept.
+  for (const TimelineDamage::Finding& finding : other.findings) {
+    if (note_damaged_rows(finding.dataset, finding.row, finding.row + finding.rows) > 0) keep_finding(finding);
+  }
+  for (const auto& [dataset, runs] : other.rows) {
+    for (const auto& [first, end] : runs) note_damaged_rows(dataset, first, end);
+  }
 }
 
 TimelineDamage Timeline::damage() const {

@@ -80,7 +80,7 @@ struct TimelineDamage {
     std::string problem;
   };
   static constexpr size_t kFindingsKept = 20;
-  std::vector<Finding> findings;  // the first kFindingsKept, in the order found
+  std::vector<Finding> findings;  // the kFindingsKept of the lowest rows, by dataset and row
   std::map<std::string, uint64_t> rows_left_out;  // by dataset
 
   uint64_t total_rows() const;
@@ -140,6 +140,15 @@ class Timeline {
   std::vector<EventsReadOfRank> check_events() const;
   // Damage found so far: the small tables are checked on opening, events as they are read.
   TimelineDamage damage() const;
+  // What this reader found damaged, for another reader of the same file to
+  // join (the processes of `mpirun rankscope report` each read some ranks):
+  // joined, each holds what one reader of every rank would have found.
+  struct DamageSeen {
+    std::vector<TimelineDamage::Finding> findings;  // those kept
+    std::map<std::string, std::map<uint64_t, uint64_t>> rows;  // by dataset: runs [first, end)
+  };
+  DamageSeen damage_seen() const;
+  void join_damage(const DamageSeen& other) const;
   // Whether the timeline carries checksums of its events (/event_checksums;
   // files written before them do not).
   bool checksummed() const { return checksummed_; }
@@ -162,6 +171,9 @@ class Timeline {
   std::vector<uint64_t> checksum_offsets_;  // per rank, into event_checksums_
   bool clock_corrected_ = false;
   void note_damage(TimelineDamage::Finding finding) const;
+  // These two with damage_mutex_ held. The rows not noted before: their count.
+  uint64_t note_damaged_rows(const std::string& dataset, uint64_t first, uint64_t end) const;
+  void keep_finding(TimelineDamage::Finding finding) const;
   // Debian's HDF5 is built without its thread-safe option: one call at a time.
   mutable std::mutex hdf5_mutex_;
   mutable std::mutex damage_mutex_;  // events may be read on several threads
