@@ -13,8 +13,10 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "byte_record.h"
 #include "device_work_collector.h"
 #include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/work_share.h"
 #include "rankscope/model/capture_sources.h"
 #include "rankscope/model/capture_windows.h"
 #include "rankscope/model/error.h"
@@ -102,11 +104,31 @@ std::vector<TrackType> track_types(const RankInfo& rank) {
   return types;
 }
 
+// Which process reads which ranks: blocks of `batch` ranks (one per CPU)
+// dealt to the processes in turn, so that one round of reading, a block on
+// each process, covers consecutive ranks. Each process sweeps in the second
+// pass the ranks it read in the first.
+struct RankDeal {
+  size_t batch = 1;
+  int processes = 1;
+  int owner(size_t rank) const { return static_cast<int>(rank / batch % static_cast<size_t>(processes)); }
+};
+
+// Every process's block as large as the fewest CPUs any of them may use.
+RankDeal deal_ranks(const WorkShare& share) {
+  unsigned fewest = usable_cpus();
+  for (const std::string& cpus : exchange(share, [] { return std::to_string(usable_cpus()); })) {
+    fewest = std::min<unsigned>(fewest, static_cast<unsigned>(std::stoul(cpus)));
+  }
+  return {std::max<size_t>(fewest, 1), share.processes};
+}
+
 // ------------------------------------------------------------- pass 1 ---
 
 class FirstPass {
  public:
-  FirstPass(const Timeline& timeline, JobProfile& job) : timeline_(timeline), job_(job) {
+  FirstPass(const Timeline& timeline, JobProfile& job, const WorkShare& share, const RankDeal& deal)
+      : timeline_(timeline), job_(job), share_(share), deal_(deal) {
     // Names are few and events many: each name is looked at once.
     for (const std::string& name : timeline.strings()) step_of_name_.push_back(step_number(name));
   }
@@ -211,19 +233,56 @@ class FirstPass {
     std::vector<Sighting> sightings;  // in the rank's time order
   };
 
-  // Ranks are read on the CPUs the process may use, a batch of as many at a
-  // time, and taken in rank order: the result is the one reading in order
-  // would give, and memory holds one batch's sightings.
+  // Ranks are read in rounds, a block on each process, the block's ranks on
+  // the CPUs the process may use; every process takes every rank's reading
+  // in rank order: the result is the one reading in order would give, and
+  // memory holds one round's sightings.
   void read_ranks() {
     const std::vector<RankInfo>& ranks = timeline_.ranks();
-    const unsigned threads = usable_cpus();
-    std::vector<RankRead> batch;
-    for (size_t first = 0; first < ranks.size(); first += threads) {
-      const size_t count = std::min<size_t>(threads, ranks.size() - first);
-      batch.assign(count, RankRead{});
-      for_each_index(count, threads, [&](size_t i) { read_rank(ranks[first + i], batch[i]); });
-      for (size_t i = 0; i < count; ++i) take(ranks[first + i], batch[i]);
+    const size_t round = deal_.batch * static_cast<size_t>(deal_.processes);
+    for (size_t first = 0; first < ranks.size(); first += round) {
+      const auto block_of = [&](int process) {
+        const size_t begin = std::min(ranks.size(), first + static_cast<size_t>(process) * deal_.batch);
+        return std::pair{begin, std::min(ranks.size(), begin + deal_.batch)};
+      };
+      std::vector<RankRead> batch;
+      const auto read_block = [&] {
+        const auto [begin, end] = block_of(share_.process);
+        batch.assign(end - begin, RankRead{});
+        for_each_index(batch.size(), usable_cpus(), [&](size_t i) { read_rank(ranks[begin + i], batch[i]); });
+      };
+      if (deal_.processes == 1) {  // a lone process takes its readings as they are
+        read_block();
+        for (size_t i = 0; i < batch.size(); ++i) take(ranks[first + i], batch[i]);
+        continue;
+      }
+      const std::vector<std::string> read = exchange(share_, [&] {
+        read_block();
+        std::string bytes;
+        BytesOut out(bytes);
+        for (const RankRead& r : batch) fields(out, r);
+        return bytes;
+      });
+      for (int process = 0; process < deal_.processes; ++process) {
+        const auto [begin, end] = block_of(process);
+        BytesIn in(read[static_cast<size_t>(process)]);
+        for (size_t r = begin; r < end; ++r) {
+          RankRead rank_read;
+          fields(in, rank_read);
+          take(ranks[r], rank_read);
+        }
+      }
     }
+  }
+
+  // A rank's reading as it travels between processes.
+  template <typename Bytes, typename Read>
+  static void fields(Bytes& bytes, Read& read) {
+    bytes.field(read.events);
+    bytes.field(read.gpu);
+    bytes.field(read.step_track);
+    bytes.field(read.steps);
+    bytes.field(read.sightings);
   }
 
   void read_rank(const RankInfo& rank, RankRead& out) const {
@@ -339,6 +398,8 @@ class FirstPass {
 
   const Timeline& timeline_;
   JobProfile& job_;
+  const WorkShare& share_;
+  const RankDeal& deal_;
   std::unordered_map<InstanceKey, size_t, InstanceKeyHash> index_;
   std::vector<std::optional<uint64_t>> step_of_name_;
   std::vector<std::vector<std::pair<uint64_t, StepTimes>>> per_rank_steps_;
@@ -612,13 +673,48 @@ void sweep_rank(const Timeline& timeline, JobProfile& job, const RankInfo& info,
   device_work.finish();
 }
 
-// The ranks are swept at once on the CPUs the process may use: each writes
-// only its own RankProfile and its own participations' exposed times.
-void second_pass(const Timeline& timeline, JobProfile& job) {
+void sort_by_begin(std::vector<Window>& windows) {
+  std::sort(windows.begin(), windows.end(), [](const Window& a, const Window& b) { return a.begin < b.begin; });
+}
+
+// What a rank's sweep found: its RankProfile's figures (its steps' times
+// came from the first pass, the same on every process) and the exposed
+// time each of its collective windows booked to its participation (a wait
+// window its exposed wait, a transfer window its exposed transfer), in the
+// windows' order.
+template <typename Bytes, typename Rank>
+void sweep_fields(Bytes& bytes, Rank& rank, const std::vector<Window>& windows) {
+  bytes.field(rank.steps);
+  bytes.field(rank.phases_seen);
+  bytes.field(rank.communicated);
+  auto& device = rank.device;
+  bytes.field(device.gpu);
+  bytes.field(device.kernels);
+  bytes.field(device.largest_gaps);
+  bytes.field(device.idle_ns);
+  bytes.field(device.idle_gaps);
+  bytes.field(device.syncs);
+  bytes.field(device.launches);
+  bytes.field(device.gap_causes_unknown);
+  bytes.field(device.device_memory_seen);
+  bytes.field(device.memory.peak_bytes);
+  bytes.field(device.memory.peak_step);
+  bytes.field(device.memory.step_end_bytes);
+  for (const Window& w : windows) {
+    Participation& p = *w.participation;
+    bytes.field(w.layer == kWaitWindow ? p.exposed_wait_ns : p.exposed_transfer_ns);
+  }
+}
+
+// Each process sweeps the ranks it read, on the CPUs it may use: each sweep
+// writes only its own RankProfile and its own participations' exposed times.
+// Then every process takes the others' sweeps.
+void second_pass(const Timeline& timeline, JobProfile& job, const WorkShare& share, const RankDeal& deal) {
   const std::vector<NameTraits> names = name_traits(timeline.strings());
   std::vector<HostPhase> phase_of_name;
   for (const std::string& name : timeline.strings()) phase_of_name.push_back(host_phase(name));
-  // Each rank's collective windows, in order of their begins.
+  // Each rank's collective windows: every process makes the same lists, by
+  // which (sorted for the sweep) the exposed times travel.
   std::vector<std::vector<Window>> windows(job.ranks.size());
   for (CollectiveInstance& c : job.collectives) {
     const int64_t last = c.last_arrival_ns();
@@ -630,12 +726,77 @@ void second_pass(const Timeline& timeline, JobProfile& job) {
     }
   }
   const std::vector<RankInfo>& ranks = timeline.ranks();
-  for_each_index(ranks.size(), usable_cpus(), [&](size_t r) {
-    if (ranks[r].status == RankStatus::kMissing) return;
-    std::vector<Window>& list = windows[static_cast<size_t>(ranks[r].rank)];
-    std::sort(list.begin(), list.end(), [](const Window& a, const Window& b) { return a.begin < b.begin; });
-    sweep_rank(timeline, job, ranks[r], names, phase_of_name, list);
+  std::vector<std::vector<size_t>> swept_by(static_cast<size_t>(deal.processes));
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (ranks[r].status != RankStatus::kMissing) swept_by[static_cast<size_t>(deal.owner(r))].push_back(r);
+  }
+  const std::vector<std::string> swept = exchange(share, [&] {
+    const std::vector<size_t>& mine = swept_by[static_cast<size_t>(share.process)];
+    for_each_index(mine.size(), usable_cpus(), [&](size_t i) {
+      sort_by_begin(windows[mine[i]]);
+      sweep_rank(timeline, job, ranks[mine[i]], names, phase_of_name, windows[mine[i]]);
+    });
+    std::string bytes;
+    if (deal.processes == 1) return bytes;  // no one to tell
+    BytesOut out(bytes);
+    for (const size_t r : mine) sweep_fields(out, std::as_const(job.ranks[r]), windows[r]);
+    return bytes;
   });
+  for (int process = 0; process < deal.processes; ++process) {
+    if (process == share.process) continue;
+    const std::vector<size_t>& theirs = swept_by[static_cast<size_t>(process)];
+    // In the order their sweeps put them (the same sort of the same lists).
+    for_each_index(theirs.size(), usable_cpus(), [&](size_t i) { sort_by_begin(windows[theirs[i]]); });
+    BytesIn in(swept[static_cast<size_t>(process)]);
+    for (const size_t r : theirs) sweep_fields(in, job.ranks[r], windows[r]);
+  }
+}
+
+// Rows [first, end) of a dataset.
+struct RowRun {
+  uint64_t first, end;
+};
+
+template <typename Bytes, typename Finding>
+void finding_fields(Bytes& bytes, Finding& finding) {
+  bytes.field(finding.dataset);
+  bytes.field(finding.row);
+  bytes.field(finding.rows);
+  bytes.field(finding.field);
+  bytes.field(finding.problem);
+}
+
+// Each process's reading found damage in its own ranks' events: every process
+// holds all of it afterwards.
+void join_damage(const Timeline& timeline, const WorkShare& share) {
+  if (share.processes == 1) return;
+  const std::vector<std::string> seen = exchange(share, [&] {
+    const Timeline::DamageSeen damage = timeline.damage_seen();
+    std::vector<std::pair<std::string, std::vector<RowRun>>> runs;
+    for (const auto& [dataset, rows] : damage.rows) {
+      auto& packed = runs.emplace_back(dataset, std::vector<RowRun>()).second;
+      for (const auto& [first, end] : rows) packed.push_back({first, end});
+    }
+    std::string bytes;
+    BytesOut out(bytes);
+    out.field(runs);
+    out.field<uint64_t>(damage.findings.size());
+    for (const TimelineDamage::Finding& f : damage.findings) finding_fields(out, f);
+    return bytes;
+  });
+  for (int process = 0; process < share.processes; ++process) {
+    if (process == share.process) continue;
+    BytesIn in(seen[static_cast<size_t>(process)]);
+    Timeline::DamageSeen damage;
+    std::vector<std::pair<std::string, std::vector<RowRun>>> runs;
+    in.field(runs);
+    for (const auto& [dataset, rows] : runs) {
+      for (const RowRun& run : rows) damage.rows[dataset].emplace(run.first, run.end);
+    }
+    damage.findings.resize(in.get<uint64_t>());
+    for (TimelineDamage::Finding& f : damage.findings) finding_fields(in, f);
+    timeline.join_damage(damage);
+  }
 }
 
 // Why each rank's arrivals cannot be compared with other ranks'.
@@ -713,7 +874,7 @@ std::string clock_reference_text(std::optional<int32_t> reference) {
                    : "the reference clock (rank 0's in a captured job), which no rank with data reads";
 }
 
-JobProfile build_profile(const Timeline& timeline) {
+JobProfile build_profile(const Timeline& timeline, const WorkShare& share) {
   JobProfile job;
   job.path = timeline.path();
   job.world_size = timeline.world_size();
@@ -731,9 +892,11 @@ JobProfile build_profile(const Timeline& timeline) {
     job.ranks.push_back(std::move(rank));
     job.clocks.push_back(info.clock);
   }
-  FirstPass(timeline, job).run();
+  const RankDeal deal = deal_ranks(share);
+  FirstPass(timeline, job, share, deal).run();
   mark_unmeasured_arrivals(job);
-  second_pass(timeline, job);
+  second_pass(timeline, job, share, deal);
+  join_damage(timeline, share);
   return job;
 }
 

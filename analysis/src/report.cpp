@@ -263,9 +263,9 @@ void write_clock_reference_json(JsonWriter& json, bool corrected, std::optional<
   json.figure("reference_rank", reference.value_or(-1), unmeasured);
 }
 
-Report make_report(const Timeline& timeline, const ReportOptions& options) {
+Report make_report(const Timeline& timeline, const ReportOptions& options, const WorkShare& share) {
   Report report;
-  report.profile = build_profile(timeline);
+  report.profile = build_profile(timeline, share);
   report.breakdown = step_breakdown(report.profile);
   report.overlap = overlap_by_rank(report.profile);
   if (options.hta_compat) {

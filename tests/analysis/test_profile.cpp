@@ -13,8 +13,10 @@
 
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/merge/merge.h"
+#include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/capture_windows.h"
 #include "rankscope/model/counters.h"
+#include "rankscope/model/error.h"
 #include "rankscope/model/parallel.h"
 #include "rankscope/model/shard.h"
 #include "../support/shard_job_test.h"
@@ -629,6 +631,81 @@ TEST_F(ProfileTest, TheReportIsTheSameOnOneCpuAndOnEvery) {
   const std::string together = report_json(make_report(timeline));
   EXPECT_GT(alone.size(), 10'000u);
   EXPECT_EQ(alone, together) << usable_cpus() << " CPUs";
+}
+
+// `mpirun -n K rankscope report`: each process reads and sweeps some of the
+// ranks. Every process must hold the report one process alone builds, byte
+// for byte, with the damage any of them found.
+TEST_F(ProfileTest, EveryProcessHoldsTheReportOneProcessBuilds) {
+  int processes = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &processes);
+  if (process_ == 0) {
+    testing::SyntheticJob job;
+    job.world_size = 7;  // blocks of ranks that do not divide evenly among the processes
+    job.events_per_rank = 20'000;
+    job.shared_collectives = true;
+    job.messages = true;
+    job.gpu_kernel_names = 12;
+    job.keep_truth = false;
+    testing::write_synthetic_job(dir_.string(), job);
+  }
+  const std::string path = merged();
+  if (process_ == 0) {
+    // Damaged rows in two ranks, which different processes read.
+    std::vector<uint64_t> rows;
+    {
+      const Timeline timeline(path);
+      for (const size_t rank : {1, 5}) rows.push_back(timeline.ranks()[rank].event_offset + 100 + rank);
+    }
+    for (const uint64_t row : rows) testing::set_timeline_value(path, "/events", row, "kind", 250);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto report_of = [&](const WorkShare& share) {
+    const Timeline timeline(path);
+    const Report report = make_report(timeline, {}, share);
+    return report_json(report) + report_text(report);
+  };
+  const std::string alone = report_of({});
+  const WorkShare share{process_, processes,
+                        [](const std::string& local) { return allgather_strings(MPI_COMM_WORLD, {local}); }};
+  const std::string shared = report_of(share);
+  EXPECT_NE(alone.find("\"rows_left_out\""), std::string::npos) << alone.substr(0, 3000);
+  EXPECT_GT(alone.size(), 10'000u);
+  EXPECT_EQ(alone, shared) << processes << " processes";
+  // What the report shows of the participations only through the buckets:
+  // their exposed times, which merge stores in /collectives.
+  const auto exposure_of = [&](const WorkShare& with) {
+    const Timeline timeline(path);
+    std::vector<int64_t> exposure;
+    for (const CollectiveInstance& c : build_profile(timeline, with).collectives) {
+      for (const Participation& p : c.ranks) exposure.insert(exposure.end(), {p.exposed_wait_ns, p.exposed_transfer_ns});
+    }
+    return exposure;
+  };
+  const std::vector<int64_t> exposure = exposure_of({});
+  EXPECT_GT(std::count_if(exposure.begin(), exposure.end(), [](int64_t ns) { return ns > 0; }), 100);
+  EXPECT_EQ(exposure, exposure_of(share));
+}
+
+// An error on one process is every process's: none waits for the others.
+TEST_F(ProfileTest, AnErrorOnOneProcessIsThrownOnEvery) {
+  int processes = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &processes);
+  const WorkShare share{process_, processes,
+                        [](const std::string& local) { return allgather_strings(MPI_COMM_WORLD, {local}); }};
+  const int failing = processes - 1;
+  try {
+    exchange(share, [&] {
+      if (process_ == failing) throw Error("process " + std::to_string(failing) + " failed");
+      return std::string("fine");
+    });
+    ADD_FAILURE() << "no error thrown";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "process " + std::to_string(failing) + " failed");
+  }
+  const std::vector<std::string> all = exchange(share, [&] { return std::to_string(process_); });
+  ASSERT_EQ(all.size(), static_cast<size_t>(processes));
+  for (int p = 0; p < processes; ++p) EXPECT_EQ(all[static_cast<size_t>(p)], std::to_string(p));
 }
 
 }  // namespace

@@ -133,6 +133,18 @@ msg=$("$rankscope" report "$work/job.h5" -o "$work/no/such/dir/r.txt" 2>&1); sta
 set -e
 [ $status -eq 1 ] && grep -q "rankscope report: error: cannot write $work/no/such/dir/r.txt.partial: No such file" <<<"$msg" ||
   fail "report to an unwritable place: $status $msg"
+# Under mpiexec, process 0 checks the outputs and every process stops alike:
+# one message, no process left waiting.
+set +e
+msg=$(timeout 60 "$mpiexec" -n 2 "$rankscope" report "$work/job.h5" -o "$work/no/such/dir/r.txt" 2>&1); status=$?
+set -e
+[ $status -ne 0 ] && [ $status -ne 124 ] && [ "$(grep -c "rankscope report: error: cannot write" <<<"$msg")" -eq 1 ] ||
+  fail "report of 2 processes to an unwritable place: $status $msg"
+set +e
+msg=$(timeout 60 "$mpiexec" -n 2 "$rankscope" report "$work/none.h5" 2>&1); status=$?
+set -e
+[ $status -ne 0 ] && [ $status -ne 124 ] && [ "$(grep -c "rankscope report: error: .*none.h5" <<<"$msg")" -eq 1 ] ||
+  fail "report of 2 processes of a missing timeline: $status $msg"
 set +e
 msg=$("$rankscope" run --capture mpi,gpu -- true 2>&1); status=$?
 set -e

@@ -4,10 +4,12 @@
 # of four steps with NCCL and MPI collectives (the export fixture), and a
 # synthetic job with point-to-point messages and a dead rank. A change that
 # moves any figure or key shows here; when it is meant, rerun with
-# --update and review the diff of the golden files.
-# Usage: test_golden.sh RANKSCOPE MAKE_EXPORT_FIXTURE MAKE_SYNTHETIC_SHARDS GOLDEN_DIR [--update]
+# --update and review the diff of the golden files. Each report is written
+# again by MPIEXEC -n 3 (the processes share the ranks' reading), in every
+# format: byte for byte what one process writes.
+# Usage: test_golden.sh RANKSCOPE MAKE_EXPORT_FIXTURE MAKE_SYNTHETIC_SHARDS GOLDEN_DIR MPIEXEC [--update]
 set -euo pipefail
-rankscope=$1 make_fixture=$2 make_shards=$3 golden=$4 update=${5:-}
+rankscope=$1 make_fixture=$2 make_shards=$3 golden=$4 mpiexec=$5 update=${6:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"  # the outputs name the timeline as given: job.h5, wherever the test runs
@@ -19,6 +21,12 @@ for job in fixture synthetic; do
   "$rankscope" merge "$job" -o job.h5 >/dev/null
   "$rankscope" info --json job.h5 >"$job.info.json"
   "$rankscope" report --format json job.h5 >"$job.report.json"
+  for format in json text html; do
+    "$rankscope" report -f --format "$format" job.h5 -o "alone.$format"
+    "$mpiexec" -n 3 "$rankscope" report -f --format "$format" job.h5 -o "shared.$format"
+    cmp "alone.$format" "shared.$format" ||
+      { echo "FAIL: $job: the $format report of 3 processes differs from one process's" >&2; status=1; }
+  done
   rm job.h5
   for output in "$job.info.json" "$job.report.json"; do
     # One key per line, so that a difference names the figure that moved.

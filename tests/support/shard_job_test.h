@@ -30,10 +30,14 @@ class ShardJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
     MPI_Comm_rank(MPI_COMM_WORLD, &process_);
-    dir_ = std::filesystem::temp_directory_path() / ("rankscope-shard-job-" + std::to_string(::getpid()));
+    // One folder for every process of the test: process 0's.
+    long pid = ::getpid();
+    MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    dir_ = std::filesystem::temp_directory_path() / ("rankscope-shard-job-" + std::to_string(pid));
     if (process_ == 0) std::filesystem::create_directories(dir_);
   }
   void TearDown() override {
+    MPI_Barrier(MPI_COMM_WORLD);  // no process reads the folder any more
     if (process_ == 0) std::filesystem::remove_all(dir_);
   }
 

@@ -45,12 +45,16 @@ CLI::Validator step_selection_check(bool repeats) {
       repeats ? "A:B[/PERIOD]" : "A:B");
 }
 
+bool started_by_mpi_launcher() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_RANK");
+}
+
 int run_under_mpi(const char* command, LoneRankZero lone_rank_zero,
                   const std::function<void(int process, int processes)>& body) {
   // A lone process, not started by mpirun, needs no network: Open MPI's UCX
   // start-up alone would take 0.2 s of a command that takes less. Settings
   // the user made win.
-  if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMIX_RANK") && !std::getenv("PMI_RANK")) {
+  if (!started_by_mpi_launcher()) {
     setenv("OMPI_MCA_pml", "ob1", 0);
     setenv("OMPI_MCA_btl", "self", 0);
     setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);

@@ -44,6 +44,10 @@ CLI::Validator finite_range(double min, double max);
 // `repeats` is allowed, A:B/PERIOD.
 CLI::Validator step_selection_check(bool repeats);
 
+// Whether mpirun (or another launcher) started this process: it is then one
+// process of an MPI job, perhaps of several.
+bool started_by_mpi_launcher();
+
 // Runs `body` on every process of MPI_COMM_WORLD; errors are printed once,
 // by process 0, as "rankscope COMMAND: error: ...". Temporary files are
 // removed when a signal ends the process (remove_temporary_paths_on_signals).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rankscope/analysis/device_work.h"
+#include "rankscope/analysis/work_share.h"
 #include "rankscope/model/event.h"
 #include "rankscope/model/json.h"
 #include "rankscope/model/signals.h"
@@ -206,8 +207,10 @@ inline const char* rank_unmeasured(const RankProfile& rank) {
 inline constexpr const char* kClocksNotAlignedReason =
     "the ranks' clocks were not aligned, so their arrival times cannot be compared";
 
-// Reads the timeline twice, rank by rank. Throws Error naming the file.
-JobProfile build_profile(const Timeline& timeline);
+// Reads the timeline twice, rank by rank, each process of `share` its part of
+// the ranks; every process gets the whole profile and the timeline's damage
+// as one process reading all would. Throws Error naming the file.
+JobProfile build_profile(const Timeline& timeline, const WorkShare& share = {});
 
 // ------------------------------------------------------------ analyses ---
 
@@ -593,7 +596,7 @@ struct Report {
 struct ReportOptions {
   bool hta_compat = false;  // overlap and the temporal breakdown by HTA's definitions (docs/report.md)
 };
-Report make_report(const Timeline& timeline, const ReportOptions& options = {});
+Report make_report(const Timeline& timeline, const ReportOptions& options = {}, const WorkShare& share = {});
 
 std::string report_text(const Report& report);   // fits one screen
 std::string report_json(const Report& report);   // docs/report.md
