@@ -10,6 +10,7 @@
 #include <optional>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 
 #include "rankscope/analysis/analysis.h"
 #include "rankscope/model/format.h"
@@ -520,28 +521,42 @@ void test_collective_transfer(JobFacts& facts) {
         .push_back(std::move(member));
   }
   for (const auto& [key, members] : classes) {
-    // The reference for each node: the median X(c) of the instances without it.
+    // The reference for each node: the median X(c) of the instances without
+    // it. A node in all but a few has none (every node, where every rank
+    // takes part in every collective), found without looking at each.
     std::map<int32_t, double> reference_without;
+    std::unordered_map<int32_t, size_t> instances_with;
     for (const Member& member : members)
-      for (int32_t node : member.nodes) reference_without.emplace(node, 0);
-    for (auto& [node, reference_ns] : reference_without) {
+      for (int32_t node : member.nodes) ++instances_with[node];
+    for (const auto& [node, with] : instances_with) {
+      double& reference_ns = reference_without[node];
+      if (members.size() - with < kMinReferenceInstances) continue;
       std::vector<int64_t> without;
       for (const Member& member : members)
         if (!std::binary_search(member.nodes.begin(), member.nodes.end(), node))
           without.push_back(member.collective->transfer_ns);
       reference_ns = without.size() >= kMinReferenceInstances ? median(without, 0) : 0;
     }
-    std::map<size_t, std::vector<std::pair<const CollectiveFacts*, const Participation*>>> parts_by_rank;
+    // Each rank's parts in the class, where its node has a reference.
+    std::vector<double> reference_of_rank(facts.ranks.size(), 0);
+    for (size_t index = 0; index < facts.ranks.size(); ++index) {
+      const auto it = reference_without.find(node_of(*facts.ranks[index].profile));
+      if (it != reference_without.end()) reference_of_rank[index] = it->second;
+    }
+    std::vector<std::vector<std::pair<const CollectiveFacts*, const Participation*>>> parts_by_rank(facts.ranks.size());
     for (const Member& member : members)
-      for (const Participation& part : member.collective->instance->ranks)
-        if (compared(facts, part, member.collective->step))
-          parts_by_rank[static_cast<size_t>(facts.index_of_rank[part.rank])].emplace_back(member.collective, &part);
+      for (const Participation& part : member.collective->instance->ranks) {
+        if (!compared(facts, part, member.collective->step)) continue;
+        const size_t index = static_cast<size_t>(facts.index_of_rank[part.rank]);
+        if (reference_of_rank[index] > 0) parts_by_rank[index].emplace_back(member.collective, &part);
+      }
 
     const auto& [source, op, bytes, participants, nodes] = key;
-    for (const auto& [index, own] : parts_by_rank) {
+    for (size_t index = 0; index < parts_by_rank.size(); ++index) {
+      const auto& own = parts_by_rank[index];
+      if (own.empty()) continue;
       RankFacts& rank = facts.ranks[index];
-      const double reference_ns = reference_without[node_of(*rank.profile)];
-      if (reference_ns <= 0) continue;
+      const double reference_ns = reference_of_rank[index];
       TransferFacts found;
       found.measured = true;
       found.what = "the " + format_bytes(bytes) + " " + std::string(comm_op_name(op)) + " over " +
