@@ -63,8 +63,9 @@ RANKSCOPE_EXPORT int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   return rc;
 }
 
-RANKSCOPE_EXPORT int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
-  RANKSCOPE_PASS_THROUGH(PMPI_Test(request, flag, status));
+namespace {
+
+[[gnu::noinline]] int test_captured(MPI_Request* request, int* flag, MPI_Status* status) {
   const MPI_Request handle = *request;
   MPI_Status own;
   MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
@@ -75,8 +76,6 @@ RANKSCOPE_EXPORT int MPI_Test(MPI_Request* request, int* flag, MPI_Status* statu
   if (polling_to_show(rc != MPI_SUCCESS || *flag)) show_polled(Call::kTest, 1, &handle);
   return rc;
 }
-
-namespace {
 
 // Waitall and Testall: every request completes together, when the call says so.
 template <typename Run>
@@ -132,7 +131,36 @@ int some(Call call, int count, MPI_Request requests[], int* completed, int indic
   return rc;
 }
 
+[[gnu::noinline]] int testall_captured(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+  return all(Call::kTestall, count, requests, statuses, [&](MPI_Status* kept, int* done) {
+    const int rc = PMPI_Testall(count, requests, flag, kept);
+    *done = *flag;
+    return rc;
+  });
+}
+
+[[gnu::noinline]] int testany_captured(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+  int completed = 0;
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  return some(Call::kTestany, count, requests, &completed, index, kept, [&](MPI_Status* s) {
+    const int rc = PMPI_Testany(count, requests, index, flag, s);
+    completed = !*flag ? 0 : *index == MPI_UNDEFINED ? MPI_UNDEFINED : 1;
+    return rc;
+  });
+}
+
+[[gnu::noinline]] int testsome_captured(int count, MPI_Request requests[], int* outcount, int indices[],
+                                        MPI_Status statuses[]) {
+  return some(Call::kTestsome, count, requests, outcount, indices, statuses,
+              [&](MPI_Status* kept) { return PMPI_Testsome(count, requests, outcount, indices, kept); });
+}
+
 }  // namespace
+
+RANKSCOPE_EXPORT int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  return pass_through_or<PMPI_Test, test_captured>(request, flag, status);
+}
 
 RANKSCOPE_EXPORT int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
   RANKSCOPE_PASS_THROUGH(PMPI_Waitall(count, requests, statuses));
@@ -141,12 +169,7 @@ RANKSCOPE_EXPORT int MPI_Waitall(int count, MPI_Request requests[], MPI_Status s
 }
 
 RANKSCOPE_EXPORT int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
-  RANKSCOPE_PASS_THROUGH(PMPI_Testall(count, requests, flag, statuses));
-  return all(Call::kTestall, count, requests, statuses, [&](MPI_Status* kept, int* done) {
-    const int rc = PMPI_Testall(count, requests, flag, kept);
-    *done = *flag;
-    return rc;
-  });
+  return pass_through_or<PMPI_Testall, testall_captured>(count, requests, flag, statuses);
 }
 
 RANKSCOPE_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
@@ -162,15 +185,7 @@ RANKSCOPE_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int* index, 
 }
 
 RANKSCOPE_EXPORT int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
-  RANKSCOPE_PASS_THROUGH(PMPI_Testany(count, requests, index, flag, status));
-  int completed = 0;
-  MPI_Status own;
-  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
-  return some(Call::kTestany, count, requests, &completed, index, kept, [&](MPI_Status* s) {
-    const int rc = PMPI_Testany(count, requests, index, flag, s);
-    completed = !*flag ? 0 : *index == MPI_UNDEFINED ? MPI_UNDEFINED : 1;
-    return rc;
-  });
+  return pass_through_or<PMPI_Testany, testany_captured>(count, requests, index, flag, status);
 }
 
 RANKSCOPE_EXPORT int MPI_Waitsome(int count, MPI_Request requests[], int* outcount, int indices[],
@@ -182,7 +197,5 @@ RANKSCOPE_EXPORT int MPI_Waitsome(int count, MPI_Request requests[], int* outcou
 
 RANKSCOPE_EXPORT int MPI_Testsome(int count, MPI_Request requests[], int* outcount, int indices[],
                                   MPI_Status statuses[]) {
-  RANKSCOPE_PASS_THROUGH(PMPI_Testsome(count, requests, outcount, indices, statuses));
-  return some(Call::kTestsome, count, requests, outcount, indices, statuses,
-              [&](MPI_Status* kept) { return PMPI_Testsome(count, requests, outcount, indices, kept); });
+  return pass_through_or<PMPI_Testsome, testsome_captured>(count, requests, outcount, indices, statuses);
 }

@@ -209,16 +209,15 @@ RANKSCOPE_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* s
   return blocking_probe(Call::kProbe, source, tag, comm, [&](int64_t) { return PMPI_Probe(source, tag, comm, status); });
 }
 
-RANKSCOPE_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
-  RANKSCOPE_PASS_THROUGH(PMPI_Iprobe(source, tag, comm, flag, status));
+namespace {
+
+[[gnu::noinline]] int iprobe_captured(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
   PollTimer poll;
   const int rc = PMPI_Iprobe(source, tag, comm, flag, status);
   if (poll.finish(rc == MPI_SUCCESS && *flag)) record_poll(Call::kIprobe, poll);
   if (polling_to_show(rc != MPI_SUCCESS || *flag)) show_probing(Call::kIprobe, source, tag, comm);
   return rc;
 }
-
-namespace {
 
 // A message matched by Mprobe or Improbe, for the Mrecv or Imrecv that
 // receives it: MPI does not say which communicator a message came on.
@@ -228,7 +227,24 @@ void note_matched(MPI_Message message, MPI_Comm comm, const MPI_Status& status, 
                                            status.MPI_SOURCE, status.MPI_TAG, 0, kSeqAtCompletion, MPI_DATATYPE_NULL});
 }
 
+[[gnu::noinline]] int improbe_captured(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
+                                       MPI_Status* status) {
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  PollTimer poll;
+  const int rc = PMPI_Improbe(source, tag, comm, flag, message, kept);
+  const bool matched = rc == MPI_SUCCESS && *flag;
+  if (poll.finish(matched)) record_poll(Call::kImprobe, poll);
+  if (matched) note_matched(*message, comm, *kept, poll.begin());
+  if (polling_to_show(rc != MPI_SUCCESS || *flag)) show_probing(Call::kImprobe, source, tag, comm);
+  return rc;
+}
+
 }  // namespace
+
+RANKSCOPE_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  return pass_through_or<PMPI_Iprobe, iprobe_captured>(source, tag, comm, flag, status);
+}
 
 RANKSCOPE_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
   RANKSCOPE_PASS_THROUGH(PMPI_Mprobe(source, tag, comm, message, status));
@@ -243,16 +259,7 @@ RANKSCOPE_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message*
 
 RANKSCOPE_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
                                  MPI_Status* status) {
-  RANKSCOPE_PASS_THROUGH(PMPI_Improbe(source, tag, comm, flag, message, status));
-  MPI_Status own;
-  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
-  PollTimer poll;
-  const int rc = PMPI_Improbe(source, tag, comm, flag, message, kept);
-  const bool matched = rc == MPI_SUCCESS && *flag;
-  if (poll.finish(matched)) record_poll(Call::kImprobe, poll);
-  if (matched) note_matched(*message, comm, *kept, poll.begin());
-  if (polling_to_show(rc != MPI_SUCCESS || *flag)) show_probing(Call::kImprobe, source, tag, comm);
-  return rc;
+  return pass_through_or<PMPI_Improbe, improbe_captured>(source, tag, comm, flag, message, status);
 }
 
 RANKSCOPE_EXPORT int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
