@@ -169,7 +169,10 @@ result = json.load(open(sys.argv[1]))
 assert result["verdict"] == "fail", result["verdict"]
 cut = result["cut_short"]
 print("  cut short:", cut)
-assert cut["stage"].startswith("compute: GEMM 1024^3, repeat 3 of"), cut
+# Lost while in its third compute repeat, or a later one: rank 0 may start
+# the next before the kill has taken host4 down.
+stage = cut["stage"]
+assert stage.startswith("compute: GEMM 1024^3, repeat ") and int(stage.split("repeat ")[1].split()[0]) >= 3, cut
 # host4 is named. Now and then (1 of 9 trials, docs/accept.md) rank 0 hears
 # no one in the last moments and names every node silent: a false
 # 'answered' on a healthy host is allowed, nothing else.
