@@ -119,6 +119,25 @@ assert s["p2p"]["sends"] == s["p2p"]["matched"] == s["p2p"]["receives"], s["p2p"
 print("calls ok:", s["p2p"])
 PY
 
+echo "== MPI passed through (--capture nvtx): the program runs as bare, nothing of MPI recorded"
+# The polls' wrappers jump to MPI's own when MPI is not captured (mpi_shim.h, pass_through_or).
+"$mpiexec" -n 2 "$rankscope" run --capture nvtx -o through.h5 -- "$mpi_calls" "$work/through.dat" >through.log 2>&1 ||
+  { cat through.log; fail "mpi_calls failed with MPI passed through"; }
+"$summary" through.h5 >through.json
+python3 - <<'PY'
+import json
+s = json.load(open("through.json"))
+assert len(s["ranks"]) == 2, s["ranks"]
+for r in s["ranks"]:
+    assert r["status"] == "complete", r
+    # MPI_Init and MPI_Finalize mark where the rank's MPI began and ended, captured or not.
+    lifecycle = {"mpi_call MPI_Init", "mpi_call MPI_Finalize"}
+    recorded = {name: n for name, n in r["counts"].items() if name.startswith("mpi_") and name not in lifecycle}
+    assert not recorded, recorded
+    assert r["counters"].get("mpi_polls_unrecorded", 0) == 0 and r["counters"].get("mpi_polls_timed", 0) == 0, r["counters"]
+print("passed through ok")
+PY
+
 # Runs mpi_calls on 2 ranks ending as MODE says, which fails the job, and
 # merges its shards into MODE.h5, described in MODE.info and MODE.info.json.
 failing_job() {
