@@ -41,14 +41,18 @@ std::string written_counts(const ExportResult& r) {
 }
 
 void print_export(const ExportResult& r) {
+  const bool begin_open = r.window_begin_ns == INT64_MIN, end_open = r.window_end_ns == INT64_MAX;
   auto bound = [](int64_t ns, bool open) { return open ? std::string("open") : std::to_string(ns); };
+  const std::string window = begin_open && end_open
+                                 ? std::string("the whole run")
+                                 : "window " + bound(r.window_begin_ns, begin_open) + " to " +
+                                       bound(r.window_end_ns, end_open) + " ns";
   const double events = static_cast<double>(r.events_written);
   std::printf("wrote %s (%s): %s\n"
-              "  ranks %s, window %s to %s ns; %llu events in %.3f s (%.2f M events/s), %llu bytes (%.1f bytes per "
+              "  ranks %s, %s; %llu events in %.3f s (%.2f M events/s), %llu bytes (%.1f bytes per "
               "event, estimated %llu)\n",
               r.output.c_str(), export_format_name(r.format), written_counts(r).c_str(),
-              format_rank_list(r.ranks).c_str(), bound(r.window_begin_ns, r.window_begin_ns == INT64_MIN).c_str(),
-              bound(r.window_end_ns, r.window_end_ns == INT64_MAX).c_str(),
+              format_rank_list(r.ranks).c_str(), window.c_str(),
               static_cast<unsigned long long>(r.events_written), r.seconds, events / r.seconds * 1e-6,
               static_cast<unsigned long long>(r.bytes), events > 0 ? static_cast<double>(r.bytes) / events : 0.0,
               static_cast<unsigned long long>(r.estimated_bytes));
