@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "rankscope/analysis/analysis.h"
+#include "rankscope/model/parallel.h"
 
 namespace rankscope::analysis {
 namespace {
@@ -273,10 +274,12 @@ std::vector<std::optional<HtaFigures>> hta_figures(const Timeline& timeline) {
     launch_named.push_back(name == "cudaLaunchKernel" || name == "cudaLaunchKernelExC" || name == "cudaMemcpyAsync" ||
                            name == "cudaMemsetAsync");
   }
-  for (const RankInfo& rank : timeline.ranks()) {
-    out.emplace_back();
-    if (rank.status != RankStatus::kMissing) out.back() = rank_figures(timeline, rank, launch_named);
-  }
+  // Each rank's figures are its own: ranks are read on every usable CPU.
+  const std::vector<RankInfo>& ranks = timeline.ranks();
+  out.resize(ranks.size());
+  for_each_index(ranks.size(), usable_cpus(), [&](size_t r) {
+    if (ranks[r].status != RankStatus::kMissing) out[r] = rank_figures(timeline, ranks[r], launch_named);
+  });
   return out;
 }
 
