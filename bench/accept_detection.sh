@@ -13,7 +13,7 @@
 # table row per fault. FAULTS="link70 ..." runs only those named.
 rankscope=$1 runs=$2
 . "$(dirname "$0")/testhosts_env.sh" 211 4
-# Open MPI yields while it waits: the four hosts share two cores (docs/accept.md, "Collectives").
+# Open MPI yields while it waits: the four hosts share two cores (docs/accept-reference.md, "Collectives").
 accept() { OMPI_MCA_mpi_yield_when_idle=1 "$testhosts" mpirun -n 4 "$rankscope" accept --level quick --one-at-a-time --format json >"$1" 2>/dev/null || true; }
 
 # Puts FAULT (cpu: a CPU quota of SETTING % of a core per 10 ms; link: a rate of SETTING Mbit/s both

@@ -10,7 +10,7 @@
 rankscope=$1 runs=$2 sizes=${3:-3 4 8}
 largest=$(printf '%s\n' $sizes | sort -n | tail -1)
 . "$(dirname "$0")/testhosts_env.sh" 212 "$largest"
-# Open MPI yields while it waits: the hosts share two cores (docs/accept.md, "Collectives").
+# Open MPI yields while it waits: the hosts share two cores (docs/accept-reference.md, "Collectives").
 accept() {
   OMPI_MCA_mpi_yield_when_idle=1 "$testhosts" mpirun -n "$1" --map-by node "$rankscope" accept --level quick \
     --one-at-a-time --format json >"$2" 2>/dev/null || true

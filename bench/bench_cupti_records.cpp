@@ -1,7 +1,7 @@
 // How fast CUPTI activity records become events: the work the CUPTI source
 // does on CUPTI's thread for every buffer (rank_agent/src/cupti_records.h),
 // over a 4 MiB buffer of records as a training step writes them. Target:
-// ≥ 20 M records/s. Figures in bench/RESULTS.md.
+// ≥ 20 M records/s. Figures in bench/results/gpu-capture.md.
 //
 // Two figures: the translation alone (the buffer walked through known
 // offsets), and as the capture library runs it, walked by libcupti's

@@ -5,7 +5,7 @@
 // but older than the past windows' end (a late GPU record: all eight looked
 // at); and what each NVTX range
 // edge pays to RangeWindows when nothing, a step selection or a named range
-// steers. Figures: bench/RESULTS.md, "Long jobs: what windows cost".
+// steers. Figures: bench/results/long-jobs.md, "Long jobs: what windows cost".
 //
 // Run: build/bench/bench_windows --benchmark_repetitions=5
 //        --benchmark_display_aggregates_only=true

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/bottleneck_bench.sh [OLD_RANKSCOPE]: what the bottleneck finder
-# (docs/report.md, "What is slow in a step") costs `rankscope report`.
+# (docs/report-reference.md, "What is slow in a step") costs `rankscope report`.
 #  1. Time, with OLD_RANKSCOPE (a build from before the finder) given: the
 #     report benchmark's two 10 M-event jobs (bench/report_bench.sh: 4,096
 #     ranks and 64 ranks, CPU) and a 10 M-event GPU job, reported by the old
@@ -62,7 +62,7 @@ printf "%-28s %-10s %-10s\n" "GPU job (8 ranks)" seconds "peak MiB"
 for spec in 10000000:100000 10000000:1000 5000000:100000; do
   events=${spec%%:*} names=${spec##*:}
   # No collective matched across ranks: the profile holds every matched
-  # instance (ranks × collectives, docs/report.md), which would hide what
+  # instance (ranks × collectives, docs/report-reference.md), which would hide what
   # the kernels' names cost.
   job memory 8 $((events / 8)) --shared-collectives 0 --gpu-kernel-names "$names"
   read -r seconds peak_kib < <(measure "$rankscope" "$work/memory.h5")

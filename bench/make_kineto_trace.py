@@ -44,7 +44,7 @@ hidden. --healthy writes a job with none of that (ranks equally fast, each
 kernel as long in every step and on every rank, batches ready when asked
 for, all-reduces at NVLink's 200 GB/s, a 1 MiB input batch): the base on
 which --inject adds bottlenecks, one class of the report's verdict each
-(docs/report.md, "What is slow in a step"), to every step of the ranks
+(docs/report-reference.md, "What is slow in a step"), to every step of the ranks
 --inject-ranks names (default all):
 
   slow_data_loader    DataLoader's __next__ (enumerate(DataLoader)#...) for
@@ -151,7 +151,7 @@ INJECTIONS = {
     "growing_allocation": "memory",
     "slow_rank": "straggler",
 }
-# The calls that make the host wait for the GPU (docs/report.md, "GPU idle gaps and their causes").
+# The calls that make the host wait for the GPU (docs/report-reference.md, "GPU idle gaps and their causes").
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 ALLOCATION_CALLS = ("cudaMalloc", "cudaFree")
 KERNEL_TO_KERNEL_CUTOFF_NS = 30_000
@@ -419,7 +419,7 @@ class RankWriter:
 
 
 # ---------------------------------------------------------------------------
-# the truth file: each class's cost per step by docs/report.md's definitions,
+# the truth file: each class's cost per step by docs/report-reference.md's definitions,
 # worked out from the events a rank wrote (true ns)
 
 def union(intervals) -> list[list[int]]:

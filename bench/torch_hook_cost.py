@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the Python hook costs a stock PyTorch job (bench/RESULTS.md).
+"""What the Python hook costs a stock PyTorch job (bench/results/python.md).
 
     bench/torch_hook_cost.py [--rounds N] [--steps S] [--collate-ms MS] [--script ddp|fsdp]
 

@@ -80,7 +80,7 @@ struct Options {
   // A straggler that never comes: this rank sleeps this long before this step.
   std::vector<int> stall;  // rank, step, seconds
   // Bottlenecks injected into every numbered step, for the report's verdict
-  // (docs/report.md, "What is slow in a step"); outside the graph count.
+  // (docs/report-reference.md, "What is slow in a step"); outside the graph count.
   double data_loading_us = 0;  // the step first waits for its batch, the GPU idle
   bool sync_every_step = false;  // a blocking copy of the loss after forward, as .item() does, then host work
   int tiny_kernels = 0;        // kernels on 32 floats, each shorter than its launch

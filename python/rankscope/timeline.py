@@ -192,7 +192,7 @@ class Timeline:
         })
 
     def counters(self):
-        """The data-quality counters, one row per rank and counter (docs/agent.md)."""
+        """The data-quality counters, one row per rank and counter (docs/agent-reference.md)."""
         c = self._read_table("counters")
         self._check_rows_of_ranks("counters", c)
         self._check_name_ids("counters", c["name_id"])
@@ -423,7 +423,7 @@ class Timeline:
         return whole
 
     def collectives(self):
-        """Collectives matched across ranks (as the merge matched them, docs/report.md):
+        """Collectives matched across ranks (as the merge matched them, docs/report-reference.md):
         one row per rank and instance, with arrival, start, end, waits and bytes;
         unknown times are <NA>."""
         if "collectives" not in self._file:

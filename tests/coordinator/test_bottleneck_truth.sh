@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The report's verdict (docs/report.md, "What is slow in a step") on imported
+# The report's verdict (docs/report-reference.md, "What is slow in a step") on imported
 # torch.profiler traces against bench/make_kineto_trace.py's ground truth:
 # - each bottleneck the generator injects into every step of a healthy
 #   2-rank job (a slow DataLoader, a .item() in the step, tiny kernels,

@@ -42,7 +42,7 @@ profile() {  # NAME RANKS [ddp_sim flags...]
 }
 
 # Over 20 steps, a 5 % straggler among 4 ranks sharing 2 cores was found 6
-# times in 8; over 40, 8 in 8 (docs/report.md). A configuration also gets
+# times in 8; over 40, 8 in 8 (docs/report-stragglers.md). A configuration also gets
 # a second, fresh run before it counts as failed, so the test fails when
 # detection is broken, not on a run the noise of this machine hid.
 judged() {  # NAME RANKS EXPECTED_RANK|none [ddp_sim flags...]

@@ -9,7 +9,7 @@ The truth: on the kernel's clock (raw), the hosts' offsets, 3 s a host
 calibrated the one counter onto its own kernel clock (the calibration in its
 /dev/shm), what host1's calibration reads at the moment a rank's reads its
 local time: two calibrations seconds apart differ by tens of microseconds
-(bench/RESULTS.md), more than the bounds. The hosts share one counter, so
+(bench/results/clock-sync.md), more than the bounds. The hosts share one counter, so
 the true drift is 0 on the kernel's clock, the calibrations' rates apart on
 the TSC.
 

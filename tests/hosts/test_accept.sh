@@ -5,7 +5,7 @@
 # throttled fails that host on compute (its memory figure may go too: the
 # triad runs on that CPU) and no other host, nor does the reference job
 # fail another (it names the throttled host only where the machine's cores
-# are not busier than the throttle: docs/accept.md); one host's sending
+# are not busier than the throttle: docs/accept-reference.md); one host's sending
 # slowed (one way only)
 # fails that host on network and exactly its links; a host lost mid-run
 # fails, and the rest are judged on what was measured. Every node's clock
@@ -14,7 +14,7 @@
 # violation, and `report` shows the reference job's steps. Every run
 # reports every collective over all four hosts and over the two groups of
 # two, and fails none of them (two groups are not judged against their
-# peers). How long each run takes is measured in bench/RESULTS.md
+# peers). How long each run takes is measured in bench/results/acceptance.md
 # ("Acceptance"), not judged here: under sanitizers a run takes minutes.
 # Usage: test_accept.sh RANKSCOPE DDP_SIM
 . "$(dirname "$0")/common.sh" 206
@@ -28,7 +28,7 @@ hosts up 4 --slots 1 >/dev/null
 # HOST: a throttled host's links may be slower too, its network stack runs
 # on its CPU). A node or link may be marked retest: on these shared cores a
 # healthy memory figure or link now and then dips below 0.8 of the median
-# within the fleet's noise (bench/RESULTS.md), and retest is the verdict for
+# within the fleet's noise (bench/results/acceptance.md), and retest is the verdict for
 # that; only a failure is a false alarm. Returns 1, saying why, where the run
 # is not as expected.
 accept_once() {

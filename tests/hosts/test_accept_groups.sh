@@ -3,7 +3,7 @@
 # rank each. Healthy: one round of four rings of two, then pairs of sound
 # nodes, and no node fails network nor any link. Not nine: a ring of three
 # here is three processes spinning in MPI on two cores, and ran at 0.6-0.8
-# of the rings of two (bench/RESULTS.md). With host6's link slowed: its
+# of the rings of two (bench/results/acceptance.md). With host6's link slowed: its
 # ring fails, bisection leaves host5 and host6, host6 fails network (slow with a node
 # known sound too), host5 is cleared by it, no other node fails network,
 # and the run fails. On these shared cores a pair now and then strays:

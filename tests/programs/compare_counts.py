@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 # The functions mpicount.c counts. A timeline event's "kind name" says which
-# call made it (docs/agent.md, "What is captured").
+# call made it (docs/agent-reference.md, "What is captured").
 COLLECTIVES = {"MPI_Allreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Barrier", "MPI_Alltoall", "MPI_Alltoallv",
                "MPI_Allgather", "MPI_Allgatherv", "MPI_Gather", "MPI_Scatter"}
 BLOCKING_P2P = {"MPI_Send", "MPI_Recv"}

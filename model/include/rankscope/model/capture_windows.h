@@ -2,7 +2,7 @@
 // in full, where the capture was steered (--delay, --duration, --paused and
 // triggers, --steps, --capture-range) or kept by the flight recorder
 // (--ring). A shard without them recorded throughout its life. The report
-// uses them to leave out what a window cut (docs/report.md, "Capture
+// uses them to leave out what a window cut (docs/report-reference.md, "Capture
 // windows"); layout: docs/format.md.
 #pragma once
 

@@ -31,7 +31,7 @@ inline constexpr std::string_view kMpiAbortCode = "mpi_abort_code";
 inline constexpr std::string_view kEndedByExitCall = "ended_by_exit_call";
 inline constexpr std::string_view kExitStatus = "exit_status";
 inline constexpr std::string_view kMpiNotFinalized = "mpi_not_finalized";
-// A fatal signal the agent caught, its shard closed first (docs/agent.md, "How each rank ended"):
+// A fatal signal the agent caught, its shard closed first (docs/agent-reference.md, "How each rank ended"):
 inline constexpr std::string_view kCrashSignal = "crash_signal";
 inline constexpr std::string_view kCrashSignalCode = "crash_signal_code";
 inline constexpr std::string_view kCrashAddress = "crash_address";
@@ -50,7 +50,7 @@ inline constexpr std::string_view kMpiPollsTimed = "mpi_polls_timed";
 inline constexpr std::string_view kMpiRequestsUntracked = "mpi_requests_untracked";
 inline constexpr std::string_view kClockMeasuredAtEndsOnly = "clock_measured_at_ends_only";
 // How a process ended that could not close its shard, as `rankscope run`,
-// its parent, saw it (docs/agent.md, "How each rank ended"):
+// its parent, saw it (docs/agent-reference.md, "How each rank ended"):
 inline constexpr std::string_view kKilledBySignal = "killed_by_signal";
 inline constexpr std::string_view kOomKills = "oom_kills";
 // CUDA capture (CUPTI) and NCCL's profiler plugin:
@@ -113,7 +113,7 @@ inline constexpr std::string_view kKinetoC10dGroupUnknown = "kineto_c10d_group_u
 inline constexpr std::string_view kKinetoC10dWaitsInferred = "kineto_c10d_waits_inferred";
 inline constexpr std::string_view kKinetoCategoryUnknown = "kineto_events_category_unknown";
 inline constexpr std::string_view kKinetoKernelsMissing = "kineto_kernels_missing";
-// What capture cost the rank (docs/agent.md, "What capture costs"):
+// What capture cost the rank (docs/agent-reference.md, "What capture costs"):
 inline constexpr std::string_view kCostPrefix = "agent_cost_";
 inline constexpr std::string_view kCostCaptureNs = "agent_cost_capture_ns";
 inline constexpr std::string_view kCostStartNs = "agent_cost_start_ns";

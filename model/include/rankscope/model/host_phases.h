@@ -2,7 +2,7 @@
 // the Python hook records (docs/agent.md, "PyTorch"), what torch.profiler
 // records (its record_function names), and what users name their own NVTX
 // ranges or annotations. The report's step breakdown books time by them
-// (docs/report.md, "Step breakdown").
+// (docs/report-reference.md, "Step breakdown").
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // What a rank's process used and whether the kernel's OOM killer struck,
 // as the kernel tells it: the agent asks as it closes the shard, and
-// `rankscope run` for a process killed before it could (docs/agent.md,
+// `rankscope run` for a process killed before it could (docs/agent-reference.md,
 // "How each rank ended").
 #pragma once
 
