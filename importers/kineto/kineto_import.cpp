@@ -9,17 +9,16 @@
 #include <string_view>
 #include <map>
 #include <memory>
-#include <optional>
 
 #include "kineto_align.h"
 #include "kineto_job.h"
 #include "kineto_trace.h"
-#include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/input_files.h"
 #include "rankscope/model/metadata.h"
 #include "rankscope/model/parallel.h"
 #include "rankscope/model/temporary_paths.h"
+#include "rankscope/mpi_exchange/gather.h"
 
 namespace rankscope {
 namespace {
@@ -196,12 +195,12 @@ KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& optio
   // The shards go beside the timeline, where every process can see them, in
   // a folder of a name no other folder has, so nothing there is replaced.
   std::string error;
-  std::optional<TemporaryPath> shard_folder;
+  std::unique_ptr<TemporaryPath> shard_folder;
   if (process == 0) {
     std::string name = options.output + ".import-XXXXXX";
     // One level only: a missing folder for the timeline is the user's to make.
     if (::mkdtemp(name.data())) {
-      shard_folder.emplace(name);
+      shard_folder = std::make_unique<TemporaryPath>(name);
     } else {
       error = "cannot create " + name + ": " + errno_text(errno);
     }
@@ -318,14 +317,8 @@ KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& optio
             [](const KinetoFileResult& a, const KinetoFileResult& b) { return a.rank < b.rank; });
   result.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
-  // 5. The shards become the timeline as a captured job's do.
-  MergeOptions merge;
-  merge.output = options.output;
-  merge.replace_output = options.replace_output;
-  merge.derive_tables = options.derive_tables;
-  for (size_t i = 0; i < inputs.size(); ++i) merge.inputs.push_back(folder + "/trace-" + std::to_string(i) + ".shard");
-  result.merge = merge_shards(comm, merge);
-  MPI_Barrier(comm);
+  for (size_t i = 0; i < inputs.size(); ++i) result.shards.push_back(folder + "/trace-" + std::to_string(i) + ".shard");
+  result.shard_folder = std::move(shard_folder);
   return result;
 }
 

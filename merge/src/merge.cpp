@@ -21,7 +21,6 @@
 #include "happens_before.h"
 #include "one_job.h"
 #include "rankscope/clocksync/clock.h"
-#include "rankscope/merge/mpi_gather.h"
 #include "rankscope/merge/rank_status.h"
 #include "rankscope/model/counters.h"
 #include "rankscope/model/crc32c.h"
@@ -31,6 +30,7 @@
 #include "rankscope/model/shard.h"
 #include "rankscope/model/text.h"
 #include "rankscope/model/version.h"
+#include "rankscope/mpi_exchange/gather.h"
 #include "rankscope/timeline/schema.h"
 #include "rankscope/timeline/timeline.h"
 
@@ -827,7 +827,7 @@ struct TimelineTables {
 // Rows per checksummed chunk: damage costs a reader one chunk's rows, so the
 // tables that describe ranks have a chunk per rank. /events is contiguous,
 // checked by /event_checksums: parallel HDF5 (1.10) writes every chunk of a
-// filtered dataset twice, first as checksummed fill (bench/RESULTS.md).
+// filtered dataset twice, first as checksummed fill (bench/results/merge.md).
 constexpr hsize_t kRankChunkRows = 1;
 constexpr hsize_t kTableChunkRows = 1 << 10;
 constexpr hsize_t kStringChunkBytes = 1 << 16;

@@ -1,16 +1,14 @@
-// What the subcommands of `rankscope` share: how each registers itself, how
-// those that may run under mpirun start MPI, and how a merge is reported.
+// What the subcommands of `rankscope` share: how each registers itself and
+// how those that may run under mpirun start MPI.
 #pragma once
 
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdio>
 #include <functional>
 #include <memory>
 
 #include "rankscope/coordinator/launcher.h"
-#include "rankscope/merge/merge.h"
 #include "rankscope/timeline/timeline.h"
 
 namespace rankscope::cli {
@@ -65,11 +63,6 @@ void warn_about_damage(const char* command, const Timeline& timeline);
 
 // The largest peak resident memory of the processes, in MiB, on process 0.
 double job_peak_mib(MPI_Comm comm);
-
-// What went wrong in a merge, as warnings on stderr, then the ranks it lacks
-// or found dead on `out`: the same lines after `merge`, `import-kineto` and
-// `run`. `inputs` names what a missing rank has none of ("shard", "trace").
-void print_merge_problems(const char* command, const MergeResult& result, const char* inputs, std::FILE* out);
 
 // MergeOptions::derive_tables of every command that writes a timeline: the
 // collectives matched across ranks (docs/format.md, "/collectives"). Where

@@ -5,12 +5,14 @@
 #include "command.h"
 #include "outputs.h"
 #include "rankscope/importers/kineto.h"
+#include "rankscope/merge/merge.h"
+#include "rankscope/merge/problems_text.h"
 
 namespace rankscope::cli {
 namespace {
 
-void print_import(const KinetoImportResult& result, const std::string& output, double seconds, int processes,
-                  double peak_mib) {
+void print_import(const KinetoImportResult& result, const MergeResult& merged, const std::string& output,
+                  double seconds, int processes, double peak_mib) {
   for (const auto& file : result.files) {
     for (const auto& line : file.problem_lines) std::fprintf(stderr, "rankscope import-kineto: warning: %s\n", line.c_str());
     if (file.problems > file.problem_lines.size()) {
@@ -23,7 +25,8 @@ void print_import(const KinetoImportResult& result, const std::string& output, d
     std::fprintf(stderr, "rankscope import-kineto: warning: --comm-kernel \"%s\" matches no kernel name in the traces\n",
                  pattern.c_str());
   }
-  print_merge_problems("import-kineto", result.merge, "trace", stdout);
+  std::fputs(merge_warnings_text(merged, "import-kineto").c_str(), stderr);
+  std::fputs(missing_and_dead_ranks_text(merged, "trace").c_str(), stdout);
   std::printf("%-6s %12s %9s %16s %12s %8s %10s  %s\n", "rank", "events", "problems", "clock offset ns", "bound ns",
               "matched", "unmatched", "trace");
   for (const auto& file : result.files) {
@@ -40,8 +43,8 @@ void print_import(const KinetoImportResult& result, const std::string& output, d
   std::printf("imported %zu traces (%.1f MB of JSON), %llu events into %s in %.3f s (%.3f s reading, %.3f s "
               "merging) with %d process%s: %.0f MB/s of JSON, peak memory %.1f MiB per process; clocks on rank %d's\n",
               result.files.size(), static_cast<double>(result.json_bytes) * 1e-6,
-              static_cast<unsigned long long>(result.merge.events), output.c_str(), seconds, result.read_seconds,
-              result.merge.seconds, processes, processes == 1 ? "" : "es",
+              static_cast<unsigned long long>(merged.events), output.c_str(), seconds, result.read_seconds,
+              merged.seconds, processes, processes == 1 ? "" : "es",
               static_cast<double>(result.json_bytes) / seconds * 1e-6, peak_mib, result.reference_rank);
 }
 
@@ -52,13 +55,14 @@ constexpr unsigned kMaxThreads = 1024;
 
 Command add_import_kineto(CLI::App& parent) {
   auto options = std::make_shared<KinetoImportOptions>();
+  auto replace_output = std::make_shared<bool>(false);
   CLI::App* app = parent.add_subcommand(
       "import-kineto", "Import torch.profiler traces, one per rank, into a timeline with aligned clocks (docs/import.md)");
   app->add_option("traces", options->inputs, "Trace files (.json, .json.gz), or folders holding them")
       ->required()
       ->check(kNonEmptyPath);
   app->add_option("-o,--output", options->output, "The timeline to write (HDF5)")->required()->check(kNonEmptyPath);
-  add_overwrite_flag(*app, options->replace_output);
+  add_overwrite_flag(*app, *replace_output);
   // One pattern per --comm-kernel, so that traces may follow it.
   app->add_option("--comm-kernel", options->comm_kernel_patterns,
                   "Regex for kernels that communicate though the trace does not say so (e.g. DeepEP's); repeatable")
@@ -75,16 +79,24 @@ Command add_import_kineto(CLI::App& parent) {
   app->add_flag("--same-job", options->same_job,
                 "Import traces as one job even where their distributedInfo disagrees or they were recorded hours "
                 "apart (with a warning)");
-  return {app, [options] {
-            options->derive_tables = matched_collectives_writer("import-kineto");
+  return {app, [options, replace_output] {
             return run_under_mpi("import-kineto", LoneRankZero::kGoesOn, [&](int process, int processes) {
               const auto started = std::chrono::steady_clock::now();
               const auto partial = prepare_timeline_output(MPI_COMM_WORLD, expand_trace_inputs(options->inputs),
-                                                           "-o", options->output, options->replace_output);
-              const KinetoImportResult result = import_kineto(MPI_COMM_WORLD, *options);
+                                                           "-o", options->output, *replace_output);
+              KinetoImportResult result = import_kineto(MPI_COMM_WORLD, *options);
+              MergeOptions merge;
+              merge.inputs = result.shards;
+              merge.output = options->output;
+              merge.replace_output = *replace_output;
+              merge.derive_tables = matched_collectives_writer("import-kineto");
+              const MergeResult merged = merge_shards(MPI_COMM_WORLD, merge);
+              // Process 0 removes the shards once every process has merged its share.
+              MPI_Barrier(MPI_COMM_WORLD);
+              result.shard_folder.reset();
               const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
               const double peak_mib = job_peak_mib(MPI_COMM_WORLD);
-              if (process == 0) print_import(result, options->output, seconds, processes, peak_mib);
+              if (process == 0) print_import(result, merged, options->output, seconds, processes, peak_mib);
             });
           }};
 }

@@ -3,6 +3,8 @@
 
 #include "command.h"
 #include "outputs.h"
+#include "rankscope/merge/merge.h"
+#include "rankscope/merge/problems_text.h"
 
 namespace rankscope::cli {
 
@@ -39,7 +41,8 @@ Command add_merge(CLI::App& parent) {
                           static_cast<double>(result.bytes) / (1 << 20), result.seconds, result.derived_seconds, processes,
                           processes == 1 ? "" : "es", static_cast<double>(result.events) / result.seconds * 1e-6,
                           static_cast<double>(result.shard_bytes) / result.seconds * 1e-6, peak_mib);
-              print_merge_problems("merge", result, "shard", stdout);
+              std::fputs(merge_warnings_text(result, "merge").c_str(), stderr);
+              std::fputs(missing_and_dead_ranks_text(result, "shard").c_str(), stdout);
             });
           }};
 }

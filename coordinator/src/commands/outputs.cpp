@@ -12,9 +12,9 @@
 #include <string_view>
 
 #include "command.h"
-#include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/input_files.h"
+#include "rankscope/mpi_exchange/gather.h"
 #include "rankscope/timeline/schema.h"
 #include "rankscope/timeline/timeline.h"
 

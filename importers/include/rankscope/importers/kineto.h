@@ -1,24 +1,24 @@
-// Importing torch.profiler (Kineto) traces, one per rank, into a timeline:
-// `rankscope import-kineto`. Each trace becomes a rank's shard, the ranks'
-// communication kernels are matched and their clocks aligned, and the shards
-// are merged as a captured job's are. Format facts and limits: docs/import.md.
+// Importing torch.profiler (Kineto) traces, one per rank, for a timeline:
+// `rankscope import-kineto`. Each trace becomes a rank's shard, with the
+// ranks' communication kernels matched and their clocks aligned; the command
+// merges the shards as a captured job's are (merge_shards). Format facts and
+// limits: docs/import.md.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "rankscope/merge/merge.h"
+#include "rankscope/model/temporary_paths.h"
 
 namespace rankscope {
 
 struct KinetoImportOptions {
   std::vector<std::string> inputs;  // trace files (.json, .json.gz), or folders holding them
-  std::string output;               // the timeline
-  bool replace_output = false;      // as MergeOptions::replace_output
+  std::string output;               // the timeline the shards are for: their folder goes beside it
   // Kernels that communicate though neither NCCL's arguments nor a
   // record_param_comms says so (DeepEP, NVSHMEM, ...): ECMAScript regexes
   // searched in kernel names.
@@ -27,8 +27,6 @@ struct KinetoImportOptions {
   // Imports traces that do not look like one job's (distributedInfo
   // disagrees, recorded hours apart) as one all the same, with a warning.
   bool same_job = false;
-  // As MergeOptions::derive_tables: what the new timeline's analyses add.
-  std::function<void(const std::string& partial_timeline)> derive_tables;
 };
 
 struct KinetoFileResult {
@@ -56,15 +54,19 @@ struct KinetoImportResult {
   // What --same-job overrode, ranks whose matched collectives defended no clock
   // bound, and ranks whose collectives ruled out the clock of the host their trace names.
   std::vector<std::string> warnings;
-  MergeResult merge;
+  std::vector<std::string> shards;  // one per trace, for merge_shards
+  // The shards' folder, on process 0 (null on the others): letting go of it
+  // removes the shards, which every process must have merged by then.
+  std::unique_ptr<TemporaryPath> shard_folder;
 };
 
 // Collective over `comm`: the traces are shared among the processes (and read
-// on threads within each). Throws Error, the same on every process, when a
-// trace cannot be read at all, when no rank can be told for one, when a rank
-// or world size is beyond the job (or kMaxWorldSize), when two traces are of
-// the same rank, or (without same_job) when the traces cannot be one job's.
-// Damage inside a trace is counted, not thrown.
+// on threads within each), and every process ends with the same shards to
+// merge. Throws Error, the same on every process, when a trace cannot be read
+// at all, when no rank can be told for one, when a rank or world size is
+// beyond the job (or kMaxWorldSize), when two traces are of the same rank, or
+// (without same_job) when the traces cannot be one job's. Damage inside a
+// trace is counted, not thrown.
 KinetoImportResult import_kineto(MPI_Comm comm, const KinetoImportOptions& options);
 
 // What is wrong with a --comm-kernel pattern ("" for nothing): empty, it

@@ -1,4 +1,4 @@
-#include "rankscope/merge/mpi_gather.h"
+#include "rankscope/mpi_exchange/gather.h"
 
 #include <algorithm>
 #include <cstdint>

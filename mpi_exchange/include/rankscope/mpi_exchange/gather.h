@@ -1,5 +1,6 @@
-// Collectives over the merge processes that every process ends with the
-// same answer from: byte records, strings, rows, and errors.
+// Collectives that every process of a communicator ends with the same
+// answer from: byte records, strings, rows, and errors. The merge agrees on
+// a job's layout with them, the importer on its traces, accept on its nodes.
 #pragma once
 
 #include <mpi.h>
