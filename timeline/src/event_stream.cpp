@@ -4,7 +4,7 @@
 
 #include "rankscope/model/error.h"
 
-namespace rankscope::export_detail {
+namespace rankscope {
 namespace {
 
 // Rows of /events per block: small enough to stay in the CPU's cache.
@@ -90,4 +90,4 @@ void EventStream::read_loop() {
   }
 }
 
-}  // namespace rankscope::export_detail
+}  // namespace rankscope

@@ -14,7 +14,7 @@
 
 #include "rankscope/timeline/timeline.h"
 
-namespace rankscope::export_detail {
+namespace rankscope {
 
 class EventStream {
  public:
@@ -71,4 +71,4 @@ class EventStream {
   std::thread reader_;
 };
 
-}  // namespace rankscope::export_detail
+}  // namespace rankscope
