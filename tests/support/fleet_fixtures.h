@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/collectives.h"
+#include "rankscope/acceptance/link_screen.h"
+#include "rankscope/acceptance/measurements.h"
+#include "rankscope/acceptance/verdict.h"
 
 namespace rankscope::acceptance {
 

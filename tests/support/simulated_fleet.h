@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "fleet_fixtures.h"
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/fleet_rules.h"
+#include "rankscope/acceptance/link_screen.h"
+#include "rankscope/acceptance/measurements.h"
 
 namespace rankscope::acceptance {
 
