@@ -1,4 +1,4 @@
-// What is slow in a step (docs/report.md): the eight bottleneck classes,
+// What is slow in a step (docs/report-reference.md): the eight bottleneck classes,
 // each costed per step on every rank from the profile's figures, the job's
 // verdict ranked by what fixing each would give back, the top kernels
 // across ranks and the longest GPU idle gaps.
@@ -6,7 +6,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/bottlenecks.h"
 #include "rankscope/model/format.h"
 #include "rankscope/model/host_phases.h"
 #include "rankscope/model/statistics.h"

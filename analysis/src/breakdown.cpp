@@ -1,8 +1,8 @@
 // The step breakdown: each rank's step time by what it was spent on
-// (docs/report.md, "Step breakdown"), from the sweep's figures per step.
+// (docs/report-reference.md, "Step breakdown"), from the sweep's figures per step.
 #include <string>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/breakdown.h"
 #include "rankscope/model/host_phases.h"
 
 namespace rankscope::analysis {

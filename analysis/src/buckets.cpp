@@ -1,7 +1,7 @@
 // DDP gradient buckets and FSDP units, read from a job's matched collectives:
 // what each bucket or unit costs, an α–β fit of the job's own transfers, and
 // the step time the job would have with other bucket sizes. Definitions, the
-// model and its limits: docs/report.md, "Buckets (DDP) and units (FSDP)".
+// model and its limits: docs/report-reference.md, "Buckets (DDP) and units (FSDP)".
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/buckets.h"
 #include "rankscope/model/format.h"
 #include "rankscope/model/statistics.h"
 

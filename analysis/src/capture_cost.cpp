@@ -1,8 +1,8 @@
 // What capture cost each rank, from the counters its agent wrote when it
-// closed the shard (docs/agent.md, "What capture costs").
+// closed the shard (docs/agent-reference.md, "What capture costs").
 #include <algorithm>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/capture_cost.h"
 #include "rankscope/model/counters.h"
 
 namespace rankscope::analysis {

@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/profile.h"
 
 namespace rankscope::analysis {
 

@@ -2,7 +2,7 @@
 // says so above its figures, which leave those events out.
 #include <numeric>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/event_losses.h"
 #include "rankscope/model/counters.h"
 
 namespace rankscope::analysis {

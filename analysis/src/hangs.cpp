@@ -10,7 +10,8 @@
 #include <optional>
 #include <tuple>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/hangs.h"
+#include "rankscope/analysis/rank_ends.h"
 #include "rankscope/model/counters.h"
 
 namespace rankscope::analysis {

@@ -3,7 +3,7 @@
 // kernel name (first match wins), HTA's window (complete steps but the last),
 // timestamps in whole µs (begin rounded up, end rounded down, on the float64
 // values HTA reads from the trace). Definitions and the figures they
-// reproduce: docs/report.md.
+// reproduce: docs/report-reference.md.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/hta.h"
 #include "rankscope/model/parallel.h"
 
 namespace rankscope::analysis {

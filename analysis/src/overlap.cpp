@@ -1,7 +1,7 @@
 #include <cmath>
 #include <limits>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/overlap.h"
 
 namespace rankscope::analysis {
 

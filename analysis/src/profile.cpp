@@ -1,8 +1,9 @@
 // Builds a job's profile from its timeline in two streaming passes over each
-// rank's events (docs/report.md, "The job's profile"):
+// rank's events (docs/report-reference.md, "The job's profile"):
 //  1. steps and collectives: every collective instance matched across ranks;
 //  2. a sweep over each rank's time that splits its steps into compute,
 //     communication, overlap, exposed wait, exposed transfer and idle time.
+// The collectives matched can then be written back into the timeline.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -15,7 +16,7 @@
 
 #include "byte_record.h"
 #include "device_work_collector.h"
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/profile.h"
 #include "rankscope/analysis/work_share.h"
 #include "rankscope/model/capture_sources.h"
 #include "rankscope/model/capture_windows.h"
@@ -23,6 +24,7 @@
 #include "rankscope/model/host_phases.h"
 #include "rankscope/model/parallel.h"
 #include "rankscope/model/steps.h"
+#include "rankscope/timeline/collectives.h"
 
 namespace rankscope::analysis {
 
@@ -898,6 +900,22 @@ JobProfile build_profile(const Timeline& timeline, const WorkShare& share) {
   second_pass(timeline, job, share, deal);
   join_damage(timeline, share);
   return job;
+}
+
+void write_collectives_table(const std::string& timeline_path, const JobProfile& job) {
+  std::vector<CollectiveRow> instances;
+  std::vector<ParticipantRow> participants;
+  instances.reserve(job.collectives.size());
+  for (const CollectiveInstance& c : job.collectives) {
+    instances.push_back({c.comm_hash, c.seq, c.bytes, participants.size(), static_cast<uint32_t>(c.ranks.size()),
+                         c.name_id, c.step, c.op, static_cast<uint8_t>(c.source), c.nonblocking, c.datatype,
+                         c.algorithm, c.protocol});
+    for (const Participation& p : c.ranks) {
+      participants.push_back({p.rank, p.enqueue_ns, p.arrival_ns, p.start_ns, p.end_ns, p.wait_ns, p.exposed_wait_ns,
+                              p.exposed_transfer_ns});
+    }
+  }
+  write_collectives(timeline_path, instances, participants);
 }
 
 }  // namespace rankscope::analysis

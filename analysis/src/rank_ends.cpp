@@ -7,7 +7,7 @@
 #include <cstring>
 #include <span>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/rank_ends.h"
 #include "rankscope/model/counters.h"
 #include "rankscope/model/format.h"
 #include "rankscope/model/statistics.h"

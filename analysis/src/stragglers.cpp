@@ -1,6 +1,6 @@
 // find_stragglers: which rank holds the job back, how sure that is, what it
 // costs and why. A pure function of the job's profile. Definitions,
-// thresholds and their limits: docs/report.md, "Stragglers".
+// thresholds and their limits: docs/report-stragglers.md, "Stragglers".
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,7 +12,7 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/stragglers.h"
 #include "rankscope/model/format.h"
 #include "rankscope/model/statistics.h"
 

@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <map>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/capture_cost.h"
+#include "rankscope/analysis/profile.h"
+#include "rankscope/analysis/rank_ends.h"
+#include "rankscope/analysis/report.h"
 #include "rankscope/model/counters.h"
 #include "rankscope/model/format.h"
 #include "rankscope/model/json.h"

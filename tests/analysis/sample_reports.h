@@ -6,7 +6,14 @@
 #include <cstdint>
 #include <string>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/bottlenecks.h"
+#include "rankscope/analysis/breakdown.h"
+#include "rankscope/analysis/buckets.h"
+#include "rankscope/analysis/capture_cost.h"
+#include "rankscope/analysis/overlap.h"
+#include "rankscope/analysis/profile.h"
+#include "rankscope/analysis/report.h"
+#include "rankscope/analysis/stragglers.h"
 #include "rankscope/model/host_phases.h"
 
 namespace rankscope::test {

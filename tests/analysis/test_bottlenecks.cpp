@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/bottlenecks.h"
+#include "rankscope/analysis/profile.h"
+#include "rankscope/analysis/rank_ends.h"
+#include "rankscope/analysis/report.h"
 #include "rankscope/model/shard.h"
 #include "../support/shard_job_test.h"
 

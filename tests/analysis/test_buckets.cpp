@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/buckets.h"
+#include "rankscope/analysis/overlap.h"
+#include "rankscope/analysis/profile.h"
 
 namespace {
 

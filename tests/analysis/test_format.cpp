@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/profile.h"
 #include "rankscope/model/format.h"
 
 namespace rankscope::analysis {

@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/hangs.h"
+#include "rankscope/analysis/profile.h"
+#include "rankscope/analysis/rank_ends.h"
+#include "rankscope/analysis/report.h"
 #include "rankscope/merge/merge.h"
 #include "rankscope/model/counters.h"
 #include "rankscope/model/shard.h"

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/hta.h"
 
 namespace rankscope::analysis {
 namespace {

@@ -11,14 +11,20 @@
 #include <string>
 #include <vector>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/breakdown.h"
+#include "rankscope/analysis/buckets.h"
+#include "rankscope/analysis/hta.h"
+#include "rankscope/analysis/overlap.h"
+#include "rankscope/analysis/profile.h"
+#include "rankscope/analysis/report.h"
+#include "rankscope/analysis/stragglers.h"
 #include "rankscope/merge/merge.h"
-#include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/capture_windows.h"
 #include "rankscope/model/counters.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/parallel.h"
 #include "rankscope/model/shard.h"
+#include "rankscope/mpi_exchange/gather.h"
 #include "../support/shard_job_test.h"
 #include "../support/synthetic_job.h"
 #include "timeline_damage.h"

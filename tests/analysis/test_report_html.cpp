@@ -6,7 +6,8 @@
 #include <string>
 
 #include "html_page_checks.h"
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/hta.h"
+#include "rankscope/analysis/report.h"
 #include "sample_reports.h"
 
 namespace rankscope {

@@ -15,7 +15,8 @@
 #include <set>
 #include <string>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/profile.h"
+#include "rankscope/analysis/stragglers.h"
 #include "rankscope/model/format.h"
 
 namespace rankscope::analysis {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/report.h"
 #include "sample_reports.h"
 
 int main(int argc, char** argv) {

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/report.h"
 #include "rankscope/coordinator/info.h"
 #include "rankscope/exporters/export.h"
 #include "rankscope/model/error.h"

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/report.h"
 #include "rankscope/coordinator/info.h"
 #include "rankscope/model/error.h"
 #include "rankscope/timeline/schema.h"

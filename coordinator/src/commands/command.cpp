@@ -6,13 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/profile.h"
 #include "rankscope/coordinator/launcher.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/format.h"
 #include "rankscope/model/steps.h"
 #include "rankscope/model/temporary_paths.h"
-#include "rankscope/model/text.h"
 #include "rankscope/timeline/timeline.h"
 
 namespace rankscope::cli {
@@ -101,16 +100,6 @@ double job_peak_mib(MPI_Comm comm) {
   long peak_kib = usage.ru_maxrss, job_peak_kib = 0;
   MPI_Reduce(&peak_kib, &job_peak_kib, 1, MPI_LONG, MPI_MAX, 0, comm);
   return static_cast<double>(job_peak_kib) / 1024.0;
-}
-
-void print_merge_problems(const char* command, const MergeResult& result, const char* inputs, std::FILE* out) {
-  for (const auto& problem : result.problems) std::fprintf(stderr, "rankscope %s: warning: %s\n", command, problem.c_str());
-  if (!result.missing_ranks.empty()) {
-    std::fprintf(out, "missing ranks (no %s): %s\n", inputs, format_rank_list(result.missing_ranks).c_str());
-  }
-  if (!result.dead_ranks.empty()) {
-    std::fprintf(out, "dead ranks (shard without its end record): %s\n", format_rank_list(result.dead_ranks).c_str());
-  }
 }
 
 void warn_about_damage(const char* command, const Timeline& timeline) {

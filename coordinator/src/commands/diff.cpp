@@ -6,7 +6,7 @@
 
 #include "command.h"
 #include "outputs.h"
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/report.h"
 #include "rankscope/analysis/diff.h"
 #include "rankscope/analysis/diff_rules.h"
 #include "rankscope/model/error.h"

@@ -5,10 +5,10 @@
 
 #include "command.h"
 #include "outputs.h"
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/report.h"
 #include "rankscope/analysis/diff.h"
-#include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/error.h"
+#include "rankscope/mpi_exchange/gather.h"
 #include "rankscope/timeline/timeline.h"
 
 namespace rankscope::cli {

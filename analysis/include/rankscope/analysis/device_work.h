@@ -1,7 +1,7 @@
 // What a rank's GPUs did and what its host did to feed them, per step: the
 // figures the profile's sweep collects beside compute and communication
 // (analysis/src/device_work.cpp), from which the bottleneck finder judges
-// (docs/report.md, "What is slow in a step"). Memory grows with steps,
+// (docs/report-reference.md, "What is slow in a step"). Memory grows with steps,
 // devices and kernel names, never with events.
 #pragma once
 

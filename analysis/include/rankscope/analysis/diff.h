@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/report.h"
 
 namespace rankscope::analysis {
 

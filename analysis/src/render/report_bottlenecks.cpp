@@ -1,5 +1,5 @@
 // The report's sections on what is slow in a step: the verdict, the GPU
-// step breakdown, top kernels and idle gaps, as text and JSON (docs/report.md).
+// step breakdown, top kernels and idle gaps, as text and JSON (docs/report-reference.md).
 #include <algorithm>
 #include <map>
 
@@ -51,7 +51,7 @@ void write_bottlenecks_text(const Report& report, std::string& out) {
   const BottleneckReport& b = report.bottlenecks;
   const JobProfile& job = report.profile;
   out += "\nwhat is slow in a step (the step time each costs, on the rank it costs most; fixing it gives that back):\n";
-  if (b.found.empty()) out += "  no class reached its threshold (docs/report.md, \"What is slow in a step\")\n";
+  if (b.found.empty()) out += "  no class reached its threshold (docs/report-reference.md, \"What is slow in a step\")\n";
   for (size_t i = 0; i < b.found.size(); ++i) {
     const Bottleneck& f = b.found[i];
     out += printf_string("  %zu. %-15s %s a step (%s), rank%s %s\n", i + 1, f.klass.c_str(),

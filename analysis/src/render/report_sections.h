@@ -1,9 +1,10 @@
-// Sections of the report that live in files of their own, for report.cpp.
+// Sections of the report that live in files of their own, for the text,
+// JSON and HTML renderers.
 #pragma once
 
 #include <string>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/report.h"
 #include "rankscope/model/json.h"
 
 namespace rankscope::analysis {

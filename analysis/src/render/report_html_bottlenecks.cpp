@@ -66,7 +66,7 @@ void write_verdict(const Report& report, std::string& out) {
     html::write_note(out, "n/a: " + escape(names) + ": " + escape(why) + ".");
   }
   out += "<p class=\"caption\">Each class costs the step time it took on the rank where it cost most, per step: "
-         "what fixing it would give back. Definitions: docs/report.md, \"What is slow in a step\".</p>\n</section>\n";
+         "what fixing it would give back. Definitions: docs/report-reference.md, \"What is slow in a step\".</p>\n</section>\n";
 }
 
 // One bar per GPU rank, its step time split by the GPU breakdown's categories.

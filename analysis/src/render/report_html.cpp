@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/report.h"
 #include "report_sections.h"
 #include "rankscope/model/format.h"
 #include "rankscope/model/html.h"
