@@ -1,5 +1,7 @@
 // The check `clock`: how well a node's event clock is known against rank 0's.
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/fleet_rules.h"
+#include "rankscope/acceptance/measurements.h"
+#include "rankscope/acceptance/verdict.h"
 #include "rankscope/model/text.h"
 
 namespace rankscope::acceptance {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/collectives.h"
 #include "rankscope/model/statistics.h"
 
 namespace rankscope::acceptance {

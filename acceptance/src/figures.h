@@ -12,7 +12,7 @@ namespace rankscope::acceptance {
 // repeats far more often than anything speeds one up, so the figure looks
 // past up to three spoiled repeats in four; yet one lucky repeat does not
 // decide it, as it would the best: a triad on a shared machine ran at
-// 7-34 GB/s from repeat to repeat (docs/accept.md, "Verdicts").
+// 7-34 GB/s from repeat to repeat (docs/accept-reference.md, "Verdicts").
 inline double upper_quartile(const std::vector<double>& repeats) { return quantile(repeats, 0.75, 0); }
 // A link's latency: the lower quartile of its repeats, for the same reasons.
 inline double lower_quartile(const std::vector<double>& repeats) { return quantile(repeats, 0.25, 0); }

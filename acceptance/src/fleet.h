@@ -1,4 +1,4 @@
-// The robust statistics every figure of the fleet is judged by (docs/accept.md,
+// The robust statistics every figure of the fleet is judged by (docs/accept-reference.md,
 // "Verdicts"): verdict.cpp's checks, the clock's and the reference job's.
 #pragma once
 
@@ -9,7 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/fleet_rules.h"
+#include "rankscope/acceptance/verdict.h"
 #include "rankscope/model/statistics.h"
 #include "rankscope/model/text.h"
 

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "fleet.h"
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/fleet_rules.h"
+#include "rankscope/acceptance/link_screen.h"
+#include "rankscope/acceptance/verdict.h"
 
 namespace rankscope::acceptance {
 

@@ -25,12 +25,13 @@
 #include <vector>
 
 #include "gpu.h"
+#include "rankscope/acceptance/retests.h"
 #include "rankscope/model/format.h"
 #include "rankscope/clocksync/sync_mpi.h"
-#include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/text.h"
 #include "rankscope/model/version.h"
+#include "rankscope/mpi_exchange/gather.h"
 
 namespace rankscope::acceptance {
 namespace {
@@ -831,7 +832,7 @@ std::string measure_gpus(MPI_Comm comm, const Level& level, const NodeGpus& mine
   return error;
 }
 
-// NCCL's collectives between every node's GPUs (accept.md, "NCCL
+// NCCL's collectives between every node's GPUs (accept-reference.md, "NCCL
 // collectives"), where every node can take part with the same NCCL; else
 // why not, in out.nccl_not_measured. A node that could not set up its part
 // of a communicator gets its reason in its nccl_error, and the sets of nodes
@@ -875,323 +876,435 @@ void measure_nccl_collectives(MPI_Comm comm, const Level& level, const NodeGpus&
   for (size_t n = 0; n < out.nodes.size(); ++n) out.nodes[n].nccl_error = errors[n];
 }
 
+// A figure each node measures of itself (compute, memory): its line on the
+// terminal, this node's repeats so far (retests included), where rank 0
+// files every node's, and one measurement.
+struct NodeFigure {
+  std::string stage;
+  std::vector<double> mine;
+  std::vector<double> NodeMeasurements::*figure = nullptr;
+  std::function<double()> once;
+};
+
+using Rounds = std::vector<std::vector<std::pair<int, int>>>;
+
+// What measure()'s stages share: the run's arguments, this rank's place in
+// it, and what has been measured so far (complete on rank 0).
+struct MeasureRun {
+  MeasureRun(MPI_Comm comm, const Level& level, RunTimeline& timeline, RunRecord& record, const Rules& rules,
+             const std::function<Acceptance(const Measurements&)>& judge_so_far);
+
+  // A stage's line, on rank 0.
+  void say(const std::string& line) const;
+  // The nodes `measuring` (every rank knows which) run `body`, node by node (one at a time) or all
+  // together; every other rank waits idle.
+  void on_nodes(const std::vector<int>& measuring, const std::function<void()>& body);
+  // Every node's repeats of a figure so far, to rank 0 after each repeat, as rows of [count, repeats...]
+  // in node order (a node retested has more).
+  void gather_repeats(const NodeFigure& figure);
+  // `repeats` repeats of a node figure by the nodes `measuring`; `stage` names them on the terminal,
+  // `name` in the timeline.
+  void repeat_on_nodes(NodeFigure& figure, const std::string& stage, const std::string& name,
+                       const std::vector<int>& measuring, int repeats);
+  // Every link's repeats so far, to rank 0 after each repeat, as rows of [a, b, count, bandwidths...,
+  // latencies...] (a link retested has more).
+  void gather_links();
+  // Every pair of the rounds (a < b in each) that `rounds_of_repeat` gives each repeat, round by
+  // round, repeat by repeat.
+  void measure_links(const std::function<Rounds(int)>& rounds_of_repeat, int repeats, const std::string& what,
+                     const std::string& name);
+
+  MPI_Comm comm;
+  const Level& level;
+  RunTimeline& timeline;
+  RunRecord& record;
+  const Rules& rules;
+  const std::function<Acceptance(const Measurements&)>& judge_so_far;
+  const std::function<void(const std::string&)> progress;  // the collectives' lines, on rank 0
+  int rank = 0, size = 1;
+  std::vector<int> every_node;
+  Measurements out;
+  std::vector<std::string> hosts;  // every node's, in node order
+  NodeGpus my_gpus;
+  bool any_gpu = false;      // some node has a GPU
+  std::string my_gpu_error;  // why this node's GPUs could not all be measured; empty when they were
+  NodeFigure compute, memory;
+  std::vector<char> buffer;  // what each end of a link sends
+  // The links this rank is the lower end of: peer → (bandwidths, latencies).
+  std::map<int, std::pair<std::vector<double>, std::vector<double>>> measured_links;
+};
+
+MeasureRun::MeasureRun(MPI_Comm comm, const Level& level, RunTimeline& timeline, RunRecord& record,
+                       const Rules& rules, const std::function<Acceptance(const Measurements&)>& judge_so_far)
+    : comm(comm),
+      level(level),
+      timeline(timeline),
+      record(record),
+      rules(rules),
+      judge_so_far(judge_so_far),
+      progress([&record](const std::string& line) { record.begin_stage(line); }) {
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  every_node.resize(static_cast<size_t>(size));
+  std::iota(every_node.begin(), every_node.end(), 0);
+}
+
+void MeasureRun::say(const std::string& line) const {
+  if (rank == 0) record.begin_stage(line);
+}
+
+void MeasureRun::on_nodes(const std::vector<int>& measuring, const std::function<void()>& body) {
+  const auto measures = [&](int node) { return std::find(measuring.begin(), measuring.end(), node) != measuring.end(); };
+  if (!level.one_at_a_time) {
+    roll_call(comm, record, measures(rank) ? body : std::function<void()>());
+    return;
+  }
+  for (int node : measuring) roll_call(comm, record, node == rank ? body : std::function<void()>());
+}
+
+void MeasureRun::gather_repeats(const NodeFigure& figure) {
+  std::vector<double> row{static_cast<double>(figure.mine.size())};
+  row.insert(row.end(), figure.mine.begin(), figure.mine.end());
+  const std::vector<double> all = allgather_rows(comm, row);
+  if (rank != 0) return;
+  auto at = all.begin();
+  for (NodeMeasurements& node : out.nodes) {
+    const auto count = static_cast<ptrdiff_t>(*at);
+    (node.*figure.figure).assign(at + 1, at + 1 + count);
+    at += 1 + count;
+  }
+  record.measured(out);
+}
+
+void MeasureRun::repeat_on_nodes(NodeFigure& figure, const std::string& stage, const std::string& name,
+                                 const std::vector<int>& measuring, int repeats) {
+  const int64_t began = timeline.now();
+  for (int r = 0; r < repeats; ++r) {
+    say(stage + ", repeat " + std::to_string(r + 1) + " of " + std::to_string(repeats));
+    on_nodes(measuring, [&] {
+      const RunTimeline::Range repeat(timeline, name + " repeat " + std::to_string(figure.mine.size() + 1));
+      figure.mine.push_back(figure.once());
+    });
+    gather_repeats(figure);
+  }
+  timeline.range(name, began, timeline.now());
+}
+
+void MeasureRun::gather_links() {
+  std::vector<double> mine;
+  for (const auto& [peer, figures] : measured_links) {
+    mine.insert(mine.end(), {static_cast<double>(rank), static_cast<double>(peer), static_cast<double>(figures.first.size())});
+    mine.insert(mine.end(), figures.first.begin(), figures.first.end());
+    mine.insert(mine.end(), figures.second.begin(), figures.second.end());
+  }
+  const std::vector<double> all = allgather_rows(comm, mine);
+  if (rank != 0) return;
+  out.links.clear();
+  for (auto at = all.begin(); at != all.end();) {
+    const auto count = static_cast<ptrdiff_t>(at[2]);
+    LinkMeasurements link;
+    link.a = static_cast<int>(at[0]);
+    link.b = static_cast<int>(at[1]);
+    link.bandwidth_gbps.assign(at + 3, at + 3 + count);
+    link.latency_us.assign(at + 3 + count, at + 3 + 2 * count);
+    out.links.push_back(link);
+    at += 3 + 2 * count;
+  }
+  std::sort(out.links.begin(), out.links.end(),
+            [](const LinkMeasurements& x, const LinkMeasurements& y) { return std::tie(x.a, x.b) < std::tie(y.a, y.b); });
+  record.measured(out);
+}
+
+void MeasureRun::measure_links(const std::function<Rounds(int)>& rounds_of_repeat, int repeats,
+                               const std::string& what, const std::string& name) {
+  for (int r = 0; r < repeats; ++r) {
+    const Rounds rounds = rounds_of_repeat(r);
+    const RunTimeline::Range repeat(timeline, name + " repeat " + std::to_string(r + 1));
+    say("links: " + what + "repeat " + std::to_string(r + 1) + " of " + std::to_string(repeats) + " (" +
+        std::to_string(rounds.size()) + (rounds.size() == 1 ? " round" : " rounds") +
+        (level.one_at_a_time ? ", one link at a time)" : ")"));
+    for (const auto& round : rounds) {
+      const size_t at_once = level.one_at_a_time ? 1 : std::max<size_t>(round.size(), 1);
+      for (size_t first = 0; first < round.size(); first += at_once) {
+        const std::vector<std::pair<int, int>> pairs(round.begin() + static_cast<ptrdiff_t>(first),
+                                                     round.begin() + static_cast<ptrdiff_t>(std::min(first + at_once, round.size())));
+        if (rank == 0) record.measuring_pairs(pairs);
+        for (const auto& [a, b] : pairs) {
+          if (rank != a && rank != b) continue;
+          const int peer = rank == a ? b : a;
+          if (rank == 0) record.waiting_on(peer);
+          const auto [bandwidth, latency] = measure_link(comm, peer, rank == a, level, buffer, timeline);
+          if (rank == 0) record.waiting_on(-1);
+          if (rank == a) {
+            measured_links[b].first.push_back(bandwidth);
+            measured_links[b].second.push_back(latency);
+          }
+        }
+        roll_call(comm, record, {});
+      }
+    }
+    gather_links();
+  }
+}
+
+// One round of ring tests, no node in two rings: the rings at once (or one at a time), each its
+// repeats; every node's best to rank 0, which files them as tests of `round`.
+void measure_ring_round(MeasureRun& run, const std::vector<std::vector<int>>& rings, int round, bool pairs,
+                        std::vector<char>& received) {
+  const Level& level = run.level;
+  const int rank = run.rank;
+  const RunTimeline::Range stage(run.timeline, "accept: group tests round " + std::to_string(round + 1));
+  int mine = MPI_UNDEFINED;
+  for (size_t t = 0; t < rings.size(); ++t)
+    if (std::find(rings[t].begin(), rings[t].end(), rank) != rings[t].end()) mine = static_cast<int>(t);
+  const std::vector<int> ring_nodes = mine == MPI_UNDEFINED ? std::vector<int>() : rings[static_cast<size_t>(mine)];
+  // Ranked in ring order, so that the next node in the ring is the next rank.
+  const auto position = std::find(ring_nodes.begin(), ring_nodes.end(), rank) - ring_nodes.begin();
+  MPI_Comm ring = MPI_COMM_NULL;
+  MPI_Comm_split(run.comm, mine, static_cast<int>(position), &ring);
+  double best = 0;
+  std::string sizes;
+  for (const std::vector<int>& r : rings) sizes += (sizes.empty() ? "" : ", ") + std::to_string(r.size());
+  run.say("links: group tests, round " + std::to_string(round + 1) + (pairs ? " (pairs)" : "") +
+          ": " + std::to_string(rings.size()) + (rings.size() == 1 ? " ring of " : " rings of ") + sizes + " nodes, " +
+          std::to_string(level.repeats) + " repeats" + (level.one_at_a_time ? ", one ring at a time" : ", at once"));
+  for (size_t t = 0; t < (level.one_at_a_time ? rings.size() : 1); ++t) {
+    if (rank == 0) {
+      std::vector<std::pair<int, int>> edges;
+      for (size_t r = 0; r < rings.size(); ++r) {
+        if (level.one_at_a_time && r != t) continue;
+        for (size_t i = 0; i < rings[r].size(); ++i) edges.emplace_back(rings[r][i], rings[r][(i + 1) % rings[r].size()]);
+      }
+      run.record.measuring_pairs(edges);
+    }
+    if (mine != MPI_UNDEFINED && (!level.one_at_a_time || t == static_cast<size_t>(mine))) {
+      // Rank 0, in a ring, waits on its neighbour there: it is first in every ring it is in (rings and
+      // their halves keep node order, pairs are (lower, higher)).
+      if (rank == 0) run.record.waiting_on(ring_nodes[1 % ring_nodes.size()]);
+      for (int r = 0; r < level.repeats; ++r)
+        best = std::max(best, measure_ring(ring, ring_nodes, run.buffer, received, run.timeline));
+      if (rank == 0) run.record.waiting_on(-1);
+    }
+    roll_call(run.comm, run.record, {});
+  }
+  if (ring != MPI_COMM_NULL) MPI_Comm_free(&ring);
+  const std::vector<double> figures = allgather_rows(run.comm, std::vector<double>{mine == MPI_UNDEFINED ? -1.0 : best});
+  if (rank != 0) return;
+  for (const std::vector<int>& r : rings) {
+    RingTest test{round, r, {}, pairs};
+    for (int n : r) test.gbps.push_back(figures[static_cast<size_t>(n)]);
+    run.out.ring_tests.push_back(test);
+  }
+  run.record.measured(run.out);
+}
+
+// Group testing's next step, planned by rank 0 from the ring tests so far;
+// everyone learns the plan as rows of [size, nodes...] for each ring, then a
+// -1 and the pairs' ends.
+GroupTestingStep next_group_tests_everywhere(const MeasureRun& run) {
+  std::vector<int> plan;
+  if (run.rank == 0) {
+    const GroupTestingStep step = next_group_tests(run.size, run.out.ring_tests, run.rules);
+    for (const std::vector<int>& ring : step.rings) {
+      plan.push_back(static_cast<int>(ring.size()));
+      plan.insert(plan.end(), ring.begin(), ring.end());
+    }
+    plan.push_back(-1);
+    for (const auto& [a, b] : step.links) plan.insert(plan.end(), {a, b});
+  }
+  plan = allgather_rows(run.comm, plan);
+  GroupTestingStep step;
+  size_t k = 0;
+  for (; plan[k] >= 0; k += static_cast<size_t>(plan[k]) + 1)
+    step.rings.emplace_back(plan.begin() + static_cast<ptrdiff_t>(k) + 1, plan.begin() + static_cast<ptrdiff_t>(k) + 1 + plan[k]);
+  for (++k; k + 1 < plan.size(); k += 2) step.links.emplace_back(plan[k], plan[k + 1]);
+  return step;
+}
+
+void screen_every_pair(MeasureRun& run) {
+  run.measure_links([&](int r) { return pairing_rounds(run.size, static_cast<unsigned>(r)); }, run.level.repeats,
+                    "every pair, ", "accept: links");
+}
+
+// Rings bisected round by round; then, bisection over, each pair as a ring
+// of two, judged as every ring is, and as a link, for its bandwidth each way
+// and its latency.
+void screen_by_group_testing(MeasureRun& run) {
+  run.out.link_screen = LinkScreen::group_testing;
+  std::vector<char> received(run.level.link_bytes);
+  for (int round = 0;; ++round) {
+    const GroupTestingStep step = next_group_tests_everywhere(run);
+    if (!step.rings.empty()) {
+      measure_ring_round(run, step.rings, round, false, received);
+      continue;
+    }
+    const Rounds pair_rounds = rounds_of(step.links);
+    for (const auto& pair_round : pair_rounds) {
+      std::vector<std::vector<int>> pair_rings;
+      for (const auto& [a, b] : pair_round) pair_rings.push_back({a, b});
+      measure_ring_round(run, pair_rings, round, true, received);
+    }
+    if (!step.links.empty())
+      run.measure_links([&](int) { return pair_rounds; }, run.level.repeats,
+                        std::to_string(step.links.size()) + " pairs of group testing, ", "accept: links");
+    break;
+  }
+}
+
+// What the first pass left unpassed (retests_of, judged by rank 0), for
+// every rank: [compute nodes..., -1, memory nodes..., -1, a, b, a, b...].
+Retests retests_everywhere(const MeasureRun& run) {
+  std::vector<int> plan;
+  if (run.rank == 0) {
+    const Retests unpassed = retests_of(run.judge_so_far(run.out), run.out);
+    plan = unpassed.compute;
+    plan.push_back(-1);
+    plan.insert(plan.end(), unpassed.memory.begin(), unpassed.memory.end());
+    plan.push_back(-1);
+    for (const auto& [a, b] : unpassed.links) plan.insert(plan.end(), {a, b});
+  }
+  plan = allgather_rows(run.comm, plan);
+  const auto compute_end = std::find(plan.begin(), plan.end(), -1), memory_end = std::find(compute_end + 1, plan.end(), -1);
+  Retests retests;
+  retests.compute.assign(plan.begin(), compute_end);
+  retests.memory.assign(compute_end + 1, memory_end);
+  for (auto at = memory_end + 1; at + 1 < plan.end(); at += 2) retests.links.emplace_back(at[0], at[1]);
+  return retests;
+}
+
+// ---------------------------------------------------------- the stages ---
+
+// Every node's inventory, to rank 0; every rank learns the hosts and
+// whether any node has a GPU.
+void take_every_inventory(MeasureRun& run) {
+  run.say("inventory");
+  const Inventory mine = take_inventory();
+  run.my_gpus = find_gpus();
+  std::string gpu_models;
+  for (const GpuDevice& device : run.my_gpus.devices)
+    if (gpu_models.find(device.model) == std::string::npos) gpu_models += (gpu_models.empty() ? "" : " + ") + device.model;
+  const std::vector<std::string> fields = {mine.host, mine.cpu_model, std::to_string(mine.cpus),
+                                           std::to_string(mine.memory_bytes), mine.kernel, mine.mpi_library,
+                                           mine.rankscope_version, std::to_string(run.my_gpus.count()), gpu_models,
+                                           run.my_gpus.driver_version, run.my_gpus.cuda_version,
+                                           run.my_gpus.nccl_version, run.my_gpus.unavailable};
+  // Every node's fields, node by node.
+  const std::vector<std::string> gathered = allgather_strings(run.comm, fields);
+  for (size_t n = 0; n < static_cast<size_t>(run.size); ++n) {
+    const std::string* field = &gathered[n * fields.size()];
+    run.hosts.push_back(field[0]);
+    run.any_gpu |= field[7] != "0";
+    if (run.rank != 0) continue;
+    NodeMeasurements node;
+    node.inventory = {field[0], field[1],  std::atoi(field[2].c_str()), std::atoll(field[3].c_str()), field[4],
+                      field[5], field[6],  std::atoi(field[7].c_str()),  field[8], field[9], field[10], field[11],
+                      field[12]};
+    run.out.nodes.push_back(node);
+  }
+  if (run.rank == 0) run.record.measured(run.out);
+}
+
+// The BLAS GEMM and the STREAM triad on every node's CPUs, a worker per core.
+void measure_compute_and_memory(MeasureRun& run) {
+  const Level& level = run.level;
+  const int threads = std::max(usable_cpus_by_core().cores, 1);
+  run.compute = {"compute: GEMM " + std::to_string(level.gemm_n) + "^3", {}, &NodeMeasurements::gemm_gflops,
+                 [&level, threads] { return gemm_gflops(level.gemm_n, threads); }};
+  // One size for the whole fleet, so that every node's figure is of the same work.
+  unsigned long long largest_cache = last_level_cache_bytes(), least_available = 0;
+  unsigned long long available = std::strtoull(first_value("/proc/meminfo", "MemAvailable").c_str(), nullptr, 10) << 10;
+  MPI_Allreduce(MPI_IN_PLACE, &largest_cache, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, run.comm);
+  MPI_Allreduce(&available, &least_available, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, run.comm);
+  const size_t rule_bytes = triad_bytes_for(level.triad_bytes, largest_cache, least_available);
+  const size_t triad_bytes = level.memory_bytes != 0 ? level.memory_bytes : rule_bytes;
+  run.memory = {"memory: triad over " + std::to_string(triad_bytes >> 20) + " MiB" +
+                    (triad_bytes < rule_bytes ? " (--memory-mb; the STREAM rule asks " + std::to_string(rule_bytes >> 20) +
+                                                    " MiB, so caches may serve part of it)"
+                                              : ""),
+                {}, &NodeMeasurements::triad_gbps, [triad_bytes, threads] { return triad_gbps(triad_bytes, threads); }};
+  run.repeat_on_nodes(run.compute, run.compute.stage, "accept: compute", run.every_node, level.repeats);
+  run.repeat_on_nodes(run.memory, run.memory.stage, "accept: memory", run.every_node, level.repeats);
+}
+
+void measure_every_gpu(MeasureRun& run) {
+  if (!run.any_gpu) return;
+  const Level& level = run.level;
+  run.say("gpus: bf16 GEMM " + std::to_string(level.gpu_gemm_n) + "^3 and triad over " +
+          std::to_string(level.gpu_triad_bytes >> 20) + " MiB of device memory on each GPU, " +
+          std::to_string(level.repeats) + " repeats" +
+          (level.gpu_sustain_seconds > 0 ? printf_string("; then the GEMM held %.0f s on every GPU of a node at once",
+                                                         level.gpu_sustain_seconds)
+                                         : std::string()));
+  const int64_t began = run.timeline.now();
+  run.my_gpu_error = measure_gpus(
+      run.comm, level, run.my_gpus, [&](const std::function<void()>& body) { run.on_nodes(run.every_node, body); },
+      run.timeline, run.out);
+  run.timeline.range("accept: gpus", began, run.timeline.now());
+  if (run.rank == 0) run.record.measured(run.out);
+}
+
+void screen_links(MeasureRun& run) {
+  run.buffer.assign(run.level.link_bytes, 1);
+  const int64_t began = run.timeline.now();
+  if (run.level.link_screen == LinkScreen::all_pairs) {
+    screen_every_pair(run);
+  } else {
+    screen_by_group_testing(run);
+  }
+  run.timeline.range("accept: links", began, run.timeline.now());
+}
+
+// What the first pass left unpassed, once more (docs/accept-reference.md, "Retests"); every figure's verdict is
+// then drawn from all its repeats.
+void retest_unpassed(MeasureRun& run) {
+  const Retests retests = retests_everywhere(run);
+  const auto hosts_of = [&](const std::vector<int>& nodes) {
+    std::string hosts;
+    for (int n : nodes) hosts += (hosts.empty() ? "" : ", ") + run.hosts[static_cast<size_t>(n)];
+    return hosts;
+  };
+  if (!retests.compute.empty())
+    run.repeat_on_nodes(run.compute, "retest of " + hosts_of(retests.compute) + ": " + run.compute.stage,
+                        "accept: compute retest", retests.compute, run.level.retest_repeats);
+  if (!retests.memory.empty())
+    run.repeat_on_nodes(run.memory, "retest of " + hosts_of(retests.memory) + ": " + run.memory.stage,
+                        "accept: memory retest", retests.memory, run.level.retest_repeats);
+  if (!retests.links.empty()) {
+    const int64_t began = run.timeline.now();
+    const Rounds retest_rounds = rounds_of(retests.links);
+    run.measure_links([&](int) { return retest_rounds; }, run.level.retest_repeats,
+                      "retest of " + std::to_string(retests.links.size()) +
+                          (retests.links.size() == 1 ? " link, " : " links, "),
+                      "accept: links retest");
+    run.timeline.range("accept: links retest", began, run.timeline.now());
+  }
+}
+
+void sweep_mpi_collectives(MeasureRun& run) {
+  run.out.collectives = measure_collectives(run.comm, run.level, run.progress);
+  if (run.rank == 0) run.record.measured(run.out);
+}
+
+void sweep_nccl_collectives(MeasureRun& run) {
+  if (!run.any_gpu) return;
+  measure_nccl_collectives(run.comm, run.level, run.my_gpus, run.my_gpu_error, run.hosts, run.progress, run.timeline,
+                           run.out);
+  if (run.rank == 0) run.record.measured(run.out);
+}
+
+// measure()'s stages, in the order they run; each is collective over the
+// run's communicator.
+constexpr void (*kStages[])(MeasureRun&) = {take_every_inventory, measure_compute_and_memory, measure_every_gpu,
+                                            screen_links,         retest_unpassed,            sweep_mpi_collectives,
+                                            sweep_nccl_collectives};
+
 }  // namespace
 
 Measurements measure(MPI_Comm comm, const Level& level, RunTimeline& timeline, RunRecord& record, const Rules& rules,
                      const std::function<Acceptance(const Measurements&)>& judge_so_far) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  const auto say = [&](const std::string& line) {
-    if (rank == 0) record.begin_stage(line);
-  };
-  Measurements out;
-  say("inventory");
-  const Inventory mine = take_inventory();
-  const NodeGpus my_gpus = find_gpus();
-  std::string gpu_models;
-  for (const GpuDevice& device : my_gpus.devices)
-    if (gpu_models.find(device.model) == std::string::npos) gpu_models += (gpu_models.empty() ? "" : " + ") + device.model;
-  const std::vector<std::string> fields = {mine.host, mine.cpu_model, std::to_string(mine.cpus),
-                                           std::to_string(mine.memory_bytes), mine.kernel, mine.mpi_library,
-                                           mine.rankscope_version, std::to_string(my_gpus.count()), gpu_models,
-                                           my_gpus.driver_version, my_gpus.cuda_version, my_gpus.nccl_version,
-                                           my_gpus.unavailable};
-  // Every node's fields, node by node.
-  const std::vector<std::string> gathered = allgather_strings(comm, fields);
-
-  const int threads = std::max(usable_cpus_by_core().cores, 1);
-  // The nodes `measuring` (every rank knows which) run `body`, node by node (one at a time) or all
-  // together; every other rank waits idle.
-  const auto on_nodes = [&](const std::vector<int>& measuring, const std::function<void()>& body) {
-    const auto measures = [&](int node) { return std::find(measuring.begin(), measuring.end(), node) != measuring.end(); };
-    if (!level.one_at_a_time) {
-      roll_call(comm, record, measures(rank) ? body : std::function<void()>());
-      return;
-    }
-    for (int node : measuring) roll_call(comm, record, node == rank ? body : std::function<void()>());
-  };
-  if (rank == 0) {
-    for (size_t n = 0; n < static_cast<size_t>(size); ++n) {
-      const std::string* field = &gathered[n * fields.size()];
-      NodeMeasurements node;
-      node.inventory = {field[0], field[1],  std::atoi(field[2].c_str()), std::atoll(field[3].c_str()), field[4],
-                        field[5], field[6],  std::atoi(field[7].c_str()),  field[8], field[9], field[10], field[11],
-                        field[12]};
-      out.nodes.push_back(node);
-    }
-    record.measured(out);
-  }
-  // Every node's repeats of a figure so far, to rank 0 after each repeat, as rows of [count, repeats...]
-  // in node order (a node retested has more).
-  const auto gather_repeats = [&](const std::vector<double>& mine, std::vector<double> NodeMeasurements::*figure) {
-    std::vector<double> row{static_cast<double>(mine.size())};
-    row.insert(row.end(), mine.begin(), mine.end());
-    const std::vector<double> all = allgather_rows(comm, row);
-    if (rank != 0) return;
-    auto at = all.begin();
-    for (NodeMeasurements& node : out.nodes) {
-      const auto count = static_cast<ptrdiff_t>(*at);
-      (node.*figure).assign(at + 1, at + 1 + count);
-      at += 1 + count;
-    }
-    record.measured(out);
-  };
-  // `repeats` repeats of a node figure by the nodes `measuring`; `stage` names them on the terminal,
-  // `name` in the timeline.
-  const auto repeat_on_nodes = [&](const std::string& stage, const std::string& name, const std::vector<int>& measuring,
-                                   int repeats, std::vector<double>& mine, std::vector<double> NodeMeasurements::*figure,
-                                   const std::function<double()>& once) {
-    const int64_t began = timeline.now();
-    for (int r = 0; r < repeats; ++r) {
-      say(stage + ", repeat " + std::to_string(r + 1) + " of " + std::to_string(repeats));
-      on_nodes(measuring, [&] {
-        const RunTimeline::Range repeat(timeline, name + " repeat " + std::to_string(mine.size() + 1));
-        mine.push_back(once());
-      });
-      gather_repeats(mine, figure);
-    }
-    timeline.range(name, began, timeline.now());
-  };
-  std::vector<int> every_node(static_cast<size_t>(size));
-  std::iota(every_node.begin(), every_node.end(), 0);
-  std::vector<double> gemm, triad;
-  const std::string gemm_stage = "compute: GEMM " + std::to_string(level.gemm_n) + "^3";
-  // One size for the whole fleet, so that every node's figure is of the same work.
-  unsigned long long largest_cache = last_level_cache_bytes(), least_available = 0;
-  unsigned long long available = std::strtoull(first_value("/proc/meminfo", "MemAvailable").c_str(), nullptr, 10) << 10;
-  MPI_Allreduce(MPI_IN_PLACE, &largest_cache, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm);
-  MPI_Allreduce(&available, &least_available, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm);
-  const size_t rule_bytes = triad_bytes_for(level.triad_bytes, largest_cache, least_available);
-  const size_t triad_bytes = level.memory_bytes != 0 ? level.memory_bytes : rule_bytes;
-  const std::string triad_stage =
-      "memory: triad over " + std::to_string(triad_bytes >> 20) + " MiB" +
-      (triad_bytes < rule_bytes ? " (--memory-mb; the STREAM rule asks " + std::to_string(rule_bytes >> 20) +
-                                      " MiB, so caches may serve part of it)"
-                                : "");
-  const auto run_gemm = [&] { return gemm_gflops(level.gemm_n, threads); };
-  const auto run_triad = [&] { return triad_gbps(triad_bytes, threads); };
-  repeat_on_nodes(gemm_stage, "accept: compute", every_node, level.repeats, gemm, &NodeMeasurements::gemm_gflops, run_gemm);
-  repeat_on_nodes(triad_stage, "accept: memory", every_node, level.repeats, triad, &NodeMeasurements::triad_gbps, run_triad);
-
-  std::string my_gpu_error;
-  bool any_gpu = false;
-  for (size_t n = 0; n < static_cast<size_t>(size); ++n) any_gpu |= gathered[n * fields.size() + 7] != "0";
-  if (any_gpu) {
-    say("gpus: bf16 GEMM " + std::to_string(level.gpu_gemm_n) + "^3 and triad over " +
-        std::to_string(level.gpu_triad_bytes >> 20) + " MiB of device memory on each GPU, " +
-        std::to_string(level.repeats) + " repeats" +
-        (level.gpu_sustain_seconds > 0 ? printf_string("; then the GEMM held %.0f s on every GPU of a node at once",
-                                                       level.gpu_sustain_seconds)
-                                       : std::string()));
-    const int64_t began = timeline.now();
-    my_gpu_error = measure_gpus(comm, level, my_gpus, [&](const std::function<void()>& body) { on_nodes(every_node, body); },
-                                timeline, out);
-    timeline.range("accept: gpus", began, timeline.now());
-    if (rank == 0) record.measured(out);
-  }
-
-  std::vector<char> buffer(level.link_bytes, 1);
-  // The links this rank is the lower end of: peer → (bandwidths, latencies).
-  std::map<int, std::pair<std::vector<double>, std::vector<double>>> measured_links;
-  // Every link's repeats so far, to rank 0 after each repeat, as rows of [a, b, count, bandwidths...,
-  // latencies...] (a link retested has more).
-  const auto gather_links = [&] {
-    std::vector<double> mine;
-    for (const auto& [peer, figures] : measured_links) {
-      mine.insert(mine.end(), {static_cast<double>(rank), static_cast<double>(peer), static_cast<double>(figures.first.size())});
-      mine.insert(mine.end(), figures.first.begin(), figures.first.end());
-      mine.insert(mine.end(), figures.second.begin(), figures.second.end());
-    }
-    const std::vector<double> all = allgather_rows(comm, mine);
-    if (rank != 0) return;
-    out.links.clear();
-    for (auto at = all.begin(); at != all.end();) {
-      const auto count = static_cast<ptrdiff_t>(at[2]);
-      LinkMeasurements link;
-      link.a = static_cast<int>(at[0]);
-      link.b = static_cast<int>(at[1]);
-      link.bandwidth_gbps.assign(at + 3, at + 3 + count);
-      link.latency_us.assign(at + 3 + count, at + 3 + 2 * count);
-      out.links.push_back(link);
-      at += 3 + 2 * count;
-    }
-    std::sort(out.links.begin(), out.links.end(),
-              [](const LinkMeasurements& x, const LinkMeasurements& y) { return std::tie(x.a, x.b) < std::tie(y.a, y.b); });
-    record.measured(out);
-  };
-  // Every pair of the rounds (a < b in each) that `rounds_of_repeat` gives each repeat, round by
-  // round, repeat by repeat.
-  using Rounds = std::vector<std::vector<std::pair<int, int>>>;
-  const auto measure_links = [&](const std::function<Rounds(int)>& rounds_of_repeat, int repeats,
-                                 const std::string& what, const std::string& name) {
-    for (int r = 0; r < repeats; ++r) {
-      const Rounds rounds = rounds_of_repeat(r);
-      const RunTimeline::Range repeat(timeline, name + " repeat " + std::to_string(r + 1));
-      say("links: " + what + "repeat " + std::to_string(r + 1) + " of " + std::to_string(repeats) + " (" +
-          std::to_string(rounds.size()) + (rounds.size() == 1 ? " round" : " rounds") +
-          (level.one_at_a_time ? ", one link at a time)" : ")"));
-      for (const auto& round : rounds) {
-        const size_t at_once = level.one_at_a_time ? 1 : std::max<size_t>(round.size(), 1);
-        for (size_t first = 0; first < round.size(); first += at_once) {
-          const std::vector<std::pair<int, int>> pairs(round.begin() + static_cast<ptrdiff_t>(first),
-                                                       round.begin() + static_cast<ptrdiff_t>(std::min(first + at_once, round.size())));
-          if (rank == 0) record.measuring_pairs(pairs);
-          for (const auto& [a, b] : pairs) {
-            if (rank != a && rank != b) continue;
-            const int peer = rank == a ? b : a;
-            if (rank == 0) record.waiting_on(peer);
-            const auto [bandwidth, latency] = measure_link(comm, peer, rank == a, level, buffer, timeline);
-            if (rank == 0) record.waiting_on(-1);
-            if (rank == a) {
-              measured_links[b].first.push_back(bandwidth);
-              measured_links[b].second.push_back(latency);
-            }
-          }
-          roll_call(comm, record, {});
-        }
-      }
-      gather_links();
-    }
-  };
-  const int64_t links_began = timeline.now();
-  if (level.link_screen == LinkScreen::all_pairs) {
-    measure_links([&](int r) { return pairing_rounds(size, static_cast<unsigned>(r)); }, level.repeats, "every pair, ",
-                  "accept: links");
-  } else {
-    out.link_screen = LinkScreen::group_testing;
-    std::vector<char> received(level.link_bytes);
-    // One round of ring tests, no node in two rings: the rings at once (or one at a time), each its
-    // repeats; every node's best to rank 0, which files them as tests of `round`.
-    const auto measure_rings = [&](const std::vector<std::vector<int>>& rings, int round, bool pairs) {
-      const RunTimeline::Range stage(timeline, "accept: group tests round " + std::to_string(round + 1));
-      int mine = MPI_UNDEFINED;
-      for (size_t t = 0; t < rings.size(); ++t)
-        if (std::find(rings[t].begin(), rings[t].end(), rank) != rings[t].end()) mine = static_cast<int>(t);
-      const std::vector<int> ring_nodes = mine == MPI_UNDEFINED ? std::vector<int>() : rings[static_cast<size_t>(mine)];
-      // Ranked in ring order, so that the next node in the ring is the next rank.
-      const auto position = std::find(ring_nodes.begin(), ring_nodes.end(), rank) - ring_nodes.begin();
-      MPI_Comm ring = MPI_COMM_NULL;
-      MPI_Comm_split(comm, mine, static_cast<int>(position), &ring);
-      double best = 0;
-      std::string sizes;
-      for (const std::vector<int>& r : rings) sizes += (sizes.empty() ? "" : ", ") + std::to_string(r.size());
-      say("links: group tests, round " + std::to_string(round + 1) + (pairs ? " (pairs)" : "") +
-          ": " + std::to_string(rings.size()) + (rings.size() == 1 ? " ring of " : " rings of ") + sizes + " nodes, " +
-          std::to_string(level.repeats) + " repeats" + (level.one_at_a_time ? ", one ring at a time" : ", at once"));
-      for (size_t t = 0; t < (level.one_at_a_time ? rings.size() : 1); ++t) {
-        if (rank == 0) {
-          std::vector<std::pair<int, int>> edges;
-          for (size_t r = 0; r < rings.size(); ++r) {
-            if (level.one_at_a_time && r != t) continue;
-            for (size_t i = 0; i < rings[r].size(); ++i) edges.emplace_back(rings[r][i], rings[r][(i + 1) % rings[r].size()]);
-          }
-          record.measuring_pairs(edges);
-        }
-        if (mine != MPI_UNDEFINED && (!level.one_at_a_time || t == static_cast<size_t>(mine))) {
-          // Rank 0, in a ring, waits on its neighbour there: it is first in every ring it is in (rings and
-          // their halves keep node order, pairs are (lower, higher)).
-          if (rank == 0) record.waiting_on(ring_nodes[1 % ring_nodes.size()]);
-          for (int r = 0; r < level.repeats; ++r) best = std::max(best, measure_ring(ring, ring_nodes, buffer, received, timeline));
-          if (rank == 0) record.waiting_on(-1);
-        }
-        roll_call(comm, record, {});
-      }
-      if (ring != MPI_COMM_NULL) MPI_Comm_free(&ring);
-      const std::vector<double> figures = allgather_rows(comm, std::vector<double>{mine == MPI_UNDEFINED ? -1.0 : best});
-      if (rank != 0) return;
-      for (const std::vector<int>& r : rings) {
-        RingTest test{round, r, {}, pairs};
-        for (int n : r) test.gbps.push_back(figures[static_cast<size_t>(n)]);
-        out.ring_tests.push_back(test);
-      }
-      record.measured(out);
-    };
-    for (int round = 0;; ++round) {
-      // Rank 0 plans; everyone learns the plan as rows of [size, nodes...] for each ring, then a -1 and
-      // the pairs' ends.
-      std::vector<int> plan;
-      if (rank == 0) {
-        const GroupTestingStep step = next_group_tests(size, out.ring_tests, rules);
-        for (const std::vector<int>& ring : step.rings) {
-          plan.push_back(static_cast<int>(ring.size()));
-          plan.insert(plan.end(), ring.begin(), ring.end());
-        }
-        plan.push_back(-1);
-        for (const auto& [a, b] : step.links) plan.insert(plan.end(), {a, b});
-      }
-      plan = allgather_rows(comm, plan);
-      std::vector<std::vector<int>> rings;
-      size_t k = 0;
-      for (; plan[k] >= 0; k += static_cast<size_t>(plan[k]) + 1)
-        rings.emplace_back(plan.begin() + static_cast<ptrdiff_t>(k) + 1, plan.begin() + static_cast<ptrdiff_t>(k) + 1 + plan[k]);
-      if (!rings.empty()) {
-        measure_rings(rings, round, false);
-        continue;
-      }
-      // Bisection is over: each pair as a ring of two, judged as every ring is, and as a link, for its
-      // bandwidth each way and its latency.
-      std::vector<std::pair<int, int>> pairs;
-      for (++k; k + 1 < plan.size(); k += 2) pairs.emplace_back(plan[k], plan[k + 1]);
-      const auto pair_rounds = rounds_of(pairs);
-      for (const auto& pair_round : pair_rounds) {
-        std::vector<std::vector<int>> pair_rings;
-        for (const auto& [a, b] : pair_round) pair_rings.push_back({a, b});
-        measure_rings(pair_rings, round, true);
-      }
-      if (!pairs.empty())
-        measure_links([&](int) { return pair_rounds; }, level.repeats,
-                      std::to_string(pairs.size()) + " pairs of group testing, ", "accept: links");
-      break;
-    }
-  }
-  timeline.range("accept: links", links_began, timeline.now());
-
-  // What the first pass left unpassed, once more (docs/accept.md, "Retests"); every figure's verdict is
-  // then drawn from all its repeats.
-  std::vector<int> plan;  // [compute nodes..., -1, memory nodes..., -1, a, b, a, b...]
-  if (rank == 0) {
-    const Retests retests = retests_of(judge_so_far(out), out);
-    plan = retests.compute;
-    plan.push_back(-1);
-    plan.insert(plan.end(), retests.memory.begin(), retests.memory.end());
-    plan.push_back(-1);
-    for (const auto& [a, b] : retests.links) plan.insert(plan.end(), {a, b});
-  }
-  plan = allgather_rows(comm, plan);
-  const auto compute_end = std::find(plan.begin(), plan.end(), -1), memory_end = std::find(compute_end + 1, plan.end(), -1);
-  const std::vector<int> retest_compute(plan.begin(), compute_end), retest_memory(compute_end + 1, memory_end);
-  std::vector<std::pair<int, int>> retest_links;
-  for (auto at = memory_end + 1; at + 1 < plan.end(); at += 2) retest_links.emplace_back(at[0], at[1]);
-  const auto hosts_of = [&](const std::vector<int>& nodes) {
-    std::string hosts;
-    for (int n : nodes) hosts += (hosts.empty() ? "" : ", ") + gathered[static_cast<size_t>(n) * fields.size()];
-    return hosts;
-  };
-  if (!retest_compute.empty())
-    repeat_on_nodes("retest of " + hosts_of(retest_compute) + ": " + gemm_stage, "accept: compute retest", retest_compute,
-                    level.retest_repeats, gemm, &NodeMeasurements::gemm_gflops, run_gemm);
-  if (!retest_memory.empty())
-    repeat_on_nodes("retest of " + hosts_of(retest_memory) + ": " + triad_stage, "accept: memory retest", retest_memory,
-                    level.retest_repeats, triad, &NodeMeasurements::triad_gbps, run_triad);
-  if (!retest_links.empty()) {
-    const int64_t began = timeline.now();
-    const auto retest_rounds = rounds_of(retest_links);
-    measure_links([&](int) { return retest_rounds; }, level.retest_repeats,
-                  "retest of " + std::to_string(retest_links.size()) + (retest_links.size() == 1 ? " link, " : " links, "),
-                  "accept: links retest");
-    timeline.range("accept: links retest", began, timeline.now());
-  }
-  const auto progress = [&](const std::string& line) { record.begin_stage(line); };
-  out.collectives = measure_collectives(comm, level, progress);
-  if (rank == 0) record.measured(out);
-  if (any_gpu) {
-    std::vector<std::string> hosts;
-    for (size_t n = 0; n < static_cast<size_t>(size); ++n) hosts.push_back(gathered[n * fields.size()]);
-    measure_nccl_collectives(comm, level, my_gpus, my_gpu_error, hosts, progress, timeline, out);
-    if (rank == 0) record.measured(out);
-  }
-  return out;
+  MeasureRun run(comm, level, timeline, record, rules, judge_so_far);
+  for (const auto stage : kStages) stage(run);
+  return std::move(run.out);
 }
 
 }  // namespace rankscope::acceptance

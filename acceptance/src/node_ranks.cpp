@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "rankscope/clocksync/sync_mpi.h"
-#include "rankscope/merge/mpi_gather.h"
+#include "rankscope/mpi_exchange/gather.h"
 
 namespace rankscope::acceptance {
 namespace {

@@ -4,7 +4,8 @@
 #include <vector>
 
 #include "rankscope/acceptance/measure.h"
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/profile.h"
+#include "rankscope/analysis/stragglers.h"
 #include "rankscope/clocksync/sync_mpi.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/statistics.h"

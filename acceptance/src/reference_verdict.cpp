@@ -3,7 +3,10 @@
 #include <algorithm>
 
 #include "fleet.h"
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/fleet_rules.h"
+#include "rankscope/acceptance/measurements.h"
+#include "rankscope/acceptance/summary.h"
+#include "rankscope/acceptance/verdict.h"
 #include "rankscope/model/json.h"
 #include "rankscope/model/text.h"
 
@@ -36,7 +39,7 @@ std::vector<Check> reference_job_checks(const Measurements& in, const Rules& rul
   if (speeds.empty()) return checks;
   const Fleet fleet(speeds);
   const double median_ms = fleet.median > 0 ? 1e3 / fleet.median : 0;
-  const std::string rule = "named a straggler by the straggler analysis (docs/report.md) and " +
+  const std::string rule = "named a straggler by the straggler analysis (docs/report-stragglers.md) and " +
                            rule_text(rules, "the fleet median") + ": fail; named within noise, or slow without being "
                            "named: retest";
   for (size_t n = 0; n < in.nodes.size(); ++n) {

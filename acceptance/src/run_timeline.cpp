@@ -9,13 +9,13 @@
 
 #include "rankscope/acceptance/measure.h"
 #include "rankscope/clocksync/sync_mpi.h"
-#include "rankscope/merge/mpi_gather.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/hash.h"
 #include "rankscope/model/shard.h"
 #include "rankscope/model/statistics.h"
 #include "rankscope/model/temporary_paths.h"
 #include "rankscope/model/version.h"
+#include "rankscope/mpi_exchange/gather.h"
 
 namespace rankscope::acceptance {
 namespace {

@@ -4,7 +4,11 @@
 #include <set>
 
 #include "fleet.h"
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/collectives.h"
+#include "rankscope/acceptance/link_screen.h"
+#include "rankscope/acceptance/measurements.h"
+#include "rankscope/acceptance/summary.h"
+#include "rankscope/acceptance/verdict.h"
 #include "rankscope/model/format.h"
 #include "rankscope/model/text.h"
 #include "rankscope/model/json.h"

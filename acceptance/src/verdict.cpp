@@ -8,7 +8,12 @@
 #include "figures.h"
 #include "fleet.h"
 #include "group_testing.h"
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/collectives.h"
+#include "rankscope/acceptance/fleet_rules.h"
+#include "rankscope/acceptance/link_screen.h"
+#include "rankscope/acceptance/measurements.h"
+#include "rankscope/acceptance/retests.h"
+#include "rankscope/acceptance/verdict.h"
 #include "rankscope/model/text.h"
 #include "rankscope/model/statistics.h"
 

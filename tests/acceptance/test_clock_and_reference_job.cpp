@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/fleet_rules.h"
+#include "rankscope/acceptance/measurements.h"
+#include "rankscope/acceptance/summary.h"
+#include "rankscope/acceptance/verdict.h"
 
 namespace rankscope::acceptance {
 namespace {

@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
 #include "fleet_fixtures.h"
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/measurements.h"
+#include "rankscope/acceptance/summary.h"
+#include "rankscope/acceptance/verdict.h"
 #include "rankscope/acceptance/measure.h"
 
 namespace rankscope::acceptance {

@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "fleet_fixtures.h"
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/measurements.h"
+#include "rankscope/acceptance/summary.h"
+#include "rankscope/acceptance/verdict.h"
 #include "rankscope/acceptance/node_ranks.h"
 #include "rankscope/acceptance/rules.h"
 

@@ -1,4 +1,4 @@
-// Group testing (docs/accept.md, "Group testing"): the plan round by round,
+// Group testing (docs/accept-reference.md, "Group testing"): the plan round by round,
 // driven by a simulated fleet, and the verdicts it leads to.
 #include <gtest/gtest.h>
 
@@ -9,7 +9,11 @@
 
 #include "fleet_fixtures.h"
 #include "simulated_fleet.h"
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/fleet_rules.h"
+#include "rankscope/acceptance/link_screen.h"
+#include "rankscope/acceptance/measurements.h"
+#include "rankscope/acceptance/summary.h"
+#include "rankscope/acceptance/verdict.h"
 #include "rankscope/model/error.h"
 
 namespace rankscope::acceptance {

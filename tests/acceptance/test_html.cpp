@@ -8,7 +8,11 @@
 #include <utility>
 
 #include "html_page_checks.h"
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/collectives.h"
+#include "rankscope/acceptance/fleet_rules.h"
+#include "rankscope/acceptance/measurements.h"
+#include "rankscope/acceptance/summary.h"
+#include "rankscope/acceptance/verdict.h"
 #include "rankscope/model/format.h"
 #include "fleet_fixtures.h"
 

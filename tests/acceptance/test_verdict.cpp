@@ -5,7 +5,12 @@
 #include <set>
 
 #include "fleet_fixtures.h"
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/collectives.h"
+#include "rankscope/acceptance/link_screen.h"
+#include "rankscope/acceptance/measurements.h"
+#include "rankscope/acceptance/retests.h"
+#include "rankscope/acceptance/summary.h"
+#include "rankscope/acceptance/verdict.h"
 #include "rankscope/acceptance/measure.h"
 #include "rankscope/model/error.h"
 

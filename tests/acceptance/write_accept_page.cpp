@@ -9,7 +9,10 @@
 #include <fstream>
 #include <string>
 
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/link_screen.h"
+#include "rankscope/acceptance/measurements.h"
+#include "rankscope/acceptance/summary.h"
+#include "rankscope/acceptance/verdict.h"
 #include "fleet_fixtures.h"
 #include "simulated_fleet.h"
 

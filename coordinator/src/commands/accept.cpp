@@ -10,15 +10,19 @@
 
 #include "command.h"
 #include "outputs.h"
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/link_screen.h"
+#include "rankscope/acceptance/measurements.h"
+#include "rankscope/acceptance/summary.h"
+#include "rankscope/acceptance/verdict.h"
 #include "rankscope/acceptance/measure.h"
 #include "rankscope/acceptance/node_ranks.h"
 #include "rankscope/acceptance/rules.h"
 #include "rankscope/acceptance/reference_job.h"
 #include "rankscope/acceptance/run_timeline.h"
-#include "rankscope/merge/mpi_gather.h"
+#include "rankscope/merge/problems_text.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/temporary_paths.h"
+#include "rankscope/mpi_exchange/gather.h"
 
 namespace rankscope::cli {
 namespace {
@@ -162,7 +166,7 @@ int accept_nodes(const acceptance::NodeRanks& ranks, const AcceptOptions& option
   int verdict = 0;
   run_on_process_0(nodes, [&] {
     record.finish();
-    print_merge_problems("accept", merged, "shard", stderr);
+    std::fputs((merge_warnings_text(merged, "accept") + missing_and_dead_ranks_text(merged, "shard")).c_str(), stderr);
     acceptance::analyse_reference_job(timeline.path(), measured);
     const acceptance::Acceptance judged = judged_by(measured, judgement);
     if (!options.save_baseline.empty() && judged.verdict == acceptance::Verdict::pass) {

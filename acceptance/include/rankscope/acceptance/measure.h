@@ -13,7 +13,11 @@
 #include <utility>
 #include <vector>
 
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/collectives.h"
+#include "rankscope/acceptance/fleet_rules.h"
+#include "rankscope/acceptance/link_screen.h"
+#include "rankscope/acceptance/measurements.h"
+#include "rankscope/acceptance/verdict.h"
 #include "rankscope/acceptance/run_timeline.h"
 
 namespace rankscope::acceptance {

@@ -3,7 +3,7 @@
 // through the BLAS GEMM of the compute check, gradient buckets all-reduced
 // as backward goes, a ProfilerStep#N range per step), recorded into the
 // run's timeline; then the product's own job profile and straggler analysis
-// judge it there, as they would a user's job (docs/accept.md).
+// judge it there, as they would a user's job (docs/accept-reference.md).
 #pragma once
 
 #include <mpi.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/measurements.h"
 #include "rankscope/acceptance/run_timeline.h"
 
 namespace rankscope::acceptance {

@@ -10,7 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/fleet_rules.h"
+#include "rankscope/acceptance/measurements.h"
+#include "rankscope/acceptance/verdict.h"
 #include "rankscope/model/threshold_rules.h"
 
 namespace rankscope::acceptance {

@@ -17,7 +17,7 @@
 #include <tuple>
 #include <vector>
 
-#include "rankscope/acceptance/acceptance.h"
+#include "rankscope/acceptance/measurements.h"
 #include "rankscope/clocksync/clock.h"
 #include "rankscope/merge/merge.h"
 #include "rankscope/model/event.h"
