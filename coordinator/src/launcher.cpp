@@ -34,9 +34,10 @@
 #include <vector>
 
 #include "commands/command.h"
-#include "rankscope/analysis/analysis.h"
+#include "rankscope/analysis/rank_ends.h"
 #include "rankscope/clocksync/sync_mpi.h"
 #include "rankscope/merge/merge.h"
+#include "rankscope/merge/problems_text.h"
 #include "rankscope/merge/rank_status.h"
 #include "rankscope/model/counters.h"
 #include "rankscope/model/error.h"
@@ -44,6 +45,7 @@
 #include "rankscope/model/shard.h"
 #include "rankscope/model/text.h"
 #include "rankscope/rank_agent/agent.h"
+#include "rankscope/rank_agent/agent_settings.h"
 
 namespace rankscope {
 namespace {
@@ -196,30 +198,33 @@ bool file_starts_with(const fs::path& path, std::string_view prefix) {
 
 void set(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
 
-// The environment every mode gives the agent.
+// The environment every mode gives the agent: its settings, then the way
+// each capture source's library enters it.
 void set_agent_environment(const RunOptions& options, const Identity& id, const fs::path& shard_dir,
                            const std::string& mode) {
-  set(agent::kEnvShardDir, shard_dir.string());
-  set(agent::kEnvCapture, options.capture);
-  set(agent::kEnvBufferMb, std::to_string(options.buffer_mb));
-  set(agent::kEnvFlushMs, std::to_string(options.flush_ms));
-  set(agent::kEnvHangTimeout, printf_string("%.17g", options.hang_timeout_s));
-  set(agent::kEnvHangAction, options.hang_action);
-  set(agent::kEnvRing, printf_string("%.17g", options.ring_s));
-  if (options.delay_s >= 0) set(agent::kEnvDelay, printf_string("%.17g", options.delay_s));
-  if (options.duration_s >= 0) set(agent::kEnvDuration, printf_string("%.17g", options.duration_s));
-  if (options.paused) set(agent::kEnvPaused, "1");
-  set(agent::kEnvSteps, options.steps);
-  set(agent::kEnvCaptureRange, options.capture_range);
-  set(agent::kEnvRank, std::to_string(id.rank));
-  set(agent::kEnvWorldSize, std::to_string(id.world_size));
-  set(agent::kEnvLocalRank, std::to_string(id.local_rank));
-  set(agent::kEnvLocalSize, std::to_string(id.local_size));
-  set(agent::kEnvLauncher, id.launcher);
-  set(agent::kEnvJobId, id.job_id);
-  set(agent::kEnvMode, mode);
-  set(agent::kEnvSyncInterval, printf_string("%.17g", options.sync_interval_s));
-  set(agent::kEnvClockThread, options.clock_thread);
+  agent::AgentSettings settings;
+  settings.shard_dir = shard_dir.string();
+  settings.capture = options.capture;
+  settings.buffer_mb = options.buffer_mb;
+  settings.flush_ms = options.flush_ms;
+  settings.hang_timeout_s = options.hang_timeout_s;
+  settings.hang_action = options.hang_action;
+  settings.ring_s = options.ring_s;
+  settings.delay_s = options.delay_s;
+  settings.duration_s = options.duration_s;
+  settings.paused = options.paused;
+  settings.steps = options.steps;
+  settings.capture_range = options.capture_range;
+  settings.rank = id.rank;
+  settings.world_size = id.world_size;
+  settings.local_rank = id.local_rank;
+  settings.local_size = id.local_size;
+  settings.launcher = id.launcher;
+  settings.job_id = id.job_id;
+  settings.mode = mode;
+  settings.sync_interval_s = options.sync_interval_s;
+  settings.clock_thread = options.clock_thread;
+  for (const auto& [variable, value] : settings.environment()) set(std::string(variable).c_str(), value);
   // Each capture source is entered through the way its library loads tools;
   // every one names the same capture library, already loaded by the preload.
   const std::string capture_library = agent_library("librankscope_capture.so").string();
@@ -1008,7 +1013,7 @@ class Sidecar {
       merge.derive_tables = cli::matched_collectives_writer("run");
       const MergeResult result = merge_shards(MPI_COMM_WORLD, merge);
       if (id_.rank == 0) {
-        cli::print_merge_problems("run", result, "shard", stderr);
+        std::fputs((merge_warnings_text(result, "run") + missing_and_dead_ranks_text(result, "shard")).c_str(), stderr);
         std::fprintf(stderr, "rankscope run: timeline %s: %d ranks, %llu events (merged in %.2f s)\n",
                      options_.output.c_str(), result.world_size, static_cast<unsigned long long>(result.events),
                      result.seconds);

@@ -23,7 +23,10 @@
 
 namespace rankscope::agent {
 
-// The environment `rankscope run` sets for the agent (docs/agent.md).
+struct AgentSettings;  // agent_settings.h
+
+// The environment `rankscope run` sets for the agent (docs/agent-reference.md,
+// "The environment it uses").
 inline constexpr const char* kEnvShardDir = "RANKSCOPE_SHARD_DIR";   // where rank-NNNNN.shard goes
 inline constexpr const char* kEnvAgentPid = "RANKSCOPE_AGENT_PID";   // only this process captures
 inline constexpr const char* kEnvCapture = "RANKSCOPE_CAPTURE";      // e.g. "mpi,nvtx"
@@ -145,6 +148,10 @@ inline bool parse_trigger(std::string_view line, Trigger& out) {
   }
   return false;
 }
+// Where CUPTI is, when not where CUDA keeps it; and which clock times NCCL's
+// work on the GPU (docs/gpu-capture.md, "NCCL capture").
+inline constexpr const char* kEnvCuptiPath = "RANKSCOPE_CUPTI_PATH";
+inline constexpr const char* kEnvNcclGpuTime = "RANKSCOPE_NCCL_GPU_TIME";
 // Sidecar mode: when the job started (ns since the epoch), as the sidecars
 // agreed on it; in-process mode learns it at MPI_Init.
 inline constexpr const char* kEnvJobStart = "RANKSCOPE_JOB_START_NS";
@@ -195,7 +202,7 @@ class SequenceLock {
 };
 
 // The call a thread is inside of right now (a blocking collective), for the
-// state a hang writes out (docs/agent.md, "Hangs"): the event the call will
+// state a hang writes out (docs/agent-design.md, "The hang watch"): the event the call will
 // be, its end not yet known. Its thread writes it, the flusher reads it. On
 // the hot path: a few stores, no lock, no system call.
 class CallInProgress {
@@ -315,3 +322,6 @@ RANKSCOPE_AGENT_API void rankscope_agent_after_mpi_init(int aside);
 // the clock it measures clock sync with from this, so that it measures
 // exactly the clock events are stamped with. "raw" in a process that does not capture.
 RANKSCOPE_AGENT_API const char* rankscope_agent_clock_base();
+// The settings the agent started with (rankscope/rank_agent/agent_settings.h),
+// for the MPI shim; nothing without an agent.
+RANKSCOPE_AGENT_API const rankscope::agent::AgentSettings* rankscope_agent_settings();

@@ -14,14 +14,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <mutex>
 #include <thread>
 
 #include "mpi_shim.h"
 #include "rankscope/clocksync/sync_mpi.h"
+#include "rankscope/rank_agent/agent_settings.h"
 
 namespace rankscope::agent {
 namespace {
@@ -89,15 +88,11 @@ void run(Rounds& rounds) {
 
 ClockRoundSettings clock_round_settings() {
   ClockRoundSettings settings;
-  if (const char* interval = std::getenv(kEnvSyncInterval)) {
-    char* end = nullptr;
-    const double seconds = std::strtod(interval, &end);
-    if (end != interval && *end == '\0' && seconds > 0) settings.interval_s = seconds;
-  }
-  if (const char* thread = std::getenv(kEnvClockThread)) {
-    if (std::strcmp(thread, "always") == 0) settings.thread = ClockRoundSettings::Thread::kAlways;
-    if (std::strcmp(thread, "never") == 0) settings.thread = ClockRoundSettings::Thread::kNever;
-  }
+  const AgentSettings* given = rankscope_agent_settings();
+  if (!given) return settings;
+  if (given->sync_interval_s) settings.interval_s = *given->sync_interval_s;
+  if (given->clock_thread == "always") settings.thread = ClockRoundSettings::Thread::kAlways;
+  if (given->clock_thread == "never") settings.thread = ClockRoundSettings::Thread::kNever;
   return settings;
 }
 

@@ -1,8 +1,5 @@
 #include "capture_source.h"
 
-#include <algorithm>
-
-#include "rankscope/model/text.h"
 #include "rankscope/rank_agent/agent.h"
 
 namespace rankscope::agent {
@@ -15,8 +12,6 @@ CaptureSource& nvtx_capture_source();
 CaptureSource& cupti_capture_source();
 CaptureSource& nccl_capture_source();
 #endif
-
-int flush_interval_ms() { return std::max(10, env_integer<int>(kEnvFlushMs, 200)); }
 
 std::span<CaptureSource* const> built_capture_sources() {
   static CaptureSource* const sources[] = {

@@ -349,7 +349,7 @@ bool install_handlers(NvtxGetExportTableFunc_t get_export_table) {
 class NvtxSource final : public CaptureSource {
  public:
   uint32_t bit() const override { return kCaptureNvtx; }
-  bool start(std::string& why_not) override {
+  bool start(const AgentSettings& settings, std::string& why_not) override {
     pthread_key_create(&g_ranges_key, [](void* opaque) {
       auto* ranges = static_cast<ThreadRanges*>(opaque);
       ranges->depth.store(0, std::memory_order_relaxed);
@@ -357,7 +357,7 @@ class NvtxSource final : public CaptureSource {
       t_ranges = nullptr;
     });
     g_domains[0].track = rankscope_agent_track(TrackType::kNvtxDomain, 0, -1, "NVTX start/end ranges");
-    if (!std::getenv("NVTX_INJECTION64_PATH")) {
+    if (settings.nvtx_injection_path.empty()) {
       why_not = "NVTX_INJECTION64_PATH is not set (rankscope run sets it to the capture library)";
       return false;
     }

@@ -12,6 +12,7 @@
 #include "rankscope/model/counters.h"
 #include "rankscope/model/error.h"
 #include "rankscope/model/shard.h"
+#include "rankscope/rank_agent/agent_settings.h"
 
 namespace rankscope::agent {
 
@@ -63,8 +64,8 @@ void set_up_after_init() {
   g_persistent = new RequestTable();
   rankscope_agent_at_close(add_counters);
   ::on_exit(remember_exit_status, nullptr);
-  const char* hang_timeout = std::getenv(kEnvHangTimeout);
-  g_show_waits = hang_timeout && std::strtod(hang_timeout, nullptr) > 0;
+  const AgentSettings* settings = rankscope_agent_settings();
+  g_show_waits = settings && settings->hang_timeout_s > 0;
 
   const clocksync::Placement where = clocksync::placement(g_agent_comm);
   rankscope_agent_set_placement(where.world_size, where.local_rank, where.local_size, where.node_id);
@@ -105,11 +106,12 @@ void close_shard(int64_t own_work) {
   MPI_Request request;
   PMPI_Iallreduce(&complete, &all_complete, 1, MPI_INT, MPI_MIN, g_agent_comm, &request);
   clocksync::wait_idle(request);
-  const char* shard_dir = std::getenv(kEnvShardDir);
+  const AgentSettings* settings = rankscope_agent_settings();
+  const std::string shard_dir = settings ? settings->shard_dir : "";
   if (!all_complete) return;
-  const int elsewhere = clocksync::ranks_not_sharing_folder(g_agent_comm, shard_dir ? shard_dir : "");
-  if (!shard_dir) return;
-  const std::string mark = std::string(shard_dir) + "/" + shard_file_name(g_world_rank, kFinalizedSuffix);
+  const int elsewhere = clocksync::ranks_not_sharing_folder(g_agent_comm, shard_dir);
+  if (shard_dir.empty()) return;
+  const std::string mark = shard_dir + "/" + shard_file_name(g_world_rank, kFinalizedSuffix);
   if (std::FILE* file = std::fopen(mark.c_str(), "w")) {
     std::fprintf(file, "%d\n", elsewhere);
     std::fclose(file);

@@ -36,7 +36,7 @@ constexpr CudaApiCall kRecordedApiCalls[] = {
 #define DRIVER(call) {CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_##call, #call}
     // Kernel and graph launches. The driver's too: NCCL, Triton and the CUDA
     // libraries launch through it, and a kernel's NCCL collective is linked
-    // through its launch call's record (src/cuda_correlation.h).
+    // through its launch call's record (cuda_correlation.h).
     RUNTIME(cudaLaunchKernel, v7000), RUNTIME(cudaLaunchKernel_ptsz, v7000),
     RUNTIME(cudaLaunchKernelExC, v11060), RUNTIME(cudaLaunchKernelExC_ptsz, v11060),
     RUNTIME(cudaLaunchCooperativeKernel, v9000), RUNTIME(cudaLaunchCooperativeKernel_ptsz, v9000),

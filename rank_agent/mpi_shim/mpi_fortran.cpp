@@ -7,7 +7,7 @@
 // calls the C wrapper, so a Fortran call is recorded exactly as a C call is.
 //
 // Calls not listed here still work (the application's own binding runs) but
-// are not recorded; docs/agent.md lists both.
+// are not recorded; docs/agent-reference.md lists both.
 #include <mpi.h>
 
 #include <cstddef>

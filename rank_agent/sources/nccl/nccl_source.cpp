@@ -4,7 +4,7 @@
 // very instance) and uses the newest table it knows: ncclProfiler_v5 (NCCL
 // 2.28) or ncclProfiler_v4 (NCCL 2.27). Layouts: nccl_profiler_abi.h.
 //
-// Events (docs/agent.md, "NCCL capture"): for each collective, the host
+// Events (docs/gpu-capture.md, "NCCL capture"): for each collective, the host
 // enqueue window (kNcclCollectiveEnqueue, Coll start to stop, on the calling
 // thread's track) and its GPU execution (kNcclCollectiveGpu, the earliest
 // KernelCh start to the latest KernelCh stop over its channels, on the
@@ -48,9 +48,6 @@ namespace rankscope::agent {
 namespace {
 
 namespace abi = nccl_profiler;
-
-constexpr const char* kEnvGpuTiming = "RANKSCOPE_NCCL_GPU_TIME";
-constexpr const char* kEnvPlugin = "NCCL_PROFILER_PLUGIN";
 
 // Where a collective's GPU time comes from (RANKSCOPE_NCCL_GPU_TIME).
 enum class GpuTiming {
@@ -719,34 +716,34 @@ abi::Result finalize(void* context) {
 
 // ------------------------------------------------------------ the source ---
 
-bool parse_gpu_timing(const char* text, GpuTiming& timing) {
-  if (!text || !*text || std::strcmp(text, "kernelch") == 0) timing = GpuTiming::kKernelCh;
-  else if (std::strcmp(text, "cupti") == 0) timing = GpuTiming::kCupti;
-  else if (std::strcmp(text, "both") == 0) timing = GpuTiming::kBoth;
+bool parse_gpu_timing(std::string_view text, GpuTiming& timing) {
+  if (text.empty() || text == "kernelch") timing = GpuTiming::kKernelCh;
+  else if (text == "cupti") timing = GpuTiming::kCupti;
+  else if (text == "both") timing = GpuTiming::kBoth;
   else return false;
   return true;
 }
 
 // NCCL loads what NCCL_PROFILER_PLUGIN names: this library only if it names
 // it by absolute path, or says STATIC_PLUGIN while it is preloaded.
-bool plugin_names_this_library(const char* self, std::string& why_not) {
-  const char* plugin = std::getenv(kEnvPlugin);
+bool plugin_names_this_library(const std::string& plugin, const char* self, std::string& why_not) {
+  constexpr const char* kVariable = "NCCL_PROFILER_PLUGIN";
   const std::string remedy = std::string(" (rankscope run --capture nccl sets it to ") + self + ")";
-  if (!plugin || !*plugin) {
-    why_not = std::string(kEnvPlugin) + " is not set, so NCCL does not load the capture library" + remedy;
+  if (plugin.empty()) {
+    why_not = std::string(kVariable) + " is not set, so NCCL does not load the capture library" + remedy;
     return false;
   }
-  if (std::strcmp(plugin, "STATIC_PLUGIN") == 0) {
+  if (plugin == "STATIC_PLUGIN") {
     if (dlsym(RTLD_DEFAULT, "ncclProfiler_v5") == &ncclProfiler_v5) return true;
-    why_not = std::string(kEnvPlugin) + "=STATIC_PLUGIN, but the capture library is not preloaded";
+    why_not = std::string(kVariable) + "=STATIC_PLUGIN, but the capture library is not preloaded";
     return false;
   }
   struct stat named {}, own {};
-  if (plugin[0] == '/' && ::stat(plugin, &named) == 0 && ::stat(self, &own) == 0 && named.st_dev == own.st_dev &&
+  if (plugin[0] == '/' && ::stat(plugin.c_str(), &named) == 0 && ::stat(self, &own) == 0 && named.st_dev == own.st_dev &&
       named.st_ino == own.st_ino) {
     return true;
   }
-  why_not = std::string(kEnvPlugin) + "=" + plugin + " does not name the capture library by its absolute path" + remedy;
+  why_not = std::string(kVariable) + "=" + plugin + " does not name the capture library by its absolute path" + remedy;
   return false;
 }
 
@@ -754,9 +751,9 @@ class NcclSource final : public CaptureSource {
  public:
   uint32_t bit() const override { return kCaptureNccl; }
 
-  bool start(std::string& why_not) override {
-    if (!parse_gpu_timing(std::getenv(kEnvGpuTiming), g_gpu_timing)) {
-      why_not = std::string(kEnvGpuTiming) + "=" + std::getenv(kEnvGpuTiming) + ": expected kernelch, cupti or both";
+  bool start(const AgentSettings& settings, std::string& why_not) override {
+    if (!parse_gpu_timing(settings.nccl_gpu_timing, g_gpu_timing)) {
+      why_not = std::string(kEnvNcclGpuTime) + "=" + settings.nccl_gpu_timing + ": expected kernelch, cupti or both";
       return false;
     }
     g_activation_mask = activation_mask(g_gpu_timing);
@@ -767,7 +764,7 @@ class NcclSource final : public CaptureSource {
       why_not = "the capture library cannot find its own path";
       return false;
     }
-    if (!plugin_names_this_library(self.dli_fname, why_not)) return false;
+    if (!plugin_names_this_library(settings.nccl_profiler_plugin, self.dli_fname, why_not)) return false;
     // NCCL unloads its profiler plugin after its last communicator; this
     // library also holds the agent and its flusher thread, so it stays.
     dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);

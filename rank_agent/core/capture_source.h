@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "rankscope/model/event.h"
+#include "rankscope/rank_agent/agent_settings.h"
 
 namespace rankscope::agent {
 
@@ -19,7 +20,7 @@ class CaptureSource {
   virtual uint32_t bit() const = 0;  // its CaptureBit (agent.h), which names it
   // Called once, when the agent starts with this source requested. False
   // leaves the source off; `why_not` then says why, in one line.
-  virtual bool start(std::string& why_not) = 0;
+  virtual bool start(const AgentSettings& settings, std::string& why_not) = 0;
   // Called at finish, before the last flush: hand over what is still held.
   virtual void stop() = 0;
   // What the source holds open now (ranges begun, not ended), as incomplete
@@ -31,9 +32,6 @@ class CaptureSource {
   }
 };
 
-// How often the agent writes to its shard (RANKSCOPE_FLUSH_MS, at least 10
-// ms); sources that hold records of their own hand them over as often.
-int flush_interval_ms();
 
 // The sources this build has.
 std::span<CaptureSource* const> built_capture_sources();

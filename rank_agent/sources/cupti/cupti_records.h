@@ -29,7 +29,7 @@ struct CudaApiCall {
   CUpti_CallbackId cbid;
   const char* name;
 };
-// Launches, graph launches, copies, memsets and synchronisations (docs/agent.md, "CUDA capture").
+// Launches, graph launches, copies, memsets and synchronisations (docs/gpu-capture.md, "CUDA capture").
 std::span<const CudaApiCall> recorded_cuda_api_calls();
 
 // A fixed-capacity map from nonzero 64-bit keys to 32-bit values, read and
@@ -55,7 +55,7 @@ class ConcurrentCache {
 };
 
 // CUDA correlation id → the external id a capture source pushed around the
-// launch (CUPTI's CUSTOM2 kind, src/cuda_correlation.h). Direct-mapped on the
+// launch (CUPTI's CUSTOM2 kind, cuda_correlation.h). Direct-mapped on the
 // correlation id, which CUPTI counts up: an entry is overwritten only 65,536
 // API calls later, long after its kernel's record has been read.
 class ExternalCorrelations {

@@ -1,6 +1,6 @@
 // CUDA capture through CUPTI's activity API: kernels, copies, memsets and
 // synchronisations as the GPU ran them, the CUDA calls that launched them,
-// and the link from a NCCL collective to its kernel (src/cuda_correlation.h).
+// and the link from a NCCL collective to its kernel (cuda_correlation.h).
 //
 // libcupti is opened at run time, never linked, so that the capture library
 // loads on hosts without CUDA. Where CUPTI, the driver or a recent enough
@@ -17,7 +17,7 @@
 //
 // CUPTI fills one buffer per thread and hands it back, when it is full or
 // flushed, on a thread of its own: the buffer is translated in place into
-// events (src/cupti_records.h) and returns to the pool.
+// events (cupti_records.h) and returns to the pool.
 //
 // CUPTI takes one subscriber per process, and the agent subscribes first,
 // as the library loads. A tool that subscribes later (torch.profiler's
@@ -59,7 +59,6 @@ namespace {
 
 constexpr uint32_t kCupti13 = 130000;         // cuptiGetVersion's xxyyzz for CUDA 13.0
 constexpr int kDriverForCuda13 = 13000;       // cuDriverGetVersion's 1000 * major + 10 * minor
-constexpr const char* kEnvCuptiPath = "RANKSCOPE_CUPTI_PATH";
 
 // Kinds asked for. Never KERNEL, which serialises kernels: CONCURRENT_KERNEL
 // gives the same record. The API calls are asked for one by one
@@ -145,13 +144,10 @@ struct Cupti {
 // Where libcupti may be: RANKSCOPE_CUPTI_PATH alone when set (a pip wheel's
 // copy, say); otherwise the soname on the loader's path (which also finds a
 // copy the program has loaded already), then the toolkit's folders.
-std::vector<std::string> cupti_candidates() {
-  if (const char* path = std::getenv(kEnvCuptiPath); path && *path) return {path};
+std::vector<std::string> cupti_candidates(const AgentSettings& settings) {
+  if (!settings.cupti_path.empty()) return {settings.cupti_path};
   std::vector<std::string> candidates = {"libcupti.so.13", "libcupti.so"};
-  std::vector<std::string> roots;
-  for (const char* variable : {"CUDA_HOME", "CUDA_PATH"}) {
-    if (const char* root = std::getenv(variable); root && *root) roots.emplace_back(root);
-  }
+  std::vector<std::string> roots = settings.cuda_roots;
   roots.emplace_back("/usr/local/cuda");
   for (const std::string& root : roots) {
     candidates.push_back(root + "/lib64/libcupti.so.13");
@@ -234,7 +230,8 @@ class CuptiSource final : public CaptureSource {
  public:
   uint32_t bit() const override { return kCaptureCuda; }
 
-  bool start(std::string& why_not) override {
+  bool start(const AgentSettings& settings, std::string& why_not) override {
+    settings_ = &settings;
     if (!open_cupti(why_not) || !check_driver(why_not) || !subscribe(why_not)) return false;
     translator_ = std::make_unique<CuptiRecordTranslator>();
     if (!configure(why_not)) {
@@ -312,13 +309,12 @@ class CuptiSource final : public CaptureSource {
 
   bool open_cupti(std::string& why_not) {
     std::string last_error;
-    for (const std::string& candidate : cupti_candidates()) {
+    for (const std::string& candidate : cupti_candidates(*settings_)) {
       if ((library_ = ::dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
       last_error = ::dlerror();
     }
     if (library_ == nullptr) {
-      const char* named = std::getenv(kEnvCuptiPath);
-      why_not = named && *named ? "CUPTI cannot be loaded from " + std::string(kEnvCuptiPath) + " (" + last_error + ")"
+      why_not = !settings_->cupti_path.empty() ? "CUPTI cannot be loaded from " + std::string(kEnvCuptiPath) + " (" + last_error + ")"
                                 : "CUPTI (libcupti.so.13) is not on the library path, nor under $CUDA_HOME or "
                                   "/usr/local/cuda; " + std::string(kEnvCuptiPath) + " may name it";
       return false;
@@ -419,8 +415,7 @@ class CuptiSource final : public CaptureSource {
       ++calls_enabled_;
     }
     CaptureRange range;
-    const char* range_text = std::getenv(kEnvCaptureRange);
-    if (range_text && parse_capture_range(range_text, range) && range.kind == CaptureRange::Kind::kCudaProfilerApi) {
+    if (parse_capture_range(settings_->capture_range, range) && range.kind == CaptureRange::Kind::kCudaProfilerApi) {
       for (const ProfilerCall& call : kProfilerCalls) {
         result = cupti_.enable_callback(1, subscriber_, call.domain, call.cbid);
         if (result != CUPTI_SUCCESS) return failed("the callback of cudaProfilerStart/Stop", result);
@@ -483,7 +478,7 @@ class CuptiSource final : public CaptureSource {
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, nullptr);  // the application's signals go to its own threads
-    const std::chrono::milliseconds period(flush_interval_ms());
+    const std::chrono::milliseconds period(settings_->flush_ms);
     std::unique_lock lock(flush_mutex_);
     while (!flush_wake_.wait_for(lock, period, [this] { return stop_flushing_; })) {
       lock.unlock();
@@ -516,6 +511,7 @@ class CuptiSource final : public CaptureSource {
   pid_t pid_ = 0;
   std::once_flag exit_flush_once_;
 
+  const AgentSettings* settings_ = nullptr;  // the agent's, which outlive its sources
   std::thread flusher_;
   std::mutex flush_mutex_;
   std::condition_variable flush_wake_;

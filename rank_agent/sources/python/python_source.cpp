@@ -1,6 +1,6 @@
 // Python capture: the entry points rankscope's hook in the interpreter calls
 // through ctypes (rankscope/rank_agent/python_hook.h; the hook itself is
-// rank_agent/python/rankscope_hook). The hook knows PyTorch; this side only
+// hook/rankscope_hook, beside this file). The hook knows PyTorch; this side only
 // records what it is told, keeps the ranges open now for a hang's state, and
 // says at the end what a Python process did not give.
 //
@@ -62,7 +62,7 @@ std::atomic<uint64_t> g_hook_ns{0};
 class PythonSource final : public CaptureSource {
  public:
   uint32_t bit() const override { return kCapturePython; }
-  bool start(std::string&) override {
+  bool start(const AgentSettings&, std::string&) override {
     // Asked now, not at the end: a crash inside dlopen ends the process
     // with the loader's lock held, and dlsym would wait for it forever.
     in_python_ = ::dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr;
