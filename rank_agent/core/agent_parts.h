@@ -173,7 +173,6 @@ class Agent {
     std::fprintf(stderr, "rankscope agent: rank %d: %s\n", rank_, line.c_str());
   }
 
-  AgentSettings settings_;  // read once, at the start
   std::atomic<uint32_t> capture_{0};
   uint32_t requested_ = 0;
   int32_t rank_ = 0;
@@ -277,6 +276,9 @@ class Agent {
   std::atomic<bool> finish_claimed_{false};
   std::atomic<bool> closed_{false};
   bool finish_result_ = false;
+
+  // Read once, at the start; last, away from what every event touches.
+  AgentSettings settings_;
 };
 
 
