@@ -1,7 +1,5 @@
 #include "capture_source.h"
 
-#include "rankscope/rank_agent/agent.h"
-
 namespace rankscope::agent {
 
 CaptureSource& python_capture_source();

@@ -87,10 +87,9 @@ void run(Rounds& rounds) {
 }  // namespace
 
 ClockRoundSettings clock_round_settings() {
-  ClockRoundSettings settings;
   const AgentSettings* given = rankscope_agent_settings();
-  if (!given) return settings;
-  if (given->sync_interval_s) settings.interval_s = *given->sync_interval_s;
+  if (!given) return {AgentSettings().sync_interval_s};
+  ClockRoundSettings settings{given->sync_interval_s};
   if (given->clock_thread == "always") settings.thread = ClockRoundSettings::Thread::kAlways;
   if (given->clock_thread == "never") settings.thread = ClockRoundSettings::Thread::kNever;
   return settings;

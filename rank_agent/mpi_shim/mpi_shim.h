@@ -537,7 +537,7 @@ PollTotals poll_totals();
 
 // Clock sync rounds during the run (mpi_clock_rounds.cpp), as `rankscope run` set them.
 struct ClockRoundSettings {
-  double interval_s = 10;
+  double interval_s;  // AgentSettings::sync_interval_s
   enum class Thread { kAuto, kAlways, kNever } thread = Thread::kAuto;
 };
 ClockRoundSettings clock_round_settings();

@@ -148,7 +148,7 @@ std::vector<std::pair<std::string_view, std::string>> AgentSettings::environment
                          {kEnvLauncher, launcher},
                          {kEnvJobId, job_id},
                          {kEnvMode, mode}});
-  if (sync_interval_s) out.emplace_back(kEnvSyncInterval, seconds_text(*sync_interval_s));
+  out.emplace_back(kEnvSyncInterval, seconds_text(sync_interval_s));
   out.emplace_back(kEnvClockThread, clock_thread);
   return out;
 }

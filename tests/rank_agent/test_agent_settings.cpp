@@ -76,7 +76,7 @@ TEST(AgentSettings, UnsetVariablesReadAsTheTableSays) {
   EXPECT_EQ(read.flush_ms, 200);
   EXPECT_EQ(read.delay_s, -1);
   EXPECT_EQ(read.duration_s, -1);
-  EXPECT_FALSE(read.sync_interval_s.has_value());
+  EXPECT_EQ(read.sync_interval_s, 10);
   EXPECT_FALSE(read.torchrun.restart_count.has_value());
   const auto unset_reads = [](std::string_view variable) {
     for (const AgentVariable& v : agent_variables()) {
@@ -87,6 +87,7 @@ TEST(AgentSettings, UnsetVariablesReadAsTheTableSays) {
   EXPECT_EQ(unset_reads(kEnvCapture), kDefaultCapture);
   EXPECT_EQ(unset_reads(kEnvBufferMb), "64");
   EXPECT_EQ(unset_reads(kEnvFlushMs), "200");
+  EXPECT_EQ(unset_reads(kEnvSyncInterval), "10");
 }
 
 TEST(AgentSettings, AFlushIntervalBelowTenMsIsTen) {
@@ -102,7 +103,6 @@ TEST(AgentSettings, EveryVariableWrittenIsInTheTableOnce) {
   AgentSettings settings;
   settings.delay_s = settings.duration_s = 1;
   settings.paused = true;
-  settings.sync_interval_s = 1;
   for (const auto& [variable, value] : settings.environment()) EXPECT_TRUE(table.count(variable)) << variable;
 }
 

@@ -63,7 +63,7 @@ struct AgentSettings {
   bool paused = false;
   std::string steps;          // --steps as given; empty: none
   std::string capture_range;  // --capture-range as given; empty: none
-  std::optional<double> sync_interval_s;  // nothing: the shim's own interval
+  double sync_interval_s = 10;  // a value that is not a positive number leaves this
   std::string clock_thread = "auto";
   std::string cupti_path;       // empty: CUPTI looked for where CUDA keeps it
   std::string nccl_gpu_timing;  // empty: NCCL capture's own choice
