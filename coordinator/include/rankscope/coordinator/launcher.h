@@ -1,9 +1,10 @@
 // `rankscope run`: profiles one rank of an mpirun-launched job.
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "rankscope/rank_agent/agent_settings.h"
 
 namespace rankscope {
 
@@ -22,29 +23,18 @@ inline constexpr double kMaxRunSeconds = 86400;
 struct RunOptions {
   std::string output = "rankscope.h5";  // the job's timeline; shards go to OUTPUT.shards/ meanwhile
   bool overwrite = false;               // an earlier timeline at `output` may be replaced
-  std::string capture;                  // capture sources (`run` starts from the agent's default)
   std::string mode = "auto";            // auto, inprocess or sidecar
-  uint64_t buffer_mb = 64;              // event buffers per rank
-  uint32_t flush_ms = 200;              // how often the agent writes to its shard
-  double sync_interval_s = 10;          // clock sync rounds while the application runs
-  std::string clock_thread = "auto";    // in-process mode: rounds on a thread of the agent's (auto, always, never)
-  double hang_timeout_s = 0;            // a collective this long makes every rank write its state (0: off)
-  std::string hang_action = "report";   // report (keep running) or abort (end the job after the state is written)
-  double ring_s = 0;                    // flight recorder: keep only the last this many seconds of events in memory (0: off)
-  double delay_s = -1;                  // capture starts this long after the job started (-1: at the start)
-  double duration_s = -1;               // and lasts this long (-1: to the end)
-  bool paused = false;                  // capture starts paused, until `rankscope trigger JOB start`
-  std::string steps;                    // capture window by step: "A:B[/PERIOD]" ("": none)
-  std::string capture_range;            // capture window by range: "nvtx:NAME[@DOMAIN]" or "cudaProfilerApi" ("": none)
-  std::vector<std::string> command;     // the application and its arguments
+  // What the agent captures and how, as the options set it; who each rank
+  // is and the mode are filled in per process, as it starts.
+  agent::AgentSettings agent;
+  std::vector<std::string> command;  // the application and its arguments
 };
 
 // What `rankscope run` exits with for its own errors: 1 may be the application's.
 inline constexpr int kRunErrorStatus = 2;
 
-// In-process mode replaces this process with the application and does not
-// return unless that fails. Sidecar mode returns the application's exit
-// status, or re-raises the signal that ended it.
+// Runs the application in a child of this process, in the mode asked or
+// found, and returns its exit status, or re-raises the signal that ended it.
 int run_application(const RunOptions& options);
 
 // Throws where the launcher started this process as one rank of several but
