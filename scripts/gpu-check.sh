@@ -167,7 +167,7 @@ for pair in $(seq 1 "$pairs"); do
 done
 
 # What the proof does not hang on comes last: the budget skips it first.
-# Capture windows (docs/agent.md): between the program's cudaProfilerStart and
+# Capture windows (docs/windows-and-hangs.md): between the program's cudaProfilerStart and
 # cudaProfilerStop, and steered by its ProfilerStep ranges; steps 4-6 of 10 each.
 step window-profiler-api gpu_train_nccl kernelch "$out/window-profiler-api.h5" "$out/truth-window-profiler-api-%r.json" \
   --capture-range cudaProfilerApi -- --steps 10 --profile-steps 4 6

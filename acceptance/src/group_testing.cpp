@@ -1,5 +1,5 @@
 // Group testing's plan: the first rings, each round's bisection, and the
-// links that confirm the suspects (docs/accept-reference.md, "Group testing").
+// links that confirm the suspects (docs/design/group-testing.md).
 #include "group_testing.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // Hangs: collectives some ranks entered and never left, from the incomplete
-// events a hang's dump writes (docs/agent.md, "Hangs"), and who never came;
+// events a hang's dump writes (docs/windows-and-hangs.md, "Hangs"), and who never came;
 // NCCL sends and receives whose kernels waited for their peer, likewise;
 // and deadlocks, ranks each inside a call waiting for a message from (or to)
 // the next, in a cycle.

@@ -1,6 +1,6 @@
 // The base clocks under every event clock: the TSC's calibration against
 // CLOCK_MONOTONIC_RAW, the calibration file the processes of one machine
-// share, and which base clock a process runs. Background: docs/clocksync.md,
+// share, and which base clock a process runs. Background: docs/design/clock-sync.md,
 // "The local clock".
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -16,7 +16,7 @@
 // the first to leave), so a check of the times moved by the current shifts
 // may find pairs not seen before: learn() adds them and solve() meets them
 // all, round after round, until a check finds nothing new. Which of the many
-// solutions solve() takes, and why: docs/clocksync.md.
+// solutions solve() takes, and why: docs/design/clock-sync.md.
 #pragma once
 
 #include <cstdint>

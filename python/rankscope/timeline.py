@@ -199,7 +199,7 @@ class Timeline:
         return pd.DataFrame({"rank": c["rank"], "name": self._names(c["name_id"]), "value": c["value"]})
 
     def capture_windows(self):
-        """The spans a windowed rank's events were captured in (docs/agent.md,
+        """The spans a windowed rank's events were captured in (docs/windows-and-hangs.md,
         "Capture windows"); none for ranks recorded throughout."""
         if "capture_windows" not in self._file:
             return pd.DataFrame({"rank": np.empty(0, np.int32), "from_ns": np.empty(0, np.int64),

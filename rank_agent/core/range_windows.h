@@ -1,4 +1,4 @@
-// Capture windows the program's own ranges steer (docs/agent.md, "Capture
+// Capture windows the program's own ranges steer (docs/windows-and-hangs.md, "Capture
 // windows"). --steps opens a window where the ProfilerStep#N range of a
 // selected step begins, and closes it where the last selected step of a run
 // ends (or where an unselected step begins); --capture-range nvtx:NAME

@@ -151,7 +151,7 @@ class Recorder {
   template <typename Write>
   void drain(Write&& write);
 
-  // The flight recorder (--ring, docs/agent.md): the flusher keeps full
+  // The flight recorder (--ring, docs/design/flight-recorder.md): the flusher keeps full
   // blocks in memory, oldest first, instead of writing them. keep() takes the
   // blocks handed in since the last call and recycles those whose newest
   // event ended before `cutoff_ns`, and the oldest while the pool is short of

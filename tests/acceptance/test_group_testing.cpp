@@ -1,4 +1,4 @@
-// Group testing (docs/accept-reference.md, "Group testing"): the plan round by round,
+// Group testing (docs/design/group-testing.md): the plan round by round,
 // driven by a simulated fleet, and the verdicts it leads to.
 #include <gtest/gtest.h>
 

@@ -21,7 +21,7 @@ for package in openmpi-bin libopenmpi3 libhdf5-openmpi-103-1 libc6; do
   grep -q "$package" <<<"$depends" || fail "the package does not depend on $package"
 done
 dpkg-deb -c "$deb" >"$work/contents.txt"
-grep -q "usr/share/doc/rankscope/agent.md" "$work/contents.txt" || fail "the documentation is not in the package"
+grep -q "usr/share/doc/rankscope/run.md" "$work/contents.txt" || fail "the documentation is not in the package"
 
 dpkg -x "$deb" "$work/root"
 mkdir -p "$work/empty" "$work/job"

@@ -21,7 +21,7 @@ struct Rules {
   // collective. Test hosts sharing two cores measure bounds of 13-36 µs
   // (median) and at most 0.5 ms since ranks wait idle (bench/results/clock-sync.md,
   // "Clock sync across test hosts"); InfiniBand's round trips bound it to a
-  // few µs (docs/clocksync.md).
+  // few µs (docs/design/clock-sync.md).
   int64_t clock_bound_limit_ns = 1'000'000;
   // Group testing's reference ring from a baseline (Baseline::ring_gbps), 0
   // for none. Given one, rings are judged against it instead of the first

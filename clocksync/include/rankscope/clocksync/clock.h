@@ -1,7 +1,7 @@
 // One timeline for every rank: the local event clock, offset measurement
 // between two processes with an error bound, and the piecewise-linear model
 // that maps a rank's local times onto the reference (rank 0's) clock.
-// Background and measured figures: docs/clocksync.md.
+// Background and measured figures: docs/design/clock-sync.md.
 #pragma once
 
 #include <cmath>

@@ -20,10 +20,10 @@ struct MergeOptions {
   // Memory per process for the happens-before check: collectives (32 bytes
   // per instance) and point-to-point messages (40 bytes per send or receive,
   // in at most half of it); collectives and messages beyond it are counted
-  // as unchecked (docs/clocksync.md).
+  // as unchecked (docs/design/clock-sync.md).
   uint64_t check_memory_bytes = 32u << 20;
   // Moves each rank whose collectives or messages break causality by the
-  // smallest constant shift that removes the violations (docs/clocksync.md).
+  // smallest constant shift that removes the violations (docs/design/clock-sync.md).
   // Off by default: it changes measured times, on the assumption that the
   // clock correction was off by a constant.
   bool repair_clock = false;

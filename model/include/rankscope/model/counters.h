@@ -65,7 +65,7 @@ inline constexpr std::string_view kNcclChannelsUnexpected = "nccl_kernel_channel
 inline constexpr std::string_view kNcclGpuWindowsPartial = "nccl_gpu_windows_partial";
 inline constexpr std::string_view kNcclGpuTimeAfterCallback = "nccl_gpu_time_after_callback";
 inline constexpr std::string_view kNcclGpuOffsetRaisedMaxNs = "nccl_gpu_offset_raised_max_ns";
-// rankscope's hook in a Python interpreter (docs/agent.md, "PyTorch"):
+// rankscope's hook in a Python interpreter (docs/pytorch.md):
 inline constexpr std::string_view kPythonPrefix = "python_";
 inline constexpr std::string_view kPythonHookAttached = "python_hook_attached";
 inline constexpr std::string_view kPythonTorchHooked = "python_torch_hooked";

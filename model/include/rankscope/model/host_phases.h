@@ -1,5 +1,5 @@
 // The phases of a training step, known by the names of host ranges: what
-// the Python hook records (docs/agent.md, "PyTorch"), what torch.profiler
+// the Python hook records (docs/pytorch.md), what torch.profiler
 // records (its record_function names), and what users name their own NVTX
 // ranges or annotations. The report's step breakdown books time by them
 // (docs/report-reference.md, "Step breakdown").

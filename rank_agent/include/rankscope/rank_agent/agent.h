@@ -40,7 +40,7 @@ inline constexpr const char* kEnvNodeId = "RANKSCOPE_NODE_ID";
 inline constexpr const char* kEnvLauncher = "RANKSCOPE_LAUNCHER";
 inline constexpr const char* kEnvMode = "RANKSCOPE_MODE";            // inprocess or sidecar
 inline constexpr const char* kEnvJobId = "RANKSCOPE_JOB_ID";         // the launcher's name for the job
-// torchrun under `rankscope run` (docs/agent.md, "torchrun"): the processes
+// torchrun under `rankscope run` (docs/pytorch.md, "torchrun"): the processes
 // torchrun starts as its workers, children of the process WORKERS_OF names,
 // capture instead of it, each as the rank torchrun gives it (RANK, WORLD_SIZE,
 // LOCAL_RANK, LOCAL_WORLD_SIZE), on the clock of the sidecar that started
@@ -50,7 +50,7 @@ inline constexpr const char* kEnvWorkerList = "RANKSCOPE_WORKER_LIST";
 // A worker torchrun restarted finds its earlier run's shard and moves it to
 // the shard folder's kRestartFolderPrefix + N/ (N: the run it was, from 0).
 inline constexpr const char* kRestartFolderPrefix = "restart-";
-// Hangs (docs/agent.md, "Hangs"): a thread inside one collective this many
+// Hangs (docs/windows-and-hangs.md, "Hangs"): a thread inside one collective this many
 // seconds (0: never) makes every rank write out its state; with the action
 // "abort", each rank then ends itself. The first rank to find one leaves the
 // file kHangFileName in the shard folder, which tells the others.
@@ -64,11 +64,11 @@ inline constexpr const char* kHangFileName = "hang";
 // MPI for MPI_THREAD_MULTIPLE so that they can) or never.
 inline constexpr const char* kEnvSyncInterval = "RANKSCOPE_SYNC_INTERVAL_S";
 inline constexpr const char* kEnvClockThread = "RANKSCOPE_CLOCK_THREAD";
-// The flight recorder (docs/agent.md, "Flight recorder"): the last this many
+// The flight recorder (docs/windows-and-hangs.md, "Flight recorder"): the last this many
 // seconds of events are kept in memory (0: everything is written as it comes)
 // and written when the rank ends, on a hang, or on SIGUSR2.
 inline constexpr const char* kEnvRing = "RANKSCOPE_RING_S";
-// Capture windows (docs/agent.md, "Capture windows"): events are recorded
+// Capture windows (docs/windows-and-hangs.md, "Capture windows"): events are recorded
 // from DELAY seconds after the job started, for DURATION seconds (unset:
 // from the start, to the end); PAUSED=1 starts with capture paused until a
 // `rankscope trigger JOB start`. Triggers reach every rank through the file
@@ -82,7 +82,7 @@ inline constexpr const char* kControlFileName = "control";
 // reads at most kControlFileMaxBytes (lines are at most 46 bytes).
 inline constexpr size_t kControlFileTriggers = 32;
 inline constexpr size_t kControlFileMaxBytes = 4096;
-// Windows the program's own ranges steer (docs/agent.md, "Capture
+// Windows the program's own ranges steer (docs/windows-and-hangs.md, "Capture
 // windows"): STEPS="A:B[/PERIOD]" records ProfilerStep#A to #B (again every
 // PERIOD steps); CAPTURE_RANGE="nvtx:NAME[@DOMAIN]" records while a range
 // named NAME is open, "cudaProfilerApi" from cudaProfilerStart to
@@ -202,7 +202,7 @@ class SequenceLock {
 };
 
 // The call a thread is inside of right now (a blocking collective), for the
-// state a hang writes out (docs/agent-design.md, "The hang watch"): the event the call will
+// state a hang writes out (docs/design/hang-watch.md): the event the call will
 // be, its end not yet known. Its thread writes it, the flusher reads it. On
 // the hot path: a few stores, no lock, no system call.
 class CallInProgress {

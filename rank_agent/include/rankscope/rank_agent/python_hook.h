@@ -1,7 +1,7 @@
 // The entry points of the Python capture source, for rankscope's own hook
 // in the interpreter (rank_agent/sources/python/hook/rankscope_hook, loaded through
 // PYTHONPATH's sitecustomize), which calls them through ctypes. What the hook
-// records and why: docs/agent.md, "PyTorch". Each is cheap (no lock, no
+// records and why: docs/pytorch.md. Each is cheap (no lock, no
 // allocation, no system call) but for the ones marked "once".
 #pragma once
 

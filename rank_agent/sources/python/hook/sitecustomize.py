@@ -1,4 +1,4 @@
-"""rankscope's way into a Python program it profiles (docs/agent.md, "PyTorch").
+"""rankscope's way into a Python program it profiles (docs/pytorch.md).
 
 `rankscope run` puts this folder first on PYTHONPATH, so the interpreter
 imports this module at start-up, as it imports any sitecustomize. In a

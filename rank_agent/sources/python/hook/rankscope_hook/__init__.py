@@ -5,7 +5,7 @@ job does without any change to its script: its steps (the optimizer's),
 data loading, forward, backward and optimizer phases, and every
 torch.distributed collective of any backend with its completion and the
 waits for it. It reaches the rank's agent (the preloaded capture library)
-through ctypes; what it records and how: docs/agent.md, "PyTorch".
+through ctypes; what it records and how: docs/pytorch.md.
 
 Nothing here may break the program: every hook catches its own exceptions,
 counts them (python_hook_errors) and says the first, and a torch without

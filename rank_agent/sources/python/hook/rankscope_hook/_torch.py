@@ -1,5 +1,5 @@
 """What the hook records of a PyTorch job, through torch's public hooks
-where it has them (docs/agent.md, "PyTorch"):
+where it has them (docs/pytorch.md):
 
 - steps: ProfilerStep#N, N counting the steps of the first optimizer that
   steps (torch.optim's global step hooks), numbered alike on every rank. A
