@@ -5,6 +5,7 @@
 //     communication, overlap, exposed wait, exposed transfer and idle time.
 // The collectives matched can then be written back into the timeline.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -441,101 +442,160 @@ constexpr Layer phase_layer(HostPhase phase) {
   return kLayerCount;
 }
 
-// A sweep over one rank's time: intervals open in time order; a heap holds
-// their ends. Only the intervals open at once are held, so memory does not
-// grow with the rank's events.
+// A collective's wait or transfer window on one rank's time, and the time
+// the rank did not compute in it, which the sweep finds.
+struct Window {
+  int64_t begin, end;
+  Layer layer;
+  Participation* participation;
+  int64_t exposed_ns = 0;
+};
+
+// The participation's exposed time is its window's: stored once a rank's
+// sweep is done, a run of stores the CPU need not wait for, where adding
+// as the sweep went fetched each participation from memory.
+void book_exposed_times(const std::vector<Window>& windows) {
+  for (const Window& w : windows) {
+    (w.layer == kWaitWindow ? w.participation->exposed_wait_ns : w.participation->exposed_transfer_ns) = w.exposed_ns;
+  }
+}
+
+static_assert(kLayerCount <= 32, "a layer is a bit of a 32-bit mask");
+
+// A sweep over one rank's time: intervals open in time order. A layer's own
+// intervals are merged as they come (each begins no earlier than the last),
+// so a layer holds one end, that of the merged interval open now, and the
+// time is booked only where the set of open layers changes: nested ranges
+// and calls cost a comparison each. Steps and collective windows are
+// counted, a heap holding their ends; a window's exposed time is the
+// exposed time the whole rank booked between its open and its close. Only
+// what is open at once is held, so memory does not grow with the rank's
+// events.
 class RankSweep {
  public:
   RankSweep(RankProfile& rank, bool gpu) : rank_(rank), gpu_(gpu) {}
 
   // Intervals must be opened in order of their begins.
-  void open(int64_t begin, int64_t end, Layer layer, Participation* window = nullptr) {
+  void open(int64_t begin, int64_t end, Layer layer) {
     if (end <= begin) return;
-    advance(begin);
-    apply(layer, window, +1);
-    ends_.push({end, layer, window});
+    close_through(begin);
+    const uint32_t bit = 1u << layer;
+    if (merged_open_ & bit) {
+      merged_end_[layer] = std::max(merged_end_[layer], end);
+      return;
+    }
+    account(begin);
+    merged_open_ |= bit;
+    merged_end_[layer] = end;
+  }
+
+  // A collective's wait or transfer window: its exposed time goes into it as it closes.
+  void open_window(Window& window) {
+    if (window.end <= window.begin) return;
+    close_through(window.begin);
+    account(window.begin);
+    add_counted(window.layer, +1);
+    counted_ends_.push({window.end, window.layer, &window, exposed_ns_});
   }
 
   // Steps do not overlap: time inside one belongs to the last one opened.
   void open_step(int64_t begin, int64_t end, size_t index) {
     if (end <= begin) return;
-    advance(begin);
+    close_through(begin);
+    account(begin);
     step_ = index;
-    apply(kInStep, nullptr, +1);
-    ends_.push({end, kInStep, nullptr});
+    add_counted(kInStep, +1);
+    counted_ends_.push({end, kInStep, nullptr, 0});
   }
 
-  void finish() { advance(INT64_MAX); }
+  void finish() { close_through(INT64_MAX); }
 
  private:
   struct End {
     int64_t time;
     Layer layer;
-    Participation* window;
+    Window* window;
+    int64_t exposed_at_open;  // exposed_ns_ when the window opened
     bool operator>(const End& other) const { return time > other.time; }
   };
 
-  void apply(Layer layer, Participation* window, int delta) {
-    open_[layer] += delta;
-    if (window) {
-      auto& list = layer == kWaitWindow ? wait_windows_ : transfer_windows_;
-      if (delta > 0) list.push_back(window);
-      else list.erase(std::find(list.begin(), list.end(), window));
+  bool is_open(Layer layer) const { return ((merged_open_ | counted_open_) >> layer) & 1u; }
+
+  void add_counted(Layer layer, int delta) {
+    counts_[layer] += delta;
+    if (counts_[layer] > 0) counted_open_ |= 1u << layer;
+    else counted_open_ &= ~(1u << layer);
+  }
+
+  // Closes, in time order, what ends at or before `to`, booking the time
+  // before each close.
+  void close_through(int64_t to) {
+    for (;;) {
+      int64_t merged_at = INT64_MAX;
+      int merged_layer = -1;
+      for (uint32_t bits = merged_open_; bits != 0; bits &= bits - 1) {
+        const int layer = std::countr_zero(bits);
+        if (merged_layer < 0 || merged_end_[layer] < merged_at) {
+          merged_at = merged_end_[layer];
+          merged_layer = layer;
+        }
+      }
+      const bool counted = !counted_ends_.empty() && (merged_layer < 0 || counted_ends_.top().time < merged_at);
+      const int64_t at = counted ? counted_ends_.top().time : merged_at;
+      if ((!counted && merged_layer < 0) || at > to) return;
+      account(at);
+      if (!counted) {
+        merged_open_ &= ~(1u << merged_layer);
+        continue;
+      }
+      const End end = counted_ends_.top();
+      counted_ends_.pop();
+      add_counted(end.layer, -1);
+      if (end.window) end.window->exposed_ns = exposed_ns_ - end.exposed_at_open;
     }
   }
 
-  void advance(int64_t to) {
-    while (!ends_.empty() && ends_.top().time <= to) {
-      const End end = ends_.top();
-      ends_.pop();
-      account(end.time);
-      apply(end.layer, end.window, -1);
-    }
-    if (to != INT64_MAX) account(to);
-  }
-
-  // Books [now_, to) by the intervals open over it.
+  // Books [now_, to) by the layers open over it.
   void account(int64_t to) {
     // The first call only starts the clock (to - INT64_MIN would overflow).
     const int64_t dt = now_ == INT64_MIN ? 0 : to - now_;
     now_ = to;
-    if (dt <= 0 || open_[kInStep] == 0 || step_ >= rank_.steps.size()) return;
+    if (dt <= 0 || !is_open(kInStep) || step_ >= rank_.steps.size()) return;
     RankStep& step = rank_.steps[step_];
-    const bool computing = gpu_ ? open_[kComputing] > 0 : open_[kBlocked] == 0;
-    const bool communicating = open_[kCommunicating] > 0;
+    const bool computing = gpu_ ? is_open(kComputing) : !is_open(kBlocked);
+    const bool communicating = is_open(kCommunicating);
     if (computing) step.compute_ns += dt;
     if (communicating) step.comm_ns += dt;
     if (computing && communicating) step.overlap_ns += dt;
-    const bool busy = computing || communicating || (gpu_ && open_[kGpuBusy] > 0);
+    const bool busy = computing || communicating || (gpu_ && is_open(kGpuBusy));
     if (!busy) step.idle_ns += dt;
     if (communicating && !computing) {
-      if (open_[kWaitWindow] > 0) step.exposed_wait_ns += dt;
+      if (is_open(kWaitWindow)) step.exposed_wait_ns += dt;
       else step.exposed_transfer_ns += dt;
-    } else if (open_[kDataLoading] > 0) {
+    } else if (is_open(kDataLoading)) {
       step.data_loading_ns += dt;
-    } else if (open_[kOptimizer] > 0) {
+    } else if (is_open(kOptimizer)) {
       step.optimizer_ns += dt;
-    } else if (open_[kBackward] > 0) {
+    } else if (is_open(kBackward)) {
       step.backward_ns += dt;
-    } else if (open_[kForward] > 0) {
+    } else if (is_open(kForward)) {
       step.forward_ns += dt;
     }
     step.device.work_ns[static_cast<size_t>(work_category())] += dt;
-    if (!computing) {
-      for (Participation* p : wait_windows_) p->exposed_wait_ns += dt;
-      for (Participation* p : transfer_windows_) p->exposed_transfer_ns += dt;
-    }
+    if (!computing) exposed_ns_ += dt;
   }
 
   // The first category active now, in WorkCategory's order.
   WorkCategory work_category() const {
-    if (open_[kComputing] > 0) return WorkCategory::kKernel;
-    if (open_[kCopying] > 0) return WorkCategory::kMemcpy;
-    if (open_[kSetting] > 0) return WorkCategory::kMemset;
-    if (open_[kCommunicating] > 0) return WorkCategory::kCommunication;
-    if (open_[kCudaCall] > 0) return WorkCategory::kRuntime;
-    if (open_[kDataLoading] > 0) return WorkCategory::kDataLoading;
-    if (open_[kHostRange] + open_[kForward] + open_[kBackward] + open_[kOptimizer] > 0) return WorkCategory::kCpuExec;
+    if (is_open(kComputing)) return WorkCategory::kKernel;
+    if (is_open(kCopying)) return WorkCategory::kMemcpy;
+    if (is_open(kSetting)) return WorkCategory::kMemset;
+    if (is_open(kCommunicating)) return WorkCategory::kCommunication;
+    if (is_open(kCudaCall)) return WorkCategory::kRuntime;
+    if (is_open(kDataLoading)) return WorkCategory::kDataLoading;
+    if (is_open(kHostRange) || is_open(kForward) || is_open(kBackward) || is_open(kOptimizer)) {
+      return WorkCategory::kCpuExec;
+    }
     return WorkCategory::kOther;
   }
 
@@ -543,15 +603,15 @@ class RankSweep {
   bool gpu_;
   int64_t now_ = INT64_MIN;
   size_t step_ = 0;
-  int open_[kLayerCount] = {};
-  std::priority_queue<End, std::vector<End>, std::greater<End>> ends_;
-  std::vector<Participation*> wait_windows_, transfer_windows_;
-};
-
-struct Window {
-  int64_t begin, end;
-  Layer layer;
-  Participation* participation;
+  // Layers opened by open(): a bit each, and the end of the merged interval open.
+  uint32_t merged_open_ = 0;
+  int64_t merged_end_[kLayerCount] = {};
+  // Steps and windows: counted, each with its end in the heap.
+  uint32_t counted_open_ = 0;
+  int counts_[kLayerCount] = {};
+  std::priority_queue<End, std::vector<End>, std::greater<End>> counted_ends_;
+  // Time booked in a step while the rank was not computing, from the start.
+  int64_t exposed_ns_ = 0;
 };
 
 // The layers an event opens, by its kind, where it was recorded, and (for a
@@ -611,7 +671,7 @@ void classify(const Event& e, bool gpu, bool on_thread, bool nccl_named, Layer o
 // What a rank's events tell of its time: one sweep over them in time order,
 // with the rank's steps and collective windows opened among them.
 void sweep_rank(const Timeline& timeline, JobProfile& job, const RankInfo& info, const std::vector<NameTraits>& names,
-                const std::vector<HostPhase>& phase_of_name, const std::vector<Window>& rank_windows) {
+                const std::vector<HostPhase>& phase_of_name, std::vector<Window>& rank_windows) {
   RankProfile& rank = job.ranks[static_cast<size_t>(info.rank)];
   RankSweep sweep(rank, job.gpu);
   const std::vector<TrackType> tracks = track_types(info);
@@ -633,8 +693,7 @@ void sweep_rank(const Timeline& timeline, JobProfile& job, const RankInfo& info,
         sweep.open_step(step_at, steps[next_step].end, steps[next_step].index);
         ++next_step;
       } else {
-        const Window& w = rank_windows[next_window++];
-        sweep.open(w.begin, w.end, w.layer, w.participation);
+        sweep.open_window(rank_windows[next_window++]);
       }
     }
   };
@@ -684,8 +743,8 @@ void sort_by_begin(std::vector<Window>& windows) {
 // time each of its collective windows booked to its participation (a wait
 // window its exposed wait, a transfer window its exposed transfer), in the
 // windows' order.
-template <typename Bytes, typename Rank>
-void sweep_fields(Bytes& bytes, Rank& rank, const std::vector<Window>& windows) {
+template <typename Bytes, typename Rank, typename Windows>
+void sweep_fields(Bytes& bytes, Rank& rank, Windows& windows) {
   bytes.field(rank.steps);
   bytes.field(rank.phases_seen);
   bytes.field(rank.communicated);
@@ -702,10 +761,7 @@ void sweep_fields(Bytes& bytes, Rank& rank, const std::vector<Window>& windows) 
   bytes.field(device.memory.peak_bytes);
   bytes.field(device.memory.peak_step);
   bytes.field(device.memory.step_end_bytes);
-  for (const Window& w : windows) {
-    Participation& p = *w.participation;
-    bytes.field(w.layer == kWaitWindow ? p.exposed_wait_ns : p.exposed_transfer_ns);
-  }
+  for (auto& w : windows) bytes.field(w.exposed_ns);
 }
 
 // Each process sweeps the ranks it read, on the CPUs it may use: each sweep
@@ -737,11 +793,12 @@ void second_pass(const Timeline& timeline, JobProfile& job, const WorkShare& sha
     for_each_index(mine.size(), usable_cpus(), [&](size_t i) {
       sort_by_begin(windows[mine[i]]);
       sweep_rank(timeline, job, ranks[mine[i]], names, phase_of_name, windows[mine[i]]);
+      book_exposed_times(windows[mine[i]]);
     });
     std::string bytes;
     if (deal.processes == 1) return bytes;  // no one to tell
     BytesOut out(bytes);
-    for (const size_t r : mine) sweep_fields(out, std::as_const(job.ranks[r]), windows[r]);
+    for (const size_t r : mine) sweep_fields(out, std::as_const(job.ranks[r]), std::as_const(windows[r]));
     return bytes;
   });
   for (int process = 0; process < deal.processes; ++process) {
@@ -750,7 +807,10 @@ void second_pass(const Timeline& timeline, JobProfile& job, const WorkShare& sha
     // In the order their sweeps put them (the same sort of the same lists).
     for_each_index(theirs.size(), usable_cpus(), [&](size_t i) { sort_by_begin(windows[theirs[i]]); });
     BytesIn in(swept[static_cast<size_t>(process)]);
-    for (const size_t r : theirs) sweep_fields(in, job.ranks[r], windows[r]);
+    for (const size_t r : theirs) {
+      sweep_fields(in, job.ranks[r], windows[r]);
+      book_exposed_times(windows[r]);
+    }
   }
 }
 

@@ -540,6 +540,7 @@ Timeline::Timeline(const std::string& path) : path_(path) {
       auto checksums = reader.read_table<uint32_t>(schema::kEventChecksums, H5T_NATIVE_UINT32, note);
       event_checksums_ = std::move(checksums.rows);
       event_checksum_unreadable_ = std::move(checksums.unreadable);
+      event_checksum_verified_ = std::make_unique<std::atomic<bool>[]>(event_checksums_.size());
       checksummed_ = true;
     }
     Table<schema::CaptureWindowRow> windows;
@@ -680,6 +681,7 @@ void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::ve
       const uint64_t index = checksum_offsets_[static_cast<size_t>(rank)] + begin / block;
       const char* broken = !unreadable.empty()                        ? "its checksum cannot be checked"
                            : event_checksum_unreadable_[index]         ? "its checksum is unreadable"
+                           : event_checksum_verified_[index].load(std::memory_order_relaxed) ? nullptr
                            : crc32c(rows, (end - begin) * sizeof(Event)) != event_checksums_[index] ? "checksum mismatch"
                                                                                                  : nullptr;
       if (broken) {
@@ -687,6 +689,7 @@ void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::ve
         begin = end;
         continue;
       }
+      event_checksum_verified_[index].store(true, std::memory_order_relaxed);
     }
     auto next_unreadable = unreadable.begin();
     for (uint64_t row = std::max(begin, first) + info.event_offset; row < std::min(end, first + count) + info.event_offset;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -168,6 +169,10 @@ class Timeline {
   bool metadata_checksummed_ = false;
   std::vector<uint32_t> event_checksums_;
   std::vector<bool> event_checksum_unreadable_;
+  // A block's checksum is checked the first time the block is read: an
+  // analysis that reads the events twice pays for it once (its values are
+  // checked at every read). Written by whichever thread reads the block.
+  std::unique_ptr<std::atomic<bool>[]> event_checksum_verified_;
   std::vector<uint64_t> checksum_offsets_;  // per rank, into event_checksums_
   bool clock_corrected_ = false;
   void note_damage(TimelineDamage::Finding finding) const;
