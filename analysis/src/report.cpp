@@ -21,6 +21,7 @@ Report make_report(const Timeline& timeline, const ReportOptions& options, const
   report.ends = rank_ends(timeline);
   report.bottlenecks =
       find_bottlenecks(report.profile, report.breakdown, report.stragglers, report.buckets, report.ends);
+  report.critical_path = critical_path(timeline, report.profile);
   report.capture_cost = capture_cost(timeline);
   report.hangs = find_hangs(timeline);
   report.deadlocks = find_deadlocks(timeline);

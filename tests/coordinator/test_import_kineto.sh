@@ -63,6 +63,25 @@ EOF
 expect "$data/trace_filter" 0:53.56:17.71:28.74:600058:11.81 1:54.72:22.57:22.72:600674:20.05
 expect "$data/nccl_parser_config" 0:77.78:17.26:4.97:435586:14.31
 expect "$data/df_index_resolver" 1:46.08:35.55:18.37:1396669:0.0
+# The critical path of the real pair of traces: on aligned clocks, each
+# walked step's path covers the step (from the last rank's end back to the
+# begin of the rank it ends on: within a step's span), and its shares add up.
+"$python" - "$work/trace_filter.json" <<'EOF'
+import json, sys
+report = json.load(open(sys.argv[1]))
+path = report["critical_path"]
+assert path is not None, report.get("critical_path_reason")
+assert [s["which"] for s in path["steps"]] == ["median", "slowest"], path["steps"]
+for step in path["steps"]:
+    span = step["end_ns"] - step["begin_ns"]
+    assert 0.9 * span <= step["path_ns"] <= span, step
+    assert sum(s["end_ns"] - s["begin_ns"] for s in step["segments"]) == step["path_ns"], step["step"]
+shares = sum(r["share_pct"] for r in path["ranks"])
+assert abs(shares - 100) < 1e-6, shares
+assert path["items"] and all(i["ns"] > 0 for i in path["items"]), path["items"]
+print("trace_filter: critical path of steps", [s["step"] for s in path["steps"]], "over ranks",
+      [(r["rank"], round(r["share_pct"], 1)) for r in path["ranks"]])
+EOF
 # HTA's idle breakdown per stream, kernel-type breakdown and launch
 # statistics on the same traces, exact to the µs and the event
 # (bench/hta_reference_figures.json: HTA 0.5.0, which reproduces every

@@ -297,6 +297,8 @@ std::string report_json(const Report& report) {
     json.end_array();
   }
 
+  write_critical_path_json(json, report);
+
   json.key("overlap").begin_array();
   for (size_t r = 0; r < report.overlap.size(); ++r) {
     const RankOverlap& o = report.overlap[r];

@@ -174,6 +174,7 @@ std::string report_text(const Report& report) {
     out += "    " + s.evidence.substr(0, 400) + (s.evidence.size() > 400 ? "..." : "") + "\n";
   }
 
+  write_critical_path_text(report, out);
   write_breakdown_text(report, out);
 
   out += "\noverlap (share of communication hidden by compute) and exposed communication per step, of it waiting "

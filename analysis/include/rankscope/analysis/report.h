@@ -12,6 +12,7 @@
 #include "rankscope/analysis/breakdown.h"
 #include "rankscope/analysis/buckets.h"
 #include "rankscope/analysis/capture_cost.h"
+#include "rankscope/analysis/critical_path.h"
 #include "rankscope/analysis/event_losses.h"
 #include "rankscope/analysis/hangs.h"
 #include "rankscope/analysis/overlap.h"
@@ -40,6 +41,7 @@ struct Report {
   TimelineDamage damage;  // rows the analyses left out, found while reading
   std::vector<EventLoss> losses;
   BottleneckReport bottlenecks;
+  CriticalPath critical_path;
 };
 struct ReportOptions {
   bool hta_compat = false;  // overlap and the temporal breakdown by HTA's definitions (docs/report-reference.md)

@@ -1,0 +1,85 @@
+// The step's critical path across ranks (docs/report-reference.md, "The
+// critical path"): walked back from the step's end along threads and GPU
+// streams, from a collective or a receive to the rank that held it up (the
+// last to arrive, or the sender), from a synchronisation to the GPU work it
+// waited for, and from a kernel to its launch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rankscope/analysis/profile.h"
+#include "rankscope/timeline/timeline.h"
+
+namespace rankscope::analysis {
+
+// What a stretch of the path was spent on.
+enum class PathCategory : uint8_t {
+  kCompute,                // the host's own work: its ranges, and its time outside any range and call
+  kDataLoading,            // a range of the data-loading phase (model/host_phases.h)
+  kLaunch,                 // a CUDA launch call, and the time from its end to its kernel's start
+  kSync,                   // a synchronisation, from the end of the GPU work it waited for
+  kCopy,                   // a GPU copy or memset
+  kCommunicationTransfer,  // a collective after its last arrival, a message after it was sent
+  kCount,
+};
+std::string_view path_category_name(PathCategory category);  // "compute", "data loading", ...
+
+// One stretch of the path on one rank.
+struct PathSegment {
+  int32_t rank = -1;
+  int64_t begin_ns = 0, end_ns = 0;
+  PathCategory category = PathCategory::kCompute;
+  uint32_t name_id = UINT32_MAX;  // the range or call; UINT32_MAX: outside any
+  int64_t ns() const { return end_ns - begin_ns; }
+};
+
+// A cross-rank edge whose order the clocks' error bounds cannot decide: the
+// last arrival and the one before it (or a send and its receive's post) lie
+// closer than the two ranks' bounds added. The path follows the order the
+// timeline recorded, and says so.
+struct UndecidedEdge {
+  int32_t from_rank = -1, to_rank = -1;
+  int64_t apart_ns = 0, bound_ns = 0;
+};
+
+struct StepPath {
+  size_t step = 0;                  // JobProfile step index
+  std::string which;                // "median" or "slowest" (or both: "median, slowest")
+  int64_t begin_ns = 0, end_ns = 0;  // the step on the job: its first rank's begin to its last rank's end
+  std::vector<PathSegment> segments;  // latest first, as walked
+  std::vector<UndecidedEdge> undecided;
+  int hops = 0;  // cross-rank edges followed
+  int64_t path_ns() const;
+};
+
+// Time on the path per rank, category and range, over the steps walked.
+struct PathShare {
+  int32_t rank = -1;
+  int64_t ns = 0;
+  int64_t by_category[static_cast<size_t>(PathCategory::kCount)] = {};
+};
+struct PathItem {
+  uint32_t name_id = UINT32_MAX;
+  int32_t rank = -1;
+  PathCategory category = PathCategory::kCompute;
+  int64_t ns = 0;
+};
+
+struct CriticalPath {
+  // Why there is no path: no steps, clocks not aligned, no rank with the
+  // step; empty when there is one.
+  std::string unmeasured;
+  std::vector<StepPath> steps;  // the median step's, and the slowest's where it is another
+  std::vector<PathShare> ranks;  // every rank on the path, most time first
+  int64_t total_ns = 0;          // the paths' time, all steps walked
+  std::vector<PathItem> items;   // the longest ranges and calls on the path, ten at most
+};
+
+// Reads, for each step walked, each rank's events of that step (found by a
+// binary search over the rank's event blocks): memory follows one step's
+// events. A pure function of the timeline and its profile.
+CriticalPath critical_path(const Timeline& timeline, const JobProfile& job);
+
+}  // namespace rankscope::analysis

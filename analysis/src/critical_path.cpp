@@ -1,0 +1,540 @@
+// The step's critical path across ranks: for the median step and the
+// slowest, walked back from where the step ended last. On a thread, each
+// range or call is flattened into stretches owned by the innermost one
+// open; a stretch outside any is the host's own work. On a GPU stream, the
+// operations follow one another. The walk crosses:
+//  - from a collective (or the wait that completed nonblocking ones, or
+//    NCCL's kernel) to the rank that arrived last, at its arrival: what
+//    follows that arrival is the collective's transfer;
+//  - from a receive to its sender, at the send, where the send came after
+//    the receive was posted;
+//  - from a synchronisation to the GPU operation it waited for;
+//  - from a GPU operation to its launch, where the launch ended after the
+//    stream's previous operation (the GPU waited for the host), and to the
+//    host where the stream was idle.
+// The walk ends where the rank it is on began the step. Each rank's events
+// of the step are read the first time the walk comes to it.
+#include "rankscope/analysis/critical_path.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <unordered_map>
+
+#include "rankscope/model/host_phases.h"
+#include "rankscope/timeline/schema.h"
+
+namespace rankscope::analysis {
+namespace {
+
+// The rank's events that begin in [from, until): the first block found by a
+// binary search on the blocks' first events, then block after block.
+std::vector<Event> events_beginning_in(const Timeline& timeline, const RankInfo& info, int64_t from, int64_t until) {
+  constexpr uint64_t kBlock = schema::kEventChecksumRows;
+  const uint64_t blocks = (info.event_count + kBlock - 1) / kBlock;
+  std::vector<Event> buffer, out;
+  // One block is read whole anyway: no search.
+  uint64_t low = 0, high = blocks > 1 ? blocks : 0;
+  while (low < high) {
+    const uint64_t middle = (low + high) / 2;
+    timeline.read_events(info.rank, middle * kBlock, 1, buffer);
+    // A damaged first row says nothing: the search goes on after it.
+    if (buffer.empty() || buffer[0].begin_ns < from) low = middle + 1;
+    else high = middle;
+  }
+  for (uint64_t block = low == 0 ? 0 : low - 1; block < blocks; ++block) {
+    const uint64_t first = block * kBlock;
+    timeline.read_events(info.rank, first, std::min(kBlock, info.event_count - first), buffer);
+    for (const Event& e : buffer) {
+      if (e.begin_ns >= from && e.begin_ns < until) out.push_back(e);
+    }
+    if (!buffer.empty() && buffer.back().begin_ns >= until) break;
+  }
+  return out;
+}
+
+// One thread or stream of a rank in one step: its events, flattened into
+// stretches each owned by the innermost event open (or by none).
+struct Lane {
+  struct Stretch {
+    int64_t begin, end;
+    int32_t event;  // index into events; -1: outside any
+  };
+  std::vector<Event> events;
+  std::vector<Stretch> stretches;  // in time order, touching
+  bool stream = false;
+
+  // The stretch that holds the time just before `t`, or null.
+  const Stretch* before(int64_t t) const {
+    auto it = std::lower_bound(stretches.begin(), stretches.end(), t,
+                               [](const Stretch& s, int64_t at) { return s.begin < at; });
+    return it == stretches.begin() ? nullptr : &*std::prev(it);
+  }
+  const Event* owner(const Stretch& s) const { return s.event < 0 ? nullptr : &events[static_cast<size_t>(s.event)]; }
+};
+
+// A rank in one step: its lanes by track, and its launches by correlation id.
+struct RankLanes {
+  bool ran_step = false;
+  int64_t step_begin = 0;
+  uint16_t training_track = 0;
+  std::map<uint16_t, Lane> lanes;
+  std::unordered_map<uint64_t, std::pair<uint16_t, const Event*>> launches;
+};
+
+bool is_host_event(const Event& e, uint32_t step_name) {
+  switch (e.kind) {
+    case EventKind::kNvtxRange: return e.name_id != step_name;
+    case EventKind::kMpiCall:
+    case EventKind::kMpiCollective:
+    case EventKind::kMpiP2p:
+    case EventKind::kTorchCollective:
+    case EventKind::kTorchWait:
+    case EventKind::kCudaApi: return true;
+    default: return false;
+  }
+}
+
+bool is_gpu_operation(EventKind kind) {
+  return kind == EventKind::kGpuKernel || kind == EventKind::kGpuMemcpy || kind == EventKind::kGpuMemset ||
+         kind == EventKind::kNcclCollectiveGpu;
+}
+
+bool is_communication(EventKind kind) {
+  return kind == EventKind::kMpiCall || kind == EventKind::kMpiCollective || kind == EventKind::kTorchCollective ||
+         kind == EventKind::kTorchWait || kind == EventKind::kNcclCollectiveGpu;
+}
+
+// Stretches from `from` to `until` of properly nested events (a range that
+// outlives its parent is cut at the parent's end).
+void flatten(Lane& lane, int64_t from, int64_t until) {
+  std::vector<int32_t> open;
+  int64_t at = from;
+  const auto emit = [&](int64_t to, int32_t owner) {
+    if (to > at) lane.stretches.push_back({at, to, owner});
+    at = std::max(at, to);
+  };
+  const auto close_through = [&](int64_t t) {
+    while (!open.empty() && lane.events[static_cast<size_t>(open.back())].end_ns <= t) {
+      const int32_t top = open.back();
+      open.pop_back();
+      emit(lane.events[static_cast<size_t>(top)].end_ns, top);
+    }
+  };
+  for (size_t i = 0; i < lane.events.size(); ++i) {
+    const Event& e = lane.events[i];
+    close_through(e.begin_ns);
+    emit(e.begin_ns, open.empty() ? -1 : open.back());
+    open.push_back(static_cast<int32_t>(i));
+  }
+  close_through(until);
+  emit(until, open.empty() ? -1 : open.back());
+}
+
+// The step's first begin and last end over the ranks that ran it.
+StepTimes job_step(const JobProfile& job, size_t step) {
+  StepTimes times;
+  for (const RankProfile& rank : job.ranks) {
+    if (step >= rank.steps.size() || rank.steps[step].times.begin_ns == kUnknown) continue;
+    const StepTimes& t = rank.steps[step].times;
+    times.begin_ns = times.begin_ns == kUnknown ? t.begin_ns : std::min(times.begin_ns, t.begin_ns);
+    times.end_ns = times.end_ns == kUnknown ? t.end_ns : std::max(times.end_ns, t.end_ns);
+  }
+  return times;
+}
+
+// The track of the rank's training thread: its steps', else its first thread's.
+int32_t training_thread(const RankInfo& info, const RankProfile& rank) {
+  if (rank.step_track >= 0) return rank.step_track;
+  for (const Track& track : info.tracks) {
+    if (track.type == TrackType::kThread) return static_cast<int32_t>(track.id);
+  }
+  return -1;
+}
+
+// The rank's threads and streams in the step, flattened.
+RankLanes read_lanes(const Timeline& timeline, const JobProfile& job, const RankInfo& info, size_t step) {
+  RankLanes rank_lanes;
+  const RankProfile& rank = job.ranks[static_cast<size_t>(info.rank)];
+  const int32_t training = training_thread(info, rank);
+  if (step >= rank.steps.size() || rank.steps[step].times.begin_ns == kUnknown || training < 0) return rank_lanes;
+  const StepTimes& times = rank.steps[step].times;
+  rank_lanes.ran_step = true;
+  rank_lanes.step_begin = times.begin_ns;
+  rank_lanes.training_track = static_cast<uint16_t>(training);
+  std::unordered_map<uint16_t, TrackType> types;
+  for (const Track& track : info.tracks) types[track.id] = track.type;
+  // The step's own range is the parent of every stretch, not one of them.
+  uint32_t step_name = UINT32_MAX;
+  for (const Event& e : events_beginning_in(timeline, info, times.begin_ns, times.end_ns)) {
+    if (e.end_ns <= e.begin_ns) continue;
+    const auto type = types.find(e.track);
+    const bool on_thread = type == types.end() || type->second == TrackType::kThread;
+    if (e.kind == EventKind::kNvtxRange && e.track == training && e.begin_ns == times.begin_ns &&
+        e.end_ns == times.end_ns && step_name == UINT32_MAX) {
+      step_name = e.name_id;
+      continue;
+    }
+    const bool wanted = on_thread ? is_host_event(e, step_name) : job.gpu && is_gpu_operation(e.kind);
+    if (!wanted) continue;
+    Lane& lane = rank_lanes.lanes[e.track];
+    lane.stream = !on_thread;
+    lane.events.push_back(e);
+  }
+  for (auto& [track, lane] : rank_lanes.lanes) {
+    flatten(lane, times.begin_ns, times.end_ns);
+    if (lane.stream) continue;
+    for (const Event& e : lane.events) {
+      if (e.kind == EventKind::kCudaApi && e.correlation_id != 0) rank_lanes.launches[e.correlation_id] = {track, &e};
+    }
+  }
+  return rank_lanes;
+}
+
+// A message's send, by (communicator, sequence number, sender, receiver, tag).
+using MessageKey = std::tuple<uint64_t, uint64_t, int32_t, int32_t, uint64_t>;
+
+// Where the walk is: a rank, one of its threads or streams, a time.
+struct Place {
+  int32_t rank;
+  uint16_t track;
+  int64_t t;
+};
+
+class Walk {
+ public:
+  Walk(const Timeline& timeline, const JobProfile& job, size_t step)
+      : timeline_(timeline), job_(job), step_(step), ranks_(job.ranks.size()), completions_(job.ranks.size()) {
+    for (const CollectiveInstance& c : job.collectives) {
+      if (c.step != static_cast<int32_t>(step) || c.ranks.size() < 2) continue;
+      for (const Participation& p : c.ranks) {
+        if (static_cast<size_t>(p.rank) < completions_.size() && p.end_ns != kUnknown) {
+          completions_[static_cast<size_t>(p.rank)].push_back({p.end_ns, &c});
+        }
+      }
+    }
+    for (auto& list : completions_) {
+      std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    }
+  }
+
+  void run(int32_t rank, int64_t t, StepPath& path) {
+    const RankLanes* first = lanes_of(rank);
+    if (!first) return;
+    Place at{rank, first->training_track, t};
+    // Each turn moves back in time or hands the walk to another lane at the
+    // same time; more hand-overs at one instant than lanes could make is a cycle.
+    int stalled = 0;
+    while (stalled <= 4 * static_cast<int>(ranks_.size()) + 4) {
+      const RankLanes* lanes = lanes_of(at.rank);
+      if (!lanes || at.t <= lanes->step_begin) return;
+      const auto lane = lanes->lanes.find(at.track);
+      if (lane == lanes->lanes.end()) {
+        if (at.track == lanes->training_track) return;
+        at.track = lanes->training_track;
+        ++stalled;
+        continue;
+      }
+      const Place before = at;
+      if (!step_back(*lanes, lane->second, at, path)) return;
+      stalled = at.t < before.t ? 0 : stalled + 1;
+    }
+  }
+
+ private:
+  // One stretch back from `at` on `lane`: books it, and says where the walk goes.
+  bool step_back(const RankLanes& lanes, const Lane& lane, Place& at, StepPath& path) {
+    const Lane::Stretch* stretch = lane.before(at.t);
+    if (!stretch) return false;
+    const int64_t begin = std::max(stretch->begin, lanes.step_begin);
+    const Event* e = lane.owner(*stretch);
+    if (lane.stream) {
+      // An idle stream: the host is what the step waited for.
+      if (!e) {
+        at.track = lanes.training_track;
+        return true;
+      }
+      if (follow_collective(at, *e, path)) return true;
+      return follow_operation(lanes, lane, *stretch, *e, at, path);
+    }
+    if (e && (follow_collective(at, *e, path) || follow_message(at, *e, path) || follow_sync(lanes, *e, at, path))) {
+      return true;
+    }
+    path.segments.push_back({at.rank, begin, at.t, category_of(e), e ? e->name_id : UINT32_MAX});
+    at.t = begin;
+    return true;
+  }
+
+  PathCategory category_of(const Event* e) const {
+    if (!e) return PathCategory::kCompute;
+    const std::string_view name =
+        e->name_id < job_.strings->size() ? std::string_view((*job_.strings)[e->name_id]) : std::string_view();
+    switch (e->kind) {
+      case EventKind::kNvtxRange:
+        return host_phase(name) == HostPhase::kDataLoading ? PathCategory::kDataLoading : PathCategory::kCompute;
+      case EventKind::kCudaApi:
+        if (name.find("Launch") != std::string_view::npos) return PathCategory::kLaunch;
+        if (name.find("Synchronize") != std::string_view::npos) return PathCategory::kSync;
+        return PathCategory::kCompute;
+      case EventKind::kGpuKernel: return PathCategory::kCompute;
+      case EventKind::kGpuMemcpy:
+      case EventKind::kGpuMemset: return PathCategory::kCopy;
+      default: return PathCategory::kCommunicationTransfer;
+    }
+  }
+
+  // A GPU operation: booked from its start; before it, its launch where that
+  // ended after the stream's previous operation, else the stream goes on.
+  bool follow_operation(const RankLanes& lanes, const Lane& lane, const Lane::Stretch& stretch, const Event& e,
+                        Place& at, StepPath& path) {
+    const int64_t start = std::max(e.begin_ns, lanes.step_begin);
+    path.segments.push_back({at.rank, start, at.t, category_of(&e), e.name_id});
+    int64_t previous_end = lanes.step_begin;
+    for (const Lane::Stretch* s = &stretch; s != lane.stretches.data();) {
+      --s;
+      if (s->event >= 0 && s->event != stretch.event) {
+        previous_end = s->end;
+        break;
+      }
+    }
+    const auto launch = lanes.launches.find(e.correlation_id);
+    if (e.correlation_id != 0 && launch != lanes.launches.end() && launch->second.second->end_ns > previous_end &&
+        launch->second.second->end_ns <= start) {
+      const Event& call = *launch->second.second;
+      if (start > call.end_ns) path.segments.push_back({at.rank, call.end_ns, start, PathCategory::kLaunch, e.name_id});
+      at = {at.rank, launch->second.first, call.end_ns};
+      return true;
+    }
+    at.t = start;
+    return true;
+  }
+
+  // A synchronisation that waited for the GPU: from the end of the last
+  // operation that ended inside it, on that operation's stream.
+  bool follow_sync(const RankLanes& lanes, const Event& e, Place& at, StepPath& path) {
+    if (category_of(&e) != PathCategory::kSync) return false;
+    const int64_t until = std::min(e.end_ns, at.t);
+    const Event* waited = nullptr;
+    uint16_t stream = 0;
+    for (const auto& [track, lane] : lanes.lanes) {
+      if (!lane.stream) continue;
+      for (const Event& op : lane.events) {
+        if (op.end_ns > e.begin_ns && op.end_ns <= until && (!waited || op.end_ns > waited->end_ns)) {
+          waited = &op;
+          stream = track;
+        }
+      }
+    }
+    if (!waited) return false;
+    path.segments.push_back({at.rank, waited->end_ns, at.t, PathCategory::kSync, e.name_id});
+    at = {at.rank, stream, waited->end_ns};
+    return true;
+  }
+
+  // A call in which collectives of this rank completed (a blocking
+  // collective, the wait of nonblocking ones, NCCL's kernel): of them, the
+  // one whose last rank arrived latest held it. What follows that arrival is
+  // transfer; the walk goes on at the arrival, on the rank that arrived last.
+  bool follow_collective(Place& at, const Event& e, StepPath& path) {
+    if (!is_communication(e.kind)) return false;
+    const auto& completed = completions_[static_cast<size_t>(at.rank)];
+    auto it = std::lower_bound(completed.begin(), completed.end(), e.begin_ns,
+                               [](const auto& c, int64_t time) { return c.first < time; });
+    const CollectiveInstance* held = nullptr;
+    for (; it != completed.end() && it->first <= std::min(e.end_ns, at.t); ++it) {
+      if (!held || it->second->last_arrival_ns() > held->last_arrival_ns()) held = it->second;
+    }
+    if (!held) return false;
+    const int32_t last = held->last_arriver();
+    const int64_t last_arrival = held->last_arrival_ns();
+    const int64_t transfer_from = std::max({last_arrival, e.begin_ns, lanes_of(at.rank)->step_begin});
+    path.segments.push_back({at.rank, transfer_from, at.t, PathCategory::kCommunicationTransfer, e.name_id});
+    // Every rank was there before this call began, or this rank came last: it goes on here.
+    const RankLanes* last_lanes = last < 0 || last == at.rank || last_arrival <= e.begin_ns ? nullptr : lanes_of(last);
+    if (!last_lanes) {
+      at.t = transfer_from;
+      return true;
+    }
+    note_edge(last, rank_of_second_last(*held), last_arrival - held->second_last_arrival_ns(), path);
+    ++path.hops;
+    at = {last, arrival_track(*last_lanes, *held, last_arrival), last_arrival};
+    return true;
+  }
+
+  // Where the last rank arrived: the stream of its NCCL kernel that began
+  // then, else its training thread.
+  static uint16_t arrival_track(const RankLanes& lanes, const CollectiveInstance& c, int64_t arrival) {
+    if (c.source == CollectiveSource::kNccl) {
+      for (const auto& [track, lane] : lanes.lanes) {
+        if (!lane.stream) continue;
+        for (const Event& e : lane.events) {
+          if (e.kind == EventKind::kNcclCollectiveGpu && e.begin_ns == arrival && e.comm_hash == c.comm_hash) return track;
+        }
+      }
+    }
+    return lanes.training_track;
+  }
+
+  // A receive that waited for its send: transfer from the send's begin, and
+  // the walk goes on at the send, on the sender.
+  bool follow_message(Place& at, const Event& e, StepPath& path) {
+    if (e.kind != EventKind::kMpiP2p || e.op != CommOp::kRecv || e.peer < 0 || e.peer == at.rank) return false;
+    const RankLanes* sender = lanes_of(e.peer);
+    if (!sender) return false;
+    const auto found = sends_.find({e.comm_hash, e.seq, e.peer, at.rank, e.correlation_id});
+    if (found == sends_.end()) return false;
+    const auto& [track, send] = found->second;
+    if (send->begin_ns <= e.begin_ns || send->begin_ns > at.t) return false;  // sent before the receive was posted
+    path.segments.push_back({at.rank, send->begin_ns, at.t, PathCategory::kCommunicationTransfer, e.name_id});
+    note_edge(e.peer, at.rank, send->begin_ns - e.begin_ns, path);
+    ++path.hops;
+    at = {e.peer, track, send->begin_ns};
+    return true;
+  }
+
+  int32_t rank_of_second_last(const CollectiveInstance& c) const {
+    const int32_t last = c.last_arriver();
+    int32_t second = -1;
+    int64_t latest = INT64_MIN;
+    for (const Participation& p : c.ranks) {
+      if (p.rank != last && p.arrival_ns > latest) {
+        latest = p.arrival_ns;
+        second = p.rank;
+      }
+    }
+    return second;
+  }
+
+  // The order of two ranks' instants `apart_ns` apart, as their clocks' bounds allow it to be told.
+  void note_edge(int32_t from, int32_t to, int64_t apart_ns, StepPath& path) const {
+    if (from < 0 || to < 0) return;
+    const int64_t bound =
+        job_.clocks.at(static_cast<size_t>(from)).bound_ns + job_.clocks.at(static_cast<size_t>(to)).bound_ns;
+    if (apart_ns <= bound) path.undecided.push_back({from, to, apart_ns, bound});
+  }
+
+  // The rank's lanes in the step, read the first time the walk comes to the
+  // rank (most ranks it never visits); null where it did not run the step.
+  const RankLanes* lanes_of(int32_t rank) {
+    if (rank < 0 || static_cast<size_t>(rank) >= ranks_.size()) return nullptr;
+    std::optional<RankLanes>& slot = ranks_[static_cast<size_t>(rank)];
+    if (!slot) {
+      slot = read_lanes(timeline_, job_, timeline_.ranks()[static_cast<size_t>(rank)], step_);
+      for (const auto& [track, lane] : slot->lanes) {
+        for (const Event& e : lane.events) {
+          if (e.kind == EventKind::kMpiP2p && e.op == CommOp::kSend && e.peer >= 0) {
+            sends_[{e.comm_hash, e.seq, rank, e.peer, e.correlation_id}] = {track, &e};
+          }
+        }
+      }
+    }
+    return slot->ran_step ? &*slot : nullptr;
+  }
+
+  const Timeline& timeline_;
+  const JobProfile& job_;
+  size_t step_;
+  std::vector<std::optional<RankLanes>> ranks_;
+  // Per rank, its step's collectives by when they completed there.
+  std::vector<std::vector<std::pair<int64_t, const CollectiveInstance*>>> completions_;
+  std::map<MessageKey, std::pair<uint16_t, const Event*>> sends_;
+};
+
+StepPath walk_step(const Timeline& timeline, const JobProfile& job, size_t step) {
+  StepPath path;
+  path.step = step;
+  const StepTimes span = job_step(job, step);
+  path.begin_ns = span.begin_ns;
+  path.end_ns = span.end_ns;
+  // The walk starts where the step ended last.
+  int32_t last_rank = -1;
+  for (const RankProfile& rank : job.ranks) {
+    if (step >= rank.steps.size() || rank.steps[step].times.begin_ns == kUnknown) continue;
+    if (last_rank < 0 ||
+        rank.steps[step].times.end_ns > job.ranks[static_cast<size_t>(last_rank)].steps[step].times.end_ns) {
+      last_rank = rank.rank;
+    }
+  }
+  if (last_rank >= 0) {
+    Walk(timeline, job, step).run(last_rank, job.ranks[static_cast<size_t>(last_rank)].steps[step].times.end_ns, path);
+  }
+  return path;
+}
+
+// The steps walked: the median step by its time on the job, and the slowest.
+std::vector<std::pair<size_t, std::string>> steps_to_walk(const JobProfile& job) {
+  std::vector<std::pair<int64_t, size_t>> by_time;
+  for (size_t s = 0; s < job.step_numbers.size(); ++s) {
+    const StepTimes t = job_step(job, s);
+    if (t.begin_ns != kUnknown) by_time.emplace_back(t.duration(), s);
+  }
+  if (by_time.empty()) return {};
+  std::sort(by_time.begin(), by_time.end());
+  const size_t median = by_time[(by_time.size() - 1) / 2].second, slowest = by_time.back().second;
+  if (median == slowest) return {{median, "median, slowest"}};
+  return {{median, "median"}, {slowest, "slowest"}};
+}
+
+std::string unmeasured(const JobProfile& job) {
+  if (!job.clock_corrected) return kClocksNotAlignedReason;
+  const bool steps_marked =
+      job.steps_are_windows ||
+      std::any_of(job.ranks.begin(), job.ranks.end(), [](const RankProfile& r) { return r.step_track >= 0; });
+  if (!steps_marked) return "no step was marked (ProfilerStep#N ranges): a path runs from a step's end back to its begin";
+  return "";
+}
+
+}  // namespace
+
+std::string_view path_category_name(PathCategory category) {
+  switch (category) {
+    case PathCategory::kCompute: return "compute";
+    case PathCategory::kDataLoading: return "data loading";
+    case PathCategory::kLaunch: return "launch";
+    case PathCategory::kSync: return "sync";
+    case PathCategory::kCopy: return "copy";
+    case PathCategory::kCommunicationTransfer: return "communication transfer";
+    case PathCategory::kCount: break;
+  }
+  return "";
+}
+
+int64_t StepPath::path_ns() const {
+  int64_t total = 0;
+  for (const PathSegment& s : segments) total += s.ns();
+  return total;
+}
+
+CriticalPath critical_path(const Timeline& timeline, const JobProfile& job) {
+  CriticalPath result;
+  result.unmeasured = unmeasured(job);
+  if (!result.unmeasured.empty()) return result;
+  std::map<int32_t, PathShare> ranks;
+  std::map<std::tuple<uint32_t, int32_t, PathCategory>, int64_t> items;
+  for (const auto& [step, which] : steps_to_walk(job)) {
+    StepPath& path = result.steps.emplace_back(walk_step(timeline, job, step));
+    path.which = which;
+    for (const PathSegment& s : path.segments) {
+      PathShare& share = ranks[s.rank];
+      share.rank = s.rank;
+      share.ns += s.ns();
+      share.by_category[static_cast<size_t>(s.category)] += s.ns();
+      result.total_ns += s.ns();
+      if (s.name_id != UINT32_MAX) items[{s.name_id, s.rank, s.category}] += s.ns();
+    }
+  }
+  if (result.steps.empty()) {
+    result.unmeasured = kNoStepTimesReason;
+    return result;
+  }
+  for (const auto& [rank, share] : ranks) result.ranks.push_back(share);
+  std::stable_sort(result.ranks.begin(), result.ranks.end(),
+                   [](const PathShare& a, const PathShare& b) { return a.ns > b.ns; });
+  for (const auto& [key, ns] : items) result.items.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), ns});
+  std::stable_sort(result.items.begin(), result.items.end(), [](const PathItem& a, const PathItem& b) { return a.ns > b.ns; });
+  if (result.items.size() > 10) result.items.resize(10);
+  return result;
+}
+
+}  // namespace rankscope::analysis

@@ -1,0 +1,230 @@
+// The step's critical path on jobs small enough to work out by hand: a slow
+// rank behind an allreduce, a slow rank two messages upstream, and the jobs
+// on which there is no path to follow (times in ns below).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rankscope/analysis/critical_path.h"
+#include "rankscope/analysis/profile.h"
+#include "rankscope/model/shard.h"
+#include "../support/shard_job_test.h"
+
+namespace rankscope::analysis {
+namespace {
+
+constexpr uint16_t kThread = 0, kStream = 1;
+constexpr uint64_t kWorld = 5;
+enum Name : uint32_t { kStep, kAllreduce, kSend, kRecv, kSlow, kRelay, kTail, kLoader, kLaunch, kSync, kGemm };
+
+Event range(uint32_t name, int64_t begin, int64_t end) {
+  return testing::host_event(EventKind::kNvtxRange, name, begin, end, kThread);
+}
+Event allreduce(int64_t begin, int64_t end) {
+  Event e = testing::host_event(EventKind::kMpiCollective, kAllreduce, begin, end, kThread);
+  e.op = CommOp::kAllReduce;
+  e.comm_hash = kWorld;
+  return e;
+}
+// Message number 0 of tag 7 between the two ranks, as the MPI shim numbers them.
+Event message(CommOp op, int32_t peer, int64_t begin, int64_t end) {
+  Event e = testing::host_event(EventKind::kMpiP2p, op == CommOp::kSend ? kSend : kRecv, begin, end, kThread);
+  e.op = op;
+  e.peer = peer;
+  e.comm_hash = kWorld;
+  e.correlation_id = 7;
+  return e;
+}
+
+Event cuda_call(uint32_t name, int64_t begin, int64_t end, uint64_t correlation) {
+  Event e = testing::host_event(EventKind::kCudaApi, name, begin, end, kThread);
+  e.correlation_id = correlation;
+  return e;
+}
+Event kernel(int64_t begin, int64_t end, uint64_t correlation) {
+  Event e = testing::host_event(EventKind::kGpuKernel, kGemm, begin, end, kStream);
+  e.correlation_id = correlation;
+  return e;
+}
+
+Event nccl_allreduce(int64_t begin, int64_t end) {
+  Event e = testing::host_event(EventKind::kNcclCollectiveGpu, kAllreduce, begin, end, kStream);
+  e.op = CommOp::kAllReduce;
+  e.comm_hash = kWorld;
+  return e;
+}
+
+class CriticalPathTest : public testing::ShardJobTest {
+ protected:
+  // One rank of `world_size`; `synced`: its clock measured against rank 0's within 10 ns.
+  void write_rank(int32_t rank, int32_t world_size, std::vector<Event> events, bool synced = true) {
+    if (process_ != 0) return;
+    RankMetadata metadata;
+    metadata.rank = rank;
+    metadata.world_size = world_size;
+    metadata.host = "node-" + std::to_string(rank);
+    ShardWriter writer;
+    ASSERT_TRUE(writer.open((dir_ / ("rank-" + std::to_string(rank) + ".shard")).string(), metadata, 0));
+    const std::pair<uint32_t, std::string_view> names[] = {
+        {kStep, "ProfilerStep#0"}, {kAllreduce, "MPI_Allreduce"}, {kSend, "MPI_Send"}, {kRecv, "MPI_Recv"},
+        {kSlow, "slow layer"},     {kRelay, "relay"},             {kTail, "tail"},     {kLoader, "data loading"},
+        {kLaunch, "cudaLaunchKernel"}, {kSync, "cudaStreamSynchronize"}, {kGemm, "gemm"}};
+    ASSERT_TRUE(writer.write_strings(names, 0));
+    const Track tracks[] = {{7, kThread, 0, -1, TrackType::kThread, 0, 0},
+                            {7, kStream, 0, 0, TrackType::kCudaStream, 0, 0}};
+    ASSERT_TRUE(writer.write_tracks(tracks, 0));
+    if (synced) {
+      const SyncPoint points[2] = {{0, 0, 10}, {1'000'000'000, 0, 10}};
+      ASSERT_TRUE(writer.write_sync_points(points, 0));
+    }
+    std::sort(events.begin(), events.end(), event_time_order);
+    ASSERT_TRUE(writer.write_events(events));
+    ASSERT_TRUE(writer.close({}, 10'000));
+  }
+
+  CriticalPath path() {
+    const Timeline timeline(merged());
+    const JobProfile job = build_profile(timeline);
+    strings_ = job.strings;
+    return critical_path(timeline, job);
+  }
+  // A name on the path, as the job's string table holds it.
+  std::string name(uint32_t id) const { return id < strings_->size() ? (*strings_)[id] : ""; }
+
+  std::shared_ptr<const std::vector<std::string>> strings_;
+
+  static int64_t on_rank(const CriticalPath& path, int32_t rank) {
+    for (const PathShare& share : path.ranks) {
+      if (share.rank == rank) return share.ns;
+    }
+    return 0;
+  }
+};
+
+// Rank 1's slow layer holds the allreduce every rank waits in; rank 0 ends
+// the step last: its tail, the allreduce's transfer after rank 1 came, then
+// rank 1's slow layer.
+TEST_F(CriticalPathTest, AnAllreduceHandsThePathToTheRankThatCameLast) {
+  write_rank(0, 3, {range(kStep, 0, 1000), range(kRelay, 0, 100), allreduce(100, 600), range(kTail, 600, 1000)});
+  write_rank(1, 3, {range(kStep, 0, 900), range(kSlow, 0, 500), allreduce(500, 600), range(kRelay, 600, 900)});
+  write_rank(2, 3, {range(kStep, 0, 900), range(kRelay, 0, 200), allreduce(200, 600), range(kRelay, 600, 900)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.unmeasured, "");
+  ASSERT_EQ(p.steps.size(), 1u);
+  const StepPath& step = p.steps[0];
+  EXPECT_EQ(step.hops, 1);
+  EXPECT_EQ(step.path_ns(), 1000);
+  ASSERT_EQ(step.segments.size(), 3u);
+  EXPECT_EQ(step.segments[0].rank, 0);
+  EXPECT_EQ(name(step.segments[0].name_id), "tail");
+  EXPECT_EQ(step.segments[1].category, PathCategory::kCommunicationTransfer);
+  EXPECT_EQ(step.segments[1].begin_ns, 500);
+  EXPECT_EQ(step.segments[2].rank, 1);
+  EXPECT_EQ(name(step.segments[2].name_id), "slow layer");
+  EXPECT_EQ(on_rank(p, 1), 500);
+  EXPECT_EQ(on_rank(p, 2), 0);  // it waited: none of its time is on the path
+  ASSERT_FALSE(p.items.empty());
+  EXPECT_EQ(name(p.items[0].name_id), "slow layer");
+  EXPECT_EQ(p.items[0].rank, 1);
+}
+
+// A pipeline: rank 0's slow layer, its send to rank 1, rank 1's relay, its
+// send to rank 2, rank 2's tail. Each receive was posted long before its
+// send: the path goes two hops upstream, to rank 0.
+TEST_F(CriticalPathTest, AReceiveHandsThePathToItsSenderTwoHopsUpstream) {
+  write_rank(0, 3, {range(kStep, 0, 990), range(kSlow, 0, 800), message(CommOp::kSend, 1, 800, 810)});
+  write_rank(1, 3, {range(kStep, 0, 990), message(CommOp::kRecv, 0, 100, 820), range(kRelay, 820, 850),
+                    message(CommOp::kSend, 2, 850, 860)});
+  write_rank(2, 3, {range(kStep, 0, 1000), message(CommOp::kRecv, 1, 50, 870), range(kTail, 870, 1000)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.unmeasured, "");
+  ASSERT_EQ(p.steps.size(), 1u);
+  EXPECT_EQ(p.steps[0].hops, 2);
+  EXPECT_EQ(p.steps[0].path_ns(), 1000);
+  EXPECT_EQ(on_rank(p, 0), 800);
+  EXPECT_EQ(on_rank(p, 1), 30 + 20);  // its relay and the transfer of rank 0's message
+  EXPECT_EQ(on_rank(p, 2), 130 + 20);
+  ASSERT_FALSE(p.ranks.empty());
+  EXPECT_EQ(p.ranks[0].rank, 0);
+  EXPECT_TRUE(p.steps[0].undecided.empty());
+}
+
+// Two arrivals 15 ns apart, closer than the two clocks' bounds (10 ns each):
+// the path follows the recorded order and says the edge is undecided.
+TEST_F(CriticalPathTest, AnArrivalOrderTheClocksCannotTellIsSaid) {
+  write_rank(0, 2, {range(kStep, 0, 1000), range(kRelay, 0, 500), allreduce(500, 600), range(kTail, 600, 1000)});
+  write_rank(1, 2, {range(kStep, 0, 900), range(kSlow, 0, 515), allreduce(515, 600), range(kRelay, 600, 900)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.steps.size(), 1u);
+  ASSERT_EQ(p.steps[0].undecided.size(), 1u);
+  EXPECT_EQ(p.steps[0].undecided[0].from_rank, 1);
+  EXPECT_EQ(p.steps[0].undecided[0].apart_ns, 15);
+  EXPECT_EQ(p.steps[0].undecided[0].bound_ns, 20);
+}
+
+TEST_F(CriticalPathTest, WithoutStepsThereIsNoPathAndItSaysWhy) {
+  write_rank(0, 2, {range(kRelay, 0, 500), allreduce(500, 600)});
+  write_rank(1, 2, {range(kSlow, 0, 550), allreduce(550, 600)});
+  const CriticalPath p = path();
+  EXPECT_TRUE(p.steps.empty());
+  EXPECT_NE(p.unmeasured.find("no step was marked"), std::string::npos) << p.unmeasured;
+}
+
+TEST_F(CriticalPathTest, OnClocksNotAlignedThereIsNoPathAndItSaysWhy) {
+  write_rank(0, 2, {range(kStep, 0, 1000), allreduce(500, 600)}, false);
+  write_rank(1, 2, {range(kStep, 0, 900), allreduce(550, 600)}, false);
+  const CriticalPath p = path();
+  EXPECT_TRUE(p.steps.empty());
+  EXPECT_EQ(p.unmeasured, kClocksNotAlignedReason);
+}
+
+// A data loader's range on the path is booked as data loading.
+TEST_F(CriticalPathTest, DataLoadingOnThePathIsBookedSo) {
+  write_rank(0, 1, {range(kStep, 0, 1000), range(kLoader, 0, 700), range(kTail, 700, 1000)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.ranks.size(), 1u);
+  EXPECT_EQ(p.ranks[0].by_category[static_cast<size_t>(PathCategory::kDataLoading)], 700);
+  EXPECT_EQ(p.ranks[0].by_category[static_cast<size_t>(PathCategory::kCompute)], 300);
+}
+
+// A GPU step: the host's tail, the sync that waited for the kernel, the
+// kernel, the time from its launch's end to its start, the launch, and the
+// host's time before it.
+TEST_F(CriticalPathTest, ASyncHandsThePathToTheKernelAndTheKernelToItsLaunch) {
+  write_rank(0, 1, {range(kStep, 0, 1000), cuda_call(kLaunch, 100, 110, 1), kernel(120, 600, 1),
+                    cuda_call(kSync, 150, 610, 2), range(kTail, 610, 1000)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.unmeasured, "");
+  ASSERT_EQ(p.steps.size(), 1u);
+  EXPECT_EQ(p.steps[0].path_ns(), 1000);
+  ASSERT_EQ(p.ranks.size(), 1u);
+  const auto booked = [&](PathCategory c) { return p.ranks[0].by_category[static_cast<size_t>(c)]; };
+  EXPECT_EQ(booked(PathCategory::kCompute), 390 + 480 + 100);
+  EXPECT_EQ(booked(PathCategory::kSync), 10);
+  EXPECT_EQ(booked(PathCategory::kLaunch), 10 + 10);
+  ASSERT_FALSE(p.items.empty());
+  EXPECT_EQ(name(p.items[0].name_id), "gemm");
+}
+
+// NCCL's allreduce on the GPU: rank 0's kernel waited for rank 1's, which
+// came after rank 1's gemm: the path crosses to rank 1's stream there.
+TEST_F(CriticalPathTest, NcclsKernelHandsThePathToTheStreamThatCameLast) {
+  write_rank(0, 2, {range(kStep, 0, 1000), nccl_allreduce(200, 700), cuda_call(kSync, 210, 710, 2),
+                    range(kTail, 710, 1000)});
+  write_rank(1, 2, {range(kStep, 0, 900), cuda_call(kLaunch, 50, 60, 1), kernel(100, 600, 1),
+                    nccl_allreduce(600, 700), cuda_call(kSync, 70, 705, 3)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.unmeasured, "");
+  ASSERT_EQ(p.steps.size(), 1u);
+  EXPECT_EQ(p.steps[0].hops, 1);
+  EXPECT_EQ(p.steps[0].path_ns(), 1000);
+  EXPECT_EQ(on_rank(p, 0), 290 + 10 + 100);
+  EXPECT_EQ(on_rank(p, 1), 500 + 40 + 10 + 50);
+}
+
+}  // namespace
+}  // namespace rankscope::analysis
