@@ -192,6 +192,22 @@ RankLanes read_lanes(const Timeline& timeline, const JobProfile& job, const Rank
   return rank_lanes;
 }
 
+// A stretch onto the path, joined to the one before where it continues it
+// (the same range or call on the same rank, touching): a loop of short calls
+// stays one stretch per call, a call cut by the walk one stretch.
+void add_segment(StepPath& path, const PathSegment& segment) {
+  if (segment.end_ns <= segment.begin_ns) return;
+  if (!path.segments.empty()) {
+    PathSegment& later = path.segments.back();
+    if (later.rank == segment.rank && later.category == segment.category && later.name_id == segment.name_id &&
+        later.begin_ns == segment.end_ns) {
+      later.begin_ns = segment.begin_ns;
+      return;
+    }
+  }
+  path.segments.push_back(segment);
+}
+
 // A message's send, by (communicator, sequence number, sender, receiver, tag).
 using MessageKey = std::tuple<uint64_t, uint64_t, int32_t, int32_t, uint64_t>;
 
@@ -261,7 +277,7 @@ class Walk {
     if (e && (follow_collective(at, *e, path) || follow_message(at, *e, path) || follow_sync(lanes, *e, at, path))) {
       return true;
     }
-    path.segments.push_back({at.rank, begin, at.t, category_of(e), e ? e->name_id : UINT32_MAX});
+    add_segment(path, {at.rank, begin, at.t, category_of(e), e ? e->name_id : UINT32_MAX});
     at.t = begin;
     return true;
   }
@@ -289,7 +305,7 @@ class Walk {
   bool follow_operation(const RankLanes& lanes, const Lane& lane, const Lane::Stretch& stretch, const Event& e,
                         Place& at, StepPath& path) {
     const int64_t start = std::max(e.begin_ns, lanes.step_begin);
-    path.segments.push_back({at.rank, start, at.t, category_of(&e), e.name_id});
+    add_segment(path, {at.rank, start, at.t, category_of(&e), e.name_id});
     int64_t previous_end = lanes.step_begin;
     for (const Lane::Stretch* s = &stretch; s != lane.stretches.data();) {
       --s;
@@ -302,7 +318,7 @@ class Walk {
     if (e.correlation_id != 0 && launch != lanes.launches.end() && launch->second.second->end_ns > previous_end &&
         launch->second.second->end_ns <= start) {
       const Event& call = *launch->second.second;
-      if (start > call.end_ns) path.segments.push_back({at.rank, call.end_ns, start, PathCategory::kLaunch, e.name_id});
+      if (start > call.end_ns) add_segment(path, {at.rank, call.end_ns, start, PathCategory::kLaunch, e.name_id});
       at = {at.rank, launch->second.first, call.end_ns};
       return true;
     }
@@ -327,7 +343,7 @@ class Walk {
       }
     }
     if (!waited) return false;
-    path.segments.push_back({at.rank, waited->end_ns, at.t, PathCategory::kSync, e.name_id});
+    add_segment(path, {at.rank, waited->end_ns, at.t, PathCategory::kSync, e.name_id});
     at = {at.rank, stream, waited->end_ns};
     return true;
   }
@@ -349,7 +365,7 @@ class Walk {
     const int32_t last = held->last_arriver();
     const int64_t last_arrival = held->last_arrival_ns();
     const int64_t transfer_from = std::max({last_arrival, e.begin_ns, lanes_of(at.rank)->step_begin});
-    path.segments.push_back({at.rank, transfer_from, at.t, PathCategory::kCommunicationTransfer, e.name_id});
+    add_segment(path, {at.rank, transfer_from, at.t, PathCategory::kCommunicationTransfer, e.name_id});
     // Every rank was there before this call began, or this rank came last: it goes on here.
     const RankLanes* last_lanes = last < 0 || last == at.rank || last_arrival <= e.begin_ns ? nullptr : lanes_of(last);
     if (!last_lanes) {
@@ -386,7 +402,7 @@ class Walk {
     if (found == sends_.end()) return false;
     const auto& [track, send] = found->second;
     if (send->begin_ns <= e.begin_ns || send->begin_ns > at.t) return false;  // sent before the receive was posted
-    path.segments.push_back({at.rank, send->begin_ns, at.t, PathCategory::kCommunicationTransfer, e.name_id});
+    add_segment(path, {at.rank, send->begin_ns, at.t, PathCategory::kCommunicationTransfer, e.name_id});
     note_edge(e.peer, at.rank, send->begin_ns - e.begin_ns, path);
     ++path.hops;
     at = {e.peer, track, send->begin_ns};

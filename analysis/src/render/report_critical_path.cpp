@@ -3,6 +3,7 @@
 #include <string>
 
 #include "rankscope/model/format.h"
+#include "rankscope/model/html.h"
 #include "report_sections.h"
 
 namespace rankscope::analysis {
@@ -12,6 +13,61 @@ double percent(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * static_
 
 std::string name_of(const JobProfile& job, uint32_t name_id) {
   return name_id < job.strings->size() ? (*job.strings)[name_id] : "(outside any range)";
+}
+
+// The CSS class of a category's stretches (report_html.cpp's style).
+std::string category_class(PathCategory category) { return "p" + std::to_string(static_cast<int>(category)); }
+
+// One walked step: a row per rank on its path, the rank's step as a grey
+// band and the path's stretches on it, coloured by category.
+void write_step_strips(const Report& report, const StepPath& step, size_t index, std::string& out) {
+  using namespace html;
+  const JobProfile& job = report.profile;
+  std::vector<int32_t> ranks;
+  for (const PathSegment& s : step.segments) ranks.push_back(s.rank);
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  const double left = 64, top = 12, row = 22, plot_width = 760, bottom = 40;
+  const double span = static_cast<double>(std::max<int64_t>(step.end_ns - step.begin_ns, 1));
+  const auto x_of = [&](int64_t t) { return left + plot_width * static_cast<double>(t - step.begin_ns) / span; };
+  const double height = top + row * static_cast<double>(ranks.size()) + bottom;
+  write_svg_open(out, "critical-path-" + std::to_string(index), left + plot_width + 20, height,
+                 "the critical path of step " + std::to_string(job.step_numbers.at(step.step)));
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const double y = top + row * static_cast<double>(i);
+    write_text(out, left - 6, y + 15, "rank " + std::to_string(ranks[i]), "text-anchor=\"end\"");
+    const RankProfile& rank = job.ranks.at(static_cast<size_t>(ranks[i]));
+    if (step.step < rank.steps.size() && rank.steps[step.step].times.begin_ns != kUnknown) {
+      const StepTimes& t = rank.steps[step.step].times;
+      write_rect(out, x_of(t.begin_ns), y + 3, std::max(x_of(t.end_ns) - x_of(t.begin_ns), 0.5), row - 6, "p-span");
+    }
+  }
+  // Touching stretches of one rank and category are drawn as one: a path
+  // of thousands of short calls stays a page of a few hundred shapes.
+  out += "<g shape-rendering=\"crispEdges\">\n";
+  for (size_t first = 0; first < step.segments.size();) {
+    const PathSegment& s = step.segments[first];
+    size_t last = first;
+    while (last + 1 < step.segments.size() && step.segments[last + 1].rank == s.rank &&
+           step.segments[last + 1].category == s.category && step.segments[last + 1].end_ns == step.segments[last].begin_ns) {
+      ++last;
+    }
+    const int64_t begin = step.segments[last].begin_ns;
+    const size_t i = static_cast<size_t>(std::lower_bound(ranks.begin(), ranks.end(), s.rank) - ranks.begin());
+    const double y = top + row * static_cast<double>(i);
+    const std::string what = last == first ? name_of(job, s.name_id) : std::to_string(last - first + 1) + " stretches";
+    write_rect(out, x_of(begin), y + 1, std::max(x_of(s.end_ns) - x_of(begin), 0.5), row - 2, category_class(s.category),
+               escape(what + " (" + std::string(path_category_name(s.category)) + "), " +
+                      format_duration(static_cast<double>(s.end_ns - begin))));
+    first = last + 1;
+  }
+  out += "</g>\n";
+  const double axis_y = top + row * static_cast<double>(ranks.size()) + 4;
+  write_line(out, left, axis_y, left + plot_width, axis_y, "axis");
+  write_text(out, left, axis_y + 14, "0");
+  write_text(out, left + plot_width, axis_y + 14, format_duration(span), "text-anchor=\"end\"");
+  write_text(out, left + plot_width / 2, axis_y + 30, "time in the step", "class=\"axis-title\" text-anchor=\"middle\"");
+  write_svg_close(out);
 }
 
 }  // namespace
@@ -27,7 +83,7 @@ void write_critical_path_text(const Report& report, std::string& out) {
   for (const StepPath& step : path.steps) {
     out += "  " + step.which + " step (" + std::to_string(report.profile.step_numbers.at(step.step)) + "): " +
            format_duration(static_cast<double>(step.path_ns())) + " on the path, " + std::to_string(step.hops) +
-           " hops between ranks";
+           (step.hops == 1 ? " crossing" : " crossings") + " between ranks";
     if (!step.undecided.empty()) {
       out += "; " + std::to_string(step.undecided.size()) + " of them closer than the clocks' bounds tell apart";
     }
@@ -95,6 +151,57 @@ void write_critical_path_json(JsonWriter& json, const Report& report) {
     json.end_array().end_object();
   }
   json.end_array().end_object();
+}
+
+void write_critical_path_html(const Report& report, std::string& out) {
+  using namespace html;
+  const CriticalPath& path = report.critical_path;
+  out += "<section id=\"critical-path-section\">\n<h2>Critical path</h2>\n";
+  if (!path.unmeasured.empty()) {
+    write_note(out, escape("Critical path n/a: " + path.unmeasured + "."), "critical-path-note");
+    out += "</section>\n";
+    return;
+  }
+  out += "<p class=\"legend\">";
+  for (size_t c = 0; c < static_cast<size_t>(PathCategory::kCount); ++c) {
+    out += "<span class=\"swatch " + category_class(static_cast<PathCategory>(c)) + "\"></span>" +
+           escape(path_category_name(static_cast<PathCategory>(c))) + " ";
+  }
+  out += "</p>\n";
+  for (size_t i = 0; i < path.steps.size(); ++i) {
+    const StepPath& step = path.steps[i];
+    out += "<h3>" + escape(step.which) + " step (" + std::to_string(report.profile.step_numbers.at(step.step)) + "): " +
+           format_duration(static_cast<double>(step.path_ns())) + " on the path, " + std::to_string(step.hops) +
+           (step.hops == 1 ? " crossing" : " crossings") + " between ranks" +
+           (step.undecided.empty() ? std::string()
+                                   : ", " + std::to_string(step.undecided.size()) +
+                                         " of them closer than the clocks' bounds tell apart") +
+           "</h3>\n";
+    write_step_strips(report, step, i, out);
+  }
+  out += "<div class=\"table-wrap\"><table id=\"critical-path-table\">\n<thead><tr><th class=\"num\">rank</th>"
+         "<th class=\"num\">on the path</th>";
+  for (size_t c = 0; c < static_cast<size_t>(PathCategory::kCount); ++c) {
+    out += "<th class=\"num\">" + escape(path_category_name(static_cast<PathCategory>(c))) + "</th>";
+  }
+  out += "</tr></thead>\n<tbody>\n";
+  for (const PathShare& share : path.ranks) {
+    out += "<tr><td class=\"num\">" + std::to_string(share.rank) + "</td><td class=\"num\">" +
+           format_percent(percent(share.ns, path.total_ns)) + "</td>";
+    for (size_t c = 0; c < static_cast<size_t>(PathCategory::kCount); ++c) {
+      out += "<td class=\"num\">" + format_percent(percent(share.by_category[c], path.total_ns)) + "</td>";
+    }
+    out += "</tr>\n";
+  }
+  out += "</tbody></table></div>\n<p class=\"caption\">The path walked back from where the step ended last "
+         "(docs/report-reference.md, \"The critical path\"); each row a rank it crossed, its step in grey. Longest on "
+         "it: ";
+  for (size_t i = 0; i < path.items.size() && i < 3; ++i) {
+    const PathItem& item = path.items[i];
+    out += (i ? "; " : "") + escape(name_of(report.profile, item.name_id)) + " on rank " + std::to_string(item.rank) +
+           ", " + format_duration(static_cast<double>(item.ns));
+  }
+  out += ".</p>\n</section>\n";
 }
 
 }  // namespace rankscope::analysis

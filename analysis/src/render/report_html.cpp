@@ -86,6 +86,9 @@ constexpr const char* kStyle = R"(
 .c-wait{fill:#e45756}.c-transfer{fill:#f58518}.c-data{fill:#72b7b2}.c-optimizer{fill:#b279a2}
 .c-backward{fill:#54a24b}.c-forward{fill:#4c78a8}.c-other{fill:#bab0ac}
 .g-kernel{fill:#4c78a8}.g-memcpy{fill:#f58518}.g-memset{fill:#eeca3b}.g-comm{fill:#e45756}
+.p0{fill:#4c78a8;background:#4c78a8}.p1{fill:#72b7b2;background:#72b7b2}.p2{fill:#b279a2;background:#b279a2}
+.p3{fill:#eeca3b;background:#eeca3b}.p4{fill:#f58518;background:#f58518}.p5{fill:#e45756;background:#e45756}
+.p-span{fill:#e4e4e4}.swatch{display:inline-block;width:12px;height:12px;margin:0 4px 0 10px;vertical-align:-1px}
 .g-runtime{fill:#b279a2}.g-data{fill:#72b7b2}.g-cpu{fill:#54a24b}.g-other{fill:#bab0ac}.memory-point{fill:#4c78a8}
 #straggler-table td{background:#fff}
 #straggler-table tbody tr:first-child td{border-bottom:none}
@@ -931,6 +934,7 @@ std::string report_html(const Report& report) {
   write_bottlenecks_html(report, out);
   write_wait_heatmap(report, out);
   write_straggler_table(report, out);
+  write_critical_path_html(report, out);
   write_breakdown_section(report, out);
   write_overlap_section(report, out);
   write_bucket_section(report, out);

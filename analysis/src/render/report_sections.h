@@ -17,6 +17,7 @@ void write_bottlenecks_html(const Report& report, std::string& out);
 // The step's critical path across ranks.
 void write_critical_path_text(const Report& report, std::string& out);
 void write_critical_path_json(JsonWriter& json, const Report& report);
+void write_critical_path_html(const Report& report, std::string& out);
 
 // A rank's device figures over the steps it ran.
 struct DeviceTotals {
