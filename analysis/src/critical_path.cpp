@@ -363,8 +363,10 @@ class Walk {
     }
     if (!held) return false;
     const int32_t last = held->last_arriver();
-    const int64_t last_arrival = held->last_arrival_ns();
-    const int64_t transfer_from = std::max({last_arrival, e.begin_ns, lanes_of(at.rank)->step_begin});
+    // No later than where the walk is: an arrival after this rank's end is
+    // a clock the causality check counted, and the walk only goes back.
+    const int64_t last_arrival = std::min(held->last_arrival_ns(), at.t);
+    const int64_t transfer_from = std::min(std::max({last_arrival, e.begin_ns, lanes_of(at.rank)->step_begin}), at.t);
     add_segment(path, {at.rank, transfer_from, at.t, PathCategory::kCommunicationTransfer, e.name_id});
     // Every rank was there before this call began, or this rank came last: it goes on here.
     const RankLanes* last_lanes = last < 0 || last == at.rank || last_arrival <= e.begin_ns ? nullptr : lanes_of(last);
