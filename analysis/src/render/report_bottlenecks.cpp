@@ -43,9 +43,11 @@ DeviceTotals device_totals(const RankProfile& rank) {
   return t;
 }
 
-std::string share_text(int64_t part, int64_t whole) {
-  return format_percent(whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0);
+double share_percent(int64_t part, int64_t whole) {
+  return whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0;
 }
+
+std::string share_text(int64_t part, int64_t whole) { return format_percent(share_percent(part, whole)); }
 
 void write_bottlenecks_text(const Report& report, std::string& out) {
   const BottleneckReport& b = report.bottlenecks;

@@ -9,8 +9,6 @@
 namespace rankscope::analysis {
 namespace {
 
-double percent(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0; }
-
 std::string name_of(const JobProfile& job, uint32_t name_id) {
   return name_id < job.strings->size() ? (*job.strings)[name_id] : "(outside any range)";
 }
@@ -93,14 +91,14 @@ void write_critical_path_text(const Report& report, std::string& out) {
   for (size_t i = 0; i < path.ranks.size() && i < 4; ++i) {
     const PathShare& share = path.ranks[i];
     out += (i ? ", " : " ") + std::string("rank ") + std::to_string(share.rank) + " " +
-           format_percent(percent(share.ns, path.total_ns));
+           share_text(share.ns, path.total_ns);
   }
   out += "\n  by category:";
   for (size_t c = 0; c < static_cast<size_t>(PathCategory::kCount); ++c) {
     int64_t ns = 0;
     for (const PathShare& share : path.ranks) ns += share.by_category[c];
     out += (c ? ", " : " ") + std::string(path_category_name(static_cast<PathCategory>(c))) + " " +
-           format_percent(percent(ns, path.total_ns));
+           share_text(ns, path.total_ns);
   }
   out += "\n";
   for (size_t i = 0; i < path.items.size() && i < 3; ++i) {
@@ -120,11 +118,11 @@ void write_critical_path_json(JsonWriter& json, const Report& report) {
   json.key("ranks").begin_array();
   for (const PathShare& share : path.ranks) {
     json.begin_object().key("rank").value(share.rank).key("ns").value(share.ns);
-    json.key("share_pct").value(percent(share.ns, path.total_ns));
+    json.key("share_pct").value(share_percent(share.ns, path.total_ns));
     for (size_t c = 0; c < static_cast<size_t>(PathCategory::kCount); ++c) {
       std::string key(path_category_name(static_cast<PathCategory>(c)));
       std::replace(key.begin(), key.end(), ' ', '_');
-      json.key(key + "_share_pct").value(percent(share.by_category[c], path.total_ns));
+      json.key(key + "_share_pct").value(share_percent(share.by_category[c], path.total_ns));
     }
     json.end_object();
   }
@@ -187,9 +185,9 @@ void write_critical_path_html(const Report& report, std::string& out) {
   out += "</tr></thead>\n<tbody>\n";
   for (const PathShare& share : path.ranks) {
     out += "<tr><td class=\"num\">" + std::to_string(share.rank) + "</td><td class=\"num\">" +
-           format_percent(percent(share.ns, path.total_ns)) + "</td>";
+           share_text(share.ns, path.total_ns) + "</td>";
     for (size_t c = 0; c < static_cast<size_t>(PathCategory::kCount); ++c) {
-      out += "<td class=\"num\">" + format_percent(percent(share.by_category[c], path.total_ns)) + "</td>";
+      out += "<td class=\"num\">" + share_text(share.by_category[c], path.total_ns) + "</td>";
     }
     out += "</tr>\n";
   }

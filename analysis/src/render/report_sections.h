@@ -26,6 +26,8 @@ struct DeviceTotals {
   size_t steps = 0;
 };
 DeviceTotals device_totals(const RankProfile& rank);
+// `part` in % of `whole`; 0 when `whole` is 0.
+double share_percent(int64_t part, int64_t whole);
 // "12.5 %" of `whole`; "0 %" when it is 0.
 std::string share_text(int64_t part, int64_t whole);
 
