@@ -1,5 +1,6 @@
 #include "rankscope/timeline/timeline.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -536,6 +537,7 @@ Timeline::Timeline(const std::string& path) : path_(path) {
     events_ = reader.open(schema::kEvents, event_type_).release();
     event_count_ = reader.dims(events_).at(0);
     events_chunk_rows_ = chunk_rows(events_);
+    open_events_directly();
     if (H5Lexists(file_, schema::kEventChecksums, H5P_DEFAULT) > 0) {
       auto checksums = reader.read_table<uint32_t>(schema::kEventChecksums, H5T_NATIVE_UINT32, note);
       event_checksums_ = std::move(checksums.rows);
@@ -631,6 +633,7 @@ Timeline::Timeline(const std::string& path) : path_(path) {
       ranks_.push_back(std::move(info));
     }
   } catch (...) {
+    if (events_fd_ >= 0) ::close(events_fd_);
     if (events_ >= 0) H5Dclose(events_);
     if (event_type_ >= 0) H5Tclose(event_type_);
     H5Fclose(file_);
@@ -639,6 +642,7 @@ Timeline::Timeline(const std::string& path) : path_(path) {
 }
 
 Timeline::~Timeline() {
+  if (events_fd_ >= 0) ::close(events_fd_);
   H5Dclose(events_);
   H5Tclose(event_type_);
   H5Fclose(file_);
@@ -647,6 +651,42 @@ Timeline::~Timeline() {
 const std::string& Timeline::string(uint32_t id) const {
   if (id >= strings_->size()) throw Error(path_ + ": string id " + std::to_string(id) + " is out of range");
   return (*strings_)[id];
+}
+
+void Timeline::open_events_directly() {
+  if (events_chunk_rows_ != 0 || event_count_ == 0) return;
+  const haddr_t offset = H5Dget_offset(events_);
+  const Handle stored(H5Dget_type(events_), H5Tclose);
+  // A user block before HDF5's data (h5jam) would move every address.
+  const Handle creation(H5Fget_create_plist(file_), H5Pclose);
+  hsize_t user_block = 1, file_bytes = 0;
+  if (offset == HADDR_UNDEF || !stored.valid() || H5Tequal(stored, event_type_) <= 0 || !creation.valid() ||
+      H5Pget_userblock(creation, &user_block) < 0 || user_block != 0 || H5Fget_filesize(file_, &file_bytes) < 0 ||
+      offset + event_count_ * sizeof(Event) > file_bytes) {
+    return;
+  }
+  events_fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  events_file_offset_ = offset;
+}
+
+RowRanges Timeline::read_event_rows(uint64_t first, uint64_t count, Event* rows) const {
+  if (events_fd_ < 0) {
+    std::lock_guard<std::mutex> lock(hdf5_mutex_);
+    return read_rows(events_, event_type_, first, count, 1, events_chunk_rows_, rows, sizeof(Event));
+  }
+  char* at = reinterpret_cast<char*>(rows);
+  size_t left = count * sizeof(Event);
+  off_t from = static_cast<off_t>(events_file_offset_ + first * sizeof(Event));
+  while (left > 0) {
+    const ssize_t got = ::pread(events_fd_, at, left, from);
+    if (got < 0 && errno == EINTR) continue;
+    // As HDF5 reports a contiguous dataset it cannot read: the whole run.
+    if (got <= 0) return {{first, first + count}};
+    at += got;
+    from += got;
+    left -= static_cast<size_t>(got);
+  }
+  return {};
 }
 
 void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::vector<Event>& out) const {
@@ -669,11 +709,7 @@ void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::ve
     const uint64_t end = std::min(to, (begin / block + 1) * block);
     const uint64_t begin_row = info.event_offset + begin, end_row = info.event_offset + end;
     Event* rows = out.data() + (begin - from);
-    RowRanges unreadable;
-    {
-      std::lock_guard<std::mutex> lock(hdf5_mutex_);
-      unreadable = read_rows(events_, event_type_, begin_row, end - begin, 1, events_chunk_rows_, rows, sizeof(Event));
-    }
+    const RowRanges unreadable = read_event_rows(begin_row, end - begin, rows);
     for (const auto& [bad_begin, bad_end] : unreadable) {
       note_damage({dataset, bad_begin, bad_end - bad_begin, "", "unreadable (the file is damaged or cut short there)"});
     }

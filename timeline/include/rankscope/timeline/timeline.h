@@ -165,6 +165,11 @@ class Timeline {
   int64_t event_type_ = -1;
   uint64_t event_count_ = 0;
   uint64_t events_chunk_rows_ = 0;  // 0: contiguous
+  // /events stored contiguously, each row as Event lies in memory: read by
+  // pread() from here, on any thread at once, without HDF5 (which takes
+  // one call at a time). -1: through HDF5 (another layout, or cut short).
+  int events_fd_ = -1;
+  uint64_t events_file_offset_ = 0;
   bool checksummed_ = false;        // /event_checksums is there
   bool metadata_checksummed_ = false;
   std::vector<uint32_t> event_checksums_;
@@ -179,6 +184,9 @@ class Timeline {
   // These two with damage_mutex_ held. The rows not noted before: their count.
   uint64_t note_damaged_rows(const std::string& dataset, uint64_t first, uint64_t end) const;
   void keep_finding(TimelineDamage::Finding finding) const;
+  void open_events_directly();
+  // Rows [first, first + count) of /events into `rows`: the runs that could not be read.
+  std::vector<std::pair<uint64_t, uint64_t>> read_event_rows(uint64_t first, uint64_t count, Event* rows) const;
   // Debian's HDF5 is built without its thread-safe option: one call at a time.
   mutable std::mutex hdf5_mutex_;
   mutable std::mutex damage_mutex_;  // events may be read on several threads
