@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <future>
 #include <map>
 #include <optional>
 #include <queue>
@@ -239,35 +240,38 @@ class FirstPass {
   // Ranks are read in rounds, a block on each process, the block's ranks on
   // the CPUs the process may use; every process takes every rank's reading
   // in rank order: the result is the one reading in order would give, and
-  // memory holds one round's sightings.
+  // memory holds two rounds' sightings. The next round is read while this
+  // thread takes the last one: taking in rank order, alone, left the other
+  // CPUs idle for most of the pass.
   void read_ranks() {
     const std::vector<RankInfo>& ranks = timeline_.ranks();
     const size_t round = deal_.batch * static_cast<size_t>(deal_.processes);
+    const auto block_of = [&](size_t first, int process) {
+      const size_t begin = std::min(ranks.size(), first + static_cast<size_t>(process) * deal_.batch);
+      return std::pair{begin, std::min(ranks.size(), begin + deal_.batch)};
+    };
+    const auto read_block = [&](size_t first) {
+      const auto [begin, end] = block_of(first, share_.process);
+      std::vector<RankRead> batch(end - begin);
+      for_each_index(batch.size(), usable_cpus(), [&](size_t i) { read_rank(ranks[begin + i], batch[i]); });
+      return batch;
+    };
+    std::future<std::vector<RankRead>> reading = std::async(std::launch::async, read_block, size_t{0});
     for (size_t first = 0; first < ranks.size(); first += round) {
-      const auto block_of = [&](int process) {
-        const size_t begin = std::min(ranks.size(), first + static_cast<size_t>(process) * deal_.batch);
-        return std::pair{begin, std::min(ranks.size(), begin + deal_.batch)};
-      };
-      std::vector<RankRead> batch;
-      const auto read_block = [&] {
-        const auto [begin, end] = block_of(share_.process);
-        batch.assign(end - begin, RankRead{});
-        for_each_index(batch.size(), usable_cpus(), [&](size_t i) { read_rank(ranks[begin + i], batch[i]); });
-      };
+      std::vector<RankRead> batch = reading.get();
+      if (first + round < ranks.size()) reading = std::async(std::launch::async, read_block, first + round);
       if (deal_.processes == 1) {  // a lone process takes its readings as they are
-        read_block();
         for (size_t i = 0; i < batch.size(); ++i) take(ranks[first + i], batch[i]);
         continue;
       }
       const std::vector<std::string> read = exchange(share_, [&] {
-        read_block();
         std::string bytes;
         BytesOut out(bytes);
         for (const RankRead& r : batch) fields(out, r);
         return bytes;
       });
       for (int process = 0; process < deal_.processes; ++process) {
-        const auto [begin, end] = block_of(process);
+        const auto [begin, end] = block_of(first, process);
         BytesIn in(read[static_cast<size_t>(process)]);
         for (size_t r = begin; r < end; ++r) {
           RankRead rank_read;
@@ -327,10 +331,30 @@ class FirstPass {
     job_.gpu |= read.gpu;
     if (read.step_track >= 0) job_.ranks[static_cast<size_t>(rank.rank)].step_track = read.step_track;
     per_rank_steps_[static_cast<size_t>(rank.rank)] = std::move(read.steps);
-    for (const Sighting& sighting : read.sightings) match(rank.rank, sighting);
+    // Each of a rank's sightings lands in another instance, whose
+    // participations lie far apart: misses of the cache, which held most
+    // of the matching's time. So every instance is found first, then each
+    // one's instance and participations are fetched a few sightings ahead
+    // of their use.
+    instance_of_.resize(read.sightings.size());
+    for (size_t i = 0; i < read.sightings.size(); ++i) instance_of_[i] = instance(read.sightings[i]);
+    constexpr size_t kInstanceAhead = 48, kParticipationAhead = 24;
+    for (size_t i = 0; i < read.sightings.size(); ++i) {
+      if (i + kInstanceAhead < instance_of_.size()) {
+        __builtin_prefetch(&job_.collectives[instance_of_[i + kInstanceAhead]]);
+      }
+      if (i + kParticipationAhead < instance_of_.size()) {
+        const std::vector<Participation>& ranks = job_.collectives[instance_of_[i + kParticipationAhead]].ranks;
+        // The last participation is compared, the next one written: a line each.
+        if (!ranks.empty()) __builtin_prefetch(&ranks.back(), 1);
+        __builtin_prefetch(ranks.data() + ranks.size(), 1);
+      }
+      match(rank.rank, read.sightings[i], job_.collectives[instance_of_[i]]);
+    }
   }
 
-  void match(int32_t rank, const Sighting& e) {
+  // The instance a sighting belongs to, added at its first sighting.
+  size_t instance(const Sighting& e) {
     auto [it, added] = index_.try_emplace(e.key, job_.collectives.size());
     if (added) {
       CollectiveInstance c;
@@ -341,7 +365,10 @@ class FirstPass {
       c.name_id = e.name_id;
       job_.collectives.push_back(std::move(c));
     }
-    CollectiveInstance& c = job_.collectives[it->second];
+    return it->second;
+  }
+
+  void match(int32_t rank, const Sighting& e, CollectiveInstance& c) {
     c.bytes = std::max(c.bytes, e.bytes);
     if (c.datatype == DataType::kNone) c.datatype = e.datatype;
     if (e.algorithm != Algorithm::kNone) c.algorithm = e.algorithm;
@@ -404,6 +431,7 @@ class FirstPass {
   const WorkShare& share_;
   const RankDeal& deal_;
   std::unordered_map<InstanceKey, size_t, InstanceKeyHash> index_;
+  std::vector<size_t> instance_of_;  // take()'s instance of each sighting, kept between ranks
   std::vector<std::optional<uint64_t>> step_of_name_;
   std::vector<std::vector<std::pair<uint64_t, StepTimes>>> per_rank_steps_;
 };

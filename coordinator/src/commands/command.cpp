@@ -65,7 +65,10 @@ int run_under_mpi(const char* command, LoneRankZero lone_rank_zero,
   }
   // Before MPI_Init starts its threads.
   remove_temporary_paths_on_signals();
-  MPI_Init(nullptr, nullptr);
+  // Funneled: the commands read and analyse on threads of their own beside
+  // the one that speaks MPI.
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
   int process = 0, processes = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &process);
   MPI_Comm_size(MPI_COMM_WORLD, &processes);
