@@ -59,18 +59,49 @@ class ChromeJsonSink {
     buffer_ += ",\"dur\":";
     microseconds(e.end_ns - e.begin_ns);
     name_and_arguments(e);
+    flow_events(rank, lane, e.begin_ns, flows);
+    maybe_write();
+  }
+
+  void overlay_slice(const RankOut& rank, const LaneOut& lane, int64_t begin_ns, int64_t end_ns,
+                     const std::string& name, const std::string& category, std::span<const FlowEnd> flows) {
+    begin_event("X", rank.pid, lane.tid);
+    buffer_ += ",\"ts\":";
+    microseconds(begin_ns);
+    buffer_ += ",\"dur\":";
+    microseconds(end_ns - begin_ns);
+    buffer_ += ",\"cat\":\"";
+    append_escaped(buffer_, category);
+    buffer_ += "\",\"name\":\"";
+    append_escaped(buffer_, name);
+    buffer_ += "\"}";
+    flow_events(rank, lane, begin_ns, flows, category);
+    maybe_write();
+  }
+
+  // The "s" or "f" event of each flow, bound to the slice that begins at ts.
+  void flow_events(const RankOut& rank, const LaneOut& lane, int64_t ts, std::span<const FlowEnd> flows,
+                   const std::string& overlay_category = {}) {
     for (const FlowEnd& flow : flows) {
       begin_event(flow.first ? "s" : "f", rank.pid, lane.tid);
       buffer_ += ",\"ts\":";
-      microseconds(e.begin_ns);
-      buffer_ += flow.kind == FlowKind::kCollective ? ",\"cat\":\"collective\",\"name\":\"collective\""
-                                                    : ",\"cat\":\"launch\",\"name\":\"launch\"";
+      microseconds(ts);
+      switch (flow.kind) {
+        case FlowKind::kCollective: buffer_ += ",\"cat\":\"collective\",\"name\":\"collective\""; break;
+        case FlowKind::kLaunch: buffer_ += ",\"cat\":\"launch\",\"name\":\"launch\""; break;
+        case FlowKind::kOverlay:
+          buffer_ += ",\"cat\":\"";
+          append_escaped(buffer_, overlay_category);
+          buffer_ += "\",\"name\":\"";
+          append_escaped(buffer_, overlay_category);
+          buffer_ += '"';
+          break;
+      }
       buffer_ += ",\"id\":";
       number(flow.id);
       if (!flow.first) buffer_ += ",\"bp\":\"e\"";  // bind to the enclosing slice, not the next one
       buffer_ += '}';
     }
-    maybe_write();
   }
 
   void instant(const RankOut& rank, const LaneOut& lane, const Event& e) {

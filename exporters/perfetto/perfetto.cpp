@@ -114,6 +114,20 @@ class PerfettoSink {
     event_packet(rank, lane, e, field::kInstant, {});
   }
 
+  // A stretch of the overlay: few, so named in full rather than interned.
+  void overlay_slice(const RankOut& rank, const LaneOut& lane, int64_t begin_ns, int64_t, const std::string& name,
+                     const std::string& category, std::span<const FlowEnd> flows) {
+    const size_t packet = begin_packet(begin_ns, rank.sequence);
+    const size_t event = w_.begin(field::kTrackEvent);
+    w_.varint_field(field::kType, field::kSliceBegin);
+    w_.varint_field(field::kTrackUuid, lane.uuid);
+    w_.bytes_field(field::kCategories, category);
+    w_.bytes_field(field::kEventName, name);
+    for (const FlowEnd& flow : flows) w_.fixed64_field(field::kFlowIds, flow.id);
+    w_.end(event);
+    end_packet(packet);
+  }
+
   // Slice ends and counter samples are most of the packets: each is written
   // in one go, its lengths known to fit one byte.
   void slice_end(const RankOut& rank, const LaneOut& lane, int64_t end_ns) {

@@ -38,6 +38,8 @@ inline constexpr uint32_t kDebugAnnotations = 4;
 inline constexpr uint32_t kType = 9;
 inline constexpr uint32_t kNameIid = 10;
 inline constexpr uint32_t kTrackUuid = 11;
+inline constexpr uint32_t kCategories = 22;
+inline constexpr uint32_t kEventName = 23;
 inline constexpr uint32_t kCounterValue = 30;
 inline constexpr uint32_t kFlowIds = 47;  // fixed64
 inline constexpr uint64_t kSliceBegin = 1, kSliceEnd = 2, kInstant = 3, kCounter = 4;

@@ -262,6 +262,8 @@ Plan make_plan(const Timeline& timeline, const ExportOptions& options) {
     throw Error(path + ": no events in the selection (window " + std::to_string(selection.begin_ns) + " to " +
                 std::to_string(selection.end_ns) + " ns, ranks " + rank_ranges(selection.ranks) + ")");
   }
+  if (options.overlay) plan.overlay = &*options.overlay;
+  plan.overlay_flow_base = plan.launch_flow_base + planned.launch_candidates;
   return plan;
 }
 

@@ -84,6 +84,8 @@ struct Plan {
   std::vector<CollectiveMatch> collectives;
   EventKind nccl_flow_kind = EventKind::kNcclCollectiveGpu;  // the enqueue when no GPU side was captured
   uint64_t launch_flow_base = 1;    // flow ids from here on link host launches to GPU work
+  const Overlay* overlay = nullptr;  // ExportOptions::overlay
+  uint64_t overlay_flow_base = 1;    // flow ids from here on join the overlay's stretches (past every launch's)
   PlannedCounts planned;
   uint64_t events_read = 0;
 };

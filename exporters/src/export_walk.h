@@ -14,15 +14,19 @@
 //  - flows: collective instances matched in the plan, each participant to
 //    the last arriver; and a host launch to its GPU work by correlation id
 //    (per rank, found by a pre-scan of the rank).
+//  - an overlay (ExportOptions::overlay): its stretches on a track of their
+//    own per rank, written after the rank's events, chained by flows.
 //
 // A Sink has: begin_rank(rank), declare_lane(rank, lane, ts),
 // declare_counter(rank, counter, ts), slice(rank, lane, event, flows),
 // slice_end(rank, lane, end_ns), instant(rank, lane, event),
-// counter(rank, counter, ts, value).
+// counter(rank, counter, ts, value), overlay_slice(rank, lane, begin_ns,
+// end_ns, name, category, flows).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <queue>
 #include <span>
 #include <string>
@@ -42,7 +46,7 @@ inline constexpr size_t kMaxDepth = 512;
 // Synthetic thread ids: pid * this + the lane's number within the rank.
 inline constexpr int64_t kTidsPerPid = 1'000'000;
 
-enum class FlowKind : uint8_t { kCollective, kLaunch };
+enum class FlowKind : uint8_t { kCollective, kLaunch, kOverlay };
 
 struct FlowEnd {
   uint64_t id;
@@ -91,6 +95,7 @@ class TraceWalker {
       if (has_launches(timeline_.ranks()[static_cast<size_t>(rank.rank)])) reads.push_back(rank.rank);
       reads.push_back(rank.rank);
     }
+    plan_overlay();
     EventStream stream(timeline_, std::move(reads));
     stream_ = &stream;
     for (const RankPlan& rank : plan_.ranks) write_rank(rank);
@@ -104,6 +109,15 @@ class TraceWalker {
   struct Lane {
     LaneOut out;
     std::vector<int64_t> open_ends;  // the open slices' ends, innermost last
+  };
+  // Perfetto and Chrome JSON draw an overlay; OTF2 has no place for one.
+  static constexpr bool kDrawsOverlay = requires(Sink& sink, const RankOut& rank, const LaneOut& lane) {
+    sink.overlay_slice(rank, lane, int64_t{}, int64_t{}, std::string(), std::string(), std::span<const FlowEnd>());
+  };
+  struct OverlaySlice {
+    int64_t begin_ns, end_ns;
+    const std::string* name;
+    std::vector<FlowEnd> flows;
   };
   struct SourceTrack {
     bool ready = false;
@@ -236,6 +250,69 @@ class TraceWalker {
     advance(gpu_busy_, INT64_MAX);
     flush(bytes_in_flight_);
     flush(gpu_busy_);
+    write_overlay();
+  }
+
+  // Each written rank's stretches of the overlay, cut to the window, in time
+  // order; a flow joins two stretches of a chain that follow each other on
+  // different ranks, where both are written.
+  void plan_overlay() {
+    overlay_.clear();
+    if (!kDrawsOverlay || plan_.overlay == nullptr) return;
+    const Selection& selection = plan_.selection;
+    for (const RankPlan& rank : plan_.ranks) overlay_[rank.rank];
+    uint64_t next_flow = plan_.overlay_flow_base;
+    for (const std::vector<OverlayStretch>& chain : plan_.overlay->chains) {
+      std::vector<OverlaySlice>* previous = nullptr;  // the list of the chain's last stretch written
+      int32_t previous_rank = -1;
+      for (const OverlayStretch& stretch : chain) {
+        const int64_t begin = std::max(stretch.begin_ns, selection.begin_ns);
+        const int64_t end = std::min(stretch.end_ns, selection.end_ns);
+        const auto written = overlay_.find(stretch.rank);
+        if (written == overlay_.end() || begin >= end) {
+          previous = nullptr;
+          continue;
+        }
+        std::vector<OverlaySlice>& slices = written->second;
+        slices.push_back({begin, end, &stretch.name, {}});
+        if (previous != nullptr && previous_rank != stretch.rank) {
+          previous->back().flows.push_back({next_flow, FlowKind::kOverlay, true});
+          slices.back().flows.push_back({next_flow++, FlowKind::kOverlay, false});
+        }
+        previous = &slices;
+        previous_rank = stretch.rank;
+      }
+    }
+    for (auto& [rank, slices] : overlay_) {
+      std::stable_sort(slices.begin(), slices.end(), [](const OverlaySlice& a, const OverlaySlice& b) {
+        return a.begin_ns < b.begin_ns;
+      });
+    }
+  }
+
+  // The rank's overlay on a track of its own, after its events.
+  void write_overlay() {
+    if constexpr (kDrawsOverlay) {
+      const auto it = overlay_.find(rank_.rank);
+      if (it == overlay_.end() || it->second.empty()) return;
+      Lane lane;
+      lane.out.uuid = next_uuid_++;
+      lane.out.tid = int64_t{rank_.pid} * kTidsPerPid + ++lane_numbers_;
+      lane.out.name = plan_.overlay->track;
+      ++counts_.other_tracks;
+      sink_.declare_lane(rank_, lane.out, it->second.front().begin_ns);
+      for (const OverlaySlice& slice : it->second) {
+        sink_.overlay_slice(rank_, lane.out, slice.begin_ns, slice.end_ns, *slice.name, plan_.overlay->category,
+                            std::span<const FlowEnd>(slice.flows));
+        sink_.slice_end(rank_, lane.out, slice.end_ns);
+        ++counts_.slices;
+        ++counts_.overlay_slices;
+        for (const FlowEnd& flow : slice.flows) {
+          counts_.flows += flow.first;
+          counts_.overlay_flows += flow.first;
+        }
+      }
+    }
   }
 
   // Whether the rank has both host launches and GPU work.
@@ -423,6 +500,7 @@ class TraceWalker {
   DerivedCounter bytes_in_flight_, gpu_busy_;
   std::unordered_map<LaunchKey, LaunchLink, LaunchKeyHash> launches_;
   std::vector<FlowEnd> flows_;
+  std::map<int32_t, std::vector<OverlaySlice>> overlay_;  // by rank, every written rank
 };
 
 }  // namespace rankscope::export_detail

@@ -125,5 +125,52 @@ if [ -n "$ddp_sim" ]; then
   [ "$(count ddp_step processes)" = 2 ] || fail "ddp_sim step 3 of ranks 0-1"
   [ "$(count ddp_step flows)" -gt 0 ] || fail "ddp_sim: its allreduces must be linked"
   [ "$(count ddp 'other tracks')" -gt 4 ] || fail "ddp_sim: nonblocking allreduces in flight need lanes"
+
+  # --critical-path: the report's path, stretch for stretch, on a track of
+  # each rank it crosses, a flow at each hop between ranks; with part of
+  # the ranks, flows only where both ends are written (the checkers warn of
+  # a flow on one event).
+  (cd "$work" && "$mpiexec" -n 4 "$rankscope" run -o "$work/slow.h5" -- \
+    "$ddp_sim" --steps 4 --layers 8 --slow-rank 2 --slowdown 3 >/dev/null)
+  "$rankscope" report "$work/slow.h5" --format json -o "$work/slow-report.json" 2>/dev/null
+  export_and_check "$work/slow.h5" path --critical-path
+  export_and_check "$work/slow.h5" path_part --critical-path --ranks 0,2
+  "$python" - "$work/slow-report.json" "$work/path.json" "$work/path.out" "$work/path_part.json" <<'PY'
+import json, re, sys
+from decimal import Decimal
+report = json.load(open(sys.argv[1]))["critical_path"]
+assert report is not None, "the report walked no path"
+trace = json.load(open(sys.argv[2]), parse_float=Decimal)["traceEvents"]
+out = open(sys.argv[3]).read()
+segments = [seg for step in report["steps"] for seg in step["segments"]]
+hops = sum(step["hops"] for step in report["steps"])
+assert hops > 0, "a slow rank's path crosses ranks"
+names = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace if e["ph"] == "M" and e["name"] == "thread_name"}
+drawn = [e for e in trace if e["ph"] == "X" and e.get("cat") == "critical path"]
+assert all(names[(e["pid"], e["tid"])] == "critical path" for e in drawn), "stretches off the path's tracks"
+assert len(drawn) == len(segments), f"{len(drawn)} stretches drawn, the report has {len(segments)}"
+assert f"the critical path in {len(segments)} slices" in out, out
+assert re.search(rf"\b{hops} critical path\)", out), f"{hops} hops, not the flows printed: {out}"
+drawn_ns = sum(int(e["dur"] * 1000) for e in drawn)
+path_ns = sum(seg["end_ns"] - seg["begin_ns"] for seg in segments)
+assert drawn_ns == path_ns, f"drawn {drawn_ns} ns, the report's path {path_ns} ns"
+spans = sorted((seg["rank"] + 1, seg["begin_ns"], seg["end_ns"]) for seg in segments)
+got = sorted((e["pid"], int(e["ts"] * 1000), int((e["ts"] + e["dur"]) * 1000)) for e in drawn)
+assert spans == got, "the stretches are not the report's segments"
+flows = [e for e in trace if e["ph"] in "sf" and e.get("cat") == "critical path"]
+ends = {}
+for e in flows: ends.setdefault(e["id"], {})[e["ph"]] = e
+assert len(ends) == hops and all(len(v) == 2 and v["s"]["pid"] != v["f"]["pid"] for v in ends.values())
+part = json.load(open(sys.argv[4]), parse_float=Decimal)["traceEvents"]
+assert {e["pid"] for e in part if e.get("cat") == "critical path"} <= {1, 3}
+print(f"critical path: {len(drawn)} stretches, {hops} hops, {path_ns} ns, as the report")
+PY
+  "$rankscope" export "$work/slow.h5" --kineto "$work/k" --critical-path >/dev/null 2>"$work/cp.err" &&
+    fail "--critical-path without a Perfetto or Chrome output was taken"
+  grep -q -- "--critical-path is drawn in --perfetto and --chrome outputs" "$work/cp.err" ||
+    fail "--critical-path alone: $(cat "$work/cp.err")"
+  "$rankscope" export "$work/synthetic.h5" --perfetto "$work/nopath.pftrace" --critical-path >/dev/null \
+    2>"$work/nopath.err" || fail "--critical-path on a job without steps failed"
+  grep -q "warning: no critical path drawn: " "$work/nopath.err" || fail "no path, not said: $(cat "$work/nopath.err")"
 fi
 echo "export CLI: all checks passed"

@@ -1,7 +1,11 @@
 // rankscope export TIMELINE --perfetto FILE --chrome FILE --kineto DIR --otf2 DIR [selection]
 #include <cstdio>
 #include <deque>
+#include <optional>
 
+#include "rankscope/analysis/critical_path.h"
+#include "rankscope/analysis/profile.h"
+#include "rankscope/analysis/work_share.h"
 #include "rankscope/exporters/export.h"
 #include "command.h"
 #include "outputs.h"
@@ -16,6 +20,7 @@ struct ExportCommand {
   std::string timeline, perfetto, chrome, kineto, otf2, ranks, time, steps;
   uint64_t warn_size_mb = 1000;
   bool overwrite = false;
+  bool critical_path = false;
 };
 
 // What one export wrote, counted as its readers count it: trace viewers'
@@ -37,7 +42,31 @@ std::string written_counts(const ExportResult& r) {
   return n(c.processes) + " processes, " + n(c.thread_tracks) + " thread tracks, " + n(c.other_tracks) +
          " other tracks, " + n(c.counter_tracks) + " counter tracks, " + n(c.slices) + " slices, " + n(c.instants) +
          " instants, " + n(c.counter_samples) + " counter samples, " + n(c.flows) + " flows (" +
-         n(c.collective_flows) + " collective, " + n(c.launch_flows) + " launch)";
+         n(c.collective_flows) + " collective, " + n(c.launch_flows) + " launch" +
+         (c.overlay_slices > 0 ? ", " + n(c.overlay_flows) + " critical path)" : ")") +
+         (c.overlay_slices > 0 ? "; the critical path in " + n(c.overlay_slices) + " slices" : "");
+}
+
+// The critical path of the steps the report walks (the median's and the
+// slowest's), a stretch per segment named by what it was spent on; none,
+// said, where the report would say n/a.
+std::optional<Overlay> critical_path_overlay(const Timeline& timeline) {
+  const analysis::JobProfile job = analysis::build_profile(timeline, analysis::WorkShare{});
+  const analysis::CriticalPath path = analysis::critical_path(timeline, job);
+  if (!path.unmeasured.empty()) {
+    std::fprintf(stderr, "rankscope export: warning: no critical path drawn: %s\n", path.unmeasured.c_str());
+    return std::nullopt;
+  }
+  Overlay overlay{.track = "critical path", .category = "critical path", .chains = {}};
+  for (const analysis::StepPath& step : path.steps) {
+    std::vector<OverlayStretch>& chain = overlay.chains.emplace_back();
+    for (auto segment = step.segments.rbegin(); segment != step.segments.rend(); ++segment) {
+      std::string name(analysis::path_category_name(segment->category));
+      if (segment->name_id != UINT32_MAX) name += ": " + timeline.string(segment->name_id);
+      chain.push_back({segment->rank, segment->begin_ns, segment->end_ns, std::move(name)});
+    }
+  }
+  return overlay;
 }
 
 void print_export(const ExportResult& r) {
@@ -98,6 +127,7 @@ int run_export(const ExportCommand& command) {
   options.replace_output = command.overwrite;
   options.warn = [](const std::string& text) { std::fprintf(stderr, "rankscope export: warning: %s\n", text.c_str()); };
   const Timeline timeline(command.timeline);
+  if (command.critical_path) options.overlay = critical_path_overlay(timeline);
   try {
     for (const Requested& r : requested) print_export(export_timeline(timeline, r.format, r.path, options));
   } catch (const Error&) {
@@ -157,6 +187,10 @@ Command add_export(CLI::App& parent) {
           "START:END"));
   app->add_option("--steps", command->steps, "Only the time of ProfilerStep#A to #B, both included: A:B, A, A: or :B")
       ->check(step_selection_check(false));
+  app->add_flag("--critical-path", command->critical_path,
+                "Draw the critical path of the median and the slowest step on a track of each rank it crosses, "
+                "joined by flows from rank to rank (Perfetto and Chrome JSON; the timeline is read as by report "
+                "first)");
   app->add_option("--warn-size-mb", command->warn_size_mb,
                   "Warn, with a smaller selection, when the output is estimated beyond this many MB (0: never)")
       ->check(CLI::Range(uint64_t{0}, kMaxWarnSizeMb))
@@ -164,6 +198,9 @@ Command add_export(CLI::App& parent) {
   app->callback([command] {
     if (command->perfetto.empty() && command->chrome.empty() && command->kineto.empty() && command->otf2.empty()) {
       throw CLI::ValidationError("give one or more of --perfetto FILE, --chrome FILE, --kineto DIR, --otf2 DIR");
+    }
+    if (command->critical_path && command->perfetto.empty() && command->chrome.empty()) {
+      throw CLI::ValidationError("--critical-path is drawn in --perfetto and --chrome outputs: give one of them");
     }
   });
   return {app, [command] {

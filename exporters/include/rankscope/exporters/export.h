@@ -43,6 +43,22 @@ struct TimeSelection {
 // first event), N an integer or decimal, unit ns, us, ms or s (default ns).
 TimeSelection parse_time_selection(std::string_view text);
 
+// Stretches of time laid over the ranks' events, on a track of their own in
+// each rank's process: an analysis's finding drawn where it happened (the
+// export command's --critical-path). Perfetto and Chrome JSON draw them.
+struct OverlayStretch {
+  int32_t rank = -1;
+  int64_t begin_ns = 0, end_ns = 0;
+  std::string name;
+};
+struct Overlay {
+  std::string track;     // the track's name in each rank's process
+  std::string category;  // every stretch's category
+  // Chains of stretches, each in time order: consecutive stretches of a
+  // chain on different ranks are joined by a flow, the earlier to the later.
+  std::vector<std::vector<OverlayStretch>> chains;
+};
+
 struct ExportOptions {
   std::optional<std::vector<int32_t>> ranks;  // nothing: every rank
   std::optional<TimeSelection> time;
@@ -53,6 +69,7 @@ struct ExportOptions {
   // Whether an output that exists when the trace is complete is replaced
   // (--overwrite); else one that appeared meanwhile fails the export.
   bool replace_output = false;
+  std::optional<Overlay> overlay;  // drawn by Perfetto and Chrome JSON, left out of the others
 };
 
 // What was written, counted as trace viewers count it (the independent
@@ -68,6 +85,8 @@ struct ExportCounts {
   uint64_t flows = 0;           // edges, each on exactly two events
   uint64_t collective_flows = 0;
   uint64_t launch_flows = 0;
+  uint64_t overlay_slices = 0;  // of `slices`, the overlay's stretches
+  uint64_t overlay_flows = 0;
 };
 
 struct ExportResult {
