@@ -14,6 +14,7 @@
 
 #include "rankscope/analysis/stragglers.h"
 #include "rankscope/model/format.h"
+#include "rankscope/model/parallel.h"
 #include "rankscope/model/statistics.h"
 
 namespace rankscope::analysis {
@@ -329,6 +330,47 @@ bool compared(const JobFacts& facts, const Participation& part, size_t step) {
   return part.arrival_ns != kUnknown && rank && step_of(*rank->profile, step);
 }
 
+// One instance's facts; none for an instance outside the steps or with
+// fewer than two ranks compared.
+std::optional<CollectiveFacts> collective_facts(const JobFacts& facts, const BlockingExits& exits,
+                                                const CollectiveInstance& instance) {
+  if (instance.step < 0 || static_cast<size_t>(instance.step) >= facts.step_count) return std::nullopt;
+  CollectiveFacts collective{.instance = &instance, .step = static_cast<size_t>(instance.step)};
+  int64_t latest = kUnknown, second_latest = kUnknown, last_step_begin = 0;
+  std::vector<int32_t> nodes;
+  for (const Participation& part : instance.ranks) {
+    if (!compared(facts, part, collective.step)) continue;
+    const RankProfile& rank = *facts.facts_of(part.rank)->profile;
+    const RankStep* step = step_of(rank, collective.step);
+    ++collective.participants;
+    nodes.push_back(node_of(rank));
+    const int64_t into_step = part.arrival_ns - step->times.begin_ns;
+    if (into_step > latest) {
+      second_latest = latest;
+      latest = into_step;
+      collective.last_rank = part.rank;
+      last_step_begin = step->times.begin_ns;
+    } else if (into_step > second_latest) {
+      second_latest = into_step;
+    }
+    if (part.start_ns != kUnknown && part.end_ns != kUnknown) {
+      const int64_t duration = part.end_ns - part.start_ns;
+      collective.transfer_ns =
+          collective.transfer_ns == kUnknown ? duration : std::min(collective.transfer_ns, duration);
+    }
+  }
+  if (collective.participants < 2) return std::nullopt;
+  const int64_t exit = exits.last_exit_before(static_cast<size_t>(facts.index_of_rank[collective.last_rank]),
+                                              latest + last_step_begin);
+  const int64_t own_since = exit == kUnknown ? second_latest : std::max(second_latest, exit - last_step_begin);
+  collective.lag_ns = std::max<int64_t>(latest - own_since, 0);
+  collective.last_arrival_ns = latest + last_step_begin;
+  if (collective.lag_ns == 0) collective.last_rank = -1;
+  std::sort(nodes.begin(), nodes.end());
+  collective.distinct_nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+  return collective;
+}
+
 // Lateness is measured from each rank's own step start: a rank that left
 // the previous step's last collective later (the order in which a
 // collective's algorithm releases ranks) starts later and arrives later, by
@@ -342,42 +384,21 @@ bool compared(const JobFacts& facts, const Participation& part, size_t step) {
 // of the two latest arrivals nobody was last.
 void gather_collectives(JobFacts& facts) {
   const BlockingExits exits(facts);
-  for (const CollectiveInstance& instance : facts.job->collectives) {
-    if (instance.step < 0 || static_cast<size_t>(instance.step) >= facts.step_count) continue;
-    CollectiveFacts collective{.instance = &instance, .step = static_cast<size_t>(instance.step)};
-    int64_t latest = kUnknown, second_latest = kUnknown, last_step_begin = 0;
-    std::vector<int32_t> nodes;
-    for (const Participation& part : instance.ranks) {
-      if (!compared(facts, part, collective.step)) continue;
-      const RankProfile& rank = *facts.facts_of(part.rank)->profile;
-      const RankStep* step = step_of(rank, collective.step);
-      ++collective.participants;
-      nodes.push_back(node_of(rank));
-      const int64_t into_step = part.arrival_ns - step->times.begin_ns;
-      if (into_step > latest) {
-        second_latest = latest;
-        latest = into_step;
-        collective.last_rank = part.rank;
-        last_step_begin = step->times.begin_ns;
-      } else if (into_step > second_latest) {
-        second_latest = into_step;
-      }
-      if (part.start_ns != kUnknown && part.end_ns != kUnknown) {
-        const int64_t duration = part.end_ns - part.start_ns;
-        collective.transfer_ns =
-            collective.transfer_ns == kUnknown ? duration : std::min(collective.transfer_ns, duration);
+  // Instances apart from each other, in runs of consecutive ones on every
+  // CPU, each run's facts kept in instance order.
+  const std::vector<CollectiveInstance>& all = facts.job->collectives;
+  const size_t runs = std::max<size_t>(1, std::min<size_t>(usable_cpus() * 4, all.size() / 1024));
+  std::vector<std::vector<CollectiveFacts>> gathered(runs);
+  for_each_index(runs, usable_cpus(), [&](size_t run) {
+    const size_t begin = all.size() * run / runs, end = all.size() * (run + 1) / runs;
+    for (size_t i = begin; i < end; ++i) {
+      if (std::optional<CollectiveFacts> collective = collective_facts(facts, exits, all[i])) {
+        gathered[run].push_back(*collective);
       }
     }
-    if (collective.participants < 2) continue;
-    const int64_t exit = exits.last_exit_before(static_cast<size_t>(facts.index_of_rank[collective.last_rank]),
-                                                latest + last_step_begin);
-    const int64_t own_since = exit == kUnknown ? second_latest : std::max(second_latest, exit - last_step_begin);
-    collective.lag_ns = std::max<int64_t>(latest - own_since, 0);
-    collective.last_arrival_ns = latest + last_step_begin;
-    if (collective.lag_ns == 0) collective.last_rank = -1;
-    std::sort(nodes.begin(), nodes.end());
-    collective.distinct_nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
-    facts.collectives.push_back(collective);
+  });
+  for (const std::vector<CollectiveFacts>& run : gathered) {
+    facts.collectives.insert(facts.collectives.end(), run.begin(), run.end());
   }
   std::map<std::tuple<size_t, uint64_t, CommOp>, std::vector<std::pair<uint64_t, CollectiveFacts*>>> in_step;
   for (CollectiveFacts& collective : facts.collectives)
