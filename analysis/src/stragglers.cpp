@@ -254,6 +254,17 @@ struct JobFacts {
   std::vector<int> index_of_rank;  // world rank → index into job.ranks, -1 if absent
   std::vector<CollectiveFacts> collectives;
   std::vector<RankFacts> ranks;
+  // What comparing a participation needs, apart from the ranks' facts and
+  // profiles (those of 4,096 ranks do not stay in the cache, and every
+  // participation was a miss or more): by index, each step's begin
+  // (kUnknown where the rank's step times are not known) and the node.
+  std::vector<int64_t> step_begins;  // index * step_count + step
+  std::vector<int32_t> node_of_index;
+
+  int64_t step_begin(int32_t rank, size_t step) const {
+    if (rank < 0 || static_cast<size_t>(rank) >= index_of_rank.size() || index_of_rank[rank] < 0) return kUnknown;
+    return step < step_count ? step_begins[static_cast<size_t>(index_of_rank[rank]) * step_count + step] : kUnknown;
+  }
 
   const RankFacts* facts_of(int32_t rank) const {
     if (rank < 0 || static_cast<size_t>(rank) >= index_of_rank.size() || index_of_rank[rank] < 0) return nullptr;
@@ -326,8 +337,7 @@ class BlockingExits {
 // Whether a rank's part in an instance of `step` can be compared: its arrival
 // and its step times are known.
 bool compared(const JobFacts& facts, const Participation& part, size_t step) {
-  const RankFacts* rank = facts.facts_of(part.rank);
-  return part.arrival_ns != kUnknown && rank && step_of(*rank->profile, step);
+  return part.arrival_ns != kUnknown && facts.step_begin(part.rank, step) != kUnknown;
 }
 
 // One instance's facts; none for an instance outside the steps or with
@@ -340,16 +350,15 @@ std::optional<CollectiveFacts> collective_facts(const JobFacts& facts, const Blo
   std::vector<int32_t> nodes;
   for (const Participation& part : instance.ranks) {
     if (!compared(facts, part, collective.step)) continue;
-    const RankProfile& rank = *facts.facts_of(part.rank)->profile;
-    const RankStep* step = step_of(rank, collective.step);
+    const int64_t step_begin = facts.step_begin(part.rank, collective.step);
     ++collective.participants;
-    nodes.push_back(node_of(rank));
-    const int64_t into_step = part.arrival_ns - step->times.begin_ns;
+    nodes.push_back(facts.node_of_index[static_cast<size_t>(facts.index_of_rank[part.rank])]);
+    const int64_t into_step = part.arrival_ns - step_begin;
     if (into_step > latest) {
       second_latest = latest;
       latest = into_step;
       collective.last_rank = part.rank;
-      last_step_begin = step->times.begin_ns;
+      last_step_begin = step_begin;
     } else if (into_step > second_latest) {
       second_latest = into_step;
     }
@@ -387,7 +396,9 @@ void gather_collectives(JobFacts& facts) {
   // Instances apart from each other, in runs of consecutive ones on every
   // CPU, each run's facts kept in instance order.
   const std::vector<CollectiveInstance>& all = facts.job->collectives;
-  const size_t runs = std::max<size_t>(1, std::min<size_t>(usable_cpus() * 4, all.size() / 1024));
+  size_t participations = 0;
+  for (const CollectiveInstance& instance : all) participations += instance.ranks.size();
+  const size_t runs = std::clamp<size_t>(participations / 65536, 1, std::max<size_t>(1, std::min<size_t>(usable_cpus() * 4, all.size())));
   std::vector<std::vector<CollectiveFacts>> gathered(runs);
   for_each_index(runs, usable_cpus(), [&](size_t run) {
     const size_t begin = all.size() * run / runs, end = all.size() * (run + 1) / runs;
@@ -534,7 +545,9 @@ void test_collective_transfer(JobFacts& facts) {
     if (collective.transfer_ns == kUnknown) continue;
     Member member{&collective, {}};
     for (const Participation& part : collective.instance->ranks)
-      if (compared(facts, part, collective.step)) member.nodes.push_back(node_of(*facts.facts_of(part.rank)->profile));
+      if (compared(facts, part, collective.step)) {
+        member.nodes.push_back(facts.node_of_index[static_cast<size_t>(facts.index_of_rank[part.rank])]);
+      }
     std::sort(member.nodes.begin(), member.nodes.end());
     member.nodes.erase(std::unique(member.nodes.begin(), member.nodes.end()), member.nodes.end());
     const CollectiveInstance& instance = *collective.instance;
@@ -759,6 +772,11 @@ JobFacts gather(const JobProfile& job) {
     facts.ranks.emplace_back(facts.step_count);
     facts.ranks.back().profile = &job.ranks[i];
     facts.ranks.back().scores.rank = job.ranks[i].rank;
+    facts.node_of_index.push_back(node_of(job.ranks[i]));
+    for (size_t s = 0; s < facts.step_count; ++s) {
+      const RankStep* step = step_of(job.ranks[i], s);
+      facts.step_begins.push_back(step ? step->times.begin_ns : kUnknown);
+    }
   }
   gather_collectives(facts);
   score_arrivals(facts);
