@@ -23,36 +23,11 @@
 #include <unordered_map>
 
 #include "rankscope/model/host_phases.h"
-#include "rankscope/timeline/schema.h"
+#include "step_events.h"
+#include "step_replay.h"
 
 namespace rankscope::analysis {
 namespace {
-
-// The rank's events that begin in [from, until): the first block found by a
-// binary search on the blocks' first events, then block after block.
-std::vector<Event> events_beginning_in(const Timeline& timeline, const RankInfo& info, int64_t from, int64_t until) {
-  constexpr uint64_t kBlock = schema::kEventChecksumRows;
-  const uint64_t blocks = (info.event_count + kBlock - 1) / kBlock;
-  std::vector<Event> buffer, out;
-  // One block is read whole anyway: no search.
-  uint64_t low = 0, high = blocks > 1 ? blocks : 0;
-  while (low < high) {
-    const uint64_t middle = (low + high) / 2;
-    timeline.read_events(info.rank, middle * kBlock, 1, buffer);
-    // A damaged first row says nothing: the search goes on after it.
-    if (buffer.empty() || buffer[0].begin_ns < from) low = middle + 1;
-    else high = middle;
-  }
-  for (uint64_t block = low == 0 ? 0 : low - 1; block < blocks; ++block) {
-    const uint64_t first = block * kBlock;
-    timeline.read_events(info.rank, first, std::min(kBlock, info.event_count - first), buffer);
-    for (const Event& e : buffer) {
-      if (e.begin_ns >= from && e.begin_ns < until) out.push_back(e);
-    }
-    if (!buffer.empty() && buffer.back().begin_ns >= until) break;
-  }
-  return out;
-}
 
 // One thread or stream of a rank in one step: its events, flattened into
 // stretches each owned by the innermost event open (or by none).
@@ -142,15 +117,6 @@ StepTimes job_step(const JobProfile& job, size_t step) {
     times.end_ns = times.end_ns == kUnknown ? t.end_ns : std::max(times.end_ns, t.end_ns);
   }
   return times;
-}
-
-// The track of the rank's training thread: its steps', else its first thread's.
-int32_t training_thread(const RankInfo& info, const RankProfile& rank) {
-  if (rank.step_track >= 0) return rank.step_track;
-  for (const Track& track : info.tracks) {
-    if (track.type == TrackType::kThread) return static_cast<int32_t>(track.id);
-  }
-  return -1;
 }
 
 // The rank's threads and streams in the step, flattened.
@@ -533,6 +499,9 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job) {
   for (const auto& [step, which] : steps_to_walk(job)) {
     StepPath& path = result.steps.emplace_back(walk_step(timeline, job, step));
     path.which = which;
+    for (PathWhatIf& what_if : replay_step(timeline, job, path, result.what_if_unmeasured)) {
+      result.what_if.push_back(std::move(what_if));
+    }
     for (const PathSegment& s : path.segments) {
       PathShare& share = ranks[s.rank];
       share.rank = s.rank;

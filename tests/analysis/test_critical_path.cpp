@@ -24,10 +24,12 @@ enum Name : uint32_t { kStep, kAllreduce, kSend, kRecv, kSlow, kRelay, kTail, kL
 Event range(uint32_t name, int64_t begin, int64_t end) {
   return testing::host_event(EventKind::kNvtxRange, name, begin, end, kThread);
 }
-Event allreduce(int64_t begin, int64_t end) {
+// The rank's `seq`-th allreduce on the world.
+Event allreduce(int64_t begin, int64_t end, uint64_t seq = 0) {
   Event e = testing::host_event(EventKind::kMpiCollective, kAllreduce, begin, end, kThread);
   e.op = CommOp::kAllReduce;
   e.comm_hash = kWorld;
+  e.seq = seq;
   return e;
 }
 // Message number 0 of tag 7 between the two ranks, as the MPI shim numbers them.
@@ -97,6 +99,13 @@ class CriticalPathTest : public testing::ShardJobTest {
 
   std::shared_ptr<const std::vector<std::string>> strings_;
 
+  // Three ranks in one allreduce, rank 1 late to it by its slow layer, rank 0 ending last by its tail.
+  void write_slow_allreduce_job() {
+    write_rank(0, 3, {range(kStep, 0, 1000), range(kRelay, 0, 100), allreduce(100, 600), range(kTail, 600, 1000)});
+    write_rank(1, 3, {range(kStep, 0, 900), range(kSlow, 0, 500), allreduce(500, 600), range(kRelay, 600, 900)});
+    write_rank(2, 3, {range(kStep, 0, 900), range(kRelay, 0, 200), allreduce(200, 600), range(kRelay, 600, 900)});
+  }
+
   static int64_t on_rank(const CriticalPath& path, int32_t rank) {
     for (const PathShare& share : path.ranks) {
       if (share.rank == rank) return share.ns;
@@ -109,9 +118,7 @@ class CriticalPathTest : public testing::ShardJobTest {
 // the step last: its tail, the allreduce's transfer after rank 1 came, then
 // rank 1's slow layer.
 TEST_F(CriticalPathTest, AnAllreduceHandsThePathToTheRankThatCameLast) {
-  write_rank(0, 3, {range(kStep, 0, 1000), range(kRelay, 0, 100), allreduce(100, 600), range(kTail, 600, 1000)});
-  write_rank(1, 3, {range(kStep, 0, 900), range(kSlow, 0, 500), allreduce(500, 600), range(kRelay, 600, 900)});
-  write_rank(2, 3, {range(kStep, 0, 900), range(kRelay, 0, 200), allreduce(200, 600), range(kRelay, 600, 900)});
+  write_slow_allreduce_job();
   const CriticalPath p = path();
   ASSERT_EQ(p.unmeasured, "");
   ASSERT_EQ(p.steps.size(), 1u);
@@ -224,6 +231,60 @@ TEST_F(CriticalPathTest, NcclsKernelHandsThePathToTheStreamThatCameLast) {
   EXPECT_EQ(p.steps[0].path_ns(), 1000);
   EXPECT_EQ(on_rank(p, 0), 290 + 10 + 100);
   EXPECT_EQ(on_rank(p, 1), 500 + 40 + 10 + 50);
+}
+
+// The first job again: rank 1 computes 800 ns of its 900 (its slow layer
+// and a relay), the others 500. Replayed as recorded, the step takes its
+// 1000 ns. With rank 1 at the others' median (x0.625), its slow layer ends
+// at 313 (312.5 rounded), the allreduce's transfer (100 after the last
+// arrival) at 413, and rank 0's tail of 400 ends the step at 813. Without
+// transfers the allreduce ends at the last arrival, 500: 900 with the tail.
+TEST_F(CriticalPathTest, TheStepReplayedWithTheSlowRankAtTheMedianAndWithoutTransfers) {
+  write_slow_allreduce_job();
+  const CriticalPath p = path();
+  ASSERT_EQ(p.what_if_unmeasured, "");
+  ASSERT_EQ(p.what_if.size(), 2u);
+  const PathWhatIf& median = p.what_if[0];
+  EXPECT_EQ(median.rank, 1);
+  EXPECT_DOUBLE_EQ(median.factor, 0.625);
+  EXPECT_TRUE(median.transfers);
+  EXPECT_EQ(median.recorded_ns, 1000);
+  EXPECT_EQ(median.replayed_ns, 1000);
+  EXPECT_EQ(median.predicted_ns, 813);
+  const PathWhatIf& free = p.what_if[1];
+  EXPECT_EQ(free.rank, -1);
+  EXPECT_FALSE(free.transfers);
+  EXPECT_EQ(free.predicted_ns, 900);
+}
+
+// Two allreduces in a row, rank 1 slow before each. Rank 0 computes 500 of
+// its 1100, rank 1 900 of its 1000: x5/9. Replayed, rank 1 arrives at the
+// first at 222 (400 x 5/9), both leave it at 272 (its transfer of 50 after
+// the last arrival); rank 0 arrives at the second at 472, rank 1 at 550
+// (500 x 5/9 = 278 on), both leave at 600, and rank 0's tail of 100 ends
+// the step at 700.
+TEST_F(CriticalPathTest, AReplayCarriesEachCollectivesNewEndIntoTheNext) {
+  write_rank(0, 2, {range(kStep, 0, 1100), range(kRelay, 0, 200), allreduce(200, 450), range(kRelay, 450, 650),
+                    allreduce(650, 1000, 1), range(kTail, 1000, 1100)});
+  write_rank(1, 2, {range(kStep, 0, 1000), range(kSlow, 0, 400), allreduce(400, 450), range(kSlow, 450, 950),
+                    allreduce(950, 1000, 1)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.what_if_unmeasured, "");
+  ASSERT_FALSE(p.what_if.empty());
+  const PathWhatIf& median = p.what_if[0];
+  EXPECT_EQ(median.rank, 1);
+  EXPECT_EQ(median.replayed_ns, 1100);
+  EXPECT_NEAR(median.factor, 500.0 / 900.0, 1e-12);
+  EXPECT_EQ(median.predicted_ns, 700);
+}
+
+TEST_F(CriticalPathTest, StepsWithMessagesOrGpuWorkAreNotReplayedAndItSaysWhy) {
+  write_rank(0, 2, {range(kStep, 0, 1000), message(CommOp::kSend, 1, 100, 150), range(kTail, 150, 1000)});
+  write_rank(1, 2, {range(kStep, 0, 900), message(CommOp::kRecv, 0, 50, 200), range(kRelay, 200, 900)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.unmeasured, "");
+  EXPECT_TRUE(p.what_if.empty());
+  EXPECT_NE(p.what_if_unmeasured.find("point-to-point messages"), std::string::npos) << p.what_if_unmeasured;
 }
 
 }  // namespace

@@ -68,6 +68,20 @@ void write_step_strips(const Report& report, const StepPath& step, size_t index,
   write_svg_close(out);
 }
 
+// "rank 3 computed at the other ranks' median (x0.41): step 12 in 61.2 ms,
+// not 97.0 ms (-36.9 %; replayed unchanged: 97.0 ms)"
+std::string what_if_text(const Report& report, const PathWhatIf& what_if) {
+  std::string text = what_if.change;
+  if (what_if.rank >= 0) text += " (x" + significant(what_if.factor) + ")";
+  const double change = what_if.recorded_ns > 0 ? 100.0 * static_cast<double>(what_if.predicted_ns - what_if.recorded_ns) /
+                                                      static_cast<double>(what_if.recorded_ns)
+                                                : 0.0;
+  return text + ": step " + std::to_string(report.profile.step_numbers.at(what_if.step)) + " in " +
+         format_duration(static_cast<double>(what_if.predicted_ns)) + ", not " +
+         format_duration(static_cast<double>(what_if.recorded_ns)) + " (" + format_percent(change) +
+         "; replayed unchanged: " + format_duration(static_cast<double>(what_if.replayed_ns)) + ")";
+}
+
 }  // namespace
 
 void write_critical_path_text(const Report& report, std::string& out) {
@@ -106,6 +120,8 @@ void write_critical_path_text(const Report& report, std::string& out) {
     out += "  rank " + std::to_string(item.rank) + ": " + name_of(report.profile, item.name_id) + " (" +
            std::string(path_category_name(item.category)) + "), " + format_duration(static_cast<double>(item.ns)) + "\n";
   }
+  if (!path.what_if_unmeasured.empty()) out += "  what if: n/a: " + path.what_if_unmeasured + "\n";
+  for (const PathWhatIf& what_if : path.what_if) out += "  what if " + what_if_text(report, what_if) + "\n";
 }
 
 void write_critical_path_json(JsonWriter& json, const Report& report) {
@@ -148,7 +164,17 @@ void write_critical_path_json(JsonWriter& json, const Report& report) {
     }
     json.end_array().end_object();
   }
-  json.end_array().end_object();
+  json.end_array().key("what_if").begin_array();
+  for (const PathWhatIf& what_if : path.what_if) {
+    json.begin_object().key("step").value(report.profile.step_numbers.at(what_if.step));
+    json.key("change").value(what_if.change).key("rank").value(what_if.rank).key("factor").value(what_if.factor);
+    json.key("transfers").value(what_if.transfers).key("recorded_ns").value(what_if.recorded_ns);
+    json.key("replayed_ns").value(what_if.replayed_ns).key("predicted_ns").value(what_if.predicted_ns).end_object();
+  }
+  json.end_array().key("what_if_reason");
+  if (path.what_if_unmeasured.empty()) json.null();
+  else json.value(path.what_if_unmeasured);
+  json.end_object();
 }
 
 void write_critical_path_html(const Report& report, std::string& out) {
@@ -199,7 +225,18 @@ void write_critical_path_html(const Report& report, std::string& out) {
     out += (i ? "; " : "") + escape(name_of(report.profile, item.name_id)) + " on rank " + std::to_string(item.rank) +
            ", " + format_duration(static_cast<double>(item.ns));
   }
-  out += ".</p>\n</section>\n";
+  out += ".</p>\n";
+  if (!path.what_if_unmeasured.empty()) {
+    write_note(out, escape("What-if on the path n/a: " + path.what_if_unmeasured + "."), "critical-path-what-if-note");
+  }
+  if (!path.what_if.empty()) {
+    out += "<ul id=\"critical-path-what-if\">\n";
+    for (const PathWhatIf& what_if : path.what_if) out += "<li>What if " + escape(what_if_text(report, what_if)) + "</li>\n";
+    out += "</ul>\n<p class=\"caption\">The step replayed with one change: each rank's own time between its "
+           "blocking calls as recorded, each blocking call ending at its collective's last arrival plus its "
+           "recorded transfer (docs/report-reference.md, \"What-if on the path\").</p>\n";
+  }
+  out += "</section>\n";
 }
 
 }  // namespace rankscope::analysis

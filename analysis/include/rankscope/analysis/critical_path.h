@@ -67,6 +67,24 @@ struct PathItem {
   int64_t ns = 0;
 };
 
+// A what-if of one walked step: the step replayed with one thing changed.
+// Each rank's training thread is its own time between its blocking
+// communication calls (those in which collectives of the step completed),
+// as recorded; a blocking call ends at its collective's last arrival plus
+// the transfer it recorded after that arrival. Replayed unchanged, the step
+// takes what it took but where clocks disagree (`replayed_ns`, the model's
+// own error); replayed with the change, `predicted_ns`.
+struct PathWhatIf {
+  size_t step = 0;           // JobProfile step index
+  std::string change;        // what was changed, in words
+  int32_t rank = -1;         // the rank whose compute was scaled; -1: a change to every rank
+  double factor = 1;         // its own time's scale
+  bool transfers = true;     // false: every collective's transfer took no time
+  int64_t recorded_ns = 0;   // the step on the job, first begin to last end
+  int64_t replayed_ns = 0;   // replayed unchanged
+  int64_t predicted_ns = 0;  // replayed with the change
+};
+
 struct CriticalPath {
   // Why there is no path: no steps, clocks not aligned, no rank with the
   // step; empty when there is one.
@@ -75,6 +93,11 @@ struct CriticalPath {
   std::vector<PathShare> ranks;  // every rank on the path, most time first
   int64_t total_ns = 0;          // the paths' time, all steps walked
   std::vector<PathItem> items;   // the longest ranges and calls on the path, ten at most
+  // Per walked step: its path's rank of most compute at the other ranks'
+  // median compute, and every transfer taking no time. Empty with the
+  // reason where the steps cannot be replayed.
+  std::vector<PathWhatIf> what_if;
+  std::string what_if_unmeasured;
 };
 
 // Reads, for each step walked, each rank's events of that step (found by a

@@ -1,0 +1,41 @@
+#include "step_events.h"
+
+#include <algorithm>
+
+#include "rankscope/timeline/schema.h"
+
+namespace rankscope::analysis {
+
+std::vector<Event> events_beginning_in(const Timeline& timeline, const RankInfo& info, int64_t from, int64_t until) {
+  constexpr uint64_t kBlock = schema::kEventChecksumRows;
+  const uint64_t blocks = (info.event_count + kBlock - 1) / kBlock;
+  std::vector<Event> buffer, out;
+  // One block is read whole anyway: no search.
+  uint64_t low = 0, high = blocks > 1 ? blocks : 0;
+  while (low < high) {
+    const uint64_t middle = (low + high) / 2;
+    timeline.read_events(info.rank, middle * kBlock, 1, buffer);
+    // A damaged first row says nothing: the search goes on after it.
+    if (buffer.empty() || buffer[0].begin_ns < from) low = middle + 1;
+    else high = middle;
+  }
+  for (uint64_t block = low == 0 ? 0 : low - 1; block < blocks; ++block) {
+    const uint64_t first = block * kBlock;
+    timeline.read_events(info.rank, first, std::min(kBlock, info.event_count - first), buffer);
+    for (const Event& e : buffer) {
+      if (e.begin_ns >= from && e.begin_ns < until) out.push_back(e);
+    }
+    if (!buffer.empty() && buffer.back().begin_ns >= until) break;
+  }
+  return out;
+}
+
+int32_t training_thread(const RankInfo& info, const RankProfile& rank) {
+  if (rank.step_track >= 0) return rank.step_track;
+  for (const Track& track : info.tracks) {
+    if (track.type == TrackType::kThread) return static_cast<int32_t>(track.id);
+  }
+  return -1;
+}
+
+}  // namespace rankscope::analysis
