@@ -76,11 +76,6 @@ bool is_gpu_operation(EventKind kind) {
          kind == EventKind::kNcclCollectiveGpu;
 }
 
-bool is_communication(EventKind kind) {
-  return kind == EventKind::kMpiCall || kind == EventKind::kMpiCollective || kind == EventKind::kTorchCollective ||
-         kind == EventKind::kTorchWait || kind == EventKind::kNcclCollectiveGpu;
-}
-
 // Stretches from `from` to `until` of properly nested events (a range that
 // outlives its parent is cut at the parent's end).
 void flatten(Lane& lane, int64_t from, int64_t until) {
@@ -187,19 +182,11 @@ struct Place {
 class Walk {
  public:
   Walk(const Timeline& timeline, const JobProfile& job, size_t step)
-      : timeline_(timeline), job_(job), step_(step), ranks_(job.ranks.size()), completions_(job.ranks.size()) {
-    for (const CollectiveInstance& c : job.collectives) {
-      if (c.step != static_cast<int32_t>(step) || c.ranks.size() < 2) continue;
-      for (const Participation& p : c.ranks) {
-        if (static_cast<size_t>(p.rank) < completions_.size() && p.end_ns != kUnknown) {
-          completions_[static_cast<size_t>(p.rank)].push_back({p.end_ns, &c});
-        }
-      }
-    }
-    for (auto& list : completions_) {
-      std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    }
-  }
+      : timeline_(timeline),
+        job_(job),
+        step_(step),
+        ranks_(job.ranks.size()),
+        completions_(step_completions(job, step)) {}
 
   void run(int32_t rank, int64_t t, StepPath& path) {
     const RankLanes* first = lanes_of(rank);
@@ -320,14 +307,10 @@ class Walk {
   // transfer; the walk goes on at the arrival, on the rank that arrived last.
   bool follow_collective(Place& at, const Event& e, StepPath& path) {
     if (!is_communication(e.kind)) return false;
-    const auto& completed = completions_[static_cast<size_t>(at.rank)];
-    auto it = std::lower_bound(completed.begin(), completed.end(), e.begin_ns,
-                               [](const auto& c, int64_t time) { return c.first < time; });
-    const CollectiveInstance* held = nullptr;
-    for (; it != completed.end() && it->first <= std::min(e.end_ns, at.t); ++it) {
-      if (!held || it->second->last_arrival_ns() > held->last_arrival_ns()) held = it->second;
-    }
-    if (!held) return false;
+    const std::optional<size_t> held_index =
+        collective_held(job_, completions_[static_cast<size_t>(at.rank)], e.begin_ns, std::min(e.end_ns, at.t));
+    if (!held_index) return false;
+    const CollectiveInstance* held = &job_.collectives[*held_index];
     const int32_t last = held->last_arriver();
     // No later than where the walk is: an arrival after this rank's end is
     // a clock the causality check counted, and the walk only goes back.
@@ -420,8 +403,7 @@ class Walk {
   const JobProfile& job_;
   size_t step_;
   std::vector<std::optional<RankLanes>> ranks_;
-  // Per rank, its step's collectives by when they completed there.
-  std::vector<std::vector<std::pair<int64_t, const CollectiveInstance*>>> completions_;
+  StepCompletions completions_;
   std::map<MessageKey, std::pair<uint16_t, const Event*>> sends_;
 };
 

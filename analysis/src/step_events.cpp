@@ -38,4 +38,37 @@ int32_t training_thread(const RankInfo& info, const RankProfile& rank) {
   return -1;
 }
 
+bool is_communication(EventKind kind) {
+  return kind == EventKind::kMpiCall || kind == EventKind::kMpiCollective || kind == EventKind::kTorchCollective ||
+         kind == EventKind::kTorchWait || kind == EventKind::kNcclCollectiveGpu;
+}
+
+StepCompletions step_completions(const JobProfile& job, size_t step) {
+  StepCompletions completions(job.ranks.size());
+  for (size_t i = 0; i < job.collectives.size(); ++i) {
+    const CollectiveInstance& c = job.collectives[i];
+    if (c.step != static_cast<int32_t>(step) || c.ranks.size() < 2) continue;
+    for (const Participation& p : c.ranks) {
+      if (static_cast<size_t>(p.rank) < completions.size() && p.end_ns != kUnknown) {
+        completions[static_cast<size_t>(p.rank)].push_back({p.end_ns, i});
+      }
+    }
+  }
+  for (auto& list : completions) std::sort(list.begin(), list.end());
+  return completions;
+}
+
+std::optional<size_t> collective_held(const JobProfile& job, const std::vector<std::pair<int64_t, size_t>>& completed,
+                                      int64_t from, int64_t until) {
+  auto it = std::lower_bound(completed.begin(), completed.end(), from,
+                             [](const auto& c, int64_t time) { return c.first < time; });
+  std::optional<size_t> held;
+  for (; it != completed.end() && it->first <= until; ++it) {
+    if (!held || job.collectives[it->second].last_arrival_ns() > job.collectives[*held].last_arrival_ns()) {
+      held = it->second;
+    }
+  }
+  return held;
+}
+
 }  // namespace rankscope::analysis

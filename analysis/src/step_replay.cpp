@@ -41,14 +41,6 @@ struct Line {
   std::vector<Arrival> arrivals;    // in time order
 };
 
-bool is_blocking_kind(EventKind kind) {
-  return kind == EventKind::kMpiCall || kind == EventKind::kMpiCollective || kind == EventKind::kTorchCollective ||
-         kind == EventKind::kTorchWait;
-}
-
-// The step's collectives of more than one rank, per rank: (when it completed there, the instance).
-using Completions = std::vector<std::vector<std::pair<int64_t, size_t>>>;
-
 Line read_line(const Timeline& timeline, const JobProfile& job, const RankInfo& info, size_t step,
                const std::vector<std::pair<int64_t, size_t>>& completed, std::vector<Arrival> arrivals) {
   Line line;
@@ -63,21 +55,14 @@ Line read_line(const Timeline& timeline, const JobProfile& job, const RankInfo& 
   std::vector<Event> calls;
   for (const Event& e : events_beginning_in(timeline, info, line.begin, line.end)) {
     line.messages |= e.kind == EventKind::kMpiP2p;
-    if (e.track == training && is_blocking_kind(e.kind) && e.end_ns > e.begin_ns) calls.push_back(e);
+    if (e.track == training && is_communication(e.kind) && e.end_ns > e.begin_ns) calls.push_back(e);
   }
   std::sort(calls.begin(), calls.end(), [](const Event& a, const Event& b) { return a.begin_ns < b.begin_ns; });
   int64_t reach = line.begin;
   for (const Event& call : calls) {
     if (call.begin_ns < reach) continue;  // inside the call before it
     const int64_t end = std::min(call.end_ns, line.end);
-    auto it = std::lower_bound(completed.begin(), completed.end(), call.begin_ns,
-                               [](const auto& c, int64_t t) { return c.first < t; });
-    std::optional<size_t> held;
-    for (; it != completed.end() && it->first <= end; ++it) {
-      if (!held || job.collectives[it->second].last_arrival_ns() > job.collectives[*held].last_arrival_ns()) {
-        held = it->second;
-      }
-    }
+    const std::optional<size_t> held = collective_held(job, completed, call.begin_ns, end);
     if (!held) continue;
     const int64_t last_arrival = job.collectives[*held].last_arrival_ns();
     line.calls.push_back({call.begin_ns, end, *held, end - std::min(std::max(last_arrival, call.begin_ns), end)});
@@ -194,21 +179,20 @@ std::vector<PathWhatIf> replay_step(const Timeline& timeline, const JobProfile& 
                  "not GPU streams";
     return {};
   }
-  Completions completions(job.ranks.size());
+  const StepCompletions completions = step_completions(job, path.step);
   std::vector<std::vector<Arrival>> arrivals(job.ranks.size());
   for (size_t i = 0; i < job.collectives.size(); ++i) {
     const CollectiveInstance& c = job.collectives[i];
     if (c.step != static_cast<int32_t>(path.step) || c.ranks.size() < 2) continue;
     for (const Participation& p : c.ranks) {
-      if (static_cast<size_t>(p.rank) >= completions.size()) continue;
-      if (p.end_ns != kUnknown) completions[static_cast<size_t>(p.rank)].push_back({p.end_ns, i});
-      if (p.arrival_ns != kUnknown) arrivals[static_cast<size_t>(p.rank)].push_back({p.arrival_ns, i});
+      if (static_cast<size_t>(p.rank) < arrivals.size() && p.arrival_ns != kUnknown) {
+        arrivals[static_cast<size_t>(p.rank)].push_back({p.arrival_ns, i});
+      }
     }
   }
   std::vector<Line> lines;
   for (const RankInfo& info : timeline.ranks()) {
-    auto& completed = completions[static_cast<size_t>(info.rank)];
-    std::sort(completed.begin(), completed.end());
+    const auto& completed = completions[static_cast<size_t>(info.rank)];
     lines.push_back(info.status == RankStatus::kMissing
                         ? Line{}
                         : read_line(timeline, job, info, path.step, completed,
