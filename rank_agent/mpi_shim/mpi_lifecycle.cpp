@@ -136,7 +136,7 @@ void start_after_init(Call call, int64_t call_began) {
     g_rounds_running = start_clock_rounds(g_agent_comm, measure_clock);
   }
   g_started_at = now();
-  rankscope_agent_add_counter(counter::kCostPollPs.data(), calibrate_poll_cost_ps());
+  rankscope_agent_add_counter(counter::kCostPollPs.data(), calibrate_poll_cost_ps(g_agent_comm));
   record_call(call, call_began);
   add_cost(counter::kCostMpiInitNs, own_work);
 }
@@ -144,6 +144,7 @@ void start_after_init(Call call, int64_t call_began) {
 void stop_before_finalize() {
   if (!g_started) return;
   g_finalizing = true;
+  stop_quick_polls();  // this thread's are counted before the totals are taken
   const int64_t begin = now();
   {
     AgentScope agent_calls;

@@ -418,20 +418,83 @@ struct PollThread {
   uint8_t unanswered_polls = 0;  // in a row; kPollsBeforeShown once shown (polling_to_show())
   uint32_t other_calls_at_poll = 0;  // CallInProgress::other_calls() at the last of them
   uint32_t until_timed = 0;
+  uint32_t quick_polls = 0;  // left of those granted (allow_quick_polls())
+  uint32_t quick_granted = 0;  // less those answered: the quick polls counted at the next grant
 };
 [[gnu::tls_model("initial-exec")]] extern constinit thread_local PollThread t_poll;
 
+// Quick polls. Between memory-bound work (HPCC's MPIRandomAccess) what a
+// wrapper does around MPI's call costs a poll many times what it costs in a
+// tight loop: the core overlaps less of the work's outstanding memory
+// accesses (bench/results/capture-cost.md, "Quick polls"). So a poll of one
+// request or none that needs nothing when MPI answers it with nothing (this
+// thread's timing sample is not due, its counts are its own and, under the
+// hang watch, its polling is shown already) is a quick one: its handle
+// kept, MPI's call, one test.
+// The polls until the next timed one are granted at once, after a poll that
+// was not quick, and counted at the next grant or where the thread's
+// polling changes (stop_quick_polls()); a thread that ends between the two
+// leaves fewer than kPollSampleEvery of them uncounted.
+[[gnu::always_inline]] inline bool poll_quickly() {
+  uint32_t& quick = t_poll.quick_polls;
+  if (quick == 0) return false;
+  --quick;
+  return true;
+}
+// The polls taken since the last grant, less those answered, into the thread's counts.
+inline void count_quick_polls(PollThread& thread) {
+  if (const uint32_t taken = thread.quick_granted - thread.quick_polls; taken != 0) {
+    std::atomic<uint64_t>& unrecorded = thread.counts->unrecorded;
+    unrecorded.store(unrecorded.load(std::memory_order_relaxed) + taken, std::memory_order_relaxed);
+  }
+  thread.quick_granted = thread.quick_polls;
+}
+// A quick poll's request handle, kept before MPI overwrites it, and its
+// status, the caller's or its own: what the poll needs if MPI answers it.
+struct QuickPoll {
+  MPI_Request handle;
+  MPI_Status own;
+  MPI_Status* status;
+  QuickPoll(const MPI_Request* request, MPI_Status* given)
+      : handle(*request), status(given == MPI_STATUS_IGNORE ? &own : given) {}
+};
+// The polls until the next timed one may be quick.
+inline void allow_quick_polls() {
+  PollThread& thread = t_poll;
+  if (!thread.counts || thread.shared) return;
+  count_quick_polls(thread);
+  thread.quick_polls += thread.until_timed;
+  thread.quick_granted = thread.quick_polls;
+  thread.until_timed = 0;
+}
+inline void stop_quick_polls() {
+  PollThread& thread = t_poll;
+  if (thread.quick_granted == 0) return;
+  count_quick_polls(thread);
+  thread.until_timed += thread.quick_polls;
+  thread.quick_polls = thread.quick_granted = 0;
+}
+
 // A blocking call shows its own call in progress over the polling shown, and clears it when it returns.
-inline void forget_polling() { t_poll.unanswered_polls = 0; }
+inline void forget_polling() {
+  t_poll.unanswered_polls = 0;
+  stop_quick_polls();
+}
 
 void claim_poll_counts(PollThread& thread);
 
 class PollTimer {
  public:
-  // `always_timed` for the blocking calls that share the completion code.
-  explicit PollTimer(bool always_timed = false) : timed_(always_timed || sampled()) {
+  // kAlways for the blocking calls that share the completion code; kQuick
+  // for a quick poll that MPI answered: it is recorded or counted here, not
+  // at the next grant.
+  enum class Timing { kSampled, kAlways, kQuick };
+  explicit PollTimer(Timing timing = Timing::kSampled)
+      : timed_(timing == Timing::kAlways || (timing == Timing::kSampled && sampled())) {
+    if (timing == Timing::kQuick) --t_poll.quick_granted;
     if (timed_) begin_ = now();
   }
+  static PollTimer quick_answer() { return PollTimer(Timing::kQuick); }
   // After the call: whether it is worth recording; counts it otherwise.
   [[gnu::always_inline]] bool finish(bool completed) {
     if (completed || timed_) end_ = now();
@@ -487,6 +550,7 @@ inline void end_polling() {
   if (thread.unanswered_polls == 0) return;
   const bool shown = thread.unanswered_polls == kPollsBeforeShown;
   thread.unanswered_polls = 0;
+  stop_quick_polls();
   // Outside blocking calls, the thread's call in progress is its polling or nothing.
   if (CallInProgress* call = t_call; call && shown) call->leave();
 }
@@ -499,15 +563,21 @@ inline void end_polling() {
 // waits for it as surely as one inside MPI_Wait, though it spends most of
 // that time between polls. Whether this poll is to show it: the caller then
 // does, out of line (show_polled, show_probing), and every poll looks again
-// until something to show is found; the polls after that pay one test.
+// until something to show is found; the polls after that are quick.
 [[gnu::always_inline]] inline bool polling_to_show(bool completed) {
-  if (!g_show_waits) return false;  // nor is anything shown without it
+  if (!g_show_waits) {  // nor is anything shown without it
+    allow_quick_polls();
+    return false;
+  }
   uint8_t& unanswered = t_poll.unanswered_polls;
   if (completed) {
     end_polling();
     return false;
   }
-  if (unanswered == kPollsBeforeShown) return false;  // shown
+  if (unanswered == kPollsBeforeShown) {  // shown
+    allow_quick_polls();
+    return false;
+  }
   return poll_completes_run();
 }
 // A Test of `requests`, shown as waited_operation() finds it.
@@ -520,7 +590,7 @@ inline void record_poll(Call call, const PollTimer& poll) {
   rankscope_agent_record(&e);
 }
 
-uint64_t calibrate_poll_cost_ps();
+uint64_t calibrate_poll_cost_ps(MPI_Comm comm);
 
 struct PollTotals {
   uint64_t unrecorded = 0;

@@ -211,12 +211,22 @@ RANKSCOPE_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* s
 
 namespace {
 
-[[gnu::noinline]] int iprobe_captured(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
-  PollTimer poll;
-  const int rc = PMPI_Iprobe(source, tag, comm, flag, status);
+[[gnu::noinline]] int iprobe_answered(int source, int tag, MPI_Comm comm, const int* flag, int rc, PollTimer poll) {
   if (poll.finish(rc == MPI_SUCCESS && *flag)) record_poll(Call::kIprobe, poll);
   if (polling_to_show(rc != MPI_SUCCESS || *flag)) show_probing(Call::kIprobe, source, tag, comm);
   return rc;
+}
+
+// As the Test family's (mpi_wrap_completion.cpp): a quick poll answered with nothing returns at once.
+[[gnu::noinline]] int iprobe_captured(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  if (poll_quickly()) {
+    const int rc = PMPI_Iprobe(source, tag, comm, flag, status);
+    if (rc == MPI_SUCCESS && !*flag) [[likely]] return rc;
+    return iprobe_answered(source, tag, comm, flag, rc, PollTimer::quick_answer());
+  }
+  PollTimer poll;
+  const int rc = PMPI_Iprobe(source, tag, comm, flag, status);
+  return iprobe_answered(source, tag, comm, flag, rc, poll);
 }
 
 // A message matched by Mprobe or Improbe, for the Mrecv or Imrecv that
@@ -227,17 +237,27 @@ void note_matched(MPI_Message message, MPI_Comm comm, const MPI_Status& status, 
                                            status.MPI_SOURCE, status.MPI_TAG, 0, kSeqAtCompletion, MPI_DATATYPE_NULL});
 }
 
-[[gnu::noinline]] int improbe_captured(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
-                                       MPI_Status* status) {
-  MPI_Status own;
-  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
-  PollTimer poll;
-  const int rc = PMPI_Improbe(source, tag, comm, flag, message, kept);
+[[gnu::noinline]] int improbe_answered(int source, int tag, MPI_Comm comm, const int* flag, const MPI_Message* message,
+                                       const MPI_Status* kept, int rc, PollTimer poll) {
   const bool matched = rc == MPI_SUCCESS && *flag;
   if (poll.finish(matched)) record_poll(Call::kImprobe, poll);
   if (matched) note_matched(*message, comm, *kept, poll.begin());
   if (polling_to_show(rc != MPI_SUCCESS || *flag)) show_probing(Call::kImprobe, source, tag, comm);
   return rc;
+}
+
+[[gnu::noinline]] int improbe_captured(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
+                                       MPI_Status* status) {
+  MPI_Status own;
+  MPI_Status* kept = status == MPI_STATUS_IGNORE ? &own : status;
+  if (poll_quickly()) {
+    const int rc = PMPI_Improbe(source, tag, comm, flag, message, kept);
+    if (rc == MPI_SUCCESS && !*flag) [[likely]] return rc;
+    return improbe_answered(source, tag, comm, flag, message, kept, rc, PollTimer::quick_answer());
+  }
+  PollTimer poll;
+  const int rc = PMPI_Improbe(source, tag, comm, flag, message, kept);
+  return improbe_answered(source, tag, comm, flag, message, kept, rc, poll);
 }
 
 }  // namespace

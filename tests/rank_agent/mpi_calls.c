@@ -15,6 +15,24 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+/* Every poll (Test family, Iprobe, Improbe), counted: each is either recorded
+   or counted by the agent, and the test adds them up to this. */
+static long polls = 0;
+#define POLL(call) (++polls, (call))
+
+/* Polls a receive of one request with Test (kind 0), Testany, Testall or Testsome. */
+static int test_once(int kind, MPI_Request* request) {
+  int done = 0, index, outcount;
+  MPI_Status status;
+  switch (kind) {
+    case 0: POLL(MPI_Test(request, &done, MPI_STATUS_IGNORE)); break;
+    case 1: POLL(MPI_Testany(1, request, &index, &done, &status)); break;
+    case 2: POLL(MPI_Testall(1, request, &done, MPI_STATUSES_IGNORE)); break;
+    default: POLL(MPI_Testsome(1, request, &outcount, &index, &status)); done = outcount > 0; break;
+  }
+  return done;
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank, size;
@@ -34,7 +52,7 @@ int main(int argc, char** argv) {
     MPI_Mprobe(0, 10, MPI_COMM_WORLD, &message, &status);
     MPI_Mrecv(in, 64, MPI_DOUBLE, &message, MPI_STATUS_IGNORE);
     int flag = 0;
-    while (!flag) MPI_Improbe(0, 11, MPI_COMM_WORLD, &flag, &message, &status);
+    while (!flag) POLL(MPI_Improbe(0, 11, MPI_COMM_WORLD, &flag, &message, &status));
     MPI_Request request;
     MPI_Imrecv(in, 64, MPI_DOUBLE, &message, &request);
     MPI_Wait(&request, MPI_STATUS_IGNORE);
@@ -44,10 +62,28 @@ int main(int argc, char** argv) {
   MPI_Status status;
   MPI_Probe(peer, 12, MPI_COMM_WORLD, &status);
   int flag = 0;
-  while (!flag) MPI_Iprobe(peer, 12, MPI_COMM_WORLD, &flag, &status);
+  while (!flag) POLL(MPI_Iprobe(peer, 12, MPI_COMM_WORLD, &flag, &status));
   MPI_Recv(in, 8, MPI_DOUBLE, peer, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  /* Polls that find nothing: a tag nobody sends. */
-  for (int poll = 0; poll < 100; ++poll) MPI_Iprobe(peer, 99, MPI_COMM_WORLD, &flag, &status);
+  /* Each of the Test family polls a receive of 1 double: 1000 times before
+     the peer sends it, then until it is there. */
+  for (int kind = 0; kind < 4; ++kind) {
+    double value = 0;
+    MPI_Request request;
+    MPI_Irecv(&value, 1, MPI_DOUBLE, peer, 40 + kind, MPI_COMM_WORLD, &request);
+    for (int poll = 0; poll < 1000; ++poll) {
+      if (test_once(kind, &request)) {
+        fprintf(stderr, "rank %d: a receive completed before its message was sent\n", rank);
+        return 1;
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Send(out, 1, MPI_DOUBLE, peer, 40 + kind, MPI_COMM_WORLD);
+    while (!test_once(kind, &request)) continue;
+    if (value != peer) {
+      fprintf(stderr, "rank %d: the Test family received %g\n", rank, value);
+      return 1;
+    }
+  }
 
   /* Persistent requests: 3 rounds of Startall over a send and a receive, then a lone Start. */
   MPI_Request persistent[2];
@@ -139,6 +175,9 @@ int main(int argc, char** argv) {
     if (rank == 1) raise(SIGKILL);
     for (;;) MPI_Barrier(MPI_COMM_WORLD);
   }
+  /* Polls that find nothing, the last calls before MPI_Finalize: a tag nobody sends. */
+  for (int poll = 0; poll < 100; ++poll) POLL(MPI_Iprobe(peer, 99, MPI_COMM_WORLD, &flag, &status));
+  printf("rank %d made %ld polls\n", rank, polls);
   MPI_Finalize();
   return 0;
 }

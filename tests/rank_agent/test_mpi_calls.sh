@@ -79,8 +79,11 @@ grep -Eq "in-process mode \(.* loads libmpi\.so\.[0-9]+\)" calls.log || { cat ca
 [ ! -e ldd-asked ] || fail "auto mode asked ldd about a program that names libmpi itself: $(cat ldd-asked)"
 "$summary" calls.h5 >calls.json
 python3 - <<'PY'
-import json
+import json, re
 s = json.load(open("calls.json"))
+# What each rank says it polled (mpi_calls.c, POLL).
+made = {int(m[1]): int(m[2]) for m in re.finditer(r"rank (\d+) made (\d+) polls", open("calls.log").read())}
+assert sorted(made) == [0, 1], made
 for r in s["ranks"]:
     c, b = r["counts"], r["bytes"]
     rank = r["rank"]
@@ -115,6 +118,10 @@ for r in s["ranks"]:
     assert (polls == 0) == (poll_ns == 0), counters
     recorded_polls = sum(n("mpi_call MPI_" + name) for name in ("Iprobe", "Improbe", "Test", "Testall", "Testany", "Testsome"))
     assert polls == 0 or 1 <= timed <= (polls + recorded_polls) // 256 + 1, counters
+    # Every poll is recorded or counted, the quick ones too (mpi_shim.h, "quick polls").
+    assert polls + recorded_polls == made[rank], (polls, recorded_polls, made, c)
+    # The Test family's receives (mpi_calls.c): each completed by a poll, quick or not.
+    assert n("mpi_p2p MPI_Irecv") == 4 and b["mpi_p2p MPI_Irecv"] == 4 * 8, (c, b)
 assert s["p2p"]["sends"] == s["p2p"]["matched"] == s["p2p"]["receives"], s["p2p"]
 print("calls ok:", s["p2p"])
 PY
