@@ -517,8 +517,17 @@ class PollTimer {
  private:
   // The countdown starts again only once a timed poll is counted, so that
   // every run of counted polls has a timed one to estimate its time from.
+  // One poll in kPollSampleEvery is timed, quick or not: a poll that is
+  // not quick takes its turn from the thread's quick polls while any are
+  // left, and is counted or recorded as its own, not at the next grant.
   static bool sampled() {
-    uint32_t& until = t_poll.until_timed;
+    PollThread& thread = t_poll;
+    if (thread.quick_polls > 0) {
+      --thread.quick_polls;
+      --thread.quick_granted;
+      return false;
+    }
+    uint32_t& until = thread.until_timed;
     if (until == 0) return true;
     --until;
     return false;

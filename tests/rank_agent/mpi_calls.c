@@ -175,6 +175,18 @@ int main(int argc, char** argv) {
     if (rank == 1) raise(SIGKILL);
     for (;;) MPI_Barrier(MPI_COMM_WORLD);
   }
+  /* Testall of two receives, which is never a quick poll: 1000 times
+     before their messages are sent, then until both are there. */
+  {
+    double values[2] = {0, 0};
+    MPI_Request pair[2];
+    for (int i = 0; i < 2; ++i) MPI_Irecv(&values[i], 1, MPI_DOUBLE, peer, 50 + i, MPI_COMM_WORLD, &pair[i]);
+    int done = 0;
+    for (int poll = 0; poll < 1000; ++poll) POLL(MPI_Testall(2, pair, &done, MPI_STATUSES_IGNORE));
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < 2; ++i) MPI_Send(out, 1, MPI_DOUBLE, peer, 50 + i, MPI_COMM_WORLD);
+    while (!done) POLL(MPI_Testall(2, pair, &done, MPI_STATUSES_IGNORE));
+  }
   /* Polls that find nothing, the last calls before MPI_Finalize: a tag nobody sends. */
   for (int poll = 0; poll < 100; ++poll) POLL(MPI_Iprobe(peer, 99, MPI_COMM_WORLD, &flag, &status));
   printf("rank %d made %ld polls\n", rank, polls);

@@ -121,7 +121,7 @@ for r in s["ranks"]:
     # Every poll is recorded or counted, the quick ones too (mpi_shim.h, "quick polls").
     assert polls + recorded_polls == made[rank], (polls, recorded_polls, made, c)
     # The Test family's receives (mpi_calls.c): each completed by a poll, quick or not.
-    assert n("mpi_p2p MPI_Irecv") == 4 and b["mpi_p2p MPI_Irecv"] == 4 * 8, (c, b)
+    assert n("mpi_p2p MPI_Irecv") == 6 and b["mpi_p2p MPI_Irecv"] == 6 * 8, (c, b)
 assert s["p2p"]["sends"] == s["p2p"]["matched"] == s["p2p"]["receives"], s["p2p"]
 print("calls ok:", s["p2p"])
 PY
