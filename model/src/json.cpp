@@ -1,5 +1,6 @@
 #include "rankscope/model/json.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -49,48 +50,68 @@ JsonWriter& JsonWriter::key(std::string_view name) {
   return *this;
 }
 
+namespace {
+
+// How a character is written inside a JSON string; nullptr: as itself.
+const char* escape_of(char c) {
+  switch (c) {
+    case '"': return "\\\"";
+    case '\\': return "\\\\";
+    case '\n': return "\\n";
+    case '\r': return "\\r";
+    case '\t': return "\\t";
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
 JsonWriter& JsonWriter::value(std::string_view text) {
   separate();
   out_ += '"';
-  for (const char c : text) {
-    switch (c) {
-      case '"': out_ += "\\\""; break;
-      case '\\': out_ += "\\\\"; break;
-      case '\n': out_ += "\\n"; break;
-      case '\r': out_ += "\\r"; break;
-      case '\t': out_ += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-          out_ += escaped;
-        } else {
-          out_ += c;
-        }
+  // Runs of characters written as themselves are appended whole.
+  size_t run = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const char* escaped = escape_of(c);
+    if (!escaped && static_cast<unsigned char>(c) >= 0x20) continue;
+    out_.append(text.data() + run, i - run);
+    run = i + 1;
+    if (escaped) {
+      out_ += escaped;
+    } else {
+      char code[8];
+      std::snprintf(code, sizeof(code), "\\u%04x", c);
+      out_ += code;
     }
   }
+  out_.append(text.data() + run, text.size() - run);
   out_ += '"';
   return *this;
 }
 
-JsonWriter& JsonWriter::value(int64_t number) {
+template <typename Number, typename... Format>
+void JsonWriter::append_number(Number number, Format... format) {
   separate();
-  out_ += std::to_string(number);
+  char text[32];
+  const std::to_chars_result written = std::to_chars(text, text + sizeof(text), number, format...);
+  out_.append(text, written.ptr);
+}
+
+JsonWriter& JsonWriter::value(int64_t number) {
+  append_number(number);
   return *this;
 }
 
 JsonWriter& JsonWriter::value(uint64_t number) {
-  separate();
-  out_ += std::to_string(number);
+  append_number(number);
   return *this;
 }
 
 JsonWriter& JsonWriter::value(double number) {
   if (!std::isfinite(number)) return null();
-  separate();
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.17g", number);
-  out_ += text;
+  // As printf's %.17g: every double read back as itself.
+  append_number(number, std::chars_format::general, 17);
   return *this;
 }
 

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 
 #include "rankscope/model/counters.h"
@@ -128,6 +130,21 @@ TEST(Json, EscapesAndNests) {
   json.begin_object().key("a\"b").value("x\ny\x01").key("n").value(int64_t{-3}).key("list").begin_array();
   json.value(uint64_t{1}).value(2.5).value(true).null().end_array().end_object();
   EXPECT_EQ(json.str(), R"({"a\"b":"x\ny\u0001","n":-3,"list":[1,2.5,true,null]})");
+}
+
+TEST(Json, DoublesReadBackAsThemselvesAndEscapesSitAnywhere) {
+  // Every double as printf's %.17g writes it, so that it reads back as itself.
+  for (const double number : {0.1, 1.0 / 3, -2.5e-300, 1e300, 123456789012345678.0, 0.0, -0.0, 5e-324}) {
+    JsonWriter json;
+    json.value(number);
+    char printed[32];
+    std::snprintf(printed, sizeof(printed), "%.17g", number);
+    EXPECT_EQ(json.str(), printed);
+    EXPECT_EQ(std::strtod(json.str().c_str(), nullptr), number);
+  }
+  JsonWriter json;
+  json.begin_array().value("\tstarts").value("ends\\").value("\"\"").value("").value("plain").end_array();
+  EXPECT_EQ(json.str(), R"(["\tstarts","ends\\","\"\"","","plain"])");
 }
 
 TEST(Json, AFigureNotMeasuredIsNullBesideItsReason) {

@@ -37,6 +37,8 @@ class JsonWriter {
 
  private:
   void separate();
+  template <typename Number, typename... Format>
+  void append_number(Number number, Format... format);
   std::string out_;
   std::vector<bool> first_;  // per open container: no element written yet
   bool after_key_ = false;
