@@ -44,16 +44,6 @@ int32_t CollectiveInstance::last_arriver() const {
   return last->rank;
 }
 
-int64_t CollectiveInstance::arrival_skew_ns() const {
-  if (ranks.empty()) return 0;
-  int64_t first = INT64_MAX, last = INT64_MIN;
-  for (const Participation& p : ranks) {
-    first = std::min(first, p.arrival_ns);
-    last = std::max(last, p.arrival_ns);
-  }
-  return last - first;
-}
-
 int64_t CollectiveInstance::second_last_arrival_ns() const {
   int64_t last = kUnknown, second = kUnknown;
   for (const Participation& p : ranks) {
@@ -67,13 +57,15 @@ int64_t CollectiveInstance::second_last_arrival_ns() const {
   return second;
 }
 
+int64_t shorter_execution(int64_t shortest, const Participation& p) {
+  if (p.start_ns == kUnknown || p.end_ns == kUnknown) return shortest;
+  const int64_t d = p.end_ns - p.start_ns;
+  return shortest == kUnknown ? d : std::min(shortest, d);
+}
+
 int64_t CollectiveInstance::transfer_ns() const {
   int64_t shortest = kUnknown;
-  for (const Participation& p : ranks) {
-    if (p.start_ns == kUnknown || p.end_ns == kUnknown) continue;
-    const int64_t d = p.end_ns - p.start_ns;
-    shortest = shortest == kUnknown ? d : std::min(shortest, d);
-  }
+  for (const Participation& p : ranks) shortest = shorter_execution(shortest, p);
   return shortest;
 }
 

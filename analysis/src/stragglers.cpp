@@ -586,6 +586,8 @@ void test_collective_transfer(JobFacts& facts) {
       }
 
     const auto& [source, op, bytes, participants, nodes] = key;
+    const std::string what = "the " + format_bytes(bytes) + " " + std::string(comm_op_name(op)) + " over " +
+                             std::to_string(participants) + " ranks on " + std::to_string(nodes) + " nodes";
     for (size_t index = 0; index < parts_by_rank.size(); ++index) {
       const auto& own = parts_by_rank[index];
       if (own.empty()) continue;
@@ -593,8 +595,7 @@ void test_collective_transfer(JobFacts& facts) {
       const double reference_ns = reference_of_rank[index];
       TransferFacts found;
       found.measured = true;
-      found.what = "the " + format_bytes(bytes) + " " + std::string(comm_op_name(op)) + " over " +
-                   std::to_string(participants) + " ranks on " + std::to_string(nodes) + " nodes";
+      found.what = what;
       found.exposed_excess_by_step.assign(facts.step_count, 0);
       StepTally slower;
       std::vector<double> inflations, times;

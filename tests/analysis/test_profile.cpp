@@ -165,7 +165,7 @@ TEST_F(ProfileTest, SplitsEachStepIntoComputeCommunicationWaitTransferAndIdle) {
   EXPECT_FALSE(blocking.nonblocking);
   EXPECT_EQ(blocking.step, 0);
   EXPECT_EQ(blocking.last_arriver(), 1);
-  EXPECT_EQ(blocking.arrival_skew_ns(), 100);
+  EXPECT_EQ(blocking.ranks[1].arrival_ns - blocking.ranks[0].arrival_ns, 100);
   EXPECT_EQ(blocking.transfer_ns(), 100);
   EXPECT_EQ(blocking.ranks[0].wait_ns, 100);
   EXPECT_EQ(blocking.ranks[0].exposed_wait_ns, 100) << "blocked from its arrival to rank 1's";

@@ -17,6 +17,9 @@ std::vector<int64_t> step_durations(const JobProfile& job) {
 }
 
 std::vector<CollectiveGroup> collective_groups(const JobProfile& job) {
+  // Arrivals are compared only on one clock (arrivals_unmeasured): without
+  // it the skews and waits are not shown, and not gathered.
+  const bool arrivals = job.clock_corrected;
   std::map<std::tuple<int, int, uint64_t>, CollectiveGroup> groups;
   for (const CollectiveInstance& c : job.collectives) {
     auto& g = groups[{static_cast<int>(c.source), static_cast<int>(c.op), c.comm_hash}];
@@ -26,9 +29,18 @@ std::vector<CollectiveGroup> collective_groups(const JobProfile& job) {
     ++g.count;
     g.ranks = std::max(g.ranks, static_cast<uint32_t>(c.ranks.size()));
     g.bytes.push_back(static_cast<int64_t>(c.bytes));
-    g.skew.push_back(c.arrival_skew_ns());
-    if (const int64_t x = c.transfer_ns(); x != kUnknown) g.transfer.push_back(x);
-    for (const Participation& p : c.ranks) g.wait.push_back(p.wait_ns);
+    // One pass over the participations: at thousands of ranks they are the
+    // job's largest table, each pass a read of all of it from memory.
+    int64_t first = INT64_MAX, last = INT64_MIN, shortest = kUnknown;
+    for (const Participation& p : c.ranks) {
+      shortest = shorter_execution(shortest, p);
+      if (!arrivals) continue;
+      first = std::min(first, p.arrival_ns);
+      last = std::max(last, p.arrival_ns);
+      g.wait.push_back(p.wait_ns);
+    }
+    if (arrivals) g.skew.push_back(c.ranks.empty() ? 0 : last - first);
+    if (shortest != kUnknown) g.transfer.push_back(shortest);
   }
   std::vector<CollectiveGroup> out;
   for (auto& [key, g] : groups) out.push_back(std::move(g));

@@ -58,10 +58,12 @@ struct CollectiveInstance {
 
   int64_t last_arrival_ns() const;
   int32_t last_arriver() const;             // -1 with fewer than two ranks
-  int64_t arrival_skew_ns() const;          // last arrival − first arrival
   int64_t second_last_arrival_ns() const;
   int64_t transfer_ns() const;              // X(c) = min over ranks of (end − start)
 };
+// transfer_ns() one participation at a time: the shorter of `shortest` and
+// p's execution, where p's is known (kUnknown: none seen yet).
+int64_t shorter_execution(int64_t shortest, const Participation& p);
 
 // A step: the job's ProfilerStep#N ranges (torch.profiler's, and ddp_sim's);
 // a job without them is one step from its first event to its last.
