@@ -228,6 +228,14 @@ in_job = next(r["hta"] for r in job["overlap"] if r["rank"] == 2)
 by_itself = next(r["hta"] for r in alone["overlap"] if r["rank"] == 2)
 assert in_job == by_itself, (in_job, by_itself)
 print("HTA figures of rank 2 alike aligned and alone:", in_job)
+# On one clock the collectives' arrivals are compared: skews and waits
+# measured, and small beside rank 1's 2.5 s offset, which was taken out.
+groups = job["collectives_summary"]["groups"]
+assert groups and all(g["ranks"] == 4 for g in groups), groups
+for g in groups:
+    assert not any(key.endswith("_reason") for key in g), g
+    assert 0 < g["median_skew_ns"] <= g["max_skew_ns"] < 50_000_000, g
+    assert 0 < g["median_wait_ns"] <= g["max_skew_ns"] and g["median_transfer_ns"] > 0, g
 EOF
 # Every report works on an imported timeline, and so does the export.
 "$rankscope" report "$work/job.h5" >"$work/job.report" || fail "report on an imported job failed"
