@@ -3,11 +3,12 @@
 // range or call is flattened into stretches owned by the innermost one
 // open; a stretch outside any is the host's own work. On a GPU stream, the
 // operations follow one another. The walk crosses:
-//  - from a collective (or the wait that completed nonblocking ones, or
-//    NCCL's kernel) to the rank that arrived last, at its arrival: what
-//    follows that arrival is the collective's transfer;
-//  - from a receive to its sender, at the send, where the send came after
-//    the receive was posted;
+//  - from a call in which collectives or messages completed (a blocking
+//    collective, receive or send, the wait that completed nonblocking
+//    ones, NCCL's kernel), to what arrived latest: a collective's last
+//    rank, at its arrival; a receive's sender, at the send; a send's
+//    receiver, at the receive's post where the send waited for it; what
+//    follows that arrival is transfer;
 //  - from a synchronisation to the GPU operation it waited for;
 //  - from a GPU operation to its launch, where the launch ended after the
 //    stream's previous operation (the GPU waited for the host), and to the
@@ -49,13 +50,16 @@ struct Lane {
   const Event* owner(const Stretch& s) const { return s.event < 0 ? nullptr : &events[static_cast<size_t>(s.event)]; }
 };
 
-// A rank in one step: its lanes by track, and its launches by correlation id.
+// A rank in one step: its lanes by track, its launches by correlation id,
+// and its point-to-point messages (blocking ones on a thread, nonblocking
+// ones on their communicator's track, from post to completion).
 struct RankLanes {
   bool ran_step = false;
   int64_t step_begin = 0;
   uint16_t training_track = 0;
   std::map<uint16_t, Lane> lanes;
   std::unordered_map<uint64_t, std::pair<uint16_t, const Event*>> launches;
+  std::vector<Event> messages;  // sends and receives, by completion
 };
 
 bool is_host_event(const Event& e, uint32_t step_name) {
@@ -130,6 +134,9 @@ RankLanes read_lanes(const Timeline& timeline, const JobProfile& job, const Rank
   uint32_t step_name = UINT32_MAX;
   for (const Event& e : events_beginning_in(timeline, info, times.begin_ns, times.end_ns)) {
     if (e.end_ns <= e.begin_ns) continue;
+    if (const std::optional<MessageKey> key = message_key(e, info.rank)) {
+      rank_lanes.messages.push_back(e);
+    }
     const auto type = types.find(e.track);
     const bool on_thread = type == types.end() || type->second == TrackType::kThread;
     if (e.kind == EventKind::kNvtxRange && e.track == training && e.begin_ns == times.begin_ns &&
@@ -143,6 +150,8 @@ RankLanes read_lanes(const Timeline& timeline, const JobProfile& job, const Rank
     lane.stream = !on_thread;
     lane.events.push_back(e);
   }
+  std::sort(rank_lanes.messages.begin(), rank_lanes.messages.end(),
+            [](const Event& a, const Event& b) { return a.end_ns < b.end_ns; });
   for (auto& [track, lane] : rank_lanes.lanes) {
     flatten(lane, times.begin_ns, times.end_ns);
     if (lane.stream) continue;
@@ -168,9 +177,6 @@ void add_segment(StepPath& path, const PathSegment& segment) {
   }
   path.segments.push_back(segment);
 }
-
-// A message's send, by (communicator, sequence number, sender, receiver, tag).
-using MessageKey = std::tuple<uint64_t, uint64_t, int32_t, int32_t, uint64_t>;
 
 // Where the walk is: a rank, one of its threads or streams, a time.
 struct Place {
@@ -224,12 +230,10 @@ class Walk {
         at.track = lanes.training_track;
         return true;
       }
-      if (follow_collective(at, *e, path)) return true;
+      if (follow_communication(at, *e, false, path)) return true;
       return follow_operation(lanes, lane, *stretch, *e, at, path);
     }
-    if (e && (follow_collective(at, *e, path) || follow_message(at, *e, path) || follow_sync(lanes, *e, at, path))) {
-      return true;
-    }
+    if (e && (follow_communication(at, *e, true, path) || follow_sync(lanes, *e, at, path))) return true;
     add_segment(path, {at.rank, begin, at.t, category_of(e), e ? e->name_id : UINT32_MAX});
     at.t = begin;
     return true;
@@ -301,32 +305,79 @@ class Walk {
     return true;
   }
 
-  // A call in which collectives of this rank completed (a blocking
-  // collective, the wait of nonblocking ones, NCCL's kernel): of them, the
-  // one whose last rank arrived latest held it. What follows that arrival is
-  // transfer; the walk goes on at the arrival, on the rank that arrived last.
-  bool follow_collective(Place& at, const Event& e, StepPath& path) {
+  // What arrived latest of what completed on this rank in a call: where
+  // the walk goes from the call.
+  struct Arrival {
+    int64_t at = INT64_MIN;
+    int32_t rank = -1;         // the last rank to arrive, or the sender
+    int32_t before_rank = -1;  // the rank whose instant it is ordered against
+    int64_t before_at = 0;     // that instant: the arrival before the last, or the call's begin
+    uint16_t track = 0;        // where the walk goes on, on `rank`, after a send
+    const CollectiveInstance* collective = nullptr;  // what arrived, if a collective
+  };
+
+  // A call in which collectives or messages of this rank completed (a
+  // blocking collective, receive or send, the wait of nonblocking ones,
+  // NCCL's kernel): of them, the one that arrived latest held it (a
+  // collective's last rank, a receive's send, a send's receive). What
+  // follows that arrival is transfer; the walk goes on at the arrival, on
+  // the rank that arrived there.
+  bool follow_communication(Place& at, const Event& e, bool on_thread, StepPath& path) {
     if (!is_communication(e.kind)) return false;
-    const std::optional<size_t> held_index =
-        collective_held(job_, completions_[static_cast<size_t>(at.rank)], e.begin_ns, std::min(e.end_ns, at.t));
-    if (!held_index) return false;
-    const CollectiveInstance* held = &job_.collectives[*held_index];
-    const int32_t last = held->last_arriver();
+    const int64_t until = std::min(e.end_ns, at.t);
+    std::optional<Arrival> latest;
+    if (const std::optional<size_t> index =
+            collective_held(job_, completions_[static_cast<size_t>(at.rank)], e.begin_ns, until)) {
+      const CollectiveInstance& held = job_.collectives[*index];
+      latest = Arrival{held.last_arrival_ns(), held.last_arriver(), rank_of_second_last(held),
+                       held.second_last_arrival_ns(), 0, &held};
+    }
+    if (on_thread) {
+      if (const std::optional<Arrival> other_end = latest_message(at.rank, e.begin_ns, until);
+          other_end && (!latest || other_end->at > latest->at)) {
+        latest = other_end;
+      }
+    }
+    if (!latest) return false;
     // No later than where the walk is: an arrival after this rank's end is
     // a clock the causality check counted, and the walk only goes back.
-    const int64_t last_arrival = std::min(held->last_arrival_ns(), at.t);
-    const int64_t transfer_from = std::min(std::max({last_arrival, e.begin_ns, lanes_of(at.rank)->step_begin}), at.t);
+    const int64_t arrival = std::min(latest->at, at.t);
+    const int64_t transfer_from = std::min(std::max({arrival, e.begin_ns, lanes_of(at.rank)->step_begin}), at.t);
     add_segment(path, {at.rank, transfer_from, at.t, PathCategory::kCommunicationTransfer, e.name_id});
-    // Every rank was there before this call began, or this rank came last: it goes on here.
-    const RankLanes* last_lanes = last < 0 || last == at.rank || last_arrival <= e.begin_ns ? nullptr : lanes_of(last);
-    if (!last_lanes) {
+    // Everything had arrived before this call began, or this rank came last: it goes on here.
+    const RankLanes* arrived =
+        latest->rank < 0 || latest->rank == at.rank || arrival <= e.begin_ns ? nullptr : lanes_of(latest->rank);
+    if (!arrived) {
       at.t = transfer_from;
       return true;
     }
-    note_edge(last, rank_of_second_last(*held), last_arrival - held->second_last_arrival_ns(), path);
+    note_edge(latest->rank, latest->before_rank, arrival - latest->before_at, path);
     ++path.hops;
-    at = {last, arrival_track(*last_lanes, *held, last_arrival), last_arrival};
+    at = {latest->rank, latest->collective ? arrival_track(*arrived, *latest->collective, arrival) : latest->track,
+          arrival};
     return true;
+  }
+
+  // Of the messages of this rank that completed in [from, until], the one
+  // whose other end came latest, ordered against the call's begin: a
+  // receive's send, or a send's receive where it was posted before the
+  // send completed (a send held until its receiver came, as a message too
+  // large to go eagerly is; one that completed before waited for nobody).
+  std::optional<Arrival> latest_message(int32_t rank, int64_t from, int64_t until) {
+    const std::vector<Event>& messages = lanes_of(rank)->messages;
+    auto it = std::lower_bound(messages.begin(), messages.end(), from,
+                               [](const Event& m, int64_t time) { return m.end_ns < time; });
+    std::optional<Arrival> latest;
+    for (; it != messages.end() && it->end_ns <= until; ++it) {
+      lanes_of(it->peer);  // its ends of messages are known once its events are read
+      const auto& other_ends = it->op == CommOp::kRecv ? sends_ : receives_;
+      const auto other = other_ends.find(*message_key(*it, rank));
+      if (other == other_ends.end()) continue;
+      const auto [track, posted] = other->second;
+      if (it->op == CommOp::kSend && posted > it->end_ns) continue;
+      if (!latest || posted > latest->at) latest = Arrival{posted, it->peer, rank, from, track};
+    }
+    return latest;
   }
 
   // Where the last rank arrived: the stream of its NCCL kernel that began
@@ -341,23 +392,6 @@ class Walk {
       }
     }
     return lanes.training_track;
-  }
-
-  // A receive that waited for its send: transfer from the send's begin, and
-  // the walk goes on at the send, on the sender.
-  bool follow_message(Place& at, const Event& e, StepPath& path) {
-    if (e.kind != EventKind::kMpiP2p || e.op != CommOp::kRecv || e.peer < 0 || e.peer == at.rank) return false;
-    const RankLanes* sender = lanes_of(e.peer);
-    if (!sender) return false;
-    const auto found = sends_.find({e.comm_hash, e.seq, e.peer, at.rank, e.correlation_id});
-    if (found == sends_.end()) return false;
-    const auto& [track, send] = found->second;
-    if (send->begin_ns <= e.begin_ns || send->begin_ns > at.t) return false;  // sent before the receive was posted
-    add_segment(path, {at.rank, send->begin_ns, at.t, PathCategory::kCommunicationTransfer, e.name_id});
-    note_edge(e.peer, at.rank, send->begin_ns - e.begin_ns, path);
-    ++path.hops;
-    at = {e.peer, track, send->begin_ns};
-    return true;
   }
 
   int32_t rank_of_second_last(const CollectiveInstance& c) const {
@@ -388,12 +422,12 @@ class Walk {
     std::optional<RankLanes>& slot = ranks_[static_cast<size_t>(rank)];
     if (!slot) {
       slot = read_lanes(timeline_, job_, timeline_.ranks()[static_cast<size_t>(rank)], step_);
-      for (const auto& [track, lane] : slot->lanes) {
-        for (const Event& e : lane.events) {
-          if (e.kind == EventKind::kMpiP2p && e.op == CommOp::kSend && e.peer >= 0) {
-            sends_[{e.comm_hash, e.seq, rank, e.peer, e.correlation_id}] = {track, &e};
-          }
-        }
+      // The walk goes on at a send or receive on its thread; a nonblocking
+      // one's own track is its communicator's, where its post on the thread
+      // began it.
+      for (const Event& message : slot->messages) {
+        const uint16_t track = slot->lanes.count(message.track) ? message.track : slot->training_track;
+        (message.op == CommOp::kSend ? sends_ : receives_)[*message_key(message, rank)] = {track, message.begin_ns};
       }
     }
     return slot->ran_step ? &*slot : nullptr;
@@ -404,7 +438,8 @@ class Walk {
   size_t step_;
   std::vector<std::optional<RankLanes>> ranks_;
   StepCompletions completions_;
-  std::map<MessageKey, std::pair<uint16_t, const Event*>> sends_;
+  // Where and when each send and each receive was posted.
+  std::map<MessageKey, std::pair<uint16_t, int64_t>> sends_, receives_;
 };
 
 StepPath walk_step(const Timeline& timeline, const JobProfile& job, size_t step) {

@@ -39,8 +39,15 @@ int32_t training_thread(const RankInfo& info, const RankProfile& rank) {
 }
 
 bool is_communication(EventKind kind) {
-  return kind == EventKind::kMpiCall || kind == EventKind::kMpiCollective || kind == EventKind::kTorchCollective ||
-         kind == EventKind::kTorchWait || kind == EventKind::kNcclCollectiveGpu;
+  return kind == EventKind::kMpiCall || kind == EventKind::kMpiCollective || kind == EventKind::kMpiP2p ||
+         kind == EventKind::kTorchCollective || kind == EventKind::kTorchWait || kind == EventKind::kNcclCollectiveGpu;
+}
+
+std::optional<MessageKey> message_key(const Event& e, int32_t rank) {
+  if (e.kind != EventKind::kMpiP2p || e.peer < 0 || e.peer == rank) return std::nullopt;
+  if (e.op == CommOp::kSend) return MessageKey{e.comm_hash, e.seq, rank, e.peer, e.correlation_id};
+  if (e.op == CommOp::kRecv) return MessageKey{e.comm_hash, e.seq, e.peer, rank, e.correlation_id};
+  return std::nullopt;
 }
 
 StepCompletions step_completions(const JobProfile& job, size_t step) {
@@ -60,15 +67,7 @@ StepCompletions step_completions(const JobProfile& job, size_t step) {
 
 std::optional<size_t> collective_held(const JobProfile& job, const std::vector<std::pair<int64_t, size_t>>& completed,
                                       int64_t from, int64_t until) {
-  auto it = std::lower_bound(completed.begin(), completed.end(), from,
-                             [](const auto& c, int64_t time) { return c.first < time; });
-  std::optional<size_t> held;
-  for (; it != completed.end() && it->first <= until; ++it) {
-    if (!held || job.collectives[it->second].last_arrival_ns() > job.collectives[*held].last_arrival_ns()) {
-      held = it->second;
-    }
-  }
-  return held;
+  return latest_arrival(completed, from, until, [&](size_t i) { return job.collectives[i].last_arrival_ns(); });
 }
 
 }  // namespace rankscope::analysis

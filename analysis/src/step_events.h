@@ -2,8 +2,10 @@
 // what the critical path's walk and the step's replay read.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -19,17 +21,44 @@ std::vector<Event> events_beginning_in(const Timeline& timeline, const RankInfo&
 // The track of the rank's training thread: its steps', else its first thread's; -1: none.
 int32_t training_thread(const RankInfo& info, const RankProfile& rank);
 
-// A call or operation in which collectives may complete: MPI calls and
-// collectives, c10d's collectives and waits, NCCL's kernels.
+// A call or operation in which collectives or messages may complete: MPI
+// calls, collectives and blocking point-to-point calls, c10d's collectives
+// and waits, NCCL's kernels.
 bool is_communication(EventKind kind);
+
+// A point-to-point message: (communicator, sequence number, sender,
+// receiver, tag), equal on its send and its receive as the MPI shim numbers
+// them. None for an event that is no send or receive to another rank.
+using MessageKey = std::tuple<uint64_t, uint64_t, int32_t, int32_t, uint64_t>;
+std::optional<MessageKey> message_key(const Event& e, int32_t rank);
 
 // Per rank, the step's collectives of more than one rank by when they
 // completed there: (end, index into JobProfile::collectives), in time order.
 using StepCompletions = std::vector<std::vector<std::pair<int64_t, size_t>>>;
 StepCompletions step_completions(const JobProfile& job, size_t step);
 
+// Of what completed on a rank in [from, until] ((end, index) in time
+// order), the one whose last arrival came latest: what held a call there.
+// None without any.
+template <typename ArrivalOf>
+std::optional<size_t> latest_arrival(const std::vector<std::pair<int64_t, size_t>>& completed, int64_t from,
+                                     int64_t until, ArrivalOf arrival_of) {
+  auto it = std::lower_bound(completed.begin(), completed.end(), from,
+                             [](const auto& c, int64_t time) { return c.first < time; });
+  std::optional<size_t> held;
+  int64_t latest = INT64_MIN;
+  for (; it != completed.end() && it->first <= until; ++it) {
+    const int64_t arrival = arrival_of(it->second);
+    if (!held || arrival > latest) {
+      held = it->second;
+      latest = arrival;
+    }
+  }
+  return held;
+}
+
 // Of the collectives that completed on a rank in [from, until], the one
-// whose last rank arrived latest: what held a call there. None without any.
+// whose last rank arrived latest.
 std::optional<size_t> collective_held(const JobProfile& job, const std::vector<std::pair<int64_t, size_t>>& completed,
                                       int64_t from, int64_t until);
 

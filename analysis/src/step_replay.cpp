@@ -1,17 +1,19 @@
 // A walked step replayed with one thing changed (docs/report-reference.md,
 // "What-if on the path"). Each rank that ran the step is a line: its own
-// time, then a blocking call (one in which collectives of the step
-// completed: a blocking collective, the wait of nonblocking ones), its own
-// time again, and so on to its step's end. Replayed, its own time takes
-// what it took (scaled, for the rank changed), each arrival at a collective
+// time, then a blocking call (one in which collectives or messages of the
+// step completed: a blocking collective, receive or send, the wait of
+// nonblocking ones), its own time again, and so on to its step's end.
+// Replayed, its own time takes what it took (scaled, for the rank
+// changed), each arrival (at a collective, a send's or a receive's post)
 // moves with the own time around it, and a blocking call ends at the last
-// arrival of the collective it waited for (of those completing in it, the
-// one whose last rank came latest, as the walk follows it) plus the
-// transfer it recorded after that arrival. Every rank's step begins when it
-// began; the step ends with the last rank's end. Messages between ranks
-// and GPU streams are not modelled: such steps are not replayed.
+// arrival of what it waited for (of what completed in it, what arrived
+// latest, as the walk follows it) plus the transfer it recorded after that
+// arrival. Every rank's step begins when it began; the step ends with the
+// last rank's end. GPU streams are not modelled: GPU steps are not
+// replayed.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 
 #include "rankscope/model/statistics.h"
@@ -21,51 +23,92 @@
 namespace rankscope::analysis {
 namespace {
 
-struct BlockingCall {
-  int64_t begin, end;
-  size_t held;        // index into JobProfile::collectives
-  int64_t transfer;   // recorded: end − (the held collective's last arrival, or the call's begin if later)
+// What blocking calls wait for: the step's collectives (indices into
+// JobProfile::collectives), then the other ends of its messages (after
+// them): for a receive its send's post, for a send that waited for its
+// receiver the receive's post.
+struct Rendezvous {
+  size_t collectives = 0;
+  std::vector<int64_t> posted;  // per other end: when it was posted, as recorded
+  std::vector<int32_t> poster;  // per other end: the rank that posted it
+  // Per rendezvous: the latest arrival of participants outside the replay
+  // (ranks without the step's times), who arrive when they did.
+  std::vector<int64_t> outside;
+  size_t count() const { return collectives + posted.size(); }
 };
 
-// A collective this rank arrived at in the step.
+struct BlockingCall {
+  int64_t begin, end;
+  size_t held;        // index of the rendezvous it waited for
+  int64_t transfer;   // recorded: end − (the held rendezvous's last arrival, or the call's begin if later)
+};
+
+// A collective this rank arrived at, or a message it sent, in the step.
 struct Arrival {
   int64_t at;
-  size_t instance;
+  size_t instance;  // index of the rendezvous
+};
+
+// A rank's step as read: its communication calls on its training thread
+// and its messages.
+struct RankRead {
+  bool ran = false;
+  int64_t begin = 0, end = 0;
+  std::vector<Event> calls;  // by begin
+  struct Message {
+    int64_t posted, completed;
+  };
+  std::map<MessageKey, Message> sends, receives;
 };
 
 struct Line {
   bool ran = false;
-  bool messages = false;  // it sent or received point-to-point messages in the step
   int64_t begin = 0, end = 0;
   std::vector<BlockingCall> calls;  // in time order
   std::vector<Arrival> arrivals;    // in time order
 };
 
-Line read_line(const Timeline& timeline, const JobProfile& job, const RankInfo& info, size_t step,
-               const std::vector<std::pair<int64_t, size_t>>& completed, std::vector<Arrival> arrivals) {
-  Line line;
+RankRead read_rank(const Timeline& timeline, const JobProfile& job, const RankInfo& info, size_t step) {
+  RankRead read;
   const RankProfile& rank = job.ranks[static_cast<size_t>(info.rank)];
   const int32_t training = training_thread(info, rank);
-  if (step >= rank.steps.size() || rank.steps[step].times.begin_ns == kUnknown || training < 0) return line;
+  if (step >= rank.steps.size() || rank.steps[step].times.begin_ns == kUnknown || training < 0) return read;
+  read.ran = true;
+  read.begin = rank.steps[step].times.begin_ns;
+  read.end = rank.steps[step].times.end_ns;
+  for (const Event& e : events_beginning_in(timeline, info, read.begin, read.end)) {
+    if (const std::optional<MessageKey> key = message_key(e, info.rank)) {
+      (e.op == CommOp::kSend ? read.sends : read.receives)[*key] = {e.begin_ns, e.end_ns};
+    }
+    if (e.track == training && is_communication(e.kind) && e.end_ns > e.begin_ns) read.calls.push_back(e);
+  }
+  std::sort(read.calls.begin(), read.calls.end(), [](const Event& a, const Event& b) { return a.begin_ns < b.begin_ns; });
+  return read;
+}
+
+// The rank's line: each call in which something completed that arrived
+// from elsewhere becomes a blocking call held by what arrived latest.
+Line make_line(const RankRead& read, const Rendezvous& rendezvous, const JobProfile& job,
+               const std::vector<std::pair<int64_t, size_t>>& completed, std::vector<Arrival> arrivals) {
+  Line line;
+  if (!read.ran) return line;
   line.ran = true;
-  line.begin = rank.steps[step].times.begin_ns;
-  line.end = rank.steps[step].times.end_ns;
+  line.begin = read.begin;
+  line.end = read.end;
   std::sort(arrivals.begin(), arrivals.end(), [](const Arrival& a, const Arrival& b) { return a.at < b.at; });
   line.arrivals = std::move(arrivals);
-  std::vector<Event> calls;
-  for (const Event& e : events_beginning_in(timeline, info, line.begin, line.end)) {
-    line.messages |= e.kind == EventKind::kMpiP2p;
-    if (e.track == training && is_communication(e.kind) && e.end_ns > e.begin_ns) calls.push_back(e);
-  }
-  std::sort(calls.begin(), calls.end(), [](const Event& a, const Event& b) { return a.begin_ns < b.begin_ns; });
+  const auto last_arrival = [&](size_t i) {
+    return i < rendezvous.collectives ? job.collectives[i].last_arrival_ns()
+                                      : rendezvous.posted[i - rendezvous.collectives];
+  };
   int64_t reach = line.begin;
-  for (const Event& call : calls) {
+  for (const Event& call : read.calls) {
     if (call.begin_ns < reach) continue;  // inside the call before it
     const int64_t end = std::min(call.end_ns, line.end);
-    const std::optional<size_t> held = collective_held(job, completed, call.begin_ns, end);
+    const std::optional<size_t> held = latest_arrival(completed, call.begin_ns, end, last_arrival);
     if (!held) continue;
-    const int64_t last_arrival = job.collectives[*held].last_arrival_ns();
-    line.calls.push_back({call.begin_ns, end, *held, end - std::min(std::max(last_arrival, call.begin_ns), end)});
+    const int64_t arrival = last_arrival(*held);
+    line.calls.push_back({call.begin_ns, end, *held, end - std::min(std::max(arrival, call.begin_ns), end)});
     reach = end;
   }
   return line;
@@ -76,36 +119,29 @@ int64_t scaled(int64_t ns, double factor) { return static_cast<int64_t>(std::llr
 // The step's time replayed: `factors` scale each rank's own time; without
 // `transfers` a blocking call ends at its collective's last arrival. None
 // where the lines wait on each other in a circle (clocks that disagree).
-std::optional<int64_t> replay(const JobProfile& job, const std::vector<Line>& lines, const std::vector<double>& factors,
-                              bool transfers) {
+std::optional<int64_t> replay(const Rendezvous& rendezvous, const std::vector<Line>& lines,
+                              const std::vector<double>& factors, bool transfers) {
   const size_t n = lines.size();
-  // Per instance: participants still to arrive, and the latest new arrival.
-  std::vector<size_t> waiting(job.collectives.size(), 0);
-  std::vector<int64_t> last(job.collectives.size(), INT64_MIN);
+  // Per rendezvous: participants still to arrive, and the latest arrival.
+  std::vector<size_t> waiting(rendezvous.count(), 0);
+  std::vector<int64_t> last = rendezvous.outside;
   for (const Line& line : lines) {
     for (const Arrival& a : line.arrivals) ++waiting[a.instance];
-  }
-  // Participants outside the replay (no step times) arrive when they did.
-  for (const Line& line : lines) {
-    for (const BlockingCall& call : line.calls) {
-      for (const Participation& p : job.collectives[call.held].ranks) {
-        if (static_cast<size_t>(p.rank) < n && lines[static_cast<size_t>(p.rank)].ran) continue;
-        last[call.held] = std::max(last[call.held], p.arrival_ns);
-      }
-    }
   }
   std::vector<size_t> next_call(n, 0), next_arrival(n, 0);
   std::vector<int64_t> now(n), recorded_at(n);  // each line's replayed time, and the recorded time it stands for
   for (size_t r = 0; r < n; ++r) now[r] = recorded_at[r] = lines[r].begin;
-  // The line's arrivals up to `until` (recorded), moved with its own time.
+  // A recorded instant of line r, replayed: moved with the own time before
+  // it, or, inside a call already replayed, with that call's end.
+  const auto replayed_at = [&](size_t r, int64_t t) {
+    return t >= recorded_at[r] ? now[r] + scaled(t - recorded_at[r], factors[r]) : now[r] - (recorded_at[r] - t);
+  };
+  // The line's arrivals up to `until` (recorded), moved.
   const auto arrive_until = [&](size_t r, int64_t until) {
     const Line& line = lines[r];
     for (; next_arrival[r] < line.arrivals.size() && line.arrivals[next_arrival[r]].at <= until; ++next_arrival[r]) {
       const Arrival& a = line.arrivals[next_arrival[r]];
-      // An arrival inside a call already replayed moves with that call's end.
-      const int64_t moved = a.at >= recorded_at[r] ? now[r] + scaled(a.at - recorded_at[r], factors[r])
-                                                   : now[r] - (recorded_at[r] - a.at);
-      last[a.instance] = std::max(last[a.instance], moved);
+      last[a.instance] = std::max(last[a.instance], replayed_at(r, a.at));
       --waiting[a.instance];
     }
   };
@@ -136,7 +172,7 @@ std::optional<int64_t> replay(const JobProfile& job, const std::vector<Line>& li
     if (!line.ran) continue;
     if (next_call[r] < line.calls.size()) return std::nullopt;
     first_begin = std::min(first_begin, line.begin);
-    last_end = std::max(last_end, now[r] + scaled(line.end - recorded_at[r], factors[r]));
+    last_end = std::max(last_end, replayed_at(r, line.end));
   }
   if (first_begin == INT64_MAX) return std::nullopt;
   return last_end - first_begin;
@@ -175,37 +211,78 @@ std::optional<std::pair<int32_t, double>> slowest_on_path(const JobProfile& job,
 std::vector<PathWhatIf> replay_step(const Timeline& timeline, const JobProfile& job, const StepPath& path,
                                     std::string& unmeasured) {
   if (job.gpu) {
-    unmeasured = "GPU jobs are not replayed yet: the replay follows host threads and the collectives they wait in, "
-                 "not GPU streams";
+    unmeasured = "GPU jobs are not replayed yet: the replay follows host threads and the collectives and messages "
+                 "they wait in, not GPU streams";
     return {};
   }
-  const StepCompletions completions = step_completions(job, path.step);
-  std::vector<std::vector<Arrival>> arrivals(job.ranks.size());
+  std::vector<RankRead> reads;
+  for (const RankInfo& info : timeline.ranks()) {
+    reads.push_back(info.status == RankStatus::kMissing ? RankRead{} : read_rank(timeline, job, info, path.step));
+  }
+  const size_t n = job.ranks.size();
+  StepCompletions completions = step_completions(job, path.step);
+  std::vector<std::vector<Arrival>> arrivals(n);
+  Rendezvous rendezvous;
+  rendezvous.collectives = job.collectives.size();
   for (size_t i = 0; i < job.collectives.size(); ++i) {
     const CollectiveInstance& c = job.collectives[i];
     if (c.step != static_cast<int32_t>(path.step) || c.ranks.size() < 2) continue;
     for (const Participation& p : c.ranks) {
-      if (static_cast<size_t>(p.rank) < arrivals.size() && p.arrival_ns != kUnknown) {
+      if (static_cast<size_t>(p.rank) < n && p.arrival_ns != kUnknown) {
         arrivals[static_cast<size_t>(p.rank)].push_back({p.arrival_ns, i});
       }
     }
   }
-  std::vector<Line> lines;
-  for (const RankInfo& info : timeline.ranks()) {
-    const auto& completed = completions[static_cast<size_t>(info.rank)];
-    lines.push_back(info.status == RankStatus::kMissing
-                        ? Line{}
-                        : read_line(timeline, job, info, path.step, completed,
-                                    std::move(arrivals[static_cast<size_t>(info.rank)])));
+  // The messages: each receive matched to its send by key (one whose other
+  // end is not in the lines, posted before the peer's line began, say, is
+  // not one the replay can move). The receive waits for its send's post;
+  // a send that completed after its receive was posted may have waited
+  // for it (a message too large to go eagerly); one that completed before
+  // did not.
+  const auto other_end = [&](size_t waiter, int64_t completed, size_t poster, int64_t posted) {
+    const size_t instance = rendezvous.count();
+    rendezvous.posted.push_back(posted);
+    rendezvous.poster.push_back(static_cast<int32_t>(poster));
+    arrivals[poster].push_back({posted, instance});
+    completions[waiter].push_back({completed, instance});
+  };
+  for (size_t r = 0; r < reads.size(); ++r) {
+    for (const auto& [key, receive] : reads[r].receives) {
+      const size_t sender = static_cast<size_t>(std::get<2>(key));
+      if (sender >= reads.size()) continue;
+      const auto send = reads[sender].sends.find(key);
+      if (send == reads[sender].sends.end()) continue;
+      const RankRead::Message& sent = send->second;
+      other_end(r, receive.completed, sender, sent.posted);
+      if (receive.posted <= sent.completed) {
+        other_end(sender, sent.completed, r, receive.posted);
+      }
+    }
   }
-  if (std::any_of(lines.begin(), lines.end(), [](const Line& line) { return line.messages; })) {
-    unmeasured = "steps with point-to-point messages are not replayed yet: the replay follows collectives only";
-    return {};
+  for (auto& list : completions) std::sort(list.begin(), list.end());
+  std::vector<Line> lines;
+  for (size_t r = 0; r < reads.size(); ++r) {
+    lines.push_back(make_line(reads[r], rendezvous, job, completions[r], std::move(arrivals[r])));
+  }
+  // Participants outside the replay (no step times) arrive when they did.
+  rendezvous.outside.assign(rendezvous.count(), INT64_MIN);
+  const auto outside = [&](int32_t rank) { return static_cast<size_t>(rank) >= n || !lines[static_cast<size_t>(rank)].ran; };
+  for (const Line& line : lines) {
+    for (const BlockingCall& call : line.calls) {
+      if (call.held >= rendezvous.collectives) {
+        const size_t m = call.held - rendezvous.collectives;
+        if (outside(rendezvous.poster[m])) rendezvous.outside[call.held] = rendezvous.posted[m];
+        continue;
+      }
+      for (const Participation& p : job.collectives[call.held].ranks) {
+        if (outside(p.rank)) rendezvous.outside[call.held] = std::max(rendezvous.outside[call.held], p.arrival_ns);
+      }
+    }
   }
   const std::vector<double> unchanged(lines.size(), 1.0);
-  const std::optional<int64_t> replayed = replay(job, lines, unchanged, true);
+  const std::optional<int64_t> replayed = replay(rendezvous, lines, unchanged, true);
   if (!replayed) {
-    unmeasured = "the ranks' collectives wait on each other in a circle as recorded (clocks that disagree?)";
+    unmeasured = "the ranks' collectives and messages wait on each other in a circle as recorded (clocks that disagree?)";
     return {};
   }
   std::vector<PathWhatIf> found;
@@ -216,7 +293,7 @@ std::vector<PathWhatIf> replay_step(const Timeline& timeline, const JobProfile& 
   if (const auto slowest = slowest_on_path(job, path)) {
     std::vector<double> factors = unchanged;
     factors[static_cast<size_t>(slowest->first)] = slowest->second;
-    if (const std::optional<int64_t> predicted = replay(job, lines, factors, true)) {
+    if (const std::optional<int64_t> predicted = replay(rendezvous, lines, factors, true)) {
       PathWhatIf what_if = base;
       what_if.change = "rank " + std::to_string(slowest->first) + " computed at the other ranks' median";
       what_if.rank = slowest->first;
@@ -225,9 +302,9 @@ std::vector<PathWhatIf> replay_step(const Timeline& timeline, const JobProfile& 
       found.push_back(what_if);
     }
   }
-  if (const std::optional<int64_t> predicted = replay(job, lines, unchanged, false)) {
+  if (const std::optional<int64_t> predicted = replay(rendezvous, lines, unchanged, false)) {
     PathWhatIf what_if = base;
-    what_if.change = "collectives' transfers took no time";
+    what_if.change = "collectives' and messages' transfers took no time";
     what_if.transfers = false;
     what_if.predicted_ns = *predicted;
     found.push_back(what_if);

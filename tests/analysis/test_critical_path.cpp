@@ -1,6 +1,7 @@
 // The step's critical path on jobs small enough to work out by hand: a slow
-// rank behind an allreduce, a slow rank two messages upstream, and the jobs
-// on which there is no path to follow (times in ns below).
+// rank behind an allreduce, a slow rank two messages upstream, a wait for a
+// nonblocking receive, and the jobs on which there is no path to follow
+// (times in ns below).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -17,9 +18,11 @@
 namespace rankscope::analysis {
 namespace {
 
-constexpr uint16_t kThread = 0, kStream = 1;
+constexpr uint16_t kThread = 0, kStream = 1, kComm = 2;
 constexpr uint64_t kWorld = 5;
-enum Name : uint32_t { kStep, kAllreduce, kSend, kRecv, kSlow, kRelay, kTail, kLoader, kLaunch, kSync, kGemm };
+enum Name : uint32_t {
+  kStep, kAllreduce, kSend, kRecv, kSlow, kRelay, kTail, kLoader, kLaunch, kSync, kGemm, kIsend, kIrecv, kWait
+};
 
 Event range(uint32_t name, int64_t begin, int64_t end) {
   return testing::host_event(EventKind::kNvtxRange, name, begin, end, kThread);
@@ -41,6 +44,21 @@ Event message(CommOp op, int32_t peer, int64_t begin, int64_t end) {
   e.correlation_id = 7;
   return e;
 }
+
+// A nonblocking message's post on the thread (an MPI call), and its
+// operation from post to completion on the communicator's track.
+std::vector<Event> nonblocking(CommOp op, int32_t peer, int64_t posted, int64_t completed) {
+  Event post = testing::host_event(EventKind::kMpiCall, op == CommOp::kSend ? kIsend : kIrecv, posted, posted + 5, kThread);
+  Event operation = message(op, peer, posted, completed);
+  operation.name_id = post.name_id;
+  operation.track = kComm;
+  return {post, operation};
+}
+std::vector<Event> joined(std::vector<Event> events, const std::vector<Event>& more) {
+  events.insert(events.end(), more.begin(), more.end());
+  return events;
+}
+Event wait(int64_t begin, int64_t end) { return testing::host_event(EventKind::kMpiCall, kWait, begin, end, kThread); }
 
 Event cuda_call(uint32_t name, int64_t begin, int64_t end, uint64_t correlation) {
   Event e = testing::host_event(EventKind::kCudaApi, name, begin, end, kThread);
@@ -74,10 +92,12 @@ class CriticalPathTest : public testing::ShardJobTest {
     const std::pair<uint32_t, std::string_view> names[] = {
         {kStep, "ProfilerStep#0"}, {kAllreduce, "MPI_Allreduce"}, {kSend, "MPI_Send"}, {kRecv, "MPI_Recv"},
         {kSlow, "slow layer"},     {kRelay, "relay"},             {kTail, "tail"},     {kLoader, "data loading"},
-        {kLaunch, "cudaLaunchKernel"}, {kSync, "cudaStreamSynchronize"}, {kGemm, "gemm"}};
+        {kLaunch, "cudaLaunchKernel"}, {kSync, "cudaStreamSynchronize"}, {kGemm, "gemm"},
+        {kIsend, "MPI_Isend"}, {kIrecv, "MPI_Irecv"}, {kWait, "MPI_Wait"}};
     ASSERT_TRUE(writer.write_strings(names, 0));
     const Track tracks[] = {{7, kThread, 0, -1, TrackType::kThread, 0, 0},
-                            {7, kStream, 0, 0, TrackType::kCudaStream, 0, 0}};
+                            {7, kStream, 0, 0, TrackType::kCudaStream, 0, 0},
+                            {kWorld, kComm, 0, -1, TrackType::kMpiComm, 0, 0}};
     ASSERT_TRUE(writer.write_tracks(tracks, 0));
     if (synced) {
       const SyncPoint points[2] = {{0, 0, 10}, {1'000'000'000, 0, 10}};
@@ -104,6 +124,15 @@ class CriticalPathTest : public testing::ShardJobTest {
     write_rank(0, 3, {range(kStep, 0, 1000), range(kRelay, 0, 100), allreduce(100, 600), range(kTail, 600, 1000)});
     write_rank(1, 3, {range(kStep, 0, 900), range(kSlow, 0, 500), allreduce(500, 600), range(kRelay, 600, 900)});
     write_rank(2, 3, {range(kStep, 0, 900), range(kRelay, 0, 200), allreduce(200, 600), range(kRelay, 600, 900)});
+  }
+
+  // Rank 0 posts a receive at 50, computes to 300 and waits for it; rank 1
+  // sends it at 650, after its slow layer.
+  void write_wait_job() {
+    write_rank(0, 2, joined({range(kStep, 0, 1000), range(kRelay, 55, 300), wait(300, 700), range(kTail, 700, 1000)},
+                            nonblocking(CommOp::kRecv, 1, 50, 700)));
+    write_rank(1, 2, joined({range(kStep, 0, 900), range(kSlow, 0, 650), range(kRelay, 660, 900)},
+                            nonblocking(CommOp::kSend, 0, 650, 655)));
   }
 
   static int64_t on_rank(const CriticalPath& path, int32_t rank) {
@@ -278,13 +307,108 @@ TEST_F(CriticalPathTest, AReplayCarriesEachCollectivesNewEndIntoTheNext) {
   EXPECT_EQ(median.predicted_ns, 700);
 }
 
-TEST_F(CriticalPathTest, StepsWithMessagesOrGpuWorkAreNotReplayedAndItSaysWhy) {
-  write_rank(0, 2, {range(kStep, 0, 1000), message(CommOp::kSend, 1, 100, 150), range(kTail, 150, 1000)});
-  write_rank(1, 2, {range(kStep, 0, 900), message(CommOp::kRecv, 0, 50, 200), range(kRelay, 200, 900)});
+// The wait job: from rank 0's tail the path goes through the wait, which
+// the send held: transfer from the send (50), then rank 1's slow layer.
+TEST_F(CriticalPathTest, AWaitHandsThePathToTheSenderOfTheMessageItCompleted) {
+  write_wait_job();
+  const CriticalPath p = path();
+  ASSERT_EQ(p.unmeasured, "");
+  ASSERT_EQ(p.steps.size(), 1u);
+  const StepPath& step = p.steps[0];
+  EXPECT_EQ(step.hops, 1);
+  EXPECT_EQ(step.path_ns(), 1000);
+  ASSERT_EQ(step.segments.size(), 3u);
+  EXPECT_EQ(step.segments[1].category, PathCategory::kCommunicationTransfer);
+  EXPECT_EQ(name(step.segments[1].name_id), "MPI_Wait");
+  EXPECT_EQ(step.segments[1].begin_ns, 650);
+  EXPECT_EQ(step.segments[2].rank, 1);
+  EXPECT_EQ(name(step.segments[2].name_id), "slow layer");
+  EXPECT_EQ(on_rank(p, 0), 300 + 50);
+  EXPECT_EQ(on_rank(p, 1), 650);
+}
+
+// Rank 0's send waits from 100 to 700 for rank 1 to post its receive at
+// 650 (a message too large to go eagerly): the path goes from the send to
+// the receiver's post, and on to rank 1's slow layer.
+TEST_F(CriticalPathTest, ASendHeldByItsLateReceiverHandsThePathToIt) {
+  write_rank(0, 2, {range(kStep, 0, 1000), message(CommOp::kSend, 1, 100, 700), range(kTail, 700, 1000)});
+  write_rank(1, 2, {range(kStep, 0, 900), range(kSlow, 0, 650), message(CommOp::kRecv, 0, 650, 700),
+                    range(kRelay, 700, 900)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.steps.size(), 1u);
+  EXPECT_EQ(p.steps[0].hops, 1);
+  EXPECT_EQ(p.steps[0].path_ns(), 1000);
+  EXPECT_EQ(on_rank(p, 0), 300 + 50);
+  EXPECT_EQ(on_rank(p, 1), 650);
+}
+
+// A send posted before the wait began did not hold it: the wait (100) is
+// transfer on its own rank, as is the receive's post (5), and the path
+// stays there.
+TEST_F(CriticalPathTest, AMessageSentBeforeTheWaitBeganKeepsThePathOnTheReceiver) {
+  write_rank(0, 2, joined({range(kStep, 0, 1000), range(kSlow, 55, 600), wait(600, 700), range(kTail, 700, 1000)},
+                          nonblocking(CommOp::kRecv, 1, 50, 700)));
+  write_rank(1, 2, joined({range(kStep, 0, 900), range(kRelay, 0, 300), range(kRelay, 305, 900)},
+                          nonblocking(CommOp::kSend, 0, 300, 305)));
+  const CriticalPath p = path();
+  ASSERT_EQ(p.steps.size(), 1u);
+  EXPECT_EQ(p.steps[0].hops, 0);
+  EXPECT_EQ(on_rank(p, 1), 0);
+  ASSERT_EQ(p.ranks.size(), 1u);
+  EXPECT_EQ(p.ranks[0].by_category[static_cast<size_t>(PathCategory::kCommunicationTransfer)], 105);
+}
+
+// The pipeline of AReceiveHandsThePathToItsSenderTwoHopsUpstream, replayed.
+// Rank 0 computes 980 ns of its 990 (all but its send), rank 1 260, rank 2
+// 180: rank 0 at their median is x220/980. Its send moves from 800 to 180
+// (179.6 rounded); rank 1's receive ends 20 after it (the transfer it
+// recorded after the send), at 200; its relay sends at 230; rank 2's
+// receive ends at 250 and its tail of 130 ends the step at 380. Without
+// transfers: rank 1's receive ends at 800, its step at 970, rank 2's at
+// 960; rank 0's send took 10 ns after its receive was posted: without it,
+// rank 0's step ends at 980, and so does the step.
+TEST_F(CriticalPathTest, APipelineOfMessagesIsReplayedSendBySend) {
+  write_rank(0, 3, {range(kStep, 0, 990), range(kSlow, 0, 800), message(CommOp::kSend, 1, 800, 810)});
+  write_rank(1, 3, {range(kStep, 0, 990), message(CommOp::kRecv, 0, 100, 820), range(kRelay, 820, 850),
+                    message(CommOp::kSend, 2, 850, 860)});
+  write_rank(2, 3, {range(kStep, 0, 1000), message(CommOp::kRecv, 1, 50, 870), range(kTail, 870, 1000)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.what_if_unmeasured, "");
+  ASSERT_EQ(p.what_if.size(), 2u);
+  const PathWhatIf& median = p.what_if[0];
+  EXPECT_EQ(median.rank, 0);
+  EXPECT_NEAR(median.factor, 220.0 / 980.0, 1e-12);
+  EXPECT_EQ(median.replayed_ns, 1000);
+  EXPECT_EQ(median.predicted_ns, 380);
+  const PathWhatIf& free = p.what_if[1];
+  EXPECT_FALSE(free.transfers);
+  EXPECT_EQ(free.predicted_ns, 980);
+}
+
+// The wait job replayed: rank 1 computes 895 of its 900 (all but its
+// post), rank 0 595 of its 1000 (all but its post and its wait): x595/895.
+// Rank 1's send moves from 650 to 432 (432.1); rank 0's wait, begun at
+// 300, ends 50 after it (its transfer after the send), at 482, and its
+// tail of 300 ends the step at 782.
+TEST_F(CriticalPathTest, AWaitIsReplayedUntilItsMessagesSend) {
+  write_wait_job();
+  const CriticalPath p = path();
+  ASSERT_EQ(p.what_if_unmeasured, "");
+  ASSERT_FALSE(p.what_if.empty());
+  const PathWhatIf& median = p.what_if[0];
+  EXPECT_EQ(median.rank, 1);
+  EXPECT_EQ(median.replayed_ns, 1000);
+  EXPECT_NEAR(median.factor, 595.0 / 895.0, 1e-12);
+  EXPECT_EQ(median.predicted_ns, 782);
+}
+
+TEST_F(CriticalPathTest, GpuStepsAreNotReplayedAndItSaysWhy) {
+  write_rank(0, 1, {range(kStep, 0, 1000), cuda_call(kLaunch, 100, 110, 1), kernel(120, 600, 1),
+                    cuda_call(kSync, 150, 610, 2), range(kTail, 610, 1000)});
   const CriticalPath p = path();
   ASSERT_EQ(p.unmeasured, "");
   EXPECT_TRUE(p.what_if.empty());
-  EXPECT_NE(p.what_if_unmeasured.find("point-to-point messages"), std::string::npos) << p.what_if_unmeasured;
+  EXPECT_NE(p.what_if_unmeasured.find("GPU jobs"), std::string::npos) << p.what_if_unmeasured;
 }
 
 }  // namespace
