@@ -24,6 +24,7 @@
 #include <unordered_map>
 
 #include "rankscope/model/host_phases.h"
+#include "rankscope/model/statistics.h"
 #include "step_events.h"
 #include "step_replay.h"
 
@@ -442,28 +443,51 @@ class Walk {
   std::map<MessageKey, std::pair<uint16_t, int64_t>> sends_, receives_;
 };
 
-StepPath walk_step(const Timeline& timeline, const JobProfile& job, size_t step) {
+// The ranks that ended the step last, the last first: those whose end lies
+// within a tie of the last end (a hundredth of the step on the job, or the
+// two ranks' clock bounds where larger). Where ranks end a step together,
+// as a synchronous job's last collective releases them, which of them ended
+// last is noise, and the path from each is as much the step's. At most
+// kTiedWalks, spread over them.
+std::vector<int32_t> last_ends(const JobProfile& job, size_t step) {
+  const StepTimes span = job_step(job, step);
+  std::vector<std::pair<int64_t, int32_t>> ends;
+  for (const RankProfile& rank : job.ranks) {
+    if (step < rank.steps.size() && rank.steps[step].times.begin_ns != kUnknown) {
+      ends.emplace_back(rank.steps[step].times.end_ns, rank.rank);
+    }
+  }
+  if (ends.empty()) return {};
+  std::sort(ends.begin(), ends.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  const int32_t last = ends.front().second;
+  const auto bound = [&](int32_t rank) {
+    return static_cast<size_t>(rank) < job.clocks.size() ? job.clocks[static_cast<size_t>(rank)].bound_ns : 0;
+  };
+  size_t tied = 1;
+  while (tied < ends.size() &&
+         ends.front().first - ends[tied].first <= std::max(span.duration() / 100, bound(last) + bound(ends[tied].second))) {
+    ++tied;
+  }
+  std::vector<int32_t> ranks;
+  const size_t walks = std::min(tied, kTiedWalks);
+  for (size_t k = 0; k < walks; ++k) ranks.push_back(ends[k * tied / walks].second);
+  return ranks;
+}
+
+// The step's path from where `rank` ended it.
+StepPath walk_step(const Timeline& timeline, const JobProfile& job, size_t step, int32_t rank) {
   StepPath path;
   path.step = step;
   const StepTimes span = job_step(job, step);
   path.begin_ns = span.begin_ns;
   path.end_ns = span.end_ns;
-  // The walk starts where the step ended last.
-  int32_t last_rank = -1;
-  for (const RankProfile& rank : job.ranks) {
-    if (step >= rank.steps.size() || rank.steps[step].times.begin_ns == kUnknown) continue;
-    if (last_rank < 0 ||
-        rank.steps[step].times.end_ns > job.ranks[static_cast<size_t>(last_rank)].steps[step].times.end_ns) {
-      last_rank = rank.rank;
-    }
-  }
-  if (last_rank >= 0) {
-    Walk(timeline, job, step).run(last_rank, job.ranks[static_cast<size_t>(last_rank)].steps[step].times.end_ns, path);
-  }
+  Walk(timeline, job, step).run(rank, job.ranks[static_cast<size_t>(rank)].steps[step].times.end_ns, path);
   return path;
 }
 
-// The steps walked: the median step by its time on the job, and the slowest.
+// The steps walked: the median step by its time on the job and the
+// slowest, named; and others spread evenly over the job, unnamed, up to
+// kSharedSteps in all.
 std::vector<std::pair<size_t, std::string>> steps_to_walk(const JobProfile& job) {
   std::vector<std::pair<int64_t, size_t>> by_time;
   for (size_t s = 0; s < job.step_numbers.size(); ++s) {
@@ -471,10 +495,26 @@ std::vector<std::pair<size_t, std::string>> steps_to_walk(const JobProfile& job)
     if (t.begin_ns != kUnknown) by_time.emplace_back(t.duration(), s);
   }
   if (by_time.empty()) return {};
+  std::vector<size_t> in_order;
+  for (const auto& [duration, step] : by_time) in_order.push_back(step);
   std::sort(by_time.begin(), by_time.end());
   const size_t median = by_time[(by_time.size() - 1) / 2].second, slowest = by_time.back().second;
-  if (median == slowest) return {{median, "median, slowest"}};
-  return {{median, "median"}, {slowest, "slowest"}};
+  std::vector<std::pair<size_t, std::string>> walked;
+  if (median == slowest) walked = {{median, "median, slowest"}};
+  else walked = {{median, "median"}, {slowest, "slowest"}};
+  std::vector<bool> taken(job.step_numbers.size(), false);
+  for (const auto& [step, which] : walked) taken[step] = true;
+  // Evenly spaced over the steps in their order, the named ones skipped;
+  // where those fell on the spacing, the first steps not taken fill in.
+  const size_t wanted = std::min(kSharedSteps, in_order.size());
+  const auto take = [&](size_t step) {
+    if (walked.size() == wanted || taken[step]) return;
+    taken[step] = true;
+    walked.emplace_back(step, "");
+  };
+  for (size_t k = 0; k < wanted; ++k) take(in_order[k * in_order.size() / wanted]);
+  for (size_t step : in_order) take(step);
+  return walked;
 }
 
 std::string unmeasured(const JobProfile& job) {
@@ -512,29 +552,84 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job) {
   result.unmeasured = unmeasured(job);
   if (!result.unmeasured.empty()) return result;
   std::map<int32_t, PathShare> ranks;
+  std::map<std::string, int64_t> nodes;
   std::map<std::tuple<uint32_t, int32_t, PathCategory>, int64_t> items;
+  // Per rank, its share of each walked step's path less the fair share.
+  std::vector<std::vector<double>> excess(job.ranks.size());
   for (const auto& [step, which] : steps_to_walk(job)) {
-    StepPath& path = result.steps.emplace_back(walk_step(timeline, job, step));
-    path.which = which;
-    for (PathWhatIf& what_if : replay_step(timeline, job, path, result.what_if_unmeasured)) {
+    // The shares are each tied walk's, in equal parts; the path drawn and
+    // replayed is the one from the last end.
+    const std::vector<int32_t> starts = last_ends(job, step);
+    if (starts.empty()) continue;
+    ++result.steps_walked;
+    const double weight = 1.0 / static_cast<double>(starts.size());
+    const auto weighed = [&](int64_t ns) { return static_cast<int64_t>(std::llround(static_cast<double>(ns) * weight)); };
+    // Per rank, its share of the own time on each walk's path: everything
+    // but transfer, which is the communication's time, not a rank's.
+    std::vector<double> on_path(job.ranks.size(), 0);
+    bool own_time = false;
+    std::optional<StepPath> drawn;
+    for (const int32_t start : starts) {
+      StepPath path = walk_step(timeline, job, step, start);
+      int64_t own_ns = 0;
+      for (const PathSegment& s : path.segments) {
+        if (s.category != PathCategory::kCommunicationTransfer) own_ns += s.ns();
+      }
+      own_time |= own_ns > 0;
+      for (const PathSegment& s : path.segments) {
+        PathShare& share = ranks[s.rank];
+        share.rank = s.rank;
+        share.ns += weighed(s.ns());
+        share.by_category[static_cast<size_t>(s.category)] += weighed(s.ns());
+        result.total_ns += weighed(s.ns());
+        if (static_cast<size_t>(s.rank) < on_path.size()) {
+          if (own_ns > 0 && s.category != PathCategory::kCommunicationTransfer) {
+            on_path[static_cast<size_t>(s.rank)] += weight * static_cast<double>(s.ns()) / static_cast<double>(own_ns);
+          }
+          nodes[job.ranks[static_cast<size_t>(s.rank)].host] += weighed(s.ns());
+        }
+        if (s.name_id != UINT32_MAX) items[{s.name_id, s.rank, s.category}] += weighed(s.ns());
+      }
+      if (!drawn) drawn = std::move(path);
+    }
+    size_t ran = 0;
+    for (const RankProfile& rank : job.ranks) {
+      ran += step < rank.steps.size() && rank.steps[step].times.begin_ns != kUnknown ? 1 : 0;
+    }
+    for (size_t r = 0; r < job.ranks.size() && own_time; ++r) {
+      const RankProfile& rank = job.ranks[r];
+      if (step >= rank.steps.size() || rank.steps[step].times.begin_ns == kUnknown) continue;
+      excess[r].push_back(on_path[r] - 1.0 / static_cast<double>(ran));
+    }
+    if (which.empty()) continue;
+    drawn->which = which;
+    for (PathWhatIf& what_if : replay_step(timeline, job, *drawn, result.what_if_unmeasured)) {
       result.what_if.push_back(std::move(what_if));
     }
-    for (const PathSegment& s : path.segments) {
-      PathShare& share = ranks[s.rank];
-      share.rank = s.rank;
-      share.ns += s.ns();
-      share.by_category[static_cast<size_t>(s.category)] += s.ns();
-      result.total_ns += s.ns();
-      if (s.name_id != UINT32_MAX) items[{s.name_id, s.rank, s.category}] += s.ns();
-    }
+    result.steps.push_back(std::move(*drawn));
   }
   if (result.steps.empty()) {
     result.unmeasured = kNoStepTimesReason;
     return result;
   }
-  for (const auto& [rank, share] : ranks) result.ranks.push_back(share);
+  if (result.steps_walked < kFairShareSteps) {
+    result.fair_share_unmeasured = std::to_string(result.steps_walked) + (result.steps_walked == 1 ? " step" : " steps") +
+                                   " walked: a rank's share of the path is told from noise over " +
+                                   std::to_string(kFairShareSteps) + " steps or more";
+  }
+  for (auto& [rank, share] : ranks) {
+    const std::vector<double>& e = excess[static_cast<size_t>(rank)];
+    const MeanWithError excess_of_rank = mean_with_error(e);
+    share.excess_mean = excess_of_rank.mean;
+    share.excess_error = excess_of_rank.error;
+    share.above_fair_share = e.size() >= kFairShareSteps && share.excess_mean > 3 * share.excess_error;
+    result.ranks.push_back(share);
+  }
   std::stable_sort(result.ranks.begin(), result.ranks.end(),
                    [](const PathShare& a, const PathShare& b) { return a.ns > b.ns; });
+  for (const auto& [host, ns] : nodes) result.nodes.push_back({host, ns});
+  std::stable_sort(result.nodes.begin(), result.nodes.end(),
+                   [](const NodeShare& a, const NodeShare& b) { return a.ns > b.ns; });
   for (const auto& [key, ns] : items) result.items.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), ns});
   std::stable_sort(result.items.begin(), result.items.end(), [](const PathItem& a, const PathItem& b) { return a.ns > b.ns; });
   if (result.items.size() > 10) result.items.resize(10);

@@ -21,7 +21,8 @@ namespace {
 constexpr uint16_t kThread = 0, kStream = 1, kComm = 2;
 constexpr uint64_t kWorld = 5;
 enum Name : uint32_t {
-  kStep, kAllreduce, kSend, kRecv, kSlow, kRelay, kTail, kLoader, kLaunch, kSync, kGemm, kIsend, kIrecv, kWait
+  kStep, kAllreduce, kSend, kRecv, kSlow, kRelay, kTail, kLoader, kLaunch, kSync, kGemm, kIsend, kIrecv, kWait,
+  kStep1, kStep2, kStep3
 };
 
 Event range(uint32_t name, int64_t begin, int64_t end) {
@@ -93,7 +94,8 @@ class CriticalPathTest : public testing::ShardJobTest {
         {kStep, "ProfilerStep#0"}, {kAllreduce, "MPI_Allreduce"}, {kSend, "MPI_Send"}, {kRecv, "MPI_Recv"},
         {kSlow, "slow layer"},     {kRelay, "relay"},             {kTail, "tail"},     {kLoader, "data loading"},
         {kLaunch, "cudaLaunchKernel"}, {kSync, "cudaStreamSynchronize"}, {kGemm, "gemm"},
-        {kIsend, "MPI_Isend"}, {kIrecv, "MPI_Irecv"}, {kWait, "MPI_Wait"}};
+        {kIsend, "MPI_Isend"}, {kIrecv, "MPI_Irecv"}, {kWait, "MPI_Wait"},
+        {kStep1, "ProfilerStep#1"}, {kStep2, "ProfilerStep#2"}, {kStep3, "ProfilerStep#3"}};
     ASSERT_TRUE(writer.write_strings(names, 0));
     const Track tracks[] = {{7, kThread, 0, -1, TrackType::kThread, 0, 0},
                             {7, kStream, 0, 0, TrackType::kCudaStream, 0, 0},
@@ -135,6 +137,33 @@ class CriticalPathTest : public testing::ShardJobTest {
                             nonblocking(CommOp::kSend, 0, 650, 655)));
   }
 
+  // Two ranks, four steps 1100 ns apart; in step k rank slow_rank(k)
+  // computes 800 ns before the step's allreduce, the other 200. The other
+  // ends each step last, 100 ns after: its path goes to the slow rank's
+  // compute, 800 of the step's 1000 ns.
+  template <typename SlowRank>
+  void write_four_steps(SlowRank slow_rank) {
+    std::vector<Event> events[2];
+    const uint32_t steps[] = {kStep, kStep1, kStep2, kStep3};
+    for (int k = 0; k < 4; ++k) {
+      const int64_t b = 1100 * k;
+      const int slow = slow_rank(k);
+      events[slow].insert(events[slow].end(), {range(steps[k], b, b + 900), range(kSlow, b, b + 800),
+                                               allreduce(b + 800, b + 850, k), range(kRelay, b + 850, b + 900)});
+      events[1 - slow].insert(events[1 - slow].end(), {range(steps[k], b, b + 1000), range(kRelay, b, b + 200),
+                                                       allreduce(b + 200, b + 850, k), range(kTail, b + 850, b + 1000)});
+    }
+    write_rank(0, 2, events[0]);
+    write_rank(1, 2, events[1]);
+  }
+
+  static const PathShare* share_of(const CriticalPath& path, int32_t rank) {
+    for (const PathShare& share : path.ranks) {
+      if (share.rank == rank) return &share;
+    }
+    return nullptr;
+  }
+
   static int64_t on_rank(const CriticalPath& path, int32_t rank) {
     for (const PathShare& share : path.ranks) {
       if (share.rank == rank) return share.ns;
@@ -172,8 +201,8 @@ TEST_F(CriticalPathTest, AnAllreduceHandsThePathToTheRankThatCameLast) {
 // send to rank 2, rank 2's tail. Each receive was posted long before its
 // send: the path goes two hops upstream, to rank 0.
 TEST_F(CriticalPathTest, AReceiveHandsThePathToItsSenderTwoHopsUpstream) {
-  write_rank(0, 3, {range(kStep, 0, 990), range(kSlow, 0, 800), message(CommOp::kSend, 1, 800, 810)});
-  write_rank(1, 3, {range(kStep, 0, 990), message(CommOp::kRecv, 0, 100, 820), range(kRelay, 820, 850),
+  write_rank(0, 3, {range(kStep, 0, 950), range(kSlow, 0, 800), message(CommOp::kSend, 1, 800, 810)});
+  write_rank(1, 3, {range(kStep, 0, 950), message(CommOp::kRecv, 0, 100, 820), range(kRelay, 820, 850),
                     message(CommOp::kSend, 2, 850, 860)});
   write_rank(2, 3, {range(kStep, 0, 1000), message(CommOp::kRecv, 1, 50, 870), range(kTail, 870, 1000)});
   const CriticalPath p = path();
@@ -327,6 +356,57 @@ TEST_F(CriticalPathTest, AWaitHandsThePathToTheSenderOfTheMessageItCompleted) {
   EXPECT_EQ(on_rank(p, 1), 650);
 }
 
+// Rank 1 holds the path in every step: its 800 ns of compute of the 950
+// that are not transfer (rank 0's tail, 150), against a fair share of
+// half: above its fair share with no spread at all.
+TEST_F(CriticalPathTest, ARankHoldingEveryStepIsAboveItsFairShare) {
+  write_four_steps([](int) { return 1; });
+  const CriticalPath p = path();
+  ASSERT_EQ(p.unmeasured, "");
+  EXPECT_EQ(p.steps_walked, 4u);
+  EXPECT_EQ(p.fair_share_unmeasured, "");
+  const PathShare* slow = share_of(p, 1);
+  const PathShare* other = share_of(p, 0);
+  ASSERT_TRUE(slow && other);
+  EXPECT_NEAR(slow->excess_mean, 800.0 / 950.0 - 0.5, 1e-9);
+  EXPECT_NEAR(slow->excess_error, 0, 1e-9);
+  EXPECT_TRUE(slow->above_fair_share);
+  EXPECT_FALSE(other->above_fair_share);
+  ASSERT_EQ(p.nodes.size(), 2u);
+  EXPECT_EQ(p.nodes[0].host, "node-1");
+  EXPECT_EQ(p.nodes[0].ns, 4 * 800);
+}
+
+// The ranks take turns: each holds most of every other step and little
+// of the rest, on average its fair share: neither is above it.
+TEST_F(CriticalPathTest, RanksTakingTurnsAreNotAboveTheirFairShare) {
+  write_four_steps([](int k) { return k % 2; });
+  const CriticalPath p = path();
+  ASSERT_EQ(p.unmeasured, "");
+  EXPECT_EQ(p.steps_walked, 4u);
+  for (int32_t rank : {0, 1}) {
+    const PathShare* share = share_of(p, rank);
+    ASSERT_TRUE(share);
+    EXPECT_NEAR(share->excess_mean, 0, 1e-9);
+    EXPECT_FALSE(share->above_fair_share) << "rank " << rank;
+  }
+}
+
+// Both ranks end the step at 1000: which ended last is noise, and the
+// shares are the two walks' in equal parts. From rank 0: all its own (it
+// came last to the allreduce, at 400). From rank 1: its tail and the
+// allreduce's transfer (600), then rank 0's relay (400). Rank 0: 700.
+TEST_F(CriticalPathTest, RanksEndingTogetherShareThePathsFromEach) {
+  write_rank(0, 2, {range(kStep, 0, 1000), range(kRelay, 0, 400), allreduce(400, 600), range(kTail, 600, 1000)});
+  write_rank(1, 2, {range(kStep, 0, 1000), range(kRelay, 0, 300), allreduce(300, 600), range(kTail, 600, 1000)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.unmeasured, "");
+  EXPECT_EQ(on_rank(p, 0), 700);
+  EXPECT_EQ(on_rank(p, 1), 300);
+  EXPECT_EQ(p.total_ns, 1000);
+  EXPECT_NE(p.fair_share_unmeasured.find("1 step walked"), std::string::npos) << p.fair_share_unmeasured;
+}
+
 // Rank 0's send waits from 100 to 700 for rank 1 to post its receive at
 // 650 (a message too large to go eagerly): the path goes from the send to
 // the receiver's post, and on to rank 1's slow layer.
@@ -358,8 +438,8 @@ TEST_F(CriticalPathTest, AMessageSentBeforeTheWaitBeganKeepsThePathOnTheReceiver
   EXPECT_EQ(p.ranks[0].by_category[static_cast<size_t>(PathCategory::kCommunicationTransfer)], 105);
 }
 
-// The pipeline of AReceiveHandsThePathToItsSenderTwoHopsUpstream, replayed.
-// Rank 0 computes 980 ns of its 990 (all but its send), rank 1 260, rank 2
+// The pipeline of AReceiveHandsThePathToItsSenderTwoHopsUpstream, its
+// first two ranks ending at 990, replayed. Rank 0 computes 980 ns of its 990 (all but its send), rank 1 260, rank 2
 // 180: rank 0 at their median is x220/980. Its send moves from 800 to 180
 // (179.6 rounded); rank 1's receive ends 20 after it (the transfer it
 // recorded after the send), at 200; its relay sends at 230; rank 2's

@@ -5,7 +5,8 @@
 # messages, which Open MPI's shared memory sends by rendezvous: a send
 # waits for its receive). Run once with no stage slowed, then with stage
 # 2 and with stage 1 slowed 3x. Whichever is slowed:
-#  - its compute is the largest on the path, above half of it;
+#  - its compute is the largest on the path, above half of it, and it
+#    alone is above its fair share of the path;
 #  - the what-if of the median step, that stage computing as the others'
 #    median, replays the step as recorded (within 1 %) and predicts a
 #    step at least a fifth shorter than recorded, within 60 % of the
@@ -34,11 +35,12 @@ even, path, slow = json.load(open(sys.argv[1]))["critical_path"], json.load(open
 assert even is not None and path is not None, "no critical path"
 by_compute = sorted(path["ranks"], key=lambda r: r["compute_share_pct"], reverse=True)
 ranks = [(r["rank"], round(r["share_pct"], 1), round(r["compute_share_pct"], 1)) for r in path["ranks"]]
-ok = by_compute[0]["rank"] == slow and by_compute[0]["compute_share_pct"] > 50
+above = [r["rank"] for r in path["ranks"] if r["above_fair_share"]]
+ok = by_compute[0]["rank"] == slow and by_compute[0]["compute_share_pct"] > 50 and above == [slow]
 measured = next(s["end_ns"] - s["begin_ns"] for s in even["steps"] if "median" in s["which"])
 median_step = next(s["step"] for s in path["steps"] if "median" in s["which"])
 what_if = [w for w in path["what_if"] if w["step"] == median_step and w["rank"] == slow]
-line = f"slow stage {slow}: path by rank {ranks}"
+line = f"slow stage {slow}: path by rank {ranks}, above its fair share: {above}"
 if what_if:
     w = what_if[0]
     error = abs(w["predicted_ns"] - measured) / measured

@@ -82,6 +82,29 @@ std::string what_if_text(const Report& report, const PathWhatIf& what_if) {
          "; replayed unchanged: " + format_duration(static_cast<double>(what_if.replayed_ns)) + ")";
 }
 
+// "over 16 steps walked, no rank is above its fair share beyond the steps'
+// spread" / "rank 3 is above its fair share (+41.2 ± 1.3 points) ..."
+std::string fair_share_text(const CriticalPath& path) {
+  if (!path.fair_share_unmeasured.empty()) return "fair share n/a: " + path.fair_share_unmeasured;
+  std::string above;
+  for (const PathShare& share : path.ranks) {
+    if (!share.above_fair_share) continue;
+    above += std::string(above.empty() ? "" : ", ") + "rank " + std::to_string(share.rank) + " (+" +
+             significant(100 * share.excess_mean) + " ± " + significant(100 * share.excess_error) + " points)";
+  }
+  const std::string over = "over " + std::to_string(path.steps_walked) + " steps walked, ";
+  if (above.empty()) return over + "no rank is above its fair share beyond the steps' spread";
+  return over + "above its fair share beyond the steps' spread: " + above;
+}
+
+std::string node_share_text(const CriticalPath& path) {
+  std::string out;
+  for (size_t i = 0; i < path.nodes.size() && i < 4; ++i) {
+    out += (i ? ", " : "") + path.nodes[i].host + " " + share_text(path.nodes[i].ns, path.total_ns);
+  }
+  return out;
+}
+
 }  // namespace
 
 void write_critical_path_text(const Report& report, std::string& out) {
@@ -107,7 +130,9 @@ void write_critical_path_text(const Report& report, std::string& out) {
     out += (i ? ", " : " ") + std::string("rank ") + std::to_string(share.rank) + " " +
            share_text(share.ns, path.total_ns);
   }
-  out += "\n  by category:";
+  out += "\n  " + fair_share_text(path) + "\n";
+  if (path.nodes.size() > 1) out += "  by node: " + node_share_text(path) + "\n";
+  out += "  by category:";
   for (size_t c = 0; c < static_cast<size_t>(PathCategory::kCount); ++c) {
     int64_t ns = 0;
     for (const PathShare& share : path.ranks) ns += share.by_category[c];
@@ -131,16 +156,26 @@ void write_critical_path_json(JsonWriter& json, const Report& report) {
     return;
   }
   json.key("critical_path").begin_object().key("path_ns").value(path.total_ns);
+  json.key("steps_walked").value(path.steps_walked).key("fair_share_reason");
+  if (path.fair_share_unmeasured.empty()) json.null();
+  else json.value(path.fair_share_unmeasured);
   json.key("ranks").begin_array();
   for (const PathShare& share : path.ranks) {
     json.begin_object().key("rank").value(share.rank).key("ns").value(share.ns);
     json.key("share_pct").value(share_percent(share.ns, path.total_ns));
+    json.key("excess_share_pct").value(100 * share.excess_mean).key("excess_error_pct").value(100 * share.excess_error);
+    json.key("above_fair_share").value(share.above_fair_share);
     for (size_t c = 0; c < static_cast<size_t>(PathCategory::kCount); ++c) {
       std::string key(path_category_name(static_cast<PathCategory>(c)));
       std::replace(key.begin(), key.end(), ' ', '_');
       json.key(key + "_share_pct").value(share_percent(share.by_category[c], path.total_ns));
     }
     json.end_object();
+  }
+  json.end_array().key("nodes").begin_array();
+  for (const NodeShare& node : path.nodes) {
+    json.begin_object().key("host").value(node.host).key("ns").value(node.ns);
+    json.key("share_pct").value(share_percent(node.ns, path.total_ns)).end_object();
   }
   json.end_array().key("items").begin_array();
   for (const PathItem& item : path.items) {
@@ -218,8 +253,9 @@ void write_critical_path_html(const Report& report, std::string& out) {
     out += "</tr>\n";
   }
   out += "</tbody></table></div>\n<p class=\"caption\">The path walked back from where the step ended last "
-         "(docs/report-reference.md, \"The critical path\"); each row a rank it crossed, its step in grey. Longest on "
-         "it: ";
+         "(docs/report-reference.md, \"The critical path\"); each row a rank it crossed, its step in grey. Shares " +
+         escape(fair_share_text(path)) + (path.nodes.size() > 1 ? "; by node: " + escape(node_share_text(path)) : "") +
+         ". Longest on it: ";
   for (size_t i = 0; i < path.items.size() && i < 3; ++i) {
     const PathItem& item = path.items[i];
     out += (i ? "; " : "") + escape(name_of(report.profile, item.name_id)) + " on rank " + std::to_string(item.rank) +

@@ -59,6 +59,23 @@ struct PathShare {
   int32_t rank = -1;
   int64_t ns = 0;
   int64_t by_category[static_cast<size_t>(PathCategory::kCount)] = {};
+  // Per walked step, its share of the own time on that step's path (all
+  // but communication transfer, which is the communication's, not a
+  // rank's) less its fair share (one over the ranks that ran the step):
+  // their mean, and the mean's standard error over the steps.
+  double excess_mean = 0, excess_error = 0;
+  // Above its fair share by more than the steps' spread: the mean excess
+  // above three standard errors, over at least kFairShareSteps steps.
+  bool above_fair_share = false;
+};
+inline constexpr size_t kFairShareSteps = 4;
+inline constexpr size_t kSharedSteps = 16;
+inline constexpr size_t kTiedWalks = 4;  // walks per step where ranks end it together
+
+// Time on the path per node (host).
+struct NodeShare {
+  std::string host;
+  int64_t ns = 0;
 };
 struct PathItem {
   uint32_t name_id = UINT32_MAX;
@@ -90,7 +107,14 @@ struct CriticalPath {
   // step; empty when there is one.
   std::string unmeasured;
   std::vector<StepPath> steps;  // the median step's, and the slowest's where it is another
+  // The steps walked for the shares: those, and others spread evenly over
+  // the job, kSharedSteps in all where the job has as many.
+  size_t steps_walked = 0;
   std::vector<PathShare> ranks;  // every rank on the path, most time first
+  std::vector<NodeShare> nodes;  // every node on the path, most time first
+  // Why no rank can be said to be above its fair share or not (fewer steps
+  // walked than kFairShareSteps); empty when it can.
+  std::string fair_share_unmeasured;
   int64_t total_ns = 0;          // the paths' time, all steps walked
   std::vector<PathItem> items;   // the longest ranges and calls on the path, ten at most
   // Per walked step: its path's rank of most compute at the other ranks'
@@ -100,9 +124,10 @@ struct CriticalPath {
   std::string what_if_unmeasured;
 };
 
-// Reads, for each step walked, each rank's events of that step (found by a
-// binary search over the rank's event blocks): memory follows one step's
-// events. A pure function of the timeline and its profile.
+// Reads, for each step walked, the events of that step of the ranks the
+// walk comes to (found by a binary search over the rank's event blocks):
+// memory follows one step's events. A pure function of the timeline and
+// its profile.
 CriticalPath critical_path(const Timeline& timeline, const JobProfile& job);
 
 }  // namespace rankscope::analysis

@@ -72,4 +72,24 @@ inline int64_t mean_ns(const std::vector<int64_t>& values) {
   return static_cast<int64_t>(total / static_cast<long double>(values.size()));
 }
 
+// The mean of values and its standard error (the sample standard
+// deviation over the square root of the count); the error is 0 for fewer
+// than two values, the mean 0 for none.
+struct MeanWithError {
+  double mean = 0, error = 0;
+};
+inline MeanWithError mean_with_error(const std::vector<double>& values) {
+  MeanWithError out;
+  if (values.empty()) return out;
+  double total = 0;
+  for (double v : values) total += v;
+  const double n = static_cast<double>(values.size());
+  out.mean = total / n;
+  if (values.size() < 2) return out;
+  double squares = 0;
+  for (double v : values) squares += (v - out.mean) * (v - out.mean);
+  out.error = std::sqrt(squares / (n - 1) / n);
+  return out;
+}
+
 }  // namespace rankscope
