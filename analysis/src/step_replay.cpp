@@ -1,16 +1,17 @@
 // A walked step replayed with one thing changed (docs/report-reference.md,
-// "What-if on the path"). Each rank that ran the step is a line: its own
-// time, then a blocking call (one in which collectives or messages of the
-// step completed: a blocking collective, receive or send, the wait of
-// nonblocking ones), its own time again, and so on to its step's end.
-// Replayed, its own time takes what it took (scaled, for the rank
-// changed), each arrival (at a collective, a send's or a receive's post)
-// moves with the own time around it, and a blocking call ends at the last
-// arrival of what it waited for (of what completed in it, what arrived
-// latest, as the walk follows it) plus the transfer it recorded after that
-// arrival. Every rank's step begins when it began; the step ends with the
-// last rank's end. GPU streams are not modelled: GPU steps are not
-// replayed.
+// "What-if on the path"). Each rank that ran the step is a line, from its
+// begin of the step before (where it ran it) to its end of the step: its
+// own time, then a blocking call (one in which collectives or messages
+// completed: a blocking collective, receive or send, the wait of
+// nonblocking ones), its own time again, and so on. Replayed, its own time
+// takes what it took (scaled, for the rank changed), each arrival (at a
+// collective, a send's or a receive's post) moves with the own time around
+// it, and a blocking call ends once what it waited for (of what completed
+// in it, what arrived latest, as the walk follows it) has arrived and been
+// transferred: a collective the time after its last arrival it took as
+// recorded, a message the time after its other end's post. The step
+// replayed runs from its first rank's replayed begin to its last rank's
+// end. GPU streams are not modelled: GPU steps are not replayed.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -39,8 +40,14 @@ struct Rendezvous {
 
 struct BlockingCall {
   int64_t begin, end;
-  size_t held;        // index of the rendezvous it waited for
-  int64_t transfer;   // recorded: end − (the held rendezvous's last arrival, or the call's begin if later)
+  size_t held;  // index of the rendezvous it waited for
+  // What it took after the arrival it waited for, as recorded. A collective
+  // completes on every rank at once after its last arrival, whenever each
+  // rank came to its call: end − last arrival, and the call ends no sooner
+  // than it began. A message's end completes on its own rank: end − (the
+  // other end's post, or the call's begin if later), after both.
+  bool collective;
+  int64_t transfer;
 };
 
 // A collective this rank arrived at, or a message it sent, in the step.
@@ -53,7 +60,8 @@ struct Arrival {
 // and its messages.
 struct RankRead {
   bool ran = false;
-  int64_t begin = 0, end = 0;
+  int64_t begin = 0, end = 0;  // as Line's
+  int64_t step_begin = 0;
   std::vector<Event> calls;  // by begin
   struct Message {
     int64_t posted, completed;
@@ -63,7 +71,8 @@ struct RankRead {
 
 struct Line {
   bool ran = false;
-  int64_t begin = 0, end = 0;
+  int64_t begin = 0, end = 0;  // the step before the one replayed, where the rank ran it, to the step's end
+  int64_t step_begin = 0;      // the replayed step's begin
   std::vector<BlockingCall> calls;  // in time order
   std::vector<Arrival> arrivals;    // in time order
 };
@@ -74,7 +83,9 @@ RankRead read_rank(const Timeline& timeline, const JobProfile& job, const RankIn
   const int32_t training = training_thread(info, rank);
   if (step >= rank.steps.size() || rank.steps[step].times.begin_ns == kUnknown || training < 0) return read;
   read.ran = true;
-  read.begin = rank.steps[step].times.begin_ns;
+  read.step_begin = rank.steps[step].times.begin_ns;
+  const bool ran_before = step > 0 && rank.steps[step - 1].times.begin_ns != kUnknown;
+  read.begin = ran_before ? std::min(rank.steps[step - 1].times.begin_ns, read.step_begin) : read.step_begin;
   read.end = rank.steps[step].times.end_ns;
   for (const Event& e : events_beginning_in(timeline, info, read.begin, read.end)) {
     if (const std::optional<MessageKey> key = message_key(e, info.rank)) {
@@ -95,6 +106,7 @@ Line make_line(const RankRead& read, const Rendezvous& rendezvous, const JobProf
   line.ran = true;
   line.begin = read.begin;
   line.end = read.end;
+  line.step_begin = read.step_begin;
   std::sort(arrivals.begin(), arrivals.end(), [](const Arrival& a, const Arrival& b) { return a.at < b.at; });
   line.arrivals = std::move(arrivals);
   const auto last_arrival = [&](size_t i) {
@@ -108,7 +120,10 @@ Line make_line(const RankRead& read, const Rendezvous& rendezvous, const JobProf
     const std::optional<size_t> held = latest_arrival(completed, call.begin_ns, end, last_arrival);
     if (!held) continue;
     const int64_t arrival = last_arrival(*held);
-    line.calls.push_back({call.begin_ns, end, *held, end - std::min(std::max(arrival, call.begin_ns), end)});
+    const bool collective = *held < rendezvous.collectives;
+    const int64_t transfer = collective ? std::max<int64_t>(0, end - arrival)
+                                        : end - std::min(std::max(arrival, call.begin_ns), end);
+    line.calls.push_back({call.begin_ns, end, *held, collective, transfer});
     reach = end;
   }
   return line;
@@ -145,6 +160,8 @@ std::optional<int64_t> replay(const Rendezvous& rendezvous, const std::vector<Li
       --waiting[a.instance];
     }
   };
+  // Each line's step begin, replayed, once the line has come to it.
+  std::vector<std::optional<int64_t>> step_begin(n);
   for (bool moved = true; moved;) {
     moved = false;
     for (size_t r = 0; r < n; ++r) {
@@ -154,8 +171,11 @@ std::optional<int64_t> replay(const Rendezvous& rendezvous, const std::vector<Li
         const BlockingCall& call = line.calls[next_call[r]];
         arrive_until(r, call.begin);
         if (waiting[call.held] > 0) break;  // someone has yet to arrive
+        if (!step_begin[r] && line.step_begin <= call.begin) step_begin[r] = replayed_at(r, line.step_begin);
         const int64_t begin = now[r] + scaled(call.begin - recorded_at[r], factors[r]);
-        now[r] = std::max(begin, last[call.held]) + (transfers ? call.transfer : 0);
+        const int64_t transfer = transfers ? call.transfer : 0;
+        now[r] = call.collective ? std::max(begin, last[call.held] + transfer)
+                                 : std::max(begin, last[call.held]) + transfer;
         recorded_at[r] = call.end;
         ++next_call[r];
         moved = true;
@@ -171,7 +191,7 @@ std::optional<int64_t> replay(const Rendezvous& rendezvous, const std::vector<Li
     const Line& line = lines[r];
     if (!line.ran) continue;
     if (next_call[r] < line.calls.size()) return std::nullopt;
-    first_begin = std::min(first_begin, line.begin);
+    first_begin = std::min(first_begin, step_begin[r] ? *step_begin[r] : replayed_at(r, line.step_begin));
     last_end = std::max(last_end, replayed_at(r, line.end));
   }
   if (first_begin == INT64_MAX) return std::nullopt;
@@ -220,13 +240,22 @@ std::vector<PathWhatIf> replay_step(const Timeline& timeline, const JobProfile& 
     reads.push_back(info.status == RankStatus::kMissing ? RankRead{} : read_rank(timeline, job, info, path.step));
   }
   const size_t n = job.ranks.size();
+  // The step is replayed after the one before it: each rank's begin of the
+  // step is where its line comes to it, not where it began as recorded.
+  // (In a pipeline the ranks begin a step when their part of the last one
+  // ended: a stagger that a change to one rank changes too.)
+  const int32_t first_step = path.step > 0 ? static_cast<int32_t>(path.step) - 1 : 0;
   StepCompletions completions = step_completions(job, path.step);
+  if (path.step > 0) {
+    StepCompletions before = step_completions(job, path.step - 1);
+    for (size_t r = 0; r < n; ++r) completions[r].insert(completions[r].end(), before[r].begin(), before[r].end());
+  }
   std::vector<std::vector<Arrival>> arrivals(n);
   Rendezvous rendezvous;
   rendezvous.collectives = job.collectives.size();
   for (size_t i = 0; i < job.collectives.size(); ++i) {
     const CollectiveInstance& c = job.collectives[i];
-    if (c.step != static_cast<int32_t>(path.step) || c.ranks.size() < 2) continue;
+    if (c.step < first_step || c.step > static_cast<int32_t>(path.step) || c.ranks.size() < 2) continue;
     for (const Participation& p : c.ranks) {
       if (static_cast<size_t>(p.rank) < n && p.arrival_ns != kUnknown) {
         arrivals[static_cast<size_t>(p.rank)].push_back({p.arrival_ns, i});

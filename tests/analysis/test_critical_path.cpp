@@ -22,7 +22,7 @@ constexpr uint16_t kThread = 0, kStream = 1, kComm = 2;
 constexpr uint64_t kWorld = 5;
 enum Name : uint32_t {
   kStep, kAllreduce, kSend, kRecv, kSlow, kRelay, kTail, kLoader, kLaunch, kSync, kGemm, kIsend, kIrecv, kWait,
-  kStep1, kStep2, kStep3
+  kStep1, kStep2, kStep3, kIallreduce
 };
 
 Event range(uint32_t name, int64_t begin, int64_t end) {
@@ -58,6 +58,15 @@ std::vector<Event> nonblocking(CommOp op, int32_t peer, int64_t posted, int64_t 
 std::vector<Event> joined(std::vector<Event> events, const std::vector<Event>& more) {
   events.insert(events.end(), more.begin(), more.end());
   return events;
+}
+// A nonblocking allreduce: its post on the thread, and its operation from
+// post to completion on the communicator's track.
+std::vector<Event> iallreduce(int64_t posted, int64_t completed) {
+  Event post = testing::host_event(EventKind::kMpiCall, kIallreduce, posted, posted + 5, kThread);
+  Event operation = allreduce(posted, completed);
+  operation.name_id = kIallreduce;
+  operation.track = kComm;
+  return {post, operation};
 }
 Event wait(int64_t begin, int64_t end) { return testing::host_event(EventKind::kMpiCall, kWait, begin, end, kThread); }
 
@@ -95,7 +104,8 @@ class CriticalPathTest : public testing::ShardJobTest {
         {kSlow, "slow layer"},     {kRelay, "relay"},             {kTail, "tail"},     {kLoader, "data loading"},
         {kLaunch, "cudaLaunchKernel"}, {kSync, "cudaStreamSynchronize"}, {kGemm, "gemm"},
         {kIsend, "MPI_Isend"}, {kIrecv, "MPI_Irecv"}, {kWait, "MPI_Wait"},
-        {kStep1, "ProfilerStep#1"}, {kStep2, "ProfilerStep#2"}, {kStep3, "ProfilerStep#3"}};
+        {kStep1, "ProfilerStep#1"}, {kStep2, "ProfilerStep#2"}, {kStep3, "ProfilerStep#3"},
+        {kIallreduce, "MPI_Iallreduce"}};
     ASSERT_TRUE(writer.write_strings(names, 0));
     const Track tracks[] = {{7, kThread, 0, -1, TrackType::kThread, 0, 0},
                             {7, kStream, 0, 0, TrackType::kCudaStream, 0, 0},
@@ -480,6 +490,64 @@ TEST_F(CriticalPathTest, AWaitIsReplayedUntilItsMessagesSend) {
   EXPECT_EQ(median.replayed_ns, 1000);
   EXPECT_NEAR(median.factor, 595.0 / 895.0, 1e-12);
   EXPECT_EQ(median.predicted_ns, 782);
+}
+
+// A nonblocking allreduce: rank 1 posts it last, at 400, after its slow
+// layer; it completes on both ranks at 700, 300 after that arrival. Rank
+// 0 came to its wait at 600, after the last arrival. The path is rank 0's
+// own (its wait began after everyone had arrived): rank 0 at rank 1's
+// compute (845 of its 900 against rank 0's 895 of 1000) posts at 94 and
+// comes to its wait at 566, and the allreduce still completes at 700, 300
+// after rank 1's post, on every rank: rank 0's tail (283) ends the step
+// at 983.
+TEST_F(CriticalPathTest, ACollectiveCompletesOnEveryRankAtOnceInTheReplay) {
+  write_rank(0, 2, joined({range(kStep, 0, 1000), range(kRelay, 105, 600), wait(600, 700), range(kTail, 700, 1000)},
+                          iallreduce(100, 700)));
+  write_rank(1, 2, joined({range(kStep, 0, 900), range(kSlow, 0, 400), range(kRelay, 405, 650), wait(650, 700),
+                           range(kRelay, 700, 900)},
+                          iallreduce(400, 700)));
+  const CriticalPath p = path();
+  ASSERT_EQ(p.what_if_unmeasured, "");
+  ASSERT_FALSE(p.what_if.empty());
+  const PathWhatIf& median = p.what_if[0];
+  EXPECT_EQ(median.rank, 0);
+  EXPECT_NEAR(median.factor, 845.0 / 895.0, 1e-12);
+  EXPECT_EQ(median.replayed_ns, 1000);
+  EXPECT_EQ(median.predicted_ns, 983);
+}
+
+// Two steps; rank 0 computes 800 before each step's allreduce, rank 1 200,
+// and rank 1 begins step 1 at 850, right after the first allreduce, rank
+// 0 at 1000. Step 1 (850 to 2000) is replayed from step 0: rank 0 at rank
+// 1's compute (x200/950) arrives at the first allreduce at 168 and rank 1
+// at 200; both leave it 50 later (as recorded after its last arrival), at
+// 250. Rank 1 begins step 1 there, rank 0 32 later (its 150 of relay
+// scaled); both arrive at the second at 450 and leave at 500; rank 0's
+// relay ends the step at 532: 282 after rank 1 began it. Replayed from
+// its own begins instead, it would take 400. Without transfers, unchanged:
+// both leave the first at 800; rank 1 begins at 800, rank 0 at 950 and
+// arrives at the second at 1750, which ends rank 1's step; rank 0's ends
+// at 1900: 1100.
+TEST_F(CriticalPathTest, AStepIsReplayedFromTheStepBefore) {
+  write_rank(0, 2, {range(kStep, 0, 1000), range(kSlow, 0, 800), allreduce(800, 850, 0), range(kRelay, 850, 1000),
+                    range(kStep1, 1000, 2000), range(kSlow, 1000, 1800), allreduce(1800, 1850, 1),
+                    range(kRelay, 1850, 2000)});
+  write_rank(1, 2, {range(kStep, 0, 850), range(kRelay, 0, 200), allreduce(200, 850, 0), range(kStep1, 850, 1850),
+                    range(kRelay, 850, 1050), allreduce(1050, 1850, 1)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.what_if_unmeasured, "");
+  std::vector<PathWhatIf> step1;
+  for (const PathWhatIf& w : p.what_if) {
+    if (w.step == 1) step1.push_back(w);
+  }
+  ASSERT_EQ(step1.size(), 2u);
+  EXPECT_EQ(step1[0].rank, 0);
+  EXPECT_NEAR(step1[0].factor, 200.0 / 950.0, 1e-12);
+  EXPECT_EQ(step1[0].recorded_ns, 1150);
+  EXPECT_EQ(step1[0].replayed_ns, 1150);
+  EXPECT_EQ(step1[0].predicted_ns, 282);
+  EXPECT_FALSE(step1[1].transfers);
+  EXPECT_EQ(step1[1].predicted_ns, 1100);
 }
 
 TEST_F(CriticalPathTest, GpuStepsAreNotReplayedAndItSaysWhy) {

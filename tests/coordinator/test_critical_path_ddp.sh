@@ -15,9 +15,8 @@
 #    that rank, its wait booked as transfer);
 #  - the what-if of the median step, that rank computing as the other's
 #    median, replays the step as recorded (within 1 %) and predicts the
-#    median step of the run with no rank slowed within 25 % (2-17 % in
-#    twelve runs on this machine: the transfers the replay keeps were
-#    slowed too, by the slowed rank progressing its allreduces late).
+#    median step of the run with no rank slowed within 25 % (0.8-15 %
+#    in eight runs of each on this machine).
 # Usage: test_critical_path_ddp.sh RANKSCOPE DDP_SIM MPIEXEC
 set -euo pipefail
 rankscope=$1 ddp_sim=$2 mpiexec=$3

@@ -9,12 +9,10 @@
 #    alone is above its fair share of the path;
 #  - the what-if of the median step, that stage computing as the others'
 #    median, replays the step as recorded (within 1 %) and predicts a
-#    step at least a fifth shorter than recorded, within 60 % of the
-#    median step of the run with no stage slowed. The replay keeps each
-#    rank's begin of the step as recorded, and a pipeline's ranks begin a
-#    step staggered by how the slowed stage held the step before: on a
-#    2-core VM (four ranks on two cores) the prediction was -0.3 to +4.3 %
-#    off with stage 2 slowed and +27 to +40 % with stage 1.
+#    step at least a fifth shorter than recorded, within 35 % of the
+#    median step of the run with no stage slowed (0.2-24 % in eight runs
+#    of each on a 2-core VM, four ranks on two cores).
+# Usage: test_critical_path_pipeline.sh RANKSCOPE PIPELINE_STAGES MPIEXEC
 set -euo pipefail
 rankscope=$1 stages=$2 mpiexec=$3
 work=$(mktemp -d)
@@ -45,7 +43,7 @@ if what_if:
     w = what_if[0]
     error = abs(w["predicted_ns"] - measured) / measured
     replay_error = abs(w["replayed_ns"] - w["recorded_ns"]) / w["recorded_ns"]
-    ok = ok and error <= 0.60 and replay_error <= 0.01 and w["predicted_ns"] <= 0.8 * w["recorded_ns"]
+    ok = ok and error <= 0.35 and replay_error <= 0.01 and w["predicted_ns"] <= 0.8 * w["recorded_ns"]
     line += (f"; what-if x{w['factor']:.2f}: predicted {w['predicted_ns']} ns (recorded {w['recorded_ns']}, "
              f"replayed {w['replayed_ns']}), measured with no stage slowed {measured} ns: {100 * error:.1f} % off")
 else:

@@ -268,9 +268,10 @@ void write_critical_path_html(const Report& report, std::string& out) {
   if (!path.what_if.empty()) {
     out += "<ul id=\"critical-path-what-if\">\n";
     for (const PathWhatIf& what_if : path.what_if) out += "<li>What if " + escape(what_if_text(report, what_if)) + "</li>\n";
-    out += "</ul>\n<p class=\"caption\">The step replayed with one change: each rank's own time between its "
-           "blocking calls as recorded, each blocking call ending at its collective's last arrival plus its "
-           "recorded transfer (docs/report-reference.md, \"What-if on the path\").</p>\n";
+    out += "</ul>\n<p class=\"caption\">The step replayed from the step before with one change: each rank's own "
+           "time between its blocking calls as recorded, each blocking call ending once the collective or message "
+           "it waited for arrived and was transferred as recorded (docs/report-reference.md, \"What-if on the "
+           "path\").</p>\n";
   }
   out += "</section>\n";
 }

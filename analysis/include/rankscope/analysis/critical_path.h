@@ -84,13 +84,14 @@ struct PathItem {
   int64_t ns = 0;
 };
 
-// A what-if of one walked step: the step replayed with one thing changed.
-// Each rank's training thread is its own time between its blocking
-// communication calls (those in which collectives of the step completed),
-// as recorded; a blocking call ends at its collective's last arrival plus
-// the transfer it recorded after that arrival. Replayed unchanged, the step
-// takes what it took but where clocks disagree (`replayed_ns`, the model's
-// own error); replayed with the change, `predicted_ns`.
+// A what-if of one walked step: the step replayed, from the step before,
+// with one thing changed. Each rank's training thread is its own time
+// between its blocking communication calls (those in which collectives or
+// messages completed), as recorded; a blocking call ends once what it
+// waited for arrived and was transferred in the time it took as recorded
+// (step_replay.cpp). Replayed unchanged, the step takes what it took but
+// where clocks disagree (`replayed_ns`, the model's own error); replayed
+// with the change, `predicted_ns`.
 struct PathWhatIf {
   size_t step = 0;           // JobProfile step index
   std::string change;        // what was changed, in words
