@@ -135,9 +135,7 @@ RankLanes read_lanes(const Timeline& timeline, const JobProfile& job, const Rank
   uint32_t step_name = UINT32_MAX;
   for (const Event& e : events_beginning_in(timeline, info, times.begin_ns, times.end_ns)) {
     if (e.end_ns <= e.begin_ns) continue;
-    if (const std::optional<MessageKey> key = message_key(e, info.rank)) {
-      rank_lanes.messages.push_back(e);
-    }
+    if (message_key(e, info.rank)) rank_lanes.messages.push_back(e);
     const auto type = types.find(e.track);
     const bool on_thread = type == types.end() || type->second == TrackType::kThread;
     if (e.kind == EventKind::kNvtxRange && e.track == training && e.begin_ns == times.begin_ns &&
@@ -474,14 +472,15 @@ std::vector<int32_t> last_ends(const JobProfile& job, size_t step) {
   return ranks;
 }
 
-// The step's path from where `rank` ended it.
-StepPath walk_step(const Timeline& timeline, const JobProfile& job, size_t step, int32_t rank) {
+// The step's path from where `rank` ended it. Walks of one step share
+// `walk`, and with it the ranks' events read.
+StepPath walk_step(Walk& walk, const JobProfile& job, size_t step, int32_t rank) {
   StepPath path;
   path.step = step;
   const StepTimes span = job_step(job, step);
   path.begin_ns = span.begin_ns;
   path.end_ns = span.end_ns;
-  Walk(timeline, job, step).run(rank, job.ranks[static_cast<size_t>(rank)].steps[step].times.end_ns, path);
+  walk.run(rank, job.ranks[static_cast<size_t>(rank)].steps[step].times.end_ns, path);
   return path;
 }
 
@@ -554,7 +553,7 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job) {
   std::map<int32_t, PathShare> ranks;
   std::map<std::string, int64_t> nodes;
   std::map<std::tuple<uint32_t, int32_t, PathCategory>, int64_t> items;
-  // Per rank, its share of each walked step's path less the fair share.
+  // Per rank, its share of each walked step's path's own time less its fair share.
   std::vector<std::vector<double>> excess(job.ranks.size());
   for (const auto& [step, which] : steps_to_walk(job)) {
     // The shares are each tied walk's, in equal parts; the path drawn and
@@ -569,8 +568,9 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job) {
     std::vector<double> on_path(job.ranks.size(), 0);
     bool own_time = false;
     std::optional<StepPath> drawn;
+    Walk walk(timeline, job, step);
     for (const int32_t start : starts) {
-      StepPath path = walk_step(timeline, job, step, start);
+      StepPath path = walk_step(walk, job, step, start);
       int64_t own_ns = 0;
       for (const PathSegment& s : path.segments) {
         if (s.category != PathCategory::kCommunicationTransfer) own_ns += s.ns();
