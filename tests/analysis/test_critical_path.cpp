@@ -36,14 +36,19 @@ Event allreduce(int64_t begin, int64_t end, uint64_t seq = 0) {
   e.seq = seq;
   return e;
 }
-// Message number 0 of tag 7 between the two ranks, as the MPI shim numbers them.
-Event message(CommOp op, int32_t peer, int64_t begin, int64_t end) {
+// Message number `seq` of tag 7 between the two ranks, as the MPI shim numbers them.
+Event message(CommOp op, int32_t peer, int64_t begin, int64_t end, uint64_t seq = 0) {
   Event e = testing::host_event(EventKind::kMpiP2p, op == CommOp::kSend ? kSend : kRecv, begin, end, kThread);
   e.op = op;
   e.peer = peer;
   e.comm_hash = kWorld;
   e.correlation_id = 7;
+  e.seq = seq;
   return e;
+}
+// An MPI_Sendrecv: its two halves, from its begin to its end.
+std::vector<Event> sendrecv(int32_t to, int32_t from, int64_t begin, int64_t end, uint64_t seq) {
+  return {message(CommOp::kSend, to, begin, end, seq), message(CommOp::kRecv, from, begin, end, seq)};
 }
 
 // A nonblocking message's post on the thread (an MPI call), and its
@@ -226,6 +231,36 @@ TEST_F(CriticalPathTest, AReceiveHandsThePathToItsSenderTwoHopsUpstream) {
   ASSERT_FALSE(p.ranks.empty());
   EXPECT_EQ(p.ranks[0].rank, 0);
   EXPECT_TRUE(p.steps[0].undecided.empty());
+}
+
+// A ring of three ranks, each passing to the next by MPI_Sendrecv after
+// its compute, twice: rank 0 computes 500 ns a round, the others 100.
+// Rank 1's first exchange waits for rank 0's send at 500; its second
+// round's send at 610 holds rank 2's second exchange, and rank 2's tail
+// of 800 ends the step. The path goes two hops upstream: rank 2's tail
+// and transfer (810), rank 1's compute and transfer (110), rank 0's first
+// round (500).
+TEST_F(CriticalPathTest, ARingHandsThePathTwoHopsUpstream) {
+  write_rank(0, 3, joined(joined({range(kStep, 0, 1120), range(kSlow, 0, 500), range(kSlow, 510, 1010),
+                                  range(kTail, 1020, 1120)},
+                                 sendrecv(1, 2, 500, 510, 0)),
+                          sendrecv(1, 2, 1010, 1020, 1)));
+  write_rank(1, 3, joined(joined({range(kStep, 0, 1120), range(kRelay, 0, 100), range(kRelay, 510, 610),
+                                  range(kTail, 1020, 1120)},
+                                 sendrecv(2, 0, 100, 510, 0)),
+                          sendrecv(2, 0, 610, 1020, 1)));
+  write_rank(2, 3, joined(joined({range(kStep, 0, 1420), range(kRelay, 0, 100), range(kRelay, 110, 210),
+                                  range(kTail, 620, 1420)},
+                                 sendrecv(0, 1, 100, 110, 0)),
+                          sendrecv(0, 1, 210, 620, 1)));
+  const CriticalPath p = path();
+  ASSERT_EQ(p.unmeasured, "");
+  ASSERT_EQ(p.steps.size(), 1u);
+  EXPECT_EQ(p.steps[0].hops, 2);
+  EXPECT_EQ(p.steps[0].path_ns(), 1420);
+  EXPECT_EQ(on_rank(p, 2), 800 + 10);
+  EXPECT_EQ(on_rank(p, 1), 100 + 10);
+  EXPECT_EQ(on_rank(p, 0), 500);
 }
 
 // Two arrivals 15 ns apart, closer than the two clocks' bounds (10 ns each):
