@@ -71,6 +71,29 @@ TEST_F(TimelineDamageTest, SoundTimelineIsChecksummedAndFindsNothing) {
   EXPECT_TRUE(timeline.damage().empty());
 }
 
+// A block whose checksum a read verified gives later reads only the rows
+// asked for: the same rows as a whole read, across a block's end too, and
+// still with each value checked.
+TEST_F(TimelineDamageTest, RowsOfVerifiedBlocksAreTheRowsOfAWholeRead) {
+  const uint64_t damaged = kEventChunkRows + 2;
+  testing::set_timeline_value(path_, "/events", damaged, "kind", 250);
+  const Timeline timeline(path_);
+  const RankInfo& rank = timeline.ranks()[0];
+  std::vector<Event> whole, part;
+  timeline.read_events(rank.rank, 0, rank.event_count, whole);  // verifies every block
+  ASSERT_EQ(whole.size(), rank.event_count - 1);
+  timeline.read_events(rank.rank, kEventChunkRows - 3, 6, part);
+  ASSERT_EQ(part.size(), 5u);  // the damaged row left out
+  for (size_t i = 0; i < part.size(); ++i) {
+    const Event& expected = whole[kEventChunkRows - 3 + i];  // rows before the damaged one are at their index
+    EXPECT_EQ(part[i].begin_ns, expected.begin_ns) << i;
+    EXPECT_EQ(part[i].end_ns, expected.end_ns) << i;
+  }
+  timeline.read_events(rank.rank, 2 * kEventChunkRows + 5, 1, part);
+  ASSERT_EQ(part.size(), 1u);
+  EXPECT_EQ(part[0].begin_ns, whole[2 * kEventChunkRows + 4].begin_ns);
+}
+
 // Values changed through HDF5 keep a valid checksum: the reader's checks find them.
 struct BadValue {
   const char* field;

@@ -697,7 +697,8 @@ void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::ve
   }
   // A block at a time, so that reading, checking its checksum and checking
   // its values find it in the CPU's cache. With checksums, whole blocks are
-  // read and checked, then cut to the rows asked for.
+  // read and checked, then cut to the rows asked for; a block whose
+  // checksum an earlier read verified gives only those rows.
   const uint64_t block = schema::kEventChecksumRows;
   const uint64_t from = checksummed_ ? first / block * block : first;
   const uint64_t to = checksummed_ ? std::min(info.event_count, (first + count + block - 1) / block * block) : first + count;
@@ -705,8 +706,12 @@ void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::ve
   const std::string dataset = std::string("/") + schema::kEvents;
   std::string problem;
   size_t kept = 0;
-  for (uint64_t begin = from; begin < to;) {
-    const uint64_t end = std::min(to, (begin / block + 1) * block);
+  for (uint64_t block_begin = from; block_begin < to;) {
+    const uint64_t block_end = std::min(to, (block_begin / block + 1) * block);
+    const size_t index = checksummed_ ? checksum_offsets_[static_cast<size_t>(rank)] + block_begin / block : 0;
+    const bool verified = checksummed_ && event_checksum_verified_[index].load(std::memory_order_relaxed);
+    const uint64_t begin = verified ? std::max(block_begin, first) : block_begin;
+    const uint64_t end = verified ? std::min(block_end, first + count) : block_end;
     const uint64_t begin_row = info.event_offset + begin, end_row = info.event_offset + end;
     Event* rows = out.data() + (begin - from);
     const RowRanges unreadable = read_event_rows(begin_row, end - begin, rows);
@@ -714,15 +719,14 @@ void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::ve
       note_damage({dataset, bad_begin, bad_end - bad_begin, "", "unreadable (the file is damaged or cut short there)"});
     }
     if (checksummed_) {
-      const uint64_t index = checksum_offsets_[static_cast<size_t>(rank)] + begin / block;
       const char* broken = !unreadable.empty()                        ? "its checksum cannot be checked"
                            : event_checksum_unreadable_[index]         ? "its checksum is unreadable"
-                           : event_checksum_verified_[index].load(std::memory_order_relaxed) ? nullptr
+                           : verified                                  ? nullptr
                            : crc32c(rows, (end - begin) * sizeof(Event)) != event_checksums_[index] ? "checksum mismatch"
                                                                                                  : nullptr;
       if (broken) {
         note_damage({dataset, begin_row, end_row - begin_row, "", broken});
-        begin = end;
+        block_begin = block_end;
         continue;
       }
       event_checksum_verified_[index].store(true, std::memory_order_relaxed);
@@ -743,7 +747,7 @@ void Timeline::read_events(int32_t rank, uint64_t first, uint64_t count, std::ve
       if (kept != at) out[kept] = out[at];
       ++kept;
     }
-    begin = end;
+    block_begin = block_end;
   }
   out.resize(kept);
 }
