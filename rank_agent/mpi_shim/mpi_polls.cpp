@@ -27,35 +27,28 @@ void claim_poll_counts(PollThread& thread) {
 // in a tight loop: batches of Iprobes for a tag that no message on `comm`
 // carries, through the wrapper and straight to MPI in turn; the fastest
 // batch of each counts, as one the scheduler interrupted says nothing of the
-// poll. The difference is about a nanosecond a poll, near what a loaded
-// machine lets batches tell apart: where the fastest wrapped batch is not
-// the slower, the batches are run again, a few times at most (0 then).
-// The thread's poll state and counts are put back after.
+// poll. The thread's poll state and counts are put back after.
 uint64_t calibrate_poll_cost_ps(MPI_Comm comm) {
-  constexpr int kTries = 4, kBatches = 8, kRounds = 512, kTagNoneSends = 31999;
+  constexpr int kBatches = 8, kRounds = 512, kTagNoneSends = 31999;
   PollThread& thread = t_poll;
   if (!thread.counts) claim_poll_counts(thread);
   if (thread.shared || !capturing()) return 0;
   const PollThread before = thread;
   const uint64_t unrecorded = thread.counts->unrecorded.load(std::memory_order_relaxed);
-  int64_t added = 0;
+  int64_t wrapped = INT64_MAX, bare = INT64_MAX;
   int found = 0;
-  for (int attempt = 0; attempt < kTries && added <= 0; ++attempt) {
-    int64_t wrapped = INT64_MAX, bare = INT64_MAX;
-    for (int batch = 0; batch < kBatches; ++batch) {
-      thread.quick_polls = thread.quick_granted = kRounds;
-      int64_t began = now();
-      for (int i = 0; i < kRounds; ++i) MPI_Iprobe(MPI_ANY_SOURCE, kTagNoneSends, comm, &found, MPI_STATUS_IGNORE);
-      wrapped = std::min(wrapped, now() - began);
-      began = now();
-      for (int i = 0; i < kRounds; ++i) PMPI_Iprobe(MPI_ANY_SOURCE, kTagNoneSends, comm, &found, MPI_STATUS_IGNORE);
-      bare = std::min(bare, now() - began);
-    }
-    added = wrapped - bare;
+  for (int batch = 0; batch < kBatches; ++batch) {
+    thread.quick_polls = thread.quick_granted = kRounds;
+    int64_t began = now();
+    for (int i = 0; i < kRounds; ++i) MPI_Iprobe(MPI_ANY_SOURCE, kTagNoneSends, comm, &found, MPI_STATUS_IGNORE);
+    wrapped = std::min(wrapped, now() - began);
+    began = now();
+    for (int i = 0; i < kRounds; ++i) PMPI_Iprobe(MPI_ANY_SOURCE, kTagNoneSends, comm, &found, MPI_STATUS_IGNORE);
+    bare = std::min(bare, now() - began);
   }
   thread = before;
   thread.counts->unrecorded.store(unrecorded, std::memory_order_relaxed);
-  return static_cast<uint64_t>(std::max<int64_t>(added, 0)) * 1000 / kRounds;
+  return static_cast<uint64_t>(std::max<int64_t>(wrapped - bare, 0)) * 1000 / kRounds;
 }
 
 // Out of line: the wrappers inline polling_to_show, and a thread that spins
