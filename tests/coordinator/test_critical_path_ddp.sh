@@ -33,30 +33,6 @@ profile even
 status=0
 for slow in 0 1; do
   profile "slow$slow" --slow-rank "$slow" --slowdown 3
-  python3 - "$work/even.json" "$work/slow$slow.json" "$slow" <<'PY' || status=1
-import json, sys
-even, path, slow = json.load(open(sys.argv[1]))["critical_path"], json.load(open(sys.argv[2]))["critical_path"], int(sys.argv[3])
-assert even is not None and path is not None, "no critical path"
-by_compute = sorted(path["ranks"], key=lambda r: r["compute_share_pct"], reverse=True)
-ranks = [(r["rank"], round(r["share_pct"], 1), round(r["compute_share_pct"], 1)) for r in path["ranks"]]
-above = [r["rank"] for r in path["ranks"] if r["above_fair_share"]]
-largest = by_compute[0]["rank"] == slow and (len(by_compute) == 1 or by_compute[0]["compute_share_pct"] > by_compute[1]["compute_share_pct"])
-measured = next(s["end_ns"] - s["begin_ns"] for s in even["steps"] if "median" in s["which"])
-median_step = next(s["step"] for s in path["steps"] if "median" in s["which"])
-what_if = [w for w in path["what_if"] if w["step"] == median_step and w["rank"] == slow]
-ok = largest and bool(what_if) and above in ([slow], [])
-line = f"slow rank {slow}: path by rank {ranks}, above its fair share: {above}"
-if what_if:
-    w = what_if[0]
-    error = abs(w["predicted_ns"] - measured) / measured
-    replay_error = abs(w["replayed_ns"] - w["recorded_ns"]) / w["recorded_ns"]
-    ok = ok and error <= 0.25 and replay_error <= 0.01
-    line += (f"; what-if x{w['factor']:.2f}: predicted {w['predicted_ns']} ns (recorded {w['recorded_ns']}, "
-             f"replayed {w['replayed_ns']}), measured with no rank slowed {measured} ns: {100 * error:.1f} % off")
-else:
-    line += f"; no what-if for rank {slow}: {path['what_if']} {path.get('what_if_reason')}"
-print(line, "ok" if ok else "FAIL")
-sys.exit(0 if ok else 1)
-PY
+  "$(dirname "$0")/critical_path_check.py" "$work/even.json" "$work/slow$slow.json" "$slow" --max-error 0.25 || status=1
 done
 exit $status
