@@ -23,7 +23,6 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "rankscope/model/host_phases.h"
 #include "rankscope/model/statistics.h"
 #include "step_events.h"
 #include "step_replay.h"
@@ -74,11 +73,6 @@ bool is_host_event(const Event& e, uint32_t step_name) {
     case EventKind::kCudaApi: return true;
     default: return false;
   }
-}
-
-bool is_gpu_operation(EventKind kind) {
-  return kind == EventKind::kGpuKernel || kind == EventKind::kGpuMemcpy || kind == EventKind::kGpuMemset ||
-         kind == EventKind::kNcclCollectiveGpu;
 }
 
 // Stretches from `from` to `until` of properly nested events (a range that
@@ -186,9 +180,10 @@ struct Place {
 
 class Walk {
  public:
-  Walk(const Timeline& timeline, const JobProfile& job, size_t step)
+  Walk(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names, size_t step)
       : timeline_(timeline),
         job_(job),
+        names_(names),
         step_(step),
         ranks_(job.ranks.size()),
         completions_(step_completions(job, step)) {}
@@ -240,15 +235,16 @@ class Walk {
 
   PathCategory category_of(const Event* e) const {
     if (!e) return PathCategory::kCompute;
-    const std::string_view name =
-        e->name_id < job_.strings->size() ? std::string_view((*job_.strings)[e->name_id]) : std::string_view();
     switch (e->kind) {
       case EventKind::kNvtxRange:
-        return host_phase(name) == HostPhase::kDataLoading ? PathCategory::kDataLoading : PathCategory::kCompute;
+        return e->name_id < names_.size() && names_[e->name_id].data_loading ? PathCategory::kDataLoading
+                                                                              : PathCategory::kCompute;
       case EventKind::kCudaApi:
-        if (name.find("Launch") != std::string_view::npos) return PathCategory::kLaunch;
-        if (name.find("Synchronize") != std::string_view::npos) return PathCategory::kSync;
-        return PathCategory::kCompute;
+        switch (cuda_api(*e, names_)) {
+          case NameTraits::Api::kLaunch: return PathCategory::kLaunch;
+          case NameTraits::Api::kSync: return PathCategory::kSync;
+          default: return PathCategory::kCompute;
+        }
       case EventKind::kGpuKernel: return PathCategory::kCompute;
       case EventKind::kGpuMemcpy:
       case EventKind::kGpuMemset: return PathCategory::kCopy;
@@ -434,6 +430,7 @@ class Walk {
 
   const Timeline& timeline_;
   const JobProfile& job_;
+  const std::vector<NameTraits>& names_;
   size_t step_;
   std::vector<std::optional<RankLanes>> ranks_;
   StepCompletions completions_;
@@ -550,6 +547,7 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job) {
   CriticalPath result;
   result.unmeasured = unmeasured(job);
   if (!result.unmeasured.empty()) return result;
+  const std::vector<NameTraits> names = name_traits(*job.strings);
   std::map<int32_t, PathShare> ranks;
   std::map<std::string, int64_t> nodes;
   std::map<std::tuple<uint32_t, int32_t, PathCategory>, int64_t> items;
@@ -568,7 +566,7 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job) {
     std::vector<double> on_path(job.ranks.size(), 0);
     bool own_time = false;
     std::optional<StepPath> drawn;
-    Walk walk(timeline, job, step);
+    Walk walk(timeline, job, names, step);
     for (const int32_t start : starts) {
       StepPath path = walk_step(walk, job, step, start);
       int64_t own_ns = 0;
@@ -603,7 +601,7 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job) {
     }
     if (which.empty()) continue;
     drawn->which = which;
-    for (PathWhatIf& what_if : replay_step(timeline, job, *drawn, result.what_if_unmeasured)) {
+    for (PathWhatIf& what_if : replay_step(timeline, job, names, *drawn, result.what_if_unmeasured)) {
       result.what_if.push_back(std::move(what_if));
     }
     result.steps.push_back(std::move(*drawn));

@@ -43,6 +43,15 @@ bool is_communication(EventKind kind) {
          kind == EventKind::kTorchCollective || kind == EventKind::kTorchWait || kind == EventKind::kNcclCollectiveGpu;
 }
 
+bool is_gpu_operation(EventKind kind) {
+  return kind == EventKind::kGpuKernel || kind == EventKind::kGpuMemcpy || kind == EventKind::kGpuMemset ||
+         kind == EventKind::kNcclCollectiveGpu || kind == EventKind::kNcclP2pGpu;
+}
+
+NameTraits::Api cuda_api(const Event& e, const std::vector<NameTraits>& names) {
+  return e.kind == EventKind::kCudaApi && e.name_id < names.size() ? names[e.name_id].api : NameTraits::Api::kNone;
+}
+
 std::optional<MessageKey> message_key(const Event& e, int32_t rank) {
   if (e.kind != EventKind::kMpiP2p || e.peer < 0 || e.peer == rank) return std::nullopt;
   if (e.op == CommOp::kSend) return MessageKey{e.comm_hash, e.seq, rank, e.peer, e.correlation_id};

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "device_work_collector.h"
 #include "rankscope/analysis/profile.h"
 #include "rankscope/timeline/timeline.h"
 
@@ -25,6 +26,13 @@ int32_t training_thread(const RankInfo& info, const RankProfile& rank);
 // calls, collectives and blocking point-to-point calls, c10d's collectives
 // and waits, NCCL's kernels.
 bool is_communication(EventKind kind);
+
+// A GPU operation the critical path follows on its stream: a kernel, a
+// copy, a memset, NCCL's kernel.
+bool is_gpu_operation(EventKind kind);
+
+// A CUDA call's kind by its name (NameTraits::Api); kNone for any other event.
+NameTraits::Api cuda_api(const Event& e, const std::vector<NameTraits>& names);
 
 // A point-to-point message: (communicator, sequence number, sender,
 // receiver, tag), equal on its send and its receive as the MPI shim numbers

@@ -1,28 +1,140 @@
 // A walked step replayed with one thing changed (docs/report-reference.md,
-// "What-if on the path"). Each rank that ran the step is a line, from its
+// "What-if on the path"), as a graph of the step's instants: each instant
+// comes at the latest of what it waited for, each plus the time it took
+// after it as recorded (changed where the what-if changes it); an instant
+// that waited for nothing in the replay comes when it was recorded.
+// Replayed unchanged, every instant comes when it was recorded.
+//
+// Each rank that ran the step is a host line, its training thread from its
 // begin of the step before (where it ran it) to its end of the step: its
-// own time, then a blocking call (one in which collectives or messages
-// completed: a blocking collective, receive or send, the wait of
-// nonblocking ones), its own time again, and so on. Replayed, its own time
-// takes what it took (scaled, for the rank changed), each arrival (at a
-// collective, a send's or a receive's post) moves with the own time around
-// it, and a blocking call ends once what it waited for (of what completed
-// in it, what arrived latest, as the walk follows it) has arrived and been
-// transferred: a collective the time after its last arrival it took as
-// recorded, a message the time after its other end's post. The step
-// replayed runs from its first rank's replayed begin to its last rank's
-// end. GPU streams are not modelled: GPU steps are not replayed.
+// own time, then a blocking call, its own time again, and so on. A blocking
+// call is one in which collectives or messages completed (a blocking
+// collective, receive or send, the wait of nonblocking ones) or which
+// waited for the GPU (a synchronisation, a copy that returns when done). It
+// ends once what it waited for (of what completed in it, what came latest,
+// as the walk follows it) came and took after it what it took as recorded:
+// a collective, its last arrival plus the transfer after it, whenever this
+// rank came to its call; a message, the later of its other end's post and
+// the call's begin, plus the transfer; the GPU, the end of the last
+// operation that ended in the call, plus what the call took after it.
+//
+// Each GPU stream of the rank is a line of operations. An operation starts
+// after what it waited for: its launch, the stream's operation before it
+// and, where it started later than both, the operation of another of the
+// rank's streams that ended last before it started (a stream wait on an
+// event, as DDP's communication stream waits for the gradients' kernels).
+// The latest of them as recorded is followed by the delay recorded after
+// it; the others only keep the start from coming before them. A kernel runs
+// for its duration; NCCL's kernel of a collective is the collective: it
+// ends once its last rank's kernel started, plus the transfer after that.
+//
+// The step replayed runs from its first rank's replayed begin to its last
+// rank's end.
+#include "step_replay.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
+#include <unordered_map>
 
 #include "rankscope/model/statistics.h"
 #include "step_events.h"
-#include "step_replay.h"
 
 namespace rankscope::analysis {
 namespace {
+
+// What an edge's time is, and so how a change changes it.
+enum class Lapse : uint8_t {
+  kRecorded,  // a delay or an offset, as recorded
+  kOwnTime,   // a rank's own time on its host line: scaled on CPU jobs
+  kKernel,    // a compute kernel running: scaled on GPU jobs
+  kTransfer,  // what a collective or a message took after it was ready
+};
+
+struct Change {
+  int32_t rank = -1;  // whose time is scaled; -1: nobody's
+  double factor = 1;
+  Lapse scaled = Lapse::kOwnTime;
+  bool transfers = true;
+};
+
+int64_t scaled(int64_t ns, double factor) { return static_cast<int64_t>(std::llround(static_cast<double>(ns) * factor)); }
+
+class InstantGraph {
+ public:
+  uint32_t add(int64_t recorded) {
+    recorded_.push_back(recorded);
+    return static_cast<uint32_t>(recorded_.size() - 1);
+  }
+  int64_t recorded(uint32_t instant) const { return recorded_[instant]; }
+  // `to` comes no sooner than `ns` after `from`.
+  void link(uint32_t from, uint32_t to, int64_t ns, Lapse lapse = Lapse::kRecorded, int32_t rank = -1) {
+    edges_.push_back({from, to, ns, lapse, rank});
+  }
+
+  // The instants in an order each comes after all it waits for; false
+  // where they wait on each other in a circle (clocks that disagree).
+  bool order() {
+    std::sort(edges_.begin(), edges_.end(), [](const Edge& a, const Edge& b) { return a.to < b.to; });
+    into_.assign(recorded_.size() + 1, 0);
+    for (const Edge& e : edges_) ++into_[e.to + 1];
+    for (size_t i = 1; i < into_.size(); ++i) into_[i] += into_[i - 1];
+    std::vector<uint32_t> waiting(recorded_.size(), 0), out_begin(recorded_.size() + 1, 0), out;
+    for (const Edge& e : edges_) {
+      ++waiting[e.to];
+      ++out_begin[e.from + 1];
+    }
+    for (size_t i = 1; i < out_begin.size(); ++i) out_begin[i] += out_begin[i - 1];
+    out.resize(edges_.size());
+    std::vector<uint32_t> filled(out_begin.begin(), out_begin.end() - 1);
+    for (const Edge& e : edges_) out[filled[e.from]++] = e.to;
+    order_.clear();
+    for (uint32_t i = 0; i < recorded_.size(); ++i) {
+      if (waiting[i] == 0) order_.push_back(i);
+    }
+    for (size_t k = 0; k < order_.size(); ++k) {
+      const uint32_t from = order_[k];
+      for (uint32_t j = out_begin[from]; j < out_begin[from + 1]; ++j) {
+        if (--waiting[out[j]] == 0) order_.push_back(out[j]);
+      }
+    }
+    return order_.size() == recorded_.size();
+  }
+
+  // Every instant's replayed time (order() first).
+  std::vector<int64_t> replay(const Change& change) const {
+    std::vector<int64_t> at(recorded_.size());
+    for (const uint32_t i : order_) {
+      if (into_[i] == into_[i + 1]) {
+        at[i] = recorded_[i];
+        continue;
+      }
+      int64_t latest = INT64_MIN;
+      for (uint32_t j = into_[i]; j < into_[i + 1]; ++j) latest = std::max(latest, at[edges_[j].from] + lapse(edges_[j], change));
+      at[i] = latest;
+    }
+    return at;
+  }
+
+ private:
+  struct Edge {
+    uint32_t from, to;
+    int64_t ns;
+    Lapse lapse;
+    int32_t rank;
+  };
+  static int64_t lapse(const Edge& e, const Change& change) {
+    if (e.lapse == Lapse::kTransfer) return change.transfers ? e.ns : 0;
+    if (e.lapse == change.scaled && e.rank == change.rank) return scaled(e.ns, change.factor);
+    return e.ns;
+  }
+
+  std::vector<int64_t> recorded_;
+  std::vector<Edge> edges_;        // by `to`, once ordered
+  std::vector<uint32_t> into_;     // per instant, its edges' range in edges_
+  std::vector<uint32_t> order_;
+};
 
 // What blocking calls wait for: the step's collectives (indices into
 // JobProfile::collectives), then the other ends of its messages (after
@@ -32,52 +144,31 @@ struct Rendezvous {
   size_t collectives = 0;
   std::vector<int64_t> posted;  // per other end: when it was posted, as recorded
   std::vector<int32_t> poster;  // per other end: the rank that posted it
-  // Per rendezvous: the latest arrival of participants outside the replay
-  // (ranks without the step's times), who arrive when they did.
-  std::vector<int64_t> outside;
   size_t count() const { return collectives + posted.size(); }
 };
 
-struct BlockingCall {
-  int64_t begin, end;
-  size_t held;  // index of the rendezvous it waited for
-  // What it took after the arrival it waited for, as recorded. A collective
-  // completes on every rank at once after its last arrival, whenever each
-  // rank came to its call: end − last arrival, and the call ends no sooner
-  // than it began. A message's end completes on its own rank: end − (the
-  // other end's post, or the call's begin if later), after both.
-  bool collective;
-  int64_t transfer;
+// A GPU operation of a rank in the replay.
+struct Operation {
+  Event event;
+  uint32_t start = 0, end = 0;  // its instants
 };
 
-// A collective this rank arrived at, or a message it sent, in the step.
-struct Arrival {
-  int64_t at;
-  size_t instance;  // index of the rendezvous
-};
-
-// A rank's step as read: its communication calls on its training thread
-// and its messages.
+// A rank's step as read.
 struct RankRead {
   bool ran = false;
-  int64_t begin = 0, end = 0;  // as Line's
+  int64_t begin = 0, end = 0;  // its begin of the step before, where it ran it, to its end of the step
   int64_t step_begin = 0;
-  std::vector<Event> calls;  // by begin
+  std::vector<Event> calls;  // its training thread's communication and CUDA calls, by begin
   struct Message {
     int64_t posted, completed;
   };
   std::map<MessageKey, Message> sends, receives;
+  std::map<uint16_t, std::vector<Operation>> streams;  // its GPU operations by stream, by start
+  std::unordered_map<uint64_t, int64_t> launches;      // a launch's end by correlation id, any thread
 };
 
-struct Line {
-  bool ran = false;
-  int64_t begin = 0, end = 0;  // the step before the one replayed, where the rank ran it, to the step's end
-  int64_t step_begin = 0;      // the replayed step's begin
-  std::vector<BlockingCall> calls;  // in time order
-  std::vector<Arrival> arrivals;    // in time order
-};
-
-RankRead read_rank(const Timeline& timeline, const JobProfile& job, const RankInfo& info, size_t step) {
+RankRead read_rank(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names,
+                   const RankInfo& info, size_t step) {
   RankRead read;
   const RankProfile& rank = job.ranks[static_cast<size_t>(info.rank)];
   const int32_t training = training_thread(info, rank);
@@ -87,116 +178,341 @@ RankRead read_rank(const Timeline& timeline, const JobProfile& job, const RankIn
   const bool ran_before = step > 0 && rank.steps[step - 1].times.begin_ns != kUnknown;
   read.begin = ran_before ? std::min(rank.steps[step - 1].times.begin_ns, read.step_begin) : read.step_begin;
   read.end = rank.steps[step].times.end_ns;
+  std::unordered_map<uint16_t, TrackType> types;
+  for (const Track& track : info.tracks) types[track.id] = track.type;
   for (const Event& e : events_beginning_in(timeline, info, read.begin, read.end)) {
     if (const std::optional<MessageKey> key = message_key(e, info.rank)) {
       (e.op == CommOp::kSend ? read.sends : read.receives)[*key] = {e.begin_ns, e.end_ns};
     }
-    if (e.track == training && is_communication(e.kind) && e.end_ns > e.begin_ns) read.calls.push_back(e);
+    const auto type = types.find(e.track);
+    const bool on_thread = type == types.end() || type->second == TrackType::kThread;
+    if (!on_thread) {
+      if (job.gpu && is_gpu_operation(e.kind) && e.end_ns >= e.begin_ns) read.streams[e.track].push_back({e});
+      continue;
+    }
+    const NameTraits::Api api = cuda_api(e, names);
+    if (e.kind == EventKind::kCudaApi && e.correlation_id != 0) read.launches[e.correlation_id] = e.end_ns;
+    if (e.track == training && e.end_ns > e.begin_ns && (is_communication(e.kind) || api == NameTraits::Api::kSync)) {
+      read.calls.push_back(e);
+    }
   }
-  std::sort(read.calls.begin(), read.calls.end(), [](const Event& a, const Event& b) { return a.begin_ns < b.begin_ns; });
+  const auto by_begin = [](const auto& a, const auto& b) { return a.begin_ns < b.begin_ns; };
+  std::sort(read.calls.begin(), read.calls.end(), by_begin);
+  for (auto& [track, operations] : read.streams) {
+    std::stable_sort(operations.begin(), operations.end(),
+                     [](const Operation& a, const Operation& b) { return a.event.begin_ns < b.event.begin_ns; });
+  }
   return read;
 }
 
-// The rank's line: each call in which something completed that arrived
-// from elsewhere becomes a blocking call held by what arrived latest.
-Line make_line(const RankRead& read, const Rendezvous& rendezvous, const JobProfile& job,
-               const std::vector<std::pair<int64_t, size_t>>& completed, std::vector<Arrival> arrivals) {
-  Line line;
-  if (!read.ran) return line;
-  line.ran = true;
-  line.begin = read.begin;
-  line.end = read.end;
-  line.step_begin = read.step_begin;
-  std::sort(arrivals.begin(), arrivals.end(), [](const Arrival& a, const Arrival& b) { return a.at < b.at; });
-  line.arrivals = std::move(arrivals);
-  const auto last_arrival = [&](size_t i) {
-    return i < rendezvous.collectives ? job.collectives[i].last_arrival_ns()
-                                      : rendezvous.posted[i - rendezvous.collectives];
+// A rank's host line: its instants where its own time stops and starts
+// (its begin, each blocking call's begin and end), in time order.
+struct HostLine {
+  int32_t rank = -1;
+  struct Anchor {
+    int64_t at;
+    uint32_t instant;
+    bool call_begins;  // the time up to the next anchor is inside a blocking call
   };
-  int64_t reach = line.begin;
-  for (const Event& call : read.calls) {
-    if (call.begin_ns < reach) continue;  // inside the call before it
-    const int64_t end = std::min(call.end_ns, line.end);
-    const std::optional<size_t> held = latest_arrival(completed, call.begin_ns, end, last_arrival);
-    if (!held) continue;
-    const int64_t arrival = last_arrival(*held);
-    const bool collective = *held < rendezvous.collectives;
-    const int64_t transfer = collective ? std::max<int64_t>(0, end - arrival)
-                                        : end - std::min(std::max(arrival, call.begin_ns), end);
-    line.calls.push_back({call.begin_ns, end, *held, collective, transfer});
-    reach = end;
+  std::vector<Anchor> anchors;
+};
+
+// The instant `t` of the rank's host line: after an anchor, its own time
+// on from there; inside a blocking call, on the training thread, as far
+// before the call's end as recorded (what happened in a call happened as
+// it ended), elsewhere (another thread's launch) as far after its begin.
+uint32_t host_instant(InstantGraph& graph, const HostLine& line, int64_t t, bool training_thread) {
+  const uint32_t instant = graph.add(t);
+  const auto after = std::upper_bound(line.anchors.begin(), line.anchors.end(), t,
+                                      [](int64_t time, const HostLine::Anchor& a) { return time < a.at; });
+  if (after == line.anchors.begin()) return instant;  // before the line: as recorded
+  const HostLine::Anchor& anchor = *std::prev(after);
+  if (!anchor.call_begins || t == anchor.at) {
+    graph.link(anchor.instant, instant, t - anchor.at, anchor.call_begins ? Lapse::kRecorded : Lapse::kOwnTime, line.rank);
+  } else if (training_thread) {
+    graph.link(after->instant, instant, t - after->at);
+  } else {
+    graph.link(anchor.instant, instant, t - anchor.at);
   }
-  return line;
+  return instant;
 }
 
-int64_t scaled(int64_t ns, double factor) { return static_cast<int64_t>(std::llround(static_cast<double>(ns) * factor)); }
+// What a blocking call waited for: a rendezvous, or a GPU operation.
+struct BlockingCall {
+  int64_t begin, end;
+  uint32_t begin_instant, end_instant;
+  std::optional<size_t> rendezvous;
+  const Operation* operation = nullptr;
+};
 
-// The step's time replayed: `factors` scale each rank's own time; without
-// `transfers` a blocking call ends at its collective's last arrival. None
-// where the lines wait on each other in a circle (clocks that disagree).
-std::optional<int64_t> replay(const Rendezvous& rendezvous, const std::vector<Line>& lines,
-                              const std::vector<double>& factors, bool transfers) {
-  const size_t n = lines.size();
-  // Per rendezvous: participants still to arrive, and the latest arrival.
-  std::vector<size_t> waiting(rendezvous.count(), 0);
-  std::vector<int64_t> last = rendezvous.outside;
-  for (const Line& line : lines) {
-    for (const Arrival& a : line.arrivals) ++waiting[a.instance];
-  }
-  std::vector<size_t> next_call(n, 0), next_arrival(n, 0);
-  std::vector<int64_t> now(n), recorded_at(n);  // each line's replayed time, and the recorded time it stands for
-  for (size_t r = 0; r < n; ++r) now[r] = recorded_at[r] = lines[r].begin;
-  // A recorded instant of line r, replayed: moved with the own time before
-  // it, or, inside a call already replayed, with that call's end.
-  const auto replayed_at = [&](size_t r, int64_t t) {
-    return t >= recorded_at[r] ? now[r] + scaled(t - recorded_at[r], factors[r]) : now[r] - (recorded_at[r] - t);
-  };
-  // The line's arrivals up to `until` (recorded), moved.
-  const auto arrive_until = [&](size_t r, int64_t until) {
-    const Line& line = lines[r];
-    for (; next_arrival[r] < line.arrivals.size() && line.arrivals[next_arrival[r]].at <= until; ++next_arrival[r]) {
-      const Arrival& a = line.arrivals[next_arrival[r]];
-      last[a.instance] = std::max(last[a.instance], replayed_at(r, a.at));
-      --waiting[a.instance];
+// The last of the rank's GPU operations to end in (from, until], or null.
+const Operation* last_operation_ending_in(const RankRead& read, int64_t from, int64_t until) {
+  const Operation* last = nullptr;
+  for (const auto& [track, operations] : read.streams) {
+    for (const Operation& op : operations) {
+      if (op.event.end_ns > from && op.event.end_ns <= until && (!last || op.event.end_ns > last->event.end_ns)) last = &op;
     }
-  };
-  // Each line's step begin, replayed, once the line has come to it.
-  std::vector<std::optional<int64_t>> step_begin(n);
-  for (bool moved = true; moved;) {
-    moved = false;
+  }
+  return last;
+}
+
+// The graph of one step, from the step before, and the instants that say
+// how long it took.
+class StepGraph {
+ public:
+  StepGraph(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names, size_t step)
+      : job_(job), step_(step) {
+    for (const RankInfo& info : timeline.ranks()) {
+      reads_.push_back(info.status == RankStatus::kMissing ? RankRead{} : read_rank(timeline, job, names, info, step));
+    }
+    reads_.resize(job.ranks.size());
+    gather_rendezvous();
+    for (size_t r = 0; r < reads_.size(); ++r) {
+      for (auto& [track, operations] : reads_[r].streams) {
+        for (Operation& op : operations) {
+          op.start = graph_.add(op.event.begin_ns);
+          op.end = graph_.add(op.event.end_ns);
+        }
+      }
+    }
+    lines_.resize(reads_.size());
+    for (size_t r = 0; r < reads_.size(); ++r) make_line(r);
+    link_arrivals();
+    for (size_t r = 0; r < reads_.size(); ++r) {
+      link_operations(r);
+      if (!reads_[r].ran) continue;
+      begins_.push_back(host_instant(graph_, lines_[r], reads_[r].step_begin, true));
+      ends_.push_back(host_instant(graph_, lines_[r], reads_[r].end, true));
+    }
+    ordered_ = graph_.order();
+  }
+
+  // The step's time with `change`: from the first replayed begin to the
+  // last end. None where the instants wait on each other in a circle.
+  std::optional<int64_t> replay(const Change& change) const {
+    if (!ordered_ || begins_.empty()) return std::nullopt;
+    const std::vector<int64_t> at = graph_.replay(change);
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    for (const uint32_t i : begins_) first = std::min(first, at[i]);
+    for (const uint32_t i : ends_) last = std::max(last, at[i]);
+    return last - first;
+  }
+
+ private:
+  // The collectives of the step and the one before, and the messages whose
+  // two ends both lines hold: each receive matched to its send by key (one
+  // whose other end is not in the lines, posted before the peer's line
+  // began, say, is not one the replay can move). A receive waits for its
+  // send's post; a send that completed after its receive was posted may
+  // have waited for it (a message too large to go eagerly); one that
+  // completed before did not.
+  void gather_rendezvous() {
+    const size_t n = reads_.size();
+    completions_ = step_completions(job_, step_);
+    if (step_ > 0) {
+      const StepCompletions before = step_completions(job_, step_ - 1);
+      for (size_t r = 0; r < n; ++r) completions_[r].insert(completions_[r].end(), before[r].begin(), before[r].end());
+    }
+    rendezvous_.collectives = job_.collectives.size();
+    const auto other_end = [&](size_t waiter, int64_t completed, size_t poster, int64_t posted) {
+      completions_[waiter].push_back({completed, rendezvous_.count()});
+      rendezvous_.posted.push_back(posted);
+      rendezvous_.poster.push_back(static_cast<int32_t>(poster));
+    };
     for (size_t r = 0; r < n; ++r) {
-      const Line& line = lines[r];
-      if (!line.ran) continue;
-      while (next_call[r] < line.calls.size()) {
-        const BlockingCall& call = line.calls[next_call[r]];
-        arrive_until(r, call.begin);
-        if (waiting[call.held] > 0) break;  // someone has yet to arrive
-        if (!step_begin[r] && line.step_begin <= call.begin) step_begin[r] = replayed_at(r, line.step_begin);
-        const int64_t begin = now[r] + scaled(call.begin - recorded_at[r], factors[r]);
-        const int64_t transfer = transfers ? call.transfer : 0;
-        now[r] = call.collective ? std::max(begin, last[call.held] + transfer)
-                                 : std::max(begin, last[call.held]) + transfer;
-        recorded_at[r] = call.end;
-        ++next_call[r];
-        moved = true;
+      for (const auto& [key, receive] : reads_[r].receives) {
+        const size_t sender = static_cast<size_t>(std::get<2>(key));
+        if (sender >= n) continue;
+        const auto send = reads_[sender].sends.find(key);
+        if (send == reads_[sender].sends.end()) continue;
+        const RankRead::Message& sent = send->second;
+        other_end(r, receive.completed, sender, sent.posted);
+        if (receive.posted <= sent.completed) other_end(sender, sent.completed, r, receive.posted);
       }
-      if (next_call[r] == line.calls.size() && next_arrival[r] < line.arrivals.size()) {
-        arrive_until(r, INT64_MAX);  // its arrivals after its last blocking call
-        moved = true;
+    }
+    for (auto& list : completions_) std::sort(list.begin(), list.end());
+    arrivals_.resize(rendezvous_.count());
+  }
+
+  int64_t last_arrival(size_t rendezvous) const {
+    return rendezvous < rendezvous_.collectives ? job_.collectives[rendezvous].last_arrival_ns()
+                                                : rendezvous_.posted[rendezvous - rendezvous_.collectives];
+  }
+
+  // The rank's host line: each call in which something completed that
+  // arrived from elsewhere, or in which the GPU's work ended, is a blocking
+  // call; the instants of its begin and end are the line's anchors.
+  void make_line(size_t r) {
+    const RankRead& read = reads_[r];
+    HostLine& line = lines_[r];
+    line.rank = static_cast<int32_t>(r);
+    if (!read.ran) return;
+    line.anchors.push_back({read.begin, graph_.add(read.begin), false});
+    int64_t reach = read.begin;
+    for (const Event& call : read.calls) {
+      if (call.begin_ns < reach) continue;  // inside the call before it
+      const int64_t end = std::min(call.end_ns, read.end);
+      BlockingCall blocking{call.begin_ns, end, 0, 0, std::nullopt, nullptr};
+      if (call.kind == EventKind::kCudaApi) {
+        blocking.operation = last_operation_ending_in(read, call.begin_ns, end);
+        if (!blocking.operation) continue;
+      } else {
+        blocking.rendezvous = latest_arrival(completions_[r], call.begin_ns, end,
+                                             [&](size_t i) { return last_arrival(i); });
+        if (!blocking.rendezvous) continue;
+      }
+      const HostLine::Anchor& before = line.anchors.back();
+      blocking.begin_instant = graph_.add(call.begin_ns);
+      blocking.end_instant = graph_.add(end);
+      graph_.link(before.instant, blocking.begin_instant, call.begin_ns - before.at, Lapse::kOwnTime, line.rank);
+      line.anchors.push_back({call.begin_ns, blocking.begin_instant, true});
+      line.anchors.push_back({end, blocking.end_instant, false});
+      blocking_.push_back(blocking);
+      reach = end;
+    }
+  }
+
+  // Each rendezvous's arrivals, and each blocking call's and NCCL kernel's
+  // end after what it waited for.
+  void link_arrivals() {
+    const size_t n = reads_.size();
+    const auto ran = [&](int32_t rank) { return static_cast<size_t>(rank) < n && reads_[static_cast<size_t>(rank)].ran; };
+    // NCCL's kernels by rank and start: where a rank arrived at an NCCL collective.
+    std::map<std::pair<int32_t, int64_t>, const Operation*> nccl_kernels;
+    for (size_t r = 0; r < n; ++r) {
+      for (const auto& [track, operations] : reads_[r].streams) {
+        for (const Operation& op : operations) {
+          if (op.event.kind == EventKind::kNcclCollectiveGpu) nccl_kernels[{static_cast<int32_t>(r), op.event.begin_ns}] = &op;
+        }
+      }
+    }
+    const int32_t first_step = step_ > 0 ? static_cast<int32_t>(step_) - 1 : 0;
+    for (size_t i = 0; i < job_.collectives.size(); ++i) {
+      const CollectiveInstance& c = job_.collectives[i];
+      if (c.step < first_step || c.step > static_cast<int32_t>(step_) || c.ranks.size() < 2) continue;
+      for (const Participation& p : c.ranks) {
+        if (p.arrival_ns == kUnknown) continue;
+        // Outside the replay (no step times), a rank arrives when it did.
+        uint32_t arrival = 0;
+        const auto kernel = nccl_kernels.find({p.rank, p.arrival_ns});
+        if (c.source == CollectiveSource::kNccl && kernel != nccl_kernels.end()) {
+          arrival = kernel->second->start;
+          nccl_collective_[kernel->second] = i;
+        } else if (c.source != CollectiveSource::kNccl && ran(p.rank)) {
+          arrival = host_instant(graph_, lines_[static_cast<size_t>(p.rank)], p.arrival_ns, true);
+        } else {
+          arrival = graph_.add(p.arrival_ns);
+        }
+        arrivals_[i].push_back(arrival);
+      }
+    }
+    for (size_t m = 0; m < rendezvous_.posted.size(); ++m) {
+      arrivals_[rendezvous_.collectives + m].push_back(
+          host_instant(graph_, lines_[static_cast<size_t>(rendezvous_.poster[m])], rendezvous_.posted[m], true));
+    }
+    for (const BlockingCall& call : blocking_) {
+      if (call.operation) {
+        graph_.link(call.begin_instant, call.end_instant, 0);
+        graph_.link(call.operation->end, call.end_instant, call.end - call.operation->event.end_ns);
+        continue;
+      }
+      const size_t held = *call.rendezvous;
+      const int64_t arrival = last_arrival(held);
+      if (held < rendezvous_.collectives) {
+        // A collective completes on every rank at once after its last
+        // arrival, whenever each rank came to its call.
+        link_completion(held, call.begin_instant, call.end_instant, std::max<int64_t>(0, call.end - arrival));
+      } else {
+        // A message's end completes on its own rank, after both ends.
+        const int64_t transfer = call.end - std::min(std::max(arrival, call.begin), call.end);
+        graph_.link(call.begin_instant, call.end_instant, transfer, Lapse::kTransfer);
+        for (const uint32_t a : arrivals_[held]) graph_.link(a, call.end_instant, transfer, Lapse::kTransfer);
       }
     }
   }
-  int64_t first_begin = INT64_MAX, last_end = INT64_MIN;
-  for (size_t r = 0; r < n; ++r) {
-    const Line& line = lines[r];
-    if (!line.ran) continue;
-    if (next_call[r] < line.calls.size()) return std::nullopt;
-    first_begin = std::min(first_begin, step_begin[r] ? *step_begin[r] : replayed_at(r, line.step_begin));
-    last_end = std::max(last_end, replayed_at(r, line.end));
+
+  void link_completion(size_t collective, uint32_t begin, uint32_t end, int64_t transfer) {
+    graph_.link(begin, end, 0);
+    for (const uint32_t a : arrivals_[collective]) graph_.link(a, end, transfer, Lapse::kTransfer);
   }
-  if (first_begin == INT64_MAX) return std::nullopt;
-  return last_end - first_begin;
-}
+
+  // The rank's GPU operations: each starts after its launch, the stream's
+  // operation before it, or another stream's it waited for; each ends after
+  // its run, or NCCL's after its collective's last arrival.
+  void link_operations(size_t r) {
+    const RankRead& read = reads_[r];
+    const int32_t rank = static_cast<int32_t>(r);
+    // Every operation's end, in time order: where a stream wait is looked for.
+    std::vector<const Operation*> by_end;
+    for (const auto& [track, operations] : read.streams) {
+      for (const Operation& op : operations) by_end.push_back(&op);
+    }
+    std::sort(by_end.begin(), by_end.end(),
+              [](const Operation* a, const Operation* b) { return a->event.end_ns < b->event.end_ns; });
+    for (const auto& [track, operations] : read.streams) {
+      const Operation* previous = nullptr;
+      for (const Operation& op : operations) {
+        struct Cause {
+          int64_t at;
+          uint32_t instant;
+        };
+        std::vector<Cause> causes;
+        if (previous && previous->event.end_ns <= op.event.begin_ns) causes.push_back({previous->event.end_ns, previous->end});
+        const auto launch = op.event.correlation_id != 0 ? read.launches.find(op.event.correlation_id) : read.launches.end();
+        if (launch != read.launches.end() && launch->second <= op.event.begin_ns) {
+          causes.push_back({launch->second, host_instant(graph_, lines_[r], launch->second, false)});
+        }
+        if (!causes.empty()) {
+          const int64_t ready = std::max_element(causes.begin(), causes.end(), [](const Cause& a, const Cause& b) {
+                                  return a.at < b.at;
+                                })->at;
+          if (const Operation* waited = stream_waited(by_end, op, ready)) causes.push_back({waited->event.end_ns, waited->end});
+        }
+        const auto latest = std::max_element(causes.begin(), causes.end(),
+                                             [](const Cause& a, const Cause& b) { return a.at < b.at; });
+        for (auto c = causes.begin(); c != causes.end(); ++c) {
+          graph_.link(c->instant, op.start, c == latest ? op.event.begin_ns - c->at : 0);
+        }
+        const auto collective = nccl_collective_.find(&op);
+        if (collective != nccl_collective_.end()) {
+          const int64_t arrival = job_.collectives[collective->second].last_arrival_ns();
+          link_completion(collective->second, op.start, op.end, std::max<int64_t>(0, op.event.end_ns - arrival));
+        } else {
+          graph_.link(op.start, op.end, op.event.end_ns - op.event.begin_ns,
+                      op.event.kind == EventKind::kGpuKernel ? Lapse::kKernel : Lapse::kRecorded, rank);
+        }
+        previous = &op;
+      }
+    }
+  }
+
+  // The operation of another stream that ended last in (ready, op's start]:
+  // what an operation that started later than its launch and its stream
+  // allowed waited for. Null where none did.
+  static const Operation* stream_waited(const std::vector<const Operation*>& by_end, const Operation& op, int64_t ready) {
+    auto it = std::upper_bound(by_end.begin(), by_end.end(), op.event.begin_ns,
+                               [](int64_t t, const Operation* o) { return t < o->event.end_ns; });
+    while (it != by_end.begin()) {
+      const Operation* candidate = *--it;
+      if (candidate->event.end_ns <= ready) return nullptr;
+      if (candidate->event.track != op.event.track) return candidate;
+    }
+    return nullptr;
+  }
+
+  const JobProfile& job_;
+  size_t step_;
+  InstantGraph graph_;
+  std::vector<RankRead> reads_;
+  std::vector<HostLine> lines_;
+  StepCompletions completions_;
+  Rendezvous rendezvous_;
+  std::vector<std::vector<uint32_t>> arrivals_;  // per rendezvous, its participants' arrivals
+  std::vector<BlockingCall> blocking_;
+  std::unordered_map<const Operation*, size_t> nccl_collective_;  // NCCL's kernels, to their collectives
+  std::vector<uint32_t> begins_, ends_;  // each line's step begin and end
+  bool ordered_ = false;
+};
 
 // The path's rank of most compute, and its scale to the other ranks' median compute in the step.
 std::optional<std::pair<int32_t, double>> slowest_on_path(const JobProfile& job, const StepPath& path) {
@@ -228,88 +544,10 @@ std::optional<std::pair<int32_t, double>> slowest_on_path(const JobProfile& job,
 
 }  // namespace
 
-std::vector<PathWhatIf> replay_step(const Timeline& timeline, const JobProfile& job, const StepPath& path,
-                                    std::string& unmeasured) {
-  if (job.gpu) {
-    unmeasured = "GPU jobs are not replayed yet: the replay follows host threads and the collectives and messages "
-                 "they wait in, not GPU streams";
-    return {};
-  }
-  std::vector<RankRead> reads;
-  for (const RankInfo& info : timeline.ranks()) {
-    reads.push_back(info.status == RankStatus::kMissing ? RankRead{} : read_rank(timeline, job, info, path.step));
-  }
-  const size_t n = job.ranks.size();
-  // The step is replayed after the one before it: each rank's begin of the
-  // step is where its line comes to it, not where it began as recorded.
-  // (In a pipeline the ranks begin a step when their part of the last one
-  // ended: a stagger that a change to one rank changes too.)
-  const int32_t first_step = path.step > 0 ? static_cast<int32_t>(path.step) - 1 : 0;
-  StepCompletions completions = step_completions(job, path.step);
-  if (path.step > 0) {
-    StepCompletions before = step_completions(job, path.step - 1);
-    for (size_t r = 0; r < n; ++r) completions[r].insert(completions[r].end(), before[r].begin(), before[r].end());
-  }
-  std::vector<std::vector<Arrival>> arrivals(n);
-  Rendezvous rendezvous;
-  rendezvous.collectives = job.collectives.size();
-  for (size_t i = 0; i < job.collectives.size(); ++i) {
-    const CollectiveInstance& c = job.collectives[i];
-    if (c.step < first_step || c.step > static_cast<int32_t>(path.step) || c.ranks.size() < 2) continue;
-    for (const Participation& p : c.ranks) {
-      if (static_cast<size_t>(p.rank) < n && p.arrival_ns != kUnknown) {
-        arrivals[static_cast<size_t>(p.rank)].push_back({p.arrival_ns, i});
-      }
-    }
-  }
-  // The messages: each receive matched to its send by key (one whose other
-  // end is not in the lines, posted before the peer's line began, say, is
-  // not one the replay can move). The receive waits for its send's post;
-  // a send that completed after its receive was posted may have waited
-  // for it (a message too large to go eagerly); one that completed before
-  // did not.
-  const auto other_end = [&](size_t waiter, int64_t completed, size_t poster, int64_t posted) {
-    const size_t instance = rendezvous.count();
-    rendezvous.posted.push_back(posted);
-    rendezvous.poster.push_back(static_cast<int32_t>(poster));
-    arrivals[poster].push_back({posted, instance});
-    completions[waiter].push_back({completed, instance});
-  };
-  for (size_t r = 0; r < reads.size(); ++r) {
-    for (const auto& [key, receive] : reads[r].receives) {
-      const size_t sender = static_cast<size_t>(std::get<2>(key));
-      if (sender >= reads.size()) continue;
-      const auto send = reads[sender].sends.find(key);
-      if (send == reads[sender].sends.end()) continue;
-      const RankRead::Message& sent = send->second;
-      other_end(r, receive.completed, sender, sent.posted);
-      if (receive.posted <= sent.completed) {
-        other_end(sender, sent.completed, r, receive.posted);
-      }
-    }
-  }
-  for (auto& list : completions) std::sort(list.begin(), list.end());
-  std::vector<Line> lines;
-  for (size_t r = 0; r < reads.size(); ++r) {
-    lines.push_back(make_line(reads[r], rendezvous, job, completions[r], std::move(arrivals[r])));
-  }
-  // Participants outside the replay (no step times) arrive when they did.
-  rendezvous.outside.assign(rendezvous.count(), INT64_MIN);
-  const auto outside = [&](int32_t rank) { return static_cast<size_t>(rank) >= n || !lines[static_cast<size_t>(rank)].ran; };
-  for (const Line& line : lines) {
-    for (const BlockingCall& call : line.calls) {
-      if (call.held >= rendezvous.collectives) {
-        const size_t m = call.held - rendezvous.collectives;
-        if (outside(rendezvous.poster[m])) rendezvous.outside[call.held] = rendezvous.posted[m];
-        continue;
-      }
-      for (const Participation& p : job.collectives[call.held].ranks) {
-        if (outside(p.rank)) rendezvous.outside[call.held] = std::max(rendezvous.outside[call.held], p.arrival_ns);
-      }
-    }
-  }
-  const std::vector<double> unchanged(lines.size(), 1.0);
-  const std::optional<int64_t> replayed = replay(rendezvous, lines, unchanged, true);
+std::vector<PathWhatIf> replay_step(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names,
+                                    const StepPath& path, std::string& unmeasured) {
+  const StepGraph graph(timeline, job, names, path.step);
+  const std::optional<int64_t> replayed = graph.replay({});
   if (!replayed) {
     unmeasured = "the ranks' collectives and messages wait on each other in a circle as recorded (clocks that disagree?)";
     return {};
@@ -320,18 +558,19 @@ std::vector<PathWhatIf> replay_step(const Timeline& timeline, const JobProfile& 
   base.recorded_ns = path.end_ns - path.begin_ns;
   base.replayed_ns = *replayed;
   if (const auto slowest = slowest_on_path(job, path)) {
-    std::vector<double> factors = unchanged;
-    factors[static_cast<size_t>(slowest->first)] = slowest->second;
-    if (const std::optional<int64_t> predicted = replay(rendezvous, lines, factors, true)) {
+    // Compute is a GPU job's kernels, a CPU job's own time (profile.h).
+    Change change{slowest->first, slowest->second, job.gpu ? Lapse::kKernel : Lapse::kOwnTime, true};
+    if (const std::optional<int64_t> predicted = graph.replay(change)) {
       PathWhatIf what_if = base;
-      what_if.change = "rank " + std::to_string(slowest->first) + " computed at the other ranks' median";
+      what_if.change = "rank " + std::to_string(slowest->first) +
+                       (job.gpu ? "'s kernels ran at the other ranks' median compute" : " computed at the other ranks' median");
       what_if.rank = slowest->first;
       what_if.factor = slowest->second;
       what_if.predicted_ns = *predicted;
       found.push_back(what_if);
     }
   }
-  if (const std::optional<int64_t> predicted = replay(rendezvous, lines, unchanged, false)) {
+  if (const std::optional<int64_t> predicted = graph.replay({-1, 1, Lapse::kOwnTime, false})) {
     PathWhatIf what_if = base;
     what_if.change = "collectives' and messages' transfers took no time";
     what_if.transfers = false;

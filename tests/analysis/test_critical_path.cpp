@@ -18,7 +18,7 @@
 namespace rankscope::analysis {
 namespace {
 
-constexpr uint16_t kThread = 0, kStream = 1, kComm = 2;
+constexpr uint16_t kThread = 0, kStream = 1, kComm = 2, kNcclStream = 3;
 constexpr uint64_t kWorld = 5;
 enum Name : uint32_t {
   kStep, kAllreduce, kSend, kRecv, kSlow, kRelay, kTail, kLoader, kLaunch, kSync, kGemm, kIsend, kIrecv, kWait,
@@ -86,10 +86,11 @@ Event kernel(int64_t begin, int64_t end, uint64_t correlation) {
   return e;
 }
 
-Event nccl_allreduce(int64_t begin, int64_t end) {
-  Event e = testing::host_event(EventKind::kNcclCollectiveGpu, kAllreduce, begin, end, kStream);
+Event nccl_allreduce(int64_t begin, int64_t end, uint16_t stream = kStream, uint64_t correlation = 0) {
+  Event e = testing::host_event(EventKind::kNcclCollectiveGpu, kAllreduce, begin, end, stream);
   e.op = CommOp::kAllReduce;
   e.comm_hash = kWorld;
+  e.correlation_id = correlation;
   return e;
 }
 
@@ -114,6 +115,7 @@ class CriticalPathTest : public testing::ShardJobTest {
     ASSERT_TRUE(writer.write_strings(names, 0));
     const Track tracks[] = {{7, kThread, 0, -1, TrackType::kThread, 0, 0},
                             {7, kStream, 0, 0, TrackType::kCudaStream, 0, 0},
+                            {7, kNcclStream, 0, 0, TrackType::kCudaStream, 0, 0},
                             {kWorld, kComm, 0, -1, TrackType::kMpiComm, 0, 0}};
     ASSERT_TRUE(writer.write_tracks(tracks, 0));
     if (synced) {
@@ -585,13 +587,57 @@ TEST_F(CriticalPathTest, AStepIsReplayedFromTheStepBefore) {
   EXPECT_EQ(step1[1].predicted_ns, 1100);
 }
 
-TEST_F(CriticalPathTest, GpuStepsAreNotReplayedAndItSaysWhy) {
-  write_rank(0, 1, {range(kStep, 0, 1000), cuda_call(kLaunch, 100, 110, 1), kernel(120, 600, 1),
-                    cuda_call(kSync, 150, 610, 2), range(kTail, 610, 1000)});
+// A GPU step of two ranks, DDP's shape: each launches its gemm at 10-20
+// and NCCL's allreduce at 20-30 onto a stream of its own, which waits for
+// the gemm (a stream wait: the allreduce starts when the gemm ends, long
+// after its launch), and synchronises at 40 until 10 after the allreduce.
+// Rank 1's gemm takes 800, rank 0's 200: rank 1's kernels at the median
+// are x0.25. Its gemm then ends at 230, both allreduces start there and
+// end 50 later (as recorded after the last arrival, 830), at 280; the
+// syncs end at 290 and rank 0's tail of 110 ends the step at 400. Without
+// transfers the allreduce ends at 830: rank 0's sync at 840, its end at 950.
+TEST_F(CriticalPathTest, AGpuStepIsReplayedKernelByKernelAcrossNcclsAllreduce) {
+  for (const int32_t rank : {0, 1}) {
+    const int64_t gemm = rank == 0 ? 200 : 800;
+    write_rank(rank, 2, {range(kStep, 0, rank == 0 ? 1000 : 990), cuda_call(kLaunch, 10, 20, 1), kernel(30, 30 + gemm, 1),
+                         cuda_call(kLaunch, 20, 30, 2), nccl_allreduce(30 + gemm, 880, kNcclStream, 2),
+                         cuda_call(kSync, 40, 890, 3), range(kTail, 890, rank == 0 ? 1000 : 990)});
+  }
   const CriticalPath p = path();
-  ASSERT_EQ(p.unmeasured, "");
-  EXPECT_TRUE(p.what_if.empty());
-  EXPECT_NE(p.what_if_unmeasured.find("GPU jobs"), std::string::npos) << p.what_if_unmeasured;
+  ASSERT_EQ(p.what_if_unmeasured, "");
+  ASSERT_EQ(p.what_if.size(), 2u);
+  const PathWhatIf& median = p.what_if[0];
+  EXPECT_EQ(median.rank, 1);
+  EXPECT_DOUBLE_EQ(median.factor, 0.25);
+  EXPECT_NE(median.change.find("kernels"), std::string::npos) << median.change;
+  EXPECT_EQ(median.recorded_ns, 1000);
+  EXPECT_EQ(median.replayed_ns, 1000);
+  EXPECT_EQ(median.predicted_ns, 400);
+  const PathWhatIf& free = p.what_if[1];
+  EXPECT_FALSE(free.transfers);
+  EXPECT_EQ(free.predicted_ns, 950);
+}
+
+// A kernel the host launched late stays after its launch: rank 1's
+// second gemm (310) waited for its launch at 500-510, not for its first
+// gemm (300, ending at 330). At rank 0's compute (x200/610) the first gemm
+// ends at 128, the second still starts at 520 (10 after its launch, as
+// recorded) and ends at 622 (101.6); the sync ends 10 later and the tail
+// of 160 ends the step at 792.
+TEST_F(CriticalPathTest, AKernelLaunchedLateStartsAfterItsLaunchInTheReplay) {
+  write_rank(0, 2, {range(kStep, 0, 600), cuda_call(kLaunch, 10, 20, 1), kernel(30, 230, 1),
+                    cuda_call(kSync, 40, 240, 2), range(kTail, 240, 600)});
+  write_rank(1, 2, {range(kStep, 0, 1000), cuda_call(kLaunch, 10, 20, 1), kernel(30, 330, 1), range(kSlow, 30, 500),
+                    cuda_call(kLaunch, 500, 510, 2), kernel(520, 830, 2), cuda_call(kSync, 520, 840, 3),
+                    range(kTail, 840, 1000)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.what_if_unmeasured, "");
+  ASSERT_FALSE(p.what_if.empty());
+  const PathWhatIf& median = p.what_if[0];
+  EXPECT_EQ(median.rank, 1);
+  EXPECT_NEAR(median.factor, 200.0 / 610.0, 1e-12);
+  EXPECT_EQ(median.replayed_ns, 1000);
+  EXPECT_EQ(median.predicted_ns, 792);
 }
 
 }  // namespace

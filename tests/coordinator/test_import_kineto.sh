@@ -65,7 +65,10 @@ expect "$data/nccl_parser_config" 0:77.78:17.26:4.97:435586:14.31
 expect "$data/df_index_resolver" 1:46.08:35.55:18.37:1396669:0.0
 # The critical path of the real pair of traces: on aligned clocks, each
 # walked step's path covers the step (from the last rank's end back to the
-# begin of the rank it ends on: within a step's span), and its shares add up.
+# begin of the rank it ends on: within a step's span), and its shares add
+# up. Each drawn step is replayed (GPU streams, launches and NCCL's
+# kernels): unchanged, in the time it took; the host never waits for the
+# GPU in these steps, so no change to kernels or transfers shortens them.
 "$python" - "$work/trace_filter.json" <<'EOF'
 import json, sys
 report = json.load(open(sys.argv[1]))
@@ -79,6 +82,11 @@ for step in path["steps"]:
 shares = sum(r["share_pct"] for r in path["ranks"])
 assert abs(shares - 100) < 1e-6, shares
 assert path["items"] and all(i["ns"] > 0 for i in path["items"]), path["items"]
+assert path["what_if_reason"] is None, path["what_if_reason"]
+assert sorted({w["step"] for w in path["what_if"]}) == sorted(s["step"] for s in path["steps"]), path["what_if"]
+for w in path["what_if"]:
+    assert w["replayed_ns"] == w["recorded_ns"], w
+    assert w["predicted_ns"] == w["recorded_ns"], w
 print("trace_filter: critical path of steps", [s["step"] for s in path["steps"]], "over ranks",
       [(r["rank"], round(r["share_pct"], 1)) for r in path["ranks"]])
 EOF
