@@ -253,10 +253,10 @@ void DeviceWorkCollector::cuda_call(const Event& e, const NameTraits& name) {
 // A launch whose work never came (not recorded, or dropped) is let go after a
 // while, so the table holds only launches in flight.
 void DeviceWorkCollector::forget_old_launches(int64_t now) {
-  constexpr size_t kCheckAbove = 1 << 16;
   constexpr int64_t kInFlightAtMostNs = 10'000'000'000;
-  if (launches_.size() < kCheckAbove) return;
+  if (launches_.size() < sweep_launches_at_) return;
   std::erase_if(launches_, [&](const auto& entry) { return entry.second.end < now - kInFlightAtMostNs; });
+  sweep_launches_at_ = std::max(kSweepLaunchesAbove, 2 * launches_.size());
 }
 
 void DeviceWorkCollector::gpu_operation(const Event& e, const NameTraits& name) {

@@ -87,6 +87,11 @@ class DeviceWorkCollector {
   std::vector<int16_t> track_devices_;
   std::vector<bool> device_memory_tracks_;
   std::unordered_map<uint64_t, Launch> launches_;  // by correlation id, until their work is seen
+  // The table's size at which old launches are next looked for: twice what
+  // the last look left, so that a host launching far ahead of its GPU
+  // (hundreds of thousands of launches in flight) is not swept per launch.
+  size_t sweep_launches_at_ = kSweepLaunchesAbove;
+  static constexpr size_t kSweepLaunchesAbove = 1 << 16;
   std::unordered_map<uint32_t, KernelTotals> kernels_;
   std::unordered_map<uint64_t, SyncTotals> syncs_;  // by (call, range)
   // Per thread track, the host ranges open now, innermost last: (end, name id).

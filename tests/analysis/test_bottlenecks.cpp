@@ -203,6 +203,23 @@ TEST_F(BottleneckTest, LinksLaunchesSyncsCopiesAndAllocations) {
   EXPECT_EQ(rank.device.kernels[0].max_ns, us(188));
 }
 
+// A host that launches a step's 150,000 kernels before the GPU runs the
+// first: every launch is held until its kernel comes, and linked to it.
+TEST_F(BottleneckTest, LaunchesFarAheadOfTheirKernelsAreAllLinked) {
+  constexpr int64_t kKernels = 150'000;
+  std::vector<Event> events = {host(EventKind::kNvtxRange, kStep0, 0, 3 * kKernels)};
+  for (int64_t i = 0; i < kKernels; ++i) {
+    const uint64_t correlation = static_cast<uint64_t>(i) + 1;
+    events.push_back(launch(i, i + 1, correlation));
+    events.push_back(gpu(EventKind::kGpuKernel, kGemm, kKernels + 2 * i, kKernels + 2 * i + 1, correlation));
+  }
+  write_rank(events);
+  const Report r = report();
+  const RankProfile& rank = r.profile.ranks.at(0);
+  EXPECT_EQ(rank.device.launches.linked, static_cast<uint64_t>(kKernels));
+  EXPECT_EQ(rank.device.launches.unlinked, 0u);
+}
+
 TEST_F(BottleneckTest, RanksTheClassesByWhatTheyCostAStep) {
   write_rank(two_steps());
   const Report r = report();
