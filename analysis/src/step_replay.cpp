@@ -36,6 +36,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 
 #include "rankscope/model/statistics.h"
@@ -377,12 +378,14 @@ class StepGraph {
   void link_arrivals() {
     const size_t n = reads_.size();
     const auto ran = [&](int32_t rank) { return static_cast<size_t>(rank) < n && reads_[static_cast<size_t>(rank)].ran; };
-    // NCCL's kernels by rank and start: where a rank arrived at an NCCL collective.
-    std::map<std::pair<int32_t, int64_t>, const Operation*> nccl_kernels;
+    // NCCL's kernels by rank, start and communicator: where a rank arrived at an NCCL collective.
+    std::map<std::tuple<int32_t, int64_t, uint64_t>, const Operation*> nccl_kernels;
     for (size_t r = 0; r < n; ++r) {
       for (const auto& [track, operations] : reads_[r].streams) {
         for (const Operation& op : operations) {
-          if (op.event.kind == EventKind::kNcclCollectiveGpu) nccl_kernels[{static_cast<int32_t>(r), op.event.begin_ns}] = &op;
+          if (op.event.kind == EventKind::kNcclCollectiveGpu) {
+            nccl_kernels[{static_cast<int32_t>(r), op.event.begin_ns, op.event.comm_hash}] = &op;
+          }
         }
       }
     }
@@ -394,7 +397,7 @@ class StepGraph {
         if (p.arrival_ns == kUnknown) continue;
         // Outside the replay (no step times), a rank arrives when it did.
         uint32_t arrival = 0;
-        const auto kernel = nccl_kernels.find({p.rank, p.arrival_ns});
+        const auto kernel = nccl_kernels.find({p.rank, p.arrival_ns, c.comm_hash});
         if (c.source == CollectiveSource::kNccl && kernel != nccl_kernels.end()) {
           arrival = kernel->second->start;
           nccl_collective_[kernel->second] = i;
