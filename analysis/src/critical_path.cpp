@@ -543,7 +543,7 @@ int64_t StepPath::path_ns() const {
   return total;
 }
 
-CriticalPath critical_path(const Timeline& timeline, const JobProfile& job) {
+CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, const std::vector<int32_t>& replayed_ranks) {
   CriticalPath result;
   result.unmeasured = unmeasured(job);
   if (!result.unmeasured.empty()) return result;
@@ -553,6 +553,7 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job) {
   std::map<std::tuple<uint32_t, int32_t, PathCategory>, int64_t> items;
   // Per rank, its share of each walked step's path's own time less its fair share.
   std::vector<std::vector<double>> excess(job.ranks.size());
+  std::map<int32_t, RankReplay> rank_replays;
   for (const auto& [step, which] : steps_to_walk(job)) {
     // The shares are each tied walk's, in equal parts; the path drawn and
     // replayed is the one from the last end.
@@ -599,12 +600,28 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job) {
       if (step >= rank.steps.size() || rank.steps[step].times.begin_ns == kUnknown) continue;
       excess[r].push_back(on_path[r] - 1.0 / static_cast<double>(ran));
     }
+    if (!which.empty() || !replayed_ranks.empty()) {
+      const StepReplay replay(timeline, job, names, *drawn);
+      if (!which.empty()) {
+        for (PathWhatIf& what_if : replay.what_ifs(result.what_if_unmeasured)) result.what_if.push_back(std::move(what_if));
+      }
+      for (const int32_t rank : replayed_ranks) {
+        const std::optional<PathWhatIf> what_if = replay.at_median(rank);
+        if (!what_if) continue;
+        RankReplay& sum = rank_replays[rank];
+        sum.rank = rank;
+        ++sum.steps;
+        sum.replayed_ns += what_if->replayed_ns;
+        sum.predicted_ns += what_if->predicted_ns;
+      }
+    }
     if (which.empty()) continue;
     drawn->which = which;
-    for (PathWhatIf& what_if : replay_step(timeline, job, names, *drawn, result.what_if_unmeasured)) {
-      result.what_if.push_back(std::move(what_if));
-    }
     result.steps.push_back(std::move(*drawn));
+  }
+  for (auto& [rank, sum] : rank_replays) {
+    const int64_t steps = static_cast<int64_t>(sum.steps);
+    result.rank_replays.push_back({rank, sum.steps, sum.replayed_ns / steps, sum.predicted_ns / steps});
   }
   if (result.steps.empty()) {
     result.unmeasured = kNoStepTimesReason;

@@ -17,11 +17,14 @@ Report make_report(const Timeline& timeline, const ReportOptions& options, const
     for (size_t r = 0; r < report.overlap.size(); ++r) report.overlap[r].hta = hta[r];
   }
   report.stragglers = find_stragglers(report.profile);
+  // The stragglers' what-if is the critical path's replay where it exists,
+  // before the bottleneck finder costs them by it.
+  report.critical_path = critical_path(timeline, report.profile, slow_compute_ranks(report.stragglers));
+  take_replayed_what_if(report.stragglers, report.critical_path);
   report.buckets = analyze_buckets(report.profile, report.overlap);
   report.ends = rank_ends(timeline);
   report.bottlenecks =
       find_bottlenecks(report.profile, report.breakdown, report.stragglers, report.buckets, report.ends);
-  report.critical_path = critical_path(timeline, report.profile);
   report.capture_cost = capture_cost(timeline);
   report.hangs = find_hangs(timeline);
   report.deadlocks = find_deadlocks(timeline);

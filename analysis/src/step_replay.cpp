@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
@@ -256,6 +257,8 @@ const Operation* last_operation_ending_in(const RankRead& read, int64_t from, in
   }
   return last;
 }
+
+}  // namespace
 
 // The graph of one step, from the step before, and the instants that say
 // how long it took.
@@ -517,21 +520,16 @@ class StepGraph {
   bool ordered_ = false;
 };
 
-// The path's rank of most compute, and its scale to the other ranks' median compute in the step.
-std::optional<std::pair<int32_t, double>> slowest_on_path(const JobProfile& job, const StepPath& path) {
-  std::vector<int64_t> on_path(job.ranks.size(), 0);
-  for (const PathSegment& s : path.segments) {
-    if (s.category == PathCategory::kCompute && static_cast<size_t>(s.rank) < on_path.size()) {
-      on_path[static_cast<size_t>(s.rank)] += s.ns();
-    }
-  }
-  const auto most = std::max_element(on_path.begin(), on_path.end());
-  if (most == on_path.end() || *most == 0) return std::nullopt;
-  const size_t rank = static_cast<size_t>(most - on_path.begin());
+namespace {
+
+// The scale from the rank's compute in the step to the other ranks'
+// median compute; none where it did not run the step or computed no
+// more than them.
+std::optional<double> median_factor(const JobProfile& job, size_t step, size_t rank) {
   const auto compute_of = [&](size_t r) -> std::optional<int64_t> {
     const RankProfile& profile = job.ranks[r];
-    if (path.step >= profile.steps.size() || profile.steps[path.step].times.begin_ns == kUnknown) return std::nullopt;
-    return profile.steps[path.step].compute_ns;
+    if (step >= profile.steps.size() || profile.steps[step].times.begin_ns == kUnknown) return std::nullopt;
+    return profile.steps[step].compute_ns;
   };
   const std::optional<int64_t> mine = compute_of(rank);
   std::vector<int64_t> others;
@@ -541,44 +539,75 @@ std::optional<std::pair<int32_t, double>> slowest_on_path(const JobProfile& job,
   }
   if (!mine || *mine <= 0 || others.empty()) return std::nullopt;
   const double factor = median(others, 0) / static_cast<double>(*mine);
-  if (factor >= 1) return std::nullopt;  // it computed no more than the others
-  return std::pair{static_cast<int32_t>(rank), factor};
+  if (factor >= 1) return std::nullopt;
+  return factor;
+}
+
+// The path's rank of most compute.
+std::optional<size_t> most_compute_on_path(const JobProfile& job, const StepPath& path) {
+  std::vector<int64_t> on_path(job.ranks.size(), 0);
+  for (const PathSegment& s : path.segments) {
+    if (s.category == PathCategory::kCompute && static_cast<size_t>(s.rank) < on_path.size()) {
+      on_path[static_cast<size_t>(s.rank)] += s.ns();
+    }
+  }
+  const auto most = std::max_element(on_path.begin(), on_path.end());
+  if (most == on_path.end() || *most == 0) return std::nullopt;
+  return static_cast<size_t>(most - on_path.begin());
 }
 
 }  // namespace
 
-std::vector<PathWhatIf> replay_step(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names,
-                                    const StepPath& path, std::string& unmeasured) {
-  const StepGraph graph(timeline, job, names, path.step);
-  const std::optional<int64_t> replayed = graph.replay({});
-  if (!replayed) {
+StepReplay::StepReplay(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names,
+                       const StepPath& path)
+    : job_(job), path_(path), graph_(std::make_unique<StepGraph>(timeline, job, names, path.step)) {}
+
+StepReplay::~StepReplay() = default;
+
+std::optional<PathWhatIf> StepReplay::base() const {
+  const std::optional<int64_t> replayed = graph_->replay({});
+  if (!replayed) return std::nullopt;
+  PathWhatIf base;
+  base.step = path_.step;
+  base.recorded_ns = path_.end_ns - path_.begin_ns;
+  base.replayed_ns = *replayed;
+  return base;
+}
+
+std::optional<PathWhatIf> StepReplay::at_median(int32_t rank) const {
+  std::optional<PathWhatIf> what_if = base();
+  if (!what_if || rank < 0 || static_cast<size_t>(rank) >= job_.ranks.size()) return std::nullopt;
+  what_if->change = "rank " + std::to_string(rank) +
+                    (job_.gpu ? "'s kernels ran at the other ranks' median compute" : " computed at the other ranks' median");
+  what_if->rank = rank;
+  what_if->predicted_ns = what_if->replayed_ns;
+  // Compute is a GPU job's kernels, a CPU job's own time (profile.h).
+  if (const std::optional<double> factor = median_factor(job_, path_.step, static_cast<size_t>(rank))) {
+    const std::optional<int64_t> predicted =
+        graph_->replay({rank, *factor, job_.gpu ? Lapse::kKernel : Lapse::kOwnTime, true});
+    if (!predicted) return std::nullopt;
+    what_if->factor = *factor;
+    what_if->predicted_ns = *predicted;
+  }
+  return what_if;
+}
+
+std::vector<PathWhatIf> StepReplay::what_ifs(std::string& unmeasured) const {
+  std::optional<PathWhatIf> base = this->base();
+  if (!base) {
     unmeasured = "the ranks' collectives and messages wait on each other in a circle as recorded (clocks that disagree?)";
     return {};
   }
   std::vector<PathWhatIf> found;
-  PathWhatIf base;
-  base.step = path.step;
-  base.recorded_ns = path.end_ns - path.begin_ns;
-  base.replayed_ns = *replayed;
-  if (const auto slowest = slowest_on_path(job, path)) {
-    // Compute is a GPU job's kernels, a CPU job's own time (profile.h).
-    Change change{slowest->first, slowest->second, job.gpu ? Lapse::kKernel : Lapse::kOwnTime, true};
-    if (const std::optional<int64_t> predicted = graph.replay(change)) {
-      PathWhatIf what_if = base;
-      what_if.change = "rank " + std::to_string(slowest->first) +
-                       (job.gpu ? "'s kernels ran at the other ranks' median compute" : " computed at the other ranks' median");
-      what_if.rank = slowest->first;
-      what_if.factor = slowest->second;
-      what_if.predicted_ns = *predicted;
-      found.push_back(what_if);
-    }
+  const std::optional<size_t> most = most_compute_on_path(job_, path_);
+  if (most && median_factor(job_, path_.step, *most)) {
+    if (std::optional<PathWhatIf> what_if = at_median(static_cast<int32_t>(*most))) found.push_back(*what_if);
   }
-  if (const std::optional<int64_t> predicted = graph.replay({-1, 1, Lapse::kOwnTime, false})) {
-    PathWhatIf what_if = base;
-    what_if.change = "collectives' and messages' transfers took no time";
-    what_if.transfers = false;
-    what_if.predicted_ns = *predicted;
-    found.push_back(what_if);
+  if (const std::optional<int64_t> predicted = graph_->replay({-1, 1, Lapse::kOwnTime, false})) {
+    base->change = "collectives' and messages' transfers took no time";
+    base->transfers = false;
+    base->predicted_ns = *predicted;
+    found.push_back(*base);
   }
   return found;
 }

@@ -1,7 +1,10 @@
 // A walked step replayed with one thing changed (critical_path.h,
-// PathWhatIf): the critical path's what-ifs.
+// PathWhatIf): the critical path's what-ifs, and the stragglers' where the
+// graph exists.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,13 +13,33 @@
 
 namespace rankscope::analysis {
 
-// The what-ifs of one walked step: the rank with the most compute on its
-// path at the other ranks' median compute (where it computed more: its
-// own time on a CPU job, its kernels on a GPU job), and every collective's
-// and message's transfer taking no time. Reads each rank's events of the
-// step and the one before. Empty, with `unmeasured` set, where the step
-// cannot be replayed.
-std::vector<PathWhatIf> replay_step(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names,
-                                    const StepPath& path, std::string& unmeasured);
+class StepGraph;
+
+// One walked step as a graph of its instants, from the step before: read
+// once (each rank's events of the two steps), replayed per change.
+class StepReplay {
+ public:
+  StepReplay(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names,
+             const StepPath& path);
+  ~StepReplay();
+
+  // The path's what-ifs: the rank with the most compute on it at the other
+  // ranks' median compute (where it computed more: its own time on a CPU
+  // job, its kernels on a GPU job), and every collective's and message's
+  // transfer taking no time. Empty, with `unmeasured` set, where the step
+  // cannot be replayed.
+  std::vector<PathWhatIf> what_ifs(std::string& unmeasured) const;
+
+  // `rank` at the other ranks' median compute; predicted as replayed where
+  // it computed no more than them. None where the step cannot be replayed.
+  std::optional<PathWhatIf> at_median(int32_t rank) const;
+
+ private:
+  std::optional<PathWhatIf> base() const;
+
+  const JobProfile& job_;
+  const StepPath& path_;
+  std::unique_ptr<StepGraph> graph_;
+};
 
 }  // namespace rankscope::analysis

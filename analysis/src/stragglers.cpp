@@ -981,7 +981,7 @@ std::optional<Straggler> late_rank_verdict(const JobFacts& facts, const RankFact
     return std::nullopt;
   }
   Straggler found = base_entry(facts, rank);
-  found.cause = slow_compute ? "slow compute" : "slow host";
+  found.cause = slow_compute ? kSlowComputeCause : "slow host";
   found.score = score_of(rank.late_p_value, found.blame_fraction);
   found.what_if_step_ns = what_if_mean_step(facts, [&](size_t s) { return saving_at_median_speed(facts, rank, s); });
   found.evidence = rank_name(*rank.profile) + " " + arrival_sentence(rank) + "). Others waited " +
@@ -1128,6 +1128,33 @@ StragglerReport find_stragglers(const JobProfile& job) {
   std::stable_sort(report.stragglers.begin(), report.stragglers.end(),
                    [](const Straggler& a, const Straggler& b) { return a.score > b.score; });
   return report;
+}
+
+std::vector<int32_t> slow_compute_ranks(const StragglerReport& report) {
+  std::vector<int32_t> ranks;
+  for (const Straggler& found : report.stragglers) {
+    if (found.cause == kSlowComputeCause) ranks.push_back(found.rank);
+  }
+  return ranks;
+}
+
+void take_replayed_what_if(StragglerReport& report, const CriticalPath& path) {
+  for (Straggler& found : report.stragglers) {
+    if (found.cause != kSlowComputeCause) continue;
+    const auto replay = std::find_if(path.rank_replays.begin(), path.rank_replays.end(),
+                                     [&](const RankReplay& r) { return r.rank == found.rank; });
+    if (replay == path.rank_replays.end() || replay->steps == 0) continue;
+    const std::string first_order = what_if_sentence(found);
+    if (found.evidence.ends_with(first_order)) found.evidence.resize(found.evidence.size() - first_order.size());
+    const int64_t saving = std::clamp<int64_t>(replay->replayed_ns - replay->predicted_ns, 0, found.actual_step_ns);
+    found.what_if_step_ns = found.actual_step_ns - saving;
+    found.evidence += " Replayed with its compute at the other ranks' median on " + std::to_string(replay->steps) +
+                      (replay->steps == 1 ? " walked step" : " walked steps") +
+                      " (the critical path's graph), a step took " +
+                      format_duration(static_cast<double>(saving)) + " less on average: the mean step would take " +
+                      format_duration(static_cast<double>(found.what_if_step_ns)) + " instead of " +
+                      format_duration(static_cast<double>(found.actual_step_ns)) + ".";
+  }
 }
 
 }  // namespace rankscope::analysis

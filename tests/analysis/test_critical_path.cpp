@@ -127,11 +127,11 @@ class CriticalPathTest : public testing::ShardJobTest {
     ASSERT_TRUE(writer.close({}, 10'000));
   }
 
-  CriticalPath path() {
+  CriticalPath path(const std::vector<int32_t>& replayed_ranks = {}) {
     const Timeline timeline(merged());
     const JobProfile job = build_profile(timeline);
     strings_ = job.strings;
-    return critical_path(timeline, job);
+    return critical_path(timeline, job, replayed_ranks);
   }
   // A name on the path, as the job's string table holds it.
   std::string name(uint32_t id) const { return id < strings_->size() ? (*strings_)[id] : ""; }
@@ -360,6 +360,21 @@ TEST_F(CriticalPathTest, TheStepReplayedWithTheSlowRankAtTheMedianAndWithoutTran
   EXPECT_EQ(free.rank, -1);
   EXPECT_FALSE(free.transfers);
   EXPECT_EQ(free.predicted_ns, 900);
+}
+
+// The stragglers' what-if: rank 1 at the median, as above, and rank 0,
+// which computed no more than the others' median, as replayed.
+TEST_F(CriticalPathTest, RanksAskedForAreReplayedAtTheMedianOnEveryWalkedStep) {
+  write_slow_allreduce_job();
+  const CriticalPath p = path({1, 0});
+  ASSERT_EQ(p.rank_replays.size(), 2u);
+  EXPECT_EQ(p.rank_replays[0].rank, 0);
+  EXPECT_EQ(p.rank_replays[0].steps, 1u);
+  EXPECT_EQ(p.rank_replays[0].predicted_ns, p.rank_replays[0].replayed_ns);
+  EXPECT_EQ(p.rank_replays[1].rank, 1);
+  EXPECT_EQ(p.rank_replays[1].replayed_ns, 1000);
+  EXPECT_EQ(p.rank_replays[1].predicted_ns, 813);
+  EXPECT_TRUE(path().rank_replays.empty());
 }
 
 // Two allreduces in a row, rank 1 slow before each. Rank 0 computes 500 of

@@ -823,5 +823,37 @@ TEST(Stragglers, SlightlySlowerLinksAreNotReported) {
   }
 }
 
+// A straggler of slow compute takes the critical path's replay as its
+// what-if: the mean step less the mean the replay took off a walked step;
+// one of another cause, or without a replay, keeps its own.
+TEST(Stragglers, TheCriticalPathsReplayIsTheWhatIfOfSlowCompute) {
+  StragglerReport report;
+  Straggler slow;
+  slow.rank = 1;
+  slow.cause = kSlowComputeCause;
+  slow.actual_step_ns = 2'000'000;
+  slow.what_if_step_ns = 1'900'000;
+  slow.evidence = "Rank 1 computed more. Had it been as fast as the median rank, the mean step would take 1.9 ms "
+                  "instead of 2 ms.";
+  Straggler link = slow;
+  link.rank = 2;
+  link.cause = "slow link or node network";
+  Straggler unreplayed = slow;
+  unreplayed.rank = 3;
+  report.stragglers = {slow, link, unreplayed};
+  EXPECT_EQ(slow_compute_ranks(report), (std::vector<int32_t>{1, 3}));
+  CriticalPath path;
+  path.rank_replays = {{1, 16, 2'100'000, 1'500'000}, {2, 16, 2'100'000, 1'000'000}};
+  take_replayed_what_if(report, path);
+  EXPECT_EQ(report.stragglers[0].what_if_step_ns, 1'400'000);
+  EXPECT_EQ(report.stragglers[0].evidence,
+            "Rank 1 computed more. Replayed with its compute at the other ranks' median on 16 walked steps (the "
+            "critical path's graph), a step took 600 µs less on average: the mean step would take 1.4 ms instead "
+            "of 2 ms.");
+  EXPECT_EQ(report.stragglers[1].what_if_step_ns, 1'900'000);
+  EXPECT_EQ(report.stragglers[2].what_if_step_ns, 1'900'000);
+  EXPECT_EQ(report.stragglers[2].evidence, slow.evidence);
+}
+
 }  // namespace
 }  // namespace rankscope::analysis

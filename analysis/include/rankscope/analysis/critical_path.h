@@ -103,6 +103,16 @@ struct PathWhatIf {
   int64_t predicted_ns = 0;  // replayed with the change
 };
 
+// A rank asked for (a straggler's), its compute at the other ranks'
+// median replayed on each walked step: the stragglers' what-if where the
+// graph exists (stragglers.h).
+struct RankReplay {
+  int32_t rank = -1;
+  size_t steps = 0;          // walked steps replayed
+  int64_t replayed_ns = 0;   // their mean, replayed unchanged
+  int64_t predicted_ns = 0;  // their mean, with the rank at the median
+};
+
 struct CriticalPath {
   // Why there is no path: no steps, clocks not aligned, no rank with the
   // step; empty when there is one.
@@ -123,12 +133,15 @@ struct CriticalPath {
   // reason where the steps cannot be replayed.
   std::vector<PathWhatIf> what_if;
   std::string what_if_unmeasured;
+  std::vector<RankReplay> rank_replays;  // per rank of `replayed_ranks` replayed on at least one step
 };
 
 // Reads, for each step walked, the events of that step of the ranks the
 // walk comes to (found by a binary search over the rank's event blocks):
 // memory follows one step's events. A pure function of the timeline and
-// its profile.
-CriticalPath critical_path(const Timeline& timeline, const JobProfile& job);
+// its profile. Each of `replayed_ranks` is also replayed at the other
+// ranks' median compute on every walked step (`rank_replays`).
+CriticalPath critical_path(const Timeline& timeline, const JobProfile& job,
+                           const std::vector<int32_t>& replayed_ranks = {});
 
 }  // namespace rankscope::analysis

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "rankscope/analysis/critical_path.h"
 #include "rankscope/analysis/profile.h"
 
 namespace rankscope::analysis {
@@ -40,5 +41,17 @@ struct StragglerReport {
   std::string unmeasured;  // why no rank could be compared with another (fewer than two have data); else empty
 };
 StragglerReport find_stragglers(const JobProfile& job);
+
+inline constexpr const char* kSlowComputeCause = "slow compute";
+
+// The stragglers of slow compute: the ranks whose compute at the other
+// ranks' median the critical path replays (critical_path.h).
+std::vector<int32_t> slow_compute_ranks(const StragglerReport& report);
+
+// Where the critical path replayed a straggler of slow compute on the
+// walked steps, its what-if is the replay's, in place of the first-order
+// one: the mean step less the mean time the replay took off a walked
+// step; the evidence says so.
+void take_replayed_what_if(StragglerReport& report, const CriticalPath& path);
 
 }  // namespace rankscope::analysis
