@@ -595,7 +595,7 @@ std::optional<PathWhatIf> StepReplay::at_median(int32_t rank) const {
 std::vector<PathWhatIf> StepReplay::what_ifs(std::string& unmeasured) const {
   std::optional<PathWhatIf> base = this->base();
   if (!base) {
-    unmeasured = "the ranks' collectives and messages wait on each other in a circle as recorded (clocks that disagree?)";
+    unmeasured = "the step's instants wait on each other in a circle as recorded (clocks that disagree?)";
     return {};
   }
   std::vector<PathWhatIf> found;

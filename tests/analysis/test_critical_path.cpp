@@ -602,6 +602,20 @@ TEST_F(CriticalPathTest, AStepIsReplayedFromTheStepBefore) {
   EXPECT_EQ(step1[1].predicted_ns, 1100);
 }
 
+// Clocks that disagree: rank 0 received rank 1's message at 200, before
+// rank 1 sent it at 400, after a receive that waited for rank 0's send at
+// 300. Each waits on the other: the step is not replayed, and it says why.
+TEST_F(CriticalPathTest, WaitsInACircleAreNotReplayedAndItSaysWhy) {
+  write_rank(0, 2, {range(kStep, 0, 1000), message(CommOp::kRecv, 1, 100, 200), message(CommOp::kSend, 1, 300, 310),
+                    range(kTail, 310, 1000)});
+  write_rank(1, 2, {range(kStep, 0, 900), message(CommOp::kRecv, 0, 50, 350), message(CommOp::kSend, 0, 400, 410),
+                    range(kTail, 410, 900)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.unmeasured, "");
+  EXPECT_TRUE(p.what_if.empty());
+  EXPECT_NE(p.what_if_unmeasured.find("in a circle"), std::string::npos) << p.what_if_unmeasured;
+}
+
 // A GPU step of two ranks, DDP's shape: each launches its gemm at 10-20
 // and NCCL's allreduce at 20-30 onto a stream of its own, which waits for
 // the gemm (a stream wait: the allreduce starts when the gemm ends, long
