@@ -247,15 +247,29 @@ struct BlockingCall {
   const Operation* operation = nullptr;
 };
 
-// The last of the rank's GPU operations to end in (from, until], or null.
-const Operation* last_operation_ending_in(const RankRead& read, int64_t from, int64_t until) {
-  const Operation* last = nullptr;
+// A rank's GPU operations of every stream, by end.
+using OperationsByEnd = std::vector<const Operation*>;
+
+OperationsByEnd operations_by_end(const RankRead& read) {
+  OperationsByEnd by_end;
   for (const auto& [track, operations] : read.streams) {
-    for (const Operation& op : operations) {
-      if (op.event.end_ns > from && op.event.end_ns <= until && (!last || op.event.end_ns > last->event.end_ns)) last = &op;
-    }
+    for (const Operation& op : operations) by_end.push_back(&op);
   }
-  return last;
+  std::stable_sort(by_end.begin(), by_end.end(),
+                   [](const Operation* a, const Operation* b) { return a->event.end_ns < b->event.end_ns; });
+  return by_end;
+}
+
+// Where the operations that ended by `t` end in `by_end`.
+OperationsByEnd::const_iterator ended_by(const OperationsByEnd& by_end, int64_t t) {
+  return std::upper_bound(by_end.begin(), by_end.end(), t, [](int64_t time, const Operation* o) { return time < o->event.end_ns; });
+}
+
+// The last of the rank's GPU operations to end in (from, until], or null.
+const Operation* last_operation_ending_in(const OperationsByEnd& by_end, int64_t from, int64_t until) {
+  const auto after = ended_by(by_end, until);
+  if (after == by_end.begin() || (*std::prev(after))->event.end_ns <= from) return nullptr;
+  return *std::prev(after);
 }
 
 }  // namespace
@@ -278,6 +292,7 @@ class StepGraph {
           op.end = graph_.add(op.event.end_ns);
         }
       }
+      by_end_.push_back(operations_by_end(reads_[r]));
     }
     lines_.resize(reads_.size());
     for (size_t r = 0; r < reads_.size(); ++r) make_line(r);
@@ -358,7 +373,7 @@ class StepGraph {
       const int64_t end = std::min(call.end_ns, read.end);
       BlockingCall blocking{call.begin_ns, end, 0, 0, std::nullopt, nullptr};
       if (call.kind == EventKind::kCudaApi) {
-        blocking.operation = last_operation_ending_in(read, call.begin_ns, end);
+        blocking.operation = last_operation_ending_in(by_end_[r], call.begin_ns, end);
         if (!blocking.operation) continue;
       } else {
         blocking.rendezvous = latest_arrival(completions_[r], call.begin_ns, end,
@@ -448,13 +463,6 @@ class StepGraph {
   void link_operations(size_t r) {
     const RankRead& read = reads_[r];
     const int32_t rank = static_cast<int32_t>(r);
-    // Every operation's end, in time order: where a stream wait is looked for.
-    std::vector<const Operation*> by_end;
-    for (const auto& [track, operations] : read.streams) {
-      for (const Operation& op : operations) by_end.push_back(&op);
-    }
-    std::sort(by_end.begin(), by_end.end(),
-              [](const Operation* a, const Operation* b) { return a->event.end_ns < b->event.end_ns; });
     for (const auto& [track, operations] : read.streams) {
       const Operation* previous = nullptr;
       for (const Operation& op : operations) {
@@ -472,7 +480,9 @@ class StepGraph {
           const int64_t ready = std::max_element(causes.begin(), causes.end(), [](const Cause& a, const Cause& b) {
                                   return a.at < b.at;
                                 })->at;
-          if (const Operation* waited = stream_waited(by_end, op, ready)) causes.push_back({waited->event.end_ns, waited->end});
+          if (const Operation* waited = stream_waited(by_end_[r], op, ready)) {
+            causes.push_back({waited->event.end_ns, waited->end});
+          }
         }
         const auto latest = std::max_element(causes.begin(), causes.end(),
                                              [](const Cause& a, const Cause& b) { return a.at < b.at; });
@@ -495,9 +505,8 @@ class StepGraph {
   // The operation of another stream that ended last in (ready, op's start]:
   // what an operation that started later than its launch and its stream
   // allowed waited for. Null where none did.
-  static const Operation* stream_waited(const std::vector<const Operation*>& by_end, const Operation& op, int64_t ready) {
-    auto it = std::upper_bound(by_end.begin(), by_end.end(), op.event.begin_ns,
-                               [](int64_t t, const Operation* o) { return t < o->event.end_ns; });
+  static const Operation* stream_waited(const OperationsByEnd& by_end, const Operation& op, int64_t ready) {
+    auto it = ended_by(by_end, op.event.begin_ns);
     while (it != by_end.begin()) {
       const Operation* candidate = *--it;
       if (candidate->event.end_ns <= ready) return nullptr;
@@ -510,6 +519,7 @@ class StepGraph {
   size_t step_;
   InstantGraph graph_;
   std::vector<RankRead> reads_;
+  std::vector<OperationsByEnd> by_end_;  // per rank
   std::vector<HostLine> lines_;
   StepCompletions completions_;
   Rendezvous rendezvous_;
