@@ -28,11 +28,15 @@ int32_t training_thread(const RankInfo& info, const RankProfile& rank);
 bool is_communication(EventKind kind);
 
 // A GPU operation the critical path follows on its stream: a kernel, a
-// copy, a memset, NCCL's kernel.
+// copy, a memset, NCCL's kernels (collective and point-to-point).
 bool is_gpu_operation(EventKind kind);
 
 // A CUDA call's kind by its name (NameTraits::Api); kNone for any other event.
 NameTraits::Api cuda_api(const Event& e, const std::vector<NameTraits>& names);
+
+// A CUDA call that waits for every stream of its device
+// (cudaDeviceSynchronize, cuCtxSynchronize), not one stream or event.
+bool waits_for_every_stream(const Event& call, const JobProfile& job);
 
 // A point-to-point message: (communicator, sequence number, sender,
 // receiver, tag), equal on its send and its receive as the MPI shim numbers

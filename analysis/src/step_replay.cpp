@@ -16,17 +16,23 @@
 // a collective, its last arrival plus the transfer after it, whenever this
 // rank came to its call; a message, the later of its other end's post and
 // the call's begin, plus the transfer; the GPU, the end of the last
-// operation that ended in the call, plus what the call took after it.
+// operation that ended in the call (of each stream's last, for a
+// device-wide sync), plus what the call took after it. An instant of the
+// rank's host threads (an arrival, a post, a launch) moves with the line's
+// own time before it, or inside a blocking call with the call's begin.
 //
 // Each GPU stream of the rank is a line of operations. An operation starts
-// after what it waited for: its launch, the stream's operation before it
-// and, where it started later than both, the operation of another of the
-// rank's streams that ended last before it started (a stream wait on an
-// event, as DDP's communication stream waits for the gradients' kernels).
-// The latest of them as recorded is followed by the delay recorded after
-// it; the others only keep the start from coming before them. A kernel runs
-// for its duration; NCCL's kernel of a collective is the collective: it
-// ends once its last rank's kernel started, plus the transfer after that.
+// after what it waited for: its launch (the call's end, or its begin where
+// the operation started before the call returned), the stream's operation
+// before it and, where it started later than both, the operation of
+// another of the rank's streams that began before it and ended last before
+// it started (a stream wait on an event, as DDP's communication stream
+// waits for the gradients' kernels). The latest of them as recorded is
+// followed by the delay recorded after it; the others only keep the start
+// from coming sooner than they allowed. A kernel runs for its duration, a
+// copy, a memset and NCCL's point-to-point kernel for theirs as recorded;
+// NCCL's kernel of a collective is the collective: it ends once its last
+// rank's kernel started, plus the transfer after that.
 //
 // The step replayed runs from its first rank's replayed begin to its last
 // rank's end.
@@ -166,7 +172,7 @@ struct RankRead {
   };
   std::map<MessageKey, Message> sends, receives;
   std::map<uint16_t, std::vector<Operation>> streams;  // its GPU operations by stream, by start
-  std::unordered_map<uint64_t, int64_t> launches;      // a launch's end by correlation id, any thread
+  std::unordered_map<uint64_t, std::pair<int64_t, int64_t>> launches;  // a launch's begin and end by correlation id, any thread
 };
 
 RankRead read_rank(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names,
@@ -193,7 +199,7 @@ RankRead read_rank(const Timeline& timeline, const JobProfile& job, const std::v
       continue;
     }
     const NameTraits::Api api = cuda_api(e, names);
-    if (e.kind == EventKind::kCudaApi && e.correlation_id != 0) read.launches[e.correlation_id] = e.end_ns;
+    if (e.kind == EventKind::kCudaApi && e.correlation_id != 0) read.launches[e.correlation_id] = {e.begin_ns, e.end_ns};
     if (e.track == training && e.end_ns > e.begin_ns && (is_communication(e.kind) || api == NameTraits::Api::kSync)) {
       read.calls.push_back(e);
     }
@@ -219,32 +225,28 @@ struct HostLine {
   std::vector<Anchor> anchors;
 };
 
-// The instant `t` of the rank's host line: after an anchor, its own time
-// on from there; inside a blocking call, on the training thread, as far
-// before the call's end as recorded (what happened in a call happened as
-// it ended), elsewhere (another thread's launch) as far after its begin.
-uint32_t host_instant(InstantGraph& graph, const HostLine& line, int64_t t, bool training_thread) {
+// The instant `t` of the rank's host line (recorded on any of its host
+// threads): as far after the anchor before it as recorded, its own time
+// after a blocking call's end, the call's time inside one. (Never from a
+// call's end: an arrival recorded on another thread inside a wait for the
+// same collective would wait for itself.)
+uint32_t host_instant(InstantGraph& graph, const HostLine& line, int64_t t) {
   const uint32_t instant = graph.add(t);
   const auto after = std::upper_bound(line.anchors.begin(), line.anchors.end(), t,
                                       [](int64_t time, const HostLine::Anchor& a) { return time < a.at; });
   if (after == line.anchors.begin()) return instant;  // before the line: as recorded
   const HostLine::Anchor& anchor = *std::prev(after);
-  if (!anchor.call_begins || t == anchor.at) {
-    graph.link(anchor.instant, instant, t - anchor.at, anchor.call_begins ? Lapse::kRecorded : Lapse::kOwnTime, line.rank);
-  } else if (training_thread) {
-    graph.link(after->instant, instant, t - after->at);
-  } else {
-    graph.link(anchor.instant, instant, t - anchor.at);
-  }
+  graph.link(anchor.instant, instant, t - anchor.at, anchor.call_begins ? Lapse::kRecorded : Lapse::kOwnTime, line.rank);
   return instant;
 }
 
-// What a blocking call waited for: a rendezvous, or a GPU operation.
+// What a blocking call waited for: a rendezvous, or GPU operations (the
+// last to end in it; for a device-wide sync, each stream's last).
 struct BlockingCall {
   int64_t begin, end;
   uint32_t begin_instant, end_instant;
   std::optional<size_t> rendezvous;
-  const Operation* operation = nullptr;
+  std::vector<const Operation*> operations;
 };
 
 // A rank's GPU operations of every stream, by end.
@@ -265,11 +267,20 @@ OperationsByEnd::const_iterator ended_by(const OperationsByEnd& by_end, int64_t 
   return std::upper_bound(by_end.begin(), by_end.end(), t, [](int64_t time, const Operation* o) { return time < o->event.end_ns; });
 }
 
-// The last of the rank's GPU operations to end in (from, until], or null.
-const Operation* last_operation_ending_in(const OperationsByEnd& by_end, int64_t from, int64_t until) {
-  const auto after = ended_by(by_end, until);
-  if (after == by_end.begin() || (*std::prev(after))->event.end_ns <= from) return nullptr;
-  return *std::prev(after);
+// Of the rank's GPU operations that ended in (from, until], the last; with
+// `every_stream`, each stream's last. None where none did.
+std::vector<const Operation*> operations_ending_in(const OperationsByEnd& by_end, int64_t from, int64_t until,
+                                                   bool every_stream) {
+  std::vector<const Operation*> found;
+  for (auto it = ended_by(by_end, until); it != by_end.begin();) {
+    const Operation* op = *--it;
+    if (op->event.end_ns <= from) break;
+    const bool stream_seen = std::any_of(found.begin(), found.end(),
+                                         [&](const Operation* o) { return o->event.track == op->event.track; });
+    if (!stream_seen) found.push_back(op);
+    if (!every_stream) break;
+  }
+  return found;
 }
 
 }  // namespace
@@ -300,11 +311,13 @@ class StepGraph {
     for (size_t r = 0; r < reads_.size(); ++r) {
       link_operations(r);
       if (!reads_[r].ran) continue;
-      begins_.push_back(host_instant(graph_, lines_[r], reads_[r].step_begin, true));
-      ends_.push_back(host_instant(graph_, lines_[r], reads_[r].end, true));
+      begins_.push_back(host_instant(graph_, lines_[r], reads_[r].step_begin));
+      ends_.push_back(host_instant(graph_, lines_[r], reads_[r].end));
     }
     ordered_ = graph_.order();
   }
+
+  bool circular() const { return !ordered_; }
 
   // The step's time with `change`: from the first replayed begin to the
   // last end. None where the instants wait on each other in a circle.
@@ -350,7 +363,8 @@ class StepGraph {
       }
     }
     for (auto& list : completions_) std::sort(list.begin(), list.end());
-    arrivals_.resize(rendezvous_.count());
+    arrivals_.resize(rendezvous_.collectives);
+    last_arrival_.assign(rendezvous_.count(), UINT32_MAX);
   }
 
   int64_t last_arrival(size_t rendezvous) const {
@@ -371,10 +385,10 @@ class StepGraph {
     for (const Event& call : read.calls) {
       if (call.begin_ns < reach) continue;  // inside the call before it
       const int64_t end = std::min(call.end_ns, read.end);
-      BlockingCall blocking{call.begin_ns, end, 0, 0, std::nullopt, nullptr};
+      BlockingCall blocking{call.begin_ns, end, 0, 0, std::nullopt, {}};
       if (call.kind == EventKind::kCudaApi) {
-        blocking.operation = last_operation_ending_in(by_end_[r], call.begin_ns, end);
-        if (!blocking.operation) continue;
+        blocking.operations = operations_ending_in(by_end_[r], call.begin_ns, end, waits_for_every_stream(call, job_));
+        if (blocking.operations.empty()) continue;
       } else {
         blocking.rendezvous = latest_arrival(completions_[r], call.begin_ns, end,
                                              [&](size_t i) { return last_arrival(i); });
@@ -420,21 +434,29 @@ class StepGraph {
           arrival = kernel->second->start;
           nccl_collective_[kernel->second] = i;
         } else if (c.source != CollectiveSource::kNccl && ran(p.rank)) {
-          arrival = host_instant(graph_, lines_[static_cast<size_t>(p.rank)], p.arrival_ns, true);
+          arrival = host_instant(graph_, lines_[static_cast<size_t>(p.rank)], p.arrival_ns);
         } else {
           arrival = graph_.add(p.arrival_ns);
         }
         arrivals_[i].push_back(arrival);
       }
     }
+    // Each collective's last arrival, one instant after all of its
+    // arrivals, which every completion follows.
+    for (size_t i = 0; i < rendezvous_.collectives; ++i) {
+      if (arrivals_[i].empty()) continue;
+      for (const uint32_t a : arrivals_[i]) graph_.link(a, last_arrival_instant(i), 0);
+    }
     for (size_t m = 0; m < rendezvous_.posted.size(); ++m) {
-      arrivals_[rendezvous_.collectives + m].push_back(
-          host_instant(graph_, lines_[static_cast<size_t>(rendezvous_.poster[m])], rendezvous_.posted[m], true));
+      last_arrival_[rendezvous_.collectives + m] =
+          host_instant(graph_, lines_[static_cast<size_t>(rendezvous_.poster[m])], rendezvous_.posted[m]);
     }
     for (const BlockingCall& call : blocking_) {
-      if (call.operation) {
+      if (!call.operations.empty()) {
+        // What the call took after the last of them, after each.
+        const int64_t tail = call.end - call.operations.front()->event.end_ns;
         graph_.link(call.begin_instant, call.end_instant, 0);
-        graph_.link(call.operation->end, call.end_instant, call.end - call.operation->event.end_ns);
+        for (const Operation* op : call.operations) graph_.link(op->end, call.end_instant, tail);
         continue;
       }
       const size_t held = *call.rendezvous;
@@ -447,14 +469,22 @@ class StepGraph {
         // A message's end completes on its own rank, after both ends.
         const int64_t transfer = call.end - std::min(std::max(arrival, call.begin), call.end);
         graph_.link(call.begin_instant, call.end_instant, transfer, Lapse::kTransfer);
-        for (const uint32_t a : arrivals_[held]) graph_.link(a, call.end_instant, transfer, Lapse::kTransfer);
+        graph_.link(last_arrival_instant(held), call.end_instant, transfer, Lapse::kTransfer);
       }
     }
   }
 
   void link_completion(size_t collective, uint32_t begin, uint32_t end, int64_t transfer) {
     graph_.link(begin, end, 0);
-    for (const uint32_t a : arrivals_[collective]) graph_.link(a, end, transfer, Lapse::kTransfer);
+    graph_.link(last_arrival_instant(collective), end, transfer, Lapse::kTransfer);
+  }
+
+  // The instant of the rendezvous's last arrival: after each of its
+  // arrivals in the lines (a collective's; a message's post), else when
+  // it was recorded.
+  uint32_t last_arrival_instant(size_t rendezvous) {
+    if (last_arrival_[rendezvous] == UINT32_MAX) last_arrival_[rendezvous] = graph_.add(last_arrival(rendezvous));
+    return last_arrival_[rendezvous];
   }
 
   // The rank's GPU operations: each starts after its launch, the stream's
@@ -466,28 +496,37 @@ class StepGraph {
     for (const auto& [track, operations] : read.streams) {
       const Operation* previous = nullptr;
       for (const Operation& op : operations) {
+        // Each cause's instant, and when as recorded it let the operation
+        // start: no later than the start (an operation that overlaps the
+        // one before it on its stream, as rounded times make it, started
+        // after that one did, not after it ended).
         struct Cause {
-          int64_t at;
+          int64_t at, allowed;
           uint32_t instant;
         };
+        const int64_t start = op.event.begin_ns;
         std::vector<Cause> causes;
-        if (previous && previous->event.end_ns <= op.event.begin_ns) causes.push_back({previous->event.end_ns, previous->end});
+        if (previous) causes.push_back({previous->event.end_ns, std::min(previous->event.end_ns, start), previous->end});
         const auto launch = op.event.correlation_id != 0 ? read.launches.find(op.event.correlation_id) : read.launches.end();
-        if (launch != read.launches.end() && launch->second <= op.event.begin_ns) {
-          causes.push_back({launch->second, host_instant(graph_, lines_[r], launch->second, false)});
+        if (launch != read.launches.end()) {
+          // A kernel can start before its launch call returns (on an idle
+          // stream): it then followed the call's begin.
+          const auto [called, returned] = launch->second;
+          const int64_t at = returned <= start ? returned : called;
+          if (at <= start) causes.push_back({at, at, host_instant(graph_, lines_[r], at)});
         }
+        const auto by_allowed = [](const Cause& a, const Cause& b) { return a.allowed < b.allowed; };
         if (!causes.empty()) {
-          const int64_t ready = std::max_element(causes.begin(), causes.end(), [](const Cause& a, const Cause& b) {
-                                  return a.at < b.at;
-                                })->at;
+          const int64_t ready = std::max_element(causes.begin(), causes.end(), by_allowed)->allowed;
           if (const Operation* waited = stream_waited(by_end_[r], op, ready)) {
-            causes.push_back({waited->event.end_ns, waited->end});
+            causes.push_back({waited->event.end_ns, waited->event.end_ns, waited->end});
           }
         }
-        const auto latest = std::max_element(causes.begin(), causes.end(),
-                                             [](const Cause& a, const Cause& b) { return a.at < b.at; });
+        // The latest carries the delay recorded after it; the others only
+        // keep the start from coming sooner than they allowed.
+        const auto latest = std::max_element(causes.begin(), causes.end(), by_allowed);
         for (auto c = causes.begin(); c != causes.end(); ++c) {
-          graph_.link(c->instant, op.start, c == latest ? op.event.begin_ns - c->at : 0);
+          graph_.link(c->instant, op.start, c == latest ? start - c->at : std::min<int64_t>(0, start - c->at));
         }
         const auto collective = nccl_collective_.find(&op);
         if (collective != nccl_collective_.end()) {
@@ -502,15 +541,15 @@ class StepGraph {
     }
   }
 
-  // The operation of another stream that ended last in (ready, op's start]:
-  // what an operation that started later than its launch and its stream
-  // allowed waited for. Null where none did.
+  // The operation of another stream that began before this one and ended
+  // last in (ready, its start]: what an operation that started later than
+  // its launch and its stream allowed waited for. Null where none did.
   static const Operation* stream_waited(const OperationsByEnd& by_end, const Operation& op, int64_t ready) {
     auto it = ended_by(by_end, op.event.begin_ns);
     while (it != by_end.begin()) {
       const Operation* candidate = *--it;
       if (candidate->event.end_ns <= ready) return nullptr;
-      if (candidate->event.track != op.event.track) return candidate;
+      if (candidate->event.track != op.event.track && candidate->event.begin_ns < op.event.begin_ns) return candidate;
     }
     return nullptr;
   }
@@ -523,7 +562,8 @@ class StepGraph {
   std::vector<HostLine> lines_;
   StepCompletions completions_;
   Rendezvous rendezvous_;
-  std::vector<std::vector<uint32_t>> arrivals_;  // per rendezvous, its participants' arrivals
+  std::vector<std::vector<uint32_t>> arrivals_;  // per collective, its participants' arrivals
+  std::vector<uint32_t> last_arrival_;           // per rendezvous, the instant of its last arrival
   std::vector<BlockingCall> blocking_;
   std::unordered_map<const Operation*, size_t> nccl_collective_;  // NCCL's kernels, to their collectives
   std::vector<uint32_t> begins_, ends_;  // each line's step begin and end
@@ -570,17 +610,19 @@ std::optional<size_t> most_compute_on_path(const JobProfile& job, const StepPath
 
 StepReplay::StepReplay(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names,
                        const StepPath& path)
-    : job_(job), path_(path), graph_(std::make_unique<StepGraph>(timeline, job, names, path.step)) {}
+    : job_(job),
+      path_(path),
+      graph_(std::make_unique<StepGraph>(timeline, job, names, path.step)),
+      replayed_(graph_->replay({})) {}
 
 StepReplay::~StepReplay() = default;
 
 std::optional<PathWhatIf> StepReplay::base() const {
-  const std::optional<int64_t> replayed = graph_->replay({});
-  if (!replayed) return std::nullopt;
+  if (!replayed_) return std::nullopt;
   PathWhatIf base;
   base.step = path_.step;
   base.recorded_ns = path_.end_ns - path_.begin_ns;
-  base.replayed_ns = *replayed;
+  base.replayed_ns = *replayed_;
   return base;
 }
 
@@ -605,7 +647,8 @@ std::optional<PathWhatIf> StepReplay::at_median(int32_t rank) const {
 std::vector<PathWhatIf> StepReplay::what_ifs(std::string& unmeasured) const {
   std::optional<PathWhatIf> base = this->base();
   if (!base) {
-    unmeasured = "the step's instants wait on each other in a circle as recorded (clocks that disagree?)";
+    unmeasured = graph_->circular() ? "the step's instants wait on each other in a circle as recorded (clocks that disagree?)"
+                                    : "no rank's training thread was found in the step";
     return {};
   }
   std::vector<PathWhatIf> found;

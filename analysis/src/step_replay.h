@@ -40,6 +40,7 @@ class StepReplay {
   const JobProfile& job_;
   const StepPath& path_;
   std::unique_ptr<StepGraph> graph_;
+  std::optional<int64_t> replayed_;  // unchanged; none where it cannot be replayed
 };
 
 }  // namespace rankscope::analysis

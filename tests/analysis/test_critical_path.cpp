@@ -18,11 +18,11 @@
 namespace rankscope::analysis {
 namespace {
 
-constexpr uint16_t kThread = 0, kStream = 1, kComm = 2, kNcclStream = 3;
+constexpr uint16_t kThread = 0, kStream = 1, kComm = 2, kNcclStream = 3, kWorker = 4;
 constexpr uint64_t kWorld = 5;
 enum Name : uint32_t {
   kStep, kAllreduce, kSend, kRecv, kSlow, kRelay, kTail, kLoader, kLaunch, kSync, kGemm, kIsend, kIrecv, kWait,
-  kStep1, kStep2, kStep3, kIallreduce
+  kStep1, kStep2, kStep3, kIallreduce, kDeviceSync, kCopy
 };
 
 Event range(uint32_t name, int64_t begin, int64_t end) {
@@ -80,8 +80,8 @@ Event cuda_call(uint32_t name, int64_t begin, int64_t end, uint64_t correlation)
   e.correlation_id = correlation;
   return e;
 }
-Event kernel(int64_t begin, int64_t end, uint64_t correlation) {
-  Event e = testing::host_event(EventKind::kGpuKernel, kGemm, begin, end, kStream);
+Event kernel(int64_t begin, int64_t end, uint64_t correlation, uint16_t stream = kStream) {
+  Event e = testing::host_event(EventKind::kGpuKernel, kGemm, begin, end, stream);
   e.correlation_id = correlation;
   return e;
 }
@@ -111,12 +111,13 @@ class CriticalPathTest : public testing::ShardJobTest {
         {kLaunch, "cudaLaunchKernel"}, {kSync, "cudaStreamSynchronize"}, {kGemm, "gemm"},
         {kIsend, "MPI_Isend"}, {kIrecv, "MPI_Irecv"}, {kWait, "MPI_Wait"},
         {kStep1, "ProfilerStep#1"}, {kStep2, "ProfilerStep#2"}, {kStep3, "ProfilerStep#3"},
-        {kIallreduce, "MPI_Iallreduce"}};
+        {kIallreduce, "MPI_Iallreduce"}, {kDeviceSync, "cudaDeviceSynchronize"}, {kCopy, "Memcpy DtoH"}};
     ASSERT_TRUE(writer.write_strings(names, 0));
     const Track tracks[] = {{7, kThread, 0, -1, TrackType::kThread, 0, 0},
                             {7, kStream, 0, 0, TrackType::kCudaStream, 0, 0},
                             {7, kNcclStream, 0, 0, TrackType::kCudaStream, 0, 0},
-                            {kWorld, kComm, 0, -1, TrackType::kMpiComm, 0, 0}};
+                            {kWorld, kComm, 0, -1, TrackType::kMpiComm, 0, 0},
+                            {8, kWorker, 0, -1, TrackType::kThread, 0, 0}};
     ASSERT_TRUE(writer.write_tracks(tracks, 0));
     if (synced) {
       const SyncPoint points[2] = {{0, 0, 10}, {1'000'000'000, 0, 10}};
@@ -600,6 +601,73 @@ TEST_F(CriticalPathTest, AStepIsReplayedFromTheStepBefore) {
   EXPECT_EQ(step1[0].predicted_ns, 282);
   EXPECT_FALSE(step1[1].transfers);
   EXPECT_EQ(step1[1].predicted_ns, 1100);
+}
+
+// A kernel that started before its launch call returned (an idle stream)
+// followed the call's begin: rank 1's second gemm (150-200, launched
+// 140-160) stays after 140 when its first gemm (30-130) shrinks. At rank
+// 0's compute (x50/150) the first ends at 63, the second starts at 150
+// still and runs 17; the sync ends 10 after it, at 177, and the tail of
+// 790 ends the step at 967.
+TEST_F(CriticalPathTest, AKernelStartedBeforeItsLaunchReturnedFollowsTheLaunchsBegin) {
+  write_rank(0, 2, {range(kStep, 0, 600), cuda_call(kLaunch, 10, 20, 1), kernel(30, 80, 1),
+                    cuda_call(kSync, 90, 100, 2), range(kTail, 100, 600)});
+  write_rank(1, 2, {range(kStep, 0, 1000), cuda_call(kLaunch, 10, 20, 1), kernel(30, 130, 1),
+                    cuda_call(kLaunch, 140, 160, 2), kernel(150, 200, 2), cuda_call(kSync, 165, 210, 3),
+                    range(kTail, 210, 1000)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.what_if_unmeasured, "");
+  ASSERT_FALSE(p.what_if.empty());
+  EXPECT_EQ(p.what_if[0].rank, 1);
+  EXPECT_EQ(p.what_if[0].replayed_ns, 1000);
+  EXPECT_EQ(p.what_if[0].predicted_ns, 967);
+}
+
+// cudaDeviceSynchronize waits for every stream: rank 1's gemm (100-490)
+// halved ends at 295, but its copy on another stream still ends at 480,
+// and the sync 10 after it: the tail of 500 ends the step at 990.
+TEST_F(CriticalPathTest, ADeviceSynchronizeWaitsForEveryStreamInTheReplay) {
+  Event copy = testing::host_event(EventKind::kGpuMemcpy, kCopy, 300, 480, kNcclStream);
+  copy.correlation_id = 2;
+  write_rank(0, 2, {range(kStep, 0, 600), cuda_call(kLaunch, 90, 95, 1), kernel(100, 295, 1),
+                    cuda_call(kSync, 100, 300, 3), range(kTail, 300, 600)});
+  write_rank(1, 2, {range(kStep, 0, 1000), cuda_call(kLaunch, 90, 95, 1), kernel(100, 490, 1), copy,
+                    cuda_call(kDeviceSync, 100, 500, 3), range(kTail, 500, 1000)});
+  const CriticalPath p = path();
+  ASSERT_EQ(p.what_if_unmeasured, "");
+  ASSERT_FALSE(p.what_if.empty());
+  EXPECT_EQ(p.what_if[0].rank, 1);
+  EXPECT_DOUBLE_EQ(p.what_if[0].factor, 0.5);
+  EXPECT_EQ(p.what_if[0].predicted_ns, 990);
+}
+
+// Two operations of no length at the same instant on two streams: neither
+// waited for the other, and the step is replayed.
+TEST_F(CriticalPathTest, OperationsOfNoLengthAtOneInstantDoNotWaitOnEachOther) {
+  write_rank(0, 1, {range(kStep, 0, 100), cuda_call(kLaunch, 1, 5, 1), kernel(10, 10, 1),
+                    cuda_call(kLaunch, 5, 7, 2), kernel(10, 10, 2, kNcclStream), cuda_call(kSync, 8, 20, 3),
+                    range(kTail, 20, 100)});
+  const CriticalPath p = path();
+  EXPECT_EQ(p.what_if_unmeasured, "");
+  EXPECT_FALSE(p.what_if.empty());
+}
+
+// Rank 0's arrival at the allreduce is recorded on another thread (a
+// worker's post at 150) inside its training thread's wait for it: the
+// arrival moves with the wait's begin, not its end, which waits for it.
+TEST_F(CriticalPathTest, AnArrivalOnAnotherThreadInsideTheWaitForItIsReplayed) {
+  Event worker_post = testing::host_event(EventKind::kMpiCall, kIallreduce, 150, 155, kWorker);
+  Event operation = allreduce(150, 400);
+  operation.name_id = kIallreduce;
+  operation.track = kComm;
+  write_rank(0, 2, {range(kStep, 0, 500), range(kRelay, 0, 100), wait(100, 400), worker_post, operation,
+                    range(kTail, 400, 500)});
+  write_rank(1, 2, joined({range(kStep, 0, 500), range(kSlow, 0, 300), wait(310, 400), range(kTail, 400, 500)},
+                          iallreduce(300, 400)));
+  const CriticalPath p = path();
+  EXPECT_EQ(p.what_if_unmeasured, "");
+  ASSERT_FALSE(p.what_if.empty());
+  EXPECT_EQ(p.what_if[0].replayed_ns, 500);
 }
 
 // Clocks that disagree: rank 0 received rank 1's message at 200, before
