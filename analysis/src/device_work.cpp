@@ -107,6 +107,8 @@ std::vector<NameTraits> name_traits(const std::vector<std::string>& strings) {
     const std::string_view name = strings[i];
     NameTraits& t = out[i];
     t.api = api_of(name);
+    t.every_stream = t.api == NameTraits::Api::kSync &&
+                     (contains(name, "DeviceSynchronize") || contains(name, "CtxSynchronize"));
     t.nccl = name.starts_with("nccl");
     t.step = step_number(name).has_value();
     t.data_loading = host_phase(name) == HostPhase::kDataLoading;

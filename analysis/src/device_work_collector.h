@@ -18,6 +18,7 @@ namespace rankscope::analysis {
 struct NameTraits {
   enum class Api : uint8_t { kNone, kLaunch, kCopy, kSet, kSync, kAllocation };
   Api api = Api::kNone;             // a CUDA call by its name
+  bool every_stream = false;        // a sync of the whole device (cudaDeviceSynchronize, cuCtxSynchronize)
   bool nccl = false;                // NCCL's kernel
   bool step = false;                // a ProfilerStep#N range
   bool data_loading = false;        // a data-loading range (model/host_phases.h)

@@ -52,12 +52,6 @@ NameTraits::Api cuda_api(const Event& e, const std::vector<NameTraits>& names) {
   return e.kind == EventKind::kCudaApi && e.name_id < names.size() ? names[e.name_id].api : NameTraits::Api::kNone;
 }
 
-bool waits_for_every_stream(const Event& call, const JobProfile& job) {
-  if (call.kind != EventKind::kCudaApi || call.name_id >= job.strings->size()) return false;
-  const std::string_view name = (*job.strings)[call.name_id];
-  return name.find("DeviceSynchronize") != std::string_view::npos || name.find("CtxSynchronize") != std::string_view::npos;
-}
-
 std::optional<MessageKey> message_key(const Event& e, int32_t rank) {
   if (e.kind != EventKind::kMpiP2p || e.peer < 0 || e.peer == rank) return std::nullopt;
   if (e.op == CommOp::kSend) return MessageKey{e.comm_hash, e.seq, rank, e.peer, e.correlation_id};

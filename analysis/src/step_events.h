@@ -34,9 +34,6 @@ bool is_gpu_operation(EventKind kind);
 // A CUDA call's kind by its name (NameTraits::Api); kNone for any other event.
 NameTraits::Api cuda_api(const Event& e, const std::vector<NameTraits>& names);
 
-// A CUDA call that waits for every stream of its device
-// (cudaDeviceSynchronize, cuCtxSynchronize), not one stream or event.
-bool waits_for_every_stream(const Event& call, const JobProfile& job);
 
 // A point-to-point message: (communicator, sequence number, sender,
 // receiver, tag), equal on its send and its receive as the MPI shim numbers

@@ -290,7 +290,7 @@ std::vector<const Operation*> operations_ending_in(const OperationsByEnd& by_end
 class StepGraph {
  public:
   StepGraph(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names, size_t step)
-      : job_(job), step_(step) {
+      : job_(job), names_(names), step_(step) {
     for (const RankInfo& info : timeline.ranks()) {
       reads_.push_back(info.status == RankStatus::kMissing ? RankRead{} : read_rank(timeline, job, names, info, step));
     }
@@ -387,7 +387,7 @@ class StepGraph {
       const int64_t end = std::min(call.end_ns, read.end);
       BlockingCall blocking{call.begin_ns, end, 0, 0, std::nullopt, {}};
       if (call.kind == EventKind::kCudaApi) {
-        blocking.operations = operations_ending_in(by_end_[r], call.begin_ns, end, waits_for_every_stream(call, job_));
+        blocking.operations = operations_ending_in(by_end_[r], call.begin_ns, end, names_[call.name_id].every_stream);
         if (blocking.operations.empty()) continue;
       } else {
         blocking.rendezvous = latest_arrival(completions_[r], call.begin_ns, end,
@@ -555,6 +555,7 @@ class StepGraph {
   }
 
   const JobProfile& job_;
+  const std::vector<NameTraits>& names_;
   size_t step_;
   InstantGraph graph_;
   std::vector<RankRead> reads_;

@@ -85,10 +85,11 @@ struct PathItem {
 };
 
 // A what-if of one walked step: the step replayed, from the step before,
-// with one thing changed. Each rank's training thread is its own time
-// between its blocking communication calls (those in which collectives or
-// messages completed), as recorded; a blocking call ends once what it
-// waited for arrived and was transferred in the time it took as recorded
+// with one thing changed, as a graph of the step's instants: each rank's
+// training thread is its own time between its blocking calls (those in
+// which collectives or messages completed, or which waited for the GPU),
+// each GPU stream its operations; a blocking call ends once what it waited
+// for arrived and was transferred in the time it took as recorded
 // (step_replay.cpp). Replayed unchanged, the step takes what it took but
 // where clocks disagree (`replayed_ns`, the model's own error); replayed
 // with the change, `predicted_ns`.
@@ -96,8 +97,8 @@ struct PathWhatIf {
   size_t step = 0;           // JobProfile step index
   std::string change;        // what was changed, in words
   int32_t rank = -1;         // the rank whose compute was scaled; -1: a change to every rank
-  double factor = 1;         // its own time's scale
-  bool transfers = true;     // false: every collective's transfer took no time
+  double factor = 1;         // its compute's scale: its own time on a CPU job, its kernels on a GPU job
+  bool transfers = true;     // false: every collective's and message's transfer took no time
   int64_t recorded_ns = 0;   // the step on the job, first begin to last end
   int64_t replayed_ns = 0;   // replayed unchanged
   int64_t predicted_ns = 0;  // replayed with the change
@@ -128,7 +129,7 @@ struct CriticalPath {
   std::string fair_share_unmeasured;
   int64_t total_ns = 0;          // the paths' time, all steps walked
   std::vector<PathItem> items;   // the longest ranges and calls on the path, ten at most
-  // Per walked step: its path's rank of most compute at the other ranks'
+  // Per drawn step: its path's rank of most compute at the other ranks'
   // median compute, and every transfer taking no time. Empty with the
   // reason where the steps cannot be replayed.
   std::vector<PathWhatIf> what_if;
