@@ -299,6 +299,28 @@ std::vector<Deadlock> deadlocks_in(const Timeline& timeline, const JobState& job
   return deadlocks;
 }
 
+// Ranks that entered a collective only after every other rank inside it
+// had stopped waiting (their state written, or they were ended): missing
+// while the others waited. A rank held by SIGSTOP and continued by
+// mpirun's SIGCONT just before its SIGTERM comes in this way. They are
+// taken out of `entered`; the others' waits are the hang.
+std::vector<HangEntry> take_late_entries(Hang& hang) {
+  std::vector<HangEntry> late;
+  if (hang.point_to_point || hang.entered.size() < 2) return late;
+  const auto others_left_by = [&](const HangEntry& entry) {
+    int64_t left_ns = INT64_MIN;
+    for (const HangEntry& other : hang.entered) {
+      if (other.rank != entry.rank) left_ns = std::max(left_ns, other.since_ns + other.waited_ns);
+    }
+    return left_ns;
+  };
+  std::vector<HangEntry> kept;
+  for (const HangEntry& entry : hang.entered) (entry.since_ns >= others_left_by(entry) ? late : kept).push_back(entry);
+  if (kept.empty()) return {};  // waits of no length, all at one instant: none came later than another
+  hang.entered = std::move(kept);
+  return late;
+}
+
 Hang hang_of(const Timeline& timeline, const Event& e) {
   Hang hang;
   hang.call = timeline.string(e.name_id);
@@ -375,10 +397,12 @@ std::vector<Hang> find_hangs(const Timeline& timeline) {
       members.complete = hang.peer != kNoPeer;
     }
     hang.members_known = members.complete;
+    const std::vector<HangEntry> late = take_late_entries(hang);
     int64_t written_ns = 0;
     for (const HangEntry& e : hang.entered) written_ns = std::max(written_ns, e.since_ns + e.waited_ns);
     for (const int32_t r : members.ranks) {
       if (std::any_of(hang.entered.begin(), hang.entered.end(), [&](const HangEntry& h) { return h.rank == r; })) continue;
+      const auto late_entry = std::find_if(late.begin(), late.end(), [&](const HangEntry& h) { return h.rank == r; });
       hang.missing_ranks.push_back(r);
       const RankInfo& info = timeline.ranks()[static_cast<size_t>(r)];
       const RankState& state = job.ranks[static_cast<size_t>(r)];
@@ -391,7 +415,9 @@ std::vector<Hang> find_hangs(const Timeline& timeline) {
                             (info.status != RankStatus::kDead && (info.counters.get(counter::kTerminatedBySignal) != 0 ||
                                                                   info.counters.get(counter::kCrashSignal) != 0 ||
                                                                   info.counters.get(counter::kEndedByExitCall) != 0));
-      if (!state.unfinished.empty()) {
+      if (late_entry != late.end()) {
+        missing.entered_at_ns = late_entry->since_ns;  // and was ended inside it, so it holds no other call
+      } else if (!state.unfinished.empty()) {
         const Event& other = state.unfinished.front();
         missing.inside = collective_text(timeline, other, members_of(timeline, other.comm_hash).name);
       } else if (!state.unfinished_other.empty()) {

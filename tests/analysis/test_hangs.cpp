@@ -361,6 +361,41 @@ TEST_F(HangsTest, ARankThatCameLaterIsDatedAndTheCollectiveIsMatchedOnce) {
   for (const RankInfo& info : timeline.ranks()) EXPECT_EQ(info.counters.get(counter::kClockViolations), 0u) << info.rank;
 }
 
+// Rank 2 was held by SIGSTOP while ranks 0 and 1 waited for it and wrote
+// their state at 5000; continued just before the job was ended, it entered
+// the collective at 9000, after they had left, and was ended inside it. It
+// was missing from their wait all the same.
+TEST_F(HangsTest, ARankThatEnteredOnlyAfterTheOthersLeftWasMissing) {
+  Counters closed;
+  closed.set(counter::kTerminatedBySignal, 15);
+  write_rank(0, {allreduce(kWorld, 3, 100, 5000, true)}, false);
+  write_rank(1, {allreduce(kWorld, 3, 120, 5000, true)}, false);
+  write_rank(2, {event(EventKind::kMpiCollective, kBarrier, 50, 90), allreduce(kWorld, 3, 9000, 9001, true)}, false,
+             false, closed);
+  const std::vector<Hang> found = hangs();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].missing_ranks, std::vector<int32_t>({2}));
+  ASSERT_EQ(found[0].entered.size(), 2u);
+  ASSERT_EQ(found[0].missing.size(), 1u);
+  EXPECT_EQ(found[0].missing[0].entered_at_ns, 9000);
+  EXPECT_EQ(found[0].missing[0].inside, "");
+  EXPECT_EQ(found[0].missing[0].last_call, "MPI_Barrier");
+  EXPECT_NE(describe_hang(found[0]).find("had not entered: rank 2"), std::string::npos) << describe_hang(found[0]);
+}
+
+// Two ranks that entered one after the other while the first still waited
+// both waited: neither is taken for missing.
+TEST_F(HangsTest, ARankThatEnteredWhileAnotherWaitedIsInside) {
+  write_rank(0, {allreduce(kWorld, 3, 100, 5000, true)}, false);
+  write_rank(1, {allreduce(kWorld, 3, 4000, 5000, true)}, false);
+  write_rank(2, {event(EventKind::kMpiCollective, kBarrier, 50, 90)}, false);
+  const std::vector<Hang> found = hangs();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].entered.size(), 2u);
+  EXPECT_EQ(found[0].missing_ranks, std::vector<int32_t>({2}));
+  EXPECT_EQ(found[0].missing[0].entered_at_ns, 0);
+}
+
 TEST_F(HangsTest, AJobThatEndedWellHasNone) {
   write_rank(0, {allreduce(kWorld, 0, 100, 200, false)}, false, false);
   write_rank(1, {allreduce(kWorld, 0, 100, 200, false)}, false, false);
