@@ -1,6 +1,9 @@
 // The polls that were only counted: each thread's counts, their totals for
 // the shard, and what one such poll costs the application on this machine.
+#include <time.h>
+
 #include <algorithm>
+#include <array>
 
 #include "mpi_shim.h"
 
@@ -15,6 +18,15 @@ PollCounts g_poll_counts[kPollCountSlots];
 std::atomic<uint32_t> g_poll_slots_taken{0};
 PollCounts g_poll_counts_shared;  // for threads beyond the slots, with locked adds
 
+// CPU time of the calling thread: the time a batch of polls costs it, not
+// the time it waited while others ran (preempted, or giving way in MPI's
+// sched_yield, which Open MPI calls in every idle poll when oversubscribed).
+int64_t thread_cpu_now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 }  // namespace
 
 void claim_poll_counts(PollThread& thread) {
@@ -24,31 +36,42 @@ void claim_poll_counts(PollThread& thread) {
 }
 
 // What a quick poll adds to MPI's own call, in picoseconds, on this machine
-// in a tight loop: batches of Iprobes for a tag that no message on `comm`
-// carries, through the wrapper and straight to MPI in turn; the fastest
-// batch of each counts, as one the scheduler interrupted says nothing of the
-// poll. The thread's poll state and counts are put back after.
+// in a tight loop: pairs of batches of Iprobes for a tag that no message on
+// `comm` carries, one through the wrapper and one straight to MPI, first
+// one then the other in turn, each timed by the thread's CPU time. The
+// median of the pairs' differences counts: a batch an interrupt, a cache
+// refill or a costly sched_yield slowed moves one pair, not the figure.
+// The few nanoseconds the wrapper adds are at the edge of what a pair
+// resolves, so a median at or below zero is taken as zero: too little to
+// tell from MPI's own call. The thread's poll state and counts are put
+// back after.
 uint64_t calibrate_poll_cost_ps(MPI_Comm comm) {
-  constexpr int kBatches = 8, kRounds = 512, kTagNoneSends = 31999;
+  constexpr int kPairs = 31, kRounds = 256, kTagNoneSends = 31999;
   PollThread& thread = t_poll;
   if (!thread.counts) claim_poll_counts(thread);
   if (thread.shared || !capturing()) return 0;
   const PollThread before = thread;
   const uint64_t unrecorded = thread.counts->unrecorded.load(std::memory_order_relaxed);
-  int64_t wrapped = INT64_MAX, bare = INT64_MAX;
   int found = 0;
-  for (int batch = 0; batch < kBatches; ++batch) {
+  const auto batch_ns = [&](bool wrapped) {
     thread.quick_polls = thread.quick_granted = kRounds;
-    int64_t began = now();
-    for (int i = 0; i < kRounds; ++i) MPI_Iprobe(MPI_ANY_SOURCE, kTagNoneSends, comm, &found, MPI_STATUS_IGNORE);
-    wrapped = std::min(wrapped, now() - began);
-    began = now();
-    for (int i = 0; i < kRounds; ++i) PMPI_Iprobe(MPI_ANY_SOURCE, kTagNoneSends, comm, &found, MPI_STATUS_IGNORE);
-    bare = std::min(bare, now() - began);
+    const int64_t began = thread_cpu_now_ns();
+    for (int i = 0; i < kRounds; ++i) {
+      if (wrapped) MPI_Iprobe(MPI_ANY_SOURCE, kTagNoneSends, comm, &found, MPI_STATUS_IGNORE);
+      else PMPI_Iprobe(MPI_ANY_SOURCE, kTagNoneSends, comm, &found, MPI_STATUS_IGNORE);
+    }
+    return thread_cpu_now_ns() - began;
+  };
+  std::array<int64_t, kPairs> differences{};
+  for (int pair = 0; pair < kPairs; ++pair) {
+    const bool wrapped_first = pair % 2 == 0;
+    const int64_t first = batch_ns(wrapped_first), second = batch_ns(!wrapped_first);
+    differences[pair] = wrapped_first ? first - second : second - first;
   }
   thread = before;
   thread.counts->unrecorded.store(unrecorded, std::memory_order_relaxed);
-  return static_cast<uint64_t>(std::max<int64_t>(wrapped - bare, 0)) * 1000 / kRounds;
+  std::nth_element(differences.begin(), differences.begin() + kPairs / 2, differences.end());
+  return static_cast<uint64_t>(std::max<int64_t>(differences[kPairs / 2], 0)) * 1000 / kRounds;
 }
 
 // Out of line: the wrappers inline polling_to_show, and a thread that spins

@@ -91,9 +91,11 @@ for c, rank in zip(costs, info["ranks"]):
     host = sum(n for name, n in summary_by_rank[rank["rank"]].items() if name.split()[0] in host_kinds)
     assert c["host_events"] == host + counters.get("mpi_polls_timed", 0), (c, host, counters)
     assert 1_000 < counters["agent_cost_event_ps"] < 5_000_000, counters
-    assert 0 < counters["agent_cost_poll_ps"] < 1_000_000, counters
+    # Zero where the wrapper's few ns were below what the calibration resolves (ranks outnumber cores here).
+    assert 0 <= counters["agent_cost_poll_ps"] < 1_000_000, counters
     # The buffers: whole blocks, only those used (a few of --buffer-mb's 64 MiB).
     assert 0 < c["buffer_bytes"] < 16 << 20, c
+assert any(rank["counters"]["agent_cost_poll_ps"] > 0 for rank in info["ranks"]), "no rank resolved a poll's cost"
 PY
 
 echo "== an earlier timeline is replaced only with --overwrite, by the merge at the end too"
