@@ -963,6 +963,27 @@ TEST(KinetoGloo, ACallWaitedForAtOnceOutsideBackwardIsSynchronous) {
   EXPECT_EQ(collectives[1].end_ns, 392'000);
 }
 
+// On a loaded machine the thread a completion wakes waits for its turn on
+// a core: 6 ms after the loss's allreduce completed, it still waited for
+// it. One that ran no op until 12 ms after is taken for a thread that went
+// on with Python meanwhile.
+TEST(KinetoGloo, AThreadRunLateByALoadedMachineStillWaited) {
+  const std::string text = gloo_job(0, "node-a") + R"json( "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 10, "tid": 10, "ts": 300, "dur": 5},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::item", "pid": 10, "tid": 10, "ts": 6392, "dur": 1},
+  {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 10, "tid": 10, "ts": 20000, "dur": 5},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::item", "pid": 10, "tid": 10, "ts": 32090, "dur": 1},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 10, "tid": 12, "ts": 302, "dur": 90},
+  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 10, "tid": 12, "ts": 20002, "dur": 88}
+ ]})json";
+  std::unique_ptr<TraceImport> trace;
+  const testing::ShardContents shard = import_gloo(text, "kineto-late-resume.shard", trace);
+  const std::vector<Event> collectives = of_kind(shard, EventKind::kTorchCollective);
+  ASSERT_EQ(collectives.size(), 2u);
+  EXPECT_EQ(shard.track(collectives[0].track)->type, TrackType::kThread) << "resumed 6 ms late: waited";
+  EXPECT_EQ(shard.track(collectives[1].track)->type, TrackType::kProcessGroup) << "resumed 12 ms late: went on";
+}
+
 // Hosts that share a name (containers, cloud images) do not share a clock:
 // where causality rules one clock out, the collectives align the rank.
 TEST(KinetoAlignment, AHostNameThatCausalityContradictsIsNotBelieved) {
