@@ -299,26 +299,38 @@ std::vector<Deadlock> deadlocks_in(const Timeline& timeline, const JobState& job
   return deadlocks;
 }
 
-// Ranks that entered a collective only after every other rank inside it
-// had stopped waiting (their state written, or they were ended): missing
-// while the others waited. A rank held by SIGSTOP and continued by
-// mpirun's SIGCONT just before its SIGTERM comes in this way. They are
-// taken out of `entered`; the others' waits are the hang.
-std::vector<HangEntry> take_late_entries(Hang& hang) {
-  std::vector<HangEntry> late;
-  if (hang.point_to_point || hang.entered.size() < 2) return late;
-  const auto others_left_by = [&](const HangEntry& entry) {
-    int64_t left_ns = INT64_MIN;
-    for (const HangEntry& other : hang.entered) {
-      if (other.rank != entry.rank) left_ns = std::max(left_ns, other.since_ns + other.waited_ns);
-    }
-    return left_ns;
+// Where every member entered a collective, the ranks that entered only
+// after all who came before them had written their state (after a wait of
+// some length: NCCL's kernels cut at their begin as the rank ends waited
+// none) were missing while those waited. A rank held by SIGSTOP and
+// continued by mpirun's SIGCONT just before its SIGTERM comes in this way;
+// so do several. They are taken out of `entered`; the earlier ranks' waits
+// are the hang. Where some member never entered, that member is the hang's
+// cause and the ranks that came late are left inside: a rank busy at the
+// dump that entered after it waited with the others all the same.
+std::vector<HangEntry> take_late_entries(Hang& hang, const Members& members) {
+  if (hang.point_to_point || !members.complete || hang.entered.size() < 2) return {};
+  const auto entered = [&](int32_t rank) {
+    return std::any_of(hang.entered.begin(), hang.entered.end(), [&](const HangEntry& h) { return h.rank == rank; });
   };
-  std::vector<HangEntry> kept;
-  for (const HangEntry& entry : hang.entered) (entry.since_ns >= others_left_by(entry) ? late : kept).push_back(entry);
-  if (kept.empty()) return {};  // waits of no length, all at one instant: none came later than another
-  hang.entered = std::move(kept);
-  return late;
+  if (!std::all_of(members.ranks.begin(), members.ranks.end(), entered)) return {};
+  std::vector<HangEntry> by_entry = hang.entered;
+  std::stable_sort(by_entry.begin(), by_entry.end(),
+                   [](const HangEntry& a, const HangEntry& b) { return a.since_ns < b.since_ns; });
+  int64_t earlier_written_ns = INT64_MIN;
+  bool earlier_waited = false;
+  for (size_t first_late = 1; first_late < by_entry.size(); ++first_late) {
+    const HangEntry& before = by_entry[first_late - 1];
+    earlier_written_ns = std::max(earlier_written_ns, before.since_ns + before.waited_ns);
+    earlier_waited |= before.waited_ns > 0;
+    if (!earlier_waited || by_entry[first_late].since_ns < earlier_written_ns) continue;
+    std::vector<HangEntry> late(by_entry.begin() + static_cast<std::ptrdiff_t>(first_late), by_entry.end());
+    std::erase_if(hang.entered, [&](const HangEntry& h) {
+      return std::any_of(late.begin(), late.end(), [&](const HangEntry& l) { return l.rank == h.rank; });
+    });
+    return late;
+  }
+  return {};
 }
 
 Hang hang_of(const Timeline& timeline, const Event& e) {
@@ -397,7 +409,7 @@ std::vector<Hang> find_hangs(const Timeline& timeline) {
       members.complete = hang.peer != kNoPeer;
     }
     hang.members_known = members.complete;
-    const std::vector<HangEntry> late = take_late_entries(hang);
+    const std::vector<HangEntry> late = take_late_entries(hang, members);
     int64_t written_ns = 0;
     for (const HangEntry& e : hang.entered) written_ns = std::max(written_ns, e.since_ns + e.waited_ns);
     for (const int32_t r : members.ranks) {

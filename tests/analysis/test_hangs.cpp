@@ -388,12 +388,51 @@ TEST_F(HangsTest, ARankThatEnteredOnlyAfterTheOthersLeftWasMissing) {
 TEST_F(HangsTest, ARankThatEnteredWhileAnotherWaitedIsInside) {
   write_rank(0, {allreduce(kWorld, 3, 100, 5000, true)}, false);
   write_rank(1, {allreduce(kWorld, 3, 4000, 5000, true)}, false);
+  write_rank(2, {allreduce(kWorld, 3, 4500, 5000, true)}, false);
+  const std::vector<Hang> found = hangs();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].entered.size(), 3u);
+  EXPECT_TRUE(found[0].missing_ranks.empty());
+}
+
+// Ranks 1 and 2 were both held while rank 0 waited and wrote its state at
+// 5000; both entered after it: both were missing.
+TEST_F(HangsTest, SeveralRanksThatEnteredAfterTheOthersLeftWereMissing) {
+  write_rank(0, {allreduce(kWorld, 3, 100, 5000, true)}, false);
+  write_rank(1, {allreduce(kWorld, 3, 9000, 9600, true)}, false);
+  write_rank(2, {allreduce(kWorld, 3, 9010, 9600, true)}, false);
+  const std::vector<Hang> found = hangs();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].missing_ranks, std::vector<int32_t>({1, 2}));
+  ASSERT_EQ(found[0].missing.size(), 2u);
+  EXPECT_EQ(found[0].missing[0].entered_at_ns, 9000);
+  EXPECT_EQ(found[0].missing[1].entered_at_ns, 9010);
+}
+
+// Rank 2 never came. Rank 1, busy at the dump, entered after rank 0 wrote
+// its state, and waited with it until the job ended: it is inside, and
+// rank 2 alone is missing.
+TEST_F(HangsTest, ARankThatNeverCameLeavesTheLateOnesInside) {
+  write_rank(0, {allreduce(kWorld, 3, 100, 5000, true)}, false);
+  write_rank(1, {allreduce(kWorld, 3, 6000, 9000, true)}, false);
   write_rank(2, {event(EventKind::kMpiCollective, kBarrier, 50, 90)}, false);
   const std::vector<Hang> found = hangs();
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].entered.size(), 2u);
   EXPECT_EQ(found[0].missing_ranks, std::vector<int32_t>({2}));
   EXPECT_EQ(found[0].missing[0].entered_at_ns, 0);
+}
+
+// Copies cut at their begin as the ranks ended waited no time: a later
+// begin is no later arrival after the others left.
+TEST_F(HangsTest, WaitsOfNoLengthTakeNoRankForLate) {
+  write_rank(0, {allreduce(kWorld, 3, 100, 100, true)}, false);
+  write_rank(1, {allreduce(kWorld, 3, 120, 120, true)}, false);
+  write_rank(2, {allreduce(kWorld, 3, 130, 130, true)}, false);
+  const std::vector<Hang> found = hangs();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].entered.size(), 3u);
+  EXPECT_TRUE(found[0].missing_ranks.empty());
 }
 
 TEST_F(HangsTest, AJobThatEndedWellHasNone) {
