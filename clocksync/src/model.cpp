@@ -7,6 +7,8 @@ namespace rankscope::clocksync {
 
 void OffsetEstimator::add(int64_t parent_send_ns, int64_t child_ns, int64_t parent_receive_ns) {
   ++count_;
+  first_send_ = std::min(first_send_, parent_send_ns);
+  last_receive_ = std::max(last_receive_, parent_receive_ns);
   low_ = std::max(low_, child_ns - parent_receive_ns);
   high_ = std::min(high_, child_ns - parent_send_ns);
   const int64_t rtt = parent_receive_ns - parent_send_ns;
@@ -22,6 +24,11 @@ int64_t OffsetEstimator::offset_ns() const {
   // Floor of the midpoint, so that bound_ns() (rounded up) covers both ends.
   const int64_t sum = low_ + high_;
   return sum >= 0 ? sum / 2 : -((-sum + 1) / 2);
+}
+
+int64_t OffsetEstimator::spread_ns() const {
+  if (count_ == 0) return 0;
+  return std::max(best_parent_mid_ - first_send_, last_receive_ - best_parent_mid_);
 }
 
 int64_t OffsetEstimator::bound_ns() const {

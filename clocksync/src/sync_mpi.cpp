@@ -227,12 +227,14 @@ void ClockSynchronizer::teach(int child, const std::optional<SyncPoint>& own) {
     // The parent's own offset was measured a little earlier; allow for drift
     // since. The reference's offset is 0 at every moment: nothing drifts, and
     // its later children (taught after its farther ones, tens of ms later on
-    // a busy machine) would be charged 1000 ppm of that for nothing.
+    // a busy machine) would be charged 1000 ppm of that for nothing. The
+    // pair's own offset may drift over its exchanges' spread.
     int rank = 0;
     MPI_Comm_rank(tree_, &rank);
     const bool reference = rank == 0;
     const double gap = reference ? 0 : std::fabs(static_cast<double>(estimator.parent_time_ns() - own->local_ns));
-    const auto drift_allowance = static_cast<int64_t>(std::ceil(gap * kMaxRelativeDriftPpm * 1e-6));
+    const double drifting = gap + static_cast<double>(estimator.spread_ns());
+    const auto drift_allowance = static_cast<int64_t>(std::ceil(drifting * kMaxRelativeDriftPpm * 1e-6));
     result = {round_, 1, estimator.child_time_ns(), estimator.offset_ns() + own->offset_ns,
               estimator.bound_ns() + own->bound_ns + drift_allowance};
   }

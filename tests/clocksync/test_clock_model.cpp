@@ -141,6 +141,26 @@ TEST(OffsetEstimator, AsymmetryBiasesByHalfAndStaysInsideTheBound) {
   EXPECT_LE(std::llabs(error), e.bound_ns());
 }
 
+// Exchanges spread over 30 ms on a loaded machine, the child's clock 400 ppm
+// fast: the intervals, each true when it was taken, intersect around an
+// offset that was never the offset at the fastest exchange's middle.
+TEST(OffsetEstimator, ExchangesSpreadInTimeNeedTheDriftOverTheirSpread) {
+  const Clock child(0, 400);
+  OffsetEstimator e;
+  const auto exchange = [&](int64_t send, int64_t rtt) {
+    e.add(send, child.from_raw(send + rtt / 2), send + rtt);
+  };
+  exchange(1'000'000'000, 40'000);   // the first, slow: [380, 420] µs
+  exchange(1'010'000'000, 300);      // the fastest, 10 ms later: 404 µs ± 150 ns
+  exchange(1'030'000'000, 15'900);   // 20 ms after, 412 µs ± 7.95 µs: cuts off 404
+  ASSERT_TRUE(e.consistent());
+  EXPECT_EQ(e.spread_ns(), 20'015'750);
+  const int64_t truth = child.from_raw(e.parent_time_ns()) - e.parent_time_ns();
+  EXPECT_GT(std::llabs(e.offset_ns() - truth), e.bound_ns()) << "the intersection alone held the truth";
+  const auto drift = static_cast<int64_t>(std::ceil(static_cast<double>(e.spread_ns()) * 400e-6));
+  EXPECT_LE(std::llabs(e.offset_ns() - truth), e.bound_ns() + drift);
+}
+
 TEST(OffsetEstimator, ClockStepMakesItInconsistentWithAWiderBound) {
   OffsetEstimator e;
   e.add(0, 1000, 200);      // offset in [800, 1000]

@@ -206,6 +206,12 @@ class OffsetEstimator {
   // The parent's clock at the middle of the fastest exchange, and the child's then.
   int64_t parent_time_ns() const { return best_parent_mid_; }
   int64_t child_time_ns() const { return best_parent_mid_ + best_offset_; }
+  // How far, on the parent's clock, the exchanges reach from the middle of
+  // the fastest one. The bound holds for an offset that stays put while they
+  // run; one that drifts moves by up to its drift times this, which a caller
+  // that allows for drift adds (exchanges on a loaded machine spread over
+  // tens of milliseconds, 10 µs of a 400 ppm drift).
+  int64_t spread_ns() const;
 
  private:
   int count_ = 0;
@@ -214,6 +220,8 @@ class OffsetEstimator {
   int64_t min_rtt_ = INT64_MAX;
   int64_t best_offset_ = 0;  // of the fastest exchange, by its midpoint
   int64_t best_parent_mid_ = 0;
+  int64_t first_send_ = INT64_MAX;
+  int64_t last_receive_ = INT64_MIN;
 };
 
 using rankscope::SyncPoint;
