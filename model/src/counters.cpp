@@ -174,6 +174,9 @@ constexpr Definition kRegistry[] = {
     {kCostFlusherCpuNs, "capture cost: the CPU time of the agent's writer thread, in ns"},
     {kCostEventPs, "capture cost: one recorded call, calibrated in the process, in ps"},
     {kCostPollPs, "capture cost: one poll that is only counted, calibrated in the process, in ps"},
+    {kCostPollUnresolved,
+     "capture cost: the calibration could not tell a counted poll's cost from MPI's own call on this machine "
+     "(ranks outnumbering cores, mostly): the counted polls' part of the cost is not known"},
     {kCostBufferBytes, "capture cost: event buffer memory the agent used, in bytes"},
     {kCostPythonHookNs, "capture cost: the time the Python hook spent in its own code on the program's threads, in ns"},
     {kProcessPeakRssBytes, "the process's peak resident memory, in bytes (ru_maxrss)"},

@@ -42,14 +42,14 @@ void claim_poll_counts(PollThread& thread) {
 // median of the pairs' differences counts: a batch an interrupt, a cache
 // refill or a costly sched_yield slowed moves one pair, not the figure.
 // The few nanoseconds the wrapper adds are at the edge of what a pair
-// resolves, so a median at or below zero is taken as zero: too little to
-// tell from MPI's own call. The thread's poll state and counts are put
-// back after.
-uint64_t calibrate_poll_cost_ps(MPI_Comm comm) {
+// resolves, so a median at or below zero is none: too little to tell from
+// MPI's own call, not a cost of zero. The thread's poll state and counts
+// are put back after.
+std::optional<uint64_t> calibrate_poll_cost_ps(MPI_Comm comm) {
   constexpr int kPairs = 31, kRounds = 256, kTagNoneSends = 31999;
   PollThread& thread = t_poll;
   if (!thread.counts) claim_poll_counts(thread);
-  if (thread.shared || !capturing()) return 0;
+  if (thread.shared || !capturing()) return std::nullopt;
   const PollThread before = thread;
   const uint64_t unrecorded = thread.counts->unrecorded.load(std::memory_order_relaxed);
   int found = 0;
@@ -71,7 +71,9 @@ uint64_t calibrate_poll_cost_ps(MPI_Comm comm) {
   thread = before;
   thread.counts->unrecorded.store(unrecorded, std::memory_order_relaxed);
   std::nth_element(differences.begin(), differences.begin() + kPairs / 2, differences.end());
-  return static_cast<uint64_t>(std::max<int64_t>(differences[kPairs / 2], 0)) * 1000 / kRounds;
+  const int64_t median = differences[kPairs / 2];
+  if (median <= 0) return std::nullopt;
+  return static_cast<uint64_t>(median) * 1000 / kRounds;
 }
 
 // Out of line: the wrappers inline polling_to_show, and a thread that spins

@@ -29,6 +29,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "id_table.h"
@@ -599,7 +600,8 @@ inline void record_poll(Call call, const PollTimer& poll) {
   rankscope_agent_record(&e);
 }
 
-uint64_t calibrate_poll_cost_ps(MPI_Comm comm);
+// None where the pairs of batches could not tell it from MPI's own call.
+std::optional<uint64_t> calibrate_poll_cost_ps(MPI_Comm comm);
 
 struct PollTotals {
   uint64_t unrecorded = 0;

@@ -514,6 +514,43 @@ TEST_F(ProfileTest, EventsTheCaptureLostAreSaidAboveTheFigures) {
             std::string::npos);
 }
 
+// Capture cost of a poll-heavy rank each way: rank 0's calibration gave a
+// poll's cost, rank 1's could not tell it from MPI's own call. Rank 1's
+// polls are then n/a with why, never counted at nothing.
+TEST_F(ProfileTest, PollsWhoseCostWasNotCalibratedAreNotMeasured) {
+  if (process_ == 0) {
+    for (int32_t rank : {0, 1}) {
+      Counters cost;
+      cost.set(counter::kCostCaptureNs, 1'000'000'000);
+      cost.set(counter::kCostEventPs, 50'000);
+      cost.set(counter::kMpiPollsUnrecorded, 2'000'000);
+      if (rank == 0) cost.set(counter::kCostPollPs, 12'500);
+      else cost.set(counter::kCostPollUnresolved, 1);
+      write_rank(rank, {collective(kAllreduce, 0, 100, 300, kThreadTrack)}, cost);
+    }
+  }
+  const Report report = make_report(Timeline(merged()));
+  ASSERT_EQ(report.capture_cost.size(), 2u);
+  const CaptureCost& calibrated = report.capture_cost[0];
+  EXPECT_EQ(calibrated.events_ns, 50) << "one allreduce at 50 ns";
+  EXPECT_EQ(calibrated.polls_ns, 25'000'000) << "2 M polls at 12.5 ns";
+  EXPECT_TRUE(calibrated.polls_unmeasured.empty());
+  EXPECT_EQ(calibrated.total_ns(), 25'000'050);
+  const CaptureCost& unresolved = report.capture_cost[1];
+  EXPECT_EQ(unresolved.polls_counted, 2'000'000u);
+  EXPECT_NE(unresolved.polls_unmeasured.find("could not tell a poll's cost"), std::string::npos);
+  EXPECT_EQ(unresolved.total_ns(), 50) << "the total leaves the unknown polls out";
+  const std::string json = report_json(report);
+  EXPECT_NE(json.find(R"("polls_counted":2000000,"polls_ns":25000000,)"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("polls_counted":2000000,"polls_ns":null,"polls_ns_reason":"the calibration)"),
+            std::string::npos)
+      << json;
+  const std::string text = report_text(report);
+  EXPECT_NE(text.find("1 calls ~50 ns, 2000000 polls counted ~25 ms;"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 calls ~50 ns, 2000000 polls counted n/a (the calibration"), std::string::npos) << text;
+  EXPECT_NE(report_html(report).find("2000000 × n/a <span class=\"note\">(the calibration"), std::string::npos);
+}
+
 TEST_F(ProfileTest, AJobWithNoLossSaysNothingOfIt) {
   const JobProfile job = one_allreduce_each(0);
   const Report report = make_report(Timeline(job.path));

@@ -866,6 +866,13 @@ void write_process_section(const Report& report, std::string& out) {
 
 // ---------------------------------------------------------- capture cost ---
 
+std::string polls_cell(const CaptureCost& c) {
+  if (c.polls_counted == 0) return "0";
+  const std::string count = std::to_string(c.polls_counted) + " × ";
+  if (c.polls_unmeasured.empty()) return count + "≈ " + format_duration(c.polls_ns);
+  return count + "n/a <span class=\"note\">(" + escape(c.polls_unmeasured) + ")</span>";
+}
+
 void write_capture_cost_section(const Report& report, std::string& out) {
   if (report.capture_cost.empty()) return;  // imported traces: no agent measured anything
   out += "<section id=\"cost-section\">\n<h2>What profiling cost</h2>\n";
@@ -874,7 +881,8 @@ void write_capture_cost_section(const Report& report, std::string& out) {
          "<th class=\"num\">rank</th><th class=\"num\">total</th><th class=\"num\">share of the run</th>"
          "<th class=\"num\">agent start</th><th class=\"num\">MPI_Init</th><th class=\"num\">MPI_Finalize</th>"
          "<th class=\"num\">last flush</th><th class=\"num\">writer thread CPU</th>"
-         "<th class=\"num\">recorded calls (estimated)</th><th class=\"num\">Python hook</th>"
+         "<th class=\"num\">recorded calls (estimated)</th><th class=\"num\">counted polls (estimated)</th>"
+         "<th class=\"num\">Python hook</th>"
          "<th class=\"num\">buffer memory</th></tr></thead>\n<tbody>\n";
   for (const CaptureCost& c : report.capture_cost) {
     out += "<tr><td class=\"num\">" + std::to_string(c.rank) + "</td><td class=\"num\">" +
@@ -883,13 +891,15 @@ void write_capture_cost_section(const Report& report, std::string& out) {
            format_duration(c.mpi_init_ns) + "</td><td class=\"num\">" + format_duration(c.mpi_finalize_ns) +
            "</td><td class=\"num\">" + format_duration(c.finish_ns) + "</td><td class=\"num\">" +
            format_duration(c.flusher_cpu_ns) + "</td><td class=\"num\">" + std::to_string(c.host_events) + " × " +
-           "≈ " + format_duration(c.events_ns) + "</td><td class=\"num\">" + format_duration(c.python_hook_ns) +
+           "≈ " + format_duration(c.events_ns) + "</td><td class=\"num\">" + polls_cell(c) +
+           "</td><td class=\"num\">" + format_duration(c.python_hook_ns) +
            "</td><td class=\"num\">" + format_bytes(static_cast<double>(c.buffer_bytes)) + "</td></tr>\n";
   }
   out += "</tbody></table></div>\n</details>\n<p class=\"caption\">Time the rank's process spent on capture "
          "rather than on the application: measured for start-up, MPI_Init, MPI_Finalize and the agent's writer "
-         "thread; estimated for the recorded calls (their number times the cost of one, calibrated on the rank's "
-         "machine); measured for the Python hook's own code.</p>\n</section>\n";
+         "thread; estimated for the recorded calls and the polls only counted (their number times the cost of one, "
+         "calibrated on the rank's machine; n/a where the calibration could not tell a poll from MPI's own call, "
+         "and the total then leaves the polls out); measured for the Python hook's own code.</p>\n</section>\n";
 }
 
 }  // namespace

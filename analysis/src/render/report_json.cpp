@@ -393,7 +393,8 @@ std::string report_json(const Report& report) {
     json.key("start_ns").value(c.start_ns).key("mpi_init_ns").value(c.mpi_init_ns);
     json.key("mpi_finalize_ns").value(c.mpi_finalize_ns).key("finish_ns").value(c.finish_ns);
     json.key("flusher_cpu_ns").value(c.flusher_cpu_ns).key("host_events").value(c.host_events);
-    json.key("events_ns").value(c.events_ns).key("buffer_bytes").value(c.buffer_bytes);
+    json.key("events_ns").value(c.events_ns).key("polls_counted").value(c.polls_counted);
+    json.figure("polls_ns", c.polls_ns, c.polls_unmeasured).key("buffer_bytes").value(c.buffer_bytes);
     json.key("python_hook_ns").value(c.python_hook_ns).end_object();
   }
   json.end_array();

@@ -278,14 +278,19 @@ std::string report_text(const Report& report) {
       }
       const std::string hook =
           c.python_hook_ns > 0 ? "; Python hook " + format_duration(c.python_hook_ns) + " (measured)" : "";
+      std::string polls;
+      if (c.polls_counted > 0)
+        polls = ", " + std::to_string(c.polls_counted) + " polls counted " +
+                (c.polls_unmeasured.empty() ? "~" + format_duration(c.polls_ns) : "n/a (" + c.polls_unmeasured + ")");
       std::snprintf(line, sizeof(line),
                     "  rank %-5d %s of %s (%.2f %%): start %s, MPI_Init %s, MPI_Finalize %s, last flush %s, "
-                    "writer thread %s CPU, %llu calls ~%s; buffers %s%s\n",
+                    "writer thread %s CPU, %llu calls ~%s%s; buffers %s%s\n",
                     c.rank, format_duration(c.total_ns()).c_str(), format_duration(c.capture_ns).c_str(), c.share_pct(),
                     format_duration(c.start_ns).c_str(), format_duration(c.mpi_init_ns).c_str(),
                     format_duration(c.mpi_finalize_ns).c_str(), format_duration(c.finish_ns).c_str(),
                     format_duration(c.flusher_cpu_ns).c_str(), static_cast<unsigned long long>(c.host_events),
-                    format_duration(c.events_ns).c_str(), format_bytes(c.buffer_bytes).c_str(), hook.c_str());
+                    format_duration(c.events_ns).c_str(), polls.c_str(), format_bytes(c.buffer_bytes).c_str(),
+                    hook.c_str());
       out += line;
     }
   }

@@ -123,6 +123,9 @@ inline constexpr std::string_view kCostFinishNs = "agent_cost_finish_ns";
 inline constexpr std::string_view kCostFlusherCpuNs = "agent_cost_flusher_cpu_ns";
 inline constexpr std::string_view kCostEventPs = "agent_cost_event_ps";
 inline constexpr std::string_view kCostPollPs = "agent_cost_poll_ps";
+// 1 where the calibration could not tell a poll's cost from MPI's own call:
+// kCostPollPs is then 0, and the counted polls' share is not known.
+inline constexpr std::string_view kCostPollUnresolved = "agent_cost_poll_unresolved";
 inline constexpr std::string_view kCostBufferBytes = "agent_cost_buffer_bytes";
 inline constexpr std::string_view kCostPythonHookNs = "agent_cost_python_hook_ns";
 
