@@ -125,6 +125,46 @@ TEST(ReportText, CaptureCostListsEightRanksThenTheLargestShare) {
   EXPECT_NE(text.find("  ... 4 more ranks; the largest share is rank 10's, 2.60 %\n"), std::string::npos) << text;
 }
 
+// A step of a hundred thousand kernels has as many segments on its path:
+// written whole they were 60 MB of JSON. Beyond 10,000, touching
+// stretches of one rank and category are one entry, named by its longest
+// part, with how many parts it joined; a short path stays whole.
+TEST(ReportJson, ALongPathIsWrittenAsJoinedStretches) {
+  Report report = test::sample_report(2, 4);
+  report.ends.resize(report.profile.ranks.size());
+  const auto step_with = [](int kernels_per_rank) {
+    analysis::StepPath step;
+    step.which = "median";
+    int64_t t = 1'000'000;
+    const auto add = [&](int32_t rank, analysis::PathCategory category, uint32_t name, int64_t ns) {
+      step.segments.push_back({rank, t - ns, t, category, name});  // latest first
+      t -= ns;
+    };
+    for (int i = 0; i < kernels_per_rank; ++i) add(0, analysis::PathCategory::kCompute, i == 7 ? 0 : 1, i == 7 ? 40 : 20);
+    add(0, analysis::PathCategory::kCommunicationTransfer, 1, 500);
+    for (int i = 0; i < kernels_per_rank; ++i) add(1, analysis::PathCategory::kCompute, 1, 20);
+    step.begin_ns = t;
+    step.end_ns = 1'000'000;
+    return step;
+  };
+  report.critical_path.steps = {step_with(6'000)};
+  std::string json = report_json(report);
+  EXPECT_NE(json.find(R"("segments_joined":true,"segments":[{"rank":0,"begin_ns":879980,"end_ns":1000000,)"
+                      R"("category":"compute","name":"ampere_sgemm_128x64_tn <\"escaped\">","parts":6000},)"
+                      R"({"rank":0,"begin_ns":879480,"end_ns":879980,"category":"communication transfer",)"
+                      R"("name":"vectorized_elementwise_kernel","parts":1},)"
+                      R"({"rank":1,"begin_ns":759480,"end_ns":879480,"category":"compute",)"
+                      R"("name":"vectorized_elementwise_kernel","parts":6000}]})"),
+            std::string::npos)
+      << json.substr(json.find("\"steps\":[{"), 600);
+  report.critical_path.steps = {step_with(3)};
+  json = report_json(report);
+  EXPECT_NE(json.find(R"("segments_joined":false,"segments":[{"rank":0,"begin_ns":999980,"end_ns":1000000,)"
+                      R"("category":"compute","name":"vectorized_elementwise_kernel"},)"),
+            std::string::npos)
+      << json.substr(json.find("\"steps\":[{"), 600);
+}
+
 TEST(ReportHtml, EscapesEverythingFromTheTimeline) {
   Report report = test::sample_report(4, 10);
   report.profile.path = "/tmp/<script>alert(1)</script>.h5";

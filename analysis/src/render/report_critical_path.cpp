@@ -13,6 +13,35 @@ std::string name_of(const JobProfile& job, uint32_t name_id) {
   return name_id < job.strings->size() ? (*job.strings)[name_id] : "(outside any range)";
 }
 
+// Touching stretches of one rank and category, as one: a path of thousands
+// of short calls or kernels stays a page of a few hundred shapes, and its
+// JSON megabytes, not tens of them.
+struct JoinedStretch {
+  size_t first = 0, last = 0;  // in the step's segments, latest first
+  size_t longest = 0;          // the part that took the longest
+  size_t parts() const { return last - first + 1; }
+};
+
+std::vector<JoinedStretch> joined_stretches(const StepPath& step) {
+  std::vector<JoinedStretch> joined;
+  const std::vector<PathSegment>& segments = step.segments;
+  for (size_t first = 0; first < segments.size();) {
+    JoinedStretch stretch{first, first, first};
+    while (stretch.last + 1 < segments.size() && segments[stretch.last + 1].rank == segments[first].rank &&
+           segments[stretch.last + 1].category == segments[first].category &&
+           segments[stretch.last + 1].end_ns == segments[stretch.last].begin_ns) {
+      ++stretch.last;
+      if (segments[stretch.last].ns() > segments[stretch.longest].ns()) stretch.longest = stretch.last;
+    }
+    joined.push_back(stretch);
+    first = stretch.last + 1;
+  }
+  return joined;
+}
+
+// A step's path in JSON whole up to this many segments; beyond, as joined stretches.
+constexpr size_t kJsonSegmentsWhole = 10'000;
+
 // The CSS class of a category's stretches (report_html.cpp's style).
 std::string category_class(PathCategory category) { return "p" + std::to_string(static_cast<int>(category)); }
 
@@ -40,24 +69,16 @@ void write_step_strips(const Report& report, const StepPath& step, size_t index,
       write_rect(out, x_of(t.begin_ns), y + 3, std::max(x_of(t.end_ns) - x_of(t.begin_ns), 0.5), row - 6, "p-span");
     }
   }
-  // Touching stretches of one rank and category are drawn as one: a path
-  // of thousands of short calls stays a page of a few hundred shapes.
   out += "<g shape-rendering=\"crispEdges\">\n";
-  for (size_t first = 0; first < step.segments.size();) {
-    const PathSegment& s = step.segments[first];
-    size_t last = first;
-    while (last + 1 < step.segments.size() && step.segments[last + 1].rank == s.rank &&
-           step.segments[last + 1].category == s.category && step.segments[last + 1].end_ns == step.segments[last].begin_ns) {
-      ++last;
-    }
-    const int64_t begin = step.segments[last].begin_ns;
+  for (const JoinedStretch& stretch : joined_stretches(step)) {
+    const PathSegment& s = step.segments[stretch.first];
+    const int64_t begin = step.segments[stretch.last].begin_ns;
     const size_t i = static_cast<size_t>(std::lower_bound(ranks.begin(), ranks.end(), s.rank) - ranks.begin());
     const double y = top + row * static_cast<double>(i);
-    const std::string what = last == first ? name_of(job, s.name_id) : std::to_string(last - first + 1) + " stretches";
+    const std::string what = stretch.parts() == 1 ? name_of(job, s.name_id) : std::to_string(stretch.parts()) + " stretches";
     write_rect(out, x_of(begin), y + 1, std::max(x_of(s.end_ns) - x_of(begin), 0.5), row - 2, category_class(s.category),
                escape(what + " (" + std::string(path_category_name(s.category)) + "), " +
                       format_duration(static_cast<double>(s.end_ns - begin))));
-    first = last + 1;
   }
   out += "</g>\n";
   const double axis_y = top + row * static_cast<double>(ranks.size()) + 4;
@@ -191,11 +212,22 @@ void write_critical_path_json(JsonWriter& json, const Report& report) {
       json.begin_object().key("from_rank").value(edge.from_rank).key("to_rank").value(edge.to_rank);
       json.key("apart_ns").value(edge.apart_ns).key("bound_ns").value(edge.bound_ns).end_object();
     }
-    json.end_array().key("segments").begin_array();
-    for (const PathSegment& s : step.segments) {
-      json.begin_object().key("rank").value(s.rank).key("begin_ns").value(s.begin_ns).key("end_ns").value(s.end_ns);
-      json.key("category").value(path_category_name(s.category)).key("name").value(name_of(report.profile, s.name_id));
+    const bool joined = step.segments.size() > kJsonSegmentsWhole;
+    json.end_array().key("segments_joined").value(joined).key("segments").begin_array();
+    const auto write_segment = [&](const PathSegment& last, const PathSegment& first, const PathSegment& named,
+                                   size_t parts) {
+      json.begin_object().key("rank").value(first.rank).key("begin_ns").value(last.begin_ns).key("end_ns").value(first.end_ns);
+      json.key("category").value(path_category_name(first.category)).key("name").value(name_of(report.profile, named.name_id));
+      if (joined) json.key("parts").value(static_cast<uint64_t>(parts));
       json.end_object();
+    };
+    if (joined) {
+      for (const JoinedStretch& stretch : joined_stretches(step)) {
+        write_segment(step.segments[stretch.last], step.segments[stretch.first], step.segments[stretch.longest],
+                      stretch.parts());
+      }
+    } else {
+      for (const PathSegment& s : step.segments) write_segment(s, s, s, 1);
     }
     json.end_array().end_object();
   }
