@@ -20,9 +20,10 @@ elif [ "${1:-}" = --tests ]; then
   # MPI (MPICH's, refused by name), the browser that renders the HTML
   # report, the bundle's test (tests/scripts/test_bundle.sh), the test
   # hosts' network (ip, tc), and OTF2's reader and Python bindings, which
-  # check export --otf2's archives. MPICH's alternatives rank below Open MPI's, so
-  # mpirun and mpicc stay Open MPI's.
-  packages+=(python3-mpi4py netpipe-openmpi mpich netpipe-mpich2 chromium "${bundle_packages[@]}"
+  # check export --otf2's archives, and ccache, which hands the second of
+  # scripts/test.sh's two builds the first's objects. MPICH's alternatives
+  # rank below Open MPI's, so mpirun and mpicc stay Open MPI's.
+  packages+=(ccache python3-mpi4py netpipe-openmpi mpich netpipe-mpich2 chromium "${bundle_packages[@]}"
              gfortran libhdf5-dev python3-venv lammps meep-openmpi iproute2 otf2-tools python3-otf2)
 fi
 missing=()
