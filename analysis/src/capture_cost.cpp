@@ -43,7 +43,9 @@ std::vector<CaptureCost> capture_cost(const Timeline& timeline) {
     cost.polls_counted = c.get(counter::kMpiPollsUnrecorded);
     cost.events_ns = as_ns(host_events * c.get(counter::kCostEventPs) / 1000);
     cost.polls_ns = as_ns(cost.polls_counted * c.get(counter::kCostPollPs) / 1000);
-    if (cost.polls_counted > 0 && c.get(counter::kCostPollUnresolved) != 0)
+    // No cost calibrated: agent_cost_poll_unresolved says so (agents before
+    // it wrote the cost as 0, and none writes 0 now).
+    if (cost.polls_counted > 0 && c.get(counter::kCostPollPs) == 0)
       cost.polls_unmeasured = "the calibration in MPI_Init could not tell a poll's cost from MPI's own call on this "
                               "machine (ranks outnumbering cores, mostly); the total leaves these polls out";
     cost.buffer_bytes = c.get(counter::kCostBufferBytes);

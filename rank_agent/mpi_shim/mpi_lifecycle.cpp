@@ -136,10 +136,12 @@ void start_after_init(Call call, int64_t call_began) {
     g_rounds_running = start_clock_rounds(g_agent_comm, measure_clock);
   }
   g_started_at = now();
-  if (const std::optional<uint64_t> poll_ps = calibrate_poll_cost_ps(g_agent_comm))
-    rankscope_agent_add_counter(counter::kCostPollPs.data(), *poll_ps);
-  else
-    rankscope_agent_add_counter(counter::kCostPollUnresolved.data(), 1);
+  if (capturing()) {  // else no poll is counted, and none needs a cost
+    if (const std::optional<uint64_t> poll_ps = calibrate_poll_cost_ps(g_agent_comm))
+      rankscope_agent_add_counter(counter::kCostPollPs.data(), *poll_ps);
+    else
+      rankscope_agent_add_counter(counter::kCostPollUnresolved.data(), 1);
+  }
   record_call(call, call_began);
   add_cost(counter::kCostMpiInitNs, own_work);
 }

@@ -524,6 +524,8 @@ TEST_F(ProfileTest, PollsWhoseCostWasNotCalibratedAreNotMeasured) {
       cost.set(counter::kCostCaptureNs, 1'000'000'000);
       cost.set(counter::kCostEventPs, 50'000);
       cost.set(counter::kMpiPollsUnrecorded, 2'000'000);
+      // Rank 1's agent wrote no cost: the counter says so, or, from agents
+      // before it, a cost of 0.
       if (rank == 0) cost.set(counter::kCostPollPs, 12'500);
       else cost.set(counter::kCostPollUnresolved, 1);
       write_rank(rank, {collective(kAllreduce, 0, 100, 300, kThreadTrack)}, cost);
