@@ -214,20 +214,18 @@ void write_critical_path_json(JsonWriter& json, const Report& report) {
     }
     const bool joined = step.segments.size() > kJsonSegmentsWhole;
     json.end_array().key("segments_joined").value(joined).key("segments").begin_array();
-    const auto write_segment = [&](const PathSegment& last, const PathSegment& first, const PathSegment& named,
-                                   size_t parts) {
-      json.begin_object().key("rank").value(first.rank).key("begin_ns").value(last.begin_ns).key("end_ns").value(first.end_ns);
-      json.key("category").value(path_category_name(first.category)).key("name").value(name_of(report.profile, named.name_id));
-      if (joined) json.key("parts").value(static_cast<uint64_t>(parts));
+    const auto write_stretch = [&](const JoinedStretch& stretch) {
+      const PathSegment& latest = step.segments[stretch.first];
+      json.begin_object().key("rank").value(latest.rank).key("begin_ns").value(step.segments[stretch.last].begin_ns);
+      json.key("end_ns").value(latest.end_ns).key("category").value(path_category_name(latest.category));
+      json.key("name").value(name_of(report.profile, step.segments[stretch.longest].name_id));
+      if (joined) json.key("parts").value(static_cast<uint64_t>(stretch.parts()));
       json.end_object();
     };
     if (joined) {
-      for (const JoinedStretch& stretch : joined_stretches(step)) {
-        write_segment(step.segments[stretch.last], step.segments[stretch.first], step.segments[stretch.longest],
-                      stretch.parts());
-      }
+      for (const JoinedStretch& stretch : joined_stretches(step)) write_stretch(stretch);
     } else {
-      for (const PathSegment& s : step.segments) write_segment(s, s, s, 1);
+      for (size_t i = 0; i < step.segments.size(); ++i) write_stretch({i, i, i});
     }
     json.end_array().end_object();
   }
