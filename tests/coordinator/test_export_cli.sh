@@ -5,11 +5,12 @@
 # checker (check_perfetto.py for Perfetto, check_chrome_json.py for JSON):
 # zero errors, and the checker's counts of processes, tracks, slices,
 # instants, counter samples and flows equal what the exporter says it wrote.
-# With a DDP_SIM, also a real profile of it (mpiexec, 4 ranks) and its steps.
+# With a DDP_SIM, also a real profile of it (mpiexec, 4 ranks) and its steps,
+# and the critical path of a real pipeline (PIPELINE_STAGES, 4 stages).
 # Usage: test_export_cli.sh RANKSCOPE MAKE_EXPORT_FIXTURE MAKE_SYNTHETIC_SHARDS PYTHON CHECK_PERFETTO CHECK_JSON
-#                           [DDP_SIM MPIEXEC]
+#                           [DDP_SIM MPIEXEC PIPELINE_STAGES]
 set -euo pipefail
-rankscope=$1 make_fixture=$2 make_shards=$3 python=$4 check_perfetto=$5 check_json=$6 ddp_sim=${7:-} mpiexec=${8:-}
+rankscope=$1 make_fixture=$2 make_shards=$3 python=$4 check_perfetto=$5 check_json=$6 ddp_sim=${7:-} mpiexec=${8:-} pipeline=${9:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -129,13 +130,16 @@ if [ -n "$ddp_sim" ]; then
   # --critical-path: the report's path, stretch for stretch, on a track of
   # each rank it crosses, a flow at each hop between ranks; with part of
   # the ranks, flows only where both ends are written (the checkers warn of
-  # a flow on one event).
-  (cd "$work" && "$mpiexec" -n 4 "$rankscope" run -o "$work/slow.h5" -- \
-    "$ddp_sim" --steps 4 --layers 8 --slow-rank 2 --slowdown 3 >/dev/null)
-  "$rankscope" report "$work/slow.h5" --format json -o "$work/slow-report.json" 2>/dev/null
-  export_and_check "$work/slow.h5" path --critical-path
-  export_and_check "$work/slow.h5" path_part --critical-path --ranks 0,2
-  "$python" - "$work/slow-report.json" "$work/path.json" "$work/path.out" "$work/path_part.json" <<'PY'
+  # a flow on one event). A pipeline's path crosses ranks in every step,
+  # whatever the load: stage 0 waits for its first gradient to come back
+  # through the others, and every other stage for its first input. (A DDP
+  # step's path may stay on one rank: on the rank that ends the step last,
+  # where that is the rank all others waited for.)
+  (cd "$work" && "$mpiexec" -n 4 "$rankscope" run -o "$work/pipeline.h5" -- "$pipeline" 4 4 1000 -1 1 8 >/dev/null)
+  "$rankscope" report "$work/pipeline.h5" --format json -o "$work/pipeline-report.json" 2>/dev/null
+  export_and_check "$work/pipeline.h5" path --critical-path
+  export_and_check "$work/pipeline.h5" path_part --critical-path --ranks 0,2
+  "$python" - "$work/pipeline-report.json" "$work/path.json" "$work/path.out" "$work/path_part.json" <<'PY'
 import json, re, sys
 from decimal import Decimal
 report = json.load(open(sys.argv[1]))["critical_path"]
@@ -144,7 +148,7 @@ trace = json.load(open(sys.argv[2]), parse_float=Decimal)["traceEvents"]
 out = open(sys.argv[3]).read()
 segments = [seg for step in report["steps"] for seg in step["segments"]]
 hops = sum(step["hops"] for step in report["steps"])
-assert hops > 0, "a slow rank's path crosses ranks"
+assert all(step["hops"] > 0 for step in report["steps"]), "a pipeline's path crosses ranks in every step"
 names = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace if e["ph"] == "M" and e["name"] == "thread_name"}
 drawn = [e for e in trace if e["ph"] == "X" and e.get("cat") == "critical path"]
 assert all(names[(e["pid"], e["tid"])] == "critical path" for e in drawn), "stretches off the path's tracks"
@@ -165,7 +169,7 @@ part = json.load(open(sys.argv[4]), parse_float=Decimal)["traceEvents"]
 assert {e["pid"] for e in part if e.get("cat") == "critical path"} <= {1, 3}
 print(f"critical path: {len(drawn)} stretches, {hops} hops, {path_ns} ns, as the report")
 PY
-  "$rankscope" export "$work/slow.h5" --kineto "$work/k" --critical-path >/dev/null 2>"$work/cp.err" &&
+  "$rankscope" export "$work/pipeline.h5" --kineto "$work/k" --critical-path >/dev/null 2>"$work/cp.err" &&
     fail "--critical-path without a Perfetto or Chrome output was taken"
   grep -q -- "--critical-path is drawn in --perfetto and --chrome outputs" "$work/cp.err" ||
     fail "--critical-path alone: $(cat "$work/cp.err")"
