@@ -147,7 +147,8 @@ bool device_wide(const Track& track) {
   return track.os_id == UINT64_MAX || track.os_id == 0xFFFFFFFFu;
 }
 
-HtaFigures rank_figures(const Timeline& timeline, const RankInfo& rank, const std::vector<bool>& launch_named) {
+HtaFigures rank_figures(const Timeline& timeline, const RankInfo& rank, const RankProfile& profile,
+                        const std::vector<bool>& launch_named) {
   std::vector<int> stream_of;  // track id -> index into streams, -1 for no stream
   std::vector<HtaStreamIdle> streams;
   for (const Track& t : rank.tracks) {
@@ -157,18 +158,9 @@ HtaFigures rank_figures(const Timeline& timeline, const RankInfo& rank, const st
     streams.push_back({static_cast<int64_t>(t.os_id), 0, 0, 0});
   }
   // HTA's window: with two or more ProfilerStep markers, only the GPU work
-  // launched before the last one starts.
-  int steps = 0;
-  int64_t last_step_begin = INT64_MIN;
-  timeline.for_each_event_block(rank.rank, [&](const std::vector<Event>& events) {
-    for (const Event& e : events) {
-      if (e.kind == EventKind::kNvtxRange && starts_with(timeline.string(e.name_id), "ProfilerStep#")) {
-        ++steps;
-        last_step_begin = std::max(last_step_begin, e.begin_ns);
-      }
-    }
-  });
-  const bool windowed = steps >= 2;
+  // launched before the last one starts. The profile's first pass counted them.
+  const bool windowed = profile.profiler_step_ranges >= 2;
+  const int64_t last_step_begin = profile.last_profiler_step_begin_ns;
   // HTA rounds each rank's own timestamps, before any clock correction: back
   // on the rank's clock, rounding gives what HTA's does.
   const int64_t to_local = (rank.clock.synced ? rank.clock.offset_ns : 0) - rank.clock.repair_shift_ns;
@@ -267,7 +259,7 @@ double hta_microseconds(int64_t ns) {
   return whole + static_cast<double>(steps) * step;
 }
 
-std::vector<std::optional<HtaFigures>> hta_figures(const Timeline& timeline) {
+std::vector<std::optional<HtaFigures>> hta_figures(const Timeline& timeline, const JobProfile& job) {
   std::vector<std::optional<HtaFigures>> out;
   std::vector<bool> launch_named;  // HTA's launch statistics join these calls only
   for (const std::string& name : timeline.strings()) {
@@ -278,7 +270,7 @@ std::vector<std::optional<HtaFigures>> hta_figures(const Timeline& timeline) {
   const std::vector<RankInfo>& ranks = timeline.ranks();
   out.resize(ranks.size());
   for_each_index(ranks.size(), usable_cpus(), [&](size_t r) {
-    if (ranks[r].status != RankStatus::kMissing) out[r] = rank_figures(timeline, ranks[r], launch_named);
+    if (ranks[r].status != RankStatus::kMissing) out[r] = rank_figures(timeline, ranks[r], job.ranks[r], launch_named);
   });
   return out;
 }

@@ -136,7 +136,10 @@ class FirstPass {
   FirstPass(const Timeline& timeline, JobProfile& job, const WorkShare& share, const RankDeal& deal)
       : timeline_(timeline), job_(job), share_(share), deal_(deal) {
     // Names are few and events many: each name is looked at once.
-    for (const std::string& name : timeline.strings()) step_of_name_.push_back(step_number(name));
+    for (const std::string& name : timeline.strings()) {
+      step_of_name_.push_back(step_number(name));
+      profiler_step_name_.push_back(name.starts_with("ProfilerStep#"));
+    }
   }
 
   void run() {
@@ -235,6 +238,8 @@ class FirstPass {
     uint64_t events = 0;
     bool gpu = false;
     int32_t step_track = -1;
+    uint64_t profiler_step_ranges = 0;
+    int64_t last_profiler_step_begin_ns = kUnknown;
     std::vector<std::pair<uint64_t, StepTimes>> steps;
     std::vector<Sighting> sightings;  // in the rank's time order
   };
@@ -290,6 +295,8 @@ class FirstPass {
     bytes.field(read.events);
     bytes.field(read.gpu);
     bytes.field(read.step_track);
+    bytes.field(read.profiler_step_ranges);
+    bytes.field(read.last_profiler_step_begin_ns);
     bytes.field(read.steps);
     bytes.field(read.sightings);
   }
@@ -306,6 +313,10 @@ class FirstPass {
   void read(const Event& e, const std::vector<TrackType>& tracks, RankRead& out) const {
     out.gpu |= is_gpu_kind(e.kind);
     if (e.kind == EventKind::kNvtxRange) {
+      if (e.name_id < profiler_step_name_.size() && profiler_step_name_[e.name_id]) {
+        ++out.profiler_step_ranges;
+        out.last_profiler_step_begin_ns = std::max(out.last_profiler_step_begin_ns, e.begin_ns);
+      }
       // A step still open when a hang's state was written is the step again once it ends.
       if (e.flags & kFlagIncomplete) return;
       if (const auto n = e.name_id < step_of_name_.size() ? step_of_name_[e.name_id] : std::nullopt) {
@@ -331,7 +342,10 @@ class FirstPass {
       job_.ranks[static_cast<size_t>(rank.rank)].events = RankEvents::kAllDamaged;
     }
     job_.gpu |= read.gpu;
-    if (read.step_track >= 0) job_.ranks[static_cast<size_t>(rank.rank)].step_track = read.step_track;
+    RankProfile& profile = job_.ranks[static_cast<size_t>(rank.rank)];
+    if (read.step_track >= 0) profile.step_track = read.step_track;
+    profile.profiler_step_ranges = read.profiler_step_ranges;
+    profile.last_profiler_step_begin_ns = read.last_profiler_step_begin_ns;
     per_rank_steps_[static_cast<size_t>(rank.rank)] = std::move(read.steps);
     // Each of a rank's sightings lands in another instance, whose
     // participations lie far apart: misses of the cache, which held most
@@ -435,6 +449,7 @@ class FirstPass {
   std::unordered_map<InstanceKey, size_t, InstanceKeyHash> index_;
   std::vector<size_t> instance_of_;  // take()'s instance of each sighting, kept between ranks
   std::vector<std::optional<uint64_t>> step_of_name_;
+  std::vector<bool> profiler_step_name_;  // HTA's step markers: ProfilerStep#, whatever follows
   std::vector<std::vector<std::pair<uint64_t, StepTimes>>> per_rank_steps_;
 };
 

@@ -13,7 +13,7 @@ Report make_report(const Timeline& timeline, const ReportOptions& options, const
   report.breakdown = step_breakdown(report.profile);
   report.overlap = overlap_by_rank(report.profile);
   if (options.hta_compat) {
-    const std::vector<std::optional<HtaFigures>> hta = hta_figures(timeline);
+    const std::vector<std::optional<HtaFigures>> hta = hta_figures(timeline, report.profile);
     for (size_t r = 0; r < report.overlap.size(); ++r) report.overlap[r].hta = hta[r];
   }
   report.stragglers = find_stragglers(report.profile);

@@ -608,7 +608,8 @@ TEST_F(ProfileTest, HtaCompatFollowsHtasDefinitions) {
     write_gpu_rank(names, tracks, events, 30'000);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  const std::vector<std::optional<HtaFigures>> hta = hta_figures(Timeline(merged()));
+  const Timeline timeline(merged());
+  const std::vector<std::optional<HtaFigures>> hta = hta_figures(timeline, build_profile(timeline));
   ASSERT_EQ(hta.size(), 1u);
   ASSERT_TRUE(hta[0].has_value());
   // Compute [1, 5) µs, communication [4, 8) µs: 1 µs of 4 overlapped.
@@ -639,7 +640,8 @@ TEST_F(ProfileTest, HtaCompatRoundsEpochTimestampsAsFloat64LikeHta) {
     write_gpu_rank(names, tracks, {kernel(0, 900, 10'900), kernel(1, 9'900, 20'900)}, kEpochUs * 1000 + 30'000);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  const std::vector<std::optional<HtaFigures>> hta = hta_figures(Timeline(merged()));
+  const Timeline timeline(merged());
+  const std::vector<std::optional<HtaFigures>> hta = hta_figures(timeline, build_profile(timeline));
   ASSERT_EQ(hta.size(), 1u);
   ASSERT_TRUE(hta[0].has_value());
   // Compute [1, 11), communication [10, 21): 1 µs of 11 overlapped.

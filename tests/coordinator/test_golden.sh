@@ -6,7 +6,7 @@
 # moves any figure or key shows here; when it is meant, rerun with
 # --update and review the diff of the golden files. Each report is written
 # again by MPIEXEC -n 3 (the processes share the ranks' reading), in every
-# format: byte for byte what one process writes.
+# format and with --hta-compat: byte for byte what one process writes.
 # Usage: test_golden.sh RANKSCOPE MAKE_EXPORT_FIXTURE MAKE_SYNTHETIC_SHARDS GOLDEN_DIR MPIEXEC [--update]
 set -euo pipefail
 rankscope=$1 make_fixture=$2 make_shards=$3 golden=$4 mpiexec=$5 update=${6:-}
@@ -27,6 +27,11 @@ for job in fixture synthetic; do
     cmp "alone.$format" "shared.$format" ||
       { echo "FAIL: $job: the $format report of 3 processes differs from one process's" >&2; status=1; }
   done
+  # HTA's window comes from the first pass, which the processes share too.
+  "$rankscope" report -f --hta-compat --format json job.h5 -o alone.hta.json
+  "$mpiexec" -n 3 "$rankscope" report -f --hta-compat --format json job.h5 -o shared.hta.json
+  cmp alone.hta.json shared.hta.json ||
+    { echo "FAIL: $job: the --hta-compat report of 3 processes differs from one process's" >&2; status=1; }
   rm job.h5
   for output in "$job.info.json" "$job.report.json"; do
     # One key per line, so that a difference names the figure that moved.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "rankscope/analysis/profile.h"
 #include "rankscope/timeline/timeline.h"
 
 namespace rankscope::analysis {
@@ -47,7 +48,9 @@ struct HtaFigures {
 // writes, parsed to the nearest float64 (correctly rounded, as Python does).
 double hta_microseconds(int64_t ns);
 
-// HTA's overlap and temporal breakdown per rank, streamed from the timeline.
-std::vector<std::optional<HtaFigures>> hta_figures(const Timeline& timeline);  // nothing for missing ranks
+// HTA's overlap and temporal breakdown per rank, streamed from the timeline
+// in one read of each rank; HTA's window is the profile's (build_profile of
+// the same timeline). Nothing for missing ranks.
+std::vector<std::optional<HtaFigures>> hta_figures(const Timeline& timeline, const JobProfile& job);
 
 }  // namespace rankscope::analysis

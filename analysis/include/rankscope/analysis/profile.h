@@ -119,6 +119,10 @@ struct RankProfile {
   // or where the capture is not known (an imported trace).
   std::string communication_uncaptured;
   RankDeviceWork device;        // its GPUs' kernels, idle gaps, launches, syncs and memory
+  // HTA's window of its GPU work (hta.h): its ProfilerStep# ranges on any
+  // thread, unfinished ones too, and when the last of them began.
+  uint64_t profiler_step_ranges = 0;
+  int64_t last_profiler_step_begin_ns = kUnknown;
 };
 
 // A step that lay partly outside the capture windows of some ranks
