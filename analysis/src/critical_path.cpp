@@ -7,8 +7,10 @@
 //    collective, receive or send, the wait that completed nonblocking
 //    ones, NCCL's kernel), to what arrived latest: a collective's last
 //    rank, at its arrival; a receive's sender, at the send; a send's
-//    receiver, at the receive's post where the send waited for it; what
-//    follows that arrival is transfer;
+//    receiver, at the receive's post where the send waited for it; either
+//    at its MPI call that released the message instead, where it began
+//    one while the call here waited (message_released()); what follows
+//    that arrival is transfer;
 //  - from a synchronisation to the GPU operation it waited for;
 //  - from a GPU operation to its launch, where the launch ended after the
 //    stream's previous operation (the GPU waited for the host), and to the
@@ -358,19 +360,30 @@ class Walk {
   // receive's send, or a send's receive where it was posted before the
   // send completed (a send held until its receiver came, as a message too
   // large to go eagerly is; one that completed before waited for nobody).
+  // The other end came at its post, or at its MPI call that released the
+  // wait (message_released()).
   std::optional<Arrival> latest_message(int32_t rank, int64_t from, int64_t until) {
     const std::vector<Event>& messages = lanes_of(rank)->messages;
     auto it = std::lower_bound(messages.begin(), messages.end(), from,
                                [](const Event& m, int64_t time) { return m.end_ns < time; });
     std::optional<Arrival> latest;
     for (; it != messages.end() && it->end_ns <= until; ++it) {
-      lanes_of(it->peer);  // its ends of messages are known once its events are read
+      const RankLanes* peer = lanes_of(it->peer);  // its ends of messages are known once its events are read
       const auto& other_ends = it->op == CommOp::kRecv ? sends_ : receives_;
       const auto other = other_ends.find(*message_key(*it, rank));
       if (other == other_ends.end()) continue;
-      const auto [track, posted] = other->second;
-      if (it->op == CommOp::kSend && posted > it->end_ns) continue;
-      if (!latest || posted > latest->at) latest = Arrival{posted, it->peer, rank, from, track};
+      auto [track, came] = other->second;
+      if (it->op == CommOp::kSend && came > it->end_ns) continue;
+      if (peer) {
+        const auto thread = peer->lanes.find(peer->training_track);
+        const int64_t released =
+            thread == peer->lanes.end() ? came : message_released(thread->second.events, came, from, it->end_ns);
+        if (released != came) {
+          track = peer->training_track;
+          came = released;
+        }
+      }
+      if (!latest || came > latest->at) latest = Arrival{came, it->peer, rank, from, track};
     }
     return latest;
   }

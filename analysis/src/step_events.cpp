@@ -43,6 +43,10 @@ bool is_communication(EventKind kind) {
          kind == EventKind::kTorchCollective || kind == EventKind::kTorchWait || kind == EventKind::kNcclCollectiveGpu;
 }
 
+bool is_mpi(EventKind kind) {
+  return kind == EventKind::kMpiCall || kind == EventKind::kMpiCollective || kind == EventKind::kMpiP2p;
+}
+
 bool is_gpu_operation(EventKind kind) {
   return kind == EventKind::kGpuKernel || kind == EventKind::kGpuMemcpy || kind == EventKind::kGpuMemset ||
          kind == EventKind::kNcclCollectiveGpu || kind == EventKind::kNcclP2pGpu;
@@ -50,6 +54,17 @@ bool is_gpu_operation(EventKind kind) {
 
 NameTraits::Api cuda_api(const Event& e, const std::vector<NameTraits>& names) {
   return e.kind == EventKind::kCudaApi && e.name_id < names.size() ? names[e.name_id].api : NameTraits::Api::kNone;
+}
+
+int64_t message_released(const std::vector<Event>& thread, int64_t posted, int64_t waiting, int64_t completed) {
+  auto call = std::lower_bound(thread.begin(), thread.end(), completed,
+                               [](const Event& e, int64_t t) { return e.begin_ns < t; });
+  while (call != thread.begin()) {
+    --call;
+    if (call->begin_ns <= std::max(posted, waiting)) break;
+    if (is_mpi(call->kind)) return call->begin_ns;
+  }
+  return posted;
 }
 
 std::optional<MessageKey> message_key(const Event& e, int32_t rank) {

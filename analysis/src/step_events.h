@@ -27,6 +27,9 @@ int32_t training_thread(const RankInfo& info, const RankProfile& rank);
 // and waits, NCCL's kernels.
 bool is_communication(EventKind kind);
 
+// An MPI call of any kind: where Open MPI moves messages along.
+bool is_mpi(EventKind kind);
+
 // A GPU operation the critical path follows on its stream: a kernel, a
 // copy, a memset, NCCL's kernels (collective and point-to-point).
 bool is_gpu_operation(EventKind kind);
@@ -34,6 +37,17 @@ bool is_gpu_operation(EventKind kind);
 // A CUDA call's kind by its name (NameTraits::Api); kNone for any other event.
 NameTraits::Api cuda_api(const Event& e, const std::vector<NameTraits>& names);
 
+
+// When a message's other end released a wait for it: that rank's last MPI
+// call (of `thread`, its thread's events by begin) that began while the
+// wait went on, from `waiting` (and after the other end's post at
+// `posted`) until the completion at `completed`; its post where none did.
+// A message too large to go eagerly moves only while its sender is inside
+// MPI: a stage that posts its gradient's send and goes on computing holds
+// its receiver until its next MPI call, and that wait shrinks as the
+// stage's compute does. A wait that began after the other end's last call
+// keeps the post: when its message moved is not known.
+int64_t message_released(const std::vector<Event>& thread, int64_t posted, int64_t waiting, int64_t completed);
 
 // A point-to-point message: (communicator, sequence number, sender,
 // receiver, tag), equal on its send and its receive as the MPI shim numbers

@@ -14,8 +14,9 @@
 // ends once what it waited for (of what completed in it, what came latest,
 // as the walk follows it) came and took after it what it took as recorded:
 // a collective, its last arrival plus the transfer after it, whenever this
-// rank came to its call; a message, the later of its other end's post and
-// the call's begin, plus the transfer; the GPU, the end of the last
+// rank came to its call; a message, the later of its other end's post (or
+// the other end's MPI call that released it) and the call's begin, plus
+// the transfer; the GPU, the end of the last
 // operation that ended in the call (of each stream's last, for a
 // device-wide sync), plus what the call took after it. An instant of the
 // rank's host threads (an arrival, a post, a launch) moves with the line's
@@ -283,6 +284,17 @@ std::vector<const Operation*> operations_ending_in(const OperationsByEnd& by_end
   return found;
 }
 
+// When the rank of `read` began to wait for what completed at `completed`:
+// the begin of its last MPI call that began by then.
+int64_t waited_from(const RankRead& read, int64_t completed) {
+  auto call = std::upper_bound(read.calls.begin(), read.calls.end(), completed,
+                               [](int64_t t, const Event& e) { return t < e.begin_ns; });
+  while (call != read.calls.begin()) {
+    if (is_mpi((--call)->kind)) return call->begin_ns;
+  }
+  return completed;
+}
+
 }  // namespace
 
 // The graph of one step, from the step before, and the instants that say
@@ -335,9 +347,10 @@ class StepGraph {
   // two ends both lines hold: each receive matched to its send by key (one
   // whose other end is not in the lines, posted before the peer's line
   // began, say, is not one the replay can move). A receive waits for its
-  // send's post; a send that completed after its receive was posted may
-  // have waited for it (a message too large to go eagerly); one that
-  // completed before did not.
+  // send; a send that completed after its receive was posted may have
+  // waited for it (a message too large to go eagerly); one that completed
+  // before did not. What released it may be a later MPI call of the
+  // other end's (message_released()).
   void gather_rendezvous() {
     const size_t n = reads_.size();
     completions_ = step_completions(job_, step_);
@@ -358,8 +371,14 @@ class StepGraph {
         const auto send = reads_[sender].sends.find(key);
         if (send == reads_[sender].sends.end()) continue;
         const RankRead::Message& sent = send->second;
-        other_end(r, receive.completed, sender, sent.posted);
-        if (receive.posted <= sent.completed) other_end(sender, sent.completed, r, receive.posted);
+        other_end(r, receive.completed, sender,
+                  message_released(reads_[sender].calls, sent.posted, waited_from(reads_[r], receive.completed),
+                                   receive.completed));
+        if (receive.posted <= sent.completed) {
+          other_end(sender, sent.completed, r,
+                    message_released(reads_[r].calls, receive.posted, waited_from(reads_[sender], sent.completed),
+                                   sent.completed));
+        }
       }
     }
     for (auto& list : completions_) std::sort(list.begin(), list.end());

@@ -545,6 +545,38 @@ TEST_F(CriticalPathTest, AWaitIsReplayedUntilItsMessagesSend) {
   EXPECT_EQ(median.predicted_ns, 782);
 }
 
+// A message too large to go eagerly moves while its sender is inside MPI:
+// rank 1 posts its send at 100 and computes to 700, and rank 0's wait,
+// begun at 200, completes at 720, 20 after rank 1 came to its own wait at
+// 700. The path goes from rank 0's tail through those 20 of transfer to
+// rank 1's slow layer. Rank 1 computes 975 of its 990 (all but its post
+// and its wait), rank 0 475: x475/975. Replayed so, rank 1 comes to its
+// wait at 341.0 (700 x 475/975); rank 0's wait ends 20 after it, and its
+// tail of 280 ends the step at 641. From the send's post alone the wait
+// would keep its 520 after its begin, the path would stay on rank 0, and
+// the step would keep its 1000.
+TEST_F(CriticalPathTest, AMessageWaitsForItsSendersNextMpiCall) {
+  write_rank(0, 2, joined({range(kStep, 0, 1000), range(kRelay, 55, 200), wait(200, 720), range(kTail, 720, 1000)},
+                          nonblocking(CommOp::kRecv, 1, 50, 720)));
+  write_rank(1, 2, joined({range(kStep, 0, 990), range(kSlow, 105, 700), wait(700, 710), range(kRelay, 710, 990)},
+                          nonblocking(CommOp::kSend, 0, 100, 710)));
+  const CriticalPath p = path({1});
+  ASSERT_EQ(p.unmeasured, "");
+  ASSERT_EQ(p.steps.size(), 1u);
+  const StepPath& step = p.steps[0];
+  EXPECT_EQ(step.hops, 1);
+  ASSERT_GE(step.segments.size(), 3u);
+  EXPECT_EQ(name(step.segments[1].name_id), "MPI_Wait");
+  EXPECT_EQ(step.segments[1].begin_ns, 700);
+  EXPECT_EQ(step.segments[2].rank, 1);
+  EXPECT_EQ(name(step.segments[2].name_id), "slow layer");
+  ASSERT_EQ(p.what_if_unmeasured, "");
+  ASSERT_EQ(p.rank_replays.size(), 1u);
+  EXPECT_EQ(p.rank_replays[0].rank, 1);
+  EXPECT_EQ(p.rank_replays[0].replayed_ns, 1000);
+  EXPECT_EQ(p.rank_replays[0].predicted_ns, 641);
+}
+
 // A nonblocking allreduce: rank 1 posts it last, at 400, after its slow
 // layer; it completes on both ranks at 700, 300 after that arrival. Rank
 // 0 came to its wait at 600, after the last arrival. The path is rank 0's
