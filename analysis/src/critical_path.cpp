@@ -372,12 +372,14 @@ class Walk {
       const auto& other_ends = it->op == CommOp::kRecv ? sends_ : receives_;
       const auto other = other_ends.find(*message_key(*it, rank));
       if (other == other_ends.end()) continue;
-      auto [track, came] = other->second;
+      auto [track, came, other_completed] = other->second;
       if (it->op == CommOp::kSend && came > it->end_ns) continue;
       if (peer) {
         const auto thread = peer->lanes.find(peer->training_track);
-        const int64_t released =
-            thread == peer->lanes.end() ? came : message_released(thread->second.events, came, from, it->end_ns);
+        const int64_t released = thread == peer->lanes.end()
+                                     ? came
+                                     : message_released(thread->second.events, came, from,
+                                                        std::min(it->end_ns, other_completed));
         if (released != came) {
           track = peer->training_track;
           came = released;
@@ -435,7 +437,8 @@ class Walk {
       // began it.
       for (const Event& message : slot->messages) {
         const uint16_t track = slot->lanes.count(message.track) ? message.track : slot->training_track;
-        (message.op == CommOp::kSend ? sends_ : receives_)[*message_key(message, rank)] = {track, message.begin_ns};
+        (message.op == CommOp::kSend ? sends_ : receives_)[*message_key(message, rank)] = {track, message.begin_ns,
+                                                                                            message.end_ns};
       }
     }
     return slot->ran_step ? &*slot : nullptr;
@@ -447,8 +450,8 @@ class Walk {
   size_t step_;
   std::vector<std::optional<RankLanes>> ranks_;
   StepCompletions completions_;
-  // Where and when each send and each receive was posted.
-  std::map<MessageKey, std::pair<uint16_t, int64_t>> sends_, receives_;
+  // Where and when each send and each receive was posted, and when it completed.
+  std::map<MessageKey, std::tuple<uint16_t, int64_t, int64_t>> sends_, receives_;
 };
 
 // The ranks that ended the step last, the last first: those whose end lies

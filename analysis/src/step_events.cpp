@@ -56,8 +56,8 @@ NameTraits::Api cuda_api(const Event& e, const std::vector<NameTraits>& names) {
   return e.kind == EventKind::kCudaApi && e.name_id < names.size() ? names[e.name_id].api : NameTraits::Api::kNone;
 }
 
-int64_t message_released(const std::vector<Event>& thread, int64_t posted, int64_t waiting, int64_t completed) {
-  auto call = std::lower_bound(thread.begin(), thread.end(), completed,
+int64_t message_released(const std::vector<Event>& thread, int64_t posted, int64_t waiting, int64_t until) {
+  auto call = std::lower_bound(thread.begin(), thread.end(), until,
                                [](const Event& e, int64_t t) { return e.begin_ns < t; });
   while (call != thread.begin()) {
     --call;

@@ -40,14 +40,15 @@ NameTraits::Api cuda_api(const Event& e, const std::vector<NameTraits>& names);
 
 // When a message's other end released a wait for it: that rank's last MPI
 // call (of `thread`, its thread's events by begin) that began while the
-// wait went on, from `waiting` (and after the other end's post at
-// `posted`) until the completion at `completed`; its post where none did.
+// wait went on, after `waiting` (and after the other end's post at
+// `posted`) and before `until` (the earlier of the two ends' completions);
+// its post where none did.
 // A message too large to go eagerly moves only while its sender is inside
 // MPI: a stage that posts its gradient's send and goes on computing holds
 // its receiver until its next MPI call, and that wait shrinks as the
 // stage's compute does. A wait that began after the other end's last call
 // keeps the post: when its message moved is not known.
-int64_t message_released(const std::vector<Event>& thread, int64_t posted, int64_t waiting, int64_t completed);
+int64_t message_released(const std::vector<Event>& thread, int64_t posted, int64_t waiting, int64_t until);
 
 // A point-to-point message: (communicator, sequence number, sender,
 // receiver, tag), equal on its send and its receive as the MPI shim numbers

@@ -147,11 +147,11 @@ class InstantGraph {
 
 // What blocking calls wait for: the step's collectives (indices into
 // JobProfile::collectives), then the other ends of its messages (after
-// them): for a receive its send's post, for a send that waited for its
-// receiver the receive's post.
+// them): for a receive its send, for a send that waited for its receiver
+// the receive, each at its post or at the MPI call that released it.
 struct Rendezvous {
   size_t collectives = 0;
-  std::vector<int64_t> posted;  // per other end: when it was posted, as recorded
+  std::vector<int64_t> posted;  // per other end: when it came (posted or released), as recorded
   std::vector<int32_t> poster;  // per other end: the rank that posted it
   size_t count() const { return collectives + posted.size(); }
 };
@@ -285,10 +285,11 @@ std::vector<const Operation*> operations_ending_in(const OperationsByEnd& by_end
 }
 
 // When the rank of `read` began to wait for what completed at `completed`:
-// the begin of its last MPI call that began by then.
+// the begin of its last MPI call that began before then (the walk's call
+// that the completion fell in).
 int64_t waited_from(const RankRead& read, int64_t completed) {
-  auto call = std::upper_bound(read.calls.begin(), read.calls.end(), completed,
-                               [](int64_t t, const Event& e) { return t < e.begin_ns; });
+  auto call = std::lower_bound(read.calls.begin(), read.calls.end(), completed,
+                               [](const Event& e, int64_t t) { return e.begin_ns < t; });
   while (call != read.calls.begin()) {
     if (is_mpi((--call)->kind)) return call->begin_ns;
   }
@@ -373,11 +374,11 @@ class StepGraph {
         const RankRead::Message& sent = send->second;
         other_end(r, receive.completed, sender,
                   message_released(reads_[sender].calls, sent.posted, waited_from(reads_[r], receive.completed),
-                                   receive.completed));
+                                   std::min(receive.completed, sent.completed)));
         if (receive.posted <= sent.completed) {
           other_end(sender, sent.completed, r,
                     message_released(reads_[r].calls, receive.posted, waited_from(reads_[sender], sent.completed),
-                                   sent.completed));
+                                     std::min(sent.completed, receive.completed)));
         }
       }
     }

@@ -10,7 +10,7 @@
 #  - the what-if of the median step, that stage computing as the others'
 #    median, replays the step as recorded (within 1 %) and predicts a
 #    step at least a fifth shorter than recorded, within 35 % of the
-#    median step of the run with no stage slowed (0.8-24.9 % in ten runs
+#    median step of the run with no stage slowed (1.1-19.0 % in ten runs
 #    of each on a 2-core VM, four ranks on two cores).
 # Usage: test_critical_path_pipeline.sh RANKSCOPE PIPELINE_STAGES MPIEXEC
 set -euo pipefail
