@@ -138,7 +138,7 @@ if [ -n "$ddp_sim" ]; then
   (cd "$work" && "$mpiexec" -n 4 "$rankscope" run -o "$work/pipeline.h5" -- "$pipeline" 4 4 1000 -1 1 8 >/dev/null)
   "$rankscope" report "$work/pipeline.h5" --format json -o "$work/pipeline-report.json" 2>/dev/null
   export_and_check "$work/pipeline.h5" path --critical-path
-  export_and_check "$work/pipeline.h5" path_part --critical-path --ranks 0,2
+  export_and_check "$work/pipeline.h5" path_part --critical-path --ranks 0,1
   "$python" - "$work/pipeline-report.json" "$work/path.json" "$work/path.out" "$work/path_part.json" <<'PY'
 import json, re, sys
 from decimal import Decimal
@@ -148,7 +148,7 @@ trace = json.load(open(sys.argv[2]), parse_float=Decimal)["traceEvents"]
 out = open(sys.argv[3]).read()
 segments = [seg for step in report["steps"] for seg in step["segments"]]
 hops = sum(step["hops"] for step in report["steps"])
-assert all(step["hops"] > 0 for step in report["steps"]), "a pipeline's path crosses ranks in every step"
+assert report["steps"] and all(step["hops"] > 0 for step in report["steps"]), "a pipeline's path crosses ranks in every step"
 names = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace if e["ph"] == "M" and e["name"] == "thread_name"}
 drawn = [e for e in trace if e["ph"] == "X" and e.get("cat") == "critical path"]
 assert all(names[(e["pid"], e["tid"])] == "critical path" for e in drawn), "stretches off the path's tracks"
@@ -166,7 +166,14 @@ ends = {}
 for e in flows: ends.setdefault(e["id"], {})[e["ph"]] = e
 assert len(ends) == hops and all(len(v) == 2 and v["s"]["pid"] != v["f"]["pid"] for v in ends.values())
 part = json.load(open(sys.argv[4]), parse_float=Decimal)["traceEvents"]
-assert {e["pid"] for e in part if e.get("cat") == "critical path"} <= {1, 3}
+assert {e["pid"] for e in part if e.get("cat") == "critical path"} <= {1, 2}
+# A flow for each of the report's hops between the two ranks written, each whole.
+hops_written = sum(1 for step in report["steps"] for a, b in zip(step["segments"], step["segments"][1:])
+                   if a["rank"] != b["rank"] and {a["rank"], b["rank"]} <= {0, 1})
+part_ends = {}
+for e in part:
+    if e["ph"] in "sf" and e.get("cat") == "critical path": part_ends.setdefault(e["id"], {})[e["ph"]] = e
+assert len(part_ends) == hops_written and all(len(v) == 2 for v in part_ends.values()), (hops_written, part_ends)
 print(f"critical path: {len(drawn)} stretches, {hops} hops, {path_ns} ns, as the report")
 PY
   "$rankscope" export "$work/pipeline.h5" --kineto "$work/k" --critical-path >/dev/null 2>"$work/cp.err" &&
