@@ -56,15 +56,19 @@ NameTraits::Api cuda_api(const Event& e, const std::vector<NameTraits>& names) {
   return e.kind == EventKind::kCudaApi && e.name_id < names.size() ? names[e.name_id].api : NameTraits::Api::kNone;
 }
 
-int64_t message_released(const std::vector<Event>& thread, int64_t posted, int64_t waiting, int64_t until) {
-  auto call = std::lower_bound(thread.begin(), thread.end(), until,
+std::optional<int64_t> last_mpi_call_begin(const std::vector<Event>& thread, int64_t after, int64_t before) {
+  auto call = std::lower_bound(thread.begin(), thread.end(), before,
                                [](const Event& e, int64_t t) { return e.begin_ns < t; });
   while (call != thread.begin()) {
     --call;
-    if (call->begin_ns <= std::max(posted, waiting)) break;
+    if (call->begin_ns <= after) break;
     if (is_mpi(call->kind)) return call->begin_ns;
   }
-  return posted;
+  return std::nullopt;
+}
+
+int64_t message_released(const std::vector<Event>& thread, int64_t posted, int64_t waiting, int64_t until) {
+  return last_mpi_call_begin(thread, std::max(posted, waiting), until).value_or(posted);
 }
 
 std::optional<MessageKey> message_key(const Event& e, int32_t rank) {

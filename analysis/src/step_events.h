@@ -38,6 +38,10 @@ bool is_gpu_operation(EventKind kind);
 NameTraits::Api cuda_api(const Event& e, const std::vector<NameTraits>& names);
 
 
+// The begin of the last MPI call of `thread` (a thread's events by begin)
+// that began after `after` and before `before`; none where none did.
+std::optional<int64_t> last_mpi_call_begin(const std::vector<Event>& thread, int64_t after, int64_t before);
+
 // When a message's other end released a wait for it: that rank's last MPI
 // call (of `thread`, its thread's events by begin) that began while the
 // wait went on, after `waiting` (and after the other end's post at

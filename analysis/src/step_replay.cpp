@@ -288,12 +288,7 @@ std::vector<const Operation*> operations_ending_in(const OperationsByEnd& by_end
 // the begin of its last MPI call that began before then (the walk's call
 // that the completion fell in).
 int64_t waited_from(const RankRead& read, int64_t completed) {
-  auto call = std::lower_bound(read.calls.begin(), read.calls.end(), completed,
-                               [](const Event& e, int64_t t) { return e.begin_ns < t; });
-  while (call != read.calls.begin()) {
-    if (is_mpi((--call)->kind)) return call->begin_ns;
-  }
-  return completed;
+  return last_mpi_call_begin(read.calls, INT64_MIN, completed).value_or(completed);
 }
 
 }  // namespace
