@@ -577,6 +577,32 @@ TEST_F(CriticalPathTest, AMessageWaitsForItsSendersNextMpiCall) {
   EXPECT_EQ(p.rank_replays[0].predicted_ns, 641);
 }
 
+// A message cannot be moved by a call its sender began after its own side
+// had completed: rank 1's blocking send goes eagerly (100-110), and its MPI
+// call at 600 comes long after. Rank 0's wait, begun at 200, completes at
+// 650 for its own reasons; the path stays on rank 0 (transfer from the
+// wait's begin), and rank 1 at the median leaves rank 0's step as it was.
+// Were the call at 600 taken for the release, the path would cross to rank
+// 1's slow layer and the replay would end rank 0's wait earlier.
+TEST_F(CriticalPathTest, ACallAfterTheSendersSideCompletedReleasesNothing) {
+  write_rank(0, 2, joined({range(kStep, 0, 1000), range(kRelay, 55, 200), wait(200, 650), range(kTail, 650, 1000)},
+                          nonblocking(CommOp::kRecv, 1, 50, 650)));
+  write_rank(1, 2, {range(kStep, 0, 900), message(CommOp::kSend, 0, 100, 110), range(kSlow, 110, 600), wait(600, 610),
+                    range(kRelay, 610, 900)});
+  const CriticalPath p = path({1});
+  ASSERT_EQ(p.unmeasured, "");
+  ASSERT_EQ(p.steps.size(), 1u);
+  const StepPath& step = p.steps[0];
+  EXPECT_EQ(step.hops, 0);
+  ASSERT_GE(step.segments.size(), 2u);
+  EXPECT_EQ(name(step.segments[1].name_id), "MPI_Wait");
+  EXPECT_EQ(step.segments[1].begin_ns, 200);
+  ASSERT_EQ(p.rank_replays.size(), 1u);
+  EXPECT_EQ(p.rank_replays[0].rank, 1);
+  EXPECT_EQ(p.rank_replays[0].replayed_ns, 1000);
+  EXPECT_EQ(p.rank_replays[0].predicted_ns, 1000);
+}
+
 // A nonblocking allreduce: rank 1 posts it last, at 400, after its slow
 // layer; it completes on both ranks at 700, 300 after that arrival. Rank
 // 0 came to its wait at 600, after the last arrival. The path is rank 0's
