@@ -216,12 +216,6 @@ TransferModel fit_transfers(const JobProfile& job) {
 
 // ------------------------------------------------------------------ DDP ---
 
-// DDP's gradient allreduces run while backward goes on: nonblocking MPI
-// or c10d calls, or NCCL's, which are always asynchronous to the host.
-bool is_gradient_allreduce(const CollectiveInstance& c) {
-  return c.op == CommOp::kAllReduce && (c.nonblocking || c.source == CollectiveSource::kNccl);
-}
-
 // A communicator's gradient allreduces in one step, bucket 0 first.
 std::vector<Sequence> gradient_syncs(const JobProfile& job) {
   std::vector<Sequence> syncs;
@@ -317,20 +311,6 @@ struct BackwardModel {
   }
 };
 
-// The buckets DDP would form with this cap, gradients taken as a continuous
-// stream (layers are never split in DDP, so real buckets overshoot the cap
-// by up to one layer): a first bucket of at most 1 MiB, then full buckets,
-// then what is left.
-std::vector<uint64_t> buckets_for_cap(uint64_t gradient_bytes, uint64_t cap) {
-  std::vector<uint64_t> sizes;
-  uint64_t left = gradient_bytes;
-  for (uint64_t bucket_cap = std::min(cap, kFirstBucketCapBytes); left > 0; bucket_cap = cap) {
-    sizes.push_back(std::min(bucket_cap, left));
-    left -= sizes.back();
-  }
-  return sizes;
-}
-
 // Bucket caps to predict: 1 MiB doubling, up to the first cap that holds all
 // gradients after the first bucket (larger ones form the same buckets).
 std::vector<uint64_t> candidate_caps(uint64_t gradient_bytes) {
@@ -370,6 +350,53 @@ double ns_per_gradient_byte(const std::vector<Sequence>& syncs) {
   return static_cast<double>(span_ns) / static_cast<double>(after_first_bytes);
 }
 
+// The recommendation from the predictions: the cap of the shortest step,
+// unless the model's error on the current buckets says it describes some
+// other job (then `untrusted`), or no cap saves more than that error and
+// kWorthwhileSaving of the step (then the current cap). `how` ends the
+// sentence of a saving: how the best cap saves.
+template <typename How>
+void recommend(BucketReport& report, uint64_t current_cap, int64_t current_step_ns, int64_t model_error_ns,
+               const std::string& untrusted, How how) {
+  report.recommended_bucket_bytes = 0;
+  if (static_cast<double>(model_error_ns) > kTrustedModelError * static_cast<double>(report.measured_step_ns)) {
+    report.recommendation = untrusted;
+    return;
+  }
+  const BucketPrediction& best = *std::min_element(
+      report.predictions.begin(), report.predictions.end(),
+      [](const BucketPrediction& a, const BucketPrediction& b) { return a.step_ns < b.step_ns; });
+  const int64_t saving_ns = current_step_ns - best.step_ns;
+  const int64_t smallest_saving_ns =
+      std::max<int64_t>(model_error_ns, std::llround(kWorthwhileSaving * static_cast<double>(current_step_ns)));
+  char sentence[640];
+  if (saving_ns <= smallest_saving_ns) {
+    report.recommended_bucket_bytes = current_cap;
+    std::snprintf(sentence, sizeof sentence,
+                  "Keep the current %s buckets: no size from %s to %s is predicted to save more than %s of the %s "
+                  "step, the model's margin of error.",
+                  format_bytes(current_cap).c_str(), format_bytes(report.predictions.front().bucket_bytes).c_str(),
+                  format_bytes(report.predictions.back().bucket_bytes).c_str(),
+                  format_duration(static_cast<double>(smallest_saving_ns)).c_str(),
+                  format_duration(static_cast<double>(current_step_ns)).c_str());
+  } else {
+    report.recommended_bucket_bytes = best.bucket_bytes;
+    std::snprintf(sentence, sizeof sentence, "Buckets of %s instead of the current %s should save about %s per step (%.1f %%), %s.",
+                  format_bytes(best.bucket_bytes).c_str(), format_bytes(current_cap).c_str(),
+                  format_duration(static_cast<double>(saving_ns)).c_str(),
+                  100.0 * static_cast<double>(saving_ns) / static_cast<double>(current_step_ns), how(best).c_str());
+  }
+  report.recommendation = sentence;
+}
+
+// The current buckets are labelled by the largest, which is the cap plus at
+// most one layer.
+uint64_t current_cap_of(const BucketReport& report) {
+  uint64_t cap = 0;
+  for (const BucketStats& b : report.buckets) cap = std::max(cap, b.bytes);
+  return cap;
+}
+
 // Predicts the step for the current buckets and for each candidate cap as the
 // measured step with the measured exposed tail replaced by the model's, and
 // recommends the cap with the shortest predicted step.
@@ -401,10 +428,10 @@ void predict(const JobProfile& job, const std::vector<Sequence>& syncs, const Tr
     return;
   }
 
+  report.measured_step_ns = step_ns;
+  report.predicted_by = "model";
   const int64_t step_without_tail_ns = step_ns - report.exposed_tail_ns;
-  // The current buckets are predicted from their measured sizes, and labelled
-  // by the largest, which is the cap plus at most one layer.
-  const uint64_t current_cap = *std::max_element(current_layout.begin(), current_layout.end());
+  const uint64_t current_cap = current_cap_of(report);
   const int64_t current_tail_ns = model.tail_ns(current_layout);
   report.predictions.push_back({current_cap, step_without_tail_ns + current_tail_ns});
   for (uint64_t cap : candidate_caps(model.gradient_bytes)) {
@@ -416,48 +443,23 @@ void predict(const JobProfile& job, const std::vector<Sequence>& syncs, const Tr
   std::sort(report.predictions.begin(), report.predictions.end(),
             [](const BucketPrediction& a, const BucketPrediction& b) { return a.bucket_bytes < b.bucket_bytes; });
 
-  const BucketPrediction& best = *std::min_element(
-      report.predictions.begin(), report.predictions.end(),
-      [](const BucketPrediction& a, const BucketPrediction& b) { return a.step_ns < b.step_ns; });
-  const int64_t current_step_ns = step_without_tail_ns + current_tail_ns;
-  const int64_t saving_ns = current_step_ns - best.step_ns;
   // The model's error on the buckets it was measured with says how far its
   // other predictions can be trusted: too large, and it describes some other
   // job; otherwise no saving smaller than it is promised.
   const int64_t model_error_ns = std::abs(current_tail_ns - report.exposed_tail_ns);
-  const int64_t smallest_saving_ns =
-      std::max<int64_t>(model_error_ns, std::llround(kWorthwhileSaving * static_cast<double>(current_step_ns)));
-  char sentence[640];
-  if (static_cast<double>(model_error_ns) > kTrustedModelError * static_cast<double>(step_ns)) {
-    const bool mpi = syncs.front().front()->source == CollectiveSource::kMpi;
-    std::snprintf(sentence, sizeof sentence,
-                  "No recommendation: the model puts the current buckets' exposed tail at %s against %s measured, "
-                  "so the allreduces did not run as it assumes, one after another at the fitted speed%s.",
-                  format_duration(static_cast<double>(current_tail_ns)).c_str(),
-                  format_duration(static_cast<double>(report.exposed_tail_ns)).c_str(),
-                  mpi ? " (MPI's non-blocking collectives progress only inside MPI calls)" : "");
-  } else if (saving_ns <= smallest_saving_ns) {
-    report.recommended_bucket_bytes = current_cap;
-    std::snprintf(sentence, sizeof sentence,
-                  "Keep the current %s buckets: no size from %s to %s is predicted to save more than %s of the %s "
-                  "step, the model's margin of error.",
-                  format_bytes(current_cap).c_str(), format_bytes(report.predictions.front().bucket_bytes).c_str(),
-                  format_bytes(report.predictions.back().bucket_bytes).c_str(),
-                  format_duration(static_cast<double>(smallest_saving_ns)).c_str(),
-                  format_duration(static_cast<double>(current_step_ns)).c_str());
-  } else {
-    report.recommended_bucket_bytes = best.bucket_bytes;
-    const int64_t best_tail_ns = best.step_ns - step_without_tail_ns;
-    std::snprintf(sentence, sizeof sentence,
-                  "Buckets of %s instead of the current %s should save about %s per step (%.1f %%), the exposed tail "
-                  "after backward going from %s to %s.",
-                  format_bytes(best.bucket_bytes).c_str(), format_bytes(current_cap).c_str(),
-                  format_duration(static_cast<double>(saving_ns)).c_str(),
-                  100.0 * static_cast<double>(saving_ns) / static_cast<double>(current_step_ns),
-                  format_duration(static_cast<double>(current_tail_ns)).c_str(),
-                  format_duration(static_cast<double>(best_tail_ns)).c_str());
-  }
-  report.recommendation = sentence;
+  const bool mpi = syncs.front().front()->source == CollectiveSource::kMpi;
+  const std::string untrusted =
+      "No recommendation: the model puts the current buckets' exposed tail at " +
+      format_duration(static_cast<double>(current_tail_ns)) + " against " +
+      format_duration(static_cast<double>(report.exposed_tail_ns)) +
+      " measured, so the allreduces did not run as it assumes, one after another at the fitted speed" +
+      (mpi ? " (MPI's non-blocking collectives progress only inside MPI calls)." : ".");
+  recommend(report, current_cap, step_without_tail_ns + current_tail_ns, model_error_ns, untrusted,
+            [&](const BucketPrediction& best) {
+              return "the exposed tail after backward going from " +
+                     format_duration(static_cast<double>(current_tail_ns)) + " to " +
+                     format_duration(static_cast<double>(best.step_ns - step_without_tail_ns));
+            });
 }
 
 void analyze_ddp(const JobProfile& job, const TransferModel& transfers, BucketReport& report) {
@@ -624,6 +626,7 @@ BucketReport analyze_buckets(const JobProfile& job, const std::vector<RankOverla
   // predictor is its main user.
   const TransferModel transfers = fit_transfers(job);
   report.fit = transfers.fit;
+  report.fit_on_bus_bytes = transfers.bus_bytes;
   analyze_ddp(job, transfers, report);
   analyze_fsdp(job, report);
   if (!report.units.empty() && std::none_of(report.units.begin(), report.units.end(), [](const BucketReport::Unit& u) {
@@ -632,6 +635,65 @@ BucketReport analyze_buckets(const JobProfile& job, const std::vector<RankOverla
     report.sizes_unmeasured = kSizesUnknownReason;
   }
   return report;
+}
+
+bool is_gradient_allreduce(const CollectiveInstance& c) {
+  // Run while backward goes on: nonblocking MPI or c10d calls, or NCCL's,
+  // which are always asynchronous to the host.
+  return c.op == CommOp::kAllReduce && (c.nonblocking || c.source == CollectiveSource::kNccl);
+}
+
+// Gradients are taken as a continuous
+// stream (layers are never split in DDP, so real buckets overshoot the cap
+// by up to one layer): a first bucket of at most 1 MiB, then full buckets,
+// then what is left.
+std::vector<uint64_t> buckets_for_cap(uint64_t gradient_bytes, uint64_t cap) {
+  std::vector<uint64_t> sizes;
+  uint64_t left = gradient_bytes;
+  for (uint64_t bucket_cap = std::min(cap, kFirstBucketCapBytes); left > 0; bucket_cap = cap) {
+    sizes.push_back(std::min(bucket_cap, left));
+    left -= sizes.back();
+  }
+  return sizes;
+}
+
+int64_t fitted_allreduce_ns(const BucketReport& report, uint64_t bytes, size_t ranks) {
+  const TransferModel model{report.fit, report.fit_on_bus_bytes};
+  return std::llround(model.transfer_ns(bytes, CommOp::kAllReduce, ranks));
+}
+
+void take_replayed_predictions(BucketReport& report, const std::vector<BucketReplay>& replays,
+                               const std::string& unmeasured) {
+  if (report.predictions.empty()) return;
+  report.replay_unmeasured = unmeasured;
+  const uint64_t current_cap = current_cap_of(report);
+  const auto replay_of = [&](uint64_t cap) {
+    return std::find_if(replays.begin(), replays.end(), [&](const BucketReplay& r) { return r.bucket_bytes == cap; });
+  };
+  const auto current = replay_of(current_cap);
+  if (current == replays.end() || current->steps == 0 ||
+      std::any_of(report.predictions.begin(), report.predictions.end(),
+                  [&](const BucketPrediction& p) { return replay_of(p.bucket_bytes) == replays.end(); })) {
+    if (report.replay_unmeasured.empty()) report.replay_unmeasured = "no walked step could be replayed";
+    return;
+  }
+  for (BucketPrediction& p : report.predictions) {
+    const BucketReplay& replay = *replay_of(p.bucket_bytes);
+    p.step_ns = report.measured_step_ns + (replay.predicted_ns - replay.replayed_ns);
+  }
+  report.predicted_by = "replay";
+  report.replayed_steps = current->steps;
+  // The regrouping of the current buckets differs from the replay as
+  // recorded only by the model: the fit's transfers, one after another.
+  const int64_t model_error_ns = std::abs(current->regrouped_ns - current->replayed_ns);
+  const std::string steps = std::to_string(current->steps) + (current->steps == 1 ? " walked step" : " walked steps");
+  const std::string untrusted =
+      "No recommendation: replayed on " + steps + " with the fitted transfers one after another, the current buckets "
+      "give a step of " + format_duration(static_cast<double>(current->regrouped_ns)) + " against " +
+      format_duration(static_cast<double>(current->replayed_ns)) +
+      " replayed as recorded, so the allreduces did not run as the fit assumes.";
+  recommend(report, current_cap, report.measured_step_ns, model_error_ns, untrusted,
+            [&](const BucketPrediction&) { return "replayed on " + steps + " of the critical path's graph"; });
 }
 
 }  // namespace rankscope::analysis

@@ -559,10 +559,17 @@ int64_t StepPath::path_ns() const {
   return total;
 }
 
-CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, const std::vector<int32_t>& replayed_ranks) {
+CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, const std::vector<int32_t>& replayed_ranks,
+                           const BucketReport* buckets) {
   CriticalPath result;
-  result.unmeasured = unmeasured(job);
-  if (!result.unmeasured.empty()) return result;
+  const bool regrouping = buckets && buckets->ddp && !buckets->predictions.empty();
+  // Without a path, the buckets are not replayed for the same reason.
+  const auto without_path = [&](std::string reason) {
+    result.unmeasured = reason;
+    if (regrouping) result.bucket_replays_unmeasured = "no critical path: " + std::move(reason);
+    return result;
+  };
+  if (std::string reason = unmeasured(job); !reason.empty()) return without_path(std::move(reason));
   const std::vector<NameTraits> names = name_traits(*job.strings);
   std::map<int32_t, PathShare> ranks;
   std::map<std::string, int64_t> nodes;
@@ -570,6 +577,7 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, cons
   // Per rank, its share of each walked step's path's own time less its fair share.
   std::vector<std::vector<double>> excess(job.ranks.size());
   std::map<int32_t, RankReplay> rank_replays;
+  std::map<uint64_t, BucketReplay> bucket_replays;
   for (const auto& [step, which] : steps_to_walk(job)) {
     // The shares are each tied walk's, in equal parts; the path drawn and
     // replayed is the one from the last end.
@@ -616,8 +624,8 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, cons
       if (step >= rank.steps.size() || rank.steps[step].times.begin_ns == kUnknown) continue;
       excess[r].push_back(on_path[r] - 1.0 / static_cast<double>(ran));
     }
-    if (!which.empty() || !replayed_ranks.empty()) {
-      const StepReplay replay(timeline, job, names, *drawn);
+    if (!which.empty() || !replayed_ranks.empty() || regrouping) {
+      const StepReplay replay(timeline, job, names, *drawn, regrouping ? buckets : nullptr);
       if (!which.empty()) {
         for (PathWhatIf& what_if : replay.what_ifs(result.what_if_unmeasured)) result.what_if.push_back(std::move(what_if));
       }
@@ -630,6 +638,14 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, cons
         sum.replayed_ns += what_if->replayed_ns;
         sum.predicted_ns += what_if->predicted_ns;
       }
+      for (const BucketReplay& step_replay : replay.regrouped(result.bucket_replays_unmeasured)) {
+        BucketReplay& sum = bucket_replays[step_replay.bucket_bytes];
+        sum.bucket_bytes = step_replay.bucket_bytes;
+        ++sum.steps;
+        sum.replayed_ns += step_replay.replayed_ns;
+        sum.regrouped_ns += step_replay.regrouped_ns;
+        sum.predicted_ns += step_replay.predicted_ns;
+      }
     }
     if (which.empty()) continue;
     drawn->which = which;
@@ -639,10 +655,14 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, cons
     const int64_t steps = static_cast<int64_t>(sum.steps);
     result.rank_replays.push_back({rank, sum.steps, sum.replayed_ns / steps, sum.predicted_ns / steps});
   }
-  if (result.steps.empty()) {
-    result.unmeasured = kNoStepTimesReason;
-    return result;
+  for (auto& [cap, sum] : bucket_replays) {
+    const int64_t steps = static_cast<int64_t>(sum.steps);
+    result.bucket_replays.push_back(
+        {cap, sum.steps, sum.replayed_ns / steps, sum.regrouped_ns / steps, sum.predicted_ns / steps});
   }
+  // A reason stands only where no walked step was regrouped.
+  if (!result.bucket_replays.empty()) result.bucket_replays_unmeasured.clear();
+  if (result.steps.empty()) return without_path(kNoStepTimesReason);
   if (result.steps_walked < kFairShareSteps) {
     result.fair_share_unmeasured = std::to_string(result.steps_walked) + (result.steps_walked == 1 ? " step" : " steps") +
                                    " walked: a rank's share of the path is told from noise over " +

@@ -19,9 +19,13 @@ Report make_report(const Timeline& timeline, const ReportOptions& options, const
   report.stragglers = find_stragglers(report.profile);
   // The stragglers' what-if is the critical path's replay where it exists,
   // before the bottleneck finder costs them by it.
-  report.critical_path = critical_path(timeline, report.profile, slow_compute_ranks(report.stragglers));
-  take_replayed_what_if(report.stragglers, report.critical_path);
+  // The buckets' predictions, too, are the replay's where it regroups them.
   report.buckets = analyze_buckets(report.profile, report.overlap);
+  report.critical_path =
+      critical_path(timeline, report.profile, slow_compute_ranks(report.stragglers), &report.buckets);
+  take_replayed_what_if(report.stragglers, report.critical_path);
+  take_replayed_predictions(report.buckets, report.critical_path.bucket_replays,
+                            report.critical_path.bucket_replays_unmeasured);
   report.ends = rank_ends(timeline);
   report.bottlenecks =
       find_bottlenecks(report.profile, report.breakdown, report.stragglers, report.buckets, report.ends);

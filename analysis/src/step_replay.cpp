@@ -66,7 +66,13 @@ struct Change {
   double factor = 1;
   Lapse scaled = Lapse::kOwnTime;
   bool transfers = true;
+  int regrouping = -1;  // the gradient buckets regrouped into a predicted cap's (its index); -1: as recorded
 };
+
+// Which replays an edge is in: every one, those with the gradient buckets
+// as recorded, those with them regrouped, or one regrouping's alone
+// (kOneRegrouping + its index).
+enum Variant : uint16_t { kAlways, kBucketsAsRecorded, kBucketsRegrouped, kOneRegrouping };
 
 int64_t scaled(int64_t ns, double factor) { return static_cast<int64_t>(std::llround(static_cast<double>(ns) * factor)); }
 
@@ -78,8 +84,9 @@ class InstantGraph {
   }
   int64_t recorded(uint32_t instant) const { return recorded_[instant]; }
   // `to` comes no sooner than `ns` after `from`.
-  void link(uint32_t from, uint32_t to, int64_t ns, Lapse lapse = Lapse::kRecorded, int32_t rank = -1) {
-    edges_.push_back({from, to, ns, lapse, rank});
+  void link(uint32_t from, uint32_t to, int64_t ns, Lapse lapse = Lapse::kRecorded, int32_t rank = -1,
+            uint16_t variant = kAlways) {
+    edges_.push_back({from, to, ns, lapse, rank, variant});
   }
 
   // The instants in an order each comes after all it waits for; false
@@ -111,17 +118,16 @@ class InstantGraph {
     return order_.size() == recorded_.size();
   }
 
-  // Every instant's replayed time (order() first).
+  // Every instant's replayed time (order() first); one that waits for
+  // nothing in this replay comes when it was recorded.
   std::vector<int64_t> replay(const Change& change) const {
     std::vector<int64_t> at(recorded_.size());
     for (const uint32_t i : order_) {
-      if (into_[i] == into_[i + 1]) {
-        at[i] = recorded_[i];
-        continue;
-      }
       int64_t latest = INT64_MIN;
-      for (uint32_t j = into_[i]; j < into_[i + 1]; ++j) latest = std::max(latest, at[edges_[j].from] + lapse(edges_[j], change));
-      at[i] = latest;
+      for (uint32_t j = into_[i]; j < into_[i + 1]; ++j) {
+        if (in_replay(edges_[j], change)) latest = std::max(latest, at[edges_[j].from] + lapse(edges_[j], change));
+      }
+      at[i] = latest == INT64_MIN ? recorded_[i] : latest;
     }
     return at;
   }
@@ -132,7 +138,20 @@ class InstantGraph {
     int64_t ns;
     Lapse lapse;
     int32_t rank;
+    uint16_t variant;
   };
+  static bool in_replay(const Edge& e, const Change& change) {
+    switch (e.variant) {
+      case kAlways:
+        return true;
+      case kBucketsAsRecorded:
+        return change.regrouping < 0;
+      case kBucketsRegrouped:
+        return change.regrouping >= 0;
+      default:
+        return change.regrouping == e.variant - kOneRegrouping;
+    }
+  }
   static int64_t lapse(const Edge& e, const Change& change) {
     if (e.lapse == Lapse::kTransfer) return change.transfers ? e.ns : 0;
     if (e.lapse == change.scaled && e.rank == change.rank) return scaled(e.ns, change.factor);
@@ -244,10 +263,13 @@ uint32_t host_instant(InstantGraph& graph, const HostLine& line, int64_t t) {
 // What a blocking call waited for: a rendezvous, or GPU operations (the
 // last to end in it; for a device-wide sync, each stream's last).
 struct BlockingCall {
+  int32_t rank;
   int64_t begin, end;
   uint32_t begin_instant, end_instant;
   std::optional<size_t> rendezvous;
   std::vector<const Operation*> operations;
+  bool poll = false;           // it only looked (MPI_Test*): it waits for nothing regrouped
+  bool gradient_wait = false;  // the rank's wait for its gradient allreduces at the end of backward
 };
 
 // A rank's GPU operations of every stream, by end.
@@ -297,13 +319,15 @@ int64_t waited_from(const RankRead& read, int64_t completed) {
 // how long it took.
 class StepGraph {
  public:
-  StepGraph(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names, size_t step)
+  StepGraph(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names, size_t step,
+            const BucketReport* buckets)
       : job_(job), names_(names), step_(step) {
     for (const RankInfo& info : timeline.ranks()) {
       reads_.push_back(info.status == RankStatus::kMissing ? RankRead{} : read_rank(timeline, job, names, info, step));
     }
     reads_.resize(job.ranks.size());
     gather_rendezvous();
+    if (buckets) find_gradients(*buckets);
     for (size_t r = 0; r < reads_.size(); ++r) {
       for (auto& [track, operations] : reads_[r].streams) {
         for (Operation& op : operations) {
@@ -316,6 +340,9 @@ class StepGraph {
     lines_.resize(reads_.size());
     for (size_t r = 0; r < reads_.size(); ++r) make_line(r);
     link_arrivals();
+    if (regroupable()) {
+      for (size_t k = 0; k < buckets->predictions.size(); ++k) regroup(*buckets, k);
+    }
     for (size_t r = 0; r < reads_.size(); ++r) {
       link_operations(r);
       if (!reads_[r].ran) continue;
@@ -326,6 +353,11 @@ class StepGraph {
   }
 
   bool circular() const { return !ordered_; }
+
+  // Whether the step's gradient allreduces can be regrouped; why not in
+  // regroup_unmeasured() where not.
+  bool regroupable() const { return !gradients_.empty(); }
+  const std::string& regroup_unmeasured() const { return regroup_unmeasured_; }
 
   // The step's time with `change`: from the first replayed begin to the
   // last end. None where the instants wait on each other in a circle.
@@ -400,14 +432,18 @@ class StepGraph {
     for (const Event& call : read.calls) {
       if (call.begin_ns < reach) continue;  // inside the call before it
       const int64_t end = std::min(call.end_ns, read.end);
-      BlockingCall blocking{call.begin_ns, end, 0, 0, std::nullopt, {}};
+      BlockingCall blocking{line.rank, call.begin_ns, end, 0, 0, std::nullopt, {}};
       if (call.kind == EventKind::kCudaApi) {
         blocking.operations = operations_ending_in(by_end_[r], call.begin_ns, end, names_[call.name_id].every_stream);
         if (blocking.operations.empty()) continue;
       } else {
         blocking.rendezvous = latest_arrival(completions_[r], call.begin_ns, end,
                                              [&](size_t i) { return last_arrival(i); });
-        if (!blocking.rendezvous) continue;
+        blocking.poll = names_[call.name_id].poll;
+        // The wait for the gradients is a line's anchor even where nothing
+        // completed in it: regrouped, the buckets may come later.
+        blocking.gradient_wait = !gradient_waits_.empty() && gradient_waits_[r] == call.begin_ns;
+        if (!blocking.rendezvous && !blocking.gradient_wait) continue;
       }
       const HostLine::Anchor& before = line.anchors.back();
       blocking.begin_instant = graph_.add(call.begin_ns);
@@ -453,14 +489,14 @@ class StepGraph {
         } else {
           arrival = graph_.add(p.arrival_ns);
         }
-        arrivals_[i].push_back(arrival);
+        arrivals_[i].push_back({p.rank, arrival});
       }
     }
     // Each collective's last arrival, one instant after all of its
     // arrivals, which every completion follows.
     for (size_t i = 0; i < rendezvous_.collectives; ++i) {
       if (arrivals_[i].empty()) continue;
-      for (const uint32_t a : arrivals_[i]) graph_.link(a, last_arrival_instant(i), 0);
+      for (const auto& [rank, a] : arrivals_[i]) graph_.link(a, last_arrival_instant(i), 0);
     }
     for (size_t m = 0; m < rendezvous_.posted.size(); ++m) {
       last_arrival_[rendezvous_.collectives + m] =
@@ -474,12 +510,26 @@ class StepGraph {
         for (const Operation* op : call.operations) graph_.link(op->end, call.end_instant, tail);
         continue;
       }
+      if (!call.rendezvous) {
+        // A wait for the gradients in which nothing completed: its own time.
+        graph_.link(call.begin_instant, call.end_instant, call.end - call.begin);
+        continue;
+      }
       const size_t held = *call.rendezvous;
       const int64_t arrival = last_arrival(held);
       if (held < rendezvous_.collectives) {
         // A collective completes on every rank at once after its last
-        // arrival, whenever each rank came to its call.
-        link_completion(held, call.begin_instant, call.end_instant, std::max<int64_t>(0, call.end - arrival));
+        // arrival, whenever each rank came to its call. Regrouped, a
+        // gradient allreduce completes with its new bucket (regroup()),
+        // and a poll that saw it complete only looked.
+        const bool gradient = gradient_index_.contains(held);
+        graph_.link(call.begin_instant, call.end_instant, 0);
+        graph_.link(last_arrival_instant(held), call.end_instant, std::max<int64_t>(0, call.end - arrival),
+                    Lapse::kTransfer, -1, gradient ? kBucketsAsRecorded : kAlways);
+        if (gradient && call.poll) {
+          graph_.link(call.begin_instant, call.end_instant, call.end - call.begin, Lapse::kRecorded, -1,
+                      kBucketsRegrouped);
+        }
       } else {
         // A message's end completes on its own rank, after both ends.
         const int64_t transfer = call.end - std::min(std::max(arrival, call.begin), call.end);
@@ -492,6 +542,141 @@ class StepGraph {
   void link_completion(size_t collective, uint32_t begin, uint32_t end, int64_t transfer) {
     graph_.link(begin, end, 0);
     graph_.link(last_arrival_instant(collective), end, transfer, Lapse::kTransfer);
+  }
+
+  // The step's gradient allreduces, as laid out in the job's buckets (one
+  // communicator's, by sequence number), and each rank's wait for them: its
+  // first waiting call (not a poll) after its last post of them.
+  void find_gradients(const BucketReport& buckets) {
+    std::vector<uint64_t> layout;
+    for (const BucketStats& b : buckets.buckets) layout.push_back(b.bytes);
+    if (!buckets.ddp || buckets.predictions.empty() || layout.size() < 2) {
+      regroup_unmeasured_ = "no bucket sizes were predicted for the job";
+      return;
+    }
+    std::map<uint64_t, std::vector<size_t>> by_communicator;
+    for (size_t i = 0; i < job_.collectives.size(); ++i) {
+      const CollectiveInstance& c = job_.collectives[i];
+      if (c.step == static_cast<int32_t>(step_) && c.ranks.size() >= 2 && is_gradient_allreduce(c)) {
+        by_communicator[c.comm_hash].push_back(i);
+      }
+    }
+    std::vector<size_t> found;
+    for (auto& [comm, sequence] : by_communicator) {
+      std::sort(sequence.begin(), sequence.end(),
+                [&](size_t a, size_t b) { return job_.collectives[a].seq < job_.collectives[b].seq; });
+      std::vector<uint64_t> sizes;
+      for (const size_t i : sequence) sizes.push_back(job_.collectives[i].bytes);
+      if (sizes == layout) found = sequence;
+    }
+    if (found.empty()) {
+      regroup_unmeasured_ = "the step's gradient allreduces are not laid out as the job's buckets";
+      return;
+    }
+    if (job_.collectives[found.front()].source == CollectiveSource::kNccl) {
+      regroup_unmeasured_ =
+          "NCCL's gradient allreduces run on a GPU stream: the replay regroups those the host waits for (MPI, "
+          "c10d over gloo) only";
+      return;
+    }
+    std::vector<int64_t> last_post(reads_.size(), INT64_MIN);
+    for (const size_t i : found) {
+      for (const Participation& p : job_.collectives[i].ranks) {
+        if (static_cast<size_t>(p.rank) >= reads_.size() || p.arrival_ns == kUnknown) {
+          regroup_unmeasured_ = "a gradient allreduce's post is not known on rank " + std::to_string(p.rank);
+          return;
+        }
+        last_post[static_cast<size_t>(p.rank)] = std::max(last_post[static_cast<size_t>(p.rank)], p.arrival_ns);
+      }
+    }
+    gradient_waits_.assign(reads_.size(), INT64_MIN);
+    for (size_t r = 0; r < reads_.size(); ++r) {
+      if (last_post[r] == INT64_MIN || !reads_[r].ran) continue;
+      for (const Event& call : reads_[r].calls) {
+        const bool waits = call.kind == EventKind::kMpiCall || call.kind == EventKind::kTorchWait;
+        if (call.begin_ns > last_post[r] && waits && !names_[call.name_id].poll) {
+          gradient_waits_[r] = call.begin_ns;
+          break;
+        }
+      }
+      if (gradient_waits_[r] == INT64_MIN) {
+        gradient_waits_.clear();
+        regroup_unmeasured_ = "rank " + std::to_string(r) + "'s wait for its gradient allreduces was not found";
+        return;
+      }
+    }
+    gradients_ = std::move(found);
+    for (size_t k = 0; k < gradients_.size(); ++k) gradient_index_[gradients_[k]] = k;
+  }
+
+  // The edges of one regrouping (`buckets`' prediction `which`): the
+  // gradients as a stream, each rank's byte ready at the pace of its posts
+  // (the bytes of a bucket over the time since its post of the bucket
+  // before; bucket 0 at the pace of bucket 1); each new bucket handed to the
+  // network once its last byte is ready on every rank and the bucket before
+  // it is reduced, reduced in the fit's time; each rank's wait for the
+  // gradients, and any call that waited for one of them (not a poll), done
+  // when the new bucket holding its last byte is.
+  void regroup(const BucketReport& buckets, size_t which) {
+    const uint16_t variant = static_cast<uint16_t>(kOneRegrouping + which);
+    std::vector<uint64_t> original, ends;  // the buckets as recorded; where each ends in the stream
+    uint64_t total = 0;
+    for (const size_t i : gradients_) {
+      original.push_back(job_.collectives[i].bytes);
+      total += original.back();
+      ends.push_back(total);
+    }
+    uint64_t current_cap = 0;
+    for (const uint64_t size : original) current_cap = std::max(current_cap, size);
+    const uint64_t cap = buckets.predictions[which].bucket_bytes;
+    const std::vector<uint64_t> layout = cap == current_cap ? original : buckets_for_cap(total, cap);
+    const size_t ranks = job_.collectives[gradients_.front()].ranks.size();
+
+    // Per rank, its posts' instants and times, bucket by bucket.
+    struct Posts {
+      std::vector<uint32_t> instants;
+      std::vector<int64_t> at;
+    };
+    std::map<int32_t, Posts> posts;
+    for (const size_t i : gradients_) {
+      for (const auto& [rank, instant] : arrivals_[i]) posts[rank].instants.push_back(instant);
+      for (const Participation& p : job_.collectives[i].ranks) posts[p.rank].at.push_back(p.arrival_ns);
+    }
+    std::vector<uint32_t> done;  // per new bucket, the instant it is reduced
+    uint64_t position = 0;
+    for (const uint64_t size : layout) {
+      position += size;
+      const size_t holding = static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), position) - ends.begin());
+      const size_t paced = holding == 0 ? 1 : holding;
+      const uint32_t ready = graph_.add(last_arrival(gradients_[holding]));
+      for (const auto& [rank, rank_posts] : posts) {
+        if (rank_posts.instants.size() != gradients_.size() || rank_posts.at.size() != gradients_.size()) continue;
+        const double pace = std::max(0.0, static_cast<double>(rank_posts.at[paced] - rank_posts.at[paced - 1]) /
+                                              static_cast<double>(original[paced]));
+        const int64_t before_post = std::llround(static_cast<double>(ends[holding] - position) * pace);
+        graph_.link(rank_posts.instants[holding], ready, -before_post, Lapse::kRecorded, -1, variant);
+      }
+      const int64_t transfer = fitted_allreduce_ns(buckets, size, ranks);
+      const uint32_t reduced = graph_.add(graph_.recorded(ready) + transfer);
+      graph_.link(ready, reduced, transfer, Lapse::kRecorded, -1, variant);
+      if (!done.empty()) graph_.link(done.back(), reduced, transfer, Lapse::kRecorded, -1, variant);
+      done.push_back(reduced);
+    }
+    std::vector<uint64_t> new_ends;
+    position = 0;
+    for (const uint64_t size : layout) new_ends.push_back(position += size);
+    for (const BlockingCall& call : blocking_) {
+      if (call.gradient_wait) {
+        graph_.link(done.back(), call.end_instant, 0, Lapse::kRecorded, -1, variant);
+        continue;
+      }
+      if (!call.rendezvous || call.poll) continue;
+      const auto gradient = gradient_index_.find(*call.rendezvous);
+      if (gradient == gradient_index_.end()) continue;
+      const auto holding = std::lower_bound(new_ends.begin(), new_ends.end(), ends[gradient->second]);
+      graph_.link(done[static_cast<size_t>(holding - new_ends.begin())], call.end_instant, 0, Lapse::kRecorded, -1,
+                  variant);
+    }
   }
 
   // The instant of the rendezvous's last arrival: after each of its
@@ -578,7 +763,11 @@ class StepGraph {
   std::vector<HostLine> lines_;
   StepCompletions completions_;
   Rendezvous rendezvous_;
-  std::vector<std::vector<uint32_t>> arrivals_;  // per collective, its participants' arrivals
+  std::vector<std::vector<std::pair<int32_t, uint32_t>>> arrivals_;  // per collective, its participants' (rank, arrival)
+  std::vector<size_t> gradients_;                  // the step's gradient allreduces in order, where regroupable
+  std::unordered_map<size_t, size_t> gradient_index_;  // collective to its position in gradients_
+  std::vector<int64_t> gradient_waits_;            // per rank, the begin of its wait for them; INT64_MIN: none
+  std::string regroup_unmeasured_;
   std::vector<uint32_t> last_arrival_;           // per rendezvous, the instant of its last arrival
   std::vector<BlockingCall> blocking_;
   std::unordered_map<const Operation*, size_t> nccl_collective_;  // NCCL's kernels, to their collectives
@@ -625,10 +814,11 @@ std::optional<size_t> most_compute_on_path(const JobProfile& job, const StepPath
 }  // namespace
 
 StepReplay::StepReplay(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names,
-                       const StepPath& path)
+                       const StepPath& path, const BucketReport* buckets)
     : job_(job),
       path_(path),
-      graph_(std::make_unique<StepGraph>(timeline, job, names, path.step)),
+      buckets_(buckets),
+      graph_(std::make_unique<StepGraph>(timeline, job, names, path.step, buckets)),
       replayed_(graph_->replay({})) {}
 
 StepReplay::~StepReplay() = default;
@@ -677,6 +867,41 @@ std::vector<PathWhatIf> StepReplay::what_ifs(std::string& unmeasured) const {
     base->transfers = false;
     base->predicted_ns = *predicted;
     found.push_back(*base);
+  }
+  return found;
+}
+
+std::vector<BucketReplay> StepReplay::regrouped(std::string& unmeasured) const {
+  if (!buckets_) return {};
+  if (!replayed_) {
+    unmeasured = graph_->circular() ? "the step's instants wait on each other in a circle as recorded" : "the step could not be replayed";
+    return {};
+  }
+  if (!graph_->regroupable()) {
+    unmeasured = graph_->regroup_unmeasured();
+    return {};
+  }
+  // What a cap's regrouping changes against the current buckets' regrouping
+  // is the prediction: the fit's error on the current buckets cancels.
+  std::vector<int64_t> regrouped;
+  for (size_t k = 0; k < buckets_->predictions.size(); ++k) {
+    const std::optional<int64_t> step = graph_->replay({.regrouping = static_cast<int>(k)});
+    if (!step) return {};
+    regrouped.push_back(*step);
+  }
+  uint64_t current_cap = 0;
+  for (const BucketStats& b : buckets_->buckets) current_cap = std::max(current_cap, b.bytes);
+  const auto current = std::find_if(buckets_->predictions.begin(), buckets_->predictions.end(),
+                                    [&](const BucketPrediction& p) { return p.bucket_bytes == current_cap; });
+  if (current == buckets_->predictions.end()) return {};
+  const int64_t current_ns = regrouped[static_cast<size_t>(current - buckets_->predictions.begin())];
+  // No layout makes the step shorter than communication taking no time.
+  const std::optional<int64_t> floor = graph_->replay({.transfers = false});
+  if (!floor) return {};
+  std::vector<BucketReplay> found;
+  for (size_t k = 0; k < regrouped.size(); ++k) {
+    found.push_back({buckets_->predictions[k].bucket_bytes, 1, *replayed_, regrouped[k],
+                     std::max(*floor, *replayed_ + (regrouped[k] - current_ns))});
   }
   return found;
 }

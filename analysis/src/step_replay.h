@@ -19,8 +19,9 @@ class StepGraph;
 // once (each rank's events of the two steps), replayed per change.
 class StepReplay {
  public:
+  // With `buckets`, its predicted caps can be replayed too (regrouped()).
   StepReplay(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names,
-             const StepPath& path);
+             const StepPath& path, const BucketReport* buckets = nullptr);
   ~StepReplay();
 
   // The path's what-ifs: the rank with the most compute on it at the other
@@ -34,11 +35,17 @@ class StepReplay {
   // it computed no more than them. None where the step cannot be replayed.
   std::optional<PathWhatIf> at_median(int32_t rank) const;
 
+  // The step's gradient allreduces regrouped into the buckets of each cap
+  // that `buckets` predicted, one replay each (steps 1). Empty, with
+  // `unmeasured` set, where they cannot be.
+  std::vector<BucketReplay> regrouped(std::string& unmeasured) const;
+
  private:
   std::optional<PathWhatIf> base() const;
 
   const JobProfile& job_;
   const StepPath& path_;
+  const BucketReport* buckets_;
   std::unique_ptr<StepGraph> graph_;
   std::optional<int64_t> replayed_;  // unchanged; none where it cannot be replayed
 };

@@ -399,6 +399,71 @@ TEST_F(CriticalPathTest, AReplayCarriesEachCollectivesNewEndIntoTheNext) {
   EXPECT_EQ(median.predicted_ns, 700);
 }
 
+// DDP's gradient buckets of 1, 2 and 1 MiB, posted by both ranks at 100,
+// 500 and 700 (backward's pace: 200 ns a MiB), all completing in the wait
+// from 750 to 1500; then 500 of tail. Regrouped, each bucket takes the fit's
+// 100 ns plus 100 ns a MiB, one after another, and the wait ends when the
+// last is reduced: the current buckets at 300, 800, 1000 (a step of 1500);
+// buckets of 1 MiB, the second's last byte ready at 300 (a MiB before the
+// post at 500), at 300, 500, 700, 900 (1400: predicted 2000 - 100); 1 and
+// 3 MiB at 300 and 1100 (1600: predicted 2100).
+TEST_F(CriticalPathTest, GradientBucketsRegroupedAreReplayedOneAfterAnother) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  const auto bucket = [](int64_t posted, uint64_t bytes, uint64_t seq) {
+    std::vector<Event> events = iallreduce(posted, 1500);
+    events[1].bytes = bytes;
+    events[1].seq = seq;
+    return events;
+  };
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    std::vector<Event> events = {range(kStep, 0, 2000), wait(750, 1500), range(kTail, 1500, 2000)};
+    uint64_t seq = 0;
+    for (const auto& [posted, bytes] : {std::pair{100, kMiB}, {500, 2 * kMiB}, {700, kMiB}}) {
+      events = joined(events, bucket(posted, bytes, seq++));
+    }
+    write_rank(rank, 2, events);
+  }
+  const Timeline timeline(merged());
+  const JobProfile job = build_profile(timeline);
+  BucketReport buckets;
+  buckets.ddp = true;
+  for (const uint64_t bytes : {kMiB, 2 * kMiB, kMiB}) buckets.buckets.push_back({.bytes = bytes});
+  buckets.fit = {.alpha_ns = 100, .ns_per_byte = 100.0 / static_cast<double>(kMiB), .r_squared = 1, .samples = 3};
+  buckets.measured_step_ns = 2000;
+  buckets.predictions = {{kMiB, 0}, {2 * kMiB, 0}, {4 * kMiB, 0}};
+
+  const CriticalPath p = critical_path(timeline, job, {}, &buckets);
+  ASSERT_EQ(p.bucket_replays_unmeasured, "");
+  ASSERT_EQ(p.bucket_replays.size(), 3u);
+  const int64_t regrouped[] = {1400, 1500, 1600}, predicted[] = {1900, 2000, 2100};
+  for (size_t k = 0; k < 3; ++k) {
+    const BucketReplay& replay = p.bucket_replays[k];
+    EXPECT_EQ(replay.bucket_bytes, buckets.predictions[k].bucket_bytes);
+    EXPECT_EQ(replay.steps, 1u);
+    EXPECT_EQ(replay.replayed_ns, 2000);
+    EXPECT_EQ(replay.regrouped_ns, regrouped[k]) << k;
+    EXPECT_EQ(replay.predicted_ns, predicted[k]) << k;
+  }
+
+  // The buckets' predictions become the replay's; its regrouping of the
+  // current buckets, 500 off the step as replayed, is too far to recommend.
+  take_replayed_predictions(buckets, p.bucket_replays, p.bucket_replays_unmeasured);
+  EXPECT_EQ(buckets.predicted_by, "replay");
+  EXPECT_EQ(buckets.replayed_steps, 1u);
+  EXPECT_EQ(buckets.predictions[0].step_ns, 1900);
+  EXPECT_EQ(buckets.predictions[2].step_ns, 2100);
+  EXPECT_EQ(buckets.recommended_bucket_bytes, 0u);
+  EXPECT_TRUE(buckets.recommendation.starts_with("No recommendation: replayed on 1 walked step")) << buckets.recommendation;
+
+  // Without the buckets, nothing is regrouped; with buckets the step's
+  // allreduces do not match, nothing either, and it says why.
+  EXPECT_TRUE(critical_path(timeline, job).bucket_replays.empty());
+  buckets.buckets[1].bytes = 3 * kMiB;
+  const CriticalPath unmatched = critical_path(timeline, job, {}, &buckets);
+  EXPECT_TRUE(unmatched.bucket_replays.empty());
+  EXPECT_EQ(unmatched.bucket_replays_unmeasured, "the step's gradient allreduces are not laid out as the job's buckets");
+}
+
 // The wait job: from rank 0's tail the path goes through the wait, which
 // the send held: transfer from the send (50), then rank 1's slow layer.
 TEST_F(CriticalPathTest, AWaitHandsThePathToTheSenderOfTheMessageItCompleted) {

@@ -3,7 +3,10 @@
 # ranks at several --bucket-mb values, and under FSDP with and without
 # prefetch; `rankscope report --format json` must find the buckets and units
 # that ddp_sim's truth file lists, predict the step for the current buckets
-# and the candidate sizes, and recommend one of them or say why not. The
+# and the candidate sizes by replaying the walked steps with the buckets
+# regrouped on the critical path's graph, and recommend one of them or say
+# why not. Each run's predictions for the other runs' sizes and their
+# measured steps are printed for a human to compare, like each run's own. The
 # measured step of each run is printed beside the predictions for a human to
 # compare: on 2 shared cores they are too noisy to assert on. ddp_sim must
 # have been built with NVTX: without its ProfilerStep ranges there are no steps.
@@ -72,14 +75,30 @@ for cap in (1, 2, 4, 8):
     assert current in sizes, (name, current, sizes)
     assert sizes[0] == MiB, (name, sizes)
     recommended, sentence = buckets["recommended_bucket_bytes"], buckets["recommendation"]
+    # The critical path's graph replays the buckets regrouped on the walked
+    # steps; its predictions stand in for the backward model's.
+    assert buckets["predicted_by"] == "replay", (name, buckets["predicted_by"], buckets["replay_reason"])
+    assert buckets["replay_reason"] is None and buckets["replayed_steps"] > 0, (name, buckets)
     if recommended == 0:
-        assert sentence.startswith("No recommendation: the model puts"), (name, sentence)
+        assert sentence.startswith("No recommendation: replayed on"), (name, sentence)
     else:
         assert recommended in sizes, (name, recommended, sizes)
         assert sentence.startswith("Keep the current" if recommended == current else "Buckets of"), (name, sentence)
     predicted_current = next(p["step_ns"] for p in predictions if p["bucket_bytes"] == current)
     print("%-5d %-22s %14.1f ms %18.1f ms       %s" % (
         cap, ", ".join("%g" % (s / MiB) for s in truth_sizes), median_step_ns / 1e6, predicted_current / 1e6, sentence))
+
+# Each run's predictions for the other runs' caps, beside their measured steps.
+measured = {}
+for cap in (1, 2, 4, 8):
+    truth, buckets, report = load("ddp%d" % cap)
+    measured[max(b["bytes"] for b in truth["buckets"])] = report["steps"]["median_step_ns"]
+print("predicted (measured) step in ms for each largest bucket, from each run")
+for cap in (1, 2, 4, 8):
+    truth, buckets, report = load("ddp%d" % cap)
+    cells = ["%g MiB %.1f (%.1f)" % (p["bucket_bytes"] / MiB, p["step_ns"] / 1e6, measured[p["bucket_bytes"]] / 1e6)
+             for p in buckets["predictions"] if p["bucket_bytes"] in measured]
+    print("  from %d MiB: %s" % (cap, "; ".join(cells)))
 
 for name, prefetch in (("fsdp", True), ("fsdp_no_prefetch", False)):
     truth, buckets, report = load(name)

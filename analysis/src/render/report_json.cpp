@@ -361,7 +361,13 @@ std::string report_json(const Report& report) {
   for (const BucketPrediction& p : b.predictions) {
     json.begin_object().key("bucket_bytes").value(p.bucket_bytes).key("step_ns").value(p.step_ns).end_object();
   }
-  json.end_array().key("recommended_bucket_bytes").value(b.recommended_bucket_bytes);
+  json.end_array().key("predicted_by");
+  if (b.predicted_by.empty()) json.null();
+  else json.value(b.predicted_by);
+  json.key("replayed_steps").value(static_cast<uint64_t>(b.replayed_steps)).key("replay_reason");
+  if (b.replay_unmeasured.empty()) json.null();
+  else json.value(b.replay_unmeasured);
+  json.key("recommended_bucket_bytes").value(b.recommended_bucket_bytes);
   json.key("recommendation").value(b.recommendation).key("units").begin_array();
   for (const BucketReport::Unit& u : b.units) {
     json.begin_object().key("index").value(u.index).figure("allgather_bytes", u.allgather_bytes, b.sizes_unmeasured);

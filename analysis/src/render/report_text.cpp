@@ -242,6 +242,9 @@ std::string report_text(const Report& report) {
       out += line;
     }
     if (!b.recommendation.empty()) out += "  " + b.recommendation + "\n";
+    if (b.predicted_by == "model" && !b.replay_unmeasured.empty()) {
+      out += "  (predicted by the backward model; the replay: n/a: " + b.replay_unmeasured + ")\n";
+    }
   }
   if (b.fsdp) {
     std::snprintf(line, sizeof(line), "\nFSDP units: %zu; %s\n", b.units.size(), b.prefetch_note.c_str());

@@ -32,6 +32,16 @@ struct BucketPrediction {
   uint64_t bucket_bytes = 0;
   int64_t step_ns = 0;
 };
+// A bucket cap replayed on the critical path's graph (critical_path.h): the
+// walked steps' gradient allreduces regrouped into the buckets of that cap,
+// each taking the fit's time, one after another.
+struct BucketReplay {
+  uint64_t bucket_bytes = 0;
+  size_t steps = 0;          // walked steps replayed
+  int64_t replayed_ns = 0;   // their mean, replayed unchanged
+  int64_t regrouped_ns = 0;  // their mean, regrouped (the current buckets too: the model's own error)
+  int64_t predicted_ns = 0;  // replayed_ns plus what this cap's regrouping changed against the current buckets'
+};
 // Why buckets' and units' sizes are null: the collectives carry none.
 inline constexpr const char* kSizesUnknownReason =
     "the collectives' sizes are not in the timeline (torch.profiler records them only with record_shapes=True)";
@@ -44,7 +54,16 @@ struct BucketReport {
   std::vector<BucketStats> buckets;
   int64_t exposed_tail_ns = 0;   // median over steps: last gradient allreduce end − backward compute end
   AlphaBetaFit fit;
+  bool fit_on_bus_bytes = false;  // the fit's sizes are bus bytes (the ring model), not bytes
+  int64_t measured_step_ns = 0;   // the median step the predictions start from; 0: not measured
   std::vector<BucketPrediction> predictions;
+  // What predicted them: "replay" (the critical path's graph, over
+  // `replayed_steps` walked steps) where the graph regrouped the buckets,
+  // else "model" (the backward model below); `replay_unmeasured` says why
+  // not where the graph could not.
+  std::string predicted_by;
+  size_t replayed_steps = 0;
+  std::string replay_unmeasured;
   uint64_t recommended_bucket_bytes = 0;
   std::string recommendation;    // one sentence
   struct Unit {
@@ -56,5 +75,22 @@ struct BucketReport {
   std::string prefetch_note;     // FSDP: what prefetch saved, or why it could not
 };
 BucketReport analyze_buckets(const JobProfile& job, const std::vector<RankOverlap>& overlap);
+
+// DDP's gradient allreduces: nonblocking MPI or c10d calls, or NCCL's.
+bool is_gradient_allreduce(const CollectiveInstance& c);
+
+// The buckets DDP would form with this cap out of a stream of gradients:
+// a first bucket of at most 1 MiB, then full buckets, then what is left.
+std::vector<uint64_t> buckets_for_cap(uint64_t gradient_bytes, uint64_t cap);
+
+// The fit's time for an allreduce of `bytes` over `ranks` ranks.
+int64_t fitted_allreduce_ns(const BucketReport& report, uint64_t bytes, size_t ranks);
+
+// The predictions taken from the replays where there is one for each
+// (the replay's saving against the current buckets, from the measured
+// step), and the recommendation made again from them; `unmeasured` says
+// why there are none, kept in `replay_unmeasured`.
+void take_replayed_predictions(BucketReport& report, const std::vector<BucketReplay>& replays,
+                               const std::string& unmeasured);
 
 }  // namespace rankscope::analysis

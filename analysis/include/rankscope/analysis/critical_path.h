@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "rankscope/analysis/buckets.h"
 #include "rankscope/analysis/profile.h"
 #include "rankscope/timeline/timeline.h"
 
@@ -135,14 +136,21 @@ struct CriticalPath {
   std::vector<PathWhatIf> what_if;
   std::string what_if_unmeasured;
   std::vector<RankReplay> rank_replays;  // per rank of `replayed_ranks` replayed on at least one step
+  // Per bucket cap predicted by `buckets`, the walked steps replayed with
+  // their gradient allreduces regrouped into that cap's buckets; empty,
+  // with the reason, where they could not be.
+  std::vector<BucketReplay> bucket_replays;
+  std::string bucket_replays_unmeasured;
 };
 
 // Reads, for each step walked, the events of that step of the ranks the
 // walk comes to (found by a binary search over the rank's event blocks):
 // memory follows one step's events. A pure function of the timeline and
 // its profile. Each of `replayed_ranks` is also replayed at the other
-// ranks' median compute on every walked step (`rank_replays`).
+// ranks' median compute on every walked step (`rank_replays`), and each
+// bucket cap that `buckets` predicted, on every walked step too
+// (`bucket_replays`).
 CriticalPath critical_path(const Timeline& timeline, const JobProfile& job,
-                           const std::vector<int32_t>& replayed_ranks = {});
+                           const std::vector<int32_t>& replayed_ranks = {}, const BucketReport* buckets = nullptr);
 
 }  // namespace rankscope::analysis
