@@ -565,8 +565,10 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, cons
   const bool regrouping = buckets && buckets->ddp && !buckets->predictions.empty();
   // Without a path, the buckets are not replayed for the same reason.
   const auto without_path = [&](std::string reason) {
-    result.unmeasured = reason;
-    if (regrouping) result.bucket_replays_unmeasured = "no critical path: " + std::move(reason);
+    result.unmeasured = std::move(reason);
+    if (regrouping && result.bucket_replays.empty()) {
+      result.bucket_replays_unmeasured = "no critical path: " + result.unmeasured;
+    }
     return result;
   };
   if (std::string reason = unmeasured(job); !reason.empty()) return without_path(std::move(reason));

@@ -111,6 +111,7 @@ std::vector<NameTraits> name_traits(const std::vector<std::string>& strings) {
                      (contains(name, "DeviceSynchronize") || contains(name, "CtxSynchronize"));
     t.nccl = name.starts_with("nccl");
     t.poll = name.starts_with("MPI_Test") || name == "MPI_Iprobe" || name == "MPI_Improbe";
+    t.wait = name.starts_with("MPI_Wait");
     t.step = step_number(name).has_value();
     t.data_loading = host_phase(name) == HostPhase::kDataLoading;
     t.device_memory = name.starts_with("memory allocated");

@@ -21,6 +21,7 @@ struct NameTraits {
   bool every_stream = false;        // a sync of the whole device (cudaDeviceSynchronize, cuCtxSynchronize)
   bool nccl = false;                // NCCL's kernel
   bool poll = false;                // an MPI call that only looks (MPI_Test*, MPI_Iprobe): it waits for nothing
+  bool wait = false;                // an MPI call that waits for requests (MPI_Wait*)
   bool step = false;                // a ProfilerStep#N range
   bool data_loading = false;        // a data-loading range (model/host_phases.h)
   bool device_memory = false;       // a counter track of device memory allocated

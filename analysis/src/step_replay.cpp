@@ -47,6 +47,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "rankscope/model/format.h"
 #include "rankscope/model/statistics.h"
 #include "step_events.h"
 
@@ -89,40 +90,32 @@ class InstantGraph {
     edges_.push_back({from, to, ns, lapse, rank, variant});
   }
 
-  // The instants in an order each comes after all it waits for; false
-  // where they wait on each other in a circle (clocks that disagree).
-  bool order() {
+  // For the replay as recorded and each of `regroupings`, the instants in
+  // an order each comes after all it waits for in it; none for one where
+  // they wait on each other in a circle (clocks that disagree, or a call
+  // that a regrouping makes wait for a bucket posted after it).
+  void order(int regroupings) {
     std::sort(edges_.begin(), edges_.end(), [](const Edge& a, const Edge& b) { return a.to < b.to; });
     into_.assign(recorded_.size() + 1, 0);
     for (const Edge& e : edges_) ++into_[e.to + 1];
     for (size_t i = 1; i < into_.size(); ++i) into_[i] += into_[i - 1];
-    std::vector<uint32_t> waiting(recorded_.size(), 0), out_begin(recorded_.size() + 1, 0), out;
-    for (const Edge& e : edges_) {
-      ++waiting[e.to];
-      ++out_begin[e.from + 1];
+    orders_.clear();
+    for (int regrouping = -1; regrouping < regroupings; ++regrouping) {
+      std::vector<uint32_t> order = topological_order({.regrouping = regrouping});
+      if (order.size() != recorded_.size()) order.clear();
+      orders_.push_back(std::move(order));
     }
-    for (size_t i = 1; i < out_begin.size(); ++i) out_begin[i] += out_begin[i - 1];
-    out.resize(edges_.size());
-    std::vector<uint32_t> filled(out_begin.begin(), out_begin.end() - 1);
-    for (const Edge& e : edges_) out[filled[e.from]++] = e.to;
-    order_.clear();
-    for (uint32_t i = 0; i < recorded_.size(); ++i) {
-      if (waiting[i] == 0) order_.push_back(i);
-    }
-    for (size_t k = 0; k < order_.size(); ++k) {
-      const uint32_t from = order_[k];
-      for (uint32_t j = out_begin[from]; j < out_begin[from + 1]; ++j) {
-        if (--waiting[out[j]] == 0) order_.push_back(out[j]);
-      }
-    }
-    return order_.size() == recorded_.size();
+  }
+  bool ordered(const Change& change) const {
+    const size_t which = static_cast<size_t>(change.regrouping + 1);
+    return which < orders_.size() && !orders_[which].empty();
   }
 
-  // Every instant's replayed time (order() first); one that waits for
+  // Every instant's replayed time (where ordered()); one that waits for
   // nothing in this replay comes when it was recorded.
   std::vector<int64_t> replay(const Change& change) const {
     std::vector<int64_t> at(recorded_.size());
-    for (const uint32_t i : order_) {
+    for (const uint32_t i : orders_[static_cast<size_t>(change.regrouping + 1)]) {
       int64_t latest = INT64_MIN;
       for (uint32_t j = into_[i]; j < into_[i + 1]; ++j) {
         if (in_replay(edges_[j], change)) latest = std::max(latest, at[edges_[j].from] + lapse(edges_[j], change));
@@ -140,6 +133,31 @@ class InstantGraph {
     int32_t rank;
     uint16_t variant;
   };
+  // Kahn's order over the edges in the replay of `change`.
+  std::vector<uint32_t> topological_order(const Change& change) const {
+    std::vector<uint32_t> waiting(recorded_.size(), 0), out_begin(recorded_.size() + 1, 0), out, order;
+    for (const Edge& e : edges_) {
+      if (!in_replay(e, change)) continue;
+      ++waiting[e.to];
+      ++out_begin[e.from + 1];
+    }
+    for (size_t i = 1; i < out_begin.size(); ++i) out_begin[i] += out_begin[i - 1];
+    out.resize(out_begin.back());
+    std::vector<uint32_t> filled(out_begin.begin(), out_begin.end() - 1);
+    for (const Edge& e : edges_) {
+      if (in_replay(e, change)) out[filled[e.from]++] = e.to;
+    }
+    for (uint32_t i = 0; i < recorded_.size(); ++i) {
+      if (waiting[i] == 0) order.push_back(i);
+    }
+    for (size_t k = 0; k < order.size(); ++k) {
+      const uint32_t from = order[k];
+      for (uint32_t j = out_begin[from]; j < out_begin[from + 1]; ++j) {
+        if (--waiting[out[j]] == 0) order.push_back(out[j]);
+      }
+    }
+    return order;
+  }
   static bool in_replay(const Edge& e, const Change& change) {
     switch (e.variant) {
       case kAlways:
@@ -161,7 +179,7 @@ class InstantGraph {
   std::vector<int64_t> recorded_;
   std::vector<Edge> edges_;        // by `to`, once ordered
   std::vector<uint32_t> into_;     // per instant, its edges' range in edges_
-  std::vector<uint32_t> order_;
+  std::vector<std::vector<uint32_t>> orders_;  // as recorded, then per regrouping; empty: in a circle
 };
 
 // What blocking calls wait for: the step's collectives (indices into
@@ -349,10 +367,10 @@ class StepGraph {
       begins_.push_back(host_instant(graph_, lines_[r], reads_[r].step_begin));
       ends_.push_back(host_instant(graph_, lines_[r], reads_[r].end));
     }
-    ordered_ = graph_.order();
+    graph_.order(regroupable() ? static_cast<int>(buckets->predictions.size()) : 0);
   }
 
-  bool circular() const { return !ordered_; }
+  bool circular() const { return !graph_.ordered({}); }
 
   // Whether the step's gradient allreduces can be regrouped; why not in
   // regroup_unmeasured() where not.
@@ -362,7 +380,7 @@ class StepGraph {
   // The step's time with `change`: from the first replayed begin to the
   // last end. None where the instants wait on each other in a circle.
   std::optional<int64_t> replay(const Change& change) const {
-    if (!ordered_ || begins_.empty()) return std::nullopt;
+    if (!graph_.ordered(change) || begins_.empty()) return std::nullopt;
     const std::vector<int64_t> at = graph_.replay(change);
     int64_t first = INT64_MAX, last = INT64_MIN;
     for (const uint32_t i : begins_) first = std::min(first, at[i]);
@@ -580,6 +598,7 @@ class StepGraph {
       return;
     }
     std::vector<int64_t> last_post(reads_.size(), INT64_MIN);
+    std::vector<size_t> posts(reads_.size(), 0);
     for (const size_t i : found) {
       for (const Participation& p : job_.collectives[i].ranks) {
         if (static_cast<size_t>(p.rank) >= reads_.size() || p.arrival_ns == kUnknown) {
@@ -587,14 +606,22 @@ class StepGraph {
           return;
         }
         last_post[static_cast<size_t>(p.rank)] = std::max(last_post[static_cast<size_t>(p.rank)], p.arrival_ns);
+        ++posts[static_cast<size_t>(p.rank)];
+      }
+    }
+    for (size_t r = 0; r < reads_.size(); ++r) {
+      if (posts[r] != 0 && posts[r] != found.size()) {
+        regroup_unmeasured_ = "rank " + std::to_string(r) + " is not in every gradient allreduce of the step";
+        return;
       }
     }
     gradient_waits_.assign(reads_.size(), INT64_MIN);
     for (size_t r = 0; r < reads_.size(); ++r) {
       if (last_post[r] == INT64_MIN || !reads_[r].ran) continue;
       for (const Event& call : reads_[r].calls) {
-        const bool waits = call.kind == EventKind::kMpiCall || call.kind == EventKind::kTorchWait;
-        if (call.begin_ns > last_post[r] && waits && !names_[call.name_id].poll) {
+        const bool waits = (call.kind == EventKind::kMpiCall && names_[call.name_id].wait) ||
+                           call.kind == EventKind::kTorchWait;
+        if (call.begin_ns > last_post[r] && waits) {
           gradient_waits_[r] = call.begin_ns;
           break;
         }
@@ -642,11 +669,13 @@ class StepGraph {
       for (const auto& [rank, instant] : arrivals_[i]) posts[rank].instants.push_back(instant);
       for (const Participation& p : job_.collectives[i].ranks) posts[p.rank].at.push_back(p.arrival_ns);
     }
-    std::vector<uint32_t> done;  // per new bucket, the instant it is reduced
+    std::vector<uint32_t> done;    // per new bucket, the instant it is reduced
+    std::vector<size_t> holdings;  // per new bucket, the recorded bucket holding its last byte
     uint64_t position = 0;
     for (const uint64_t size : layout) {
       position += size;
       const size_t holding = static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), position) - ends.begin());
+      holdings.push_back(holding);
       const size_t paced = holding == 0 ? 1 : holding;
       const uint32_t ready = graph_.add(last_arrival(gradients_[holding]));
       for (const auto& [rank, rank_posts] : posts) {
@@ -673,9 +702,16 @@ class StepGraph {
       if (!call.rendezvous || call.poll) continue;
       const auto gradient = gradient_index_.find(*call.rendezvous);
       if (gradient == gradient_index_.end()) continue;
-      const auto holding = std::lower_bound(new_ends.begin(), new_ends.end(), ends[gradient->second]);
-      graph_.link(done[static_cast<size_t>(holding - new_ends.begin())], call.end_instant, 0, Lapse::kRecorded, -1,
-                  variant);
+      const size_t bucket = static_cast<size_t>(
+          std::lower_bound(new_ends.begin(), new_ends.end(), ends[gradient->second]) - new_ends.begin());
+      // A call before the rank posted what the new bucket waits for cannot
+      // wait for it: it keeps its own time.
+      const Posts& own = posts.at(call.rank);
+      if (own.at[holdings[bucket]] <= call.begin) {
+        graph_.link(done[bucket], call.end_instant, 0, Lapse::kRecorded, -1, variant);
+      } else {
+        graph_.link(call.begin_instant, call.end_instant, call.end - call.begin, Lapse::kRecorded, -1, variant);
+      }
     }
   }
 
@@ -772,7 +808,6 @@ class StepGraph {
   std::vector<BlockingCall> blocking_;
   std::unordered_map<const Operation*, size_t> nccl_collective_;  // NCCL's kernels, to their collectives
   std::vector<uint32_t> begins_, ends_;  // each line's step begin and end
-  bool ordered_ = false;
 };
 
 namespace {
@@ -874,7 +909,8 @@ std::vector<PathWhatIf> StepReplay::what_ifs(std::string& unmeasured) const {
 std::vector<BucketReplay> StepReplay::regrouped(std::string& unmeasured) const {
   if (!buckets_) return {};
   if (!replayed_) {
-    unmeasured = graph_->circular() ? "the step's instants wait on each other in a circle as recorded" : "the step could not be replayed";
+    unmeasured = graph_->circular() ? "the step's instants wait on each other in a circle as recorded"
+                                    : "no rank's training thread was found in the step";
     return {};
   }
   if (!graph_->regroupable()) {
@@ -886,22 +922,28 @@ std::vector<BucketReplay> StepReplay::regrouped(std::string& unmeasured) const {
   std::vector<int64_t> regrouped;
   for (size_t k = 0; k < buckets_->predictions.size(); ++k) {
     const std::optional<int64_t> step = graph_->replay({.regrouping = static_cast<int>(k)});
-    if (!step) return {};
+    if (!step) {
+      unmeasured = "regrouped into buckets of " + format_bytes(buckets_->predictions[k].bucket_bytes) +
+                   ", the step's instants wait on each other in a circle";
+      return {};
+    }
     regrouped.push_back(*step);
   }
   uint64_t current_cap = 0;
   for (const BucketStats& b : buckets_->buckets) current_cap = std::max(current_cap, b.bytes);
   const auto current = std::find_if(buckets_->predictions.begin(), buckets_->predictions.end(),
                                     [&](const BucketPrediction& p) { return p.bucket_bytes == current_cap; });
-  if (current == buckets_->predictions.end()) return {};
+  if (current == buckets_->predictions.end()) {
+    unmeasured = "the current buckets are not among the predicted sizes";
+    return {};
+  }
   const int64_t current_ns = regrouped[static_cast<size_t>(current - buckets_->predictions.begin())];
   // No layout makes the step shorter than communication taking no time.
   const std::optional<int64_t> floor = graph_->replay({.transfers = false});
-  if (!floor) return {};
   std::vector<BucketReplay> found;
   for (size_t k = 0; k < regrouped.size(); ++k) {
     found.push_back({buckets_->predictions[k].bucket_bytes, 1, *replayed_, regrouped[k],
-                     std::max(*floor, *replayed_ + (regrouped[k] - current_ns))});
+                     std::max(floor.value_or(INT64_MIN), *replayed_ + (regrouped[k] - current_ns))});
   }
   return found;
 }

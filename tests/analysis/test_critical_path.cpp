@@ -416,7 +416,10 @@ TEST_F(CriticalPathTest, GradientBucketsRegroupedAreReplayedOneAfterAnother) {
     return events;
   };
   for (int32_t rank = 0; rank < 2; ++rank) {
-    std::vector<Event> events = {range(kStep, 0, 2000), wait(750, 1500), range(kTail, 1500, 2000)};
+    // An MPI call after the last post that waits for nothing (a post of
+    // its own) is not the wait for the gradients.
+    std::vector<Event> events = {range(kStep, 0, 2000), testing::host_event(EventKind::kMpiCall, kIsend, 720, 725, kThread),
+                                 wait(750, 1500), range(kTail, 1500, 2000)};
     uint64_t seq = 0;
     for (const auto& [posted, bytes] : {std::pair{100, kMiB}, {500, 2 * kMiB}, {700, kMiB}}) {
       events = joined(events, bucket(posted, bytes, seq++));
@@ -462,6 +465,45 @@ TEST_F(CriticalPathTest, GradientBucketsRegroupedAreReplayedOneAfterAnother) {
   const CriticalPath unmatched = critical_path(timeline, job, {}, &buckets);
   EXPECT_TRUE(unmatched.bucket_replays.empty());
   EXPECT_EQ(unmatched.bucket_replays_unmeasured, "the step's gradient allreduces are not laid out as the job's buckets");
+}
+
+// Buckets of 1 MiB posted at 100, 200 and 500; a wait from 250 to 400 in
+// which the first two completed, the wait for the gradients from 600 to
+// 1000, a tail of 500. Regrouped into 1 and 2 MiB, the second bucket waits
+// for the post at 500, after that first wait began: the wait keeps its own
+// time (else it would wait for a post that waits for it). Both regroupings
+// end the step at 1300 (the current buckets reduced at 300, 500 and 800,
+// the first wait ending at 500; regrouped, at 300 and 800), so both predict
+// the step as replayed.
+TEST_F(CriticalPathTest, ACallBeforeThePostItsNewBucketWaitsForKeepsItsOwnTime) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    std::vector<Event> events = {range(kStep, 0, 1500), wait(250, 400), wait(600, 1000), range(kTail, 1000, 1500)};
+    uint64_t seq = 0;
+    for (const auto& [posted, completed] : {std::pair{100, 400}, {200, 400}, {500, 1000}}) {
+      std::vector<Event> bucket = iallreduce(posted, completed);
+      bucket[1].bytes = kMiB;
+      bucket[1].seq = seq++;
+      events = joined(events, bucket);
+    }
+    write_rank(rank, 2, events);
+  }
+  const Timeline timeline(merged());
+  const JobProfile job = build_profile(timeline);
+  BucketReport buckets;
+  buckets.ddp = true;
+  for (int k = 0; k < 3; ++k) buckets.buckets.push_back({.bytes = kMiB});
+  buckets.fit = {.alpha_ns = 100, .ns_per_byte = 100.0 / static_cast<double>(kMiB), .r_squared = 1, .samples = 3};
+  buckets.predictions = {{kMiB, 0}, {2 * kMiB, 0}};
+
+  const CriticalPath p = critical_path(timeline, job, {}, &buckets);
+  ASSERT_EQ(p.bucket_replays_unmeasured, "");
+  ASSERT_EQ(p.bucket_replays.size(), 2u);
+  for (const BucketReplay& replay : p.bucket_replays) {
+    EXPECT_EQ(replay.replayed_ns, 1500);
+    EXPECT_EQ(replay.regrouped_ns, 1300) << replay.bucket_bytes;
+    EXPECT_EQ(replay.predicted_ns, 1500) << replay.bucket_bytes;
+  }
 }
 
 // The wait job: from rank 0's tail the path goes through the wait, which

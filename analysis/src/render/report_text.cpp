@@ -242,7 +242,10 @@ std::string report_text(const Report& report) {
       out += line;
     }
     if (!b.recommendation.empty()) out += "  " + b.recommendation + "\n";
-    if (b.predicted_by == "model" && !b.replay_unmeasured.empty()) {
+    if (b.predicted_by == "replay") {
+      out += "  (predicted by replaying " + std::to_string(b.replayed_steps) +
+             (b.replayed_steps == 1 ? " walked step" : " walked steps") + " with the buckets regrouped)\n";
+    } else if (b.predicted_by == "model" && !b.replay_unmeasured.empty()) {
       out += "  (predicted by the backward model; the replay: n/a: " + b.replay_unmeasured + ")\n";
     }
   }
