@@ -389,14 +389,6 @@ void recommend(BucketReport& report, uint64_t current_cap, int64_t current_step_
   report.recommendation = sentence;
 }
 
-// The current buckets are labelled by the largest, which is the cap plus at
-// most one layer.
-uint64_t current_cap_of(const BucketReport& report) {
-  uint64_t cap = 0;
-  for (const BucketStats& b : report.buckets) cap = std::max(cap, b.bytes);
-  return cap;
-}
-
 // Predicts the step for the current buckets and for each candidate cap as the
 // measured step with the measured exposed tail replaced by the model's, and
 // recommends the cap with the shortest predicted step.
@@ -431,7 +423,7 @@ void predict(const JobProfile& job, const std::vector<Sequence>& syncs, const Tr
   report.measured_step_ns = step_ns;
   report.predicted_by = "model";
   const int64_t step_without_tail_ns = step_ns - report.exposed_tail_ns;
-  const uint64_t current_cap = current_cap_of(report);
+  const uint64_t current_cap = current_bucket_cap(report);
   const int64_t current_tail_ns = model.tail_ns(current_layout);
   report.predictions.push_back({current_cap, step_without_tail_ns + current_tail_ns});
   for (uint64_t cap : candidate_caps(model.gradient_bytes)) {
@@ -657,6 +649,12 @@ std::vector<uint64_t> buckets_for_cap(uint64_t gradient_bytes, uint64_t cap) {
   return sizes;
 }
 
+uint64_t current_bucket_cap(const BucketReport& report) {
+  uint64_t cap = 0;
+  for (const BucketStats& b : report.buckets) cap = std::max(cap, b.bytes);
+  return cap;
+}
+
 int64_t fitted_allreduce_ns(const BucketReport& report, uint64_t bytes, size_t ranks) {
   const TransferModel model{report.fit, report.fit_on_bus_bytes};
   return std::llround(model.transfer_ns(bytes, CommOp::kAllReduce, ranks));
@@ -666,7 +664,7 @@ void take_replayed_predictions(BucketReport& report, const std::vector<BucketRep
                                const std::string& unmeasured) {
   if (report.predictions.empty()) return;
   report.replay_unmeasured = unmeasured;
-  const uint64_t current_cap = current_cap_of(report);
+  const uint64_t current_cap = current_bucket_cap(report);
   const auto replay_of = [&](uint64_t cap) {
     return std::find_if(replays.begin(), replays.end(), [&](const BucketReplay& r) { return r.bucket_bytes == cap; });
   };

@@ -653,10 +653,9 @@ class StepGraph {
       total += original.back();
       ends.push_back(total);
     }
-    uint64_t current_cap = 0;
-    for (const uint64_t size : original) current_cap = std::max(current_cap, size);
+    // find_gradients() matched `original` to the job's buckets.
     const uint64_t cap = buckets.predictions[which].bucket_bytes;
-    const std::vector<uint64_t> layout = cap == current_cap ? original : buckets_for_cap(total, cap);
+    const std::vector<uint64_t> layout = cap == current_bucket_cap(buckets) ? original : buckets_for_cap(total, cap);
     const size_t ranks = job_.collectives[gradients_.front()].ranks.size();
 
     // Per rank, its posts' instants and times, bucket by bucket.
@@ -929,8 +928,7 @@ std::vector<BucketReplay> StepReplay::regrouped(std::string& unmeasured) const {
     }
     regrouped.push_back(*step);
   }
-  uint64_t current_cap = 0;
-  for (const BucketStats& b : buckets_->buckets) current_cap = std::max(current_cap, b.bytes);
+  const uint64_t current_cap = current_bucket_cap(*buckets_);
   const auto current = std::find_if(buckets_->predictions.begin(), buckets_->predictions.end(),
                                     [&](const BucketPrediction& p) { return p.bucket_bytes == current_cap; });
   if (current == buckets_->predictions.end()) {

@@ -83,6 +83,10 @@ bool is_gradient_allreduce(const CollectiveInstance& c);
 // a first bucket of at most 1 MiB, then full buckets, then what is left.
 std::vector<uint64_t> buckets_for_cap(uint64_t gradient_bytes, uint64_t cap);
 
+// The current buckets' label in `predictions`: the largest bucket, which is
+// the cap plus at most one layer.
+uint64_t current_bucket_cap(const BucketReport& report);
+
 // The fit's time for an allreduce of `bytes` over `ranks` ranks.
 int64_t fitted_allreduce_ns(const BucketReport& report, uint64_t bytes, size_t ranks);
 
