@@ -182,6 +182,20 @@ class CriticalPathTest : public testing::ShardJobTest {
     return nullptr;
   }
 
+  static constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+  // DDP's buckets of `sizes` (in MiB) with predictions for `caps` (in MiB),
+  // each allreduce fitted at `alpha_ns` plus 100 ns a MiB.
+  static BucketReport ddp_buckets(std::initializer_list<uint64_t> sizes, std::initializer_list<uint64_t> caps,
+                                  double alpha_ns = 100) {
+    BucketReport buckets;
+    buckets.ddp = true;
+    for (const uint64_t size : sizes) buckets.buckets.push_back({.bytes = size * kMiB});
+    buckets.fit = {.alpha_ns = alpha_ns, .ns_per_byte = 100.0 / static_cast<double>(kMiB), .r_squared = 1, .samples = 3};
+    for (const uint64_t cap : caps) buckets.predictions.push_back({cap * kMiB, 0});
+    return buckets;
+  }
+
   static int64_t on_rank(const CriticalPath& path, int32_t rank) {
     for (const PathShare& share : path.ranks) {
       if (share.rank == rank) return share.ns;
@@ -408,7 +422,6 @@ TEST_F(CriticalPathTest, AReplayCarriesEachCollectivesNewEndIntoTheNext) {
 // post at 500), at 300, 500, 700, 900 (1400: predicted 2000 - 100); 1 and
 // 3 MiB at 300 and 1100 (1600: predicted 2100).
 TEST_F(CriticalPathTest, GradientBucketsRegroupedAreReplayedOneAfterAnother) {
-  constexpr uint64_t kMiB = uint64_t{1} << 20;
   const auto bucket = [](int64_t posted, uint64_t bytes, uint64_t seq) {
     std::vector<Event> events = iallreduce(posted, 1500);
     events[1].bytes = bytes;
@@ -428,12 +441,8 @@ TEST_F(CriticalPathTest, GradientBucketsRegroupedAreReplayedOneAfterAnother) {
   }
   const Timeline timeline(merged());
   const JobProfile job = build_profile(timeline);
-  BucketReport buckets;
-  buckets.ddp = true;
-  for (const uint64_t bytes : {kMiB, 2 * kMiB, kMiB}) buckets.buckets.push_back({.bytes = bytes});
-  buckets.fit = {.alpha_ns = 100, .ns_per_byte = 100.0 / static_cast<double>(kMiB), .r_squared = 1, .samples = 3};
+  BucketReport buckets = ddp_buckets({1, 2, 1}, {1, 2, 4});
   buckets.measured_step_ns = 2000;
-  buckets.predictions = {{kMiB, 0}, {2 * kMiB, 0}, {4 * kMiB, 0}};
 
   const CriticalPath p = critical_path(timeline, job, {}, &buckets);
   ASSERT_EQ(p.bucket_replays_unmeasured, "");
@@ -461,6 +470,19 @@ TEST_F(CriticalPathTest, GradientBucketsRegroupedAreReplayedOneAfterAnother) {
   // Without the buckets, nothing is regrouped; with buckets the step's
   // allreduces do not match, nothing either, and it says why.
   EXPECT_TRUE(critical_path(timeline, job).bucket_replays.empty());
+
+  // With 1000 ns of latency a bucket, the current buckets are reduced at
+  // 1200, 2400 and 3500 (4000), 1 and 3 MiB at 1200 and 2500 (3000): 1000
+  // less would be a step of 1000, shorter than the 1250 with transfers
+  // taking no time (the wait at its begin, 750, and the tail), so 1250.
+  // Buckets of 1 MiB at 1200, 2300, 3400, 4500 (5000): 3000.
+  buckets = ddp_buckets({1, 2, 1}, {1, 2, 4}, 1000);
+  const CriticalPath slow_network = critical_path(timeline, job, {}, &buckets);
+  ASSERT_EQ(slow_network.bucket_replays.size(), 3u);
+  EXPECT_EQ(slow_network.bucket_replays[0].predicted_ns, 3000);
+  EXPECT_EQ(slow_network.bucket_replays[2].regrouped_ns, 3000);
+  EXPECT_EQ(slow_network.bucket_replays[2].predicted_ns, 1250);
+
   buckets.buckets[1].bytes = 3 * kMiB;
   const CriticalPath unmatched = critical_path(timeline, job, {}, &buckets);
   EXPECT_TRUE(unmatched.bucket_replays.empty());
@@ -476,7 +498,6 @@ TEST_F(CriticalPathTest, GradientBucketsRegroupedAreReplayedOneAfterAnother) {
 // the first wait ending at 500; regrouped, at 300 and 800), so both predict
 // the step as replayed.
 TEST_F(CriticalPathTest, ACallBeforeThePostItsNewBucketWaitsForKeepsItsOwnTime) {
-  constexpr uint64_t kMiB = uint64_t{1} << 20;
   for (int32_t rank = 0; rank < 2; ++rank) {
     std::vector<Event> events = {range(kStep, 0, 1500), wait(250, 400), wait(600, 1000), range(kTail, 1000, 1500)};
     uint64_t seq = 0;
@@ -490,11 +511,7 @@ TEST_F(CriticalPathTest, ACallBeforeThePostItsNewBucketWaitsForKeepsItsOwnTime) 
   }
   const Timeline timeline(merged());
   const JobProfile job = build_profile(timeline);
-  BucketReport buckets;
-  buckets.ddp = true;
-  for (int k = 0; k < 3; ++k) buckets.buckets.push_back({.bytes = kMiB});
-  buckets.fit = {.alpha_ns = 100, .ns_per_byte = 100.0 / static_cast<double>(kMiB), .r_squared = 1, .samples = 3};
-  buckets.predictions = {{kMiB, 0}, {2 * kMiB, 0}};
+  const BucketReport buckets = ddp_buckets({1, 1, 1}, {1, 2});
 
   const CriticalPath p = critical_path(timeline, job, {}, &buckets);
   ASSERT_EQ(p.bucket_replays_unmeasured, "");

@@ -29,6 +29,8 @@ profile() {
     --truth "$work/$name.truth.json" >"$work/$name.out" 2>&1 || fail "$name: run failed: $(cat "$work/$name.out")"
   "$rankscope" report "$work/$name.h5" --format json >"$work/$name.report.json" 2>"$work/$name.err" ||
     fail "$name: report failed: $(cat "$work/$name.err")"
+  "$rankscope" report "$work/$name.h5" >"$work/$name.report.txt" 2>"$work/$name.err" ||
+    fail "$name: text report failed: $(cat "$work/$name.err")"
 }
 
 # Bucket caps 1, 2, 4 and 8 MiB: buckets (1 × 8), (1, 2, 2, 2, 1), (1, 4, 3), (1, 7) MiB.
@@ -79,6 +81,9 @@ for cap in (1, 2, 4, 8):
     # steps; its predictions stand in for the backward model's.
     assert buckets["predicted_by"] == "replay", (name, buckets["predicted_by"], buckets["replay_reason"])
     assert buckets["replay_reason"] is None and buckets["replayed_steps"] > 0, (name, buckets)
+    with open(os.path.join(work, name + ".report.txt")) as f:
+        said = "(predicted by replaying %d walked steps with the buckets regrouped)" % buckets["replayed_steps"]
+        assert said in f.read(), (name, said)
     if recommended == 0:
         assert sentence.startswith("No recommendation: replayed on"), (name, sentence)
     else:
