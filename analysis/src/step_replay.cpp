@@ -99,23 +99,80 @@ class InstantGraph {
     into_.assign(recorded_.size() + 1, 0);
     for (const Edge& e : edges_) ++into_[e.to + 1];
     for (size_t i = 1; i < into_.size(); ++i) into_[i] += into_[i - 1];
+    // Out of each instant, its edges' indices (every replay's), and the
+    // edges that are not in every replay.
+    out_begin_.assign(recorded_.size() + 1, 0);
+    for (const Edge& e : edges_) ++out_begin_[e.from + 1];
+    for (size_t i = 1; i < out_begin_.size(); ++i) out_begin_[i] += out_begin_[i - 1];
+    out_.resize(edges_.size());
+    std::vector<uint32_t> filled(out_begin_.begin(), out_begin_.end() - 1);
+    variant_edges_.clear();
+    for (uint32_t j = 0; j < edges_.size(); ++j) {
+      out_[filled[edges_[j].from]++] = j;
+      if (edges_[j].variant != kAlways) variant_edges_.push_back(j);
+    }
     orders_.clear();
+    order_of_.clear();
+    // An order of every replay's edges together is one of each replay's:
+    // one sort where no regrouping closes a circle.
+    std::vector<uint32_t> together = topological_order([](const Edge&) { return true; });
+    if (together.size() == recorded_.size()) {
+      orders_.push_back(std::move(together));
+      order_of_.assign(static_cast<size_t>(regroupings + 1), 0);
+      return;
+    }
     for (int regrouping = -1; regrouping < regroupings; ++regrouping) {
-      std::vector<uint32_t> order = topological_order({.regrouping = regrouping});
+      const Change change{.regrouping = regrouping};
+      std::vector<uint32_t> order = topological_order([&](const Edge& e) { return in_replay(e, change); });
       if (order.size() != recorded_.size()) order.clear();
+      order_of_.push_back(orders_.size());
       orders_.push_back(std::move(order));
     }
   }
   bool ordered(const Change& change) const {
     const size_t which = static_cast<size_t>(change.regrouping + 1);
-    return which < orders_.size() && !orders_[which].empty();
+    return which < order_of_.size() && !orders_[order_of_[which]].empty();
   }
 
   // Every instant's replayed time (where ordered()); one that waits for
   // nothing in this replay comes when it was recorded.
   std::vector<int64_t> replay(const Change& change) const {
     std::vector<int64_t> at(recorded_.size());
-    for (const uint32_t i : orders_[static_cast<size_t>(change.regrouping + 1)]) {
+    for (const uint32_t i : orders_[order_of_[static_cast<size_t>(change.regrouping + 1)]]) {
+      int64_t latest = INT64_MIN;
+      for (uint32_t j = into_[i]; j < into_[i + 1]; ++j) {
+        if (in_replay(edges_[j], change)) latest = std::max(latest, at[edges_[j].from] + lapse(edges_[j], change));
+      }
+      at[i] = latest == INT64_MIN ? recorded_[i] : latest;
+    }
+    return at;
+  }
+
+  // The replay of one regrouping, from `base`, the replay as recorded: only
+  // the instants after the regrouping's own edges (or after those it
+  // drops) can differ, and only they are replayed again.
+  std::vector<int64_t> replay_regrouping(int regrouping, const std::vector<int64_t>& base) const {
+    const Change change{.regrouping = regrouping};
+    std::vector<char> differs(recorded_.size(), 0);
+    std::vector<uint32_t> reached;
+    for (const uint32_t j : variant_edges_) {
+      const uint32_t to = edges_[j].to;
+      if (in_replay(edges_[j], change) == in_replay(edges_[j], {}) || differs[to]) continue;
+      differs[to] = 1;
+      reached.push_back(to);
+    }
+    for (size_t k = 0; k < reached.size(); ++k) {
+      for (uint32_t o = out_begin_[reached[k]]; o < out_begin_[reached[k] + 1]; ++o) {
+        const Edge& e = edges_[out_[o]];
+        if (!differs[e.to] && in_replay(e, change)) {
+          differs[e.to] = 1;
+          reached.push_back(e.to);
+        }
+      }
+    }
+    std::vector<int64_t> at = base;
+    for (const uint32_t i : orders_[order_of_[static_cast<size_t>(regrouping + 1)]]) {
+      if (!differs[i]) continue;
       int64_t latest = INT64_MIN;
       for (uint32_t j = into_[i]; j < into_[i + 1]; ++j) {
         if (in_replay(edges_[j], change)) latest = std::max(latest, at[edges_[j].from] + lapse(edges_[j], change));
@@ -133,11 +190,12 @@ class InstantGraph {
     int32_t rank;
     uint16_t variant;
   };
-  // Kahn's order over the edges in the replay of `change`.
-  std::vector<uint32_t> topological_order(const Change& change) const {
+  // Kahn's order over the edges `in` takes.
+  template <typename Takes>
+  std::vector<uint32_t> topological_order(Takes in) const {
     std::vector<uint32_t> waiting(recorded_.size(), 0), out_begin(recorded_.size() + 1, 0), out, order;
     for (const Edge& e : edges_) {
-      if (!in_replay(e, change)) continue;
+      if (!in(e)) continue;
       ++waiting[e.to];
       ++out_begin[e.from + 1];
     }
@@ -145,7 +203,7 @@ class InstantGraph {
     out.resize(out_begin.back());
     std::vector<uint32_t> filled(out_begin.begin(), out_begin.end() - 1);
     for (const Edge& e : edges_) {
-      if (in_replay(e, change)) out[filled[e.from]++] = e.to;
+      if (in(e)) out[filled[e.from]++] = e.to;
     }
     for (uint32_t i = 0; i < recorded_.size(); ++i) {
       if (waiting[i] == 0) order.push_back(i);
@@ -179,7 +237,10 @@ class InstantGraph {
   std::vector<int64_t> recorded_;
   std::vector<Edge> edges_;        // by `to`, once ordered
   std::vector<uint32_t> into_;     // per instant, its edges' range in edges_
-  std::vector<std::vector<uint32_t>> orders_;  // as recorded, then per regrouping; empty: in a circle
+  std::vector<std::vector<uint32_t>> orders_;  // empty: in a circle
+  std::vector<size_t> order_of_;               // as recorded, then per regrouping: its order in orders_
+  std::vector<uint32_t> out_begin_, out_;      // per instant, the indices in edges_ of the edges out of it
+  std::vector<uint32_t> variant_edges_;        // the edges not in every replay
 };
 
 // What blocking calls wait for: the step's collectives (indices into
@@ -290,6 +351,14 @@ struct BlockingCall {
   bool gradient_wait = false;  // the rank's wait for its gradient allreduces at the end of backward
 };
 
+// When a rank's gradient bucket was ready to be reduced: its instant and
+// its time as recorded.
+struct BucketPost {
+  uint32_t instant;
+  int64_t at;
+};
+using BucketPosts = std::vector<BucketPost>;  // a rank's, bucket by bucket
+
 // A rank's GPU operations of every stream, by end.
 using OperationsByEnd = std::vector<const Operation*>;
 
@@ -351,6 +420,7 @@ class StepGraph {
         for (Operation& op : operations) {
           op.start = graph_.add(op.event.begin_ns);
           op.end = graph_.add(op.event.end_ns);
+          gpu_ends_.push_back(op.end);
         }
       }
       by_end_.push_back(operations_by_end(reads_[r]));
@@ -359,7 +429,11 @@ class StepGraph {
     for (size_t r = 0; r < reads_.size(); ++r) make_line(r);
     link_arrivals();
     if (regroupable()) {
-      for (size_t k = 0; k < buckets->predictions.size(); ++k) regroup(*buckets, k);
+      if (const std::optional<std::map<int32_t, BucketPosts>> posts = gradient_posts()) {
+        for (size_t k = 0; k < buckets->predictions.size(); ++k) regroup(*buckets, k, *posts);
+      } else {
+        gradients_.clear();
+      }
     }
     for (size_t r = 0; r < reads_.size(); ++r) {
       link_operations(r);
@@ -379,12 +453,24 @@ class StepGraph {
 
   // The step's time with `change`: from the first replayed begin to the
   // last end. None where the instants wait on each other in a circle.
-  std::optional<int64_t> replay(const Change& change) const {
+  // `past_end` (where asked) is how long after the step's last end the
+  // GPU's last operation of it ends (INT64_MIN without one).
+  std::optional<int64_t> replay(const Change& change, int64_t* past_end = nullptr) const {
     if (!graph_.ordered(change) || begins_.empty()) return std::nullopt;
-    const std::vector<int64_t> at = graph_.replay(change);
+    // The replay as recorded is kept: each regrouping replays only what it changes.
+    const bool plain = change.transfers && change.rank < 0;
+    if (plain && as_recorded_.empty() && graph_.ordered({})) as_recorded_ = graph_.replay({});
+    const bool kept = plain && !as_recorded_.empty();
+    const std::vector<int64_t> at = !kept                        ? graph_.replay(change)
+                                    : change.regrouping < 0 ? as_recorded_
+                                                            : graph_.replay_regrouping(change.regrouping, as_recorded_);
     int64_t first = INT64_MAX, last = INT64_MIN;
     for (const uint32_t i : begins_) first = std::min(first, at[i]);
     for (const uint32_t i : ends_) last = std::max(last, at[i]);
+    if (past_end) {
+      *past_end = INT64_MIN;
+      for (const uint32_t i : gpu_ends_) *past_end = std::max(*past_end, at[i] - last);
+    }
     return last - first;
   }
 
@@ -493,7 +579,13 @@ class StepGraph {
     const int32_t first_step = step_ > 0 ? static_cast<int32_t>(step_) - 1 : 0;
     for (size_t i = 0; i < job_.collectives.size(); ++i) {
       const CollectiveInstance& c = job_.collectives[i];
-      if (c.step < first_step || c.step > static_cast<int32_t>(step_) || c.ranks.size() < 2) continue;
+      // One rank's part alone is no rendezvous, but for a gradient allreduce
+      // of a job of which one rank was captured: regrouped, its new buckets
+      // are reduced as that rank's gradients come.
+      if (c.step < first_step || c.step > static_cast<int32_t>(step_) ||
+          (c.ranks.size() < 2 && !gradient_index_.contains(i))) {
+        continue;
+      }
       for (const Participation& p : c.ranks) {
         if (p.arrival_ns == kUnknown) continue;
         // Outside the replay (no step times), a rank arrives when it did.
@@ -502,6 +594,9 @@ class StepGraph {
         if (c.source == CollectiveSource::kNccl && kernel != nccl_kernels.end()) {
           arrival = kernel->second->start;
           nccl_collective_[kernel->second] = i;
+          if (const auto gradient = gradient_index_.find(i); gradient != gradient_index_.end()) {
+            gradient_kernels_[gradient->second].push_back({p.rank, kernel->second});
+          }
         } else if (c.source != CollectiveSource::kNccl && ran(p.rank)) {
           arrival = host_instant(graph_, lines_[static_cast<size_t>(p.rank)], p.arrival_ns);
         } else {
@@ -557,14 +652,16 @@ class StepGraph {
     }
   }
 
-  void link_completion(size_t collective, uint32_t begin, uint32_t end, int64_t transfer) {
-    graph_.link(begin, end, 0);
-    graph_.link(last_arrival_instant(collective), end, transfer, Lapse::kTransfer);
+  void link_completion(size_t collective, uint32_t begin, uint32_t end, int64_t transfer, uint16_t variant) {
+    graph_.link(begin, end, 0, Lapse::kRecorded, -1, variant);
+    graph_.link(last_arrival_instant(collective), end, transfer, Lapse::kTransfer, -1, variant);
   }
 
   // The step's gradient allreduces, as laid out in the job's buckets (one
   // communicator's, by sequence number), and each rank's wait for them: its
-  // first waiting call (not a poll) after its last post of them.
+  // first waiting call (not a poll) after its last post of them. NCCL's run
+  // on a stream of their own, which the GPU's work after them waits for:
+  // the host need not wait.
   void find_gradients(const BucketReport& buckets) {
     std::vector<uint64_t> layout;
     for (const BucketStats& b : buckets.buckets) layout.push_back(b.bytes);
@@ -575,7 +672,7 @@ class StepGraph {
     std::map<uint64_t, std::vector<size_t>> by_communicator;
     for (size_t i = 0; i < job_.collectives.size(); ++i) {
       const CollectiveInstance& c = job_.collectives[i];
-      if (c.step == static_cast<int32_t>(step_) && c.ranks.size() >= 2 && is_gradient_allreduce(c)) {
+      if (c.step == static_cast<int32_t>(step_) && is_gradient_allreduce(c)) {
         by_communicator[c.comm_hash].push_back(i);
       }
     }
@@ -589,12 +686,6 @@ class StepGraph {
     }
     if (found.empty()) {
       regroup_unmeasured_ = "the step's gradient allreduces are not laid out as the job's buckets";
-      return;
-    }
-    if (job_.collectives[found.front()].source == CollectiveSource::kNccl) {
-      regroup_unmeasured_ =
-          "NCCL's gradient allreduces run on a GPU stream: the replay regroups those the host waits for (MPI, "
-          "c10d over gloo) only";
       return;
     }
     std::vector<int64_t> last_post(reads_.size(), INT64_MIN);
@@ -615,8 +706,9 @@ class StepGraph {
         return;
       }
     }
-    gradient_waits_.assign(reads_.size(), INT64_MIN);
-    for (size_t r = 0; r < reads_.size(); ++r) {
+    gradients_on_gpu_ = job_.collectives[found.front()].source == CollectiveSource::kNccl;
+    if (!gradients_on_gpu_) gradient_waits_.assign(reads_.size(), INT64_MIN);
+    for (size_t r = 0; r < reads_.size() && !gradients_on_gpu_; ++r) {
       if (last_post[r] == INT64_MIN || !reads_[r].ran) continue;
       for (const Event& call : reads_[r].calls) {
         const bool waits = (call.kind == EventKind::kMpiCall && names_[call.name_id].wait) ||
@@ -634,17 +726,93 @@ class StepGraph {
     }
     gradients_ = std::move(found);
     for (size_t k = 0; k < gradients_.size(); ++k) gradient_index_[gradients_[k]] = k;
+    gradient_kernels_.resize(gradients_.size());
+  }
+
+  // Per rank, when each of its gradient buckets was ready, bucket by
+  // bucket, as an instant and its recorded time. A bucket handed to MPI or
+  // gloo is ready at its post. One handed to NCCL is ready once its
+  // kernel's launch returned and the GPU's work launched before it on the
+  // rank's other streams ended (DDP's communication stream waits for an
+  // event recorded there as the bucket is handed over): not when its
+  // kernel started, which also waited for the bucket before it. None where
+  // they are not known; why in regroup_unmeasured(). Over NCCL, it also
+  // finds the GPU's work after backward (after_gradients_).
+  std::optional<std::map<int32_t, BucketPosts>> gradient_posts() {
+    std::map<int32_t, BucketPosts> posts;
+    if (!gradients_on_gpu_) {
+      for (const size_t i : gradients_) {
+        // find_gradients() found every arrival known, so arrivals_ holds them in the same order.
+        const CollectiveInstance& c = job_.collectives[i];
+        for (size_t j = 0; j < c.ranks.size(); ++j) {
+          posts[c.ranks[j].rank].push_back({arrivals_[i][j].second, c.ranks[j].arrival_ns});
+        }
+      }
+      return posts;
+    }
+    // Per rank and stream, its operations by the begin of their launch.
+    std::map<std::pair<int32_t, uint16_t>, std::vector<std::pair<int64_t, const Operation*>>> launched;
+    for (size_t k = 0; k < gradients_.size(); ++k) {
+      if (gradient_kernels_[k].size() != job_.collectives[gradients_[k]].ranks.size()) {
+        regroup_unmeasured_ = "a gradient allreduce's NCCL kernel was not captured on every rank";
+        return std::nullopt;
+      }
+      for (const auto& [rank, kernel] : gradient_kernels_[k]) {
+        const RankRead& read = reads_[static_cast<size_t>(rank)];
+        const auto launch = read.launches.find(kernel->event.correlation_id);
+        if (kernel->event.correlation_id == 0 || launch == read.launches.end()) {
+          regroup_unmeasured_ = "the launch of a gradient allreduce's NCCL kernel was not captured on rank " +
+                                std::to_string(rank);
+          return std::nullopt;
+        }
+        const auto [called, returned] = launch->second;
+        const int64_t start = kernel->event.begin_ns;
+        const bool last_bucket = k + 1 == gradients_.size();
+        int64_t ready = returned <= start ? returned : called;
+        std::vector<uint32_t> causes = {host_instant(graph_, lines_[static_cast<size_t>(rank)], ready)};
+        for (const auto& [track, operations] : read.streams) {
+          if (track == kernel->event.track) continue;
+          auto& by_launch = launched[{rank, track}];
+          if (by_launch.empty()) {
+            for (const Operation& op : operations) {
+              const auto op_launch = op.event.correlation_id != 0 ? read.launches.find(op.event.correlation_id)
+                                                                  : read.launches.end();
+              if (op_launch != read.launches.end()) by_launch.push_back({op_launch->second.first, &op});
+            }
+            std::stable_sort(by_launch.begin(), by_launch.end(),
+                             [](const auto& a, const auto& b) { return a.first < b.first; });
+          }
+          const auto after = std::lower_bound(by_launch.begin(), by_launch.end(), called,
+                                              [](const auto& entry, int64_t t) { return entry.first < t; });
+          // DDP's end of backward makes the current stream wait for every
+          // bucket: the first operation launched after the last one waits
+          // for it, seen or not (as recorded, it may have been launched
+          // after the bucket was reduced).
+          if (last_bucket && after != by_launch.end()) after_gradients_.push_back(after->second);
+          if (after == by_launch.begin()) continue;
+          const Operation* before = std::prev(after)->second;
+          if (before->event.end_ns > start) continue;  // the kernel did not wait for it
+          causes.push_back(before->end);
+          ready = std::max(ready, before->event.end_ns);
+        }
+        const uint32_t instant = graph_.add(ready);
+        for (const uint32_t cause : causes) graph_.link(cause, instant, 0, Lapse::kRecorded, -1, kBucketsRegrouped);
+        posts[rank].push_back({instant, ready});
+      }
+    }
+    return posts;
   }
 
   // The edges of one regrouping (`buckets`' prediction `which`): the
-  // gradients as a stream, each rank's byte ready at the pace of its posts
-  // (the bytes of a bucket over the time since its post of the bucket
-  // before; bucket 0 at the pace of bucket 1); each new bucket handed to the
-  // network once its last byte is ready on every rank and the bucket before
-  // it is reduced, reduced in the fit's time; each rank's wait for the
-  // gradients, and any call that waited for one of them (not a poll), done
-  // when the new bucket holding its last byte is.
-  void regroup(const BucketReport& buckets, size_t which) {
+  // gradients as a stream, each rank's byte ready at the pace of its
+  // buckets' `posts` (the bytes of a bucket over the time since the bucket
+  // before was ready; bucket 0 at the pace of bucket 1); each new bucket
+  // handed to the network once its last byte is ready on every rank and the
+  // bucket before it is reduced, reduced in the fit's time; each rank's wait
+  // for the gradients, any call that waited for one of them (not a poll)
+  // and NCCL's kernel of each recorded bucket done when the new bucket
+  // holding its last byte is.
+  void regroup(const BucketReport& buckets, size_t which, const std::map<int32_t, BucketPosts>& posts) {
     const uint16_t variant = static_cast<uint16_t>(kOneRegrouping + which);
     std::vector<uint64_t> original, ends;  // the buckets as recorded; where each ends in the stream
     uint64_t total = 0;
@@ -658,16 +826,6 @@ class StepGraph {
     const std::vector<uint64_t> layout = cap == current_bucket_cap(buckets) ? original : buckets_for_cap(total, cap);
     const size_t ranks = job_.collectives[gradients_.front()].ranks.size();
 
-    // Per rank, its posts' instants and times, bucket by bucket.
-    struct Posts {
-      std::vector<uint32_t> instants;
-      std::vector<int64_t> at;
-    };
-    std::map<int32_t, Posts> posts;
-    for (const size_t i : gradients_) {
-      for (const auto& [rank, instant] : arrivals_[i]) posts[rank].instants.push_back(instant);
-      for (const Participation& p : job_.collectives[i].ranks) posts[p.rank].at.push_back(p.arrival_ns);
-    }
     std::vector<uint32_t> done;    // per new bucket, the instant it is reduced
     std::vector<size_t> holdings;  // per new bucket, the recorded bucket holding its last byte
     uint64_t position = 0;
@@ -678,11 +836,11 @@ class StepGraph {
       const size_t paced = holding == 0 ? 1 : holding;
       const uint32_t ready = graph_.add(last_arrival(gradients_[holding]));
       for (const auto& [rank, rank_posts] : posts) {
-        if (rank_posts.instants.size() != gradients_.size() || rank_posts.at.size() != gradients_.size()) continue;
-        const double pace = std::max(0.0, static_cast<double>(rank_posts.at[paced] - rank_posts.at[paced - 1]) /
+        if (rank_posts.size() != gradients_.size()) continue;
+        const double pace = std::max(0.0, static_cast<double>(rank_posts[paced].at - rank_posts[paced - 1].at) /
                                               static_cast<double>(original[paced]));
         const int64_t before_post = std::llround(static_cast<double>(ends[holding] - position) * pace);
-        graph_.link(rank_posts.instants[holding], ready, -before_post, Lapse::kRecorded, -1, variant);
+        graph_.link(rank_posts[holding].instant, ready, -before_post, Lapse::kRecorded, -1, variant);
       }
       const int64_t transfer = fitted_allreduce_ns(buckets, size, ranks);
       const uint32_t reduced = graph_.add(graph_.recorded(ready) + transfer);
@@ -693,6 +851,18 @@ class StepGraph {
     std::vector<uint64_t> new_ends;
     position = 0;
     for (const uint64_t size : layout) new_ends.push_back(position += size);
+    const auto new_bucket_of = [&](size_t recorded) {
+      return static_cast<size_t>(std::lower_bound(new_ends.begin(), new_ends.end(), ends[recorded]) - new_ends.begin());
+    };
+    // NCCL's kernel of a recorded bucket ends, on every rank, with the new
+    // bucket holding its last byte: what waited for it follows; the GPU's
+    // work after backward waits for the last.
+    for (const Operation* op : after_gradients_) graph_.link(done.back(), op->start, 0, Lapse::kRecorded, -1, variant);
+    for (size_t k = 0; k < gradient_kernels_.size(); ++k) {
+      for (const auto& [rank, kernel] : gradient_kernels_[k]) {
+        graph_.link(done[new_bucket_of(k)], kernel->end, 0, Lapse::kRecorded, -1, variant);
+      }
+    }
     for (const BlockingCall& call : blocking_) {
       if (call.gradient_wait) {
         graph_.link(done.back(), call.end_instant, 0, Lapse::kRecorded, -1, variant);
@@ -701,12 +871,10 @@ class StepGraph {
       if (!call.rendezvous || call.poll) continue;
       const auto gradient = gradient_index_.find(*call.rendezvous);
       if (gradient == gradient_index_.end()) continue;
-      const size_t bucket = static_cast<size_t>(
-          std::lower_bound(new_ends.begin(), new_ends.end(), ends[gradient->second]) - new_ends.begin());
+      const size_t bucket = new_bucket_of(gradient->second);
       // A call before the rank posted what the new bucket waits for cannot
       // wait for it: it keeps its own time.
-      const Posts& own = posts.at(call.rank);
-      if (own.at[holdings[bucket]] <= call.begin) {
+      if (posts.at(call.rank)[holdings[bucket]].at <= call.begin) {
         graph_.link(done[bucket], call.end_instant, 0, Lapse::kRecorded, -1, variant);
       } else {
         graph_.link(call.begin_instant, call.end_instant, call.end - call.begin, Lapse::kRecorded, -1, variant);
@@ -766,7 +934,9 @@ class StepGraph {
         const auto collective = nccl_collective_.find(&op);
         if (collective != nccl_collective_.end()) {
           const int64_t arrival = job_.collectives[collective->second].last_arrival_ns();
-          link_completion(collective->second, op.start, op.end, std::max<int64_t>(0, op.event.end_ns - arrival));
+          // Regrouped, a gradient allreduce's kernel ends with its new bucket (regroup()).
+          link_completion(collective->second, op.start, op.end, std::max<int64_t>(0, op.event.end_ns - arrival),
+                          gradient_index_.contains(collective->second) ? kBucketsAsRecorded : kAlways);
         } else {
           graph_.link(op.start, op.end, op.event.end_ns - op.event.begin_ns,
                       op.event.kind == EventKind::kGpuKernel ? Lapse::kKernel : Lapse::kRecorded, rank);
@@ -802,11 +972,16 @@ class StepGraph {
   std::vector<size_t> gradients_;                  // the step's gradient allreduces in order, where regroupable
   std::unordered_map<size_t, size_t> gradient_index_;  // collective to its position in gradients_
   std::vector<int64_t> gradient_waits_;            // per rank, the begin of its wait for them; INT64_MIN: none
+  bool gradients_on_gpu_ = false;                  // they are NCCL's
+  std::vector<std::vector<std::pair<int32_t, const Operation*>>> gradient_kernels_;  // per gradient, NCCL's kernels by rank
+  std::vector<const Operation*> after_gradients_;  // each rank's first on each other stream launched after its last
   std::string regroup_unmeasured_;
   std::vector<uint32_t> last_arrival_;           // per rendezvous, the instant of its last arrival
   std::vector<BlockingCall> blocking_;
   std::unordered_map<const Operation*, size_t> nccl_collective_;  // NCCL's kernels, to their collectives
   std::vector<uint32_t> begins_, ends_;  // each line's step begin and end
+  std::vector<uint32_t> gpu_ends_;       // each GPU operation's end
+  mutable std::vector<int64_t> as_recorded_;  // every instant replayed as recorded, once a regrouping asks
 };
 
 namespace {
@@ -919,11 +1094,22 @@ std::vector<BucketReplay> StepReplay::regrouped(std::string& unmeasured) const {
   // What a cap's regrouping changes against the current buckets' regrouping
   // is the prediction: the fit's error on the current buckets cancels.
   std::vector<int64_t> regrouped;
+  int64_t past_end_as_recorded = INT64_MIN;
+  graph_->replay({}, &past_end_as_recorded);
   for (size_t k = 0; k < buckets_->predictions.size(); ++k) {
-    const std::optional<int64_t> step = graph_->replay({.regrouping = static_cast<int>(k)});
+    int64_t past_end = INT64_MIN;
+    const std::optional<int64_t> step = graph_->replay({.regrouping = static_cast<int>(k)}, &past_end);
+    const std::string regrouping = "regrouped into buckets of " + format_bytes(buckets_->predictions[k].bucket_bytes);
     if (!step) {
-      unmeasured = "regrouped into buckets of " + format_bytes(buckets_->predictions[k].bucket_bytes) +
-                   ", the step's instants wait on each other in a circle";
+      unmeasured = regrouping + ", the step's instants wait on each other in a circle";
+      return {};
+    }
+    // GPU work that no rank waits for in the step (a host running ahead of
+    // its GPU) and that a regrouping makes end later after the step's end
+    // costs the steps after it, which are not replayed.
+    if (past_end > std::max<int64_t>(0, past_end_as_recorded)) {
+      unmeasured = regrouping + ", the GPU's work ends later after the step's end, which no rank waited for: "
+                   "what that costs the next step is not replayed";
       return {};
     }
     regrouped.push_back(*step);

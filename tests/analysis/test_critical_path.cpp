@@ -196,6 +196,44 @@ class CriticalPathTest : public testing::ShardJobTest {
     return buckets;
   }
 
+  // DDP over NCCL on two ranks alike: the host launches each bucket's
+  // gradient kernel (on the default stream) and its allreduce (on NCCL's)
+  // ahead of the GPU; buckets of 1, 2 and 1 MiB are ready as their
+  // gradients end (300, 700, 900), and reduced at 300-500, 700-1000 and
+  // 1000-1200, the last after the one before it. The optimizer's kernel,
+  // launched at `optimizer_launch`, runs 200 ns from the later of the last
+  // bucket's end and 10 ns after its launch; a sync waits for it and a tail
+  // ends the step at 2000. Only the first `captured` ranks are written.
+  // With `host_end`, no sync: the step ends then on the host. Its path with
+  // the buckets fitted at 100 ns plus 100 ns a MiB, predicted for caps of
+  // 1, 2 and 4 MiB.
+  CriticalPath nccl_ddp_path(int64_t optimizer_launch, int32_t captured = 2, int64_t host_end = 0) {
+    const auto bucket = [](int64_t begin, int64_t end, uint64_t bytes, uint64_t seq, uint64_t correlation) {
+      Event e = nccl_allreduce(begin, end, kNcclStream, correlation);
+      e.bytes = bytes;
+      e.seq = seq;
+      return e;
+    };
+    const int64_t optimizer = std::max<int64_t>(1200, optimizer_launch + 10);
+    for (int32_t rank = 0; rank < captured; ++rank) {
+      std::vector<Event> tail = {cuda_call(kSync, optimizer_launch + 10, optimizer + 210, 8),
+                                 range(kTail, optimizer + 210, 2000)};
+      if (host_end != 0) tail = {range(kTail, optimizer_launch + 10, host_end)};
+      write_rank(rank, 2, joined({range(kStep, 0, host_end != 0 ? host_end : 2000), cuda_call(kLaunch, 10, 20, 1), kernel(100, 300, 1),
+                           cuda_call(kLaunch, 20, 30, 2), bucket(300, 500, kMiB, 0, 2),
+                           cuda_call(kLaunch, 30, 40, 3), kernel(300, 700, 3),
+                           cuda_call(kLaunch, 40, 50, 4), bucket(700, 1000, 2 * kMiB, 1, 4),
+                           cuda_call(kLaunch, 50, 60, 5), kernel(700, 900, 5),
+                           cuda_call(kLaunch, 60, 70, 6), bucket(1000, 1200, kMiB, 2, 6),
+                           cuda_call(kLaunch, optimizer_launch, optimizer_launch + 10, 7),
+                           kernel(optimizer, optimizer + 200, 7)}, tail));
+    }
+    const Timeline timeline(merged());
+    const JobProfile job = build_profile(timeline);
+    const BucketReport buckets = ddp_buckets({1, 2, 1}, {1, 2, 4});
+    return critical_path(timeline, job, {}, &buckets);
+  }
+
   static int64_t on_rank(const CriticalPath& path, int32_t rank) {
     for (const PathShare& share : path.ranks) {
       if (share.rank == rank) return share.ns;
@@ -488,6 +526,61 @@ TEST_F(CriticalPathTest, GradientBucketsRegroupedAreReplayedOneAfterAnother) {
   EXPECT_TRUE(unmatched.bucket_replays.empty());
   EXPECT_EQ(unmatched.bucket_replays_unmeasured, "the step's gradient allreduces are not laid out as the job's buckets");
 }
+
+// The current buckets come back at 500, 1000 and 1200: the step as
+// replayed. In buckets of 1 MiB (the second ready at 500, 200 ns a MiB
+// before the 2 MiB bucket holding it) the last is reduced at 1100, the
+// step 100 shorter; in 1 and 3 MiB, at 900 + 400 = 1300, 100 longer.
+TEST_F(CriticalPathTest, NcclsGradientBucketsRegroupedFollowTheirGradientsKernels) {
+  const CriticalPath p = nccl_ddp_path(70);
+  ASSERT_EQ(p.bucket_replays_unmeasured, "");
+  ASSERT_EQ(p.bucket_replays.size(), 3u);
+  const int64_t regrouped[] = {1900, 2000, 2100};
+  for (size_t k = 0; k < 3; ++k) {
+    const BucketReplay& replay = p.bucket_replays[k];
+    EXPECT_EQ(replay.replayed_ns, 2000);
+    EXPECT_EQ(replay.regrouped_ns, regrouped[k]) << k;
+    EXPECT_EQ(replay.predicted_ns, regrouped[k]) << k;
+  }
+}
+
+// One rank of the job captured (a torch.profiler trace of one rank, say):
+// its gradient allreduces have one part each, and are regrouped as its
+// gradients come.
+TEST_F(CriticalPathTest, NcclsGradientBucketsOfOneCapturedRankAreRegrouped) {
+  const CriticalPath p = nccl_ddp_path(70, 1);
+  ASSERT_EQ(p.bucket_replays_unmeasured, "");
+  ASSERT_EQ(p.bucket_replays.size(), 3u);
+  const int64_t regrouped[] = {1900, 2000, 2100};
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(p.bucket_replays[k].regrouped_ns, regrouped[k]) << k;
+}
+
+// No sync: the host ends the step at 1250, before the optimizer's kernel
+// (1200-1400), 150 ns after it. Regrouped into 1 and 3 MiB, the last bucket
+// is reduced at 1300 and the optimizer ends 250 ns after the step: what
+// that costs the next step is not replayed, so nothing is predicted, and
+// it says why. (In buckets of 1 MiB it would end 50 ns after.)
+TEST_F(CriticalPathTest, NcclsBucketsReducedAfterTheStepsEndAreNotPredicted) {
+  const CriticalPath p = nccl_ddp_path(70, 2, 1250);
+  EXPECT_TRUE(p.bucket_replays.empty());
+  EXPECT_EQ(p.bucket_replays_unmeasured,
+            "regrouped into buckets of 4 MiB, the GPU's work ends later after the step's end, which no rank "
+            "waited for: what that costs the next step is not replayed");
+}
+
+// The optimizer launched at 1210, after the last bucket was reduced: as
+// recorded it waited for its launch alone (1220-1420), but DDP's end of
+// backward made its stream wait for every bucket. Reduced at 1100 or 1200
+// the buckets do not hold it; in 1 and 3 MiB, reduced at 1300, they hold
+// it 80 ns.
+TEST_F(CriticalPathTest, NcclsGpuWorkAfterBackwardWaitsForTheLastNewBucket) {
+  const CriticalPath p = nccl_ddp_path(1210);
+  ASSERT_EQ(p.bucket_replays_unmeasured, "");
+  ASSERT_EQ(p.bucket_replays.size(), 3u);
+  const int64_t regrouped[] = {2000, 2000, 2080};
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(p.bucket_replays[k].regrouped_ns, regrouped[k]) << k;
+}
+
 
 // Buckets of 1 MiB posted at 100, 200 and 500; a wait from 250 to 400 in
 // which the first two completed, the wait for the gradients from 600 to
