@@ -433,6 +433,9 @@ class StepGraph {
         for (size_t k = 0; k < buckets->predictions.size(); ++k) regroup(*buckets, k, *posts);
       } else {
         gradients_.clear();
+        gradient_index_.clear();
+        gradient_kernels_.clear();
+        after_gradients_.clear();
       }
     }
     for (size_t r = 0; r < reads_.size(); ++r) {
@@ -461,9 +464,13 @@ class StepGraph {
     const bool plain = change.transfers && change.rank < 0;
     if (plain && as_recorded_.empty() && graph_.ordered({})) as_recorded_ = graph_.replay({});
     const bool kept = plain && !as_recorded_.empty();
-    const std::vector<int64_t> at = !kept                        ? graph_.replay(change)
-                                    : change.regrouping < 0 ? as_recorded_
-                                                            : graph_.replay_regrouping(change.regrouping, as_recorded_);
+    std::vector<int64_t> changed;
+    if (!kept) {
+      changed = graph_.replay(change);
+    } else if (change.regrouping >= 0) {
+      changed = graph_.replay_regrouping(change.regrouping, as_recorded_);
+    }
+    const std::vector<int64_t>& at = kept && change.regrouping < 0 ? as_recorded_ : changed;
     int64_t first = INT64_MAX, last = INT64_MIN;
     for (const uint32_t i : begins_) first = std::min(first, at[i]);
     for (const uint32_t i : ends_) last = std::max(last, at[i]);
@@ -669,10 +676,13 @@ class StepGraph {
       regroup_unmeasured_ = "no bucket sizes were predicted for the job";
       return;
     }
+    // A gradient allreduce of one part is one only where one rank ran the
+    // step (one rank's trace of a larger job): else it failed to match.
+    const bool one_rank = std::count_if(reads_.begin(), reads_.end(), [](const RankRead& r) { return r.ran; }) == 1;
     std::map<uint64_t, std::vector<size_t>> by_communicator;
     for (size_t i = 0; i < job_.collectives.size(); ++i) {
       const CollectiveInstance& c = job_.collectives[i];
-      if (c.step == static_cast<int32_t>(step_) && is_gradient_allreduce(c)) {
+      if (c.step == static_cast<int32_t>(step_) && (c.ranks.size() >= 2 || one_rank) && is_gradient_allreduce(c)) {
         by_communicator[c.comm_hash].push_back(i);
       }
     }
@@ -737,7 +747,8 @@ class StepGraph {
   // event recorded there as the bucket is handed over): not when its
   // kernel started, which also waited for the bucket before it. None where
   // they are not known; why in regroup_unmeasured(). Over NCCL, it also
-  // finds the GPU's work after backward (after_gradients_).
+  // finds the GPU's work after backward (after_gradients_): on each stream
+  // the last bucket waited for, the first operation launched after it.
   std::optional<std::map<int32_t, BucketPosts>> gradient_posts() {
     std::map<int32_t, BucketPosts> posts;
     if (!gradients_on_gpu_) {
@@ -784,16 +795,16 @@ class StepGraph {
           }
           const auto after = std::lower_bound(by_launch.begin(), by_launch.end(), called,
                                               [](const auto& entry, int64_t t) { return entry.first < t; });
-          // DDP's end of backward makes the current stream wait for every
-          // bucket: the first operation launched after the last one waits
-          // for it, seen or not (as recorded, it may have been launched
-          // after the bucket was reduced).
-          if (last_bucket && after != by_launch.end()) after_gradients_.push_back(after->second);
           if (after == by_launch.begin()) continue;
           const Operation* before = std::prev(after)->second;
           if (before->event.end_ns > start) continue;  // the kernel did not wait for it
           causes.push_back(before->end);
           ready = std::max(ready, before->event.end_ns);
+          // DDP's end of backward makes the stream the gradients came from
+          // wait for every bucket: its first operation launched after the
+          // last one waits for it, seen or not (as recorded, it may have
+          // been launched after the bucket was reduced).
+          if (last_bucket && after != by_launch.end()) after_gradients_.push_back(after->second);
         }
         const uint32_t instant = graph_.add(ready);
         for (const uint32_t cause : causes) graph_.link(cause, instant, 0, Lapse::kRecorded, -1, kBucketsRegrouped);
@@ -981,7 +992,7 @@ class StepGraph {
   std::unordered_map<const Operation*, size_t> nccl_collective_;  // NCCL's kernels, to their collectives
   std::vector<uint32_t> begins_, ends_;  // each line's step begin and end
   std::vector<uint32_t> gpu_ends_;       // each GPU operation's end
-  mutable std::vector<int64_t> as_recorded_;  // every instant replayed as recorded, once a regrouping asks
+  mutable std::vector<int64_t> as_recorded_;  // every instant replayed as recorded, from the first replay of it
 };
 
 namespace {
@@ -1093,27 +1104,6 @@ std::vector<BucketReplay> StepReplay::regrouped(std::string& unmeasured) const {
   }
   // What a cap's regrouping changes against the current buckets' regrouping
   // is the prediction: the fit's error on the current buckets cancels.
-  std::vector<int64_t> regrouped;
-  int64_t past_end_as_recorded = INT64_MIN;
-  graph_->replay({}, &past_end_as_recorded);
-  for (size_t k = 0; k < buckets_->predictions.size(); ++k) {
-    int64_t past_end = INT64_MIN;
-    const std::optional<int64_t> step = graph_->replay({.regrouping = static_cast<int>(k)}, &past_end);
-    const std::string regrouping = "regrouped into buckets of " + format_bytes(buckets_->predictions[k].bucket_bytes);
-    if (!step) {
-      unmeasured = regrouping + ", the step's instants wait on each other in a circle";
-      return {};
-    }
-    // GPU work that no rank waits for in the step (a host running ahead of
-    // its GPU) and that a regrouping makes end later after the step's end
-    // costs the steps after it, which are not replayed.
-    if (past_end > std::max<int64_t>(0, past_end_as_recorded)) {
-      unmeasured = regrouping + ", the GPU's work ends later after the step's end, which no rank waited for: "
-                   "what that costs the next step is not replayed";
-      return {};
-    }
-    regrouped.push_back(*step);
-  }
   const uint64_t current_cap = current_bucket_cap(*buckets_);
   const auto current = std::find_if(buckets_->predictions.begin(), buckets_->predictions.end(),
                                     [&](const BucketPrediction& p) { return p.bucket_bytes == current_cap; });
@@ -1121,7 +1111,32 @@ std::vector<BucketReplay> StepReplay::regrouped(std::string& unmeasured) const {
     unmeasured = "the current buckets are not among the predicted sizes";
     return {};
   }
-  const int64_t current_ns = regrouped[static_cast<size_t>(current - buckets_->predictions.begin())];
+  std::vector<int64_t> regrouped, past_end;
+  for (size_t k = 0; k < buckets_->predictions.size(); ++k) {
+    int64_t past = INT64_MIN;
+    const std::optional<int64_t> step = graph_->replay({.regrouping = static_cast<int>(k)}, &past);
+    if (!step) {
+      unmeasured = "regrouped into buckets of " + format_bytes(buckets_->predictions[k].bucket_bytes) +
+                   ", the step's instants wait on each other in a circle";
+      return {};
+    }
+    regrouped.push_back(*step);
+    past_end.push_back(past);
+  }
+  const size_t current_index = static_cast<size_t>(current - buckets_->predictions.begin());
+  // GPU work that no rank waits for in the step (a host running ahead of
+  // its GPU) and that a regrouping makes end later after the step's end
+  // than the current buckets regrouped do costs the steps after it, which
+  // are not replayed.
+  for (size_t k = 0; k < regrouped.size(); ++k) {
+    if (past_end[k] > std::max<int64_t>(0, past_end[current_index])) {
+      unmeasured = "regrouped into buckets of " + format_bytes(buckets_->predictions[k].bucket_bytes) +
+                   ", the GPU's work ends later after the step's end, which no rank waited for: what that costs "
+                   "the next step is not replayed";
+      return {};
+    }
+  }
+  const int64_t current_ns = regrouped[current_index];
   // No layout makes the step shorter than communication taking no time.
   const std::optional<int64_t> floor = graph_->replay({.transfers = false});
   std::vector<BucketReplay> found;
