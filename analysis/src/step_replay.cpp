@@ -138,13 +138,7 @@ class InstantGraph {
   // nothing in this replay comes when it was recorded.
   std::vector<int64_t> replay(const Change& change) const {
     std::vector<int64_t> at(recorded_.size());
-    for (const uint32_t i : orders_[order_of_[static_cast<size_t>(change.regrouping + 1)]]) {
-      int64_t latest = INT64_MIN;
-      for (uint32_t j = into_[i]; j < into_[i + 1]; ++j) {
-        if (in_replay(edges_[j], change)) latest = std::max(latest, at[edges_[j].from] + lapse(edges_[j], change));
-      }
-      at[i] = latest == INT64_MIN ? recorded_[i] : latest;
-    }
+    for (const uint32_t i : orders_[order_of_[static_cast<size_t>(change.regrouping + 1)]]) at[i] = arrive(i, at, change);
     return at;
   }
 
@@ -172,17 +166,23 @@ class InstantGraph {
     }
     std::vector<int64_t> at = base;
     for (const uint32_t i : orders_[order_of_[static_cast<size_t>(regrouping + 1)]]) {
-      if (!differs[i]) continue;
-      int64_t latest = INT64_MIN;
-      for (uint32_t j = into_[i]; j < into_[i + 1]; ++j) {
-        if (in_replay(edges_[j], change)) latest = std::max(latest, at[edges_[j].from] + lapse(edges_[j], change));
-      }
-      at[i] = latest == INT64_MIN ? recorded_[i] : latest;
+      if (differs[i]) at[i] = arrive(i, at, change);
     }
     return at;
   }
 
  private:
+  // When instant `i` comes in the replay of `change`, those it waits for
+  // having come at `at`: the latest of them plus its edge's lapse; when it
+  // was recorded where it waits for none.
+  int64_t arrive(uint32_t i, const std::vector<int64_t>& at, const Change& change) const {
+    int64_t latest = INT64_MIN;
+    for (uint32_t j = into_[i]; j < into_[i + 1]; ++j) {
+      if (in_replay(edges_[j], change)) latest = std::max(latest, at[edges_[j].from] + lapse(edges_[j], change));
+    }
+    return latest == INT64_MIN ? recorded_[i] : latest;
+  }
+
   struct Edge {
     uint32_t from, to;
     int64_t ns;
@@ -310,6 +310,13 @@ RankRead read_rank(const Timeline& timeline, const JobProfile& job, const std::v
                      [](const Operation& a, const Operation& b) { return a.event.begin_ns < b.event.begin_ns; });
   }
   return read;
+}
+
+// When a launch call (its begin and end) let an operation starting at
+// `start` go: its return, or its begin for an operation that started
+// before the call returned (on an idle stream).
+int64_t launched_by(std::pair<int64_t, int64_t> launch, int64_t start) {
+  return launch.second <= start ? launch.second : launch.first;
 }
 
 // A rank's host line: its instants where its own time stops and starts
@@ -776,10 +783,10 @@ class StepGraph {
                                 std::to_string(rank);
           return std::nullopt;
         }
-        const auto [called, returned] = launch->second;
+        const int64_t called = launch->second.first;
         const int64_t start = kernel->event.begin_ns;
         const bool last_bucket = k + 1 == gradients_.size();
-        int64_t ready = returned <= start ? returned : called;
+        int64_t ready = launched_by(launch->second, start);
         std::vector<uint32_t> causes = {host_instant(graph_, lines_[static_cast<size_t>(rank)], ready)};
         for (const auto& [track, operations] : read.streams) {
           if (track == kernel->event.track) continue;
@@ -923,10 +930,7 @@ class StepGraph {
         if (previous) causes.push_back({previous->event.end_ns, std::min(previous->event.end_ns, start), previous->end});
         const auto launch = op.event.correlation_id != 0 ? read.launches.find(op.event.correlation_id) : read.launches.end();
         if (launch != read.launches.end()) {
-          // A kernel can start before its launch call returns (on an idle
-          // stream): it then followed the call's begin.
-          const auto [called, returned] = launch->second;
-          const int64_t at = returned <= start ? returned : called;
+          const int64_t at = launched_by(launch->second, start);
           if (at <= start) causes.push_back({at, at, host_instant(graph_, lines_[r], at)});
         }
         const auto by_allowed = [](const Cause& a, const Cause& b) { return a.allowed < b.allowed; };
