@@ -37,6 +37,20 @@ int64_t OffsetEstimator::bound_ns() const {
   return std::max(high_ - offset_ns(), offset_ns() - low_);
 }
 
+OffsetEstimator::Estimate OffsetEstimator::estimate(double drift_ppm) const {
+  if (count_ == 0) return {0, INT64_MAX};
+  const auto drift_over = [&](int64_t span_ns) {
+    return static_cast<int64_t>(std::ceil(static_cast<double>(span_ns) * drift_ppm * 1e-6));
+  };
+  const Estimate together{offset_ns(), bound_ns() + drift_over(spread_ns())};
+  // A clock that stepped (or drifted) during the exchanges keeps the bound
+  // widened by their disagreement.
+  if (!consistent()) return together;
+  // The child read its clock within the exchange, at most half of it from the middle.
+  const Estimate fastest{best_offset_, (min_rtt_ + 1) / 2 + drift_over((min_rtt_ + 1) / 2)};
+  return fastest.bound_ns < together.bound_ns ? fastest : together;
+}
+
 ClockModel::ClockModel(std::vector<SyncPoint> points) : points_(std::move(points)) {
   std::sort(points_.begin(), points_.end(), [](const SyncPoint& a, const SyncPoint& b) { return a.local_ns < b.local_ns; });
   // Points at the same local time add nothing; keep the tighter one.

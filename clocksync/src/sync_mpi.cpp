@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <vector>
 
 #include "rankscope/clocksync/sync_mpi.h"
@@ -213,10 +214,24 @@ void ClockSynchronizer::teach(int child, const std::optional<SyncPoint>& own) {
   }
   // Still wide: on a node with fewer cores than processes, one of the pair
   // was not running for every exchange so far. Exchanges spread over the
-  // scheduler's turns find one in which both ran.
+  // scheduler's turns find one in which both ran. The reference's offset is
+  // 0 at every moment, so its patience costs its later children nothing;
+  // any other parent's costs them 1000 ppm of it (below).
+  int rank = 0;
+  MPI_Comm_rank(tree_, &rank);
+  const bool reference = rank == 0;
   const double patience_end = MPI_Wtime() + options_.patience_ms * 1e-3;
-  while (measured && estimator.count() > 0 && estimator.bound_ns() > options_.wide_bound_ns &&
-         MPI_Wtime() < patience_end) {
+  const double reference_patience_end = MPI_Wtime() + options_.reference_patience_ms * 1e-3;
+  const auto narrowest = narrowest_bound_.find(child);
+  const auto still_wide = [&] {
+    const int64_t bound = estimator.estimate(kMaxRelativeDriftPpm).bound_ns;
+    if (bound <= options_.wide_bound_ns) return false;
+    const double now = MPI_Wtime();
+    if (now < patience_end) return true;
+    return reference && now < reference_patience_end && narrowest != narrowest_bound_.end() &&
+           bound > narrowest->second * 3 / 2;
+  };
+  while (measured && estimator.count() > 0 && still_wide()) {
     const timespec pause{0, kPatiencePauseNs};
     nanosleep(&pause, nullptr);
     measured = exchange(true);
@@ -227,16 +242,14 @@ void ClockSynchronizer::teach(int child, const std::optional<SyncPoint>& own) {
     // The parent's own offset was measured a little earlier; allow for drift
     // since. The reference's offset is 0 at every moment: nothing drifts, and
     // its later children (taught after its farther ones, tens of ms later on
-    // a busy machine) would be charged 1000 ppm of that for nothing. The
-    // pair's own offset may drift over its exchanges' spread.
-    int rank = 0;
-    MPI_Comm_rank(tree_, &rank);
-    const bool reference = rank == 0;
+    // a busy machine) would be charged 1000 ppm of that for nothing.
     const double gap = reference ? 0 : std::fabs(static_cast<double>(estimator.parent_time_ns() - own->local_ns));
-    const double drifting = gap + static_cast<double>(estimator.spread_ns());
-    const auto drift_allowance = static_cast<int64_t>(std::ceil(drifting * kMaxRelativeDriftPpm * 1e-6));
-    result = {round_, 1, estimator.child_time_ns(), estimator.offset_ns() + own->offset_ns,
-              estimator.bound_ns() + own->bound_ns + drift_allowance};
+    const auto drift_allowance = static_cast<int64_t>(std::ceil(gap * kMaxRelativeDriftPpm * 1e-6));
+    const OffsetEstimator::Estimate pair = estimator.estimate(kMaxRelativeDriftPpm);
+    result = {round_, 1, estimator.child_time_ns(), pair.offset_ns + own->offset_ns,
+              pair.bound_ns + own->bound_ns + drift_allowance};
+    auto [it, first] = narrowest_bound_.try_emplace(child, pair.bound_ns);
+    if (!first) it->second = std::min(it->second, pair.bound_ns);
   }
   send(result, child, kTagResult, tree_);
 }

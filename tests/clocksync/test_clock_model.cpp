@@ -129,6 +129,8 @@ TEST(OffsetEstimator, BoundCoversTruthUnderDelayTailsAndAsymmetry) {
         << "trial " << trial << " offset " << offset << " drift " << drift << " asymmetry " << asymmetry;
     // SKaMPI's bound is never looser than half the best round trip.
     ASSERT_LE(e.bound_ns(), (e.min_rtt_ns() + 1) / 2 + 1);
+    const OffsetEstimator::Estimate drifting = e.estimate(std::fabs(drift));
+    ASSERT_LE(std::llabs(drifting.offset_ns - truth), drifting.bound_ns) << "trial " << trial << " drift " << drift;
   }
 }
 
@@ -159,6 +161,26 @@ TEST(OffsetEstimator, ExchangesSpreadInTimeNeedTheDriftOverTheirSpread) {
   EXPECT_GT(std::llabs(e.offset_ns() - truth), e.bound_ns()) << "the intersection alone held the truth";
   const auto drift = static_cast<int64_t>(std::ceil(static_cast<double>(e.spread_ns()) * 400e-6));
   EXPECT_LE(std::llabs(e.offset_ns() - truth), e.bound_ns() + drift);
+  // The drift over 20 ms (8 µs) costs more than the fastest exchange's
+  // 150 ns: the estimate takes that exchange alone, and holds the truth.
+  const OffsetEstimator::Estimate estimate = e.estimate(400);
+  EXPECT_LE(estimate.bound_ns, 151);
+  EXPECT_LE(std::llabs(estimate.offset_ns - truth), estimate.bound_ns);
+  // Without drift the intersection (50 ns) is the tighter.
+  EXPECT_EQ(e.estimate(0).bound_ns, e.bound_ns());
+  EXPECT_EQ(e.estimate(0).offset_ns, e.offset_ns());
+}
+
+// Two exchanges 200 ns apart, each of a 100 ns round trip, whose intervals
+// overlap by 70 ns: together they beat either alone, drift and all.
+TEST(OffsetEstimator, ExchangesCloseTogetherBeatTheFastestAlone) {
+  OffsetEstimator e;
+  e.add(0, 1060, 100);    // offset 1000: [960, 1060]
+  e.add(200, 1290, 300);  // [990, 1090]
+  const OffsetEstimator::Estimate estimate = e.estimate(1000);
+  EXPECT_EQ(estimate.offset_ns, 1025);
+  EXPECT_EQ(estimate.bound_ns, 35 + 1);  // and 1000 ppm of the 250 ns spread
+  EXPECT_LE(std::llabs(estimate.offset_ns - 1000), estimate.bound_ns);
 }
 
 TEST(OffsetEstimator, ClockStepMakesItInconsistentWithAWiderBound) {

@@ -208,10 +208,22 @@ class OffsetEstimator {
   int64_t child_time_ns() const { return best_parent_mid_ + best_offset_; }
   // How far, on the parent's clock, the exchanges reach from the middle of
   // the fastest one. The bound holds for an offset that stays put while they
-  // run; one that drifts moves by up to its drift times this, which a caller
-  // that allows for drift adds (exchanges on a loaded machine spread over
-  // tens of milliseconds, 10 µs of a 400 ppm drift).
+  // run; one that drifts moves by up to its drift times this (exchanges on a
+  // loaded machine spread over tens of milliseconds, 10 µs of a 400 ppm
+  // drift).
   int64_t spread_ns() const;
+
+  struct Estimate {
+    int64_t offset_ns;  // at the middle of the fastest exchange
+    int64_t bound_ns;
+  };
+  // The offset allowing it to drift by up to `drift_ppm` while the exchanges
+  // ran: the tighter of every exchange's interval together, widened by the
+  // drift over their spread, and the fastest exchange alone, half its round
+  // trip. Exchanges close together narrow the first; spread over a loaded
+  // machine's tens of milliseconds, their drift can cost more than one
+  // quick exchange's width.
+  Estimate estimate(double drift_ppm) const;
 
  private:
   int count_ = 0;

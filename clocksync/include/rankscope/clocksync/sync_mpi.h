@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -56,9 +57,16 @@ struct SyncOptions {
   int stable_exchanges = 8;    // stop once the best round trip has not improved for this many
   int timeout_ms = 5000;       // a peer silent this long is given up for the round
   // A bound still wider than this after the exchanges above earns more
-  // exchanges, a pause apart, until it is narrower or patience_ms passed.
+  // exchanges, a pause apart, until it is narrower or patience_ms passed:
+  // no longer, as the parent's later children are charged drift for the
+  // time. The reference's patience costs them nothing, only the round's
+  // time: it goes on to reference_patience_ms while the bound is over half
+  // as wide again as the pair's narrowest in earlier rounds, a link shown
+  // to do better (where the link's own round trip is wide, every round
+  // would otherwise spend it all).
   int64_t wide_bound_ns = 25'000;
   int patience_ms = 10;
+  int reference_patience_ms = 10;
 };
 
 // Relative drift the composition along the tree allows for between a parent's
@@ -104,6 +112,7 @@ class ClockSynchronizer {
   MPI_Comm node_ = MPI_COMM_NULL;
   MPI_Comm tree_ = MPI_COMM_NULL;  // every rank, or node leaders only; null on other ranks
   bool shares_leader_clock_ = false;
+  std::map<int, int64_t> narrowest_bound_;  // per child this rank teaches: its narrowest measurement's bound so far
 };
 
 }  // namespace rankscope::clocksync
