@@ -413,6 +413,10 @@ void predict(const JobProfile& job, const std::vector<Sequence>& syncs, const Tr
         "be measured.";
     return;
   }
+  if (!report.tail_unmeasured.empty()) {
+    report.recommendation = "No prediction: the exposed tail after backward is not known: " + report.tail_unmeasured + ".";
+    return;
+  }
   if (!transfers.usable()) {
     report.recommendation =
         "No prediction: the job's collectives have too few sizes with known transfer times to tell latency from "
@@ -456,13 +460,18 @@ void predict(const JobProfile& job, const std::vector<Sequence>& syncs, const Tr
 
 void analyze_ddp(const JobProfile& job, const TransferModel& transfers, BucketReport& report) {
   const std::vector<Sequence> syncs = gradient_syncs(job);
-  if (syncs.empty()) return;
+  if (syncs.empty()) {
+    report.tail_unmeasured =
+        "no gradient allreduce was seen in a step (a nonblocking MPI, c10d or NCCL allreduce): no DDP backward";
+    return;
+  }
   report.ddp = true;
   for (size_t index = 0; index < syncs.front().size(); ++index) report.buckets.push_back(bucket_stats(syncs, index));
   std::vector<int64_t> tails;
   for (const Sequence& sync : syncs) {
     if (const int64_t tail = exposed_tail_ns(sync); known(tail)) tails.push_back(tail);
   }
+  if (tails.empty()) report.tail_unmeasured = "no step's end of backward and of its gradient allreduces are both known";
   report.exposed_tail_ns = median_ns(std::move(tails));
   // Buckets without sizes (an imported trace without record_shapes) predict nothing.
   if (std::none_of(report.buckets.begin(), report.buckets.end(), [](const BucketStats& b) { return b.bytes > 0; })) {
@@ -611,7 +620,7 @@ void analyze_fsdp(const JobProfile& job, BucketReport& report) {
 BucketReport analyze_buckets(const JobProfile& job, const std::vector<RankOverlap>& /*overlap*/) {
   BucketReport report;
   if (job.collectives.empty()) {
-    report.unmeasured = collectives_unmeasured(job);
+    report.unmeasured = report.tail_unmeasured = collectives_unmeasured(job);
     return report;
   }
   // The fit describes the job's network whatever its parallelism; the DDP

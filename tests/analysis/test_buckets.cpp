@@ -151,6 +151,8 @@ TEST(Buckets, BlockingAllreducesAreNotBuckets) {
   EXPECT_TRUE(report.buckets.empty());
   EXPECT_TRUE(report.predictions.empty());
   EXPECT_TRUE(report.recommendation.empty());
+  // No backward's tail to measure: not a tail of 0.
+  EXPECT_NE(report.tail_unmeasured.find("no gradient allreduce"), std::string::npos) << report.tail_unmeasured;
 }
 
 // ------------------------------------------------------------ α–β fit ---
@@ -249,6 +251,15 @@ struct DdpShape {
   int steps = 5;
 };
 
+// Buckets of 1 MiB and then 3 × 32 MiB, backward at 0.4 ns a byte, the
+// allreduces at `alpha_ns` plus 0.1 ns a bus byte.
+DdpShape four_buckets(double alpha_ns = 20'000) {
+  return {.buckets = {kMiB, 32 * kMiB, 32 * kMiB, 32 * kMiB},
+          .ns_per_gradient_byte = 0.4,
+          .alpha_ns = alpha_ns,
+          .ns_per_bus_byte = 0.1};
+}
+
 constexpr int64_t kForwardNs = 20 * kMs, kOptimizerNs = 5 * kMs, kStepPeriodNs = 1'000 * kMs;
 
 JobProfile ddp_job(const DdpShape& shape) {
@@ -285,11 +296,7 @@ const BucketPrediction& prediction_for(const BucketReport& report, uint64_t buck
 }
 
 TEST(Buckets, PredictorReproducesTheMeasuredStepForTheCurrentBuckets) {
-  DdpShape shape;
-  shape.buckets = {kMiB, 32 * kMiB, 32 * kMiB, 32 * kMiB};
-  shape.ns_per_gradient_byte = 0.4;
-  shape.alpha_ns = 20'000;
-  shape.ns_per_bus_byte = 0.1;
+  DdpShape shape = four_buckets();
   const JobProfile job = ddp_job(shape);
   const BucketReport report = analyze_buckets(job, overlap_by_rank(job));
   ASSERT_TRUE(report.ddp);
@@ -307,15 +314,27 @@ TEST(Buckets, PredictorReproducesTheMeasuredStepForTheCurrentBuckets) {
                                           128 * kMiB}));
 }
 
+// Gradient allreduces whose ends were not captured (a rank's shard cut
+// short): the tail is unknown, not 0, and nothing is predicted from it.
+TEST(Buckets, TailWithoutTheAllreducesEndsIsUnknownAndPredictsNothing) {
+  DdpShape shape = four_buckets();
+  JobProfile job = ddp_job(shape);
+  EXPECT_TRUE(analyze_buckets(job, overlap_by_rank(job)).tail_unmeasured.empty());
+  for (CollectiveInstance& c : job.collectives) {
+    for (Participation& p : c.ranks) p.end_ns = kUnknown;
+  }
+  const BucketReport report = analyze_buckets(job, overlap_by_rank(job));
+  ASSERT_TRUE(report.ddp);
+  EXPECT_FALSE(report.tail_unmeasured.empty());
+  EXPECT_TRUE(report.predictions.empty());
+  EXPECT_EQ(report.recommendation.rfind("No prediction: the exposed tail", 0), 0u) << report.recommendation;
+}
+
 TEST(Buckets, PredictorPrefersSmallBucketsWhenLatencyIsSmallAndTheTailDominates) {
   // 20 µs latency; 32 MiB take 5 ms to reduce, and backward makes them in
   // 13 ms, so they never queue: the tail is the last bucket's transfer, and
   // the smallest buckets make it shortest.
-  DdpShape shape;
-  shape.buckets = {kMiB, 32 * kMiB, 32 * kMiB, 32 * kMiB};
-  shape.ns_per_gradient_byte = 0.4;
-  shape.alpha_ns = 20'000;
-  shape.ns_per_bus_byte = 0.1;
+  DdpShape shape = four_buckets();
   const JobProfile job = ddp_job(shape);
   const BucketReport report = analyze_buckets(job, overlap_by_rank(job));
   EXPECT_EQ(report.recommended_bucket_bytes, kMiB);
@@ -330,11 +349,7 @@ TEST(Buckets, PredictorPrefersSmallBucketsWhenLatencyIsSmallAndTheTailDominates)
 TEST(Buckets, PredictorPrefersLargeBucketsWhenLatencyIsLarge) {
   // 5 ms latency: 97 buckets of 1 MiB would keep the channel busy for half a
   // second after a 39 ms backward; a few large buckets hide their transfers.
-  DdpShape shape;
-  shape.buckets = {kMiB, 32 * kMiB, 32 * kMiB, 32 * kMiB};
-  shape.ns_per_gradient_byte = 0.4;
-  shape.alpha_ns = 5 * kMs;
-  shape.ns_per_bus_byte = 0.1;
+  DdpShape shape = four_buckets(5 * kMs);
   const JobProfile job = ddp_job(shape);
   const BucketReport report = analyze_buckets(job, overlap_by_rank(job));
   // 16 MiB buckets queue (7.5 ms each, made every 6.7 ms) and 64 MiB leave
@@ -350,11 +365,7 @@ TEST(Buckets, NoRecommendationWhenTheModelMissesTheMeasuredTail) {
   // they progress only in the final wait: the early buckets look slow, the
   // fit's latency comes out far too large, and the model, run on the current
   // buckets, misses the measured tail by more than 10 % of the step.
-  DdpShape shape;
-  shape.buckets = {kMiB, 32 * kMiB, 32 * kMiB, 32 * kMiB};
-  shape.ns_per_gradient_byte = 0.4;
-  shape.alpha_ns = 20'000;
-  shape.ns_per_bus_byte = 0.1;
+  DdpShape shape = four_buckets();
   JobProfile job = ddp_job(shape);
   for (size_t i = 0; i < job.collectives.size(); i += 4) {
     const int64_t last_end = job.collectives[i + 3].ranks[0].end_ns;

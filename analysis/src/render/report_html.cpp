@@ -833,8 +833,10 @@ void write_bucket_section(const Report& report, std::string& out) {
     out += ".</p>\n";
   }
   if (!buckets.buckets.empty()) {
-    out += "<p>Exposed tail after the backward pass's last compute: " + format_duration(buckets.exposed_tail_ns) +
-           " per step (median).</p>\n";
+    out += "<p>Exposed tail after the backward pass's last compute: " +
+           (buckets.tail_unmeasured.empty() ? format_duration(buckets.exposed_tail_ns) + " per step (median)"
+                                            : "n/a: " + escape(buckets.tail_unmeasured)) +
+           ".</p>\n";
     write_bucket_table(buckets, out);
   }
   if (!buckets.units.empty()) write_fsdp_units(buckets, out);

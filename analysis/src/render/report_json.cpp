@@ -352,7 +352,7 @@ std::string report_json(const Report& report) {
     json.figure("overlap_pct", bucket.overlap_pct, std::isnan(bucket.overlap_pct) ? "no time in flight is known" : "");
     json.key("exposed_ns").value(bucket.exposed_ns).end_object();
   }
-  json.end_array().key("exposed_tail_ns").value(b.exposed_tail_ns);
+  json.end_array().figure("exposed_tail_ns", b.exposed_tail_ns, b.tail_unmeasured);
   json.key("fit").begin_object().key("alpha_ns").value(b.fit.alpha_ns).key("ns_per_byte").value(b.fit.ns_per_byte);
   json.figure("r_squared", b.fit.r_squared,
               std::isnan(b.fit.r_squared) ? "fewer than two distinct sizes: latency and bandwidth cannot be told apart" : "");

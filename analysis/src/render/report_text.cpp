@@ -233,8 +233,10 @@ std::string report_text(const Report& report) {
     for (const BucketStats& bucket : b.buckets) {
       if (b.sizes_unmeasured.empty()) sizes += (sizes.empty() ? "" : ", ") + format_bytes(bucket.bytes);
     }
-    std::snprintf(line, sizeof(line), "\nDDP buckets: %zu (%s); exposed tail after backward %s per step\n",
-                  b.buckets.size(), sizes.c_str(), format_duration(b.exposed_tail_ns).c_str());
+    const std::string tail =
+        b.tail_unmeasured.empty() ? format_duration(b.exposed_tail_ns) + " per step" : "n/a (" + b.tail_unmeasured + ")";
+    std::snprintf(line, sizeof(line), "\nDDP buckets: %zu (%s); exposed tail after backward %s\n", b.buckets.size(),
+                  sizes.c_str(), tail.c_str());
     out += line;
     if (b.sizes_unmeasured.empty()) {
       std::snprintf(line, sizeof(line), "  alpha-beta fit: %.1f us + %.3f ns/byte (R^2 %.2f, %d collectives)\n",

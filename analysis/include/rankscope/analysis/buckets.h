@@ -53,6 +53,7 @@ struct BucketReport {
   bool fsdp = false;             // allgather / reduce-scatter units found
   std::vector<BucketStats> buckets;
   int64_t exposed_tail_ns = 0;   // median over steps: last gradient allreduce end − backward compute end
+  std::string tail_unmeasured;   // why exposed_tail_ns is not known; empty when it is
   AlphaBetaFit fit;
   bool fit_on_bus_bytes = false;  // the fit's sizes are bus bytes (the ring model), not bytes
   int64_t measured_step_ns = 0;   // the median step the predictions start from; 0: not measured
