@@ -670,7 +670,7 @@ int64_t fitted_allreduce_ns(const BucketReport& report, uint64_t bytes, size_t r
 }
 
 void take_replayed_predictions(BucketReport& report, const std::vector<BucketReplay>& replays,
-                               const std::string& unmeasured) {
+                               const std::string& unmeasured, size_t left_out) {
   if (report.predictions.empty()) return;
   report.replay_unmeasured = unmeasured;
   const uint64_t current_cap = current_bucket_cap(report);
@@ -690,6 +690,12 @@ void take_replayed_predictions(BucketReport& report, const std::vector<BucketRep
   }
   report.predicted_by = "replay";
   report.replayed_steps = current->steps;
+  report.replay_unmeasured.clear();
+  // The mean is over the steps replayed: one left out may have been unlike them.
+  if (left_out > 0) {
+    report.replay_left_out = std::to_string(left_out) + " of " + std::to_string(left_out + current->steps) +
+                             " walked steps not replayed, the first because " + unmeasured;
+  }
   // The regrouping of the current buckets differs from the replay as
   // recorded only by the model: the fit's transfers, one after another.
   const int64_t model_error_ns = std::abs(current->regrouped_ns - current->replayed_ns);

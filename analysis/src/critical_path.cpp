@@ -640,7 +640,13 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, cons
         sum.replayed_ns += what_if->replayed_ns;
         sum.predicted_ns += what_if->predicted_ns;
       }
-      for (const BucketReplay& step_replay : replay.regrouped(result.bucket_replays_unmeasured)) {
+      std::string step_unmeasured;
+      const std::vector<BucketReplay> step_replays = replay.regrouped(step_unmeasured);
+      if (regrouping && step_replays.empty()) {
+        ++result.bucket_replays_left_out;
+        if (result.bucket_replays_unmeasured.empty()) result.bucket_replays_unmeasured = std::move(step_unmeasured);
+      }
+      for (const BucketReplay& step_replay : step_replays) {
         BucketReplay& sum = bucket_replays[step_replay.bucket_bytes];
         sum.bucket_bytes = step_replay.bucket_bytes;
         ++sum.steps;
@@ -662,8 +668,6 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, cons
     result.bucket_replays.push_back(
         {cap, sum.steps, sum.replayed_ns / steps, sum.regrouped_ns / steps, sum.predicted_ns / steps});
   }
-  // A reason stands only where no walked step was regrouped.
-  if (!result.bucket_replays.empty()) result.bucket_replays_unmeasured.clear();
   if (result.steps.empty()) return without_path(kNoStepTimesReason);
   if (result.steps_walked < kFairShareSteps) {
     result.fair_share_unmeasured = std::to_string(result.steps_walked) + (result.steps_walked == 1 ? " step" : " steps") +

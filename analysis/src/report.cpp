@@ -25,7 +25,7 @@ Report make_report(const Timeline& timeline, const ReportOptions& options, const
       critical_path(timeline, report.profile, slow_compute_ranks(report.stragglers), &report.buckets);
   take_replayed_what_if(report.stragglers, report.critical_path);
   take_replayed_predictions(report.buckets, report.critical_path.bucket_replays,
-                            report.critical_path.bucket_replays_unmeasured);
+                            report.critical_path.bucket_replays_unmeasured, report.critical_path.bucket_replays_left_out);
   report.ends = rank_ends(timeline);
   report.bottlenecks =
       find_bottlenecks(report.profile, report.breakdown, report.stragglers, report.buckets, report.ends);

@@ -203,36 +203,51 @@ class CriticalPathTest : public testing::ShardJobTest {
   // 1000-1200, the last after the one before it. The optimizer's kernel,
   // launched at `optimizer_launch`, runs 200 ns from the later of the last
   // bucket's end and 10 ns after its launch; a sync waits for it and a tail
-  // ends the step at 2000. Only the first `captured` ranks are written.
-  // With `host_end`, no sync: the step ends then on the host. Its path with
-  // the buckets fitted at `alpha_ns` plus 100 ns a MiB, predicted for caps
-  // of 1, 2 and 4 MiB.
-  CriticalPath nccl_ddp_path(int64_t optimizer_launch, int32_t captured = 2, int64_t host_end = 0,
-                             double alpha_ns = 100) {
-    const auto bucket = [](int64_t begin, int64_t end, uint64_t bytes, uint64_t seq, uint64_t correlation) {
-      Event e = nccl_allreduce(begin, end, kNcclStream, correlation);
+  // ends the step at 2000. With `host_end`, no sync: the step ends then on
+  // the host. One step, named `step`, its times `at` later and its
+  // collectives' and launches' numbers `first` on.
+  static std::vector<Event> nccl_ddp_step(uint32_t step, int64_t at, uint64_t first, int64_t optimizer_launch,
+                                          int64_t host_end) {
+    const auto bucket = [&](int64_t begin, int64_t end, uint64_t bytes, uint64_t seq, uint64_t correlation) {
+      Event e = nccl_allreduce(at + begin, at + end, kNcclStream, first + correlation);
       e.bytes = bytes;
-      e.seq = seq;
+      e.seq = first + seq;
       return e;
     };
+    const auto launch = [&](int64_t begin, uint64_t correlation) {
+      return cuda_call(kLaunch, at + begin, at + begin + 10, first + correlation);
+    };
+    const auto gradients = [&](int64_t begin, int64_t end, uint64_t correlation) {
+      return kernel(at + begin, at + end, first + correlation);
+    };
     const int64_t optimizer = std::max<int64_t>(1200, optimizer_launch + 10);
-    for (int32_t rank = 0; rank < captured; ++rank) {
-      std::vector<Event> tail = {cuda_call(kSync, optimizer_launch + 10, optimizer + 210, 8),
-                                 range(kTail, optimizer + 210, 2000)};
-      if (host_end != 0) tail = {range(kTail, optimizer_launch + 10, host_end)};
-      write_rank(rank, 2, joined({range(kStep, 0, host_end != 0 ? host_end : 2000), cuda_call(kLaunch, 10, 20, 1), kernel(100, 300, 1),
-                           cuda_call(kLaunch, 20, 30, 2), bucket(300, 500, kMiB, 0, 2),
-                           cuda_call(kLaunch, 30, 40, 3), kernel(300, 700, 3),
-                           cuda_call(kLaunch, 40, 50, 4), bucket(700, 1000, 2 * kMiB, 1, 4),
-                           cuda_call(kLaunch, 50, 60, 5), kernel(700, 900, 5),
-                           cuda_call(kLaunch, 60, 70, 6), bucket(1000, 1200, kMiB, 2, 6),
-                           cuda_call(kLaunch, optimizer_launch, optimizer_launch + 10, 7),
-                           kernel(optimizer, optimizer + 200, 7)}, tail));
-    }
+    std::vector<Event> tail = {cuda_call(kSync, at + optimizer_launch + 10, at + optimizer + 210, first + 8),
+                               range(kTail, at + optimizer + 210, at + 2000)};
+    if (host_end != 0) tail = {range(kTail, at + optimizer_launch + 10, at + host_end)};
+    return joined({range(step, at, at + (host_end != 0 ? host_end : 2000)), launch(10, 1), gradients(100, 300, 1),
+                   launch(20, 2), bucket(300, 500, kMiB, 0, 2), launch(30, 3), gradients(300, 700, 3),
+                   launch(40, 4), bucket(700, 1000, 2 * kMiB, 1, 4), launch(50, 5), gradients(700, 900, 5),
+                   launch(60, 6), bucket(1000, 1200, kMiB, 2, 6), launch(optimizer_launch, 7),
+                   gradients(optimizer, optimizer + 200, 7)},
+                  tail);
+  }
+
+  // The job's path with the buckets fitted at `alpha_ns` plus 100 ns a MiB,
+  // predicted for caps of 1, 2 and 4 MiB.
+  CriticalPath nccl_ddp_job_path(double alpha_ns = 100) {
     const Timeline timeline(merged());
     const JobProfile job = build_profile(timeline);
     const BucketReport buckets = ddp_buckets({1, 2, 1}, {1, 2, 4}, alpha_ns);
     return critical_path(timeline, job, {}, &buckets);
+  }
+
+  // One step of nccl_ddp_step on the first `captured` of two ranks: its path.
+  CriticalPath nccl_ddp_path(int64_t optimizer_launch, int32_t captured = 2, int64_t host_end = 0,
+                             double alpha_ns = 100) {
+    for (int32_t rank = 0; rank < captured; ++rank) {
+      write_rank(rank, 2, nccl_ddp_step(kStep, 0, 0, optimizer_launch, host_end));
+    }
+    return nccl_ddp_job_path(alpha_ns);
   }
 
   static int64_t on_rank(const CriticalPath& path, int32_t rank) {
@@ -573,6 +588,37 @@ TEST_F(CriticalPathTest, NcclsBucketsReducedAfterTheStepsEndAreNotPredicted) {
               "waited for: what that costs the next step is not replayed")
         << alpha_ns;
   }
+}
+
+// Two steps: the first as NcclsGpuWorkAfterBackwardWaitsForTheLastNewBucket's,
+// replayed; the second as NcclsBucketsReducedAfterTheStepsEndAreNotPredicted's,
+// not. The predictions stand on the first alone, and say so.
+TEST_F(CriticalPathTest, NcclsStepsNotReplayedBesideStepsReplayedAreCountedWithTheirReason) {
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    write_rank(rank, 2, joined(nccl_ddp_step(kStep, 0, 0, 1210, 0), nccl_ddp_step(kStep1, 3000, 100, 70, 1250)));
+  }
+  const CriticalPath p = nccl_ddp_job_path();
+  ASSERT_EQ(p.steps_walked, 2u);
+  ASSERT_EQ(p.bucket_replays.size(), 3u);
+  const int64_t regrouped[] = {2000, 2000, 2080};
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(p.bucket_replays[k].steps, 1u);
+    EXPECT_EQ(p.bucket_replays[k].regrouped_ns, regrouped[k]) << k;
+  }
+  EXPECT_EQ(p.bucket_replays_left_out, 1u);
+  EXPECT_EQ(p.bucket_replays_unmeasured.rfind("regrouped into buckets of 4 MiB, the GPU's work ends later", 0), 0u)
+      << p.bucket_replays_unmeasured;
+
+  BucketReport buckets = ddp_buckets({1, 2, 1}, {1, 2, 4});
+  buckets.measured_step_ns = 2000;
+  take_replayed_predictions(buckets, p.bucket_replays, p.bucket_replays_unmeasured, p.bucket_replays_left_out);
+  EXPECT_EQ(buckets.predicted_by, "replay");
+  EXPECT_EQ(buckets.replayed_steps, 1u);
+  EXPECT_EQ(buckets.replay_unmeasured, "");
+  EXPECT_EQ(buckets.replay_left_out.rfind("1 of 2 walked steps not replayed, the first because regrouped into buckets "
+                                          "of 4 MiB", 0),
+            0u)
+      << buckets.replay_left_out;
 }
 
 // The optimizer launched at 1210, after the last bucket was reduced: as

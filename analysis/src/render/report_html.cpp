@@ -821,7 +821,8 @@ void write_bucket_section(const Report& report, std::string& out) {
     out += buckets.predicted_by == "replay"
                ? "<p class=\"caption\">The step time predicted for each bucket size by replaying " +
                      std::to_string(buckets.replayed_steps) + (buckets.replayed_steps == 1 ? " walked step" : " walked steps") +
-                     " on the critical path's graph with the gradient allreduces regrouped"
+                     " on the critical path's graph with the gradient allreduces regrouped" +
+                     (buckets.replay_left_out.empty() ? "" : " (" + escape(buckets.replay_left_out) + ")")
                : std::string("<p class=\"caption\">The step time the transfer model predicts for each bucket size");
     if (buckets.fit.samples > 0) {
       out += ", from a fit over " + std::to_string(buckets.fit.samples) +

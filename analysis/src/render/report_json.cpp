@@ -367,6 +367,9 @@ std::string report_json(const Report& report) {
   json.key("replayed_steps").value(static_cast<uint64_t>(b.replayed_steps)).key("replay_reason");
   if (b.replay_unmeasured.empty()) json.null();
   else json.value(b.replay_unmeasured);
+  json.key("replay_left_out");
+  if (b.replay_left_out.empty()) json.null();
+  else json.value(b.replay_left_out);
   json.key("recommended_bucket_bytes").value(b.recommended_bucket_bytes);
   json.key("recommendation").value(b.recommendation).key("units").begin_array();
   for (const BucketReport::Unit& u : b.units) {

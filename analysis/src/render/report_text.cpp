@@ -246,7 +246,8 @@ std::string report_text(const Report& report) {
     if (!b.recommendation.empty()) out += "  " + b.recommendation + "\n";
     if (b.predicted_by == "replay") {
       out += "  (predicted by replaying " + std::to_string(b.replayed_steps) +
-             (b.replayed_steps == 1 ? " walked step" : " walked steps") + " with the buckets regrouped)\n";
+             (b.replayed_steps == 1 ? " walked step" : " walked steps") + " with the buckets regrouped" +
+             (b.replay_left_out.empty() ? "" : "; " + b.replay_left_out) + ")\n";
     } else if (b.predicted_by == "model" && !b.replay_unmeasured.empty()) {
       out += "  (predicted by the backward model; the replay: n/a: " + b.replay_unmeasured + ")\n";
     }

@@ -65,6 +65,7 @@ struct BucketReport {
   std::string predicted_by;
   size_t replayed_steps = 0;
   std::string replay_unmeasured;
+  std::string replay_left_out;  // how many walked steps were not replayed beside those that were, and why
   uint64_t recommended_bucket_bytes = 0;
   std::string recommendation;    // one sentence
   struct Unit {
@@ -94,8 +95,10 @@ int64_t fitted_allreduce_ns(const BucketReport& report, uint64_t bytes, size_t r
 // The predictions taken from the replays where there is one for each
 // (the replay's saving against the current buckets, from the measured
 // step), and the recommendation made again from them; `unmeasured` says
-// why there are none, kept in `replay_unmeasured`.
+// why there are none, kept in `replay_unmeasured`, or, with `left_out`
+// walked steps not replayed beside those that were, why the first was not,
+// kept in `replay_left_out`.
 void take_replayed_predictions(BucketReport& report, const std::vector<BucketReplay>& replays,
-                               const std::string& unmeasured);
+                               const std::string& unmeasured, size_t left_out = 0);
 
 }  // namespace rankscope::analysis

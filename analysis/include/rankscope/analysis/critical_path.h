@@ -138,9 +138,11 @@ struct CriticalPath {
   std::vector<RankReplay> rank_replays;  // per rank of `replayed_ranks` replayed on at least one step
   // Per bucket cap predicted by `buckets`, the walked steps replayed with
   // their gradient allreduces regrouped into that cap's buckets; empty,
-  // with the reason, where they could not be.
+  // with the reason, where they could not be. Walked steps that could not
+  // be are counted, the first one's reason kept, also where others were.
   std::vector<BucketReplay> bucket_replays;
   std::string bucket_replays_unmeasured;
+  size_t bucket_replays_left_out = 0;
 };
 
 // Reads, for each step walked, the events of that step of the ranks the
