@@ -56,6 +56,14 @@ std::string mpi_error_text(int code) {
 
 }  // namespace
 
+bool earns_another_exchange(const SyncOptions& options, int64_t bound_ns, double elapsed_ms, bool reference,
+                            std::optional<int64_t> narrowest_earlier_ns) {
+  if (bound_ns <= options.wide_bound_ns) return false;
+  if (elapsed_ms < options.patience_ms) return true;
+  return reference && elapsed_ms < options.reference_patience_ms && narrowest_earlier_ns &&
+         bound_ns > *narrowest_earlier_ns * 3 / 2;
+}
+
 bool wait_idle(MPI_Request& request, double deadline, long longest_sleep_ns) {
   long sleep_ns = 10'000;
   for (;;) {
@@ -220,18 +228,13 @@ void ClockSynchronizer::teach(int child, const std::optional<SyncPoint>& own) {
   int rank = 0;
   MPI_Comm_rank(tree_, &rank);
   const bool reference = rank == 0;
-  const double patience_end = MPI_Wtime() + options_.patience_ms * 1e-3;
-  const double reference_patience_end = MPI_Wtime() + options_.reference_patience_ms * 1e-3;
+  const double patience_start = MPI_Wtime();
   const auto narrowest = narrowest_bound_.find(child);
-  const auto still_wide = [&] {
-    const int64_t bound = estimator.estimate(kMaxRelativeDriftPpm).bound_ns;
-    if (bound <= options_.wide_bound_ns) return false;
-    const double now = MPI_Wtime();
-    if (now < patience_end) return true;
-    return reference && now < reference_patience_end && narrowest != narrowest_bound_.end() &&
-           bound > narrowest->second * 3 / 2;
-  };
-  while (measured && estimator.count() > 0 && still_wide()) {
+  const std::optional<int64_t> narrowest_earlier =
+      narrowest == narrowest_bound_.end() ? std::nullopt : std::optional<int64_t>(narrowest->second);
+  while (measured && estimator.count() > 0 &&
+         earns_another_exchange(options_, estimator.estimate(kMaxRelativeDriftPpm).bound_ns,
+                                (MPI_Wtime() - patience_start) * 1e3, reference, narrowest_earlier)) {
     const timespec pause{0, kPatiencePauseNs};
     nanosleep(&pause, nullptr);
     measured = exchange(true);
@@ -248,8 +251,8 @@ void ClockSynchronizer::teach(int child, const std::optional<SyncPoint>& own) {
     const OffsetEstimator::Estimate pair = estimator.estimate(kMaxRelativeDriftPpm);
     result = {round_, 1, estimator.child_time_ns(), pair.offset_ns + own->offset_ns,
               pair.bound_ns + own->bound_ns + drift_allowance};
-    auto [it, first] = narrowest_bound_.try_emplace(child, pair.bound_ns);
-    if (!first) it->second = std::min(it->second, pair.bound_ns);
+    int64_t& narrowest_so_far = narrowest_bound_.try_emplace(child, pair.bound_ns).first->second;
+    narrowest_so_far = std::min(narrowest_so_far, pair.bound_ns);
   }
   send(result, child, kTagResult, tree_);
 }

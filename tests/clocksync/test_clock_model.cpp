@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "rankscope/clocksync/clock.h"
+#include "rankscope/clocksync/sync_mpi.h"
 #include "rankscope/model/error.h"
 
 namespace rankscope::clocksync {
@@ -189,6 +190,19 @@ TEST(OffsetEstimator, ClockStepMakesItInconsistentWithAWiderBound) {
   e.add(1000, 5000, 1200);  // the child stepped by 4 µs: [3800, 4000]
   EXPECT_FALSE(e.consistent());
   EXPECT_GE(e.bound_ns(), 2800);
+}
+
+// Past its 10 ms, only the reference goes on, to 100 ms, and only while the
+// bound is over half as wide again as the pair's narrowest earlier one.
+TEST(SyncPatience, OnlyTheReferenceGoesOnAndOnlyOnALinkShownToDoBetter) {
+  const SyncOptions options{.wide_bound_ns = 25'000, .patience_ms = 10, .reference_patience_ms = 100};
+  EXPECT_FALSE(earns_another_exchange(options, 25'000, 1, true, std::nullopt)) << "narrow enough";
+  EXPECT_TRUE(earns_another_exchange(options, 40'000, 9, false, std::nullopt)) << "within every parent's patience";
+  EXPECT_FALSE(earns_another_exchange(options, 40'000, 11, false, 20'000)) << "another parent's children pay for it";
+  EXPECT_FALSE(earns_another_exchange(options, 40'000, 11, true, std::nullopt)) << "no earlier round to go on";
+  EXPECT_TRUE(earns_another_exchange(options, 40'000, 11, true, 20'000)) << "the link did better before";
+  EXPECT_FALSE(earns_another_exchange(options, 30'000, 11, true, 20'000)) << "within half again of its narrowest";
+  EXPECT_FALSE(earns_another_exchange(options, 40'000, 101, true, 20'000)) << "the reference's patience is over";
 }
 
 TEST(ClockModel, InterpolatesBetweenPointsWithinTheBound) {

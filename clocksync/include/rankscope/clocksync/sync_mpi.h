@@ -69,6 +69,13 @@ struct SyncOptions {
   int reference_patience_ms = 10;
 };
 
+// Whether a measurement whose bound is still `bound_ns`, `elapsed_ms` into
+// its extra exchanges, earns another, by the patience above; `reference`:
+// the parent is the reference; `narrowest_earlier_ns`: the pair's narrowest
+// bound in earlier rounds, where there were any.
+bool earns_another_exchange(const SyncOptions& options, int64_t bound_ns, double elapsed_ms, bool reference,
+                            std::optional<int64_t> narrowest_earlier_ns);
+
 // Relative drift the composition along the tree allows for between a parent's
 // own measurement and its child's (both taken within microseconds).
 inline constexpr double kMaxRelativeDriftPpm = 1000.0;
