@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "dynamic_symbols.h"
 #include "rankscope/model/text.h"
 
 namespace rankscope::agent {
@@ -22,54 +23,18 @@ struct Found {
   uintptr_t symbol_offset = 0;
 };
 
-// The loader rewrites most of a module's dynamic entries into addresses in
-// place, but not every module's (the vDSO's stay offsets from its base).
-uintptr_t dynamic_address(uintptr_t value, uintptr_t base) { return value < base ? value + base : value; }
-
-// How many entries the dynamic symbol table has: its ELF hash table says so
-// outright; a GNU one, through the end of its last chain.
-size_t symbol_count(const uint32_t* elf_hash, const uint32_t* gnu_hash) {
-  if (elf_hash) return elf_hash[1];
-  if (!gnu_hash) return 0;
-  const uint32_t buckets = gnu_hash[0], first_hashed = gnu_hash[1], bloom_words = gnu_hash[2];
-  const uint32_t* bucket = gnu_hash + 4 + bloom_words * (sizeof(ElfW(Addr)) / sizeof(uint32_t));
-  const uint32_t* chain = bucket + buckets;
-  uint32_t last = 0;
-  for (uint32_t b = 0; b < buckets; ++b) last = std::max(last, bucket[b]);
-  if (last < first_hashed) return first_hashed;
-  while ((chain[last - first_hashed] & 1) == 0) ++last;  // the low bit ends a chain
-  return last + 1;
-}
-
-void find_symbol(const dl_phdr_info& module, const ElfW(Dyn)* dynamic, Found& found) {
-  const uintptr_t base = module.dlpi_addr;
-  const ElfW(Sym)* symbols = nullptr;
-  const char* strings = nullptr;
-  size_t strings_size = 0;
-  const uint32_t *elf_hash = nullptr, *gnu_hash = nullptr;
-  for (const ElfW(Dyn)* entry = dynamic; entry->d_tag != DT_NULL; ++entry) {
-    const uintptr_t value = entry->d_un.d_ptr;
-    switch (entry->d_tag) {
-      case DT_SYMTAB: symbols = reinterpret_cast<const ElfW(Sym)*>(dynamic_address(value, base)); break;
-      case DT_STRTAB: strings = reinterpret_cast<const char*>(dynamic_address(value, base)); break;
-      case DT_STRSZ: strings_size = entry->d_un.d_val; break;
-      case DT_HASH: elf_hash = reinterpret_cast<const uint32_t*>(dynamic_address(value, base)); break;
-      case DT_GNU_HASH: gnu_hash = reinterpret_cast<const uint32_t*>(dynamic_address(value, base)); break;
-      default: break;
-    }
-  }
-  if (!symbols || !strings) return;
-  const size_t count = symbol_count(elf_hash, gnu_hash);
-  for (size_t i = 0; i < count; ++i) {
+void find_symbol(const dl_phdr_info& module, Found& found) {
+  const DynamicSymbols symbols(module);
+  for (size_t i = 0; i < symbols.size(); ++i) {
     const ElfW(Sym)& symbol = symbols[i];
     // A TLS symbol's value is an offset in the thread's block, not an address.
     if (symbol.st_shndx == SHN_UNDEF || symbol.st_size == 0 || ELF64_ST_TYPE(symbol.st_info) == STT_TLS ||
-        symbol.st_name >= strings_size) {
+        symbols.name(symbol).empty()) {
       continue;
     }
-    const uintptr_t start = base + symbol.st_value;
+    const uintptr_t start = module.dlpi_addr + symbol.st_value;
     if (found.instruction - start < symbol.st_size) {
-      found.symbol = strings + symbol.st_name;
+      found.symbol = symbols.name(symbol).data();
       found.symbol_offset = found.instruction - start;
       return;
     }
@@ -78,11 +43,9 @@ void find_symbol(const dl_phdr_info& module, const ElfW(Dyn)* dynamic, Found& fo
 
 int search_module(dl_phdr_info* module, size_t, void* data) {
   Found& found = *static_cast<Found*>(data);
-  const ElfW(Dyn)* dynamic = nullptr;
   bool holds = false;
   for (ElfW(Half) i = 0; i < module->dlpi_phnum; ++i) {
     const ElfW(Phdr)& segment = module->dlpi_phdr[i];
-    if (segment.p_type == PT_DYNAMIC) dynamic = reinterpret_cast<const ElfW(Dyn)*>(module->dlpi_addr + segment.p_vaddr);
     holds = holds || (segment.p_type == PT_LOAD &&
                       found.instruction - (module->dlpi_addr + segment.p_vaddr) < segment.p_memsz);
   }
@@ -99,7 +62,7 @@ int search_module(dl_phdr_info* module, size_t, void* data) {
   }
   name = name.substr(name.rfind('/') + 1);
   name.copy(found.module, std::min(name.size(), sizeof(found.module) - 1));
-  if (dynamic) find_symbol(*module, dynamic, found);
+  find_symbol(*module, found);
   return 1;
 }
 

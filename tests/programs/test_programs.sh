@@ -332,6 +332,15 @@ program_lammps() {
   check_status || return
   compare_outputs lammps_outputs
   check_counts "$work/$program/mpicount"
+  # LAMMPS loads libpython (liblammps embeds Python) but is no Python
+  # interpreter: there is nothing to say of rankscope's Python hook.
+  local dir=$work/$program
+  if grep -q "Python hook" "$dir/profiled.err"; then
+    fail "rankscope spoke of its Python hook to a program that is not Python: $(grep -m1 "Python hook" "$dir/profiled.err")"
+  fi
+  if "$rankscope" info "$dir/timeline.h5" 2>&1 | grep -q python_hook_not_run; then
+    fail "its timeline counts python_hook_not_run, but it is no Python interpreter"
+  fi
 }
 lammps_mask() {
   sed -E '/^(Loop time of|Performance:|Total wall time:|MPI task timing breakdown:|Section +\||-{20,}$)/d

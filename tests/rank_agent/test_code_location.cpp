@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "code_location.h"
+#include "dynamic_symbols.h"
 
 extern "C" int code_location_exported(int x);  // tests/rank_agent/code_location_module.c
 extern "C" int (*code_location_hidden_address())(int);
@@ -86,6 +87,18 @@ TEST(CodeLocation, ALookupWhileDlopenRunsAConstructorDoesNotWait) {
   ASSERT_NE(answer, nullptr);
   EXPECT_EQ(std::string(answer()).rfind("libcode_location_constructor.so+0x", 0), 0u) << answer();
   ::dlclose(module);
+}
+
+// What decides whether a process is a Python interpreter the hook should
+// have run in: a program that merely loads libpython is not one.
+TEST(ProgramNamesSymbol, WhatTheProgramItselfCallsButNotWhatOnlyItsLibrariesBring) {
+  using rankscope::agent::program_names_symbol;
+  EXPECT_TRUE(program_names_symbol({"__libc_start_main"}));  // every dynamically linked program's
+  EXPECT_TRUE(program_names_symbol({"no_such_symbol", "code_location_exported"}));
+  // In the process (libc's), never called by this program.
+  ASSERT_NE(::dlsym(RTLD_DEFAULT, "getgrent"), nullptr);
+  EXPECT_FALSE(program_names_symbol({"getgrent"}));
+  EXPECT_FALSE(program_names_symbol({"Py_BytesMain", "Py_Main"}));
 }
 
 }  // namespace

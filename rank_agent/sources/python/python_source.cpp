@@ -8,8 +8,6 @@
 // are kNvtxRange on the calling thread's track, in the default domain;
 // collectives kTorchCollective on their process group's track; waits
 // kTorchWait on the waiting thread's track.
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -19,6 +17,7 @@
 #include <utility>
 
 #include "capture_source.h"
+#include "dynamic_symbols.h"
 #include "rankscope/model/counters.h"
 #include "rankscope/model/event.h"
 #include "rankscope/model/hash.h"
@@ -64,8 +63,11 @@ class PythonSource final : public CaptureSource {
   uint32_t bit() const override { return kCapturePython; }
   bool start(const AgentSettings&, std::string&) override {
     // Asked now, not at the end: a crash inside dlopen ends the process
-    // with the loader's lock held, and dlsym would wait for it forever.
-    in_python_ = ::dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr;
+    // with the loader's lock held. An interpreter's own executable calls
+    // Python's main (Py_Main before Python 3.8), defined there or in
+    // libpython. A program that only embeds Python (LAMMPS, through
+    // liblammps) has libpython loaded too, and never promised the hook a run.
+    in_python_ = program_names_symbol({"Py_BytesMain", "Py_Main"});
     return true;
   }
 
