@@ -40,6 +40,7 @@ RankEnd rank_end(int32_t rank, RankStatus status, const Counters& c, int64_t pid
     for (const auto& [name, value] : c.entries())
       if (name == counter::kExitStatus) end.exit_status = static_cast<int>(value);
   }
+  end.sidecar_refused_mpi_init = c.get(counter::kSidecarRefusedMpiInit) != 0;
   if (status == RankStatus::kTerminated) end.terminating_signal = static_cast<int>(c.get(counter::kTerminatedBySignal));
   end.oom_kills = c.get(counter::kOomKills);
   if (c.get(counter::kProcessPeakRssBytes) != 0) {
@@ -177,6 +178,11 @@ std::string describe_early_end(const RankEnd& end) {
       if (end.mpi_abort_code || !end.exit_status) {
         return "called MPI_Abort with code " + std::to_string(end.mpi_abort_code.value_or(0)) +
                "; its shard was closed first";
+      }
+      if (end.sidecar_refused_mpi_init) {
+        return "stopped at MPI_Init with status " + std::to_string(*end.exit_status) +
+               ": sidecar mode runs no program that starts MPI itself (`rankscope run --mode inprocess` profiles "
+               "it); its shard was closed first";
       }
       return "ended by _exit(" + std::to_string(*end.exit_status) +
              ") (MPI ends a rank so on a fatal error or a lost peer); its shard was closed first";

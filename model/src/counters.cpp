@@ -33,6 +33,9 @@ constexpr Definition kRegistry[] = {
      "1: the rank started MPI and ended (exit, a return from main, _exit) without calling MPI_Finalize: peers may "
      "have waited for it in vain, and its last clock measurement is the one at MPI_Init (the rank's status is "
      "`exited`, unless a signal or MPI_Abort ended it)"},
+    {kSidecarRefusedMpiInit,
+     "1: the program called MPI_Init in sidecar mode, where `rankscope run` is the job's MPI process, and was "
+     "stopped there with status 1 (`rankscope run --mode inprocess` profiles it)"},
     {kCrashSignal,
      "the fatal signal that ended the process: a crash (11 SIGSEGV, 7 SIGBUS, 8 SIGFPE, 4 SIGILL) or abort() (6 "
      "SIGABRT: an assert, std::terminate, a watchdog); the agent closed the shard first, with the calls it was inside "
@@ -206,6 +209,9 @@ std::string nothing_captured_causes(const Counters& counters, std::string_view c
   const bool python = capture.find("python") != std::string_view::npos;
   if (capture.starts_with("kineto import")) {
     causes.push_back("its trace held no event rankscope imports (the import's warnings say what it left out)");
+  } else if (counters.get(kSidecarRefusedMpiInit) != 0) {
+    causes.push_back("its program calls MPI_Init, so sidecar mode stopped it there: profile it with `rankscope run "
+                     "--mode inprocess`");
   } else if (counters.get(kPythonHookNotRun) != 0) {
     causes.push_back("its Python interpreter ignored PYTHONPATH or sitecustomize (python -I, -E or -S), so "
                      "rankscope's Python hook, which captures torch's steps and collectives, did not run");

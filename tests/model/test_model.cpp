@@ -185,6 +185,10 @@ TEST(CounterRegistry, NothingCapturedNamesTheCauseItsCountersShow) {
   };
   const std::string_view sidecar = "mpi,nvtx,python mode=sidecar buffer_mb=64";
   EXPECT_NE(causes({{counter::kPythonHookNotRun, 1}}, sidecar).find("ignored PYTHONPATH"), std::string::npos);
+  // An MPI program started in sidecar mode never ran: that, not what it did not call, is the cause.
+  EXPECT_EQ(causes({{counter::kSidecarRefusedMpiInit, 1}}, sidecar),
+            "its program calls MPI_Init, so sidecar mode stopped it there: profile it with `rankscope run --mode "
+            "inprocess`");
   EXPECT_NE(causes({{counter::kPythonHookAttached, 1}}, sidecar).find("never imported torch"), std::string::npos);
   EXPECT_NE(causes({{counter::kPythonHookAttached, 1}, {counter::kPythonTorchHooked, 16}}, sidecar)
                 .find("none of the APIs"), std::string::npos);

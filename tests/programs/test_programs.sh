@@ -298,6 +298,10 @@ fortran() {  # fortran DEFINE
     fail "in sidecar mode it $([ "$status" -eq 0 ] && echo "ran to the end" || echo "hung"), instead of stopping at MPI_Init"
   elif ! grep -q "profile it with \`rankscope run --mode inprocess\`" "$sidecar.log"; then
     fail "in sidecar mode it stopped without rankscope's one-line message ($sidecar.log)"
+  elif ! grep -q "captured nothing .*: its program calls MPI_Init, so sidecar mode stopped it there" "$sidecar.log"; then
+    fail "in sidecar mode the run's warning does not say why its ranks captured nothing ($sidecar.log)"
+  elif ! "$rankscope" info "$sidecar/t.h5" 2>&1 | grep -q "rank 0: stopped at MPI_Init with status 1"; then
+    fail "rankscope info does not say that sidecar mode stopped its ranks at MPI_Init ($sidecar/t.h5)"
   fi
 }
 fortran_outputs() { same_stdout "$1" unmasked; }  # checksums of what the calls computed

@@ -43,6 +43,7 @@ struct RankEnd {
   std::optional<int> mpi_abort_code;  // an `aborted` rank's that called MPI_Abort
   std::optional<int> exit_status;  // where the agent saw it (exit, main's return, _exit)
   int terminating_signal = 0;  // a `terminated` rank's
+  bool sidecar_refused_mpi_init = false;  // stopped at MPI_Init: sidecar mode runs no MPI program
 
   // A crash, caught by the agent or only seen by `rankscope run` (one before
   // the agent's handlers were in place, or under a handler the program set first).
@@ -55,8 +56,9 @@ std::vector<RankEnd> rank_ends(const Timeline& timeline);  // by rank
 // How a rank that was neither killed nor crashed ended early, said once for
 // info and report: "exited with status 3 (exit or a return from main)
 // without calling MPI_Finalize; its shard was closed at exit", "called
-// MPI_Abort with code 2", "ended by _exit(1) ...", "ended by SIGTERM
-// (signal 15); its shard was closed first". Empty for other ends.
+// MPI_Abort with code 2", "ended by _exit(1) ...", "stopped at MPI_Init
+// ...", "ended by SIGTERM (signal 15); its shard was closed first". Empty
+// for other ends.
 std::string describe_early_end(const RankEnd& end);
 // How a fatal signal ended the rank: "killed by SIGKILL (signal 9) before
 // its shard was closed; the kernel's OOM killer killed 1 process of its

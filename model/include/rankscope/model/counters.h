@@ -31,6 +31,7 @@ inline constexpr std::string_view kMpiAbortCode = "mpi_abort_code";
 inline constexpr std::string_view kEndedByExitCall = "ended_by_exit_call";
 inline constexpr std::string_view kExitStatus = "exit_status";
 inline constexpr std::string_view kMpiNotFinalized = "mpi_not_finalized";
+inline constexpr std::string_view kSidecarRefusedMpiInit = "sidecar_refused_mpi_init";
 // A fatal signal the agent caught, its shard closed first (docs/agent-reference.md, "How each rank ended"):
 inline constexpr std::string_view kCrashSignal = "crash_signal";
 inline constexpr std::string_view kCrashSignalCode = "crash_signal_code";
