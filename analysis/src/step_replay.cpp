@@ -87,7 +87,7 @@ class InstantGraph {
   // `to` comes no sooner than `ns` after `from`.
   void link(uint32_t from, uint32_t to, int64_t ns, Lapse lapse = Lapse::kRecorded, int32_t rank = -1,
             uint16_t variant = kAlways) {
-    edges_.push_back({from, to, ns, lapse, rank, variant});
+    edges_.push_back({from, to, ns, rank, variant, lapse});
   }
 
   // For the replay as recorded and each of `regroupings`, the instants in
@@ -95,10 +95,17 @@ class InstantGraph {
   // they wait on each other in a circle (clocks that disagree, or a call
   // that a regrouping makes wait for a bucket posted after it).
   void order(int regroupings) {
-    std::sort(edges_.begin(), edges_.end(), [](const Edge& a, const Edge& b) { return a.to < b.to; });
+    // Grouped by `to` in one counting pass: a comparison sort of the edges
+    // took a sixth of a report's time on steps of a million edges.
     into_.assign(recorded_.size() + 1, 0);
     for (const Edge& e : edges_) ++into_[e.to + 1];
     for (size_t i = 1; i < into_.size(); ++i) into_[i] += into_[i - 1];
+    {
+      std::vector<Edge> by_to(edges_.size());
+      std::vector<uint32_t> next(into_.begin(), into_.end() - 1);
+      for (const Edge& e : edges_) by_to[next[e.to]++] = e;
+      edges_ = std::move(by_to);
+    }
     // Out of each instant, its edges' indices (every replay's), and the
     // edges that are not in every replay.
     out_begin_.assign(recorded_.size() + 1, 0);
@@ -183,13 +190,14 @@ class InstantGraph {
     return latest == INT64_MIN ? recorded_[i] : latest;
   }
 
-  struct Edge {
+  struct Edge {  // 24 bytes: a step's graph holds a million of them
     uint32_t from, to;
     int64_t ns;
-    Lapse lapse;
     int32_t rank;
     uint16_t variant;
+    Lapse lapse;
   };
+  static_assert(sizeof(Edge) == 24);
   // Kahn's order over the edges `in` takes.
   template <typename Takes>
   std::vector<uint32_t> topological_order(Takes in) const {
