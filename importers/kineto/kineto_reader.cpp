@@ -142,20 +142,24 @@ struct BlockMasks {
   uint64_t quote, backslash, brackets;
 };
 
-uint64_t equal_mask(const __m128i (&chunks)[4], char c) {
-  const __m128i needle = _mm_set1_epi8(c);
-  uint64_t mask = 0;
-  for (int k = 0; k < 4; ++k) {
-    mask |= static_cast<uint64_t>(static_cast<uint16_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(chunks[k], needle)))) << (16 * k);
-  }
-  return mask;
-}
-
 BlockMasks block_masks(const char* block) {
-  __m128i chunks[4];
-  for (int k = 0; k < 4; ++k) chunks[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * k));
-  return {equal_mask(chunks, '"'), equal_mask(chunks, '\\'),
-          equal_mask(chunks, '{') | equal_mask(chunks, '}') | equal_mask(chunks, '[') | equal_mask(chunks, ']')};
+  const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+  // '[' and ']' are '{' and '}' without the bit 0x20: with it set, two
+  // comparisons find all four brackets, and no other character.
+  const __m128i case_bit = _mm_set1_epi8(0x20), open = _mm_set1_epi8('{'), close = _mm_set1_epi8('}');
+  BlockMasks m{0, 0, 0};
+  for (int k = 0; k < 4; ++k) {
+    const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * k));
+    const __m128i folded = _mm_or_si128(chunk, case_bit);
+    const __m128i brackets = _mm_or_si128(_mm_cmpeq_epi8(folded, open), _mm_cmpeq_epi8(folded, close));
+    const auto bits = [](__m128i equal) {
+      return static_cast<uint64_t>(static_cast<uint16_t>(_mm_movemask_epi8(equal)));
+    };
+    m.quote |= bits(_mm_cmpeq_epi8(chunk, quote)) << (16 * k);
+    m.backslash |= bits(_mm_cmpeq_epi8(chunk, backslash)) << (16 * k);
+    m.brackets |= bits(brackets) << (16 * k);
+  }
+  return m;
 }
 
 // Bit i = XOR of bits 0..i: set from an opening quote up to its closing one.
