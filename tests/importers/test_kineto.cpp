@@ -250,6 +250,19 @@ TEST_F(KinetoTrace, TakesRankBaseAndCommunicationFromTheirSources) {
   EXPECT_EQ(t.summary().problems, 0u);
 }
 
+// Keys are read as their text, whether written plainly or with escapes.
+TEST_F(KinetoTrace, KeysWrittenWithEscapesAreReadAsTheirText) {
+  const std::string text = R"json({"distributedInfo": {"rank": 0}, "traceEvents": [
+  {"\u0070h": "X", "c\u0061t": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)",
+   "pid": 0, "tid": 7, "ts": 50, "dur": 1, "args": {"Collective n\u0061me": "allreduce", "S\u0065q": 42}}
+ ]})json";
+  const TraceImport& t = import("trace.json", text);
+  EXPECT_EQ(t.summary().events, 1u);
+  EXPECT_EQ(t.summary().problems, 0u);
+  ASSERT_EQ(t.collectives().records.size(), 1u);
+  EXPECT_EQ(t.collectives().records[0].op, CommOp::kAllReduce);
+}
+
 // What distributedInfo says of the job, for telling jobs apart: the backend
 // and each process group's members, whatever order the ranks are listed in.
 TEST_F(KinetoTrace, TakesTheJobFromDistributedInfo) {
