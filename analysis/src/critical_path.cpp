@@ -593,9 +593,11 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, cons
     std::vector<double> on_path(job.ranks.size(), 0);
     bool own_time = false;
     std::optional<StepPath> drawn;
-    Walk walk(timeline, job, names, step);
+    // The walk's copy of the step's events goes before the replay reads
+    // its own: one step's events at a time are the report's peak.
+    std::optional<Walk> walk(std::in_place, timeline, job, names, step);
     for (const int32_t start : starts) {
-      StepPath path = walk_step(walk, job, step, start);
+      StepPath path = walk_step(*walk, job, step, start);
       int64_t own_ns = 0;
       for (const PathSegment& s : path.segments) {
         if (s.category != PathCategory::kCommunicationTransfer) own_ns += s.ns();
@@ -617,6 +619,7 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, cons
       }
       if (!drawn) drawn = std::move(path);
     }
+    walk.reset();
     size_t ran = 0;
     for (const RankProfile& rank : job.ranks) {
       ran += step < rank.steps.size() && rank.steps[step].times.begin_ns != kUnknown ? 1 : 0;

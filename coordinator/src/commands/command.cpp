@@ -1,5 +1,6 @@
 #include "command.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <cmath>
@@ -95,6 +96,11 @@ int run_reporting_errors(const char* command, const std::function<int()>& body, 
     std::fprintf(stderr, "rankscope %s: error: %s\n", command, e.what());
     return error_status;
   }
+}
+
+void keep_freed_memory_for_the_analyses() {
+  ::mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 double job_peak_mib(MPI_Comm comm) {

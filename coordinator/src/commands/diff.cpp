@@ -34,6 +34,7 @@ bool is_baseline(const std::string& path) {
 analysis::RunFigures figures_of(const std::string& path) {
   if (is_baseline(path)) return analysis::read_baseline_file(path);
   const Timeline timeline(path);
+  keep_freed_memory_for_the_analyses();
   const analysis::Report report = analysis::make_report(timeline);
   warn_about_damage("diff", timeline);
   return analysis::run_figures(report);

@@ -48,6 +48,7 @@ void run_report(const ReportOptions& options, const analysis::WorkShare& share) 
     return std::string();
   });
   analysis::Report report;
+  keep_freed_memory_for_the_analyses();
   {
     const Timeline timeline(options.timeline);
     report = analysis::make_report(timeline, {options.hta_compat}, share);
