@@ -64,10 +64,11 @@ class PythonSource final : public CaptureSource {
   bool start(const AgentSettings&, std::string&) override {
     // Asked now, not at the end: a crash inside dlopen ends the process
     // with the loader's lock held. An interpreter's own executable calls
-    // Python's main (Py_Main before Python 3.8), defined there or in
-    // libpython. A program that only embeds Python (LAMMPS, through
-    // liblammps) has libpython loaded too, and never promised the hook a run.
-    in_python_ = program_names_symbol({"Py_BytesMain", "Py_Main"});
+    // Python's main (_Py_UnixMain in Python 3.7, Py_Main before), defined
+    // there or in libpython. A program that only embeds Python (LAMMPS,
+    // through liblammps) has libpython loaded too, and never promised the
+    // hook a run.
+    in_python_ = program_names_symbol({"Py_BytesMain", "_Py_UnixMain", "Py_Main"});
     return true;
   }
 
