@@ -63,8 +63,8 @@ void warn_about_damage(const char* command, const Timeline& timeline);
 
 // For the commands that run the analyses, which read a step's events, free
 // them and read the next step's, as large: freed memory is kept for them
-// rather than handed back to the kernel and faulted in again, which cost a
-// report 7-17 % of its time. Elsewhere it only raised the peak.
+// rather than handed back to the kernel and faulted in again. Elsewhere it
+// only raised the peak. A C library that refuses is noted on stderr.
 void keep_freed_memory_for_the_analyses();
 
 // The largest peak resident memory of the processes, in MiB, on process 0.
