@@ -26,6 +26,7 @@
 #include <unordered_map>
 
 #include "rankscope/model/statistics.h"
+#include "launches.h"
 #include "step_events.h"
 #include "step_replay.h"
 
@@ -60,7 +61,7 @@ struct RankLanes {
   int64_t step_begin = 0;
   uint16_t training_track = 0;
   std::map<uint16_t, Lane> lanes;
-  std::unordered_map<uint64_t, std::pair<uint16_t, const Event*>> launches;
+  Launches launches;
   std::vector<Event> messages;  // sends and receives, by completion
 };
 
@@ -151,9 +152,10 @@ RankLanes read_lanes(const Timeline& timeline, const JobProfile& job, const Rank
     flatten(lane, times.begin_ns, times.end_ns);
     if (lane.stream) continue;
     for (const Event& e : lane.events) {
-      if (e.kind == EventKind::kCudaApi && e.correlation_id != 0) rank_lanes.launches[e.correlation_id] = {track, &e};
+      if (e.kind == EventKind::kCudaApi) rank_lanes.launches.add(e);
     }
   }
+  rank_lanes.launches.index();
   return rank_lanes;
 }
 
@@ -268,12 +270,10 @@ class Walk {
         break;
       }
     }
-    const auto launch = lanes.launches.find(e.correlation_id);
-    if (e.correlation_id != 0 && launch != lanes.launches.end() && launch->second.second->end_ns > previous_end &&
-        launch->second.second->end_ns <= start) {
-      const Event& call = *launch->second.second;
-      if (start > call.end_ns) add_segment(path, {at.rank, call.end_ns, start, PathCategory::kLaunch, e.name_id});
-      at = {at.rank, launch->second.first, call.end_ns};
+    const Launches::Call* call = lanes.launches.find(e.correlation_id);
+    if (call && call->end_ns > previous_end && call->end_ns <= start) {
+      if (start > call->end_ns) add_segment(path, {at.rank, call->end_ns, start, PathCategory::kLaunch, e.name_id});
+      at = {at.rank, call->track, call->end_ns};
       return true;
     }
     at.t = start;

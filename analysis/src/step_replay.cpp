@@ -40,6 +40,7 @@
 #include "step_replay.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -49,6 +50,7 @@
 
 #include "rankscope/model/format.h"
 #include "rankscope/model/statistics.h"
+#include "launches.h"
 #include "step_events.h"
 
 namespace rankscope::analysis {
@@ -279,7 +281,7 @@ struct RankRead {
   };
   std::map<MessageKey, Message> sends, receives;
   std::map<uint16_t, std::vector<Operation>> streams;  // its GPU operations by stream, by start
-  std::unordered_map<uint64_t, std::pair<int64_t, int64_t>> launches;  // a launch's begin and end by correlation id, any thread
+  Launches launches;  // its CUDA calls, any thread's
 };
 
 RankRead read_rank(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names,
@@ -306,11 +308,12 @@ RankRead read_rank(const Timeline& timeline, const JobProfile& job, const std::v
       continue;
     }
     const NameTraits::Api api = cuda_api(e, names);
-    if (e.kind == EventKind::kCudaApi && e.correlation_id != 0) read.launches[e.correlation_id] = {e.begin_ns, e.end_ns};
+    if (e.kind == EventKind::kCudaApi) read.launches.add(e);
     if (e.track == training && e.end_ns > e.begin_ns && (is_communication(e.kind) || api == NameTraits::Api::kSync)) {
       read.calls.push_back(e);
     }
   }
+  read.launches.index();
   const auto by_begin = [](const auto& a, const auto& b) { return a.begin_ns < b.begin_ns; };
   std::sort(read.calls.begin(), read.calls.end(), by_begin);
   for (auto& [track, operations] : read.streams) {
@@ -320,11 +323,11 @@ RankRead read_rank(const Timeline& timeline, const JobProfile& job, const std::v
   return read;
 }
 
-// When a launch call (its begin and end) let an operation starting at
+// When a launch call let an operation starting at
 // `start` go: its return, or its begin for an operation that started
 // before the call returned (on an idle stream).
-int64_t launched_by(std::pair<int64_t, int64_t> launch, int64_t start) {
-  return launch.second <= start ? launch.second : launch.first;
+int64_t launched_by(const Launches::Call& launch, int64_t start) {
+  return launch.end_ns <= start ? launch.end_ns : launch.begin_ns;
 }
 
 // A rank's host line: its instants where its own time stops and starts
@@ -785,25 +788,25 @@ class StepGraph {
       }
       for (const auto& [rank, kernel] : gradient_kernels_[k]) {
         const RankRead& read = reads_[static_cast<size_t>(rank)];
-        const auto launch = read.launches.find(kernel->event.correlation_id);
-        if (kernel->event.correlation_id == 0 || launch == read.launches.end()) {
+        const Launches::Call* launch = read.launches.find(kernel->event.correlation_id);
+        if (!launch) {
           regroup_unmeasured_ = "the launch of a gradient allreduce's NCCL kernel was not captured on rank " +
                                 std::to_string(rank);
           return std::nullopt;
         }
-        const int64_t called = launch->second.first;
+        const int64_t called = launch->begin_ns;
         const int64_t start = kernel->event.begin_ns;
         const bool last_bucket = k + 1 == gradients_.size();
-        int64_t ready = launched_by(launch->second, start);
+        int64_t ready = launched_by(*launch, start);
         std::vector<uint32_t> causes = {host_instant(graph_, lines_[static_cast<size_t>(rank)], ready)};
         for (const auto& [track, operations] : read.streams) {
           if (track == kernel->event.track) continue;
           auto& by_launch = launched[{rank, track}];
           if (by_launch.empty()) {
             for (const Operation& op : operations) {
-              const auto op_launch = op.event.correlation_id != 0 ? read.launches.find(op.event.correlation_id)
-                                                                  : read.launches.end();
-              if (op_launch != read.launches.end()) by_launch.push_back({op_launch->second.first, &op});
+              if (const Launches::Call* op_launch = read.launches.find(op.event.correlation_id)) {
+                by_launch.push_back({op_launch->begin_ns, &op});
+              }
             }
             std::stable_sort(by_launch.begin(), by_launch.end(),
                              [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -934,24 +937,26 @@ class StepGraph {
           uint32_t instant;
         };
         const int64_t start = op.event.begin_ns;
-        std::vector<Cause> causes;
-        if (previous) causes.push_back({previous->event.end_ns, std::min(previous->event.end_ns, start), previous->end});
-        const auto launch = op.event.correlation_id != 0 ? read.launches.find(op.event.correlation_id) : read.launches.end();
-        if (launch != read.launches.end()) {
-          const int64_t at = launched_by(launch->second, start);
-          if (at <= start) causes.push_back({at, at, host_instant(graph_, lines_[r], at)});
+        // At most three, kept in place: allocated for every operation of a
+        // step, they were nearly half of the report's calls to malloc.
+        std::array<Cause, 3> causes;
+        size_t caused = 0;
+        if (previous) causes[caused++] = {previous->event.end_ns, std::min(previous->event.end_ns, start), previous->end};
+        if (const Launches::Call* launch = read.launches.find(op.event.correlation_id)) {
+          const int64_t at = launched_by(*launch, start);
+          if (at <= start) causes[caused++] = {at, at, host_instant(graph_, lines_[r], at)};
         }
         const auto by_allowed = [](const Cause& a, const Cause& b) { return a.allowed < b.allowed; };
-        if (!causes.empty()) {
-          const int64_t ready = std::max_element(causes.begin(), causes.end(), by_allowed)->allowed;
+        if (caused > 0) {
+          const int64_t ready = std::max_element(causes.begin(), causes.begin() + caused, by_allowed)->allowed;
           if (const Operation* waited = stream_waited(by_end_[r], op, ready)) {
-            causes.push_back({waited->event.end_ns, waited->event.end_ns, waited->end});
+            causes[caused++] = {waited->event.end_ns, waited->event.end_ns, waited->end};
           }
         }
         // The latest carries the delay recorded after it; the others only
         // keep the start from coming sooner than they allowed.
-        const auto latest = std::max_element(causes.begin(), causes.end(), by_allowed);
-        for (auto c = causes.begin(); c != causes.end(); ++c) {
+        const auto latest = std::max_element(causes.begin(), causes.begin() + caused, by_allowed);
+        for (auto c = causes.begin(); c != causes.begin() + caused; ++c) {
           graph_.link(c->instant, op.start, c == latest ? start - c->at : std::min<int64_t>(0, start - c->at));
         }
         const auto collective = nccl_collective_.find(&op);
