@@ -42,6 +42,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -83,13 +84,16 @@ class InstantGraph {
  public:
   uint32_t add(int64_t recorded) {
     recorded_.push_back(recorded);
+    rank_of_.push_back(-1);
     return static_cast<uint32_t>(recorded_.size() - 1);
   }
   int64_t recorded(uint32_t instant) const { return recorded_[instant]; }
-  // `to` comes no sooner than `ns` after `from`.
+  // `to` comes no sooner than `ns` after `from`. A lapse that a change
+  // scales is the time of `rank`, whose instant `to` is.
   void link(uint32_t from, uint32_t to, int64_t ns, Lapse lapse = Lapse::kRecorded, int32_t rank = -1,
             uint16_t variant = kAlways) {
-    edges_.push_back({from, to, ns, rank, variant, lapse});
+    if (rank >= 0) rank_of_[to] = rank;
+    linked_.push_back({from, to, std::clamp(ns, kShortestLapse, kLongestLapse), variant, static_cast<uint64_t>(lapse)});
   }
 
   // For the replay as recorded and each of `regroupings`, the instants in
@@ -98,16 +102,17 @@ class InstantGraph {
   // that a regrouping makes wait for a bucket posted after it).
   void order(int regroupings) {
     // Grouped by `to` in one counting pass: a comparison sort of the edges
-    // took 8 % of a report's time on steps of a million edges.
+    // took 8 % of a report's time on steps of a million edges. Linked in
+    // blocks, they are copied once, with no vector's room to spare.
     into_.assign(recorded_.size() + 1, 0);
-    for (const Edge& e : edges_) ++into_[e.to + 1];
+    for (const Edge& e : linked_) ++into_[e.to + 1];
     for (size_t i = 1; i < into_.size(); ++i) into_[i] += into_[i - 1];
+    edges_.resize(linked_.size());
     {
-      std::vector<Edge> by_to(edges_.size());
       std::vector<uint32_t> next(into_.begin(), into_.end() - 1);
-      for (const Edge& e : edges_) by_to[next[e.to]++] = e;
-      edges_ = std::move(by_to);
+      for (const Edge& e : linked_) edges_[next[e.to]++] = e;
     }
+    std::deque<Edge>().swap(linked_);
     // Out of each instant, its edges' indices (every replay's), and the
     // edges that are not in every replay.
     out_begin_.assign(recorded_.size() + 1, 0);
@@ -186,20 +191,26 @@ class InstantGraph {
   // was recorded where it waits for none.
   int64_t arrive(uint32_t i, const std::vector<int64_t>& at, const Change& change) const {
     int64_t latest = INT64_MIN;
+    const bool scaled_here = rank_of_[i] == change.rank;
     for (uint32_t j = into_[i]; j < into_[i + 1]; ++j) {
-      if (in_replay(edges_[j], change)) latest = std::max(latest, at[edges_[j].from] + lapse(edges_[j], change));
+      if (in_replay(edges_[j], change)) {
+        latest = std::max(latest, at[edges_[j].from] + lapse(edges_[j], change, scaled_here));
+      }
     }
     return latest == INT64_MIN ? recorded_[i] : latest;
   }
 
-  struct Edge {  // 24 bytes: a step's graph holds a million of them
+  // 16 bytes: a step's graph holds a million of them, and the report
+  // builds one per CPU at once. Whose time an edge is comes from its
+  // instant `to` (rank_of_).
+  struct Edge {
     uint32_t from, to;
-    int64_t ns;
-    int32_t rank;
-    uint16_t variant;
-    Lapse lapse;
+    int64_t ns : 48;  // ±39 hours: a lapse within two steps
+    uint64_t variant : 14;
+    uint64_t lapse : 2;
   };
-  static_assert(sizeof(Edge) == 24);
+  static_assert(sizeof(Edge) == 16);
+  static constexpr int64_t kLongestLapse = (int64_t{1} << 47) - 1, kShortestLapse = -kLongestLapse;
   // Kahn's order over the edges `in` takes.
   template <typename Takes>
   std::vector<uint32_t> topological_order(Takes in) const {
@@ -235,16 +246,19 @@ class InstantGraph {
       case kBucketsRegrouped:
         return change.regrouping >= 0;
       default:
-        return change.regrouping == e.variant - kOneRegrouping;
+        return change.regrouping == static_cast<int>(e.variant) - kOneRegrouping;
     }
   }
-  static int64_t lapse(const Edge& e, const Change& change) {
-    if (e.lapse == Lapse::kTransfer) return change.transfers ? e.ns : 0;
-    if (e.lapse == change.scaled && e.rank == change.rank) return scaled(e.ns, change.factor);
+  static int64_t lapse(const Edge& e, const Change& change, bool scaled_here) {
+    const auto kind = static_cast<Lapse>(e.lapse);
+    if (kind == Lapse::kTransfer) return change.transfers ? e.ns : 0;
+    if (kind == change.scaled && scaled_here) return scaled(e.ns, change.factor);
     return e.ns;
   }
 
   std::vector<int64_t> recorded_;
+  std::vector<int32_t> rank_of_;   // per instant, the rank whose time the scaled lapses into it are; -1: none
+  std::deque<Edge> linked_;        // as linked, until ordered
   std::vector<Edge> edges_;        // by `to`, once ordered
   std::vector<uint32_t> into_;     // per instant, its edges' range in edges_
   std::vector<std::vector<uint32_t>> orders_;  // empty: in a circle
@@ -264,11 +278,20 @@ struct Rendezvous {
   size_t count() const { return collectives + posted.size(); }
 };
 
-// A GPU operation of a rank in the replay.
+// A GPU operation of a rank in the replay: of its event, what the replay
+// reads (48 bytes, not the event's 64 and more: a step holds hundreds of
+// thousands).
 struct Operation {
-  Event event;
+  explicit Operation(const Event& e)
+      : begin_ns(e.begin_ns), end_ns(e.end_ns), correlation_id(e.correlation_id), comm_hash(e.comm_hash),
+        track(e.track), kind(e.kind) {}
+  int64_t begin_ns, end_ns;
+  uint64_t correlation_id, comm_hash;
+  uint16_t track;
+  EventKind kind;
   uint32_t start = 0, end = 0;  // its instants
 };
+static_assert(sizeof(Operation) == 48);
 
 // A rank's step as read.
 struct RankRead {
@@ -297,16 +320,30 @@ RankRead read_rank(const Timeline& timeline, const JobProfile& job, const std::v
   read.end = rank.steps[step].times.end_ns;
   std::unordered_map<uint16_t, TrackType> types;
   for (const Track& track : info.tracks) types[track.id] = track.type;
-  for (const Event& e : events_beginning_in(timeline, info, read.begin, read.end)) {
+  const auto on_thread = [&](const Event& e) {
+    const auto type = types.find(e.track);
+    return type == types.end() || type->second == TrackType::kThread;
+  };
+  const auto replayed_on_stream = [&](const Event& e) {
+    return job.gpu && is_gpu_operation(e.kind) && e.end_ns >= e.begin_ns && !on_thread(e);
+  };
+  const std::vector<Event> events = events_beginning_in(timeline, info, read.begin, read.end);
+  // Each stream's operations counted first: grown one at a time, their
+  // vectors held up to twice what they needed.
+  std::map<uint16_t, size_t> operations_on;
+  for (const Event& e : events) operations_on[e.track] += replayed_on_stream(e) ? 1 : 0;
+  for (const auto& [track, count] : operations_on) {
+    if (count > 0) read.streams[track].reserve(count);
+  }
+  for (const Event& e : events) {
     if (const std::optional<MessageKey> key = message_key(e, info.rank)) {
       (e.op == CommOp::kSend ? read.sends : read.receives)[*key] = {e.begin_ns, e.end_ns};
     }
-    const auto type = types.find(e.track);
-    const bool on_thread = type == types.end() || type->second == TrackType::kThread;
-    if (!on_thread) {
-      if (job.gpu && is_gpu_operation(e.kind) && e.end_ns >= e.begin_ns) read.streams[e.track].push_back({e});
+    if (replayed_on_stream(e)) {
+      read.streams[e.track].emplace_back(e);
       continue;
     }
+    if (!on_thread(e)) continue;
     const NameTraits::Api api = cuda_api(e, names);
     if (e.kind == EventKind::kCudaApi) read.launches.add(e);
     if (e.track == training && e.end_ns > e.begin_ns && (is_communication(e.kind) || api == NameTraits::Api::kSync)) {
@@ -316,9 +353,13 @@ RankRead read_rank(const Timeline& timeline, const JobProfile& job, const std::v
   read.launches.index();
   const auto by_begin = [](const auto& a, const auto& b) { return a.begin_ns < b.begin_ns; };
   std::sort(read.calls.begin(), read.calls.end(), by_begin);
+  // A timeline keeps each rank's events by begin, so they come sorted: the
+  // check is all that is left of the sort's cost.
+  const auto by_start = [](const Operation& a, const Operation& b) { return a.begin_ns < b.begin_ns; };
   for (auto& [track, operations] : read.streams) {
-    std::stable_sort(operations.begin(), operations.end(),
-                     [](const Operation& a, const Operation& b) { return a.event.begin_ns < b.event.begin_ns; });
+    if (!std::is_sorted(operations.begin(), operations.end(), by_start)) {
+      std::stable_sort(operations.begin(), operations.end(), by_start);
+    }
   }
   return read;
 }
@@ -386,13 +427,13 @@ OperationsByEnd operations_by_end(const RankRead& read) {
     for (const Operation& op : operations) by_end.push_back(&op);
   }
   std::stable_sort(by_end.begin(), by_end.end(),
-                   [](const Operation* a, const Operation* b) { return a->event.end_ns < b->event.end_ns; });
+                   [](const Operation* a, const Operation* b) { return a->end_ns < b->end_ns; });
   return by_end;
 }
 
 // Where the operations that ended by `t` end in `by_end`.
 OperationsByEnd::const_iterator ended_by(const OperationsByEnd& by_end, int64_t t) {
-  return std::upper_bound(by_end.begin(), by_end.end(), t, [](int64_t time, const Operation* o) { return time < o->event.end_ns; });
+  return std::upper_bound(by_end.begin(), by_end.end(), t, [](int64_t time, const Operation* o) { return time < o->end_ns; });
 }
 
 // Of the rank's GPU operations that ended in (from, until], the last; with
@@ -402,9 +443,9 @@ std::vector<const Operation*> operations_ending_in(const OperationsByEnd& by_end
   std::vector<const Operation*> found;
   for (auto it = ended_by(by_end, until); it != by_end.begin();) {
     const Operation* op = *--it;
-    if (op->event.end_ns <= from) break;
+    if (op->end_ns <= from) break;
     const bool stream_seen = std::any_of(found.begin(), found.end(),
-                                         [&](const Operation* o) { return o->event.track == op->event.track; });
+                                         [&](const Operation* o) { return o->track == op->track; });
     if (!stream_seen) found.push_back(op);
     if (!every_stream) break;
   }
@@ -436,8 +477,8 @@ class StepGraph {
     for (size_t r = 0; r < reads_.size(); ++r) {
       for (auto& [track, operations] : reads_[r].streams) {
         for (Operation& op : operations) {
-          op.start = graph_.add(op.event.begin_ns);
-          op.end = graph_.add(op.event.end_ns);
+          op.start = graph_.add(op.begin_ns);
+          op.end = graph_.add(op.end_ns);
           gpu_ends_.push_back(op.end);
         }
       }
@@ -595,8 +636,8 @@ class StepGraph {
     for (size_t r = 0; r < n; ++r) {
       for (const auto& [track, operations] : reads_[r].streams) {
         for (const Operation& op : operations) {
-          if (op.event.kind == EventKind::kNcclCollectiveGpu) {
-            nccl_kernels[{static_cast<int32_t>(r), op.event.begin_ns, op.event.comm_hash}] = &op;
+          if (op.kind == EventKind::kNcclCollectiveGpu) {
+            nccl_kernels[{static_cast<int32_t>(r), op.begin_ns, op.comm_hash}] = &op;
           }
         }
       }
@@ -643,7 +684,7 @@ class StepGraph {
     for (const BlockingCall& call : blocking_) {
       if (!call.operations.empty()) {
         // What the call took after the last of them, after each.
-        const int64_t tail = call.end - call.operations.front()->event.end_ns;
+        const int64_t tail = call.end - call.operations.front()->end_ns;
         graph_.link(call.begin_instant, call.end_instant, 0);
         for (const Operation* op : call.operations) graph_.link(op->end, call.end_instant, tail);
         continue;
@@ -788,23 +829,23 @@ class StepGraph {
       }
       for (const auto& [rank, kernel] : gradient_kernels_[k]) {
         const RankRead& read = reads_[static_cast<size_t>(rank)];
-        const Launches::Call* launch = read.launches.find(kernel->event.correlation_id);
+        const Launches::Call* launch = read.launches.find(kernel->correlation_id);
         if (!launch) {
           regroup_unmeasured_ = "the launch of a gradient allreduce's NCCL kernel was not captured on rank " +
                                 std::to_string(rank);
           return std::nullopt;
         }
         const int64_t called = launch->begin_ns;
-        const int64_t start = kernel->event.begin_ns;
+        const int64_t start = kernel->begin_ns;
         const bool last_bucket = k + 1 == gradients_.size();
         int64_t ready = launched_by(*launch, start);
         std::vector<uint32_t> causes = {host_instant(graph_, lines_[static_cast<size_t>(rank)], ready)};
         for (const auto& [track, operations] : read.streams) {
-          if (track == kernel->event.track) continue;
+          if (track == kernel->track) continue;
           auto& by_launch = launched[{rank, track}];
           if (by_launch.empty()) {
             for (const Operation& op : operations) {
-              if (const Launches::Call* op_launch = read.launches.find(op.event.correlation_id)) {
+              if (const Launches::Call* op_launch = read.launches.find(op.correlation_id)) {
                 by_launch.push_back({op_launch->begin_ns, &op});
               }
             }
@@ -815,9 +856,9 @@ class StepGraph {
                                               [](const auto& entry, int64_t t) { return entry.first < t; });
           if (after == by_launch.begin()) continue;
           const Operation* before = std::prev(after)->second;
-          if (before->event.end_ns > start) continue;  // the kernel did not wait for it
+          if (before->end_ns > start) continue;  // the kernel did not wait for it
           causes.push_back(before->end);
-          ready = std::max(ready, before->event.end_ns);
+          ready = std::max(ready, before->end_ns);
           // DDP's end of backward makes the stream the gradients came from
           // wait for every bucket: its first operation launched after the
           // last one waits for it, seen or not (as recorded, it may have
@@ -936,13 +977,13 @@ class StepGraph {
           int64_t at, allowed;
           uint32_t instant;
         };
-        const int64_t start = op.event.begin_ns;
+        const int64_t start = op.begin_ns;
         // At most three, kept in place: allocated for every operation of a
         // step, they were nearly half of the report's calls to malloc.
         std::array<Cause, 3> causes;
         size_t caused = 0;
-        if (previous) causes[caused++] = {previous->event.end_ns, std::min(previous->event.end_ns, start), previous->end};
-        if (const Launches::Call* launch = read.launches.find(op.event.correlation_id)) {
+        if (previous) causes[caused++] = {previous->end_ns, std::min(previous->end_ns, start), previous->end};
+        if (const Launches::Call* launch = read.launches.find(op.correlation_id)) {
           const int64_t at = launched_by(*launch, start);
           if (at <= start) causes[caused++] = {at, at, host_instant(graph_, lines_[r], at)};
         }
@@ -950,7 +991,7 @@ class StepGraph {
         if (caused > 0) {
           const int64_t ready = std::max_element(causes.begin(), causes.begin() + caused, by_allowed)->allowed;
           if (const Operation* waited = stream_waited(by_end_[r], op, ready)) {
-            causes[caused++] = {waited->event.end_ns, waited->event.end_ns, waited->end};
+            causes[caused++] = {waited->end_ns, waited->end_ns, waited->end};
           }
         }
         // The latest carries the delay recorded after it; the others only
@@ -963,11 +1004,11 @@ class StepGraph {
         if (collective != nccl_collective_.end()) {
           const int64_t arrival = job_.collectives[collective->second].last_arrival_ns();
           // Regrouped, a gradient allreduce's kernel ends with its new bucket (regroup()).
-          link_completion(collective->second, op.start, op.end, std::max<int64_t>(0, op.event.end_ns - arrival),
+          link_completion(collective->second, op.start, op.end, std::max<int64_t>(0, op.end_ns - arrival),
                           gradient_index_.contains(collective->second) ? kBucketsAsRecorded : kAlways);
         } else {
-          graph_.link(op.start, op.end, op.event.end_ns - op.event.begin_ns,
-                      op.event.kind == EventKind::kGpuKernel ? Lapse::kKernel : Lapse::kRecorded, rank);
+          graph_.link(op.start, op.end, op.end_ns - op.begin_ns,
+                      op.kind == EventKind::kGpuKernel ? Lapse::kKernel : Lapse::kRecorded, rank);
         }
         previous = &op;
       }
@@ -978,11 +1019,11 @@ class StepGraph {
   // last in (ready, its start]: what an operation that started later than
   // its launch and its stream allowed waited for. Null where none did.
   static const Operation* stream_waited(const OperationsByEnd& by_end, const Operation& op, int64_t ready) {
-    auto it = ended_by(by_end, op.event.begin_ns);
+    auto it = ended_by(by_end, op.begin_ns);
     while (it != by_end.begin()) {
       const Operation* candidate = *--it;
-      if (candidate->event.end_ns <= ready) return nullptr;
-      if (candidate->event.track != op.event.track && candidate->event.begin_ns < op.event.begin_ns) return candidate;
+      if (candidate->end_ns <= ready) return nullptr;
+      if (candidate->track != op.track && candidate->begin_ns < op.begin_ns) return candidate;
     }
     return nullptr;
   }
