@@ -25,6 +25,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "rankscope/model/parallel.h"
 #include "rankscope/model/statistics.h"
 #include "launches.h"
 #include "step_events.h"
@@ -559,6 +560,102 @@ int64_t StepPath::path_ns() const {
   return total;
 }
 
+namespace {
+
+// What one walked step gives: its walks' sums, the path drawn where it is,
+// and its replays. The sums, not every walk's path: a step of 100,000
+// kernels makes a path of as many segments.
+struct WalkedStep {
+  bool walked = false;
+  std::map<int32_t, PathShare> ranks;
+  std::map<std::string, int64_t> nodes;
+  std::map<std::tuple<uint32_t, int32_t, PathCategory>, int64_t> items;
+  int64_t total_ns = 0;
+  // Per rank, its share of the own time on each walk's path: everything
+  // but transfer, which is the communication's time, not a rank's.
+  std::vector<double> on_path;
+  bool own_time = false;
+  std::optional<StepPath> drawn;
+  bool replayed = false;
+  std::vector<PathWhatIf> what_ifs;
+  std::string what_if_unmeasured;
+  std::vector<std::optional<PathWhatIf>> at_median;  // per replayed rank
+  std::vector<BucketReplay> regrouped;
+  std::string regroup_unmeasured;
+};
+
+WalkedStep walk_and_replay(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names,
+                           size_t step, bool drawn, const std::vector<int32_t>& replayed_ranks,
+                           const BucketReport* regrouped_buckets) {
+  WalkedStep walked;
+  const std::vector<int32_t> starts = last_ends(job, step);
+  if (starts.empty()) return walked;
+  walked.walked = true;
+  walked.on_path.assign(job.ranks.size(), 0);
+  // The shares are each tied walk's, in equal parts; the path drawn and
+  // replayed is the one from the last end.
+  const double weight = 1.0 / static_cast<double>(starts.size());
+  const auto weighed = [&](int64_t ns) { return static_cast<int64_t>(std::llround(static_cast<double>(ns) * weight)); };
+  {
+    // The walk's copy of the step's events goes before the replay reads
+    // its own: one step's events at a time are the report's peak.
+    Walk walk(timeline, job, names, step);
+    for (const int32_t start : starts) {
+      StepPath path = walk_step(walk, job, step, start);
+      int64_t own_ns = 0;
+      for (const PathSegment& s : path.segments) {
+        if (s.category != PathCategory::kCommunicationTransfer) own_ns += s.ns();
+      }
+      walked.own_time |= own_ns > 0;
+      for (const PathSegment& s : path.segments) {
+        PathShare& share = walked.ranks[s.rank];
+        share.rank = s.rank;
+        share.ns += weighed(s.ns());
+        share.by_category[static_cast<size_t>(s.category)] += weighed(s.ns());
+        walked.total_ns += weighed(s.ns());
+        if (static_cast<size_t>(s.rank) < walked.on_path.size()) {
+          if (own_ns > 0 && s.category != PathCategory::kCommunicationTransfer) {
+            walked.on_path[static_cast<size_t>(s.rank)] +=
+                weight * static_cast<double>(s.ns()) / static_cast<double>(own_ns);
+          }
+          walked.nodes[job.ranks[static_cast<size_t>(s.rank)].host] += weighed(s.ns());
+        }
+        if (s.name_id != UINT32_MAX) walked.items[{s.name_id, s.rank, s.category}] += weighed(s.ns());
+      }
+      if (!walked.drawn) walked.drawn = std::move(path);
+    }
+  }
+  if (drawn || !replayed_ranks.empty() || regrouped_buckets) {
+    walked.replayed = true;
+    const StepReplay replay(timeline, job, names, *walked.drawn, regrouped_buckets);
+    if (drawn) walked.what_ifs = replay.what_ifs(walked.what_if_unmeasured);
+    for (const int32_t rank : replayed_ranks) walked.at_median.push_back(replay.at_median(rank));
+    walked.regrouped = replay.regrouped(walked.regroup_unmeasured);
+  }
+  if (!drawn) walked.drawn.reset();
+  return walked;
+}
+
+// A step's graph holds every rank's events of the step and of the one
+// before it, about 70 bytes an event (bench/results/report.md). Steps are
+// walked and replayed at once, one per usable CPU, while their graphs
+// together hold at most this many events, about 140 MiB; a larger step
+// goes alone.
+constexpr uint64_t kEventsReplayedAtOnce = 2'000'000;
+
+// How many steps are walked and replayed at once, a step's graph taken to
+// hold two steps' share of the job's events.
+unsigned steps_at_once(const Timeline& timeline, const JobProfile& job) {
+  uint64_t events = 0;
+  for (const RankInfo& info : timeline.ranks()) events += info.event_count;
+  size_t steps = 1;
+  for (const RankProfile& rank : job.ranks) steps = std::max(steps, rank.steps.size());
+  const uint64_t per_graph = std::max<uint64_t>(1, 2 * events / steps);
+  return static_cast<unsigned>(std::clamp<uint64_t>(kEventsReplayedAtOnce / per_graph, 1, usable_cpus()));
+}
+
+}  // namespace
+
 CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, const std::vector<int32_t>& replayed_ranks,
                            const BucketReport* buckets) {
   CriticalPath result;
@@ -573,6 +670,14 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, cons
   };
   if (std::string reason = unmeasured(job); !reason.empty()) return without_path(std::move(reason));
   const std::vector<NameTraits> names = name_traits(*job.strings);
+  // Steps are walked and replayed at once, each on its own: on GPU jobs
+  // their graphs were most of the report's time.
+  const std::vector<std::pair<size_t, std::string>> to_walk = steps_to_walk(job);
+  std::vector<WalkedStep> outcomes(to_walk.size());
+  for_each_index(to_walk.size(), steps_at_once(timeline, job), [&](size_t k) {
+    outcomes[k] = walk_and_replay(timeline, job, names, to_walk[k].first, !to_walk[k].second.empty(), replayed_ranks,
+                                regrouping ? buckets : nullptr);
+  });
   std::map<int32_t, PathShare> ranks;
   std::map<std::string, int64_t> nodes;
   std::map<std::tuple<uint32_t, int32_t, PathCategory>, int64_t> items;
@@ -580,76 +685,46 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, cons
   std::vector<std::vector<double>> excess(job.ranks.size());
   std::map<int32_t, RankReplay> rank_replays;
   std::map<uint64_t, BucketReplay> bucket_replays;
-  for (const auto& [step, which] : steps_to_walk(job)) {
-    // The shares are each tied walk's, in equal parts; the path drawn and
-    // replayed is the one from the last end.
-    const std::vector<int32_t> starts = last_ends(job, step);
-    if (starts.empty()) continue;
+  for (size_t k = 0; k < to_walk.size(); ++k) {
+    const auto& [step, which] = to_walk[k];
+    WalkedStep& outcome = outcomes[k];
+    if (!outcome.walked) continue;
     ++result.steps_walked;
-    const double weight = 1.0 / static_cast<double>(starts.size());
-    const auto weighed = [&](int64_t ns) { return static_cast<int64_t>(std::llround(static_cast<double>(ns) * weight)); };
-    // Per rank, its share of the own time on each walk's path: everything
-    // but transfer, which is the communication's time, not a rank's.
-    std::vector<double> on_path(job.ranks.size(), 0);
-    bool own_time = false;
-    std::optional<StepPath> drawn;
-    // The walk's copy of the step's events goes before the replay reads
-    // its own: one step's events at a time are the report's peak.
-    std::optional<Walk> walk(std::in_place, timeline, job, names, step);
-    for (const int32_t start : starts) {
-      StepPath path = walk_step(*walk, job, step, start);
-      int64_t own_ns = 0;
-      for (const PathSegment& s : path.segments) {
-        if (s.category != PathCategory::kCommunicationTransfer) own_ns += s.ns();
-      }
-      own_time |= own_ns > 0;
-      for (const PathSegment& s : path.segments) {
-        PathShare& share = ranks[s.rank];
-        share.rank = s.rank;
-        share.ns += weighed(s.ns());
-        share.by_category[static_cast<size_t>(s.category)] += weighed(s.ns());
-        result.total_ns += weighed(s.ns());
-        if (static_cast<size_t>(s.rank) < on_path.size()) {
-          if (own_ns > 0 && s.category != PathCategory::kCommunicationTransfer) {
-            on_path[static_cast<size_t>(s.rank)] += weight * static_cast<double>(s.ns()) / static_cast<double>(own_ns);
-          }
-          nodes[job.ranks[static_cast<size_t>(s.rank)].host] += weighed(s.ns());
-        }
-        if (s.name_id != UINT32_MAX) items[{s.name_id, s.rank, s.category}] += weighed(s.ns());
-      }
-      if (!drawn) drawn = std::move(path);
+    for (const auto& [rank, step_share] : outcome.ranks) {
+      PathShare& share = ranks[rank];
+      share.rank = rank;
+      share.ns += step_share.ns;
+      for (size_t c = 0; c < std::size(share.by_category); ++c) share.by_category[c] += step_share.by_category[c];
     }
-    walk.reset();
+    for (const auto& [host, ns] : outcome.nodes) nodes[host] += ns;
+    for (const auto& [key, ns] : outcome.items) items[key] += ns;
+    result.total_ns += outcome.total_ns;
     size_t ran = 0;
     for (const RankProfile& rank : job.ranks) {
       ran += step < rank.steps.size() && rank.steps[step].times.begin_ns != kUnknown ? 1 : 0;
     }
-    for (size_t r = 0; r < job.ranks.size() && own_time; ++r) {
+    for (size_t r = 0; r < job.ranks.size() && outcome.own_time; ++r) {
       const RankProfile& rank = job.ranks[r];
       if (step >= rank.steps.size() || rank.steps[step].times.begin_ns == kUnknown) continue;
-      excess[r].push_back(on_path[r] - 1.0 / static_cast<double>(ran));
+      excess[r].push_back(outcome.on_path[r] - 1.0 / static_cast<double>(ran));
     }
-    if (!which.empty() || !replayed_ranks.empty() || regrouping) {
-      const StepReplay replay(timeline, job, names, *drawn, regrouping ? buckets : nullptr);
-      if (!which.empty()) {
-        for (PathWhatIf& what_if : replay.what_ifs(result.what_if_unmeasured)) result.what_if.push_back(std::move(what_if));
-      }
-      for (const int32_t rank : replayed_ranks) {
-        const std::optional<PathWhatIf> what_if = replay.at_median(rank);
+    if (outcome.replayed) {
+      for (PathWhatIf& what_if : outcome.what_ifs) result.what_if.push_back(std::move(what_if));
+      if (!outcome.what_if_unmeasured.empty()) result.what_if_unmeasured = outcome.what_if_unmeasured;
+      for (size_t i = 0; i < replayed_ranks.size(); ++i) {
+        const std::optional<PathWhatIf>& what_if = outcome.at_median[i];
         if (!what_if) continue;
-        RankReplay& sum = rank_replays[rank];
-        sum.rank = rank;
+        RankReplay& sum = rank_replays[replayed_ranks[i]];
+        sum.rank = replayed_ranks[i];
         ++sum.steps;
         sum.replayed_ns += what_if->replayed_ns;
         sum.predicted_ns += what_if->predicted_ns;
       }
-      std::string step_unmeasured;
-      const std::vector<BucketReplay> step_replays = replay.regrouped(step_unmeasured);
-      if (regrouping && step_replays.empty()) {
+      if (regrouping && outcome.regrouped.empty()) {
         ++result.bucket_replays_left_out;
-        if (result.bucket_replays_unmeasured.empty()) result.bucket_replays_unmeasured = std::move(step_unmeasured);
+        if (result.bucket_replays_unmeasured.empty()) result.bucket_replays_unmeasured = outcome.regroup_unmeasured;
       }
-      for (const BucketReplay& step_replay : step_replays) {
+      for (const BucketReplay& step_replay : outcome.regrouped) {
         BucketReplay& sum = bucket_replays[step_replay.bucket_bytes];
         sum.bucket_bytes = step_replay.bucket_bytes;
         ++sum.steps;
@@ -659,8 +734,8 @@ CriticalPath critical_path(const Timeline& timeline, const JobProfile& job, cons
       }
     }
     if (which.empty()) continue;
-    drawn->which = which;
-    result.steps.push_back(std::move(*drawn));
+    outcome.drawn->which = which;
+    result.steps.push_back(std::move(*outcome.drawn));
   }
   for (auto& [rank, sum] : rank_replays) {
     const int64_t steps = static_cast<int64_t>(sum.steps);

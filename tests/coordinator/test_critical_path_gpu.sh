@@ -9,7 +9,8 @@
 # others' median must give the twin's median step within 2 %, that rank
 # must hold most of the path's compute and be named alone above its fair
 # share. A job with skewed clocks, random kernels and a slow DataLoader is
-# replayed unchanged in the time it took.
+# replayed unchanged in the time it took. Its steps are walked and replayed
+# several at once: the report on one CPU must be the same, byte for byte.
 # Usage: test_critical_path_gpu.sh RANKSCOPE PYTHON GENERATOR
 set -euo pipefail
 rankscope=$1 python=$2 generator=$3
@@ -44,4 +45,13 @@ for w in path["what_if"]:
     assert w["predicted_ns"] <= w["recorded_ns"], w
 print("skewed clocks: every drawn step replayed as recorded:", [(w["step"], w["change"], w["predicted_ns"]) for w in path["what_if"]])
 PY
+one_cpu=$("$python" -c 'import os; print(min(os.sched_getaffinity(0)))')
+taskset -c "$one_cpu" "$rankscope" report -f --format json -o "$work/skewed.one-cpu.json" "$work/skewed.h5" 2>/dev/null
+if cmp -s "$work/skewed.json" "$work/skewed.one-cpu.json"; then
+  echo "skewed clocks: the report on one CPU is the report on every CPU"
+else
+  echo "FAIL: the report on CPU $one_cpu alone differs from the report on every CPU:"
+  diff <("$python" -m json.tool "$work/skewed.json") <("$python" -m json.tool "$work/skewed.one-cpu.json") | head -20
+  status=1
+fi
 exit $status
