@@ -560,7 +560,8 @@ class TraceImport::Impl {
     if (!alignment.host_doubt.empty()) counters_.set(counter::kKinetoClockHostContradicted, 1);
     if (!alignment.consistent) counters_.set(rankscope::counter::kKinetoInconsistent, 1);
     counters_.set(rankscope::counter::kKinetoUnmatched, unmatched);
-    if (!writer_.close(counters_, now)) throw Error(writer_.error());
+    // The shard goes once the merge has read it.
+    if (!writer_.close(counters_, now, ShardWriter::Keeping::kTemporary)) throw Error(writer_.error());
   }
 
   TraceSummary summary_;

@@ -346,13 +346,14 @@ bool ShardWriter::write_capture_windows(std::span<const CaptureWindow> windows, 
                      static_cast<uint32_t>(windows.size()), now_ns, now_ns);
 }
 
-bool ShardWriter::close(const Counters& counters, int64_t now_ns) {
+bool ShardWriter::close(const Counters& counters, int64_t now_ns, Keeping keeping) {
   closing_ = true;
   const bool written = write_counters(counters, now_ns) && write_chunk(ChunkType::kEnd, 0, nullptr, 0, 0, now_ns, now_ns);
   // What was kept past the end and not needed goes back to the file system.
   if (reserving_ && written && ::ftruncate(fd_, static_cast<off_t>(offset_)) != 0) { /* kept until the file goes: harmless */ }
   closing_ = false;
-  const bool synced = fd_ >= 0 && (::fdatasync(fd_) == 0 || fail("syncing shard " + path_ + " failed: " + errno_text(errno)));
+  const bool synced = fd_ >= 0 && (keeping == Keeping::kTemporary || ::fdatasync(fd_) == 0 ||
+                                   fail("syncing shard " + path_ + " failed: " + errno_text(errno)));
   close_own_file();
   return written && synced;
 }
