@@ -64,6 +64,7 @@ struct RankLanes {
   std::map<uint16_t, Lane> lanes;
   Launches launches;
   std::vector<Event> messages;  // sends and receives, by completion
+  std::vector<int64_t> mpi_calls;  // the begins of its MPI calls on any thread, in order
 };
 
 bool is_host_event(const Event& e, uint32_t step_name) {
@@ -149,14 +150,17 @@ RankLanes read_lanes(const Timeline& timeline, const JobProfile& job, const Rank
   }
   std::sort(rank_lanes.messages.begin(), rank_lanes.messages.end(),
             [](const Event& a, const Event& b) { return a.end_ns < b.end_ns; });
+  std::vector<Event> host_events;
   for (auto& [track, lane] : rank_lanes.lanes) {
     flatten(lane, times.begin_ns, times.end_ns);
     if (lane.stream) continue;
     for (const Event& e : lane.events) {
       if (e.kind == EventKind::kCudaApi) rank_lanes.launches.add(e);
+      if (is_mpi(e.kind)) host_events.push_back(e);
     }
   }
   rank_lanes.launches.index();
+  rank_lanes.mpi_calls = mpi_call_begins(host_events);
   return rank_lanes;
 }
 
@@ -375,12 +379,10 @@ class Walk {
       if (other == other_ends.end()) continue;
       auto [track, came, other_completed] = other->second;
       if (it->op == CommOp::kSend && came > it->end_ns) continue;
-      if (peer) {
-        const auto thread = peer->lanes.find(peer->training_track);
-        const int64_t released = thread == peer->lanes.end()
-                                     ? came
-                                     : message_released(thread->second.events, came, from,
-                                                        std::min(it->end_ns, other_completed));
+      // Whichever thread's call released it, the walk goes on from the
+      // training thread: where that has no events in the step, the post holds.
+      if (peer && peer->lanes.contains(peer->training_track)) {
+        const int64_t released = message_released(peer->mpi_calls, came, from, std::min(it->end_ns, other_completed));
         if (released != came) {
           track = peer->training_track;
           came = released;

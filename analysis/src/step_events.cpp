@@ -56,19 +56,20 @@ NameTraits::Api cuda_api(const Event& e, const std::vector<NameTraits>& names) {
   return e.kind == EventKind::kCudaApi && e.name_id < names.size() ? names[e.name_id].api : NameTraits::Api::kNone;
 }
 
-std::optional<int64_t> last_mpi_call_begin(const std::vector<Event>& thread, int64_t after, int64_t before) {
-  auto call = std::lower_bound(thread.begin(), thread.end(), before,
-                               [](const Event& e, int64_t t) { return e.begin_ns < t; });
-  while (call != thread.begin()) {
-    --call;
-    if (call->begin_ns <= after) break;
-    if (is_mpi(call->kind)) return call->begin_ns;
-  }
-  return std::nullopt;
+int64_t message_released(const std::vector<int64_t>& mpi_calls, int64_t posted, int64_t waiting, int64_t until) {
+  const auto after = std::lower_bound(mpi_calls.begin(), mpi_calls.end(), until);
+  if (after == mpi_calls.begin()) return posted;
+  const int64_t last = *std::prev(after);
+  return last > std::max(posted, waiting) ? last : posted;
 }
 
-int64_t message_released(const std::vector<Event>& thread, int64_t posted, int64_t waiting, int64_t until) {
-  return last_mpi_call_begin(thread, std::max(posted, waiting), until).value_or(posted);
+std::vector<int64_t> mpi_call_begins(const std::vector<Event>& events) {
+  std::vector<int64_t> begins;
+  for (const Event& e : events) {
+    if (is_mpi(e.kind) && e.end_ns > e.begin_ns) begins.push_back(e.begin_ns);
+  }
+  std::sort(begins.begin(), begins.end());
+  return begins;
 }
 
 std::optional<MessageKey> message_key(const Event& e, int32_t rank) {

@@ -38,21 +38,22 @@ bool is_gpu_operation(EventKind kind);
 NameTraits::Api cuda_api(const Event& e, const std::vector<NameTraits>& names);
 
 
-// The begin of the last MPI call of `thread` (a thread's events by begin)
-// that began after `after` and before `before`; none where none did.
-std::optional<int64_t> last_mpi_call_begin(const std::vector<Event>& thread, int64_t after, int64_t before);
-
-// When a message's other end released a wait for it: that rank's last MPI
-// call (of `thread`, its thread's events by begin) that began while the
-// wait went on, after `waiting` (and after the other end's post at
-// `posted`) and before `until` (the earlier of the two ends' completions);
-// its post where none did.
+// When a message's other end released a wait for it: the last of that
+// rank's MPI calls (`mpi_calls`, their begins in order, on any of its
+// threads) that began while the wait went on, after `waiting` (and after
+// the other end's post at `posted`) and before `until` (the earlier of the
+// two ends' completions); its post where none did.
 // A message too large to go eagerly moves only while its sender is inside
 // MPI: a stage that posts its gradient's send and goes on computing holds
 // its receiver until its next MPI call, and that wait shrinks as the
 // stage's compute does. A wait that began after the other end's last call
-// keeps the post: when its message moved is not known.
-int64_t message_released(const std::vector<Event>& thread, int64_t posted, int64_t waiting, int64_t until);
+// keeps the post: when its message moved is not known. Any thread's call
+// moves it: task runtimes make every MPI call on a communication thread.
+int64_t message_released(const std::vector<int64_t>& mpi_calls, int64_t posted, int64_t waiting, int64_t until);
+
+// The begins of the MPI calls among `events`, in order: what
+// message_released() takes.
+std::vector<int64_t> mpi_call_begins(const std::vector<Event>& events);
 
 // A point-to-point message: (communicator, sequence number, sender,
 // receiver, tag), equal on its send and its receive as the MPI shim numbers

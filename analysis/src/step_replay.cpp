@@ -305,6 +305,7 @@ struct RankRead {
   std::map<MessageKey, Message> sends, receives;
   std::map<uint16_t, std::vector<Operation>> streams;  // its GPU operations by stream, by start
   Launches launches;  // its CUDA calls, any thread's
+  std::vector<int64_t> mpi_calls;  // the begins of its MPI calls, any thread's, in order: what releases a message
 };
 
 RankRead read_rank(const Timeline& timeline, const JobProfile& job, const std::vector<NameTraits>& names,
@@ -328,6 +329,7 @@ RankRead read_rank(const Timeline& timeline, const JobProfile& job, const std::v
     return job.gpu && is_gpu_operation(e.kind) && e.end_ns >= e.begin_ns && !on_thread(e);
   };
   const std::vector<Event> events = events_beginning_in(timeline, info, read.begin, read.end);
+  std::vector<Event> host_mpi_calls;
   // Each stream's operations counted first: grown one at a time, their
   // vectors held up to twice what they needed.
   std::map<uint16_t, size_t> operations_on;
@@ -346,11 +348,13 @@ RankRead read_rank(const Timeline& timeline, const JobProfile& job, const std::v
     if (!on_thread(e)) continue;
     const NameTraits::Api api = cuda_api(e, names);
     if (e.kind == EventKind::kCudaApi) read.launches.add(e);
+    if (is_mpi(e.kind)) host_mpi_calls.push_back(e);
     if (e.track == training && e.end_ns > e.begin_ns && (is_communication(e.kind) || api == NameTraits::Api::kSync)) {
       read.calls.push_back(e);
     }
   }
   read.launches.index();
+  read.mpi_calls = mpi_call_begins(host_mpi_calls);
   const auto by_begin = [](const auto& a, const auto& b) { return a.begin_ns < b.begin_ns; };
   std::sort(read.calls.begin(), read.calls.end(), by_begin);
   // A timeline keeps each rank's events by begin, so they come sorted: the
@@ -453,10 +457,17 @@ std::vector<const Operation*> operations_ending_in(const OperationsByEnd& by_end
 }
 
 // When the rank of `read` began to wait for what completed at `completed`:
-// the begin of its last MPI call that began before then (the walk's call
-// that the completion fell in).
+// the begin of its training thread's last call of MPI or c10d that began
+// before then (the walk's call that the completion fell in, which may be
+// c10d's wait while another thread makes the MPI calls).
 int64_t waited_from(const RankRead& read, int64_t completed) {
-  return last_mpi_call_begin(read.calls, INT64_MIN, completed).value_or(completed);
+  auto call = std::lower_bound(read.calls.begin(), read.calls.end(), completed,
+                               [](const Event& e, int64_t t) { return e.begin_ns < t; });
+  while (call != read.calls.begin()) {
+    --call;
+    if (is_communication(call->kind)) return call->begin_ns;
+  }
+  return completed;
 }
 
 }  // namespace
@@ -570,11 +581,11 @@ class StepGraph {
         if (send == reads_[sender].sends.end()) continue;
         const RankRead::Message& sent = send->second;
         other_end(r, receive.completed, sender,
-                  message_released(reads_[sender].calls, sent.posted, waited_from(reads_[r], receive.completed),
+                  message_released(reads_[sender].mpi_calls, sent.posted, waited_from(reads_[r], receive.completed),
                                    std::min(receive.completed, sent.completed)));
         if (receive.posted <= sent.completed) {
           other_end(sender, sent.completed, r,
-                    message_released(reads_[r].calls, receive.posted, waited_from(reads_[sender], sent.completed),
+                    message_released(reads_[r].mpi_calls, receive.posted, waited_from(reads_[sender], sent.completed),
                                      std::min(sent.completed, receive.completed)));
         }
       }

@@ -22,7 +22,7 @@ constexpr uint16_t kThread = 0, kStream = 1, kComm = 2, kNcclStream = 3, kWorker
 constexpr uint64_t kWorld = 5;
 enum Name : uint32_t {
   kStep, kAllreduce, kSend, kRecv, kSlow, kRelay, kTail, kLoader, kLaunch, kSync, kGemm, kIsend, kIrecv, kWait,
-  kStep1, kStep2, kStep3, kIallreduce, kDeviceSync, kCopy
+  kStep1, kStep2, kStep3, kIallreduce, kDeviceSync, kCopy, kC10dWait
 };
 
 Event range(uint32_t name, int64_t begin, int64_t end) {
@@ -111,7 +111,8 @@ class CriticalPathTest : public testing::ShardJobTest {
         {kLaunch, "cudaLaunchKernel"}, {kSync, "cudaStreamSynchronize"}, {kGemm, "gemm"},
         {kIsend, "MPI_Isend"}, {kIrecv, "MPI_Irecv"}, {kWait, "MPI_Wait"},
         {kStep1, "ProfilerStep#1"}, {kStep2, "ProfilerStep#2"}, {kStep3, "ProfilerStep#3"},
-        {kIallreduce, "MPI_Iallreduce"}, {kDeviceSync, "cudaDeviceSynchronize"}, {kCopy, "Memcpy DtoH"}};
+        {kIallreduce, "MPI_Iallreduce"}, {kDeviceSync, "cudaDeviceSynchronize"}, {kCopy, "Memcpy DtoH"},
+        {kC10dWait, "c10d::wait"}};
     ASSERT_TRUE(writer.write_strings(names, 0));
     const Track tracks[] = {{7, kThread, 0, -1, TrackType::kThread, 0, 0},
                             {7, kStream, 0, 0, TrackType::kCudaStream, 0, 0},
@@ -136,6 +137,25 @@ class CriticalPathTest : public testing::ShardJobTest {
   }
   // A name on the path, as the job's string table holds it.
   std::string name(uint32_t id) const { return id < strings_->size() ? (*strings_)[id] : ""; }
+  // The path of a message released at 700 by rank 1 (below): from rank 0's
+  // wait (`wait_name`) it crosses to rank 1 there and on to its slow layer,
+  // and rank 1 at the median ends the step at 641.
+  void expect_released_at_700(const CriticalPath& p, const std::string& wait_name) const {
+    ASSERT_EQ(p.unmeasured, "");
+    ASSERT_EQ(p.steps.size(), 1u);
+    const StepPath& step = p.steps[0];
+    EXPECT_EQ(step.hops, 1);
+    ASSERT_GE(step.segments.size(), 3u);
+    EXPECT_EQ(name(step.segments[1].name_id), wait_name);
+    EXPECT_EQ(step.segments[1].begin_ns, 700);
+    EXPECT_EQ(step.segments[2].rank, 1);
+    EXPECT_EQ(name(step.segments[2].name_id), "slow layer");
+    ASSERT_EQ(p.what_if_unmeasured, "");
+    ASSERT_EQ(p.rank_replays.size(), 1u);
+    EXPECT_EQ(p.rank_replays[0].rank, 1);
+    EXPECT_EQ(p.rank_replays[0].replayed_ns, 1000);
+    EXPECT_EQ(p.rank_replays[0].predicted_ns, 641);
+  }
 
   std::shared_ptr<const std::vector<std::string>> strings_;
 
@@ -830,21 +850,29 @@ TEST_F(CriticalPathTest, AMessageWaitsForItsSendersNextMpiCall) {
                           nonblocking(CommOp::kRecv, 1, 50, 720)));
   write_rank(1, 2, joined({range(kStep, 0, 990), range(kSlow, 105, 700), wait(700, 710), range(kRelay, 710, 990)},
                           nonblocking(CommOp::kSend, 0, 100, 710)));
-  const CriticalPath p = path({1});
-  ASSERT_EQ(p.unmeasured, "");
-  ASSERT_EQ(p.steps.size(), 1u);
-  const StepPath& step = p.steps[0];
-  EXPECT_EQ(step.hops, 1);
-  ASSERT_GE(step.segments.size(), 3u);
-  EXPECT_EQ(name(step.segments[1].name_id), "MPI_Wait");
-  EXPECT_EQ(step.segments[1].begin_ns, 700);
-  EXPECT_EQ(step.segments[2].rank, 1);
-  EXPECT_EQ(name(step.segments[2].name_id), "slow layer");
-  ASSERT_EQ(p.what_if_unmeasured, "");
-  ASSERT_EQ(p.rank_replays.size(), 1u);
-  EXPECT_EQ(p.rank_replays[0].rank, 1);
-  EXPECT_EQ(p.rank_replays[0].replayed_ns, 1000);
-  EXPECT_EQ(p.rank_replays[0].predicted_ns, 641);
+  expect_released_at_700(path({1}), "MPI_Wait");
+}
+
+// The same message where a communication thread makes every MPI call, as
+// task runtimes have one, and the training thread waits in a wait of its
+// own (c10d's here): rank 1's worker posts the send at 100 and comes to
+// MPI_Wait at 700, after the training thread's slow layer; rank 0's worker
+// posts the receive at 50. The worker's call released the message as
+// above: the path crosses from rank 0's wait to rank 1 at 700, and on to
+// its slow layer. From the send's post alone it would stay on rank 0.
+// Replayed with rank 1 at the median, the release moves with rank 1's
+// training thread (x475/975): as above.
+TEST_F(CriticalPathTest, AMessageIsReleasedByItsSendersMpiCallOnAnyThread) {
+  const auto on_worker = [](std::vector<Event> events) {
+    for (Event& e : events) e.track = e.track == kThread ? kWorker : e.track;
+    return events;
+  };
+  const Event c10d_wait = testing::host_event(EventKind::kTorchWait, kC10dWait, 200, 720, kThread);
+  write_rank(0, 2, joined({range(kStep, 0, 1000), range(kRelay, 55, 200), c10d_wait, range(kTail, 720, 1000)},
+                          on_worker(nonblocking(CommOp::kRecv, 1, 50, 720))));
+  write_rank(1, 2, joined({range(kStep, 0, 990), range(kSlow, 105, 700), range(kRelay, 710, 990)},
+                          on_worker(joined(nonblocking(CommOp::kSend, 0, 100, 710), {wait(700, 710)}))));
+  expect_released_at_700(path({1}), "c10d::wait");
 }
 
 // A message cannot be moved by a call its sender began after its own side
