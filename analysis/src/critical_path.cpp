@@ -600,7 +600,7 @@ WalkedStep walk_and_replay(const Timeline& timeline, const JobProfile& job, cons
   const auto weighed = [&](int64_t ns) { return static_cast<int64_t>(std::llround(static_cast<double>(ns) * weight)); };
   {
     // The walk's copy of the step's events goes before the replay reads
-    // its own: one step's events at a time are the report's peak.
+    // its own: the two are never held together.
     Walk walk(timeline, job, names, step);
     for (const int32_t start : starts) {
       StepPath path = walk_step(walk, job, step, start);
@@ -641,8 +641,9 @@ WalkedStep walk_and_replay(const Timeline& timeline, const JobProfile& job, cons
 // A step's graph holds every rank's events of the step and of the one
 // before it, about 70 bytes an event (bench/results/report.md). Steps are
 // walked and replayed at once, one per usable CPU, while their graphs
-// together hold at most this many events, about 140 MiB; a larger step
-// goes alone.
+// together hold about this many events, about 140 MiB. Each graph is taken
+// at the job's mean (two steps' share of its events): a step far larger
+// than the mean may go beside others all the same.
 constexpr uint64_t kEventsReplayedAtOnce = 2'000'000;
 
 // How many steps are walked and replayed at once, a step's graph taken to

@@ -210,6 +210,10 @@ class InstantGraph {
     uint64_t lapse : 2;
   };
   static_assert(sizeof(Edge) == 16);
+  static_assert(static_cast<int>(Lapse::kTransfer) < 4, "a lapse is 2 bits");
+  // A variant is 14 bits: kOneRegrouping and one per bucket size predicted,
+  // of which there are ten (buckets.cpp: caps of 1 to 256 MiB, and the
+  // current size).
   static constexpr int64_t kLongestLapse = (int64_t{1} << 47) - 1, kShortestLapse = -kLongestLapse;
   // Kahn's order over the edges `in` takes.
   template <typename Takes>
